@@ -1,0 +1,652 @@
+//! `HelmRelease` in `wheelhouse.dev/v1alpha1`.
+//!
+//! Field names follow Flux's `helm.toolkit.fluxcd.io/v2` HelmRelease wherever the meaning
+//! is the same, so a Flux user moves a release by changing `apiVersion` and the chart
+//! block. Validation that the API server can enforce lives here as schema patterns, enums
+//! and CEL rules, so a bad object is refused at `kubectl apply` time with a clear message.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+
+use super::duration::Duration;
+
+pub const GROUP: &str = "wheelhouse.dev";
+pub const VERSION: &str = "v1alpha1";
+pub const KIND: &str = "HelmRelease";
+pub const FIELD_MANAGER: &str = "wheelhouse";
+pub const FINALIZER: &str = "wheelhouse.dev/finalizer";
+
+/// Annotations whose value is a token (usually a timestamp); each new value is handled
+/// once and recorded in status.
+pub mod annotations {
+    pub const RECONCILE_REQUESTED_AT: &str = "reconcile.wheelhouse.dev/requestedAt";
+    pub const FORCE_AT: &str = "reconcile.wheelhouse.dev/forceAt";
+    pub const RESET_AT: &str = "reconcile.wheelhouse.dev/resetAt";
+    pub const CANCEL_WAIT_AT: &str = "reconcile.wheelhouse.dev/cancelWaitAt";
+}
+
+/// The desired state of one Helm release.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "wheelhouse.dev",
+    version = "v1alpha1",
+    kind = "HelmRelease",
+    namespaced,
+    shortname = "whr",
+    doc = "A Helm release declared as a Kubernetes object and reconciled by wheelhouse.",
+    status = "HelmReleaseStatus",
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Status","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].message","priority":0}"#,
+    printcolumn = r#"{"name":"Revision","type":"integer","jsonPath":".status.history[0].version"}"#,
+    printcolumn = r#"{"name":"Suspended","type":"boolean","jsonPath":".spec.suspend"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct HelmReleaseSpec {
+    /// Where the chart comes from.
+    pub chart: ChartSpec,
+
+    /// How often the release is reconciled even when nothing changed.
+    #[serde(default = "default_interval")]
+    pub interval: Duration,
+
+    /// How long the health-check wait after an action may take.
+    #[serde(default = "default_timeout")]
+    pub timeout: Duration,
+
+    /// Helm release name. Defaults to `<targetNamespace>-<name>` when targetNamespace is
+    /// set, otherwise to the HelmRelease's name (as in Flux).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("size(self) <= 53").message("releaseName must be at most 53 characters (a Helm limit)"))]
+    pub release_name: Option<String>,
+
+    /// Namespace the chart's objects go to. Defaults to the HelmRelease's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_namespace: Option<String>,
+
+    /// Namespace of the Helm storage Secrets. Defaults to the HelmRelease's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_namespace: Option<String>,
+
+    /// Revisions kept in Helm storage; 0 keeps all.
+    #[serde(default = "default_max_history")]
+    #[schemars(range(min = 0))]
+    pub max_history: i32,
+
+    /// Inline values, merged last (highest precedence).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_form_object")]
+    pub values: Option<serde_json::Value>,
+
+    /// Values read from ConfigMaps and Secrets, merged in order before inline values.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values_from: Vec<ValuesReference>,
+
+    /// Releases that must be Ready before this one is reconciled.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<DependencyReference>,
+
+    /// Stop starting new actions for this release (a running wait still finishes).
+    #[serde(default)]
+    pub suspend: bool,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install: Option<Install>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upgrade: Option<Upgrade>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<Test>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollback: Option<Rollback>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uninstall: Option<Uninstall>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_check: Option<HealthCheck>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_tracking: Option<ConfigTracking>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_detection: Option<DriftDetection>,
+}
+
+/// Exactly one of `path`, or `repository` + `name` (with an optional `version`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("has(self.path) || (has(self.repository) && has(self.name))")
+        .message("chart needs either path, or repository and name"),
+    validation = Rule::new("!has(self.path) || !(has(self.repository) || has(self.name) || has(self.version) || has(self.secretRef))")
+        .message("chart.path cannot be combined with repository, name, version or secretRef"),
+)]
+pub struct ChartSpec {
+    /// URL of an HTTP(S) Helm repository (the folder holding index.yaml).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.startsWith('https://') || self.startsWith('http://')")
+        .message("chart.repository must be an http:// or https:// Helm repository URL (oci:// is not supported yet)"))]
+    pub repository: Option<String>,
+
+    /// Chart name in the repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z0-9]([-a-z0-9_.]*[a-z0-9])?$')")
+        .message("chart.name must be a chart name such as podinfo"))]
+    pub name: Option<String>,
+
+    /// Exact version or semver range (e.g. `1.2.3`, `>=1.0.0 <2.0.0`, `~1.4`). Defaults to
+    /// the latest stable version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("size(self) > 0").message("chart.version must not be empty; omit it for the latest stable version"))]
+    pub version: Option<String>,
+
+    /// A chart directory or packaged `.tgz` on the engine's filesystem.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("size(self) > 0").message("chart.path must not be empty"))]
+    pub path: Option<String>,
+
+    /// Secret in the HelmRelease's namespace with `username`/`password` for basic auth
+    /// and/or `ca.crt` for a private CA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_ref: Option<LocalObjectReference>,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct LocalObjectReference {
+    pub name: String,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValuesKind {
+    ConfigMap,
+    Secret,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ValuesReference {
+    pub kind: ValuesKind,
+    pub name: String,
+    /// Key holding the values; a YAML document unless targetPath is set.
+    #[serde(default = "default_values_key")]
+    pub values_key: String,
+    /// Put the key's raw value at this dotted path (Helm `--set` syntax) instead of
+    /// merging it as a YAML document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_path: Option<String>,
+    /// A missing object or key is skipped instead of holding the release.
+    #[serde(default)]
+    pub optional: bool,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct DependencyReference {
+    pub name: String,
+    /// Defaults to the HelmRelease's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// What happens to the chart's `crds/` directory on install or upgrade.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrdPolicy {
+    Skip,
+    Create,
+    CreateReplace,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Install {
+    #[serde(default)]
+    pub create_namespace: bool,
+    #[serde(default = "default_install_crds")]
+    pub crds: CrdPolicy,
+    #[serde(default)]
+    pub disable_wait: bool,
+    #[serde(default)]
+    pub disable_hooks: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remediation: Option<InstallRemediation>,
+}
+
+impl Default for Install {
+    fn default() -> Self {
+        Self {
+            create_namespace: false,
+            crds: default_install_crds(),
+            disable_wait: false,
+            disable_hooks: false,
+            remediation: None,
+        }
+    }
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct InstallRemediation {
+    /// Install retries before the release is Stalled; -1 retries forever.
+    #[serde(default)]
+    #[schemars(range(min = -1))]
+    pub retries: i32,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Upgrade {
+    #[serde(default = "default_upgrade_crds")]
+    pub crds: CrdPolicy,
+    #[serde(default)]
+    pub disable_wait: bool,
+    #[serde(default)]
+    pub disable_hooks: bool,
+    /// Delete objects the failed upgrade created.
+    #[serde(default)]
+    pub cleanup_on_fail: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remediation: Option<UpgradeRemediation>,
+}
+
+impl Default for Upgrade {
+    fn default() -> Self {
+        Self {
+            crds: default_upgrade_crds(),
+            disable_wait: false,
+            disable_hooks: false,
+            cleanup_on_fail: false,
+            remediation: None,
+        }
+    }
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RemediationStrategy {
+    #[default]
+    Rollback,
+    Uninstall,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradeRemediation {
+    /// Upgrade retries before the release is Stalled; -1 retries forever.
+    #[serde(default)]
+    #[schemars(range(min = -1))]
+    pub retries: i32,
+    #[serde(default)]
+    pub strategy: RemediationStrategy,
+    /// Remediate the last failure even when retries are exhausted. Defaults to true when
+    /// retries > 0 (as in Flux).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remediate_last_failure: Option<bool>,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Test {
+    #[serde(default)]
+    pub enable: bool,
+    /// Defaults to spec.timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
+    /// A failing test does not fail the release.
+    #[serde(default)]
+    pub ignore_failures: bool,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Rollback {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
+    #[serde(default)]
+    pub disable_hooks: bool,
+    #[serde(default)]
+    pub disable_wait: bool,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Uninstall {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
+    #[serde(default)]
+    pub disable_hooks: bool,
+    #[serde(default)]
+    pub disable_wait: bool,
+    /// Keep the storage Secrets (as `uninstalled`) so `helm history` still shows them.
+    #[serde(default)]
+    pub keep_history: bool,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthCheck {
+    /// End a wait at once when a resource can no longer become ready.
+    #[serde(default = "yes")]
+    pub fail_fast: bool,
+    /// Cancel a running wait as soon as a newer desired state is ready to apply.
+    #[serde(default = "yes")]
+    pub cancel_on_new_revision: bool,
+}
+
+impl Default for HealthCheck {
+    fn default() -> Self {
+        Self {
+            fail_fast: true,
+            cancel_on_new_revision: true,
+        }
+    }
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigTracking {
+    /// Roll workloads when the ConfigMaps/Secrets they consume change.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+impl Default for ConfigTracking {
+    fn default() -> Self {
+        Self { enabled: true }
+    }
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DriftDetectionMode {
+    #[default]
+    Disabled,
+    Warn,
+    Enabled,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftDetection {
+    #[serde(default)]
+    pub mode: DriftDetectionMode,
+    /// JSON pointers (RFC 6901) of fields drift detection ignores.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore: Vec<String>,
+}
+
+/// The observed state, written only by the engine (status subresource).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HelmReleaseStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempted_generation: Option<i64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Chart version of the last attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempted_revision: Option<String>,
+    /// Digest of the merged values of the last attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempted_config_digest: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempted_release_action: Option<ReleaseAction>,
+    /// Helm revisions, newest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<Snapshot>,
+    /// Failures since the last success, of any kind.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failures: i64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub install_failures: i64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub upgrade_failures: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_reconcile_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_force_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_reset_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_cancel_wait_at: Option<String>,
+    /// Present while a health check runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<WaitStatus>,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ReleaseAction {
+    Install,
+    Upgrade,
+}
+
+/// One Helm revision as recorded in status.history.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Snapshot {
+    /// Helm revision number.
+    pub version: i32,
+    pub name: String,
+    pub namespace: String,
+    pub chart_name: String,
+    pub chart_version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_version: Option<String>,
+    pub config_digest: String,
+    /// Helm status: deployed, superseded, failed, pending-install, ...
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_deployed: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_deployed: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deleted: Option<Time>,
+    /// passed, failed, or absent when no tests ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_result: Option<String>,
+}
+
+/// Progress of the running health check.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitStatus {
+    pub revision: i32,
+    pub started_at: Time,
+    pub deadline: Time,
+    pub ready: i32,
+    pub total: i32,
+}
+
+impl HelmRelease {
+    /// The Helm release name, defaulted as Flux does.
+    pub fn release_name(&self) -> String {
+        if let Some(name) = &self.spec.release_name {
+            return name.clone();
+        }
+        let name = self.metadata.name.clone().unwrap_or_default();
+        match &self.spec.target_namespace {
+            Some(ns) => format!("{ns}-{name}"),
+            None => name,
+        }
+    }
+
+    /// Namespace of the HelmRelease object itself.
+    pub fn object_namespace(&self) -> String {
+        self.metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into())
+    }
+
+    /// Namespace the chart's objects are installed into.
+    pub fn target_namespace(&self) -> String {
+        self.spec
+            .target_namespace
+            .clone()
+            .unwrap_or_else(|| self.object_namespace())
+    }
+
+    /// Namespace of the Helm storage Secrets.
+    pub fn storage_namespace(&self) -> String {
+        self.spec
+            .storage_namespace
+            .clone()
+            .unwrap_or_else(|| self.object_namespace())
+    }
+
+    /// The condition of the given type, if the engine has set it.
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+    }
+}
+
+fn free_form_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "description": "Helm values: any YAML object.",
+    })
+}
+
+fn default_interval() -> Duration {
+    Duration::from_secs(600)
+}
+
+fn default_timeout() -> Duration {
+    Duration::from_secs(300)
+}
+
+fn default_max_history() -> i32 {
+    5
+}
+
+fn default_values_key() -> String {
+    "values.yaml".into()
+}
+
+fn default_install_crds() -> CrdPolicy {
+    CrdPolicy::Create
+}
+
+fn default_upgrade_crds() -> CrdPolicy {
+    CrdPolicy::Skip
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from_yaml(y: &str) -> HelmRelease {
+        serde_yaml::from_str(y).expect("valid HelmRelease")
+    }
+
+    #[test]
+    fn minimal_release_gets_flux_defaults() {
+        let hr = from_yaml(
+            r#"
+apiVersion: wheelhouse.dev/v1alpha1
+kind: HelmRelease
+metadata: {name: podinfo, namespace: apps}
+spec:
+  chart: {repository: "https://charts.example.com", name: podinfo}
+"#,
+        );
+        assert_eq!(hr.spec.interval.to_string(), "10m");
+        assert_eq!(hr.spec.timeout.to_string(), "5m");
+        assert_eq!(hr.spec.max_history, 5);
+        assert!(!hr.spec.suspend);
+        assert_eq!(hr.release_name(), "podinfo");
+        assert_eq!(hr.target_namespace(), "apps");
+        assert_eq!(hr.storage_namespace(), "apps");
+        assert_eq!(
+            hr.spec.health_check.clone().unwrap_or_default(),
+            HealthCheck {
+                fail_fast: true,
+                cancel_on_new_revision: true
+            }
+        );
+        assert_eq!(
+            hr.spec.install.clone().unwrap_or_default().crds,
+            CrdPolicy::Create
+        );
+        assert_eq!(
+            hr.spec.upgrade.clone().unwrap_or_default().crds,
+            CrdPolicy::Skip
+        );
+    }
+
+    #[test]
+    fn target_namespace_prefixes_release_name_like_flux() {
+        let hr = from_yaml(
+            r#"
+apiVersion: wheelhouse.dev/v1alpha1
+kind: HelmRelease
+metadata: {name: podinfo, namespace: flux-system}
+spec:
+  targetNamespace: web
+  chart: {path: ./charts/podinfo}
+"#,
+        );
+        assert_eq!(hr.release_name(), "web-podinfo");
+        assert_eq!(hr.target_namespace(), "web");
+        assert_eq!(hr.storage_namespace(), "flux-system");
+    }
+
+    #[test]
+    fn full_spec_round_trips() {
+        let src = r#"
+apiVersion: wheelhouse.dev/v1alpha1
+kind: HelmRelease
+metadata: {name: full, namespace: default}
+spec:
+  chart: {repository: "https://charts.example.com", name: app, version: ">=1.0.0 <2.0.0", secretRef: {name: creds}}
+  interval: 1h30m
+  timeout: 90s
+  releaseName: app
+  maxHistory: 0
+  values: {replicaCount: 2, image: {tag: "1.2"}}
+  valuesFrom:
+    - {kind: ConfigMap, name: base}
+    - {kind: Secret, name: creds, valuesKey: token, targetPath: auth.token, optional: true}
+  dependsOn: [{name: db, namespace: data}]
+  suspend: true
+  install: {createNamespace: true, crds: CreateReplace, remediation: {retries: 3}}
+  upgrade: {cleanupOnFail: true, remediation: {retries: -1, strategy: uninstall, remediateLastFailure: false}}
+  test: {enable: true, timeout: 2m, ignoreFailures: true}
+  rollback: {timeout: 1m, disableHooks: true}
+  uninstall: {keepHistory: true}
+  healthCheck: {failFast: false, cancelOnNewRevision: false}
+  configTracking: {enabled: false}
+  driftDetection: {mode: warn, ignore: ["/spec/replicas"]}
+"#;
+        let hr = from_yaml(src);
+        assert_eq!(hr.spec.values_from[0].values_key, "values.yaml");
+        assert_eq!(
+            hr.spec.upgrade.as_ref().unwrap().remediation.as_ref().unwrap().strategy,
+            RemediationStrategy::Uninstall
+        );
+        let again: HelmRelease =
+            serde_json::from_value(serde_json::to_value(&hr).unwrap()).unwrap();
+        assert_eq!(again.spec, hr.spec);
+    }
+}

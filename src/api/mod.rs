@@ -1,0 +1,56 @@
+//! The `wheelhouse.dev/v1alpha1` API: the HelmRelease types and their CRD.
+
+pub mod duration;
+pub mod helmrelease;
+
+pub use duration::Duration;
+pub use helmrelease::*;
+
+use kube::CustomResourceExt;
+
+/// The CustomResourceDefinition for HelmRelease, generated from the Rust types.
+pub fn crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition
+{
+    HelmRelease::crd()
+}
+
+/// The CRD as a YAML document, ready for `kubectl apply -f -`.
+pub fn crd_yaml() -> String {
+    serde_yaml::to_string(&crd()).expect("a CRD always serializes")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crd_has_names_columns_and_status() {
+        let crd = crd();
+        assert_eq!(crd.metadata.name.as_deref(), Some("helmreleases.wheelhouse.dev"));
+        assert_eq!(crd.spec.names.short_names, Some(vec!["whr".to_string()]));
+        let version = &crd.spec.versions[0];
+        assert!(version.subresources.as_ref().unwrap().status.is_some());
+        let columns: Vec<_> = version
+            .additional_printer_columns
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        assert_eq!(columns, ["Ready", "Status", "Revision", "Suspended", "Age"]);
+    }
+
+    #[test]
+    fn crd_carries_server_side_validation() {
+        let yaml = crd_yaml();
+        for needle in [
+            "x-kubernetes-validations",
+            "chart needs either path, or repository and name",
+            "x-kubernetes-preserve-unknown-fields: true",
+            "CreateReplace",
+            duration::PATTERN,
+        ] {
+            assert!(yaml.contains(needle), "CRD lacks {needle:?}");
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! `wheelhouse list`: a one-shot table of HelmReleases.
+
+use std::io::Write;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::{Api, Client, api::ListParams};
+
+use crate::api::HelmRelease;
+use crate::client::Scope;
+use crate::{Error, Result};
+
+pub async fn print(client: Client, scope: &Scope, out: &mut impl Write) -> Result<()> {
+    let api: Api<HelmRelease> = scope.api(client);
+    let releases = match api.list(&ListParams::default()).await {
+        Ok(list) => list.items,
+        Err(kube::Error::Api(status)) if status.code == 404 => return Err(Error::CrdMissing),
+        Err(e) => return Err(e.into()),
+    };
+    write_table(&releases, Timestamp::now(), out)?;
+    Ok(())
+}
+
+fn write_table(releases: &[HelmRelease], now: Timestamp, out: &mut impl Write) -> std::io::Result<()> {
+    if releases.is_empty() {
+        return writeln!(out, "No HelmReleases found.");
+    }
+    let rows: Vec<[String; 7]> = releases
+        .iter()
+        .map(|hr| {
+            let ready = hr.condition("Ready");
+            [
+                hr.object_namespace(),
+                hr.metadata.name.clone().unwrap_or_default(),
+                ready.map_or("Unknown", |c| c.status.as_str()).to_owned(),
+                hr.status
+                    .as_ref()
+                    .and_then(|s| s.history.first())
+                    .map_or_else(|| "-".into(), |h| h.version.to_string()),
+                hr.spec.suspend.to_string(),
+                hr.metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map_or_else(|| "-".into(), |t| age(t.0, now)),
+                ready.map_or_else(|| "waiting for the engine".into(), |c| c.message.clone()),
+            ]
+        })
+        .collect();
+    let header = ["NAMESPACE", "NAME", "READY", "REVISION", "SUSPENDED", "AGE", "MESSAGE"];
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[&str]| {
+        let mut s = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(cell);
+            } else {
+                s.push_str(&format!("{cell:<w$}   ", w = widths[i]));
+            }
+        }
+        s
+    };
+    writeln!(out, "{}", line(&header))?;
+    for row in &rows {
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        writeln!(out, "{}", line(&cells))?;
+    }
+    Ok(())
+}
+
+/// kubectl-style age: 45s, 12m, 3h, 5d.
+pub fn age(then: Timestamp, now: Timestamp) -> String {
+    let secs = now.duration_since(then).as_secs().max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 2 * 3600 => format!("{}m", s / 60),
+        s if s < 48 * 3600 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_like_kubectl() {
+        let now: Timestamp = "2026-01-02T00:00:00Z".parse().unwrap();
+        let ago = |s: i64| now - std::time::Duration::from_secs(s as u64);
+        assert_eq!(age(ago(5), now), "5s");
+        assert_eq!(age(ago(600), now), "10m");
+        assert_eq!(age(ago(3 * 3600), now), "3h");
+        assert_eq!(age(ago(5 * 86400), now), "5d");
+    }
+
+    #[test]
+    fn table_shows_ready_condition_and_revision() {
+        let hr: HelmRelease = serde_yaml::from_str(
+            r#"
+apiVersion: wheelhouse.dev/v1alpha1
+kind: HelmRelease
+metadata: {name: web, namespace: apps, creationTimestamp: "2026-01-01T23:00:00Z"}
+spec: {chart: {path: ./chart}, suspend: true}
+status:
+  conditions:
+    - {type: Ready, status: "True", reason: UpgradeSucceeded, message: "Helm upgrade succeeded", lastTransitionTime: "2026-01-01T23:00:00Z"}
+  history:
+    - {version: 3, name: web, namespace: apps, chartName: web, chartVersion: 1.0.0, configDigest: "sha256:0", status: deployed}
+"#,
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        write_table(&[hr], "2026-01-02T00:00:00Z".parse().unwrap(), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<_> = text.lines().collect();
+        assert!(lines[0].starts_with("NAMESPACE   NAME   READY"));
+        assert!(lines[1].contains("apps"), "{text}");
+        assert!(lines[1].contains("True"), "{text}");
+        assert!(lines[1].contains(" 3 "), "{text}");
+        assert!(lines[1].contains("true"), "{text}");
+        assert!(lines[1].contains("60m"), "{text}");
+        assert!(lines[1].ends_with("Helm upgrade succeeded"), "{text}");
+    }
+}

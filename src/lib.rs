@@ -1,0 +1,9 @@
+//! wheelhouse: a terminal dashboard and reconcile engine for Helm releases declared as
+//! `HelmRelease` resources (`wheelhouse.dev/v1alpha1`).
+
+pub mod api;
+pub mod cli;
+pub mod client;
+mod error;
+
+pub use error::{Error, Result};
