@@ -13,7 +13,9 @@ pub enum Error {
     #[error("Kubernetes API: {0}")]
     Kube(#[from] kube::Error),
 
-    #[error("the HelmRelease CRD is not installed in this cluster; install it with `wheelhouse crd | kubectl apply -f -`")]
+    #[error(
+        "the HelmRelease CRD is not installed in this cluster; install it with `wheelhouse crd | kubectl apply -f -`"
+    )]
     CrdMissing,
 
     #[error("{0}")]

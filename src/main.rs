@@ -7,7 +7,9 @@ use tracing_subscriber::EnvFilter;
 async fn main() -> ExitCode {
     let cli = wheelhouse::cli::Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_env("WHEELHOUSE_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_env_filter(
+            EnvFilter::try_from_env("WHEELHOUSE_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     match wheelhouse::cli::run(cli).await {

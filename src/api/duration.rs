@@ -112,7 +112,7 @@ impl fmt::Display for Duration {
         let secs = total.as_secs();
         let sub = total.subsec_nanos();
         if secs == 0 {
-            return if sub % 1_000_000 == 0 {
+            return if sub.is_multiple_of(1_000_000) {
                 write!(f, "{}ms", sub / 1_000_000)
             } else {
                 write!(f, "{sub}ns")

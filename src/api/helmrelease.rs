@@ -642,7 +642,14 @@ spec:
         let hr = from_yaml(src);
         assert_eq!(hr.spec.values_from[0].values_key, "values.yaml");
         assert_eq!(
-            hr.spec.upgrade.as_ref().unwrap().remediation.as_ref().unwrap().strategy,
+            hr.spec
+                .upgrade
+                .as_ref()
+                .unwrap()
+                .remediation
+                .as_ref()
+                .unwrap()
+                .strategy,
             RemediationStrategy::Uninstall
         );
         let again: HelmRelease =

@@ -9,8 +9,8 @@ pub use helmrelease::*;
 use kube::CustomResourceExt;
 
 /// The CustomResourceDefinition for HelmRelease, generated from the Rust types.
-pub fn crd() -> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition
-{
+pub fn crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
     HelmRelease::crd()
 }
 
@@ -26,7 +26,10 @@ mod tests {
     #[test]
     fn crd_has_names_columns_and_status() {
         let crd = crd();
-        assert_eq!(crd.metadata.name.as_deref(), Some("helmreleases.wheelhouse.dev"));
+        assert_eq!(
+            crd.metadata.name.as_deref(),
+            Some("helmreleases.wheelhouse.dev")
+        );
         assert_eq!(crd.spec.names.short_names, Some(vec!["whr".to_string()]));
         let version = &crd.spec.versions[0];
         assert!(version.subresources.as_ref().unwrap().status.is_some());

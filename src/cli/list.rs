@@ -20,7 +20,11 @@ pub async fn print(client: Client, scope: &Scope, out: &mut impl Write) -> Resul
     Ok(())
 }
 
-fn write_table(releases: &[HelmRelease], now: Timestamp, out: &mut impl Write) -> std::io::Result<()> {
+fn write_table(
+    releases: &[HelmRelease],
+    now: Timestamp,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
     if releases.is_empty() {
         return writeln!(out, "No HelmReleases found.");
     }
@@ -45,7 +49,15 @@ fn write_table(releases: &[HelmRelease], now: Timestamp, out: &mut impl Write) -
             ]
         })
         .collect();
-    let header = ["NAMESPACE", "NAME", "READY", "REVISION", "SUSPENDED", "AGE", "MESSAGE"];
+    let header = [
+        "NAMESPACE",
+        "NAME",
+        "READY",
+        "REVISION",
+        "SUSPENDED",
+        "AGE",
+        "MESSAGE",
+    ];
     let mut widths = header.map(str::len);
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {

@@ -35,7 +35,13 @@ pub struct ClusterArgs {
     pub context: Option<String>,
 
     /// Namespace to show (default: the context's namespace).
-    #[arg(short, long, global = true, value_name = "NAME", conflicts_with = "all_namespaces")]
+    #[arg(
+        short,
+        long,
+        global = true,
+        value_name = "NAME",
+        conflicts_with = "all_namespaces"
+    )]
     pub namespace: Option<String>,
 
     /// Show HelmReleases in every namespace.

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# Starts a local Kubernetes control plane on 127.0.0.1 without containers:
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (one fake node).
+#
+# Usage: tests/cluster/up.sh DIR
+#   DIR holds everything of this cluster: certificates, etcd data, logs, the PIDs of the
+#   processes started (DIR/pids, read by down.sh) and DIR/kubeconfig. Returns once the
+#   API answers, the fake node is Ready and the default ServiceAccount exists.
+#   Running it again on a DIR whose cluster is up does nothing; on a stopped DIR it
+#   restarts the cluster with its data.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+log() { printf '[up] %s\n' "$*" >&2; }
+die() { printf '[up] error: %s\n' "$*" >&2; exit 1; }
+
+[[ $# -eq 1 ]] || die "usage: $0 DIR"
+mkdir -p "$1"
+dir=$(cd "$1" && pwd)
+bin=$("$here/testbin.sh")
+kubectl=("$bin/kubectl" --kubeconfig "$dir/kubeconfig")
+
+started=$EPOCHREALTIME
+elapsed() { printf "%.1fs" "$(python3 -c "print($EPOCHREALTIME - $started)")"; }
+
+alive() { [[ -n "${1:-}" ]] && kill -0 "$1" 2>/dev/null; }
+
+# Already up? Then there is nothing to do.
+if [[ -f "$dir/pids" && -f "$dir/kubeconfig" ]]; then
+  all_alive=true
+  while read -r _ pid; do alive "$pid" || all_alive=false; done <"$dir/pids"
+  if $all_alive && "${kubectl[@]}" get --raw /readyz >/dev/null 2>&1; then
+    log "already up ($dir)"
+    exit 0
+  fi
+  log "found a stopped or partial cluster in $dir; stopping its leftovers and restarting"
+  "$here/down.sh" --keep "$dir"
+fi
+
+mkdir -p "$dir/pki" "$dir/logs" "$dir/etcd"
+: >"$dir/pids"
+
+# Stop what this run started if anything below fails, and show why.
+on_error() {
+  local code=$?
+  log "failed after $(elapsed); recent logs:"
+  for f in "$dir"/logs/*.log; do
+    [[ -s "$f" ]] || continue
+    printf -- '--- %s\n' "$f" >&2
+    tail -n 15 "$f" >&2
+  done
+  "$here/down.sh" --keep "$dir" || true
+  exit "$code"
+}
+trap on_error ERR
+
+# --- ports -------------------------------------------------------------------------------
+# Reuse the ports of an earlier run of this DIR (etcd remembers its peer URL), else pick
+# free ones: bind to port 0 and read what the kernel chose.
+if [[ ! -f "$dir/ports.env" ]]; then
+  read -r p1 p2 p3 p4 < <(python3 - <<'PY'
+import socket
+socks = [socket.socket() for _ in range(4)]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in socks])
+PY
+)
+  printf 'ETCD_CLIENT_PORT=%s\nETCD_PEER_PORT=%s\nAPISERVER_PORT=%s\nKWOK_NODE_PORT=%s\n' \
+    "$p1" "$p2" "$p3" "$p4" >"$dir/ports.env"
+fi
+# shellcheck source=/dev/null
+source "$dir/ports.env"
+for port in "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT"; do
+  if ss -Hltn "sport = :$port" | grep -q .; then
+    die "port $port on 127.0.0.1 is taken; remove $dir/ports.env to pick new ports"
+  fi
+done
+
+# --- certificates --------------------------------------------------------------------------
+pki="$dir/pki"
+if [[ ! -f "$pki/admin.crt" ]]; then
+  log "creating certificates"
+  ossl() { openssl "$@" 2>>"$dir/logs/openssl.log"; }
+  ossl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=wheelhouse-local-ca" \
+    -keyout "$pki/ca.key" -out "$pki/ca.crt"
+  ossl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver" \
+    -keyout "$pki/apiserver.key" -out "$pki/apiserver.csr"
+  printf 'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth\n' >"$pki/apiserver.ext"
+  ossl x509 -req -in "$pki/apiserver.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+    -CAcreateserial -days 3650 -extfile "$pki/apiserver.ext" -out "$pki/apiserver.crt"
+  # One client identity in system:masters for the local components and for tests.
+  ossl req -newkey rsa:2048 -nodes -subj "/O=system:masters/CN=wheelhouse-admin" \
+    -keyout "$pki/admin.key" -out "$pki/admin.csr"
+  printf 'extendedKeyUsage=clientAuth\n' >"$pki/admin.ext"
+  ossl x509 -req -in "$pki/admin.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+    -CAcreateserial -days 3650 -extfile "$pki/admin.ext" -out "$pki/admin.crt"
+  ossl genrsa -out "$pki/sa.key" 2048
+  ossl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub"
+fi
+
+b64() { base64 -w0 <"$1"; }
+cat >"$dir/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: wheelhouse-local
+  cluster:
+    server: https://127.0.0.1:$APISERVER_PORT
+    certificate-authority-data: $(b64 "$pki/ca.crt")
+users:
+- name: wheelhouse-admin
+  user:
+    client-certificate-data: $(b64 "$pki/admin.crt")
+    client-key-data: $(b64 "$pki/admin.key")
+contexts:
+- name: wheelhouse-local
+  context: {cluster: wheelhouse-local, user: wheelhouse-admin, namespace: default}
+current-context: wheelhouse-local
+EOF
+chmod 600 "$dir/kubeconfig"
+
+# --- processes -----------------------------------------------------------------------------
+# setsid: a Ctrl-C in the terminal that ran `up` (or the dashboard) must not stop the
+# cluster; down.sh stops it by the PIDs recorded here.
+start() {
+  local name=$1
+  shift
+  setsid "$@" </dev/null >>"$dir/logs/$name.log" 2>&1 &
+  echo "$name $!" >>"$dir/pids"
+}
+
+wait_for() {
+  local what=$1 timeout=$2
+  shift 2
+  local deadline=$((SECONDS + timeout))
+  until "$@" >/dev/null 2>&1; do
+    while read -r name pid; do
+      alive "$pid" || die "$name exited while waiting for $what (see $dir/logs/$name.log)"
+    done <"$dir/pids"
+    ((SECONDS < deadline)) || die "timed out after ${timeout}s waiting for $what"
+    sleep 0.2
+  done
+}
+
+log "starting etcd"
+start etcd "$bin/etcd" \
+  --name local --data-dir "$dir/etcd" \
+  --listen-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+  --advertise-client-urls "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+  --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
+  --initial-cluster "local=http://127.0.0.1:$ETCD_PEER_PORT" \
+  --unsafe-no-fsync --log-level warn
+wait_for etcd 30 curl -sf "http://127.0.0.1:$ETCD_CLIENT_PORT/health"
+
+log "starting kube-apiserver"
+# --endpoint-reconciler-type=none: the `kubernetes` Service may not point at loopback.
+start kube-apiserver "$bin/kube-apiserver" \
+  --etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" \
+  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" \
+  --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+  --client-ca-file "$pki/ca.crt" \
+  --service-account-key-file "$pki/sa.pub" \
+  --service-account-signing-key-file "$pki/sa.key" \
+  --service-account-issuer https://kubernetes.default.svc \
+  --service-cluster-ip-range 10.0.0.0/24 \
+  --authorization-mode RBAC \
+  --endpoint-reconciler-type none \
+  --allow-privileged
+wait_for "the API server" 90 "${kubectl[@]}" get --raw /readyz
+
+log "starting kube-controller-manager and kube-scheduler"
+start kube-controller-manager "$bin/kube-controller-manager" \
+  --kubeconfig "$dir/kubeconfig" \
+  --bind-address 127.0.0.1 --secure-port 0 \
+  --leader-elect=false \
+  --service-account-private-key-file "$pki/sa.key" \
+  --root-ca-file "$pki/ca.crt" \
+  --use-service-account-credentials=false \
+  --node-monitor-grace-period 120s \
+  --controllers '*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle'
+start kube-scheduler "$bin/kube-scheduler" \
+  --kubeconfig "$dir/kubeconfig" \
+  --bind-address 127.0.0.1 --secure-port 0 \
+  --leader-elect=false
+
+log "starting kwok"
+start kwok "$bin/kwok" \
+  --kubeconfig "$dir/kubeconfig" \
+  --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
+  --config "$here/kwok-stages.yaml" \
+  --node-lease-duration-seconds 40 \
+  --node-ip 127.0.0.1 --node-port "$KWOK_NODE_PORT" \
+  --cidr 10.244.0.0/16
+
+"${kubectl[@]}" apply -f - >/dev/null <<'EOF'
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-0
+  annotations:
+    kwok.x-k8s.io/node: fake
+    node.alpha.kubernetes.io/ttl: "0"
+  labels:
+    kubernetes.io/hostname: kwok-node-0
+    kubernetes.io/os: linux
+    kubernetes.io/arch: amd64
+    type: kwok
+status:
+  allocatable: {cpu: "64", memory: 256Gi, pods: "1000"}
+  capacity: {cpu: "64", memory: 256Gi, pods: "1000"}
+EOF
+wait_for "the fake node to be Ready" 60 "${kubectl[@]}" wait --for=condition=Ready node/kwok-node-0 --timeout=1s
+wait_for "the default ServiceAccount" 60 "${kubectl[@]}" get serviceaccount default -n default
+
+trap - ERR
+log "up in $(elapsed): export KUBECONFIG=$dir/kubeconfig"

@@ -1,0 +1,132 @@
+//! Shared helpers for tests that run against the local control plane that
+//! tests/test.sh starts (tests/cluster/up.sh). They never skip: without a cluster they
+//! fail and say how to get one.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{DeleteParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+
+/// Generous bound on things the cluster does in well under a second; it only turns a
+/// hang into a readable failure.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+const HOW: &str = "run the suite with tests/test.sh (the README's test command), which starts \
+                   the local control plane and sets WHEELHOUSE_TEST_KUBECONFIG; or start one with \
+                   tests/cluster/up.sh DIR and export WHEELHOUSE_TEST_KUBECONFIG=DIR/kubeconfig \
+                   WHEELHOUSE_TESTBIN=$(tests/cluster/testbin.sh)";
+
+pub fn kubeconfig_path() -> PathBuf {
+    let path = std::env::var_os("WHEELHOUSE_TEST_KUBECONFIG").unwrap_or_else(|| {
+        panic!("WHEELHOUSE_TEST_KUBECONFIG is not set: no local control plane. To fix: {HOW}")
+    });
+    PathBuf::from(path)
+}
+
+/// Directory of the control plane's binaries (helm, kubectl, ...).
+pub fn testbin() -> PathBuf {
+    let path = std::env::var_os("WHEELHOUSE_TESTBIN")
+        .unwrap_or_else(|| panic!("WHEELHOUSE_TESTBIN is not set. To fix: {HOW}"));
+    PathBuf::from(path)
+}
+
+pub async fn client() -> Client {
+    let path = kubeconfig_path();
+    let kubeconfig = Kubeconfig::read_from(&path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}. To fix: {HOW}", path.display()));
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("kubeconfig of the local control plane is usable");
+    let client = Client::try_from(config).expect("client for the local control plane");
+    if let Err(e) = client.apiserver_version().await {
+        panic!(
+            "the local control plane at {} does not answer: {e}. To fix: {HOW}",
+            path.display()
+        );
+    }
+    client
+}
+
+/// A fresh namespace per test, so tests run in parallel without seeing each other.
+pub struct TestNamespace {
+    pub name: String,
+    client: Client,
+}
+
+impl TestNamespace {
+    pub async fn new(client: &Client, prefix: &str) -> Self {
+        let suffix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        let name = format!("{prefix}-{suffix:x}");
+        let api: Api<Namespace> = Api::all(client.clone());
+        let ns: Namespace = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {"wheelhouse.dev/test": "true"}}
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &ns)
+            .await
+            .expect("create test namespace");
+        wait_for_default_service_account(client, &name).await;
+        Self {
+            name,
+            client: client.clone(),
+        }
+    }
+
+    pub async fn delete(self) {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let _ = api.delete(&self.name, &DeleteParams::default()).await;
+    }
+}
+
+/// Pods are refused until the controller-manager has created the namespace's
+/// `default` ServiceAccount.
+async fn wait_for_default_service_account(client: &Client, namespace: &str) {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let api: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while api.get_opt("default").await.ok().flatten().is_none() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no default ServiceAccount in {namespace}: is kube-controller-manager running?"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Deserializes a YAML literal into a typed object.
+pub fn from_yaml<T: serde::de::DeserializeOwned>(yaml: &str) -> T {
+    serde_yaml::from_str(yaml).expect("test fixture is valid YAML for its type")
+}
+
+/// Installs (server-side applies) the HelmRelease CRD generated from the Rust types and
+/// waits until the API server serves it. Idempotent, so every test may call it.
+pub async fn install_crd(client: &Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{Patch, PatchParams};
+    use kube::runtime::wait::{await_condition, conditions};
+
+    let crd = wheelhouse::api::crd();
+    let name = crd.metadata.name.clone().unwrap();
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    api.patch(
+        &name,
+        &PatchParams::apply("wheelhouse-tests").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .expect("apply the HelmRelease CRD");
+    tokio::time::timeout(
+        PATIENCE,
+        await_condition(api, &name, conditions::is_crd_established()),
+    )
+    .await
+    .expect("CRD became Established in time")
+    .expect("watch the CRD");
+}

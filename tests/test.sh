@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole test suite: lint, unit tests, snapshot tests and the end-to-end tests against
+# a local control plane that this script starts (tests/cluster/up.sh) and stops.
+#
+# Usage: tests/test.sh [extra cargo test arguments]
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+log() { printf '[test] %s\n' "$*" >&2; }
+
+"$root/tests/cluster/prereqs.sh"
+
+log "checking formatting and lints"
+cargo fmt --all -- --check
+cargo clippy --all-targets --locked -- -D warnings
+
+bin=$("$root/tests/cluster/testbin.sh")
+cluster=$(mktemp -d "${TMPDIR:-/tmp}/wheelhouse-test.XXXXXX")
+trap '"$root/tests/cluster/down.sh" "$cluster"' EXIT
+if ! "$root/tests/cluster/up.sh" "$cluster"; then
+  log "error: the local control plane did not start, so the end-to-end tests cannot run (see the log above)"
+  exit 1
+fi
+
+export WHEELHOUSE_TEST_KUBECONFIG="$cluster/kubeconfig"
+export WHEELHOUSE_TESTBIN="$bin"
+log "running cargo test against $WHEELHOUSE_TEST_KUBECONFIG"
+cargo test --all-targets --locked --no-fail-fast "$@"
