@@ -2,8 +2,10 @@
 //! `HelmRelease` resources (`wheelhouse.dev/v1alpha1`).
 
 pub mod api;
+pub mod chart;
 pub mod cli;
 pub mod client;
 mod error;
+pub mod release;
 
 pub use error::{Error, Result};
