@@ -5,6 +5,7 @@ pub mod api;
 pub mod chart;
 pub mod cli;
 pub mod client;
+pub mod engine;
 mod error;
 pub mod release;
 

@@ -1,0 +1,3 @@
+//! The reconcile engine: planning, actions, per-release workers and the handle front ends use.
+
+pub mod plan;

@@ -1,0 +1,543 @@
+//! The decision of what to do next: a pure function of what the engine observed
+//! (HelmRelease spec and status, the newest stored Helm revision, the desired chart and
+//! values), in the style of Flux helm-controller's state → action loop. No IO here; the
+//! worker gathers an [`Observed`], asks [`next`], runs the action, and asks again.
+
+use crate::api::{HelmRelease, ReleaseAction, RemediationStrategy};
+use crate::release::{self, Release, Status};
+
+/// What the chart source and values resolved to for this attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Desired {
+    pub chart_name: String,
+    pub chart_version: String,
+    pub config_digest: String,
+}
+
+/// The newest Helm revision, reduced to what the decision needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Latest {
+    pub version: i32,
+    pub status: Status,
+    pub chart_name: String,
+    pub chart_version: String,
+    pub config_digest: String,
+    pub tests: TestState,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestState {
+    /// The chart has no test hooks.
+    NoTests,
+    NotRun,
+    Passed,
+    Failed,
+}
+
+/// Remediation and test settings from the spec, with defaults applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    pub install_retries: i32,
+    pub upgrade_retries: i32,
+    pub strategy: RemediationStrategy,
+    pub remediate_last_failure: bool,
+    pub test_enabled: bool,
+    pub test_ignore_failures: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    pub latest: Option<Latest>,
+    /// The newest revision older than `latest` that was deployed or superseded.
+    pub rollback_target: Option<i32>,
+    pub desired: Desired,
+    /// A `forceAt` token not handled yet.
+    pub force: bool,
+    pub install_failures: i64,
+    pub upgrade_failures: i64,
+    pub last_action: Option<ReleaseAction>,
+    pub policy: Policy,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Next {
+    Install,
+    Upgrade,
+    Test,
+    Rollback {
+        to: i32,
+    },
+    Uninstall,
+    /// Mark a pending revision no live worker owns as failed, so work can go on.
+    Unlock {
+        revision: i32,
+    },
+    /// Nothing to do: the release matches the desired state.
+    InSync,
+    /// Nothing more will be tried until the desired state changes or resetAt is set.
+    Stalled {
+        reason: &'static str,
+        message: String,
+    },
+}
+
+pub const REASON_RETRIES_EXCEEDED: &str = "RetriesExceeded";
+pub const REASON_MISSING_ROLLBACK_TARGET: &str = "MissingRollbackTarget";
+
+/// The next action for the observed state.
+pub fn next(o: &Observed) -> Next {
+    let Some(latest) = &o.latest else {
+        return install_unless_exhausted(o);
+    };
+    match latest.status {
+        Status::Uninstalled => install_unless_exhausted(o),
+        s if s.is_pending() || s == Status::Uninstalling => Next::Unlock {
+            revision: latest.version,
+        },
+        Status::Failed => after_failure(o, latest),
+        Status::Deployed if latest.tests == TestState::Failed && !o.policy.test_ignore_failures => {
+            after_failure(o, latest)
+        }
+        // Deployed, superseded (a wait we cancelled for a newer state), or unknown.
+        _ => {
+            if o.force || !in_sync(latest, &o.desired) {
+                upgrade_unless_exhausted(o)
+            } else if o.policy.test_enabled && latest.tests == TestState::NotRun {
+                Next::Test
+            } else if latest.status == Status::Deployed {
+                Next::InSync
+            } else {
+                // Superseded/unknown newest revision with nothing new to apply: apply it
+                // again so the release ends in a deployed revision.
+                upgrade_unless_exhausted(o)
+            }
+        }
+    }
+}
+
+fn in_sync(latest: &Latest, desired: &Desired) -> bool {
+    latest.chart_name == desired.chart_name
+        && latest.chart_version == desired.chart_version
+        && latest.config_digest == desired.config_digest
+}
+
+/// `retries` < 0 means retry forever.
+fn exhausted(failures: i64, retries: i32) -> bool {
+    retries >= 0 && failures > i64::from(retries)
+}
+
+fn install_unless_exhausted(o: &Observed) -> Next {
+    if exhausted(o.install_failures, o.policy.install_retries) {
+        stalled_retries("install", o.install_failures)
+    } else {
+        Next::Install
+    }
+}
+
+fn upgrade_unless_exhausted(o: &Observed) -> Next {
+    if exhausted(o.upgrade_failures, o.policy.upgrade_retries) {
+        stalled_retries("upgrade", o.upgrade_failures)
+    } else {
+        Next::Upgrade
+    }
+}
+
+fn stalled_retries(what: &str, failures: i64) -> Next {
+    Next::Stalled {
+        reason: REASON_RETRIES_EXCEEDED,
+        message: format!(
+            "{what} failed {failures} time(s) and no retries are left; change the spec or set the resetAt annotation to try again"
+        ),
+    }
+}
+
+/// The newest revision failed (its action, its wait or its tests).
+fn after_failure(o: &Observed, latest: &Latest) -> Next {
+    let action = o.last_action.unwrap_or(if latest.version == 1 {
+        ReleaseAction::Install
+    } else {
+        ReleaseAction::Upgrade
+    });
+    let (failures, retries) = match action {
+        ReleaseAction::Install => (o.install_failures, o.policy.install_retries),
+        ReleaseAction::Upgrade => (o.upgrade_failures, o.policy.upgrade_retries),
+    };
+    let retries_left = !exhausted(failures, retries);
+    if retries_left && !in_sync(latest, &o.desired) {
+        // A newer desired state supersedes the failure: try it directly.
+        return Next::Upgrade;
+    }
+    if !retries_left && !o.policy.remediate_last_failure {
+        return stalled_retries(
+            match action {
+                ReleaseAction::Install => "install",
+                ReleaseAction::Upgrade => "upgrade",
+            },
+            failures,
+        );
+    }
+    match (action, o.policy.strategy) {
+        (ReleaseAction::Install, _) | (ReleaseAction::Upgrade, RemediationStrategy::Uninstall) => {
+            Next::Uninstall
+        }
+        (ReleaseAction::Upgrade, RemediationStrategy::Rollback) => match o.rollback_target {
+            Some(to) => Next::Rollback { to },
+            None => Next::Stalled {
+                reason: REASON_MISSING_ROLLBACK_TARGET,
+                message: format!(
+                    "revision {} failed and there is no earlier successful revision to roll back to",
+                    latest.version
+                ),
+            },
+        },
+    }
+}
+
+impl Policy {
+    /// The spec's settings with Flux's defaults: no retries; remediate the last failure
+    /// when retries are configured.
+    pub fn from_spec(hr: &HelmRelease) -> Self {
+        let install_retries = hr
+            .spec
+            .install
+            .as_ref()
+            .and_then(|i| i.remediation.as_ref())
+            .map_or(0, |r| r.retries);
+        let upgrade = hr
+            .spec
+            .upgrade
+            .as_ref()
+            .and_then(|u| u.remediation.as_ref());
+        let upgrade_retries = upgrade.map_or(0, |r| r.retries);
+        let test = hr.spec.test.clone().unwrap_or_default();
+        Self {
+            install_retries,
+            upgrade_retries,
+            strategy: upgrade.map(|r| r.strategy).unwrap_or_default(),
+            remediate_last_failure: upgrade
+                .and_then(|r| r.remediate_last_failure)
+                .unwrap_or(upgrade_retries != 0),
+            test_enabled: test.enable,
+            test_ignore_failures: test.ignore_failures,
+        }
+    }
+}
+
+impl TestState {
+    /// Derived from the `test` hooks' last runs, as Flux does.
+    pub fn of(release: &Release) -> Self {
+        let tests: Vec<_> = release
+            .hooks
+            .iter()
+            .filter(|h| h.events.iter().any(|e| e == release::hook_event::TEST))
+            .collect();
+        if tests.is_empty() {
+            Self::NoTests
+        } else if tests
+            .iter()
+            .any(|h| h.last_run.phase == release::HookPhase::Failed)
+        {
+            Self::Failed
+        } else if tests
+            .iter()
+            .all(|h| h.last_run.phase == release::HookPhase::Succeeded)
+        {
+            Self::Passed
+        } else {
+            Self::NotRun
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn desired() -> Desired {
+        Desired {
+            chart_name: "app".into(),
+            chart_version: "1.1.0".into(),
+            config_digest: "sha256:new".into(),
+        }
+    }
+
+    fn latest(version: i32, status: Status) -> Latest {
+        Latest {
+            version,
+            status,
+            chart_name: "app".into(),
+            chart_version: "1.1.0".into(),
+            config_digest: "sha256:new".into(),
+            tests: TestState::NoTests,
+        }
+    }
+
+    fn observed(latest: Option<Latest>) -> Observed {
+        Observed {
+            latest,
+            rollback_target: None,
+            desired: desired(),
+            force: false,
+            install_failures: 0,
+            upgrade_failures: 0,
+            last_action: None,
+            policy: Policy {
+                install_retries: 0,
+                upgrade_retries: 0,
+                strategy: RemediationStrategy::Rollback,
+                remediate_last_failure: false,
+                test_enabled: false,
+                test_ignore_failures: false,
+            },
+        }
+    }
+
+    fn stale(mut l: Latest) -> Latest {
+        l.config_digest = "sha256:old".into();
+        l
+    }
+
+    #[test]
+    fn nothing_stored_installs() {
+        assert_eq!(next(&observed(None)), Next::Install);
+    }
+
+    #[test]
+    fn uninstalled_release_installs_again() {
+        assert_eq!(
+            next(&observed(Some(latest(3, Status::Uninstalled)))),
+            Next::Install
+        );
+    }
+
+    #[test]
+    fn install_stalls_when_retries_are_exhausted() {
+        let mut o = observed(None);
+        o.install_failures = 1;
+        assert!(matches!(
+            next(&o),
+            Next::Stalled {
+                reason: REASON_RETRIES_EXCEEDED,
+                ..
+            }
+        ));
+        o.policy.install_retries = 2;
+        assert_eq!(next(&o), Next::Install);
+        o.policy.install_retries = -1;
+        o.install_failures = 50;
+        assert_eq!(next(&o), Next::Install);
+    }
+
+    #[test]
+    fn pending_revisions_are_unlocked() {
+        for s in [
+            Status::PendingInstall,
+            Status::PendingUpgrade,
+            Status::PendingRollback,
+            Status::Uninstalling,
+        ] {
+            assert_eq!(
+                next(&observed(Some(latest(4, s)))),
+                Next::Unlock { revision: 4 },
+                "{s}"
+            );
+        }
+    }
+
+    #[test]
+    fn deployed_and_in_sync_is_done() {
+        assert_eq!(
+            next(&observed(Some(latest(2, Status::Deployed)))),
+            Next::InSync
+        );
+    }
+
+    #[test]
+    fn changed_values_or_chart_upgrade() {
+        assert_eq!(
+            next(&observed(Some(stale(latest(2, Status::Deployed))))),
+            Next::Upgrade
+        );
+        let mut l = latest(2, Status::Deployed);
+        l.chart_version = "1.0.0".into();
+        assert_eq!(next(&observed(Some(l))), Next::Upgrade);
+    }
+
+    #[test]
+    fn force_upgrades_without_change() {
+        let mut o = observed(Some(latest(2, Status::Deployed)));
+        o.force = true;
+        assert_eq!(next(&o), Next::Upgrade);
+    }
+
+    #[test]
+    fn upgrade_stalls_when_retries_are_exhausted() {
+        let mut o = observed(Some(stale(latest(2, Status::Deployed))));
+        o.upgrade_failures = 1;
+        assert!(matches!(
+            next(&o),
+            Next::Stalled {
+                reason: REASON_RETRIES_EXCEEDED,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn tests_run_once_after_a_deploy_when_enabled() {
+        let mut l = latest(2, Status::Deployed);
+        l.tests = TestState::NotRun;
+        let mut o = observed(Some(l.clone()));
+        assert_eq!(next(&o), Next::InSync, "tests disabled");
+        o.policy.test_enabled = true;
+        assert_eq!(next(&o), Next::Test);
+        l.tests = TestState::Passed;
+        o.latest = Some(l);
+        assert_eq!(next(&o), Next::InSync);
+    }
+
+    #[test]
+    fn failed_tests_are_remediated_unless_ignored() {
+        let mut l = latest(2, Status::Deployed);
+        l.tests = TestState::Failed;
+        let mut o = observed(Some(l));
+        o.policy.test_enabled = true;
+        o.policy.upgrade_retries = 1;
+        o.upgrade_failures = 1;
+        o.last_action = Some(ReleaseAction::Upgrade);
+        o.rollback_target = Some(1);
+        assert_eq!(next(&o), Next::Rollback { to: 1 });
+        o.policy.test_ignore_failures = true;
+        assert_eq!(next(&o), Next::InSync);
+    }
+
+    #[test]
+    fn failed_upgrade_rolls_back_while_retries_remain() {
+        let mut o = observed(Some(latest(3, Status::Failed)));
+        o.last_action = Some(ReleaseAction::Upgrade);
+        o.policy.upgrade_retries = 2;
+        o.upgrade_failures = 1;
+        o.rollback_target = Some(2);
+        assert_eq!(next(&o), Next::Rollback { to: 2 });
+    }
+
+    #[test]
+    fn failed_upgrade_without_retries_is_left_failed_and_stalls() {
+        let mut o = observed(Some(latest(3, Status::Failed)));
+        o.last_action = Some(ReleaseAction::Upgrade);
+        o.upgrade_failures = 1;
+        o.rollback_target = Some(2);
+        assert!(matches!(
+            next(&o),
+            Next::Stalled {
+                reason: REASON_RETRIES_EXCEEDED,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn last_failure_is_remediated_when_asked_even_without_retries_left() {
+        let mut o = observed(Some(latest(3, Status::Failed)));
+        o.last_action = Some(ReleaseAction::Upgrade);
+        o.policy.upgrade_retries = 1;
+        o.policy.remediate_last_failure = true;
+        o.upgrade_failures = 2;
+        o.rollback_target = Some(2);
+        assert_eq!(next(&o), Next::Rollback { to: 2 });
+    }
+
+    #[test]
+    fn rollback_without_target_stalls() {
+        let mut o = observed(Some(latest(1, Status::Failed)));
+        o.last_action = Some(ReleaseAction::Upgrade);
+        o.policy.upgrade_retries = 1;
+        o.upgrade_failures = 1;
+        assert!(matches!(
+            next(&o),
+            Next::Stalled {
+                reason: REASON_MISSING_ROLLBACK_TARGET,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn uninstall_strategy_uninstalls_a_failed_upgrade() {
+        let mut o = observed(Some(latest(3, Status::Failed)));
+        o.last_action = Some(ReleaseAction::Upgrade);
+        o.policy.upgrade_retries = 1;
+        o.policy.strategy = RemediationStrategy::Uninstall;
+        o.upgrade_failures = 1;
+        assert_eq!(next(&o), Next::Uninstall);
+    }
+
+    #[test]
+    fn failed_install_is_uninstalled_while_retries_remain() {
+        let mut o = observed(Some(latest(1, Status::Failed)));
+        o.last_action = Some(ReleaseAction::Install);
+        o.policy.install_retries = 3;
+        o.install_failures = 1;
+        assert_eq!(next(&o), Next::Uninstall);
+    }
+
+    #[test]
+    fn a_newer_desired_state_supersedes_a_failure() {
+        let mut o = observed(Some(stale(latest(3, Status::Failed))));
+        o.last_action = Some(ReleaseAction::Upgrade);
+        assert_eq!(next(&o), Next::Upgrade);
+    }
+
+    #[test]
+    fn superseded_newest_revision_is_applied_again() {
+        assert_eq!(
+            next(&observed(Some(stale(latest(4, Status::Superseded))))),
+            Next::Upgrade
+        );
+        assert_eq!(
+            next(&observed(Some(latest(4, Status::Superseded)))),
+            Next::Upgrade
+        );
+    }
+
+    #[test]
+    fn policy_defaults_follow_flux() {
+        let hr: HelmRelease = serde_yaml::from_str(
+            "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: a}\nspec: {chart: {path: ./c}}",
+        )
+        .unwrap();
+        let p = Policy::from_spec(&hr);
+        assert_eq!((p.install_retries, p.upgrade_retries), (0, 0));
+        assert!(!p.remediate_last_failure);
+        assert_eq!(p.strategy, RemediationStrategy::Rollback);
+        let hr: HelmRelease = serde_yaml::from_str(
+            "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: a}\nspec: {chart: {path: ./c}, upgrade: {remediation: {retries: 2}}}",
+        )
+        .unwrap();
+        assert!(Policy::from_spec(&hr).remediate_last_failure);
+    }
+
+    #[test]
+    fn test_state_comes_from_test_hooks() {
+        use crate::release::{Hook, HookPhase};
+        let hook = |event: &str, phase| Hook {
+            events: vec![event.into()],
+            last_run: crate::release::HookExecution {
+                phase,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let mut r = Release::default();
+        assert_eq!(TestState::of(&r), TestState::NoTests);
+        r.hooks = vec![
+            hook("post-install", HookPhase::Succeeded),
+            hook("test", HookPhase::Unknown),
+        ];
+        assert_eq!(TestState::of(&r), TestState::NotRun);
+        r.hooks[1].last_run.phase = HookPhase::Succeeded;
+        assert_eq!(TestState::of(&r), TestState::Passed);
+        r.hooks.push(hook("test", HookPhase::Failed));
+        assert_eq!(TestState::of(&r), TestState::Failed);
+    }
+}

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The README's run command: opens wheelhouse on your cluster, or, when no cluster is
+# configured (no $KUBECONFIG and no ~/.kube/config), on the project's local control
+# plane, which it starts (tests/cluster/up.sh) with the HelmRelease CRD installed.
+# The local cluster keeps running between runs; stop it with `tests/run.sh --down`.
+#
+# Usage: tests/run.sh [--local] [--down] [wheelhouse arguments...]
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+log() { printf '[run] %s\n' "$*" >&2; }
+state="${XDG_STATE_HOME:-$HOME/.local/state}/wheelhouse/local-cluster"
+
+local_cluster=false
+case "${1:-}" in
+  --down) exec "$root/tests/cluster/down.sh" "$state" ;;
+  --local) local_cluster=true; shift ;;
+esac
+if [[ -z "${KUBECONFIG:-}" && ! -f "$HOME/.kube/config" ]]; then
+  local_cluster=true
+fi
+
+"$root/tests/cluster/prereqs.sh"
+log "building wheelhouse (release)"
+cargo build --release --locked --quiet --manifest-path "$root/Cargo.toml"
+wheelhouse="${CARGO_TARGET_DIR:-$root/target}/release/wheelhouse"
+
+if $local_cluster; then
+  log "no cluster configured: using the local control plane in $state"
+  "$root/tests/cluster/up.sh" "$state"
+  export KUBECONFIG="$state/kubeconfig"
+  kubectl="$("$root/tests/cluster/testbin.sh")/kubectl"
+  "$wheelhouse" crd | "$kubectl" apply --server-side --field-manager wheelhouse -f - >/dev/null
+  "$kubectl" wait --for condition=Established crd/helmreleases.wheelhouse.dev --timeout 60s >/dev/null
+fi
+
+exec "$wheelhouse" "$@"
