@@ -7,6 +7,7 @@ pub mod cli;
 pub mod client;
 pub mod engine;
 mod error;
+pub mod health;
 pub mod release;
 
 pub use error::{Error, Result};

@@ -1,0 +1,7 @@
+//! Health checks: readiness rules per kind and the cancellable wait after an action.
+
+pub mod readiness;
+pub mod wait;
+
+pub use readiness::Readiness;
+pub use wait::{Outcome, Progress, Target, wait};

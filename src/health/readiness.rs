@@ -1,0 +1,457 @@
+//! Readiness of one object, following kstatus with the Helm 4 / Flux overrides (a Job is
+//! ready only when complete, a Pod only when Ready or Succeeded). Pure: takes the object
+//! as the API server returned it.
+
+use serde_json::Value;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    Ready,
+    /// Not ready yet; the text says what it waits for (shown to the operator).
+    InProgress(String),
+    /// Will not become ready by waiting (e.g. a failed Job); the text says why.
+    Failed(String),
+}
+
+impl Readiness {
+    pub fn is_ready(&self) -> bool {
+        matches!(self, Self::Ready)
+    }
+}
+
+/// Readiness of `obj` (a whole object: apiVersion, kind, metadata, spec, status).
+pub fn of(obj: &Value) -> Readiness {
+    let kind = obj["kind"].as_str().unwrap_or_default();
+    let api_version = obj["apiVersion"].as_str().unwrap_or_default();
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    match (group, kind) {
+        ("apps", "Deployment") => deployment(obj),
+        ("apps", "StatefulSet") => stateful_set(obj),
+        ("apps", "DaemonSet") => daemon_set(obj),
+        ("apps", "ReplicaSet") => replica_set(obj),
+        ("batch", "Job") => job(obj),
+        ("", "Pod") => pod(obj),
+        ("", "PersistentVolumeClaim") => pvc(obj),
+        ("", "Service") => service(obj),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => crd(obj),
+        // Built-in kinds without a rollout are ready once they exist.
+        ("", _)
+        | (
+            "apps"
+            | "batch"
+            | "rbac.authorization.k8s.io"
+            | "networking.k8s.io"
+            | "policy"
+            | "storage.k8s.io"
+            | "scheduling.k8s.io"
+            | "autoscaling"
+            | "coordination.k8s.io"
+            | "admissionregistration.k8s.io"
+            | "apiregistration.k8s.io"
+            | "discovery.k8s.io"
+            | "node.k8s.io"
+            | "certificates.k8s.io",
+            _,
+        ) => Readiness::Ready,
+        _ => custom_resource(obj),
+    }
+}
+
+fn int(v: &Value) -> i64 {
+    v.as_i64().unwrap_or(0)
+}
+
+fn generation_observed(obj: &Value) -> Option<Readiness> {
+    let generation = int(&obj["metadata"]["generation"]);
+    let observed = &obj["status"]["observedGeneration"];
+    if observed.is_null() || int(observed) < generation {
+        Some(Readiness::InProgress(
+            "waiting for the controller to observe the new generation".into(),
+        ))
+    } else {
+        None
+    }
+}
+
+fn condition<'a>(obj: &'a Value, type_: &str) -> Option<&'a Value> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+}
+
+fn deployment(obj: &Value) -> Readiness {
+    if let Some(c) = condition(obj, "Progressing")
+        && c["reason"] == "ProgressDeadlineExceeded"
+    {
+        return Readiness::Failed(format!(
+            "ProgressDeadlineExceeded: {}",
+            c["message"]
+                .as_str()
+                .unwrap_or("rollout stopped progressing")
+        ));
+    }
+    if obj["spec"]["paused"].as_bool() == Some(true) {
+        return Readiness::InProgress("the Deployment is paused".into());
+    }
+    if let Some(r) = generation_observed(obj) {
+        return r;
+    }
+    let desired = obj["spec"]["replicas"].as_i64().unwrap_or(1);
+    let s = &obj["status"];
+    let (replicas, updated, ready, available) = (
+        int(&s["replicas"]),
+        int(&s["updatedReplicas"]),
+        int(&s["readyReplicas"]),
+        int(&s["availableReplicas"]),
+    );
+    if updated < desired {
+        return Readiness::InProgress(format!("{updated} of {desired} replicas updated"));
+    }
+    if replicas > updated {
+        return Readiness::InProgress(format!(
+            "{} old replica(s) pending termination",
+            replicas - updated
+        ));
+    }
+    if available < desired {
+        return Readiness::InProgress(format!("{available} of {desired} replicas available"));
+    }
+    if ready < desired {
+        return Readiness::InProgress(format!("{ready} of {desired} replicas ready"));
+    }
+    Readiness::Ready
+}
+
+fn stateful_set(obj: &Value) -> Readiness {
+    if let Some(r) = generation_observed(obj) {
+        return r;
+    }
+    let desired = obj["spec"]["replicas"].as_i64().unwrap_or(1);
+    let s = &obj["status"];
+    let ready = int(&s["readyReplicas"]);
+    if ready < desired {
+        return Readiness::InProgress(format!("{ready} of {desired} replicas ready"));
+    }
+    let strategy = &obj["spec"]["updateStrategy"];
+    if strategy["type"] == "OnDelete" {
+        return Readiness::Ready;
+    }
+    let partition = int(&strategy["rollingUpdate"]["partition"]);
+    if partition > 0 {
+        // Only ordinals >= partition are updated.
+        let expected = (desired - partition).max(0);
+        let updated = int(&s["updatedReplicas"]);
+        return if updated < expected {
+            Readiness::InProgress(format!(
+                "{updated} of {expected} replicas updated (partition {partition})"
+            ))
+        } else {
+            Readiness::Ready
+        };
+    }
+    let (current, update) = (&s["currentRevision"], &s["updateRevision"]);
+    if !update.is_null() && current != update {
+        let updated = int(&s["updatedReplicas"]);
+        return Readiness::InProgress(format!("{updated} of {desired} replicas updated"));
+    }
+    Readiness::Ready
+}
+
+fn daemon_set(obj: &Value) -> Readiness {
+    if let Some(r) = generation_observed(obj) {
+        return r;
+    }
+    let s = &obj["status"];
+    let desired = int(&s["desiredNumberScheduled"]);
+    let updated = int(&s["updatedNumberScheduled"]);
+    let available = int(&s["numberAvailable"]);
+    if updated < desired {
+        return Readiness::InProgress(format!("{updated} of {desired} pods updated"));
+    }
+    if available < desired {
+        return Readiness::InProgress(format!("{available} of {desired} pods available"));
+    }
+    Readiness::Ready
+}
+
+fn replica_set(obj: &Value) -> Readiness {
+    if let Some(r) = generation_observed(obj) {
+        return r;
+    }
+    let desired = obj["spec"]["replicas"].as_i64().unwrap_or(1);
+    let available = int(&obj["status"]["availableReplicas"]);
+    if available < desired {
+        Readiness::InProgress(format!("{available} of {desired} replicas available"))
+    } else {
+        Readiness::Ready
+    }
+}
+
+fn job(obj: &Value) -> Readiness {
+    let is = |t: &str| condition(obj, t).is_some_and(|c| c["status"] == "True");
+    if is("Failed") {
+        let c = condition(obj, "Failed").unwrap();
+        return Readiness::Failed(format!(
+            "Job failed: {}",
+            c["reason"]
+                .as_str()
+                .or(c["message"].as_str())
+                .unwrap_or("failed")
+        ));
+    }
+    if is("Complete") {
+        return Readiness::Ready;
+    }
+    let succeeded = int(&obj["status"]["succeeded"]);
+    let completions = obj["spec"]["completions"].as_i64().unwrap_or(1);
+    Readiness::InProgress(format!("{succeeded} of {completions} completions"))
+}
+
+fn pod(obj: &Value) -> Readiness {
+    match obj["status"]["phase"].as_str() {
+        Some("Succeeded") => Readiness::Ready,
+        Some("Failed") => Readiness::Failed(format!(
+            "Pod failed: {}",
+            obj["status"]["reason"]
+                .as_str()
+                .unwrap_or("a container exited non-zero")
+        )),
+        _ if condition(obj, "Ready").is_some_and(|c| c["status"] == "True") => Readiness::Ready,
+        phase => Readiness::InProgress(format!("pod {}", phase.unwrap_or("Pending"))),
+    }
+}
+
+fn pvc(obj: &Value) -> Readiness {
+    match obj["status"]["phase"].as_str() {
+        Some("Bound") => Readiness::Ready,
+        phase => Readiness::InProgress(format!("claim {}", phase.unwrap_or("Pending"))),
+    }
+}
+
+fn service(obj: &Value) -> Readiness {
+    if obj["spec"]["type"] != "LoadBalancer" {
+        return Readiness::Ready;
+    }
+    let has_ingress = obj["status"]["loadBalancer"]["ingress"]
+        .as_array()
+        .is_some_and(|i| !i.is_empty());
+    if has_ingress {
+        Readiness::Ready
+    } else {
+        Readiness::InProgress("waiting for a load balancer address".into())
+    }
+}
+
+fn crd(obj: &Value) -> Readiness {
+    if condition(obj, "Established").is_some_and(|c| c["status"] == "True") {
+        Readiness::Ready
+    } else {
+        Readiness::InProgress("waiting for the CRD to be established".into())
+    }
+}
+
+/// kstatus for custom resources: generation observed when reported, then the Ready and
+/// Stalled conditions when present; no status at all means ready once it exists.
+fn custom_resource(obj: &Value) -> Readiness {
+    let status = &obj["status"];
+    if !status["observedGeneration"].is_null()
+        && let Some(r) = generation_observed(obj)
+    {
+        return r;
+    }
+    if let Some(c) = condition(obj, "Stalled")
+        && c["status"] == "True"
+    {
+        return Readiness::Failed(format!(
+            "Stalled: {}",
+            c["message"].as_str().unwrap_or("the controller gave up")
+        ));
+    }
+    match condition(obj, "Ready") {
+        Some(c) if c["status"] == "True" => Readiness::Ready,
+        Some(c) => Readiness::InProgress(format!(
+            "Ready={}: {}",
+            c["status"].as_str().unwrap_or("Unknown"),
+            c["message"].as_str().unwrap_or("")
+        )),
+        None => Readiness::Ready,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deploy(status: Value) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "web", "generation": 2},
+               "spec": {"replicas": 3}, "status": status})
+    }
+
+    #[test]
+    fn deployment_ready_only_when_every_count_matches() {
+        let full = json!({"observedGeneration": 2, "replicas": 3, "updatedReplicas": 3,
+                          "readyReplicas": 3, "availableReplicas": 3});
+        assert_eq!(of(&deploy(full.clone())), Readiness::Ready);
+
+        let mut stale = full.clone();
+        stale["observedGeneration"] = json!(1);
+        assert!(matches!(of(&deploy(stale)), Readiness::InProgress(_)));
+
+        let mut old = full.clone();
+        old["replicas"] = json!(4);
+        assert_eq!(
+            of(&deploy(old)),
+            Readiness::InProgress("1 old replica(s) pending termination".into())
+        );
+
+        let mut unavailable = full;
+        unavailable["availableReplicas"] = json!(1);
+        assert_eq!(
+            of(&deploy(unavailable)),
+            Readiness::InProgress("1 of 3 replicas available".into())
+        );
+    }
+
+    #[test]
+    fn deployment_progress_deadline_fails() {
+        let d = deploy(json!({"observedGeneration": 2, "conditions": [
+            {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
+             "message": "ReplicaSet \"web-1\" has timed out progressing."}]}));
+        assert!(matches!(of(&d), Readiness::Failed(m) if m.contains("ProgressDeadlineExceeded")));
+    }
+
+    #[test]
+    fn statefulset_respects_partition_and_revisions() {
+        let sts = |spec: Value, status: Value| {
+            json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+                   "metadata": {"generation": 1}, "spec": spec, "status": status})
+        };
+        let rolling = sts(
+            json!({"replicas": 3}),
+            json!({"observedGeneration": 1, "readyReplicas": 3, "updatedReplicas": 1,
+                   "currentRevision": "a", "updateRevision": "b"}),
+        );
+        assert!(matches!(of(&rolling), Readiness::InProgress(_)));
+        let partitioned = sts(
+            json!({"replicas": 3, "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": 2}}}),
+            json!({"observedGeneration": 1, "readyReplicas": 3, "updatedReplicas": 1,
+                   "currentRevision": "a", "updateRevision": "b"}),
+        );
+        assert_eq!(of(&partitioned), Readiness::Ready);
+        let done = sts(
+            json!({"replicas": 3}),
+            json!({"observedGeneration": 1, "readyReplicas": 3, "updatedReplicas": 3,
+                   "currentRevision": "b", "updateRevision": "b"}),
+        );
+        assert_eq!(of(&done), Readiness::Ready);
+    }
+
+    #[test]
+    fn daemonset_needs_all_updated_and_available() {
+        let ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"generation": 1},
+            "status": {"observedGeneration": 1, "desiredNumberScheduled": 2,
+                       "updatedNumberScheduled": 2, "numberAvailable": 1}});
+        assert!(matches!(of(&ds), Readiness::InProgress(_)));
+    }
+
+    #[test]
+    fn job_is_ready_only_when_complete() {
+        let job = |conds: Value| {
+            json!({"apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {}, "spec": {}, "status": {"conditions": conds}})
+        };
+        assert!(matches!(of(&job(json!([]))), Readiness::InProgress(_)));
+        assert_eq!(
+            of(&job(json!([{"type": "Complete", "status": "True"}]))),
+            Readiness::Ready
+        );
+        assert!(matches!(
+            of(&job(json!([{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]))),
+            Readiness::Failed(m) if m.contains("BackoffLimitExceeded")
+        ));
+    }
+
+    #[test]
+    fn pod_ready_or_succeeded() {
+        let pod = |status: Value| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}, "status": status});
+        assert_eq!(of(&pod(json!({"phase": "Succeeded"}))), Readiness::Ready);
+        assert_eq!(
+            of(&pod(
+                json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]})
+            )),
+            Readiness::Ready
+        );
+        assert!(matches!(
+            of(&pod(
+                json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "False"}]})
+            )),
+            Readiness::InProgress(_)
+        ));
+        assert!(matches!(
+            of(&pod(json!({"phase": "Failed"}))),
+            Readiness::Failed(_)
+        ));
+    }
+
+    #[test]
+    fn pvc_service_crd_and_plain_objects() {
+        assert!(matches!(
+            of(
+                &json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "status": {"phase": "Pending"}})
+            ),
+            Readiness::InProgress(_)
+        ));
+        assert_eq!(
+            of(&json!({"apiVersion": "v1", "kind": "Service", "spec": {"type": "ClusterIP"}})),
+            Readiness::Ready
+        );
+        assert!(matches!(
+            of(
+                &json!({"apiVersion": "v1", "kind": "Service", "spec": {"type": "LoadBalancer"}, "status": {}})
+            ),
+            Readiness::InProgress(_)
+        ));
+        assert!(matches!(
+            of(
+                &json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "status": {}})
+            ),
+            Readiness::InProgress(_)
+        ));
+        assert_eq!(
+            of(&json!({"apiVersion": "v1", "kind": "ConfigMap"})),
+            Readiness::Ready
+        );
+    }
+
+    #[test]
+    fn custom_resources_follow_kstatus() {
+        let cr = |status: Value| {
+            json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"generation": 3}, "status": status})
+        };
+        assert_eq!(of(&cr(json!(null))), Readiness::Ready);
+        assert!(matches!(
+            of(&cr(json!({"observedGeneration": 2}))),
+            Readiness::InProgress(_)
+        ));
+        assert!(matches!(
+            of(&cr(json!({"observedGeneration": 3, "conditions": [{"type": "Ready", "status": "False", "message": "db down"}]}))),
+            Readiness::InProgress(m) if m.contains("db down")
+        ));
+        assert!(matches!(
+            of(&cr(
+                json!({"conditions": [{"type": "Stalled", "status": "True", "message": "bad spec"}]})
+            )),
+            Readiness::Failed(_)
+        ));
+        assert_eq!(
+            of(&cr(
+                json!({"observedGeneration": 3, "conditions": [{"type": "Ready", "status": "True"}]})
+            )),
+            Readiness::Ready
+        );
+    }
+}

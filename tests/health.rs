@@ -1,0 +1,153 @@
+//! The health wait against real workloads on the local control plane.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{ApiResource, PostParams};
+use kube::{Api, Client};
+use support::{TestNamespace, client};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use wheelhouse::health::{self, Outcome, Target};
+
+async fn create_deployment(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    behavior: Option<&str>,
+) -> Target {
+    let mut labels = serde_json::json!({ "app": name });
+    if let Some(b) = behavior {
+        labels["wheelhouse.dev/test-behavior"] = b.into();
+    }
+    let d: Deployment = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": name },
+        "spec": { "replicas": 2, "selector": { "matchLabels": { "app": name } },
+                  "template": { "metadata": { "labels": labels },
+                                "spec": { "containers": [{ "name": "app", "image": "registry.invalid/app:1" }] } } }
+    }))
+    .unwrap();
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
+    Target {
+        resource: ApiResource::erase::<Deployment>(&()),
+        namespace: Some(ns.into()),
+        name: name.into(),
+    }
+}
+
+#[tokio::test]
+async fn healthy_deployment_reports_ready_with_progress() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "health-ready").await;
+    let target = create_deployment(&client, &ns.name, "web", None).await;
+    let mut seen = Vec::new();
+    let outcome = health::wait(
+        &client,
+        &[target],
+        Instant::now() + Duration::from_secs(60),
+        &CancellationToken::new(),
+        |p| seen.push(p.clone()),
+    )
+    .await;
+    assert_eq!(outcome, Outcome::Ready);
+    let last = seen.last().unwrap();
+    assert_eq!((last.ready, last.total), (1, 1));
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn never_ready_rollout_times_out_saying_what_is_missing() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "health-timeout").await;
+    let ok = create_deployment(&client, &ns.name, "ok", None).await;
+    let stuck = create_deployment(&client, &ns.name, "stuck", Some("never-ready")).await;
+    let outcome = health::wait(
+        &client,
+        &[ok, stuck],
+        Instant::now() + Duration::from_secs(4),
+        &CancellationToken::new(),
+        |_| {},
+    )
+    .await;
+    let Outcome::TimedOut(progress) = outcome else {
+        panic!("expected a timeout, got {outcome:?}")
+    };
+    assert_eq!((progress.ready, progress.total), (1, 2));
+    assert_eq!(
+        progress.pending[0].0,
+        format!("Deployment/{}/stuck", ns.name)
+    );
+    assert!(
+        progress.pending[0].1.contains("of 2"),
+        "{:?}",
+        progress.pending
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn failed_job_ends_the_wait_as_failed() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "health-job").await;
+    let job: Job = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "migrate" },
+        "spec": { "backoffLimit": 0, "template": {
+            "metadata": { "labels": { "wheelhouse.dev/test-behavior": "fail" } },
+            "spec": { "restartPolicy": "Never", "containers": [{ "name": "m", "image": "registry.invalid/m:1" }] } } }
+    }))
+    .unwrap();
+    Api::<Job>::namespaced(client.clone(), &ns.name)
+        .create(&PostParams::default(), &job)
+        .await
+        .unwrap();
+    let target = Target {
+        resource: ApiResource::erase::<Job>(&()),
+        namespace: Some(ns.name.clone()),
+        name: "migrate".into(),
+    };
+    let outcome = health::wait(
+        &client,
+        &[target],
+        Instant::now() + Duration::from_secs(60),
+        &CancellationToken::new(),
+        |_| {},
+    )
+    .await;
+    match outcome {
+        Outcome::Failed { object, reason } => {
+            assert_eq!(object, format!("Job/{}/migrate", ns.name));
+            assert!(reason.contains("Job failed"), "{reason}");
+        }
+        other => panic!("expected Failed, got {other:?}"),
+    }
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn cancelling_the_token_ends_the_wait() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "health-cancel").await;
+    let stuck = create_deployment(&client, &ns.name, "stuck", Some("never-ready")).await;
+    let token = CancellationToken::new();
+    let canceller = token.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        canceller.cancel();
+    });
+    let outcome = health::wait(
+        &client,
+        &[stuck],
+        Instant::now() + Duration::from_secs(300),
+        &token,
+        |_| {},
+    )
+    .await;
+    assert_eq!(outcome, Outcome::Canceled);
+    ns.delete().await;
+}
