@@ -1,0 +1,197 @@
+//! What front ends (the dashboard, the controller) see of the engine: a stream of
+//! per-release views and a way to send commands. Commands are written to the cluster
+//! (spec.suspend, annotations) so every front end and every other operator sees them;
+//! when this process runs the engine it also acts on them at once.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Client};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::lease::Role;
+use crate::api::{FIELD_MANAGER, HelmRelease, annotations};
+use crate::health::Progress;
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ReleaseKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ReleaseKey {
+    pub fn of(hr: &HelmRelease) -> Self {
+        Self {
+            namespace: hr.object_namespace(),
+            name: hr.metadata.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl fmt::Display for ReleaseKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// What a worker is doing right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Phase {
+    #[default]
+    Idle,
+    Resolving,
+    Rendering,
+    Installing,
+    Upgrading,
+    RunningHooks,
+    Waiting,
+    Testing,
+    RollingBack,
+    Uninstalling,
+    Unlocking,
+}
+
+impl fmt::Display for Phase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Idle => "idle",
+            Self::Resolving => "resolving chart and values",
+            Self::Rendering => "rendering",
+            Self::Installing => "installing",
+            Self::Upgrading => "upgrading",
+            Self::RunningHooks => "running hooks",
+            Self::Waiting => "waiting for resources",
+            Self::Testing => "running tests",
+            Self::RollingBack => "rolling back",
+            Self::Uninstalling => "uninstalling",
+            Self::Unlocking => "unlocking",
+        })
+    }
+}
+
+/// The health wait in progress.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WaitView {
+    pub revision: i32,
+    pub started_at: Timestamp,
+    pub deadline: Timestamp,
+    pub progress: Progress,
+}
+
+/// Live state a worker publishes beside what the HelmRelease's status holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiveState {
+    pub phase: Phase,
+    pub wait: Option<WaitView>,
+}
+
+/// One release as a front end shows it.
+#[derive(Debug, Clone)]
+pub struct ReleaseView {
+    pub key: ReleaseKey,
+    pub release: Arc<HelmRelease>,
+    pub live: LiveState,
+}
+
+impl ReleaseView {
+    pub fn condition(&self, type_: &str) -> Option<&Condition> {
+        self.release.condition(type_)
+    }
+}
+
+pub type Views = BTreeMap<ReleaseKey, ReleaseView>;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Suspend(ReleaseKey),
+    Resume(ReleaseKey),
+    Reconcile(ReleaseKey),
+    CancelWait(ReleaseKey),
+}
+
+impl Command {
+    pub fn key(&self) -> &ReleaseKey {
+        match self {
+            Self::Suspend(k) | Self::Resume(k) | Self::Reconcile(k) | Self::CancelWait(k) => k,
+        }
+    }
+}
+
+/// A handle on a running engine (or on the cluster, when another process holds the
+/// engine lease). Cheap to clone.
+#[derive(Clone)]
+pub struct EngineHandle {
+    pub(super) client: Client,
+    pub(super) views: watch::Receiver<Arc<Views>>,
+    pub(super) live: watch::Receiver<Arc<BTreeMap<ReleaseKey, LiveState>>>,
+    pub(super) role: watch::Receiver<Role>,
+    pub(super) direct: mpsc::UnboundedSender<Command>,
+    pub(super) stop: CancellationToken,
+}
+
+impl EngineHandle {
+    /// Every release in scope, updated from watches.
+    pub fn views(&self) -> watch::Receiver<Arc<Views>> {
+        self.views.clone()
+    }
+
+    /// Whether this process runs the engine, or who does.
+    pub fn role(&self) -> watch::Receiver<Role> {
+        self.role.clone()
+    }
+
+    /// Carries out a command: writes it to the cluster, and hands it to the local engine
+    /// when this process runs it.
+    pub async fn send(&self, command: Command) -> Result<(), kube::Error> {
+        write_command(&self.client, &command).await?;
+        if *self.role.borrow() == Role::Leader {
+            // The worker reacts now instead of after the watch round trip.
+            let _ = self.direct.send(command);
+        }
+        Ok(())
+    }
+
+    /// Stops the engine's workers and gives up the lease.
+    pub fn shutdown(&self) {
+        self.stop.cancel();
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stop.is_cancelled()
+    }
+
+    /// Live state of a release's worker in this process (empty for followers).
+    pub fn live(&self) -> watch::Receiver<Arc<BTreeMap<ReleaseKey, LiveState>>> {
+        self.live.clone()
+    }
+}
+
+/// Writes a command where every engine and operator sees it.
+pub async fn write_command(client: &Client, command: &Command) -> Result<(), kube::Error> {
+    let key = command.key();
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &key.namespace);
+    let now = Timestamp::now().to_string();
+    let patch = match command {
+        Command::Suspend(_) => serde_json::json!({"spec": {"suspend": true}}),
+        Command::Resume(_) => serde_json::json!({"spec": {"suspend": false}}),
+        Command::Reconcile(_) => serde_json::json!({"metadata": {"annotations": {
+            annotations::RECONCILE_REQUESTED_AT: now}}}),
+        Command::CancelWait(_) => serde_json::json!({"metadata": {"annotations": {
+            annotations::CANCEL_WAIT_AT: now}}}),
+    };
+    api.patch(
+        &key.name,
+        &PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        },
+        &Patch::Merge(patch),
+    )
+    .await?;
+    Ok(())
+}

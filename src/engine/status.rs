@@ -1,0 +1,181 @@
+//! Conditions and status writes, in Flux's vocabulary so existing alerts and habits
+//! carry over. Status is written with server-side apply (field manager `wheelhouse`),
+//! so fields the engine stops setting disappear instead of going stale.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::{Patch, PatchParams};
+
+use crate::api::{FIELD_MANAGER, HelmRelease, HelmReleaseStatus, Snapshot};
+use crate::release::Release;
+
+pub mod condition {
+    pub const READY: &str = "Ready";
+    pub const RECONCILING: &str = "Reconciling";
+    pub const STALLED: &str = "Stalled";
+    pub const RELEASED: &str = "Released";
+    pub const TEST_SUCCESS: &str = "TestSuccess";
+    pub const REMEDIATED: &str = "Remediated";
+}
+
+pub mod reason {
+    pub const INSTALL_SUCCEEDED: &str = "InstallSucceeded";
+    pub const INSTALL_FAILED: &str = "InstallFailed";
+    pub const UPGRADE_SUCCEEDED: &str = "UpgradeSucceeded";
+    pub const UPGRADE_FAILED: &str = "UpgradeFailed";
+    pub const TEST_SUCCEEDED: &str = "TestSucceeded";
+    pub const TEST_FAILED: &str = "TestFailed";
+    pub const ROLLBACK_SUCCEEDED: &str = "RollbackSucceeded";
+    pub const ROLLBACK_FAILED: &str = "RollbackFailed";
+    pub const UNINSTALL_SUCCEEDED: &str = "UninstallSucceeded";
+    pub const UNINSTALL_FAILED: &str = "UninstallFailed";
+    pub const ARTIFACT_FAILED: &str = "ArtifactFailed";
+    pub const INIT_FAILED: &str = "InitFailed";
+    pub const DEPENDENCY_NOT_READY: &str = "DependencyNotReady";
+    pub const HEALTH_CHECK_CANCELED: &str = "HealthCheckCanceled";
+    pub const HEALTH_CHECK_FAILED: &str = "HealthCheckFailed";
+    pub const PROGRESSING: &str = "Progressing";
+    pub const RETRIES_EXCEEDED: &str = "RetriesExceeded";
+    pub const UNLOCKED: &str = "Unlocked";
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Truth {
+    True,
+    False,
+    Unknown,
+}
+
+impl Truth {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::True => "True",
+            Self::False => "False",
+            Self::Unknown => "Unknown",
+        }
+    }
+}
+
+/// Sets a condition, keeping its transition time when its status did not change.
+pub fn set(
+    status: &mut HelmReleaseStatus,
+    type_: &str,
+    truth: Truth,
+    reason: &str,
+    message: impl Into<String>,
+    generation: Option<i64>,
+) {
+    let message = truncate(message.into(), 1024);
+    let now = Time(Timestamp::now());
+    match status.conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            if c.status != truth.as_str() {
+                c.last_transition_time = now;
+            }
+            c.status = truth.as_str().into();
+            c.reason = reason.into();
+            c.message = message;
+            c.observed_generation = generation;
+        }
+        None => status.conditions.push(Condition {
+            type_: type_.into(),
+            status: truth.as_str().into(),
+            reason: reason.into(),
+            message,
+            observed_generation: generation,
+            last_transition_time: now,
+        }),
+    }
+}
+
+pub fn remove(status: &mut HelmReleaseStatus, type_: &str) {
+    status.conditions.retain(|c| c.type_ != type_);
+}
+
+fn truncate(mut s: String, max: usize) -> String {
+    if s.len() > max {
+        let mut cut = max - 3;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push_str("...");
+    }
+    s
+}
+
+/// Writes the whole status (server-side apply on the status subresource).
+pub async fn write(api: &Api<HelmRelease>, name: &str, status: &HelmReleaseStatus) -> kube::Result<()> {
+    let body = serde_json::json!({
+        "apiVersion": "wheelhouse.dev/v1alpha1",
+        "kind": "HelmRelease",
+        "status": status,
+    });
+    api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(body))
+        .await?;
+    Ok(())
+}
+
+/// status.history from Helm storage: newest first, at most `max` (0 = all).
+pub fn history(releases: &[Release], max: usize, config_digest: impl Fn(&Release) -> String) -> Vec<Snapshot> {
+    let mut out: Vec<Snapshot> = releases
+        .iter()
+        .rev()
+        .map(|r| {
+            let info = r.info.clone().unwrap_or_default();
+            let meta = r.chart.as_ref().and_then(|c| c.metadata.clone()).unwrap_or_default();
+            let tests = super::plan::TestState::of(r);
+            Snapshot {
+                version: r.version,
+                name: r.name.clone(),
+                namespace: r.namespace.clone(),
+                chart_name: meta.name,
+                chart_version: meta.version,
+                app_version: meta.app_version,
+                config_digest: config_digest(r),
+                status: info.status.to_string(),
+                action: Some(info.description.clone()).filter(|d| !d.is_empty()),
+                first_deployed: info.first_deployed.map(Time),
+                last_deployed: info.last_deployed.map(Time),
+                deleted: info.deleted.map(Time),
+                test_result: match tests {
+                    super::plan::TestState::Passed => Some("passed".into()),
+                    super::plan::TestState::Failed => Some("failed".into()),
+                    _ => None,
+                },
+            }
+        })
+        .collect();
+    if max > 0 {
+        out.truncate(max);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transition_time_moves_only_when_status_changes() {
+        let mut s = HelmReleaseStatus::default();
+        set(&mut s, condition::READY, Truth::False, reason::PROGRESSING, "installing", Some(1));
+        let first = s.conditions[0].last_transition_time.clone();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        set(&mut s, condition::READY, Truth::False, reason::INSTALL_FAILED, "boom", Some(1));
+        assert_eq!(s.conditions[0].last_transition_time, first);
+        assert_eq!(s.conditions[0].reason, reason::INSTALL_FAILED);
+        set(&mut s, condition::READY, Truth::True, reason::INSTALL_SUCCEEDED, "ok", Some(1));
+        assert_ne!(s.conditions[0].last_transition_time, first);
+        assert_eq!(s.conditions.len(), 1);
+        remove(&mut s, condition::READY);
+        assert!(s.conditions.is_empty());
+    }
+
+    #[test]
+    fn long_messages_are_cut_on_a_char_boundary() {
+        let s = truncate("é".repeat(600), 1024);
+        assert!(s.len() <= 1024 && s.ends_with("..."));
+    }
+}
