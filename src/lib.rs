@@ -7,5 +7,7 @@ pub mod cli;
 pub mod client;
 mod error;
 pub mod release;
+pub mod source;
+pub mod values;
 
 pub use error::{Error, Result};
