@@ -9,5 +9,7 @@ pub mod engine;
 mod error;
 pub mod health;
 pub mod release;
+pub mod source;
+pub mod values;
 
 pub use error::{Error, Result};

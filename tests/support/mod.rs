@@ -11,6 +11,8 @@ use kube::api::{DeleteParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
+pub mod source;
+
 /// Generous bound on things the cluster does in well under a second; it only turns a
 /// hang into a readable failure.
 pub const PATIENCE: Duration = Duration::from_secs(60);

@@ -1,0 +1,591 @@
+//! Chart sources: turning a HelmRelease's `spec.chart` into a chart on local disk that
+//! `helm template` accepts — a path chart as it is, or a repository chart downloaded
+//! (digest-checked) into an on-disk cache.
+//!
+//! The repository's index is fetched on every resolve, since a newer version matching
+//! the range may have appeared; it is fetched conditionally (ETag / Last-Modified) and
+//! kept parsed in memory, so an unchanged index costs one small request. Chart archives
+//! are downloaded once per repository, name, version and digest.
+
+mod auth;
+mod cache;
+mod http;
+mod index;
+mod local;
+mod url;
+pub mod version;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hyper::header;
+use rustls::RootCertStore;
+use sha2::{Digest, Sha256};
+
+pub use auth::RepoAuth;
+pub use local::ChartMeta;
+
+use crate::api::ChartSpec;
+use http::{Credentials, HttpClient};
+use index::Index;
+use version::SelectError;
+
+/// Per request (connect, headers and body); a slow mirror still fits a chart in this.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// Large public indexes (bitnami's) are tens of MiB.
+const MAX_INDEX_BYTES: usize = 256 * 1024 * 1024;
+const MAX_CHART_BYTES: usize = 128 * 1024 * 1024;
+/// Versions listed in a "no version matches" message.
+const LISTED_VERSIONS: usize = 10;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("chart needs either path, or repository and name")]
+    InvalidSpec,
+
+    #[error("chart path {} does not exist", path.display())]
+    PathNotFound { path: PathBuf },
+
+    #[error("chart path {}: {source}", path.display())]
+    PathIo {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
+    #[error("{} is not a chart: it has no Chart.yaml", path.display())]
+    NoChartYaml { path: PathBuf },
+
+    #[error("cannot parse {}: {reason}", path.display())]
+    InvalidChartYaml { path: PathBuf, reason: String },
+
+    #[error("{origin} is not a chart archive: {reason}")]
+    InvalidArchive { origin: String, reason: String },
+
+    #[error("invalid repository URL {url}: {reason}")]
+    InvalidUrl { url: String, reason: String },
+
+    #[error("repository {url} is unreachable: {cause}")]
+    Unreachable { url: String, cause: String },
+
+    #[error(
+        "{url}: the server's certificate is not signed by a trusted CA ({cause}); put the CA in ca.crt of the Secret in chart.secretRef"
+    )]
+    UnknownCa { url: String, cause: String },
+
+    #[error("{url}: TLS error: {cause}")]
+    Tls { url: String, cause: String },
+
+    #[error("{url}: no response within {}s", after.as_secs_f32())]
+    Timeout { url: String, after: Duration },
+
+    #[error("{url}: HTTP {status} {reason}")]
+    HttpStatus {
+        url: String,
+        status: u16,
+        reason: String,
+    },
+
+    #[error(
+        "{url}: authentication failed (HTTP {status}); {}",
+        if *sent_credentials {
+            "the repository refused the credentials from chart.secretRef"
+        } else {
+            "the repository needs credentials: set chart.secretRef to a Secret with username and password"
+        }
+    )]
+    Auth {
+        url: String,
+        status: u16,
+        sent_credentials: bool,
+    },
+
+    #[error("{url}: more than {max} redirects")]
+    TooManyRedirects { url: String, max: usize },
+
+    #[error("{url}: response larger than {limit} bytes")]
+    TooLarge { url: String, limit: usize },
+
+    #[error("cannot parse the index of repository {url}: {reason}")]
+    IndexParse { url: String, reason: String },
+
+    #[error("chart {name} not found in repository {url}")]
+    ChartNotFound { name: String, url: String },
+
+    #[error("chart.version: {0}")]
+    InvalidConstraint(#[from] version::ConstraintError),
+
+    #[error(
+        "no version of {name} matches {constraint} (available: {})",
+        list_versions(available)
+    )]
+    NoMatchingVersion {
+        name: String,
+        constraint: String,
+        available: Vec<String>,
+    },
+
+    #[error(
+        "{name} has no stable version (available: {}); set chart.version to pick a pre-release, e.g. \">=0.0.0-0\"",
+        list_versions(available)
+    )]
+    NoStableVersion {
+        name: String,
+        available: Vec<String>,
+    },
+
+    #[error("chart {name} {version} has no download URL in repository {url}")]
+    NoChartUrl {
+        name: String,
+        version: String,
+        url: String,
+    },
+
+    #[error(
+        "digest mismatch for {url}: the index says sha256:{expected}, the download is sha256:{actual}"
+    )]
+    DigestMismatch {
+        url: String,
+        expected: String,
+        actual: String,
+    },
+
+    #[error("chart cache {}: {source}", path.display())]
+    Cache {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
+    #[error("invalid CA certificate (ca.crt): {0}")]
+    InvalidCa(String),
+
+    #[error("TLS setup: {0}")]
+    TlsSetup(String),
+
+    #[error("chart.secretRef: Secret {namespace}/{name} not found")]
+    AuthSecretNotFound { namespace: String, name: String },
+
+    #[error("chart.secretRef: reading Secret {namespace}/{name}: {source}")]
+    AuthSecretRead {
+        namespace: String,
+        name: String,
+        source: kube::Error,
+    },
+
+    #[error("chart.secretRef: Secret {namespace}/{name} {reason}")]
+    AuthSecretInvalid {
+        namespace: String,
+        name: String,
+        reason: String,
+    },
+
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+fn list_versions(available: &[String]) -> String {
+    if available.is_empty() {
+        return "none".into();
+    }
+    let shown = available[..available.len().min(LISTED_VERSIONS)].join(", ");
+    match available.len().saturating_sub(LISTED_VERSIONS) {
+        0 => shown,
+        more => format!("{shown} and {more} more"),
+    }
+}
+
+/// A chart ready for rendering.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedChart {
+    pub name: String,
+    pub version: String,
+    pub app_version: Option<String>,
+    /// `sha256:<hex>` of the .tgz (repository charts and packaged path charts) or of the
+    /// chart directory's files in a stable order.
+    pub digest: String,
+    /// A chart directory or .tgz.
+    pub path: PathBuf,
+}
+
+/// Resolves charts; one per engine, shared by its workers.
+pub struct ChartSource {
+    cache_dir: PathBuf,
+    timeout: Duration,
+    system_roots: Arc<RootCertStore>,
+    /// One pooled client per extra CA (None: system roots only).
+    clients: Mutex<HashMap<Option<String>, HttpClient>>,
+    /// Last index per (index URL, credentials), for conditional requests.
+    indexes: Mutex<HashMap<String, CachedIndex>>,
+}
+
+struct CachedIndex {
+    etag: Option<String>,
+    last_modified: Option<String>,
+    body_sha256: String,
+    index: Arc<Index>,
+}
+
+impl ChartSource {
+    /// `cache_dir` holds downloaded archives (created when missing), e.g.
+    /// `ProjectDirs::from("dev", "wheelhouse", "wheelhouse").cache_dir().join("charts")`.
+    pub fn new(cache_dir: PathBuf) -> Result<Self, Error> {
+        std::fs::create_dir_all(&cache_dir).map_err(|source| Error::Cache {
+            path: cache_dir.clone(),
+            source,
+        })?;
+        cache::sweep_stale_temporaries(&cache_dir);
+        Ok(Self {
+            cache_dir,
+            timeout: DEFAULT_REQUEST_TIMEOUT,
+            system_roots: Arc::new(http::system_roots()),
+            clients: Mutex::new(HashMap::new()),
+            indexes: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Bounds every HTTP request (default [`DEFAULT_REQUEST_TIMEOUT`]).
+    pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self.clients.get_mut().expect("not poisoned").clear();
+        self
+    }
+
+    pub fn cache_dir(&self) -> &std::path::Path {
+        &self.cache_dir
+    }
+
+    pub async fn resolve(
+        &self,
+        chart: &ChartSpec,
+        auth: &RepoAuth,
+    ) -> Result<ResolvedChart, Error> {
+        match (&chart.path, &chart.repository, &chart.name) {
+            (Some(path), None, None) => {
+                let path = PathBuf::from(path);
+                let local = blocking(move || local::load(&path)).await?;
+                Ok(ResolvedChart {
+                    name: local.meta.name,
+                    version: local.meta.version,
+                    app_version: local.meta.app_version,
+                    digest: local.digest,
+                    path: local.path,
+                })
+            }
+            (None, Some(repository), Some(name)) => {
+                self.resolve_from_repository(repository, name, chart.version.as_deref(), auth)
+                    .await
+            }
+            _ => Err(Error::InvalidSpec),
+        }
+    }
+
+    async fn resolve_from_repository(
+        &self,
+        repository: &str,
+        name: &str,
+        constraint: Option<&str>,
+        auth: &RepoAuth,
+    ) -> Result<ResolvedChart, Error> {
+        let shown_repo = url::redact(repository);
+        let client = self.client_for(auth.ca_pem.as_deref())?;
+        let repo_authority = url::authority(repository).ok_or_else(|| Error::InvalidUrl {
+            url: shown_repo.clone(),
+            reason: "expected an http:// or https:// URL".into(),
+        })?;
+        let credentials = auth.basic().map(|(username, password)| Credentials {
+            username,
+            password,
+            authority: repo_authority,
+        });
+
+        let index = self
+            .fetch_index(&client, repository, credentials.as_ref(), auth)
+            .await?;
+        let versions = index
+            .entries
+            .get(name)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| Error::ChartNotFound {
+                name: name.to_owned(),
+                url: shown_repo.clone(),
+            })?;
+        let texts: Vec<&str> = versions
+            .iter()
+            .map(|v| v.version.as_deref().unwrap_or_default())
+            .collect();
+        let chosen = match version::select(&texts, constraint) {
+            Ok(i) => &versions[i],
+            Err(SelectError::Constraint(e)) => return Err(Error::InvalidConstraint(e)),
+            Err(SelectError::NoMatch { available }) => {
+                return Err(Error::NoMatchingVersion {
+                    name: name.to_owned(),
+                    constraint: constraint.unwrap_or("*").trim().to_owned(),
+                    available,
+                });
+            }
+            Err(SelectError::NoStable { available }) => {
+                return Err(Error::NoStableVersion {
+                    name: name.to_owned(),
+                    available,
+                });
+            }
+        };
+        let version = chosen.version.clone().unwrap_or_default();
+        let reference = chosen.urls.first().ok_or_else(|| Error::NoChartUrl {
+            name: name.to_owned(),
+            version: version.clone(),
+            url: shown_repo.clone(),
+        })?;
+        let chart_url = url::chart_url(repository, reference);
+        let expected = chosen.sha256();
+        let identity = expected
+            .clone()
+            .or_else(|| chosen.created.clone())
+            .unwrap_or_default();
+        let cached = cache::chart_path(&self.cache_dir, repository, name, &version, &identity);
+
+        if let Some(resolved) = cached_chart(&cached, expected.as_deref(), &chart_url).await? {
+            return Ok(resolved);
+        }
+
+        let response = client
+            .get(&chart_url, credentials.as_ref(), &[], MAX_CHART_BYTES)
+            .await?;
+        let body = response.body;
+        let shown_url = url::redact(&chart_url);
+        let path = cached.clone();
+        blocking(move || {
+            let actual = local::sha256_hex(&body);
+            if let Some(expected) = expected
+                && expected != actual
+            {
+                return Err(Error::DigestMismatch {
+                    url: shown_url,
+                    expected,
+                    actual,
+                });
+            }
+            // Validate before caching, so the cache only ever holds charts.
+            let meta = local::archive_meta(&body, &shown_url)?;
+            cache::write_atomic(&path, &body).map_err(|source| Error::Cache {
+                path: path.clone(),
+                source,
+            })?;
+            Ok(ResolvedChart {
+                name: meta.name,
+                version: meta.version,
+                app_version: meta.app_version,
+                digest: format!("sha256:{actual}"),
+                path,
+            })
+        })
+        .await
+    }
+
+    /// The repository's index: downloaded when it changed, otherwise the parsed copy.
+    async fn fetch_index(
+        &self,
+        client: &HttpClient,
+        repository: &str,
+        credentials: Option<&Credentials<'_>>,
+        auth: &RepoAuth,
+    ) -> Result<Arc<Index>, Error> {
+        let index_url = url::index_url(repository);
+        let key = index_cache_key(&index_url, auth);
+        let mut conditional = Vec::new();
+        let previous_sha = {
+            let indexes = self.indexes.lock().expect("not poisoned");
+            indexes.get(&key).map(|c| {
+                if let Some(etag) = &c.etag {
+                    conditional.push((header::IF_NONE_MATCH, etag.clone()));
+                }
+                if let Some(modified) = &c.last_modified {
+                    conditional.push((header::IF_MODIFIED_SINCE, modified.clone()));
+                }
+                c.body_sha256.clone()
+            })
+        };
+        let response = client
+            .get(&index_url, credentials, &conditional, MAX_INDEX_BYTES)
+            .await?;
+        let header_text = |name: header::HeaderName| {
+            response
+                .headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let etag = header_text(header::ETAG);
+        let last_modified = header_text(header::LAST_MODIFIED);
+
+        if response.status == hyper::StatusCode::NOT_MODIFIED {
+            let indexes = self.indexes.lock().expect("not poisoned");
+            if let Some(cached) = indexes.get(&key) {
+                return Ok(cached.index.clone());
+            }
+            return Err(Error::HttpStatus {
+                url: url::redact(&index_url),
+                status: 304,
+                reason: "Not Modified for a request that was not conditional".into(),
+            });
+        }
+        let body = response.body;
+        let body_sha256 = local::sha256_hex(&body);
+        if previous_sha.as_deref() == Some(body_sha256.as_str()) {
+            let mut indexes = self.indexes.lock().expect("not poisoned");
+            if let Some(cached) = indexes.get_mut(&key) {
+                cached.etag = etag;
+                cached.last_modified = last_modified;
+                return Ok(cached.index.clone());
+            }
+        }
+        let shown = url::redact(repository);
+        let index = blocking(move || {
+            Index::parse(&body).map_err(|reason| Error::IndexParse { url: shown, reason })
+        })
+        .await?;
+        let index = Arc::new(index);
+        self.indexes.lock().expect("not poisoned").insert(
+            key,
+            CachedIndex {
+                etag,
+                last_modified,
+                body_sha256,
+                index: index.clone(),
+            },
+        );
+        Ok(index)
+    }
+
+    fn client_for(&self, ca_pem: Option<&[u8]>) -> Result<HttpClient, Error> {
+        let key = ca_pem.map(local::sha256_hex);
+        let mut clients = self.clients.lock().expect("not poisoned");
+        if let Some(client) = clients.get(&key) {
+            return Ok(client.clone());
+        }
+        let client = HttpClient::new(&self.system_roots, ca_pem, self.timeout)?;
+        clients.insert(key, client.clone());
+        Ok(client)
+    }
+}
+
+/// A cached archive, if present and intact. A corrupt one is removed so it is
+/// downloaded again.
+async fn cached_chart(
+    path: &std::path::Path,
+    expected: Option<&str>,
+    chart_url: &str,
+) -> Result<Option<ResolvedChart>, Error> {
+    let path = path.to_owned();
+    let expected = expected.map(str::to_owned);
+    let origin = url::redact(chart_url);
+    blocking(move || {
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => return Err(Error::Cache { path, source }),
+        };
+        let actual = local::sha256_hex(&bytes);
+        let meta = match local::archive_meta(&bytes, &origin) {
+            Ok(meta) if expected.as_deref().is_none_or(|e| e == actual) => meta,
+            _ => {
+                tracing::warn!(path = %path.display(), "discarding a corrupt cached chart");
+                let _ = std::fs::remove_file(&path);
+                return Ok(None);
+            }
+        };
+        Ok(Some(ResolvedChart {
+            name: meta.name,
+            version: meta.version,
+            app_version: meta.app_version,
+            digest: format!("sha256:{actual}"),
+            path,
+        }))
+    })
+    .await
+}
+
+/// Separates cached indexes by credentials too, so one tenant's index is never served
+/// to a request with other (possibly invalid) credentials without asking the server.
+fn index_cache_key(index_url: &str, auth: &RepoAuth) -> String {
+    let mut hasher = Sha256::new();
+    for part in [
+        auth.username.as_deref().unwrap_or_default().as_bytes(),
+        auth.password.as_deref().unwrap_or_default().as_bytes(),
+        auth.ca_pem.as_deref().unwrap_or_default(),
+    ] {
+        hasher.update((part.len() as u64).to_le_bytes());
+        hasher.update(part);
+    }
+    format!("{index_url}#{}", hex::encode(hasher.finalize()))
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Error> + Send + 'static,
+) -> Result<T, Error> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Error::Internal(format!("blocking task failed: {e}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_lists_are_bounded() {
+        let many: Vec<String> = (0..13).map(|i| format!("1.{i}.0")).collect();
+        let text = list_versions(&many);
+        assert!(text.ends_with("1.9.0 and 3 more"), "{text}");
+        assert_eq!(list_versions(&[]), "none");
+    }
+
+    #[test]
+    fn index_cache_key_depends_on_credentials() {
+        let url = "https://h/index.yaml";
+        let none = index_cache_key(url, &RepoAuth::default());
+        let a = RepoAuth {
+            username: Some("a".into()),
+            password: Some("b".into()),
+            ca_pem: None,
+        };
+        let b = RepoAuth {
+            username: Some("ab".into()),
+            password: Some(String::new()),
+            ca_pem: None,
+        };
+        assert_ne!(index_cache_key(url, &a), none);
+        assert_ne!(index_cache_key(url, &a), index_cache_key(url, &b));
+        // The password itself never appears in the key.
+        let c = RepoAuth {
+            password: Some("hunter2".into()),
+            ..a.clone()
+        };
+        assert!(!index_cache_key(url, &c).contains("hunter2"));
+    }
+
+    #[tokio::test]
+    async fn spec_needs_path_or_repository_and_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = ChartSource::new(dir.path().join("charts")).unwrap();
+        for spec in [
+            ChartSpec::default(),
+            ChartSpec {
+                repository: Some("https://h".into()),
+                ..Default::default()
+            },
+            ChartSpec {
+                path: Some("x".into()),
+                name: Some("x".into()),
+                ..Default::default()
+            },
+        ] {
+            let err = source
+                .resolve(&spec, &RepoAuth::default())
+                .await
+                .unwrap_err();
+            assert!(matches!(err, Error::InvalidSpec), "{err}");
+        }
+    }
+}

@@ -1,0 +1,643 @@
+//! Values composition for a HelmRelease: `spec.valuesFrom` ConfigMaps and Secrets merged
+//! in order, then inline `spec.values` last, with a stable digest of the result.
+//!
+//! Merging follows Helm's handling of several `-f` files (and Flux's valuesFrom): maps
+//! merge recursively and the later source wins for everything else. A `null` from a
+//! later source replaces the earlier value with `null` rather than removing the key, as
+//! in Helm, because that `null` is what tells Helm to delete the key from the chart's
+//! default values when it renders; dropping it here would bring the default back.
+
+mod path;
+
+use std::fmt;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::{Api, ResourceExt};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+
+use crate::api::{HelmRelease, ValuesKind, ValuesReference};
+
+pub use path::typed_value;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A required ConfigMap/Secret (`key: None`) or key in it does not exist.
+    #[error("{}", missing_message(*kind, namespace, name, key.as_deref(), *index))]
+    MissingSource {
+        kind: ValuesKind,
+        namespace: String,
+        name: String,
+        key: Option<String>,
+        index: usize,
+    },
+
+    #[error(
+        "key {key} of {} {namespace}/{name} (valuesFrom[{index}]) is not valid YAML: {reason}",
+        kind_name(*kind)
+    )]
+    InvalidYaml {
+        kind: ValuesKind,
+        namespace: String,
+        name: String,
+        key: String,
+        index: usize,
+        reason: String,
+    },
+
+    #[error(
+        "key {key} of {} {namespace}/{name} (valuesFrom[{index}]) must hold a YAML mapping of values, not {found}",
+        kind_name(*kind)
+    )]
+    NotAMapping {
+        kind: ValuesKind,
+        namespace: String,
+        name: String,
+        key: String,
+        index: usize,
+        found: &'static str,
+    },
+
+    #[error(
+        "key {key} of {} {namespace}/{name} (valuesFrom[{index}]) is not UTF-8 text",
+        kind_name(*kind)
+    )]
+    NotUtf8 {
+        kind: ValuesKind,
+        namespace: String,
+        name: String,
+        key: String,
+        index: usize,
+    },
+
+    #[error(
+        "reading {} {namespace}/{name} (valuesFrom[{index}]): {source}",
+        kind_name(*kind)
+    )]
+    Read {
+        kind: ValuesKind,
+        namespace: String,
+        name: String,
+        index: usize,
+        source: kube::Error,
+    },
+
+    #[error(
+        "valuesFrom[{index}] ({} {namespace}/{name}): invalid targetPath {path:?}: {reason}",
+        kind_name(*kind)
+    )]
+    TargetPath {
+        kind: ValuesKind,
+        namespace: String,
+        name: String,
+        index: usize,
+        path: String,
+        reason: String,
+    },
+
+    #[error("invalid values path {path:?}: {reason}")]
+    InvalidPath { path: String, reason: String },
+
+    #[error("spec.values must be a mapping, not {found}")]
+    InlineNotAMapping { found: &'static str },
+
+    #[error("HelmRelease {name} has no namespace")]
+    NoNamespace { name: String },
+}
+
+fn kind_name(kind: ValuesKind) -> &'static str {
+    match kind {
+        ValuesKind::ConfigMap => "ConfigMap",
+        ValuesKind::Secret => "Secret",
+    }
+}
+
+fn missing_message(
+    kind: ValuesKind,
+    namespace: &str,
+    name: &str,
+    key: Option<&str>,
+    index: usize,
+) -> String {
+    let kind = kind_name(kind);
+    match key {
+        None => format!(
+            "{kind} {namespace}/{name} not found (valuesFrom[{index}]); nothing was applied"
+        ),
+        Some(key) => format!(
+            "key {key} not found in {kind} {namespace}/{name} (valuesFrom[{index}]); nothing was applied"
+        ),
+    }
+}
+
+/// One `valuesFrom` entry as read, so callers can watch the objects and tell a real data
+/// change (new resourceVersion) from a resync.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ValuesSourceRef {
+    pub kind: ValuesKind,
+    pub name: String,
+    pub key: String,
+    /// The object's resourceVersion; None when the object does not exist.
+    pub resource_version: Option<String>,
+    pub optional: bool,
+    /// Whether the object and its key exist (false only for skipped optional sources).
+    pub found: bool,
+}
+
+impl fmt::Display for ValuesSourceRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} key {}", kind_name(self.kind), self.name, self.key)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ComposedValues {
+    pub values: Map<String, Value>,
+    /// `sha256:<hex>` of the canonical JSON of `values`.
+    pub digest: String,
+    pub sources: Vec<ValuesSourceRef>,
+}
+
+/// Reads every `valuesFrom` source from the HelmRelease's namespace and merges them, then
+/// the inline values. Fails as a whole: partial values are never returned.
+pub async fn compose(client: &kube::Client, hr: &HelmRelease) -> Result<ComposedValues, Error> {
+    let namespace = hr.namespace().ok_or_else(|| Error::NoNamespace {
+        name: hr.name_any(),
+    })?;
+    let mut values = Map::new();
+    let mut sources = Vec::with_capacity(hr.spec.values_from.len());
+    for (index, reference) in hr.spec.values_from.iter().enumerate() {
+        let (resource_version, data) = read_source(client, &namespace, reference, index).await?;
+        sources.push(ValuesSourceRef {
+            kind: reference.kind,
+            name: reference.name.clone(),
+            key: reference.values_key.clone(),
+            resource_version: resource_version.clone(),
+            optional: reference.optional,
+            found: data.is_some(),
+        });
+        let Some(data) = data else {
+            if reference.optional {
+                continue;
+            }
+            return Err(Error::MissingSource {
+                kind: reference.kind,
+                namespace,
+                name: reference.name.clone(),
+                key: resource_version.map(|_| reference.values_key.clone()),
+                index,
+            });
+        };
+        apply_source(&mut values, &namespace, reference, index, data)?;
+    }
+    match &hr.spec.values {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(inline)) => merge(&mut values, inline.clone()),
+        Some(other) => {
+            return Err(Error::InlineNotAMapping {
+                found: type_name(other),
+            });
+        }
+    }
+    Ok(ComposedValues {
+        digest: digest(&values),
+        values,
+        sources,
+    })
+}
+
+/// The object's resourceVersion (None: no object) and the key's bytes (None: missing).
+async fn read_source(
+    client: &kube::Client,
+    namespace: &str,
+    reference: &ValuesReference,
+    index: usize,
+) -> Result<(Option<String>, Option<Vec<u8>>), Error> {
+    let read_error = |source| Error::Read {
+        kind: reference.kind,
+        namespace: namespace.to_owned(),
+        name: reference.name.clone(),
+        index,
+        source,
+    };
+    let key = &reference.values_key;
+    Ok(match reference.kind {
+        ValuesKind::ConfigMap => {
+            let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+            match api.get_opt(&reference.name).await.map_err(read_error)? {
+                None => (None, None),
+                Some(cm) => {
+                    // `data` first, then `binaryData`, as Flux looks them up.
+                    let data = cm
+                        .data
+                        .as_ref()
+                        .and_then(|d| d.get(key))
+                        .map(|s| s.as_bytes().to_vec())
+                        .or_else(|| {
+                            cm.binary_data
+                                .as_ref()
+                                .and_then(|d| d.get(key))
+                                .map(|b| b.0.clone())
+                        });
+                    (cm.metadata.resource_version, data)
+                }
+            }
+        }
+        ValuesKind::Secret => {
+            let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+            match api.get_opt(&reference.name).await.map_err(read_error)? {
+                None => (None, None),
+                Some(secret) => {
+                    let data = secret
+                        .data
+                        .as_ref()
+                        .and_then(|d| d.get(key))
+                        .map(|b| b.0.clone());
+                    (secret.metadata.resource_version, data)
+                }
+            }
+        }
+    })
+}
+
+fn apply_source(
+    values: &mut Map<String, Value>,
+    namespace: &str,
+    reference: &ValuesReference,
+    index: usize,
+    data: Vec<u8>,
+) -> Result<(), Error> {
+    let kind = reference.kind;
+    let name = || reference.name.clone();
+    let key = || reference.values_key.clone();
+    let text = String::from_utf8(data).map_err(|_| Error::NotUtf8 {
+        kind,
+        namespace: namespace.to_owned(),
+        name: name(),
+        key: key(),
+        index,
+    })?;
+    if let Some(target) = &reference.target_path {
+        return path::set(values, target, typed_value(&text)).map_err(|reason| Error::TargetPath {
+            kind,
+            namespace: namespace.to_owned(),
+            name: name(),
+            index,
+            path: target.clone(),
+            reason,
+        });
+    }
+    let parsed =
+        parse_yaml(&text, kind == ValuesKind::Secret).map_err(|reason| Error::InvalidYaml {
+            kind,
+            namespace: namespace.to_owned(),
+            name: name(),
+            key: key(),
+            index,
+            reason,
+        })?;
+    match parsed {
+        Value::Object(map) => merge(values, map),
+        // An empty document (or only comments) adds nothing, as in Helm.
+        Value::Null => {}
+        other => {
+            return Err(Error::NotAMapping {
+                kind,
+                namespace: namespace.to_owned(),
+                name: name(),
+                key: key(),
+                index,
+                found: type_name(&other),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Parses a YAML document into JSON values as Helm does (merge keys applied, scalar keys
+/// turned into strings). With `redact`, quoted fragments of the parser's message are
+/// hidden, so an error never repeats a Secret's content.
+fn parse_yaml(text: &str, redact: bool) -> Result<Value, String> {
+    let describe = |e: serde_yaml::Error| {
+        let message = e.to_string();
+        if redact {
+            redact_quoted(&message)
+        } else {
+            message
+        }
+    };
+    let mut yaml: serde_yaml::Value = serde_yaml::from_str(text).map_err(describe)?;
+    yaml.apply_merge().map_err(describe)?;
+    yaml_to_json(yaml)
+}
+
+fn redact_quoted(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut inside = false;
+    for c in message.chars() {
+        if c == '"' {
+            if inside {
+                out.push_str("\"…\"");
+            }
+            inside = !inside;
+        } else if !inside {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn yaml_to_json(value: serde_yaml::Value) -> Result<Value, String> {
+    use serde_yaml::Value as Y;
+    Ok(match value {
+        Y::Null => Value::Null,
+        Y::Bool(b) => Value::Bool(b),
+        Y::Number(n) => {
+            if let Some(i) = n.as_i64() {
+                Value::from(i)
+            } else if let Some(u) = n.as_u64() {
+                Value::from(u)
+            } else {
+                let f = n.as_f64().unwrap_or(f64::NAN);
+                serde_json::Number::from_f64(f)
+                    .map(Value::Number)
+                    .ok_or("infinite or NaN numbers cannot be values")?
+            }
+        }
+        Y::String(s) => Value::String(s),
+        Y::Sequence(items) => Value::Array(
+            items
+                .into_iter()
+                .map(yaml_to_json)
+                .collect::<Result<_, _>>()?,
+        ),
+        Y::Mapping(mapping) => {
+            let mut map = Map::new();
+            for (k, v) in mapping {
+                let key = match k {
+                    Y::String(s) => s,
+                    Y::Number(n) => n.to_string(),
+                    Y::Bool(b) => b.to_string(),
+                    Y::Null => "null".to_owned(),
+                    Y::Tagged(t) => match yaml_to_json(t.value)? {
+                        Value::String(s) => s,
+                        other => other.to_string(),
+                    },
+                    Y::Sequence(_) | Y::Mapping(_) => {
+                        return Err("a list or mapping cannot be a key".into());
+                    }
+                };
+                map.insert(key, yaml_to_json(v)?);
+            }
+            Value::Object(map)
+        }
+        // Custom tags (`!foo`) carry their value; Helm's YAML reader ignores the tag too.
+        Y::Tagged(t) => yaml_to_json(t.value)?,
+    })
+}
+
+fn type_name(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a mapping",
+    }
+}
+
+/// Merges `overlay` into `base` as Helm merges user values files: maps merge
+/// recursively; for anything else, including `null`, the overlay's value replaces the
+/// base's (see the module docs for why `null` is kept).
+pub fn merge(base: &mut Map<String, Value>, overlay: Map<String, Value>) {
+    for (key, value) in overlay {
+        match (base.get_mut(&key), value) {
+            (Some(Value::Object(existing)), Value::Object(incoming)) => merge(existing, incoming),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+/// Sets `raw` at `path` in Helm `--set` syntax (`a.b`, `list[0].name`, `a\.b`), typed
+/// as Flux types targetPath values (see [`typed_value`]).
+pub fn set_path(values: &mut Map<String, Value>, path: &str, raw: &str) -> Result<(), Error> {
+    path::set(values, path, typed_value(raw)).map_err(|reason| Error::InvalidPath {
+        path: path.to_owned(),
+        reason,
+    })
+}
+
+/// `sha256:<hex>` of the canonical JSON of `values`: keys sorted by their bytes at every
+/// level, no whitespace. Independent of insertion order and of serde_json's map features.
+pub fn digest(values: &Map<String, Value>) -> String {
+    let mut canonical = String::new();
+    write_canonical_map(values, &mut canonical);
+    format!(
+        "sha256:{}",
+        hex::encode(Sha256::digest(canonical.as_bytes()))
+    )
+}
+
+fn write_canonical_map(map: &Map<String, Value>, out: &mut String) {
+    let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+    entries.sort_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()));
+    out.push('{');
+    for (i, (key, value)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(&Value::String(key.clone()).to_string());
+        out.push(':');
+        write_canonical(value, out);
+    }
+    out.push('}');
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => write_canonical_map(map, out),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn map(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            _ => panic!("not an object"),
+        }
+    }
+
+    #[test]
+    fn merge_is_recursive_and_overlay_wins() {
+        let mut base = map(json!({
+            "image": {"repository": "nginx", "tag": "1.0"},
+            "replicas": 1,
+            "list": [1, 2, 3],
+            "keep": "me",
+            "scalarToMap": 5,
+            "mapToScalar": {"a": 1}
+        }));
+        merge(
+            &mut base,
+            map(json!({
+                "image": {"tag": "2.0", "pullPolicy": "Always"},
+                "replicas": 3,
+                "list": [9],
+                "scalarToMap": {"x": 1},
+                "mapToScalar": "flat"
+            })),
+        );
+        assert_eq!(
+            Value::Object(base),
+            json!({
+                "image": {"repository": "nginx", "tag": "2.0", "pullPolicy": "Always"},
+                "replicas": 3,
+                "list": [9],
+                "keep": "me",
+                "scalarToMap": {"x": 1},
+                "mapToScalar": "flat"
+            })
+        );
+    }
+
+    #[test]
+    fn merge_keeps_null_so_helm_can_delete_chart_defaults() {
+        let mut base = map(json!({"ingress": {"enabled": true}, "a": {"b": 1, "c": 2}}));
+        merge(&mut base, map(json!({"ingress": null, "a": {"b": null}})));
+        assert_eq!(
+            Value::Object(base),
+            json!({"ingress": null, "a": {"b": null, "c": 2}})
+        );
+    }
+
+    #[test]
+    fn digest_ignores_key_order_but_not_content() {
+        let a = map(serde_json::from_str(
+            r#"{"b": {"y": 1, "x": [1, {"q": 1, "p": 2}]}, "a": "s"}"#,
+        )
+        .unwrap());
+        let b = map(serde_json::from_str(
+            r#"{"a": "s", "b": {"x": [1, {"p": 2, "q": 1}], "y": 1}}"#,
+        )
+        .unwrap());
+        assert_eq!(digest(&a), digest(&b));
+        let d = digest(&a);
+        assert!(d.starts_with("sha256:") && d.len() == 7 + 64, "{d}");
+        let c = map(json!({"a": "s", "b": {"x": [{"p": 2, "q": 1}, 1], "y": 1}}));
+        assert_ne!(digest(&a), digest(&c), "list order matters");
+        assert_ne!(digest(&a), digest(&map(json!({"a": "s"}))));
+        // A stable value across releases of wheelhouse: changing the canonical form would
+        // make every release look changed.
+        assert_eq!(
+            digest(&map(json!({"b": 1, "a": [true, null, "x"]}))),
+            format!(
+                "sha256:{}",
+                hex::encode(Sha256::digest(br#"{"a":[true,null,"x"],"b":1}"#))
+            )
+        );
+        assert_eq!(
+            digest(&Map::new()),
+            format!("sha256:{}", hex::encode(Sha256::digest(b"{}")))
+        );
+    }
+
+    #[test]
+    fn set_path_types_and_reports_bad_paths() {
+        let mut values = Map::new();
+        set_path(&mut values, "a.b", "3").unwrap();
+        set_path(&mut values, "a.c", "\"3\"").unwrap();
+        set_path(&mut values, "list[1]", "x").unwrap();
+        assert_eq!(
+            Value::Object(values.clone()),
+            json!({"a": {"b": 3, "c": "3"}, "list": [null, "x"]})
+        );
+        let err = set_path(&mut values, "a..b", "1").unwrap_err();
+        assert!(err.to_string().contains("a..b"), "{err}");
+    }
+
+    #[test]
+    fn yaml_documents_become_json_like_helm_reads_them() {
+        let v = parse_yaml(
+            "base: &b {x: 1, y: 2}\nderived:\n  <<: *b\n  y: 3\n1: one\ntrue: yes\nf: 1.5\nbig: 18446744073709551615\ntagged: !custom 7\n",
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            v,
+            json!({
+                "base": {"x": 1, "y": 2},
+                "derived": {"x": 1, "y": 3},
+                "1": "one",
+                "true": "yes",
+                "f": 1.5,
+                "big": 18446744073709551615u64,
+                "tagged": 7
+            })
+        );
+        assert_eq!(
+            parse_yaml("# only a comment\n", false).unwrap(),
+            Value::Null
+        );
+        assert_eq!(parse_yaml("", false).unwrap(), Value::Null);
+        assert!(parse_yaml("x: .inf\n", false).is_err());
+    }
+
+    #[test]
+    fn yaml_errors_from_secrets_hide_quoted_content() {
+        let err = parse_yaml("password: hunter2\npassword: hunter3\n", true).unwrap_err();
+        assert!(err.starts_with("duplicate entry with key"), "{err}");
+        assert!(!err.contains("password"), "{err}");
+        assert_eq!(
+            redact_quoted(r#"duplicate entry with key "s3cret" at line 2"#),
+            "duplicate entry with key \"…\" at line 2"
+        );
+        let plain = parse_yaml("a: [1\n", true).unwrap_err();
+        assert!(plain.contains("line"), "{plain}");
+    }
+
+    #[test]
+    fn missing_source_messages_name_the_object() {
+        let err = Error::MissingSource {
+            kind: ValuesKind::ConfigMap,
+            namespace: "apps".into(),
+            name: "base-values".into(),
+            key: None,
+            index: 0,
+        };
+        assert_eq!(
+            err.to_string(),
+            "ConfigMap apps/base-values not found (valuesFrom[0]); nothing was applied"
+        );
+        let err = Error::MissingSource {
+            kind: ValuesKind::Secret,
+            namespace: "apps".into(),
+            name: "creds".into(),
+            key: Some("values.yaml".into()),
+            index: 2,
+        };
+        assert_eq!(
+            err.to_string(),
+            "key values.yaml not found in Secret apps/creds (valuesFrom[2]); nothing was applied"
+        );
+    }
+}

@@ -1,0 +1,711 @@
+//! Chart resolution against a real Helm repository served over HTTP on 127.0.0.1 (see
+//! support::source), path charts on disk, and repository credentials from a Secret on the
+//! local control plane.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::PostParams;
+use support::source::{Entry, RepoServer, chart_tgz, index_yaml, sha256_hex};
+use wheelhouse::api::ChartSpec;
+use wheelhouse::source::{ChartSource, Error, RepoAuth, ResolvedChart};
+
+fn repo_chart(repository: &str, name: &str, version: Option<&str>) -> ChartSpec {
+    ChartSpec {
+        repository: Some(repository.to_owned()),
+        name: Some(name.to_owned()),
+        version: version.map(str::to_owned),
+        ..Default::default()
+    }
+}
+
+fn path_chart(path: impl AsRef<Path>) -> ChartSpec {
+    ChartSpec {
+        path: Some(path.as_ref().display().to_string()),
+        ..Default::default()
+    }
+}
+
+/// Publishes `versions` of chart `name` under `/charts` (relative URLs, with digests) and
+/// returns the repository URL.
+fn publish(server: &RepoServer, name: &str, versions: &[&str]) -> String {
+    let mut entries = Vec::new();
+    for version in versions {
+        let tgz = chart_tgz(name, version, &format!("app-{version}"));
+        let file = format!("{name}-{version}.tgz");
+        entries.push(Entry {
+            name,
+            version,
+            app_version: "ignored-index-value",
+            url: file.clone(),
+            digest: Some(sha256_hex(&tgz)),
+        });
+        server.put(&format!("/charts/{file}"), tgz);
+    }
+    server.put("/charts/index.yaml", index_yaml(&entries));
+    server.url("/charts")
+}
+
+struct Fixture {
+    server: RepoServer,
+    source: ChartSource,
+    _cache: tempfile::TempDir,
+}
+
+async fn fixture() -> Fixture {
+    let cache = tempfile::tempdir().unwrap();
+    let source = ChartSource::new(cache.path().join("charts"))
+        .unwrap()
+        .with_request_timeout(Duration::from_secs(10));
+    Fixture {
+        server: RepoServer::start().await,
+        source,
+        _cache: cache,
+    }
+}
+
+fn assert_archive(resolved: &ResolvedChart, name: &str, version: &str) {
+    assert_eq!(resolved.name, name);
+    assert_eq!(resolved.version, version);
+    // From the archive's Chart.yaml, not from the index.
+    assert_eq!(
+        resolved.app_version.as_deref(),
+        Some(&*format!("app-{version}"))
+    );
+    let bytes = std::fs::read(&resolved.path).expect("resolved path is readable");
+    assert_eq!(bytes, chart_tgz(name, version, &format!("app-{version}")));
+    assert_eq!(resolved.digest, format!("sha256:{}", sha256_hex(&bytes)));
+}
+
+#[tokio::test]
+async fn resolves_latest_stable_a_range_and_an_exact_version() {
+    let f = fixture().await;
+    let repo = publish(
+        &f.server,
+        "hello",
+        &["1.0.0", "1.2.0", "1.10.0", "2.0.0-rc.1", "0.9.0"],
+    );
+    let none = RepoAuth::default();
+
+    let latest = f
+        .source
+        .resolve(&repo_chart(&repo, "hello", None), &none)
+        .await
+        .unwrap();
+    assert_archive(&latest, "hello", "1.10.0");
+    assert!(latest.path.starts_with(f.source.cache_dir()));
+
+    let range = repo_chart(&repo, "hello", Some(">=1.0.0 <1.5.0"));
+    assert_archive(
+        &f.source.resolve(&range, &none).await.unwrap(),
+        "hello",
+        "1.2.0",
+    );
+    let tilde = repo_chart(&repo, "hello", Some("~1.0"));
+    assert_archive(
+        &f.source.resolve(&tilde, &none).await.unwrap(),
+        "hello",
+        "1.0.0",
+    );
+    let exact = repo_chart(&repo, "hello", Some("0.9.0"));
+    assert_archive(
+        &f.source.resolve(&exact, &none).await.unwrap(),
+        "hello",
+        "0.9.0",
+    );
+    let pre = repo_chart(&repo, "hello", Some(">=2.0.0-0"));
+    assert_archive(
+        &f.source.resolve(&pre, &none).await.unwrap(),
+        "hello",
+        "2.0.0-rc.1",
+    );
+
+    let err = f
+        .source
+        .resolve(&repo_chart(&repo, "hello", Some("^3")), &none)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::NoMatchingVersion { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        "no version of hello matches ^3 (available: 2.0.0-rc.1, 1.10.0, 1.2.0, 1.0.0, 0.9.0)"
+    );
+
+    let err = f
+        .source
+        .resolve(&repo_chart(&repo, "nope", None), &none)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("chart nope not found in repository {repo}")
+    );
+
+    let err = f
+        .source
+        .resolve(&repo_chart(&repo, "hello", Some(">=1.0 <<2")), &none)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidConstraint(_)), "{err:?}");
+}
+
+#[tokio::test]
+async fn a_cached_chart_is_not_downloaded_again_and_the_index_is_revalidated() {
+    let f = fixture().await;
+    let repo = publish(&f.server, "hello", &["1.0.0"]);
+    let spec = repo_chart(&repo, "hello", None);
+    let first = f.source.resolve(&spec, &RepoAuth::default()).await.unwrap();
+    let second = f.source.resolve(&spec, &RepoAuth::default()).await.unwrap();
+    assert_eq!(first, second);
+    assert_eq!(f.server.statuses("/charts/hello-1.0.0.tgz"), [200]);
+    // The index is asked for every time, but conditionally: unchanged costs a 304.
+    assert_eq!(f.server.statuses("/charts/index.yaml"), [200, 304]);
+
+    // A new process (new ChartSource, same cache directory) reuses the file too.
+    let again = ChartSource::new(f.source.cache_dir().to_owned()).unwrap();
+    let third = again.resolve(&spec, &RepoAuth::default()).await.unwrap();
+    assert_eq!(third, first);
+    assert_eq!(f.server.statuses("/charts/hello-1.0.0.tgz"), [200]);
+
+    // A corrupted cache file is detected by its digest and downloaded again.
+    std::fs::write(&first.path, b"garbage").unwrap();
+    let repaired = again.resolve(&spec, &RepoAuth::default()).await.unwrap();
+    assert_archive(&repaired, "hello", "1.0.0");
+    assert_eq!(f.server.statuses("/charts/hello-1.0.0.tgz"), [200, 200]);
+}
+
+#[tokio::test]
+async fn a_version_published_later_is_picked_up() {
+    let f = fixture().await;
+    let repo = publish(&f.server, "hello", &["1.0.0"]);
+    let spec = repo_chart(&repo, "hello", Some("1.x"));
+    let before = f.source.resolve(&spec, &RepoAuth::default()).await.unwrap();
+    assert_archive(&before, "hello", "1.0.0");
+
+    publish(&f.server, "hello", &["1.0.0", "1.1.0", "2.0.0"]);
+    let after = f.source.resolve(&spec, &RepoAuth::default()).await.unwrap();
+    assert_archive(&after, "hello", "1.1.0");
+    assert_ne!(before.digest, after.digest);
+    assert_eq!(f.server.statuses("/charts/index.yaml"), [200, 200]);
+}
+
+#[tokio::test]
+async fn a_digest_mismatch_is_rejected_and_nothing_is_cached() {
+    let f = fixture().await;
+    let good = chart_tgz("hello", "1.0.0", "app-1.0.0");
+    let tampered = chart_tgz("hello", "1.0.0", "tampered");
+    f.server.put("/charts/hello-1.0.0.tgz", tampered.clone());
+    f.server.put(
+        "/charts/index.yaml",
+        index_yaml(&[Entry {
+            name: "hello",
+            version: "1.0.0",
+            app_version: "app-1.0.0",
+            url: "hello-1.0.0.tgz".into(),
+            digest: Some(sha256_hex(&good)),
+        }]),
+    );
+    let spec = repo_chart(&f.server.url("/charts"), "hello", None);
+    let err = f
+        .source
+        .resolve(&spec, &RepoAuth::default())
+        .await
+        .unwrap_err();
+    let Error::DigestMismatch {
+        expected, actual, ..
+    } = &err
+    else {
+        panic!("expected a digest mismatch, got {err:?}");
+    };
+    assert_eq!(expected, &sha256_hex(&good));
+    assert_eq!(actual, &sha256_hex(&tampered));
+    assert!(err.to_string().contains("/charts/hello-1.0.0.tgz"), "{err}");
+    let cached: Vec<_> = std::fs::read_dir(f.source.cache_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(cached.is_empty(), "nothing may be cached: {cached:?}");
+
+    // Once the repository serves the right file, the same spec resolves.
+    f.server.put("/charts/hello-1.0.0.tgz", good);
+    assert_archive(
+        &f.source.resolve(&spec, &RepoAuth::default()).await.unwrap(),
+        "hello",
+        "1.0.0",
+    );
+}
+
+#[tokio::test]
+async fn basic_auth_is_required_and_accepted() {
+    let f = fixture().await;
+    let repo = publish(&f.server, "hello", &["1.0.0"]);
+    f.server.require_basic_auth("reader", "s3cret-Pa55");
+    let spec = repo_chart(&repo, "hello", None);
+
+    let err = f
+        .source
+        .resolve(&spec, &RepoAuth::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Auth {
+                status: 401,
+                sent_credentials: false,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("chart.secretRef"), "{err}");
+
+    let wrong = RepoAuth {
+        username: Some("reader".into()),
+        password: Some("wrong-Pa55".into()),
+        ca_pem: None,
+    };
+    let err = f.source.resolve(&spec, &wrong).await.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Auth {
+                status: 401,
+                sent_credentials: true,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains("wrong-Pa55"), "{shown}");
+
+    let right = RepoAuth {
+        password: Some("s3cret-Pa55".into()),
+        ..wrong
+    };
+    let resolved = f.source.resolve(&spec, &right).await.unwrap();
+    assert_archive(&resolved, "hello", "1.0.0");
+    // The chart download was authenticated too.
+    assert_eq!(f.server.statuses("/charts/hello-1.0.0.tgz"), [200]);
+}
+
+#[tokio::test]
+async fn credentials_from_a_secret_open_a_private_repository() {
+    let client = support::client().await;
+    let ns = support::TestNamespace::new(&client, "source-auth").await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns.name);
+    let secret: Secret = support::from_yaml(
+        "metadata: {name: repo-creds}\nstringData: {username: reader, password: s3cret-Pa55, ca.crt: \"-----BEGIN CERTIFICATE-----\\n\"}\n",
+    );
+    secrets
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let legacy: Secret =
+        support::from_yaml("metadata: {name: legacy-ca}\nstringData: {caFile: PEM-BYTES}\n");
+    secrets
+        .create(&PostParams::default(), &legacy)
+        .await
+        .unwrap();
+
+    let auth = RepoAuth::from_secret(&client, &ns.name, "repo-creds")
+        .await
+        .unwrap();
+    assert_eq!(auth.username.as_deref(), Some("reader"));
+    assert_eq!(auth.password.as_deref(), Some("s3cret-Pa55"));
+    assert_eq!(
+        auth.ca_pem.as_deref(),
+        Some(&b"-----BEGIN CERTIFICATE-----\n"[..])
+    );
+    assert!(!format!("{auth:?}").contains("s3cret"));
+
+    let legacy = RepoAuth::from_secret(&client, &ns.name, "legacy-ca")
+        .await
+        .unwrap();
+    assert_eq!(legacy.ca_pem.as_deref(), Some(&b"PEM-BYTES"[..]));
+    assert_eq!(legacy.username, None);
+
+    let err = RepoAuth::from_secret(&client, &ns.name, "absent")
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("chart.secretRef: Secret {}/absent not found", ns.name)
+    );
+
+    // Used end to end: username and password from the Secret open the repository.
+    let f = fixture().await;
+    let repo = publish(&f.server, "hello", &["1.0.0"]);
+    f.server.require_basic_auth("reader", "s3cret-Pa55");
+    let basic_only = RepoAuth {
+        ca_pem: None,
+        ..auth
+    };
+    let resolved = f
+        .source
+        .resolve(&repo_chart(&repo, "hello", None), &basic_only)
+        .await
+        .unwrap();
+    assert_archive(&resolved, "hello", "1.0.0");
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_repository_names_the_url_and_the_cause() {
+    let f = fixture().await;
+    // A port that was just free and is closed now.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let repo = format!("http://127.0.0.1:{port}/charts");
+    let err = f
+        .source
+        .resolve(&repo_chart(&repo, "hello", None), &RepoAuth::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Unreachable { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.starts_with(&format!(
+            "repository http://127.0.0.1:{port}/charts/index.yaml is unreachable: "
+        )),
+        "{message}"
+    );
+    assert!(message.to_lowercase().contains("refused"), "{message}");
+}
+
+#[tokio::test]
+async fn a_silent_server_times_out() {
+    let cache = tempfile::tempdir().unwrap();
+    let source = ChartSource::new(cache.path().to_owned())
+        .unwrap()
+        .with_request_timeout(Duration::from_millis(300));
+    // Accepts connections and never answers (for at most the test's lifetime).
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            held.push(stream);
+        }
+    });
+    let repo = format!("http://{addr}/charts");
+    let started = std::time::Instant::now();
+    let err = source
+        .resolve(&repo_chart(&repo, "hello", None), &RepoAuth::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Timeout { .. }), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(
+        err.to_string(),
+        format!("http://{addr}/charts/index.yaml: no response within 0.3s")
+    );
+    silent.abort();
+}
+
+#[tokio::test]
+async fn redirects_absolute_urls_and_http_errors() {
+    let f = fixture().await;
+    let tgz = chart_tgz("hello", "1.0.0", "app-1.0.0");
+    f.server.put("/blobs/hello-1.0.0.tgz", tgz.clone());
+    f.server.put(
+        "/new/index.yaml",
+        index_yaml(&[Entry {
+            name: "hello",
+            version: "1.0.0",
+            app_version: "x",
+            url: f.server.url("/blobs/hello-1.0.0.tgz"),
+            digest: Some(sha256_hex(&tgz)),
+        }]),
+    );
+    f.server.redirect("/old/index.yaml", "/new/index.yaml");
+    let resolved = f
+        .source
+        .resolve(
+            &repo_chart(&f.server.url("/old"), "hello", None),
+            &RepoAuth::default(),
+        )
+        .await
+        .unwrap();
+    assert_archive(&resolved, "hello", "1.0.0");
+    assert_eq!(f.server.statuses("/old/index.yaml"), [302]);
+
+    // A redirect loop ends.
+    f.server.redirect("/loop/index.yaml", "/loop/index.yaml");
+    let err = f
+        .source
+        .resolve(
+            &repo_chart(&f.server.url("/loop"), "hello", None),
+            &RepoAuth::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::TooManyRedirects { .. }), "{err:?}");
+
+    let err = f
+        .source
+        .resolve(
+            &repo_chart(&f.server.url("/missing"), "hello", None),
+            &RepoAuth::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}: HTTP 404 Not Found",
+            f.server.url("/missing/index.yaml")
+        )
+    );
+
+    f.server.put("/broken/index.yaml", "entries: [unclosed\n");
+    let err = f
+        .source
+        .resolve(
+            &repo_chart(&f.server.url("/broken"), "hello", None),
+            &RepoAuth::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::IndexParse { .. }), "{err:?}");
+    assert!(
+        err.to_string().starts_with(&format!(
+            "cannot parse the index of repository {}: ",
+            f.server.url("/broken")
+        )),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_download_that_is_not_a_chart_is_refused() {
+    let f = fixture().await;
+    let junk = b"<html>login page</html>".to_vec();
+    f.server.put("/charts/hello-1.0.0.tgz", junk);
+    f.server.put(
+        "/charts/index.yaml",
+        index_yaml(&[Entry {
+            name: "hello",
+            version: "1.0.0",
+            app_version: "x",
+            url: "hello-1.0.0.tgz".into(),
+            digest: None,
+        }]),
+    );
+    let err = f
+        .source
+        .resolve(
+            &repo_chart(&f.server.url("/charts"), "hello", None),
+            &RepoAuth::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArchive { .. }), "{err:?}");
+    assert_eq!(std::fs::read_dir(f.source.cache_dir()).unwrap().count(), 0);
+}
+
+fn fixture_chart() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/hello")
+}
+
+#[tokio::test]
+async fn path_charts_directory_and_archive() {
+    let cache = tempfile::tempdir().unwrap();
+    let source = ChartSource::new(cache.path().to_owned()).unwrap();
+    let none = RepoAuth::default();
+
+    let dir = source
+        .resolve(&path_chart(fixture_chart()), &none)
+        .await
+        .unwrap();
+    assert_eq!(dir.name, "hello");
+    assert_eq!(dir.version, "0.3.1");
+    assert_eq!(dir.app_version.as_deref(), Some("1.10"));
+    assert_eq!(dir.path, fixture_chart());
+    assert!(dir.digest.starts_with("sha256:"));
+
+    // Relative paths resolve against the current directory (cargo runs tests from the
+    // package root).
+    let relative = source
+        .resolve(&path_chart("tests/fixtures/charts/hello"), &none)
+        .await
+        .unwrap();
+    assert_eq!(relative, dir);
+
+    // A copy with one changed file has another digest.
+    let copy = tempfile::tempdir().unwrap();
+    copy_dir(&fixture_chart(), copy.path());
+    let same = source
+        .resolve(&path_chart(copy.path()), &none)
+        .await
+        .unwrap();
+    assert_eq!(same.digest, dir.digest, "same files, same digest");
+    std::fs::write(copy.path().join("values.yaml"), "greeting: hi\n").unwrap();
+    let edited = source
+        .resolve(&path_chart(copy.path()), &none)
+        .await
+        .unwrap();
+    assert_ne!(edited.digest, dir.digest);
+
+    let tgz = chart_tgz("packaged", "2.0.0", "app-2.0.0");
+    let tgz_path = copy.path().join("packaged-2.0.0.tgz");
+    std::fs::write(&tgz_path, &tgz).unwrap();
+    let archive = source.resolve(&path_chart(&tgz_path), &none).await.unwrap();
+    assert_eq!(archive.name, "packaged");
+    assert_eq!(archive.version, "2.0.0");
+    assert_eq!(archive.app_version.as_deref(), Some("app-2.0.0"));
+    assert_eq!(archive.digest, format!("sha256:{}", sha256_hex(&tgz)));
+    assert_eq!(archive.path, tgz_path);
+}
+
+#[tokio::test]
+async fn path_chart_errors_are_clear() {
+    let cache = tempfile::tempdir().unwrap();
+    let source = ChartSource::new(cache.path().to_owned()).unwrap();
+    let none = RepoAuth::default();
+    let work = tempfile::tempdir().unwrap();
+
+    let missing = work.path().join("nowhere");
+    let err = source
+        .resolve(&path_chart(&missing), &none)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("chart path {} does not exist", missing.display())
+    );
+
+    let empty = work.path().join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    let err = source
+        .resolve(&path_chart(&empty), &none)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("{} is not a chart: it has no Chart.yaml", empty.display())
+    );
+
+    let broken = work.path().join("broken");
+    std::fs::create_dir(&broken).unwrap();
+    std::fs::write(broken.join("Chart.yaml"), "name: [oops\n").unwrap();
+    let err = source
+        .resolve(&path_chart(&broken), &none)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidChartYaml { .. }), "{err:?}");
+    assert!(
+        err.to_string().starts_with(&format!(
+            "cannot parse {}: ",
+            broken.join("Chart.yaml").display()
+        )),
+        "{err}"
+    );
+
+    std::fs::write(broken.join("Chart.yaml"), "name: x\n").unwrap();
+    let err = source
+        .resolve(&path_chart(&broken), &none)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().ends_with("version is missing"), "{err}");
+
+    let not_tgz = work.path().join("chart.tgz");
+    std::fs::write(&not_tgz, "plain text").unwrap();
+    let err = source
+        .resolve(&path_chart(&not_tgz), &none)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidArchive { .. }), "{err:?}");
+}
+
+/// The real helm binary packages and indexes a chart; wheelhouse resolves it from the
+/// repository and helm renders what wheelhouse resolved.
+#[tokio::test]
+async fn charts_packaged_and_indexed_by_helm_resolve_and_render() {
+    let helm = support::testbin().join("helm");
+    let f = fixture().await;
+    let out = tempfile::tempdir().unwrap();
+    let run = |args: &[&std::ffi::OsStr]| {
+        let output = std::process::Command::new(&helm)
+            .args(args)
+            .env("HELM_CACHE_HOME", out.path().join("helm-cache"))
+            .env("HELM_CONFIG_HOME", out.path().join("helm-config"))
+            .env("HELM_DATA_HOME", out.path().join("helm-data"))
+            .output()
+            .expect("run helm");
+        assert!(
+            output.status.success(),
+            "helm {args:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let packages = out.path().join("packages");
+    std::fs::create_dir(&packages).unwrap();
+    run(&[
+        "package".as_ref(),
+        fixture_chart().as_os_str(),
+        "--destination".as_ref(),
+        packages.as_os_str(),
+    ]);
+    let repo = f.server.url("/helm");
+    run(&[
+        "repo".as_ref(),
+        "index".as_ref(),
+        packages.as_os_str(),
+        "--url".as_ref(),
+        repo.as_ref(),
+    ]);
+    for entry in std::fs::read_dir(&packages).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        f.server.put(
+            &format!("/helm/{name}"),
+            std::fs::read(entry.path()).unwrap(),
+        );
+    }
+
+    let resolved = f
+        .source
+        .resolve(
+            &repo_chart(&repo, "hello", Some("~0.3")),
+            &RepoAuth::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(resolved.name, "hello");
+    assert_eq!(resolved.version, "0.3.1");
+    assert_eq!(resolved.app_version.as_deref(), Some("1.10"));
+    let packaged = std::fs::read(packages.join("hello-0.3.1.tgz")).unwrap();
+    assert_eq!(resolved.digest, format!("sha256:{}", sha256_hex(&packaged)));
+
+    let rendered = run(&[
+        "template".as_ref(),
+        "demo".as_ref(),
+        resolved.path.as_os_str(),
+        "--set".as_ref(),
+        "greeting=hi".as_ref(),
+    ]);
+    assert!(rendered.contains("name: demo-hello"), "{rendered}");
+    assert!(rendered.contains("greeting: \"hi\""), "{rendered}");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
