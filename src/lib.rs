@@ -2,6 +2,7 @@
 //! `HelmRelease` resources (`wheelhouse.dev/v1alpha1`).
 
 pub mod api;
+pub mod apply;
 pub mod chart;
 pub mod cli;
 pub mod client;
@@ -9,6 +10,7 @@ pub mod engine;
 mod error;
 pub mod health;
 pub mod release;
+pub mod render;
 pub mod source;
 pub mod values;
 

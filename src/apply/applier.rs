@@ -1,0 +1,536 @@
+//! [`Applier`]: discovery, server-side apply, prune, delete and the chart's CRDs.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::core::GroupVersion;
+use kube::discovery::{self, ApiCapabilities, ApiResource, Scope};
+use kube::runtime::wait::{await_condition, conditions};
+use serde_json::Value;
+
+use super::manifest::{ObjectRef, has_keep_policy, parse_manifest, set_ownership};
+use super::order::{INSTALL_ORDER, UNINSTALL_ORDER, sort_by_kind};
+use super::{Error, is_status};
+use crate::api::{CrdPolicy, FIELD_MANAGER};
+
+/// How long a CustomResourceDefinition may take to become Established (and served), as
+/// Helm waits for the CRDs of a chart's `crds/` directory.
+pub const CRD_ESTABLISH_TIMEOUT: Duration = Duration::from_secs(60);
+
+const CRD_KIND: &str = "CustomResourceDefinition";
+const CRD_GROUP: &str = "apiextensions.k8s.io";
+
+/// Applies, prunes and deletes the objects of rendered manifests, and runs hooks.
+///
+/// Holds a kube client and a cache of API discovery. The cache is filled per group
+/// version on first use and refreshed when a kind is missing from it, so objects of a CRD
+/// installed a moment ago are found.
+pub struct Applier {
+    pub(super) client: Client,
+    /// apiVersion → the resources it serves.
+    discovery: Mutex<HashMap<String, Vec<(ApiResource, ApiCapabilities)>>>,
+}
+
+/// An object ready for the API: its resource known and its namespace settled.
+pub(super) struct Target {
+    pub obj: DynamicObject,
+    pub resource: ApiResource,
+    pub namespaced: bool,
+    pub reference: ObjectRef,
+}
+
+impl Target {
+    /// Namespaced kinds without a namespace get `default_namespace`; cluster-scoped kinds
+    /// lose any namespace they were given (the API server would ignore it anyway).
+    fn new(
+        mut obj: DynamicObject,
+        (resource, namespaced): (ApiResource, bool),
+        default_namespace: &str,
+    ) -> Self {
+        if !namespaced {
+            obj.metadata.namespace = None;
+        } else if obj.metadata.namespace.as_deref().is_none_or(str::is_empty) {
+            obj.metadata.namespace = Some(default_namespace.to_string());
+        }
+        let reference = ObjectRef::from_object(&obj);
+        Self {
+            obj,
+            resource,
+            namespaced,
+            reference,
+        }
+    }
+
+    pub fn api(&self, client: &Client) -> Api<DynamicObject> {
+        match (&self.reference.namespace, self.namespaced) {
+            (Some(ns), true) => Api::namespaced_with(client.clone(), ns, &self.resource),
+            _ => Api::all_with(client.clone(), &self.resource),
+        }
+    }
+
+    fn name(&self) -> &str {
+        &self.reference.name
+    }
+
+    fn api_error(&self, action: &'static str) -> impl FnOnce(kube::Error) -> Error + '_ {
+        move |source| Error::Api {
+            action,
+            object: self.reference.to_string(),
+            source,
+        }
+    }
+}
+
+fn kind_of(obj: &DynamicObject) -> &str {
+    obj.types.as_ref().map_or("", |t| t.kind.as_str())
+}
+
+fn unknown_kind(obj: &DynamicObject) -> Error {
+    let reference = ObjectRef::from_object(obj);
+    Error::UnknownKind {
+        object: reference.to_string(),
+        api_version: reference.api_version,
+        kind: reference.kind,
+    }
+}
+
+/// For a CustomResourceDefinition: the group and kind it defines.
+fn crd_defines(obj: &DynamicObject) -> Option<(String, String)> {
+    let reference = ObjectRef::from_object(obj);
+    if reference.kind != CRD_KIND || reference.group() != CRD_GROUP {
+        return None;
+    }
+    let spec = obj.data.get("spec")?;
+    let group = spec.get("group")?.as_str()?;
+    let kind = spec.pointer("/names/kind")?.as_str()?;
+    Some((group.to_string(), kind.to_string()))
+}
+
+fn group_kind(obj: &DynamicObject) -> (String, String) {
+    let reference = ObjectRef::from_object(obj);
+    (reference.group().to_string(), reference.kind)
+}
+
+type Identity = (String, String, Option<String>, String);
+
+fn identity(reference: &ObjectRef) -> Identity {
+    let (group, kind, namespace, name) = reference.identity();
+    (
+        group.to_string(),
+        kind.to_string(),
+        namespace.map(str::to_string),
+        name.to_string(),
+    )
+}
+
+impl Applier {
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            discovery: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The API resource serving `kind` in `api_version` and whether it is namespaced;
+    /// `None` when no API serves it (after asking the server again).
+    pub async fn find_resource(
+        &self,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Option<(ApiResource, bool)>, Error> {
+        let pick = |resources: &[(ApiResource, ApiCapabilities)]| {
+            resources
+                .iter()
+                .find(|(resource, _)| resource.kind == kind)
+                .map(|(resource, caps)| (resource.clone(), caps.scope == Scope::Namespaced))
+        };
+        if let Some(found) = self
+            .discovery
+            .lock()
+            .unwrap()
+            .get(api_version)
+            .and_then(|resources| pick(resources))
+        {
+            return Ok(Some(found));
+        }
+
+        // A miss (or a group version not seen yet): ask the server.
+        let Ok(gv) = api_version.parse::<GroupVersion>() else {
+            return Ok(None);
+        };
+        let resources = match discovery::pinned_group(&self.client, &gv).await {
+            Ok(group) => group.versioned_resources(&gv.version),
+            Err(e) if is_status(&e, 404) => Vec::new(),
+            Err(source) => {
+                return Err(Error::Discovery {
+                    api_version: api_version.to_string(),
+                    source,
+                });
+            }
+        };
+        let found = pick(&resources);
+        self.discovery
+            .lock()
+            .unwrap()
+            .insert(api_version.to_string(), resources);
+        Ok(found)
+    }
+
+    async fn resolve(&self, obj: &DynamicObject) -> Result<Option<(ApiResource, bool)>, Error> {
+        let reference = ObjectRef::from_object(obj);
+        self.find_resource(&reference.api_version, &reference.kind)
+            .await
+    }
+
+    pub(super) async fn target(
+        &self,
+        obj: DynamicObject,
+        namespace: &str,
+    ) -> Result<Target, Error> {
+        match self.resolve(&obj).await? {
+            Some(resource) => Ok(Target::new(obj, resource, namespace)),
+            None => Err(unknown_kind(&obj)),
+        }
+    }
+
+    /// The objects of a manifest as the API sees them: namespaced kinds without a
+    /// namespace in `namespace`, cluster-scoped ones without any. For callers that watch
+    /// or inspect a release's objects.
+    pub async fn objects(&self, manifest: &str, namespace: &str) -> Result<Vec<ObjectRef>, Error> {
+        let mut refs = Vec::new();
+        for obj in parse_manifest(manifest)? {
+            refs.push(self.target(obj, namespace).await?.reference);
+        }
+        Ok(refs)
+    }
+
+    /// Creates the release namespace if it does not exist (`install.createNamespace`),
+    /// labelled `name: <namespace>` as Helm does.
+    pub async fn ensure_namespace(&self, namespace: &str) -> Result<(), Error> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let api_error = |action| {
+            move |source| Error::Api {
+                action,
+                object: format!("Namespace/{namespace}"),
+                source,
+            }
+        };
+        if api
+            .get_opt(namespace)
+            .await
+            .map_err(api_error("get"))?
+            .is_some()
+        {
+            return Ok(());
+        }
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(namespace.to_string()),
+                labels: Some([("name".to_string(), namespace.to_string())].into()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        match api.create(&post_params(), &ns).await {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 409) => Ok(()),
+            Err(e) => Err(api_error("create")(e)),
+        }
+    }
+
+    /// Installs the CustomResourceDefinitions of a chart's `crds/` directory (one string
+    /// per file, each may hold several documents) and waits until they are Established
+    /// and served. `Skip` does nothing; `Create` creates the missing ones and leaves
+    /// existing ones alone; `CreateReplace` server-side applies all of them. Returns the
+    /// CRDs created or applied. Anything but a CRD in `crds/` is an error.
+    pub async fn apply_crds(
+        &self,
+        crd_docs: &[String],
+        policy: CrdPolicy,
+    ) -> Result<Vec<ObjectRef>, Error> {
+        if policy == CrdPolicy::Skip {
+            return Ok(Vec::new());
+        }
+        let mut objects = Vec::new();
+        for doc in crd_docs {
+            objects.extend(parse_manifest(doc)?);
+        }
+        let mut installed = Vec::new();
+        for obj in objects {
+            if crd_defines(&obj).is_none() {
+                return Err(Error::Parse {
+                    origin: "crds/".to_string(),
+                    message: format!(
+                        "{} is not a CustomResourceDefinition (with spec.group and spec.names.kind)",
+                        ObjectRef::from_object(&obj)
+                    ),
+                });
+            }
+            let target = self.target(obj, "").await?;
+            let api = target.api(&self.client);
+            match policy {
+                CrdPolicy::Skip => unreachable!("returned above"),
+                CrdPolicy::Create => match api.create(&post_params(), &target.obj).await {
+                    Ok(_) => {}
+                    Err(e) if is_status(&e, 409) => continue,
+                    Err(e) => return Err(target.api_error("create")(e)),
+                },
+                CrdPolicy::CreateReplace => self.server_side_apply(&target).await?,
+            }
+            installed.push(target);
+        }
+        for target in &installed {
+            self.wait_crd_served(&target.obj).await?;
+        }
+        Ok(installed.into_iter().map(|t| t.reference).collect())
+    }
+
+    /// Waits until a CRD is Established and discovery serves its kind, so objects of it
+    /// can be applied next.
+    async fn wait_crd_served(&self, crd: &DynamicObject) -> Result<(), Error> {
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        let timed_out = || Error::CrdNotEstablished {
+            name: name.clone(),
+            timeout: CRD_ESTABLISH_TIMEOUT,
+        };
+        let deadline = tokio::time::Instant::now() + CRD_ESTABLISH_TIMEOUT;
+        let api: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        match tokio::time::timeout_at(
+            deadline,
+            await_condition(api, &name, conditions::is_crd_established()),
+        )
+        .await
+        {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                return Err(Error::Watch {
+                    object: format!("CustomResourceDefinition/{name}"),
+                    message: e.to_string(),
+                });
+            }
+            Err(_) => return Err(timed_out()),
+        }
+
+        // Discovery catches up with an Established CRD a moment later.
+        let Some((group, kind)) = crd_defines(crd) else {
+            return Ok(());
+        };
+        let version = crd
+            .data
+            .pointer("/spec/versions")
+            .and_then(Value::as_array)
+            .and_then(|versions| {
+                versions
+                    .iter()
+                    .find(|v| v.get("served").and_then(Value::as_bool) != Some(false))
+            })
+            .and_then(|v| v.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let api_version = format!("{group}/{version}");
+        while self.find_resource(&api_version, &kind).await?.is_none() {
+            if tokio::time::Instant::now() >= deadline {
+                return Err(timed_out());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+
+    pub(super) async fn server_side_apply(&self, target: &Target) -> Result<(), Error> {
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        target
+            .api(&self.client)
+            .patch(target.name(), &params, &Patch::Apply(&target.obj))
+            .await
+            .map_err(target.api_error("apply"))?;
+        Ok(())
+    }
+
+    /// Server-side applies every object of `manifest` (field manager `wheelhouse`,
+    /// conflicts forced: the release owns the fields it renders) in Helm's install order,
+    /// with the label and annotations by which Helm recognises the objects of
+    /// `release_name` in `namespace` (the release namespace, also the default namespace of
+    /// namespaced objects). Returns the objects applied, in order.
+    ///
+    /// Every kind is looked up before anything is sent, so an unknown kind fails the whole
+    /// apply up front, as in Helm; kinds defined by a CRD in the same manifest are looked
+    /// up after that CRD is applied and served.
+    pub async fn apply(
+        &self,
+        manifest: &str,
+        namespace: &str,
+        release_name: &str,
+    ) -> Result<Vec<ObjectRef>, Error> {
+        let mut objects = parse_manifest(manifest)?;
+        sort_by_kind(&mut objects, kind_of, INSTALL_ORDER);
+        let defined_here: HashSet<(String, String)> =
+            objects.iter().filter_map(crd_defines).collect();
+
+        let mut planned = Vec::with_capacity(objects.len());
+        let mut awaited_kinds = HashSet::new();
+        for obj in objects {
+            let resource = self.resolve(&obj).await?;
+            if resource.is_none() {
+                let defined = group_kind(&obj);
+                if !defined_here.contains(&defined) {
+                    return Err(unknown_kind(&obj));
+                }
+                awaited_kinds.insert(defined);
+            }
+            planned.push((obj, resource));
+        }
+
+        let mut applied = Vec::with_capacity(planned.len());
+        for (mut obj, resource) in planned {
+            let resource = match resource {
+                Some(resource) => resource,
+                // Its CRD sorts earlier and was waited for below.
+                None => self
+                    .resolve(&obj)
+                    .await?
+                    .ok_or_else(|| unknown_kind(&obj))?,
+            };
+            set_ownership(&mut obj, release_name, namespace);
+            let target = Target::new(obj, resource, namespace);
+            self.server_side_apply(&target).await?;
+            if crd_defines(&target.obj).is_some_and(|gk| awaited_kinds.contains(&gk)) {
+                self.wait_crd_served(&target.obj).await?;
+            }
+            applied.push(target.reference);
+        }
+        Ok(applied)
+    }
+
+    /// Deletes the objects of `old_manifest` that `new_manifest` no longer has (same
+    /// group, kind, namespace and name), in Helm's uninstall order, except those annotated
+    /// `helm.sh/resource-policy: keep` in the old manifest or in the cluster. Returns the
+    /// objects deleted; ones already gone are not listed. Deletion propagates in the
+    /// background and is not waited for.
+    pub async fn prune(
+        &self,
+        old_manifest: &str,
+        new_manifest: &str,
+        namespace: &str,
+    ) -> Result<Vec<ObjectRef>, Error> {
+        let mut wanted = HashSet::new();
+        for obj in parse_manifest(new_manifest)? {
+            let reference = match self.resolve(&obj).await? {
+                Some(resource) => Target::new(obj, resource, namespace).reference,
+                // Not served (yet): the namespace as written or defaulted is the best guess,
+                // and such an object cannot match a served one anyway.
+                None => {
+                    let mut reference = ObjectRef::from_object(&obj);
+                    reference
+                        .namespace
+                        .get_or_insert_with(|| namespace.to_string());
+                    reference
+                }
+            };
+            wanted.insert(identity(&reference));
+        }
+
+        let mut stale = Vec::new();
+        for obj in parse_manifest(old_manifest)? {
+            // A kind no longer served has no objects left to delete.
+            if let Some(resource) = self.resolve(&obj).await? {
+                let target = Target::new(obj, resource, namespace);
+                if !wanted.contains(&identity(&target.reference)) {
+                    stale.push(target);
+                }
+            }
+        }
+        self.delete_targets(stale).await
+    }
+
+    /// Uninstalls the objects of `manifest` in Helm's uninstall order, except those
+    /// annotated `helm.sh/resource-policy: keep` (in the manifest or in the cluster).
+    /// Objects already gone, or of kinds no longer served, are skipped. Returns the objects
+    /// deleted. Deletion propagates in the background and is not waited for.
+    pub async fn delete(&self, manifest: &str, namespace: &str) -> Result<Vec<ObjectRef>, Error> {
+        let mut targets = Vec::new();
+        for obj in parse_manifest(manifest)? {
+            if let Some(resource) = self.resolve(&obj).await? {
+                targets.push(Target::new(obj, resource, namespace));
+            }
+        }
+        self.delete_targets(targets).await
+    }
+
+    async fn delete_targets(&self, mut targets: Vec<Target>) -> Result<Vec<ObjectRef>, Error> {
+        sort_by_kind(&mut targets, |t| t.reference.kind.as_str(), UNINSTALL_ORDER);
+        let mut deleted = Vec::new();
+        for target in targets {
+            if self.delete_unless_kept(&target).await? {
+                deleted.push(target.reference);
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Deletes one object unless it is kept or already gone; true if it was deleted.
+    async fn delete_unless_kept(&self, target: &Target) -> Result<bool, Error> {
+        if has_keep_policy(&target.obj) {
+            return Ok(false);
+        }
+        let api = target.api(&self.client);
+        match api.get_opt(target.name()).await {
+            Ok(Some(live)) if !has_keep_policy(&live) => {}
+            Ok(_) => return Ok(false),
+            Err(e) => return Err(target.api_error("get")(e)),
+        }
+        match api.delete(target.name(), &DeleteParams::background()).await {
+            Ok(_) => Ok(true),
+            Err(e) if is_status(&e, 404) => Ok(false),
+            Err(e) => Err(target.api_error("delete")(e)),
+        }
+    }
+
+    /// Deletes an object and waits until it is gone (or replaced by a new one of the
+    /// same name), within `timeout`.
+    pub(super) async fn delete_and_wait(
+        &self,
+        target: &Target,
+        timeout: Duration,
+    ) -> Result<(), Error> {
+        let api = target.api(&self.client);
+        let uid = match api.delete(target.name(), &DeleteParams::background()).await {
+            Ok(deleted) => deleted.left().and_then(|obj| obj.metadata.uid),
+            Err(e) if is_status(&e, 404) => return Ok(()),
+            Err(e) => return Err(target.api_error("delete")(e)),
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            match api.get_opt(target.name()).await {
+                Ok(None) => return Ok(()),
+                Ok(Some(live)) if uid.is_some() && live.metadata.uid != uid => return Ok(()),
+                Ok(Some(_)) => {}
+                Err(e) => return Err(target.api_error("get")(e)),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(Error::DeleteTimedOut {
+                    object: target.reference.to_string(),
+                    timeout,
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+fn post_params() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PostParams::default()
+    }
+}

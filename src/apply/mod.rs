@@ -1,0 +1,84 @@
+//! Putting a rendered release into the cluster: server-side apply in Helm's install order,
+//! pruning what a new revision no longer renders, uninstalling in Helm's uninstall order,
+//! the chart's CRDs, and hooks (including tests) run as Helm runs them.
+//!
+//! Everything goes through [`Applier`], which owns a kube client and a discovery cache.
+
+mod applier;
+mod hooks;
+pub mod manifest;
+pub mod order;
+pub mod yaml;
+
+use std::time::Duration;
+
+use thiserror::Error;
+
+pub use applier::{Applier, CRD_ESTABLISH_TIMEOUT};
+pub use hooks::execution_order;
+pub use manifest::{ObjectRef, parse_manifest};
+
+#[derive(Debug, Error)]
+pub enum Error {
+    /// A manifest document is not valid YAML or not a Kubernetes object. `origin` is the
+    /// template it came from (its `# Source:` path).
+    #[error("{origin}: {message}")]
+    Parse { origin: String, message: String },
+
+    #[error(
+        "{object}: the API server serves no kind {kind} in {api_version} (is its CustomResourceDefinition installed?)"
+    )]
+    UnknownKind {
+        object: String,
+        api_version: String,
+        kind: String,
+    },
+
+    #[error("discovering the resources of {api_version}: {}", api_message(.source))]
+    Discovery {
+        api_version: String,
+        #[source]
+        source: kube::Error,
+    },
+
+    /// A request about one object failed; the message is the API server's.
+    #[error("cannot {action} {object}: {}", api_message(.source))]
+    Api {
+        action: &'static str,
+        object: String,
+        #[source]
+        source: kube::Error,
+    },
+
+    #[error("cannot watch {object}: {message}")]
+    Watch { object: String, message: String },
+
+    #[error("CustomResourceDefinition {name} was not Established within {}s", .timeout.as_secs())]
+    CrdNotEstablished { name: String, timeout: Duration },
+
+    #[error("{object} was still there {}s after it was deleted", .timeout.as_secs())]
+    DeleteTimedOut { object: String, timeout: Duration },
+
+    /// The first hook that failed stops the run; `reason` says why (the pod or Job
+    /// failed, it timed out, it could not be created, ...).
+    #[error("{event} hook {name} ({path}) failed: {reason}")]
+    HookFailed {
+        event: String,
+        name: String,
+        path: String,
+        reason: String,
+    },
+}
+
+/// The API server's own message for a failed request (kube's Display adds a debug dump).
+pub fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
+        kube::Error::Api(status) => format!("{} ({})", status.reason, status.code),
+        other => other.to_string(),
+    }
+}
+
+fn is_status(error: &kube::Error, code: u16) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == code)
+}

@@ -1,0 +1,418 @@
+//! YAML to JSON the way Kubernetes clients read manifests (`sigs.k8s.io/yaml` on go-yaml v2,
+//! which Helm and kubectl use): YAML 1.1 resolution of plain scalars, so `defaultMode: 0644`
+//! is the number 420 and `enabled: yes` is `true`, while quoted and block scalars stay
+//! strings. serde_yaml resolves YAML 1.2 and turns `0644` into the string "0644", which the
+//! API server rejects; it also cannot tell a quoted scalar from a plain one, so this module
+//! builds values from granit-parser's events, which carry each scalar's style.
+//!
+//! Also as go-yaml does: anchors and aliases, merge keys (`<<`), `!!str`/`!!int`/`!!float`/
+//! `!!bool`/`!!null`/`!!binary` tags, and non-string map keys turned into strings.
+//! Timestamps stay strings (go-yaml v2 keeps them so for untyped targets).
+
+use std::collections::HashMap;
+
+use base64::Engine as _;
+use granit_parser::{Event, Parser, ScalarStyle, Tag};
+use serde_json::{Map, Number, Value};
+
+/// Parses every document of `text`; empty documents (`null`) are left out.
+pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
+    let mut loader = Loader::default();
+    for item in Parser::new_from_str(text) {
+        let (event, _span) = item.map_err(|e| e.to_string())?;
+        loader.event(event)?;
+    }
+    Ok(loader.documents)
+}
+
+#[derive(Default)]
+struct Loader {
+    documents: Vec<Value>,
+    stack: Vec<Frame>,
+    anchors: HashMap<usize, Value>,
+}
+
+enum Frame {
+    Sequence {
+        items: Vec<Value>,
+        anchor: usize,
+    },
+    Mapping {
+        entries: Map<String, Value>,
+        /// Keys merged in through `<<`; explicit keys win over them, as YAML's merge says.
+        merged: Map<String, Value>,
+        key: Option<Key>,
+        anchor: usize,
+    },
+}
+
+/// A mapping key waiting for its value. A plain `<<` is the merge key.
+enum Key {
+    Merge,
+    Name(String),
+}
+
+impl Loader {
+    fn event(&mut self, event: Event<'_>) -> Result<(), String> {
+        match event {
+            Event::DocumentStart(..) => {
+                self.anchors.clear();
+            }
+            Event::Scalar(text, style, anchor, tag) => {
+                let is_merge_key =
+                    style == ScalarStyle::Plain && tag.is_none() && text.as_ref() == "<<";
+                if is_merge_key && self.expects_key() {
+                    return self.push_key(Key::Merge);
+                }
+                let value = resolve_scalar(&text, style, tag.as_deref())?;
+                if anchor != 0 {
+                    self.anchors.insert(anchor, value.clone());
+                }
+                self.push(value)?;
+            }
+            Event::Alias(id) => {
+                let value = self
+                    .anchors
+                    .get(&id)
+                    .cloned()
+                    .ok_or_else(|| "alias to an unknown anchor".to_string())?;
+                self.push(value)?;
+            }
+            Event::SequenceStart(_, anchor, _) => self.stack.push(Frame::Sequence {
+                items: Vec::new(),
+                anchor,
+            }),
+            Event::MappingStart(_, anchor, _) => self.stack.push(Frame::Mapping {
+                entries: Map::new(),
+                merged: Map::new(),
+                key: None,
+                anchor,
+            }),
+            Event::SequenceEnd | Event::MappingEnd => {
+                let (value, anchor) = match self.stack.pop() {
+                    Some(Frame::Sequence { items, anchor }) => (Value::Array(items), anchor),
+                    Some(Frame::Mapping {
+                        mut entries,
+                        merged,
+                        anchor,
+                        ..
+                    }) => {
+                        for (k, v) in merged {
+                            entries.entry(k).or_insert(v);
+                        }
+                        (Value::Object(entries), anchor)
+                    }
+                    None => return Err("unbalanced YAML collection".to_string()),
+                };
+                if anchor != 0 {
+                    self.anchors.insert(anchor, value.clone());
+                }
+                self.push(value)?;
+            }
+            // Stream and document ends, comments and anchor metadata carry no data.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn expects_key(&self) -> bool {
+        matches!(self.stack.last(), Some(Frame::Mapping { key: None, .. }))
+    }
+
+    fn push_key(&mut self, key: Key) -> Result<(), String> {
+        match self.stack.last_mut() {
+            Some(Frame::Mapping { key: slot, .. }) => {
+                *slot = Some(key);
+                Ok(())
+            }
+            _ => Err("mapping key outside a mapping".to_string()),
+        }
+    }
+
+    /// Adds a finished value to the enclosing collection (or ends a document).
+    fn push(&mut self, value: Value) -> Result<(), String> {
+        match self.stack.last_mut() {
+            None => {
+                if !value.is_null() {
+                    self.documents.push(value);
+                }
+            }
+            Some(Frame::Sequence { items, .. }) => items.push(value),
+            Some(Frame::Mapping {
+                entries,
+                merged,
+                key,
+                ..
+            }) => match key.take() {
+                None => *key = Some(Key::Name(key_string(value)?)),
+                Some(Key::Name(name)) => {
+                    entries.insert(name, value);
+                }
+                Some(Key::Merge) => merge_into(merged, value)?,
+            },
+        }
+        Ok(())
+    }
+}
+
+/// `<<: *map` or `<<: [*a, *b]`: earlier maps win over later ones.
+fn merge_into(merged: &mut Map<String, Value>, value: Value) -> Result<(), String> {
+    let not_maps = || "map merge requires a map or a sequence of maps".to_string();
+    let maps = match value {
+        Value::Array(items) => items,
+        single => vec![single],
+    };
+    for map in maps {
+        let Value::Object(map) = map else {
+            return Err(not_maps());
+        };
+        for (k, v) in map {
+            merged.entry(k).or_insert(v);
+        }
+    }
+    Ok(())
+}
+
+/// JSON keys are strings; sigs.k8s.io/yaml formats resolved scalar keys the way Go does.
+fn key_string(key: Value) -> Result<String, String> {
+    match key {
+        Value::String(s) => Ok(s),
+        Value::Bool(b) => Ok(b.to_string()),
+        Value::Number(n) => Ok(n.to_string()),
+        Value::Null => Err("null is not a valid map key".to_string()),
+        Value::Array(_) | Value::Object(_) => {
+            Err("a collection is not a valid map key".to_string())
+        }
+    }
+}
+
+fn resolve_scalar(text: &str, style: ScalarStyle, tag: Option<&Tag>) -> Result<Value, String> {
+    if let Some(tag) = tag {
+        // `!!binary` is a YAML type but not one of the core schema's, so it is matched here.
+        let core = tag.core_suffix().or_else(|| {
+            (tag.handle() == "tag:yaml.org,2002:" && tag.suffix() == "binary").then_some("binary")
+        });
+        if let Some(core) = core {
+            return resolve_tagged(text, core);
+        }
+        // Application tags (`!foo`) carry no meaning for Kubernetes; resolve as untagged.
+    }
+    if style != ScalarStyle::Plain {
+        return Ok(Value::String(text.to_string()));
+    }
+    resolve_plain(text)
+}
+
+fn resolve_tagged(text: &str, core: &str) -> Result<Value, String> {
+    let bad = || format!("cannot decode {text:?} as !!{core}");
+    match core {
+        "str" => Ok(Value::String(text.to_string())),
+        "null" => Ok(Value::Null),
+        "bool" => match resolve_plain(text)? {
+            v @ Value::Bool(_) => Ok(v),
+            _ => Err(bad()),
+        },
+        "int" => parse_go_int(&text.replace('_', ""))
+            .map(Value::Number)
+            .ok_or_else(bad),
+        "float" => match resolve_plain(text)? {
+            Value::Number(n) => Ok(Value::Number(n)),
+            _ => Err(bad()),
+        },
+        "binary" => {
+            let compact: String = text.split_whitespace().collect();
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(compact)
+                .map_err(|_| bad())?;
+            String::from_utf8(bytes)
+                .map(Value::String)
+                .map_err(|_| format!("!!binary value {text:?} is not UTF-8 text"))
+        }
+        // !!map, !!seq, !!timestamp and the like: keep the text.
+        _ => Ok(Value::String(text.to_string())),
+    }
+}
+
+/// go-yaml v2's `resolve` for an untagged plain scalar.
+fn resolve_plain(text: &str) -> Result<Value, String> {
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => return Ok(Value::Null),
+        "y" | "Y" | "yes" | "Yes" | "YES" | "true" | "True" | "TRUE" | "on" | "On" | "ON" => {
+            return Ok(Value::Bool(true));
+        }
+        "n" | "N" | "no" | "No" | "NO" | "false" | "False" | "FALSE" | "off" | "Off" | "OFF" => {
+            return Ok(Value::Bool(false));
+        }
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" | "-.inf" | "-.Inf" | "-.INF"
+        | ".nan" | ".NaN" | ".NAN" => {
+            return Err(format!("{text} cannot be represented in JSON"));
+        }
+        _ => {}
+    }
+    if !text.starts_with(|c: char| c.is_ascii_digit() || matches!(c, '-' | '+' | '.')) {
+        return Ok(Value::String(text.to_string()));
+    }
+    let plain = text.replace('_', "");
+    if let Some(n) = parse_go_int(&plain) {
+        return Ok(Value::Number(n));
+    }
+    if is_yaml_float(&plain) {
+        let f: f64 = plain
+            .parse()
+            .map_err(|_| format!("cannot parse {text:?} as a number"))?;
+        return Ok(Value::Number(
+            go_float(f).ok_or_else(|| format!("{text} cannot be represented in JSON"))?,
+        ));
+    }
+    Ok(Value::String(text.to_string()))
+}
+
+/// Go's `strconv.ParseInt(s, 0, 64)`, then `ParseUint`: optional sign, `0x`/`0o`/`0b`
+/// prefixes, and a leading `0` for octal.
+fn parse_go_int(s: &str) -> Option<Number> {
+    let (negative, digits) = match s.as_bytes().first()? {
+        b'-' => (true, &s[1..]),
+        b'+' => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let lower = digits.to_ascii_lowercase();
+    let (radix, body) = if let Some(rest) = lower.strip_prefix("0x") {
+        (16, rest)
+    } else if let Some(rest) = lower.strip_prefix("0o") {
+        (8, rest)
+    } else if let Some(rest) = lower.strip_prefix("0b") {
+        (2, rest)
+    } else if lower.len() > 1 && lower.starts_with('0') {
+        (8, &lower[1..])
+    } else {
+        (10, lower.as_str())
+    };
+    if body.is_empty() || !body.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    let magnitude = u64::from_str_radix(body, radix).ok()?;
+    if negative {
+        // i64::MIN has no positive counterpart, so compare in u64.
+        if magnitude > i64::MAX as u64 + 1 {
+            return None;
+        }
+        Some(Number::from((magnitude as i64).wrapping_neg()))
+    } else if let Ok(v) = i64::try_from(magnitude) {
+        Some(Number::from(v))
+    } else {
+        Some(Number::from(magnitude))
+    }
+}
+
+/// go-yaml v2's `^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$`.
+fn is_yaml_float(s: &str) -> bool {
+    let s = s.strip_prefix(['-', '+']).unwrap_or(s);
+    let (mantissa, exponent) = match s.find(['e', 'E']) {
+        Some(i) => (&s[..i], Some(&s[i + 1..])),
+        None => (s, None),
+    };
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    let mantissa_ok = match mantissa.split_once('.') {
+        None => digits(mantissa),
+        Some(("", frac)) => digits(frac),
+        Some((int, frac)) => digits(int) && (frac.is_empty() || digits(frac)),
+    };
+    let exponent_ok = exponent.is_none_or(|e| digits(e.strip_prefix(['-', '+']).unwrap_or(e)));
+    mantissa_ok && exponent_ok
+}
+
+/// Go's encoding/json writes a float64 with no fraction as an integer (`1e3` is `1000`),
+/// which integer fields of the API require; other floats stay floats.
+fn go_float(f: f64) -> Option<Number> {
+    if f.fract() == 0.0 && f.abs() < 1e21 {
+        if f >= i64::MIN as f64 && f <= i64::MAX as f64 {
+            return Some(Number::from(f as i64));
+        }
+        if f >= 0.0 && f <= u64::MAX as f64 {
+            return Some(Number::from(f as u64));
+        }
+    }
+    Number::from_f64(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn one(text: &str) -> Value {
+        let mut docs = parse_documents(text).unwrap();
+        assert_eq!(docs.len(), 1, "{docs:?}");
+        docs.remove(0)
+    }
+
+    #[test]
+    fn plain_scalars_resolve_as_yaml_1_1() {
+        let v = one(
+            "mode: 0644\nhex: 0x1F\nbin: 0b101\noct: 0o17\ndec: 42\nneg: -7\n\
+             under: 1_000\nexp: 1e3\nfloat: 1.5\nleading: 08\nagree: yes\noff: off\n\
+             tilde: ~\nempty:\nver: 1.2.3\nts: 2001-12-14t21:59:43.10-05:00\nbig: 18446744073709551615\n",
+        );
+        assert_eq!(
+            v,
+            json!({
+                "mode": 420, "hex": 31, "bin": 5, "oct": 15, "dec": 42, "neg": -7,
+                "under": 1000, "exp": 1000, "float": 1.5, "leading": 8,
+                "agree": true, "false": false, "tilde": null, "empty": null,
+                "ver": "1.2.3", "ts": "2001-12-14t21:59:43.10-05:00",
+                "big": 18446744073709551615u64
+            })
+        );
+        // As in go-yaml v2, even the keys `y` and `n` are booleans.
+        assert_eq!(one("y: 1\nn: 2\n"), json!({"true": 1, "false": 2}));
+    }
+
+    #[test]
+    fn quoted_and_block_scalars_stay_strings() {
+        let v = one("a: \"0644\"\nb: 'yes'\nc: |\n  0644\nd: >-\n  true\ne: !!str 12\n");
+        assert_eq!(
+            v,
+            json!({"a": "0644", "b": "yes", "c": "0644\n", "d": "true", "e": "12"})
+        );
+    }
+
+    #[test]
+    fn anchors_aliases_and_merge_keys() {
+        let v = one("base: &b {x: 1, w: 2}\nlist: &l [1, 2]\ncopy: *l\n\
+             derived:\n  <<: *b\n  w: 3\nmulti:\n  <<: [*b, {z: 4, x: 9}]\n");
+        assert_eq!(v["copy"], json!([1, 2]));
+        assert_eq!(v["derived"], json!({"x": 1, "w": 3}));
+        assert_eq!(v["multi"], json!({"x": 1, "w": 2, "z": 4}));
+        // A quoted "<<" is an ordinary key.
+        assert_eq!(one("'<<': 1\n"), json!({"<<": 1}));
+    }
+
+    #[test]
+    fn tags_and_keys() {
+        let v = one("a: !!int \"7\"\nb: !!binary aGVsbG8=\nc: !custom 5\n1: one\ntrue: t\n");
+        assert_eq!(
+            v,
+            json!({"a": 7, "b": "hello", "c": 5, "1": "one", "true": "t"})
+        );
+        assert!(parse_documents("a: !!int x\n").is_err());
+        assert!(parse_documents("a: .inf\n").is_err());
+    }
+
+    #[test]
+    fn documents_and_errors() {
+        let docs = parse_documents("a: 1\n---\n# only a comment\n---\nb: 2\n").unwrap();
+        assert_eq!(docs, vec![json!({"a": 1}), json!({"b": 2})]);
+        let err = parse_documents("a: [1, 2\n").unwrap_err();
+        assert!(err.contains("line"), "{err}");
+    }
+
+    #[test]
+    fn float_regex() {
+        for ok in ["1.", ".5", "-1.5e-3", "+2E10", "08", "1e3"] {
+            assert!(is_yaml_float(ok), "{ok}");
+        }
+        for bad in [".", "e3", "1.2.3", "1e", "--1", "1.5x"] {
+            assert!(!is_yaml_float(bad), "{bad}");
+        }
+    }
+}
