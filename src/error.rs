@@ -1,4 +1,6 @@
-//! The crate-wide error type.
+//! The crate-wide error type. Each module keeps its own precise error enum; this one
+//! wraps them so callers handle one type, and its messages go into status and logs as
+//! they are (none of them carries Secret data).
 
 use thiserror::Error;
 
@@ -17,6 +19,24 @@ pub enum Error {
         "the HelmRelease CRD is not installed in this cluster; install it with `wheelhouse crd | kubectl apply -f -`"
     )]
     CrdMissing,
+
+    #[error(transparent)]
+    Source(#[from] crate::source::Error),
+
+    #[error(transparent)]
+    Values(#[from] crate::values::Error),
+
+    #[error(transparent)]
+    Chart(#[from] crate::chart::Error),
+
+    #[error(transparent)]
+    Render(#[from] crate::render::Error),
+
+    #[error(transparent)]
+    Apply(#[from] crate::apply::Error),
+
+    #[error(transparent)]
+    Storage(#[from] crate::release::Error),
 
     #[error("{0}")]
     Io(#[from] std::io::Error),

@@ -130,7 +130,7 @@ pub struct EngineHandle {
     pub(super) views: watch::Receiver<Arc<Views>>,
     pub(super) live: watch::Receiver<Arc<BTreeMap<ReleaseKey, LiveState>>>,
     pub(super) role: watch::Receiver<Role>,
-    pub(super) direct: mpsc::UnboundedSender<Command>,
+    pub(super) direct: mpsc::UnboundedSender<(Command, String)>,
     pub(super) stop: CancellationToken,
 }
 
@@ -148,10 +148,10 @@ impl EngineHandle {
     /// Carries out a command: writes it to the cluster, and hands it to the local engine
     /// when this process runs it.
     pub async fn send(&self, command: Command) -> Result<(), kube::Error> {
-        write_command(&self.client, &command).await?;
+        let token = write_command(&self.client, &command).await?;
         if *self.role.borrow() == Role::Leader {
             // The worker reacts now instead of after the watch round trip.
-            let _ = self.direct.send(command);
+            let _ = self.direct.send((command, token));
         }
         Ok(())
     }
@@ -171,8 +171,8 @@ impl EngineHandle {
     }
 }
 
-/// Writes a command where every engine and operator sees it.
-pub async fn write_command(client: &Client, command: &Command) -> Result<(), kube::Error> {
+/// Writes a command where every engine and operator sees it; returns the token written.
+pub async fn write_command(client: &Client, command: &Command) -> Result<String, kube::Error> {
     let key = command.key();
     let api: Api<HelmRelease> = Api::namespaced(client.clone(), &key.namespace);
     let now = Timestamp::now().to_string();
@@ -193,5 +193,5 @@ pub async fn write_command(client: &Client, command: &Command) -> Result<(), kub
         &Patch::Merge(patch),
     )
     .await?;
-    Ok(())
+    Ok(now)
 }

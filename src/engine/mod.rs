@@ -1,4 +1,252 @@
-//! The reconcile engine: planning, actions, per-release workers and the handle front ends use.
+//! The reconcile engine: a library with a small surface. [`start`] takes a kube
+//! `Client` and a config and returns an [`EngineHandle`] that streams per-release views
+//! and accepts commands. The dashboard and `wheelhouse controller` are two front ends
+//! over it; neither re-implements reconcile logic.
+//!
+//! Inside: one watch on HelmReleases feeds the views and, while this process holds the
+//! engine lease, one worker per release (`worker`), which asks the pure planner (`plan`)
+//! for the next action and runs it (`actions`).
 
+pub mod actions;
+pub mod handle;
 pub mod lease;
 pub mod plan;
+pub mod status;
+pub mod worker;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+pub use handle::{Command, EngineHandle, LiveState, Phase, ReleaseKey, ReleaseView, Views, WaitView};
+pub use lease::Role;
+
+use crate::api::HelmRelease;
+use crate::client::Scope;
+use crate::render::{HelmTemplate, Renderer};
+use crate::source::ChartSource;
+use worker::{Context, Inbox, Msg};
+
+pub struct EngineConfig {
+    /// Which HelmReleases the engine reconciles and the views show.
+    pub scope: Scope,
+    /// Namespace of the engine Lease; every wheelhouse of a cluster must agree on it.
+    pub lease_namespace: String,
+    pub identity: String,
+    pub chart_cache: PathBuf,
+    pub renderer: Arc<dyn Renderer>,
+    /// Observe only: never take the lease (e.g. `--readonly`).
+    pub passive: bool,
+}
+
+impl EngineConfig {
+    /// Defaults: all namespaces, lease in `default`, chart cache in the platform cache
+    /// directory, `helm template` from $WHEELHOUSE_HELM or PATH.
+    pub fn new(scope: Scope) -> Self {
+        let cache = directories::ProjectDirs::from("dev", "wheelhouse", "wheelhouse")
+            .map_or_else(|| std::env::temp_dir().join("wheelhouse"), |d| d.cache_dir().to_path_buf());
+        Self {
+            scope,
+            lease_namespace: "default".into(),
+            identity: lease::identity(),
+            chart_cache: cache.join("charts"),
+            renderer: Arc::new(HelmTemplate::from_env()),
+            passive: false,
+        }
+    }
+}
+
+/// Starts the engine: the lease, the HelmRelease watch and, while leader, the workers.
+pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle> {
+    let stop = CancellationToken::new();
+    let (role, lease_task) = if config.passive {
+        let (_tx, rx) = watch::channel(Role::Follower { holder: "none (read-only)".into() });
+        (rx, tokio::spawn(async {}))
+    } else {
+        lease::run(
+            client.clone(),
+            lease::LeaseConfig::new(&config.lease_namespace, &config.identity),
+            stop.clone(),
+        )
+    };
+    let (live_tx, live_rx) = watch::channel(Arc::new(BTreeMap::new()));
+    let (views_tx, views_rx) = watch::channel(Arc::new(Views::new()));
+    let (direct_tx, direct_rx) = mpsc::unbounded_channel();
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "wheelhouse".into(),
+            instance: Some(config.identity.clone()),
+        },
+    );
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        ChartSource::new(config.chart_cache.clone())?,
+        config.renderer.clone(),
+        recorder,
+        &config.identity,
+        live_tx,
+    ));
+    let dispatcher = Dispatcher {
+        ctx,
+        api: config.scope.api(client.clone()),
+        role: role.clone(),
+        live: live_rx.clone(),
+        views: views_tx,
+        direct: direct_rx,
+        stop: stop.clone(),
+    };
+    tokio::spawn(async move {
+        dispatcher.run().await;
+        let _ = lease_task.await;
+    });
+    Ok(EngineHandle {
+        client,
+        views: views_rx,
+        live: live_rx,
+        role,
+        direct: direct_tx,
+        stop,
+    })
+}
+
+struct Dispatcher {
+    ctx: Arc<Context>,
+    api: Api<HelmRelease>,
+    role: watch::Receiver<Role>,
+    live: watch::Receiver<Arc<BTreeMap<ReleaseKey, LiveState>>>,
+    views: watch::Sender<Arc<Views>>,
+    direct: mpsc::UnboundedReceiver<(Command, String)>,
+    stop: CancellationToken,
+}
+
+impl Dispatcher {
+    async fn run(mut self) {
+        let mut events = watcher(self.api.clone(), watcher::Config::default())
+            .default_backoff()
+            .boxed();
+        let mut store: BTreeMap<ReleaseKey, Arc<HelmRelease>> = BTreeMap::new();
+        let mut relisted: Option<HashSet<ReleaseKey>> = None;
+        let mut workers: HashMap<ReleaseKey, mpsc::UnboundedSender<Msg>> = HashMap::new();
+        let mut term: Option<CancellationToken> = None;
+        loop {
+            tokio::select! {
+                () = self.stop.cancelled() => break,
+                event = events.next() => {
+                    let Some(event) = event else { break };
+                    match event {
+                        Ok(watcher::Event::Init) => relisted = Some(HashSet::new()),
+                        Ok(watcher::Event::InitApply(hr) | watcher::Event::Apply(hr)) => {
+                            let hr = Arc::new(hr);
+                            let key = ReleaseKey::of(&hr);
+                            if let Some(seen) = relisted.as_mut() {
+                                seen.insert(key.clone());
+                            }
+                            store.insert(key.clone(), hr.clone());
+                            if let Some(term) = &term {
+                                self.send(&mut workers, term, &key, Msg::Updated(hr));
+                            }
+                        }
+                        Ok(watcher::Event::InitDone) => {
+                            if let Some(seen) = relisted.take() {
+                                let gone: Vec<_> = store.keys().filter(|k| !seen.contains(k)).cloned().collect();
+                                for key in gone {
+                                    store.remove(&key);
+                                    if let Some(w) = workers.remove(&key) {
+                                        let _ = w.send(Msg::Deleted);
+                                    }
+                                }
+                            }
+                        }
+                        Ok(watcher::Event::Delete(hr)) => {
+                            let key = ReleaseKey::of(&hr);
+                            store.remove(&key);
+                            if let Some(w) = workers.remove(&key) {
+                                let _ = w.send(Msg::Deleted);
+                            }
+                        }
+                        Err(e) => tracing::warn!(error = %e, "HelmRelease watch error"),
+                    }
+                    self.publish(&store);
+                }
+                Ok(()) = self.role.changed() => {
+                    let leader = *self.role.borrow_and_update() == Role::Leader;
+                    match (&term, leader) {
+                        (None, true) => {
+                            tracing::info!("holding the engine lease: reconciling");
+                            let t = self.stop.child_token();
+                            for (key, hr) in &store {
+                                self.send(&mut workers, &t, key, Msg::Updated(hr.clone()));
+                            }
+                            term = Some(t);
+                        }
+                        (Some(t), false) => {
+                            tracing::info!(role = ?*self.role.borrow(), "not holding the engine lease: observing only");
+                            t.cancel();
+                            workers.clear();
+                            term = None;
+                        }
+                        _ => {}
+                    }
+                }
+                Some((command, token)) = self.direct.recv() => {
+                    if let Some(t) = &term {
+                        let key = command.key().clone();
+                        self.send(&mut workers, t, &key, Msg::Command(command, token));
+                    }
+                }
+                Ok(()) = self.live.changed() => {
+                    self.live.borrow_and_update();
+                    self.publish(&store);
+                }
+            }
+        }
+        if let Some(t) = term {
+            t.cancel();
+        }
+    }
+
+    /// Hands a message to the release's worker, starting the worker if needed.
+    fn send(
+        &self,
+        workers: &mut HashMap<ReleaseKey, mpsc::UnboundedSender<Msg>>,
+        term: &CancellationToken,
+        key: &ReleaseKey,
+        msg: Msg,
+    ) {
+        if let Some(w) = workers.get(key)
+            && !w.is_closed()
+        {
+            let _ = w.send(msg);
+            return;
+        }
+        let Msg::Updated(hr) = msg else { return };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let inbox = Inbox::new(rx, hr);
+        tokio::spawn(worker::run(self.ctx.clone(), key.clone(), inbox, term.child_token()));
+        workers.insert(key.clone(), tx);
+    }
+
+    fn publish(&self, store: &BTreeMap<ReleaseKey, Arc<HelmRelease>>) {
+        let live = self.live.borrow().clone();
+        let views: Views = store
+            .iter()
+            .map(|(key, hr)| {
+                let view = ReleaseView {
+                    key: key.clone(),
+                    release: hr.clone(),
+                    live: live.get(key).cloned().unwrap_or_default(),
+                };
+                (key.clone(), view)
+            })
+            .collect();
+        self.views.send_replace(Arc::new(views));
+    }
+}

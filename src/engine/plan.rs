@@ -23,6 +23,9 @@ pub struct Latest {
     pub chart_version: String,
     pub config_digest: String,
     pub tests: TestState,
+    /// The revision failed because an engine stopped mid-action and it was unlocked,
+    /// not because of the release: it is retried rather than remediated.
+    pub interrupted: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,6 +97,7 @@ pub fn next(o: &Observed) -> Next {
         s if s.is_pending() || s == Status::Uninstalling => Next::Unlock {
             revision: latest.version,
         },
+        Status::Failed if latest.interrupted => upgrade_unless_exhausted(o),
         Status::Failed => after_failure(o, latest),
         Status::Deployed if latest.tests == TestState::Failed && !o.policy.test_ignore_failures => {
             after_failure(o, latest)
@@ -269,6 +273,7 @@ mod tests {
             chart_version: "1.1.0".into(),
             config_digest: "sha256:new".into(),
             tests: TestState::NoTests,
+            interrupted: false,
         }
     }
 
@@ -342,6 +347,17 @@ mod tests {
                 "{s}"
             );
         }
+    }
+
+    #[test]
+    fn a_revision_interrupted_by_a_stopped_engine_is_retried_not_remediated() {
+        let mut l = latest(3, Status::Failed);
+        l.interrupted = true;
+        let mut o = observed(Some(l));
+        o.last_action = Some(ReleaseAction::Upgrade);
+        o.rollback_target = Some(2);
+        o.policy.upgrade_retries = 3;
+        assert_eq!(next(&o), Next::Upgrade);
     }
 
     #[test]

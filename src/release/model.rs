@@ -186,7 +186,9 @@ pub struct HookExecution {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum HookPhase {
+    /// Helm writes `""` for a hook that never ran.
     #[default]
+    #[serde(alias = "")]
     Unknown,
     Running,
     Succeeded,

@@ -1,0 +1,756 @@
+//! One worker per HelmRelease: waits for a trigger, then observes, asks the planner for
+//! the next action, runs it, records the result, and asks again until the release is in
+//! sync or stalled. During a health wait it keeps reading its inbox, so an operator's
+//! cancel (or a newer spec) reaches the wait at once.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Api, Client, Resource, ResourceExt};
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::actions::{self, Outcome, Prepared};
+use super::handle::{Command, LiveState, Phase, ReleaseKey, WaitView};
+use super::plan::{self, Desired, Latest, Next, Observed, Policy, TestState};
+use super::status::{self, Truth, condition, reason};
+use crate::api::{FINALIZER, HelmRelease, HelmReleaseStatus, ReleaseAction, WaitStatus, annotations};
+use crate::apply::Applier;
+use crate::health::{self, Progress, Target};
+use crate::release::{Release, Status, Storage};
+use crate::render::Renderer;
+use crate::source::{ChartSource, RepoAuth};
+
+/// Marks a revision the engine unlocked after another engine stopped mid-action.
+pub const INTERRUPTED_PREFIX: &str = "Release was left";
+
+/// Shared by all workers of one engine.
+pub struct Context {
+    pub client: Client,
+    pub source: ChartSource,
+    pub renderer: Arc<dyn Renderer>,
+    pub applier: Applier,
+    pub recorder: Recorder,
+    /// This engine's identity, in a form valid as a label value.
+    pub identity_label: String,
+    pub live: watch::Sender<Arc<BTreeMap<ReleaseKey, LiveState>>>,
+    capabilities: tokio::sync::Mutex<Option<(Instant, Option<String>, Vec<String>)>>,
+}
+
+impl Context {
+    pub fn new(
+        client: Client,
+        source: ChartSource,
+        renderer: Arc<dyn Renderer>,
+        recorder: Recorder,
+        identity: &str,
+        live: watch::Sender<Arc<BTreeMap<ReleaseKey, LiveState>>>,
+    ) -> Self {
+        let label: String = identity
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+            .take(63)
+            .collect();
+        Self {
+            applier: Applier::new(client.clone()),
+            client,
+            source,
+            renderer,
+            recorder,
+            identity_label: label.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_owned(),
+            live,
+            capabilities: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The server version and API group versions for `.Capabilities`, refreshed every
+    /// few minutes (CRDs installed by a release add group versions).
+    pub async fn capabilities(&self) -> (Option<String>, Vec<String>) {
+        let mut cached = self.capabilities.lock().await;
+        if let Some((at, version, apis)) = cached.as_ref()
+            && at.elapsed() < Duration::from_secs(120)
+        {
+            return (version.clone(), apis.clone());
+        }
+        let version = self.client.apiserver_version().await.ok().map(|v| v.git_version);
+        let mut apis = Vec::new();
+        if let Ok(core) = self.client.list_core_api_versions().await {
+            apis.extend(core.versions);
+        }
+        if let Ok(groups) = self.client.list_api_groups().await {
+            for g in groups.groups {
+                apis.extend(g.versions.into_iter().map(|v| v.group_version));
+            }
+        }
+        *cached = Some((Instant::now(), version.clone(), apis.clone()));
+        (version, apis)
+    }
+}
+
+/// What reaches a worker.
+pub enum Msg {
+    Updated(Arc<HelmRelease>),
+    Deleted,
+    /// A command from a front end in this process, with the token it wrote.
+    Command(Command, String),
+}
+
+/// The worker's mailbox, read between actions and during waits.
+pub struct Inbox {
+    rx: mpsc::UnboundedReceiver<Msg>,
+    pub newest: Arc<HelmRelease>,
+    pub deleted: bool,
+    /// cancelWaitAt tokens handled by a direct command before the watch echoed them.
+    handled_cancel: Option<String>,
+}
+
+impl Inbox {
+    pub fn new(rx: mpsc::UnboundedReceiver<Msg>, hr: Arc<HelmRelease>) -> Self {
+        Self { rx, newest: hr, deleted: false, handled_cancel: None }
+    }
+}
+
+/// What one reconcile needs to see of the world; the actions borrow it.
+pub struct Run<'a> {
+    pub ctx: &'a Context,
+    pub hr: Arc<HelmRelease>,
+    pub key: ReleaseKey,
+    pub release_name: String,
+    pub target_namespace: String,
+    pub storage: Storage,
+    pub status: HelmReleaseStatus,
+    api: Api<HelmRelease>,
+    inbox: &'a mut Inbox,
+    stop: &'a CancellationToken,
+    live: Mutex<LiveState>,
+}
+
+pub enum WaitEnd {
+    Ready,
+    Failed(String),
+    Canceled { by_operator: bool, why: String },
+}
+
+impl Run<'_> {
+    pub fn set_phase(&self, phase: Phase) {
+        let mut live = self.live.lock().unwrap();
+        live.phase = phase;
+        if phase != Phase::Waiting {
+            live.wait = None;
+        }
+        self.publish(&live);
+    }
+
+    fn publish(&self, live: &LiveState) {
+        let key = self.key.clone();
+        let live = live.clone();
+        self.ctx.live.send_modify(|m| {
+            Arc::make_mut(m).insert(key, live);
+        });
+    }
+
+    async fn write_status(&self) {
+        if let Err(e) = status::write(&self.api, &self.key.name, &self.status).await {
+            tracing::warn!(release = %self.key, error = %e, "cannot write status");
+        }
+    }
+
+    async fn event(&self, type_: EventType, reason: &str, action: &str, note: String) {
+        let reference = self.hr.object_ref(&());
+        let ev = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.ctx.recorder.publish(&ev, &reference).await {
+            tracing::debug!(release = %self.key, error = %e, "cannot publish event");
+        }
+    }
+
+    /// Records what is being attempted before the action starts.
+    pub async fn note_attempt(&mut self, action: ReleaseAction, prepared: &Prepared) {
+        let s = &mut self.status;
+        s.last_attempted_generation = self.hr.metadata.generation;
+        s.last_attempted_revision = Some(prepared.resolved.version.clone());
+        s.last_attempted_config_digest = Some(prepared.values.digest.clone());
+        s.last_attempted_release_action = Some(action);
+        let verb = match action {
+            ReleaseAction::Install => "install",
+            ReleaseAction::Upgrade => "upgrade",
+        };
+        status::set(s, condition::RECONCILING, Truth::True, reason::PROGRESSING,
+            format!("Running {verb} with chart {}@{}", prepared.resolved.name, prepared.resolved.version),
+            self.hr.metadata.generation);
+        status::set(s, condition::READY, Truth::Unknown, reason::PROGRESSING,
+            format!("Running {verb}"), self.hr.metadata.generation);
+        self.write_status().await;
+    }
+
+    pub async fn prune_history(&self) {
+        let max = usize::try_from(self.hr.spec.max_history).unwrap_or(0);
+        if let Err(e) = self.storage.prune(&self.release_name, max).await {
+            tracing::warn!(release = %self.key, error = %e, "cannot prune Helm history");
+        }
+    }
+
+    /// The health check of a revision: watches its objects until ready, failed, timed
+    /// out or cancelled, publishing progress to front ends and to status.wait.
+    pub async fn wait_for(&mut self, rel: &Release, timeout: Duration) -> crate::Result<WaitEnd> {
+        let refs = self.ctx.applier.objects(&rel.manifest, &self.target_namespace).await?;
+        let mut targets = Vec::with_capacity(refs.len());
+        for r in refs {
+            if let Some((resource, namespaced)) = self.ctx.applier.find_resource(&r.api_version, &r.kind).await? {
+                targets.push(Target {
+                    resource,
+                    namespace: if namespaced { r.namespace.clone() } else { None },
+                    name: r.name.clone(),
+                });
+            }
+        }
+        let started = Timestamp::now();
+        let deadline_at = started + timeout;
+        let deadline = Instant::now() + timeout;
+        self.status.wait = Some(WaitStatus {
+            revision: rel.version,
+            started_at: Time(started),
+            deadline: Time(deadline_at),
+            ready: 0,
+            total: targets.len() as i32,
+        });
+        self.write_status().await;
+        {
+            let mut live = self.live.lock().unwrap();
+            live.phase = Phase::Waiting;
+            live.wait = Some(WaitView {
+                revision: rel.version,
+                started_at: started,
+                deadline: deadline_at,
+                progress: Progress { total: targets.len(), ..Progress::default() },
+            });
+            self.publish(&live);
+        }
+
+        let token = CancellationToken::new();
+        let (progress_tx, mut progress_rx) = watch::channel(Progress::default());
+        let client = self.ctx.client.clone();
+        let wait = health::wait(&client, &targets, deadline, &token, |p| {
+            progress_tx.send_replace(p.clone());
+        });
+        tokio::pin!(wait);
+        let mut canceled: Option<(bool, String)> = None;
+        let outcome = loop {
+            tokio::select! {
+                outcome = &mut wait => break outcome,
+                Ok(()) = progress_rx.changed() => {
+                    let p = progress_rx.borrow_and_update().clone();
+                    let changed_count = self.status.wait.as_ref().is_some_and(|w| w.ready != p.ready as i32);
+                    if let Some(w) = self.status.wait.as_mut() {
+                        w.ready = p.ready as i32;
+                        w.total = p.total as i32;
+                    }
+                    {
+                        let mut live = self.live.lock().unwrap();
+                        if let Some(w) = live.wait.as_mut() {
+                            w.progress = p;
+                        }
+                        self.publish(&live);
+                    }
+                    if changed_count {
+                        self.write_status().await;
+                    }
+                }
+                msg = self.inbox.rx.recv() => match msg {
+                    Some(Msg::Updated(hr)) => {
+                        if let Some(t) = new_token(&hr, annotations::CANCEL_WAIT_AT, self.status.last_handled_cancel_wait_at.as_deref())
+                            && self.inbox.handled_cancel.as_deref() != Some(t.as_str())
+                        {
+                            self.status.last_handled_cancel_wait_at = Some(t);
+                            canceled = Some((true, "health check canceled by operator".into()));
+                            token.cancel();
+                        }
+                        self.inbox.newest = hr;
+                    }
+                    Some(Msg::Command(Command::CancelWait(_), t)) => {
+                        self.status.last_handled_cancel_wait_at = Some(t.clone());
+                        self.inbox.handled_cancel = Some(t);
+                        canceled = Some((true, "health check canceled by operator".into()));
+                        token.cancel();
+                    }
+                    Some(Msg::Command(..)) => {}
+                    Some(Msg::Deleted) => self.inbox.deleted = true,
+                    // The engine is going away; leave the revision pending for the next one.
+                    None => {
+                        canceled = Some((false, "engine stopped".into()));
+                        token.cancel();
+                    }
+                },
+                () = self.stop.cancelled(), if !token.is_cancelled() => {
+                    canceled = Some((false, "engine stopped".into()));
+                    token.cancel();
+                }
+            }
+        };
+        self.status.wait = None;
+        self.set_phase(Phase::Idle);
+        Ok(match outcome {
+            health::Outcome::Ready => WaitEnd::Ready,
+            health::Outcome::TimedOut(p) => WaitEnd::Failed(format!(
+                "timed out after {} waiting for {}",
+                crate::api::Duration(timeout),
+                p.pending.iter().map(|(o, why)| format!("{o} ({why})")).collect::<Vec<_>>().join(", ")
+            )),
+            health::Outcome::Failed { object, reason } => WaitEnd::Failed(format!("{object}: {reason}")),
+            health::Outcome::Canceled => {
+                let (by_operator, why) = canceled.unwrap_or((false, "canceled".into()));
+                WaitEnd::Canceled { by_operator, why }
+            }
+        })
+    }
+}
+
+/// The annotation's value when it differs from the last one handled.
+fn new_token(hr: &HelmRelease, annotation: &str, handled: Option<&str>) -> Option<String> {
+    let value = hr.metadata.annotations.as_ref()?.get(annotation)?;
+    (Some(value.as_str()) != handled).then(|| value.clone())
+}
+
+/// What, in a HelmRelease update, calls for a reconcile: status-only updates (our own
+/// writes among them) never do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Trigger {
+    generation: Option<i64>,
+    deleting: bool,
+    has_finalizer: bool,
+    tokens: [Option<String>; 4],
+}
+
+impl Trigger {
+    fn of(hr: &HelmRelease) -> Self {
+        let a = |k: &str| hr.metadata.annotations.as_ref().and_then(|m| m.get(k).cloned());
+        Self {
+            generation: hr.metadata.generation,
+            deleting: hr.metadata.deletion_timestamp.is_some(),
+            has_finalizer: hr.finalizers().iter().any(|f| f == FINALIZER),
+            tokens: [
+                a(annotations::RECONCILE_REQUESTED_AT),
+                a(annotations::FORCE_AT),
+                a(annotations::RESET_AT),
+                a(annotations::CANCEL_WAIT_AT),
+            ],
+        }
+    }
+}
+
+/// The worker loop of one release until `stop` or the release is gone.
+pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: CancellationToken) {
+    let mut next_run = Instant::now();
+    let mut last: Option<Trigger> = None;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep_until(next_run) => {}
+            msg = inbox.rx.recv() => {
+                match msg {
+                    None => break,
+                    Some(Msg::Updated(hr)) => inbox.newest = hr,
+                    Some(Msg::Deleted) => break,
+                    Some(Msg::Command(Command::CancelWait(_), t)) => {
+                        // No wait is running: remember the token so its echo is ignored.
+                        inbox.handled_cancel = Some(t);
+                        continue;
+                    }
+                    Some(Msg::Command(..)) => { last = None; }
+                }
+                if last.as_ref() == Some(&Trigger::of(&inbox.newest)) {
+                    continue;
+                }
+            }
+        }
+        let hr = inbox.newest.clone();
+        last = Some(Trigger::of(&hr));
+        let requeue = reconcile(&ctx, &key, hr, &mut inbox, &stop).await;
+        ctx.live.send_modify(|m| {
+            Arc::make_mut(m).insert(key.clone(), LiveState::default());
+        });
+        if inbox.deleted {
+            break;
+        }
+        next_run = Instant::now() + requeue;
+    }
+    ctx.live.send_modify(|m| {
+        Arc::make_mut(m).remove(&key);
+    });
+}
+
+const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
+const RETRY: Duration = Duration::from_secs(10);
+
+async fn reconcile(ctx: &Context, key: &ReleaseKey, hr: Arc<HelmRelease>, inbox: &mut Inbox, stop: &CancellationToken) -> Duration {
+    let api: Api<HelmRelease> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    let mut run = Run {
+        ctx,
+        key: key.clone(),
+        release_name: hr.release_name(),
+        target_namespace: hr.target_namespace(),
+        storage: Storage::new(ctx.client.clone(), &hr.storage_namespace()),
+        status: hr.status.clone().unwrap_or_default(),
+        hr: hr.clone(),
+        api,
+        inbox,
+        stop,
+        live: Mutex::new(LiveState::default()),
+    };
+    if hr.metadata.deletion_timestamp.is_some() {
+        return finalize(&mut run).await;
+    }
+    if !hr.finalizers().iter().any(|f| f == FINALIZER) {
+        if let Err(e) = add_finalizer(&run).await {
+            tracing::warn!(release = %key, error = %e, "cannot add finalizer");
+            return RETRY;
+        }
+    }
+    match reconcile_release(&mut run).await {
+        Ok(requeue) => requeue,
+        Err(e) => {
+            let generation = hr.metadata.generation;
+            status::set(&mut run.status, condition::READY, Truth::False, reason::PROGRESSING, e.to_string(), generation);
+            run.write_status().await;
+            tracing::warn!(release = %key, error = %e, "reconcile failed");
+            RETRY
+        }
+    }
+}
+
+async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
+    let hr = run.hr.clone();
+    let generation = hr.metadata.generation;
+    let interval = hr.spec.interval.as_std();
+
+    if let Some(t) = new_token(&hr, annotations::RESET_AT, run.status.last_handled_reset_at.as_deref()) {
+        run.status.failures = 0;
+        run.status.install_failures = 0;
+        run.status.upgrade_failures = 0;
+        run.status.last_handled_reset_at = Some(t);
+    }
+    if let Some(t) = new_token(&hr, annotations::RECONCILE_REQUESTED_AT, run.status.last_handled_reconcile_at.as_deref()) {
+        run.status.last_handled_reconcile_at = Some(t);
+    }
+    // A cancelWaitAt with no wait running is simply recorded.
+    if let Some(t) = new_token(&hr, annotations::CANCEL_WAIT_AT, run.status.last_handled_cancel_wait_at.as_deref()) {
+        run.status.last_handled_cancel_wait_at = Some(t);
+    }
+    if hr.spec.suspend {
+        run.write_status().await;
+        return Ok(NEVER);
+    }
+    if let Some(waiting) = unready_dependency(run).await {
+        status::set(&mut run.status, condition::READY, Truth::False, reason::DEPENDENCY_NOT_READY, waiting, generation);
+        run.write_status().await;
+        return Ok(Duration::from_secs(5));
+    }
+
+    run.set_phase(Phase::Resolving);
+    let prepared = match prepare(run).await {
+        Ok(p) => p,
+        Err((reason, message)) => {
+            status::set(&mut run.status, condition::READY, Truth::False, reason, &message, generation);
+            status::remove(&mut run.status, condition::RECONCILING);
+            run.write_status().await;
+            run.event(EventType::Warning, reason, "Reconcile", message).await;
+            return Ok(RETRY.max(Duration::from_secs(30)).min(interval));
+        }
+    };
+    let desired = Desired {
+        chart_name: prepared.resolved.name.clone(),
+        chart_version: prepared.resolved.version.clone(),
+        config_digest: prepared.values.digest.clone(),
+    };
+    // A new desired state gets a fresh set of retries, as in Flux.
+    if run.status.last_attempted_generation != generation
+        || run.status.last_attempted_revision.as_deref() != Some(desired.chart_version.as_str())
+        || run.status.last_attempted_config_digest.as_deref() != Some(desired.config_digest.as_str())
+    {
+        run.status.failures = 0;
+        run.status.install_failures = 0;
+        run.status.upgrade_failures = 0;
+    }
+    let mut force = new_token(&hr, annotations::FORCE_AT, run.status.last_handled_force_at.as_deref());
+
+    for _ in 0..8 {
+        let history = run.storage.history(&run.release_name).await?;
+        let observed = observe(run, &history, &desired, force.is_some());
+        let next = plan::next(&observed);
+        tracing::info!(release = %run.key, action = ?next, "planned");
+        let latest = history.last().cloned();
+        let outcome = match &next {
+            Next::InSync => {
+                let (r, m) = success_reason(&run.status, latest.as_ref());
+                status::set(&mut run.status, condition::READY, Truth::True, r, m, generation);
+                status::remove(&mut run.status, condition::RECONCILING);
+                status::remove(&mut run.status, condition::STALLED);
+                run.status.observed_generation = generation;
+                record_history(run, &history);
+                run.write_status().await;
+                return Ok(interval);
+            }
+            Next::Stalled { reason: r, message } => {
+                status::set(&mut run.status, condition::STALLED, Truth::True, r, message.clone(), generation);
+                status::set(&mut run.status, condition::READY, Truth::False, r, message.clone(), generation);
+                status::remove(&mut run.status, condition::RECONCILING);
+                run.status.observed_generation = generation;
+                record_history(run, &history);
+                run.write_status().await;
+                run.event(EventType::Warning, r, "Reconcile", message.clone()).await;
+                return Ok(NEVER);
+            }
+            Next::Install | Next::Upgrade => {
+                let outcome = actions::install_or_upgrade(run, &prepared, latest.as_ref(), &history).await?;
+                if let Some(t) = force.take() {
+                    run.status.last_handled_force_at = Some(t);
+                }
+                outcome
+            }
+            Next::Test => actions::test(run, latest.expect("planner tests an existing revision")).await?,
+            Next::Rollback { to } => actions::rollback(run, &history, *to).await?,
+            Next::Uninstall => actions::uninstall(run, &history).await?,
+            Next::Unlock { .. } => actions::unlock(run, latest.expect("planner unlocks an existing revision")).await?,
+        };
+        run.set_phase(Phase::Idle);
+        let history = run.storage.history(&run.release_name).await?;
+        record_history(run, &history);
+        record_outcome(run, &next, &outcome).await;
+        if matches!(outcome, Outcome::Canceled { by_operator: false, .. }) {
+            // Superseded by a newer desired state: start over with it right away.
+            return Ok(Duration::ZERO);
+        }
+        if run.inbox.newest.metadata.generation != generation || run.inbox.deleted || run.stop.is_cancelled() {
+            return Ok(Duration::ZERO);
+        }
+        if run.inbox.newest.spec.suspend {
+            // Suspend lets a running action finish but starts nothing new.
+            return Ok(NEVER);
+        }
+    }
+    Ok(interval)
+}
+
+fn observe(run: &Run<'_>, history: &[Release], desired: &Desired, force: bool) -> Observed {
+    let latest = history.last().map(|r| {
+        let info = r.info.clone().unwrap_or_default();
+        let meta = r.chart.as_ref().and_then(|c| c.metadata.clone()).unwrap_or_default();
+        Latest {
+            version: r.version,
+            status: info.status,
+            chart_name: meta.name,
+            chart_version: meta.version,
+            config_digest: crate::values::digest(&r.config),
+            tests: TestState::of(r),
+            interrupted: info.status == Status::Failed && info.description.starts_with(INTERRUPTED_PREFIX),
+        }
+    });
+    let rollback_target = history
+        .iter()
+        .rev()
+        .skip(1)
+        .find(|r| r.info.as_ref().is_some_and(|i| matches!(i.status, Status::Deployed | Status::Superseded)))
+        .map(|r| r.version);
+    Observed {
+        latest,
+        rollback_target,
+        desired: desired.clone(),
+        force,
+        install_failures: run.status.install_failures,
+        upgrade_failures: run.status.upgrade_failures,
+        last_action: run.status.last_attempted_release_action,
+        policy: Policy::from_spec(&run.hr),
+    }
+}
+
+fn record_history(run: &mut Run<'_>, history: &[Release]) {
+    let max = usize::try_from(run.hr.spec.max_history).unwrap_or(0);
+    run.status.history = status::history(history, max, |r| crate::values::digest(&r.config));
+}
+
+fn success_reason(status: &HelmReleaseStatus, latest: Option<&Release>) -> (&'static str, String) {
+    if let Some(ready) = status.conditions.iter().find(|c| c.type_ == condition::READY && c.status == "True") {
+        let r = match ready.reason.as_str() {
+            reason::INSTALL_SUCCEEDED => reason::INSTALL_SUCCEEDED,
+            reason::TEST_SUCCEEDED => reason::TEST_SUCCEEDED,
+            reason::ROLLBACK_SUCCEEDED => reason::ROLLBACK_SUCCEEDED,
+            _ => reason::UPGRADE_SUCCEEDED,
+        };
+        return (r, ready.message.clone());
+    }
+    let version = latest.map_or(0, |r| r.version);
+    let r = if version <= 1 { reason::INSTALL_SUCCEEDED } else { reason::UPGRADE_SUCCEEDED };
+    (r, format!("Helm release revision {version} is deployed"))
+}
+
+/// Updates conditions, failure counters and events after an action.
+async fn record_outcome(run: &mut Run<'_>, next: &Next, outcome: &Outcome) {
+    let generation = run.hr.metadata.generation;
+    let s = &mut run.status;
+    let action = s.last_attempted_release_action;
+    match outcome {
+        Outcome::Succeeded { reason: r, message } => {
+            match next {
+                Next::Install | Next::Upgrade => {
+                    status::set(s, condition::RELEASED, Truth::True, r, message.clone(), generation);
+                    status::set(s, condition::READY, Truth::True, r, message.clone(), generation);
+                }
+                Next::Test => {
+                    status::set(s, condition::TEST_SUCCESS, Truth::True, r, message.clone(), generation);
+                    status::set(s, condition::READY, Truth::True, r, message.clone(), generation);
+                }
+                Next::Rollback { .. } | Next::Uninstall => {
+                    status::set(s, condition::REMEDIATED, Truth::True, r, message.clone(), generation);
+                }
+                _ => {}
+            }
+            run.event(EventType::Normal, r, &format!("{next:?}"), message.clone()).await;
+        }
+        Outcome::Failed { reason: r, message } => {
+            s.failures += 1;
+            match (next, action) {
+                (Next::Install, _) | (Next::Test, Some(ReleaseAction::Install)) => s.install_failures += 1,
+                (Next::Upgrade, _) | (Next::Test, _) => s.upgrade_failures += 1,
+                _ => {}
+            }
+            let cond = match next {
+                Next::Test => condition::TEST_SUCCESS,
+                Next::Rollback { .. } | Next::Uninstall => condition::REMEDIATED,
+                _ => condition::RELEASED,
+            };
+            status::set(s, cond, Truth::False, r, message.clone(), generation);
+            status::set(s, condition::READY, Truth::False, r, message.clone(), generation);
+            run.event(EventType::Warning, r, &format!("{next:?}"), message.clone()).await;
+        }
+        Outcome::Canceled { by_operator, message } => {
+            if *by_operator {
+                s.failures += 1;
+                match action {
+                    Some(ReleaseAction::Install) => s.install_failures += 1,
+                    _ => s.upgrade_failures += 1,
+                }
+            }
+            status::set(s, condition::READY, Truth::False, reason::HEALTH_CHECK_CANCELED, message.clone(), generation);
+            run.event(EventType::Warning, reason::HEALTH_CHECK_CANCELED, "Wait", message.clone()).await;
+        }
+    }
+    run.write_status().await;
+}
+
+/// Resolves the chart and composes the values; an error carries the Ready reason.
+async fn prepare(run: &Run<'_>) -> Result<Prepared, (&'static str, String)> {
+    let hr = &run.hr;
+    let auth = match &hr.spec.chart.secret_ref {
+        Some(secret) => RepoAuth::from_secret(&run.ctx.client, &run.key.namespace, &secret.name)
+            .await
+            .map_err(|e| (reason::ARTIFACT_FAILED, e.to_string()))?,
+        None => RepoAuth::default(),
+    };
+    let resolved = run
+        .ctx
+        .source
+        .resolve(&hr.spec.chart, &auth)
+        .await
+        .map_err(|e| (reason::ARTIFACT_FAILED, e.to_string()))?;
+    let path = resolved.path.clone();
+    let chart = tokio::task::spawn_blocking(move || crate::chart::load(&path))
+        .await
+        .map_err(|e| (reason::ARTIFACT_FAILED, e.to_string()))?
+        .map_err(|e| (reason::ARTIFACT_FAILED, e.to_string()))?;
+    let values = crate::values::compose(&run.ctx.client, hr)
+        .await
+        .map_err(|e| (reason::INIT_FAILED, e.to_string()))?;
+    Ok(Prepared { resolved, chart, values })
+}
+
+/// The first dependency that is not Ready, described for the status message.
+async fn unready_dependency(run: &Run<'_>) -> Option<String> {
+    for dep in &run.hr.spec.depends_on {
+        let ns = dep.namespace.clone().unwrap_or_else(|| run.key.namespace.clone());
+        let api: Api<HelmRelease> = Api::namespaced(run.ctx.client.clone(), &ns);
+        let ready = match api.get_opt(&dep.name).await {
+            Ok(Some(d)) => {
+                let observed = d.status.as_ref().and_then(|s| s.observed_generation) == d.metadata.generation;
+                observed && d.condition(condition::READY).is_some_and(|c| c.status == "True")
+            }
+            _ => false,
+        };
+        if !ready {
+            return Some(format!("dependency '{ns}/{}' is not ready", dep.name));
+        }
+    }
+    None
+}
+
+/// Sets the finalizer list, guarded by the object's current resourceVersion so a
+/// concurrent change to the list is never overwritten.
+async fn set_finalizers(run: &Run<'_>, change: impl Fn(&mut Vec<String>)) -> kube::Result<()> {
+    let current = run.api.get(&run.key.name).await?;
+    let mut finalizers = current.finalizers().to_vec();
+    change(&mut finalizers);
+    let patch = serde_json::json!({"metadata": {
+        "finalizers": finalizers,
+        "resourceVersion": current.metadata.resource_version,
+    }});
+    run.api.patch(&run.key.name, &PatchParams::default(), &Patch::Merge(patch)).await?;
+    Ok(())
+}
+
+async fn add_finalizer(run: &Run<'_>) -> kube::Result<()> {
+    set_finalizers(run, |f| {
+        if !f.iter().any(|x| x == FINALIZER) {
+            f.push(FINALIZER.into());
+        }
+    })
+    .await
+}
+
+/// Deleting a HelmRelease uninstalls its release (unless suspended), then lets the
+/// object go.
+async fn finalize(run: &mut Run<'_>) -> Duration {
+    if !run.hr.finalizers().iter().any(|f| f == FINALIZER) {
+        return NEVER;
+    }
+    if !run.hr.spec.suspend {
+        let history = match run.storage.history(&run.release_name).await {
+            Ok(h) => h,
+            Err(e) => {
+                tracing::warn!(release = %run.key, error = %e, "cannot read Helm storage to uninstall");
+                return RETRY;
+            }
+        };
+        let live = history.last().is_some_and(|r| r.info.as_ref().is_some_and(|i| i.status != Status::Uninstalled));
+        if live {
+            match actions::uninstall(run, &history).await {
+                Ok(Outcome::Succeeded { message, .. }) => {
+                    run.event(EventType::Normal, reason::UNINSTALL_SUCCEEDED, "Uninstall", message).await;
+                }
+                Ok(Outcome::Failed { message, .. } | Outcome::Canceled { message, .. }) => {
+                    run.event(EventType::Warning, reason::UNINSTALL_FAILED, "Uninstall", message).await;
+                    return RETRY;
+                }
+                Err(e) => {
+                    run.event(EventType::Warning, reason::UNINSTALL_FAILED, "Uninstall", e.to_string()).await;
+                    return RETRY;
+                }
+            }
+        }
+    }
+    if let Err(e) = set_finalizers(run, |f| f.retain(|x| x != FINALIZER)).await {
+        tracing::warn!(release = %run.key, error = %e, "cannot remove finalizer");
+        return RETRY;
+    }
+    run.inbox.deleted = true;
+    NEVER
+}
