@@ -805,3 +805,61 @@ async fn before_hook_creation_replaces_the_previous_hook_object() {
     assert_eq!(phase(&second), "Succeeded");
     ns.delete().await;
 }
+
+#[tokio::test]
+async fn a_rendered_chart_applies_and_its_hooks_run() {
+    use wheelhouse::render::{HelmTemplate, RenderRequest, Renderer};
+
+    let (client, applier, ns) = setup("apply-rendered").await;
+    let chart =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/apply-render");
+    let values = serde_json::Map::new();
+    let renderer = HelmTemplate::new(support::testbin().join("helm"), PATIENCE);
+    let mut rendered = renderer
+        .render(RenderRequest {
+            release_name: RELEASE,
+            namespace: &ns.name,
+            chart_path: &chart,
+            values: &values,
+            revision: 2,
+            is_upgrade: true,
+            kube_version: None,
+            api_versions: &[],
+        })
+        .await
+        .unwrap();
+
+    let applied = applier
+        .apply(&rendered.manifest, &ns.name, RELEASE)
+        .await
+        .unwrap();
+    assert_eq!(
+        refs(&applied),
+        [
+            format!("ConfigMap/{}/demo-settings", ns.name),
+            format!("Service/{}/demo", ns.name)
+        ]
+    );
+    applier
+        .run_hooks(&mut rendered.hooks, "post-upgrade", &ns.name, PATIENCE)
+        .await
+        .unwrap();
+    applier
+        .run_hooks(&mut rendered.hooks, "test", &ns.name, PATIENCE)
+        .await
+        .unwrap();
+    assert!(
+        rendered
+            .hooks
+            .iter()
+            .all(|h| h.last_run.phase == HookPhase::Succeeded),
+        "{:#?}",
+        rendered.hooks
+    );
+    // The migrate Job asked to be deleted once it succeeded; the test Pod stays.
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns.name);
+    assert!(jobs.get_opt("demo-migrate").await.unwrap().is_none());
+    let pods: Api<Pod> = Api::namespaced(client, &ns.name);
+    assert_eq!(phase(&pods.get("demo-test").await.unwrap()), "Succeeded");
+    ns.delete().await;
+}
