@@ -534,3 +534,41 @@ fn post_params() -> PostParams {
         ..PostParams::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The engine spawns these on a multi-threaded runtime: they must be `Send`.
+    #[allow(dead_code)] // compiled, never run
+    fn futures_are_send(applier: &Applier, hooks: &mut [crate::release::Hook]) {
+        fn send<T: Send>(_: T) {}
+        send(applier.apply("", "", ""));
+        send(applier.prune("", "", ""));
+        send(applier.delete("", ""));
+        send(applier.objects("", ""));
+        send(applier.apply_crds(&[], CrdPolicy::Create));
+        send(applier.ensure_namespace(""));
+        send(applier.run_hooks(hooks, "", "", Duration::ZERO));
+    }
+
+    #[test]
+    fn crd_defines_reads_group_and_kind() {
+        let crd: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "names": {"kind": "Widget", "plural": "widgets"}}
+        }))
+        .unwrap();
+        assert_eq!(
+            crd_defines(&crd),
+            Some(("example.com".to_string(), "Widget".to_string()))
+        );
+        let other: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "example.com/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "x"}, "spec": {"group": "g", "names": {"kind": "K"}}
+        }))
+        .unwrap();
+        assert_eq!(crd_defines(&other), None);
+    }
+}

@@ -37,7 +37,9 @@ impl Applier {
     /// Runs the hooks of `event` (`pre-install`, ..., or `test`) in `namespace` as Helm
     /// does: ordered by weight then name; for each, the `before-hook-creation` policy
     /// (the default when a hook names none) deletes an existing object of its name and
-    /// waits for it to go; the hook is applied and `last_run` records start, end and
+    /// waits for it to go; the hook is server-side applied (forced, field manager
+    /// `wheelhouse`, without the release ownership metadata, which Helm leaves off hooks)
+    /// and `last_run` records start, end and
     /// phase; a Job is waited for until Complete or Failed and a Pod until Succeeded or
     /// Failed, each within `timeout`; other kinds only need to be created. The first hook
     /// that fails stops the run with an error naming it and the reason; it is deleted if

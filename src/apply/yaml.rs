@@ -25,11 +25,16 @@ pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
     Ok(loader.documents)
 }
 
+/// How many nodes aliases may copy in all, so a small "billion laughs" document cannot
+/// exhaust memory (go-yaml rejects such documents as "excessive aliasing" too).
+const MAX_ALIASED_NODES: usize = 1_000_000;
+
 #[derive(Default)]
 struct Loader {
     documents: Vec<Value>,
     stack: Vec<Frame>,
     anchors: HashMap<usize, Value>,
+    aliased_nodes: usize,
 }
 
 enum Frame {
@@ -74,8 +79,12 @@ impl Loader {
                 let value = self
                     .anchors
                     .get(&id)
-                    .cloned()
                     .ok_or_else(|| "alias to an unknown anchor".to_string())?;
+                let budget = MAX_ALIASED_NODES - self.aliased_nodes;
+                let size = count_nodes(value, budget)
+                    .ok_or_else(|| "the document contains excessive aliasing".to_string())?;
+                self.aliased_nodes += size;
+                let value = value.clone();
                 self.push(value)?;
             }
             Event::SequenceStart(_, anchor, _) => self.stack.push(Frame::Sequence {
@@ -153,6 +162,20 @@ impl Loader {
         }
         Ok(())
     }
+}
+
+/// The number of nodes in `value`, or `None` once it exceeds `budget`.
+fn count_nodes(value: &Value, budget: usize) -> Option<usize> {
+    let mut count = 1;
+    let children: Box<dyn Iterator<Item = &Value>> = match value {
+        Value::Array(items) => Box::new(items.iter()),
+        Value::Object(map) => Box::new(map.values()),
+        _ => Box::new(std::iter::empty()),
+    };
+    for child in children {
+        count += count_nodes(child, budget.checked_sub(count)?)?;
+    }
+    (count <= budget).then_some(count)
 }
 
 /// `<<: *map` or `<<: [*a, *b]`: earlier maps win over later ones.
@@ -385,6 +408,20 @@ mod tests {
         assert_eq!(v["multi"], json!({"x": 1, "w": 2, "z": 4}));
         // A quoted "<<" is an ordinary key.
         assert_eq!(one("'<<': 1\n"), json!({"<<": 1}));
+    }
+
+    #[test]
+    fn alias_bombs_are_refused() {
+        let mut bomb = String::from("a: &a [x, x, x, x, x, x, x, x, x, x]\n");
+        for (name, prev) in ["b", "c", "d", "e", "f", "g", "h"]
+            .iter()
+            .zip(["a", "b", "c", "d", "e", "f", "g"])
+        {
+            let refs = vec![format!("*{prev}"); 10].join(", ");
+            bomb.push_str(&format!("{name}: &{name} [{refs}]\n"));
+        }
+        let err = parse_documents(&bomb).unwrap_err();
+        assert!(err.contains("excessive aliasing"), "{err}");
     }
 
     #[test]

@@ -187,6 +187,15 @@ mod tests {
     }
 
     #[test]
+    fn is_a_renderer_object() {
+        let renderer: Box<dyn Renderer> = Box::new(HelmTemplate::new(
+            PathBuf::from("helm"),
+            HelmTemplate::DEFAULT_TIMEOUT,
+        ));
+        drop(renderer);
+    }
+
+    #[test]
     fn keeps_the_end_of_stderr() {
         let text: String = (1..=30).map(|i| format!("line {i}  \n\n")).collect();
         let kept = last_lines(&text, 20);

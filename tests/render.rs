@@ -1,0 +1,196 @@
+//! The `helm template` renderer, run with the real helm binary on a fixture chart.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use wheelhouse::render::{Error, HelmTemplate, RenderRequest, Rendered, Renderer};
+
+fn chart() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/apply-render")
+}
+
+fn helm() -> HelmTemplate {
+    HelmTemplate::new(support::testbin().join("helm"), Duration::from_secs(60))
+}
+
+fn values(v: Value) -> Map<String, Value> {
+    v.as_object().cloned().expect("values are an object")
+}
+
+fn request<'a>(values: &'a Map<String, Value>, chart: &'a Path) -> RenderRequest<'a> {
+    RenderRequest {
+        release_name: "demo",
+        namespace: "demo-ns",
+        chart_path: chart,
+        values,
+        revision: 1,
+        is_upgrade: false,
+        kube_version: None,
+        api_versions: &[],
+    }
+}
+
+async fn render(req: RenderRequest<'_>) -> Rendered {
+    helm()
+        .render(req)
+        .await
+        .unwrap_or_else(|e| panic!("render failed: {e}"))
+}
+
+#[tokio::test]
+async fn values_reach_the_manifest() {
+    let chart = chart();
+    let values = values(json!({"greeting": "hi from the test: 'quoted' \"too\""}));
+    let rendered = render(request(&values, &chart)).await;
+    assert!(
+        rendered
+            .manifest
+            .contains(r#"greeting: "hi from the test: 'quoted' \"too\"""#),
+        "{}",
+        rendered.manifest
+    );
+    assert!(rendered.manifest.contains("namespace: demo-ns"));
+    assert!(
+        rendered
+            .manifest
+            .starts_with("---\n# Source: apply-render/templates/configmap.yaml\n"),
+        "{}",
+        rendered.manifest
+    );
+    // The conditional template rendered nothing and left no empty document behind.
+    assert!(!rendered.manifest.contains("extra.yaml"));
+    assert!(!rendered.manifest.contains("fail.yaml"));
+    assert_eq!(rendered.manifest.matches("---\n").count(), 2);
+
+    let values = self::values(json!({"extra": true}));
+    let rendered = render(request(&values, &chart)).await;
+    assert!(rendered.manifest.contains("name: demo-extra"));
+}
+
+#[tokio::test]
+async fn is_upgrade_and_capabilities_reach_the_templates() {
+    let chart = chart();
+    let values = Map::new();
+    let install = render(request(&values, &chart)).await;
+    assert!(install.manifest.contains(r#"isUpgrade: "false""#));
+    assert!(install.manifest.contains(r#"hasWidgets: "false""#));
+
+    let apis = vec!["widgets.example.com/v1".to_string()];
+    let upgrade = render(RenderRequest {
+        is_upgrade: true,
+        kube_version: Some("v1.34.2"),
+        api_versions: &apis,
+        ..request(&values, &chart)
+    })
+    .await;
+    assert!(upgrade.manifest.contains(r#"isUpgrade: "true""#));
+    assert!(upgrade.manifest.contains(r#"kubeVersion: "v1.34.2""#));
+    assert!(upgrade.manifest.contains(r#"hasWidgets: "true""#));
+}
+
+#[tokio::test]
+async fn hooks_are_split_out_with_weights_and_policies() {
+    let chart = chart();
+    let values = Map::new();
+    let rendered = render(request(&values, &chart)).await;
+    assert!(!rendered.manifest.contains("helm.sh/hook"));
+
+    let names: Vec<_> = rendered.hooks.iter().map(|h| h.name.as_str()).collect();
+    assert_eq!(names, ["demo-test", "demo-migrate"]);
+    let test = &rendered.hooks[0];
+    assert_eq!(test.kind, "Pod");
+    assert_eq!(test.events, ["test"]);
+    assert_eq!(test.weight, -1);
+    assert_eq!(
+        test.path,
+        "apply-render/templates/tests/test-connection.yaml"
+    );
+    assert_eq!(test.delete_policies, ["before-hook-creation"]);
+
+    let job = &rendered.hooks[1];
+    assert_eq!(job.kind, "Job");
+    assert_eq!(job.events, ["post-upgrade"]);
+    assert_eq!(job.weight, 5);
+    assert_eq!(job.delete_policies, ["hook-succeeded"]);
+    assert!(job.manifest.contains("name: demo-migrate"));
+    assert!(!job.manifest.contains("# Source"));
+}
+
+#[tokio::test]
+async fn a_template_error_carries_helms_message() {
+    let chart = chart();
+    let values = values(json!({"fail": true}));
+    let err = helm()
+        .render(request(&values, &chart))
+        .await
+        .expect_err("the chart was told to fail");
+    let Error::Failed { stderr, .. } = &err else {
+        panic!("expected Failed, got {err:?}")
+    };
+    assert!(
+        stderr.contains("apply-render was told to fail"),
+        "stderr: {stderr}"
+    );
+    assert!(
+        err.to_string().contains("apply-render was told to fail"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_chart_or_helm_binary_is_reported() {
+    let values = Map::new();
+    let missing = Path::new("/nonexistent/chart");
+    let err = helm()
+        .render(request(&values, missing))
+        .await
+        .expect_err("no such chart");
+    assert!(err.to_string().contains("/nonexistent/chart"), "{err}");
+
+    let chart = chart();
+    let nobody = HelmTemplate::new(PathBuf::from("/nonexistent/helm"), Duration::from_secs(5));
+    let err = nobody
+        .render(request(&values, &chart))
+        .await
+        .expect_err("no such helm");
+    assert!(matches!(err, Error::Spawn { .. }), "{err:?}");
+    assert!(err.to_string().contains("/nonexistent/helm"), "{err}");
+}
+
+#[tokio::test]
+async fn a_hanging_helm_is_stopped_by_the_timeout() {
+    // A stand-in helm that never finishes.
+    let dir = tempfile::tempdir().unwrap();
+    let fake = dir.path().join("helm");
+    std::fs::write(&fake, "#!/bin/sh\nexec sleep 30\n").unwrap();
+    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+
+    let chart = chart();
+    let values = Map::new();
+    let slow = HelmTemplate::new(fake, Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    let mut err = slow
+        .render(request(&values, &chart))
+        .await
+        .expect_err("timed out");
+    // Another test thread forking while the script was open for writing makes exec fail
+    // with ETXTBSY for a moment; that is the test's doing, not the renderer's.
+    for _ in 0..20 {
+        match &err {
+            Error::Spawn { source, .. } if source.raw_os_error() == Some(26) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                err = slow
+                    .render(request(&values, &chart))
+                    .await
+                    .expect_err("timed out");
+            }
+            _ => break,
+        }
+    }
+    assert!(matches!(err, Error::TimedOut { .. }), "{err:?}");
+    assert!(err.to_string().contains("timed out"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
