@@ -1,5 +1,6 @@
 //! Command-line interface: flags shared by every front end, and the subcommands.
 
+mod controller;
 mod list;
 
 use std::path::PathBuf;
@@ -55,6 +56,8 @@ pub enum Command {
     Crd,
     /// List HelmReleases with their readiness, like `kubectl get helmreleases`.
     List,
+    /// Run the reconcile engine headless until SIGINT/SIGTERM (structured logs on stderr).
+    Controller(controller::ControllerArgs),
 }
 
 /// Runs the parsed command line.
@@ -65,6 +68,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         // Until the dashboard lands, running wheelhouse without a subcommand lists releases.
+        Some(Command::Controller(args)) => controller::run(&cli.cluster, args).await,
         Some(Command::List) | None => {
             let (client, default_ns) = client::connect(&cli.cluster).await?;
             let scope = client::Scope::from_args(&cli.cluster, default_ns);

@@ -1,0 +1,86 @@
+//! `wheelhouse controller`: the engine without a dashboard, for running in a cluster or
+//! beside one. It holds the engine lease while it runs; a second one waits its turn.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::ClusterArgs;
+use crate::Result;
+use crate::client::{self, Scope};
+use crate::engine::{self, EngineConfig, Role};
+use crate::render::HelmTemplate;
+
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// Namespace of the engine Lease; every wheelhouse of a cluster must use the same one.
+    #[arg(long, env = "WHEELHOUSE_LEASE_NAMESPACE", default_value = "default")]
+    pub lease_namespace: String,
+
+    /// The helm binary used to render charts (default: $WHEELHOUSE_HELM, then `helm` on PATH).
+    #[arg(long, env = "WHEELHOUSE_HELM", value_name = "PATH")]
+    pub helm: Option<PathBuf>,
+
+    /// Directory for downloaded charts (default: the platform cache directory).
+    #[arg(long, value_name = "DIR")]
+    pub chart_cache: Option<PathBuf>,
+}
+
+pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
+    let (client, default_ns) = client::connect(cluster).await?;
+    // Like Flux controllers, the headless engine watches every namespace unless told not to.
+    let scope = if cluster.namespace.is_some() {
+        Scope::from_args(cluster, default_ns)
+    } else {
+        Scope::All
+    };
+    let mut config = EngineConfig::new(scope);
+    config.lease_namespace = args.lease_namespace;
+    if let Some(helm) = args.helm {
+        config.renderer = Arc::new(HelmTemplate::new(helm, HelmTemplate::DEFAULT_TIMEOUT));
+    }
+    if let Some(dir) = args.chart_cache {
+        config.chart_cache = dir;
+    }
+    tracing::info!(identity = %config.identity, lease_namespace = %config.lease_namespace, "starting engine");
+    let handle = engine::start(client, config)?;
+
+    let mut role = handle.role();
+    let roles = tokio::spawn(async move {
+        while role.changed().await.is_ok() {
+            match &*role.borrow() {
+                Role::Leader => tracing::info!("engine lease acquired: reconciling"),
+                Role::Follower { holder } => {
+                    tracing::info!(%holder, "another engine holds the lease: standing by")
+                }
+                Role::Unknown => {}
+            }
+        }
+    });
+
+    shutdown_signal().await;
+    tracing::info!("shutting down: finishing running actions' current step and releasing the lease");
+    handle.shutdown();
+    // Give the lease task a moment to hand the lease over.
+    let mut role = handle.role();
+    let _ = tokio::time::timeout(Duration::from_secs(5), role.wait_for(|r| *r == Role::Unknown)).await;
+    roles.abort();
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("SIGTERM handler");
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = ctrl_c.await;
+}
