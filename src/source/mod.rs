@@ -565,6 +565,18 @@ mod tests {
         assert!(!index_cache_key(url, &c).contains("hunter2"));
     }
 
+    /// The engine shares one ChartSource between workers spawned on the runtime.
+    #[test]
+    fn source_is_shareable_and_resolving_is_send() {
+        fn shareable<T: Send + Sync>() {}
+        fn send<T: Send>(_: &T) {}
+        shareable::<ChartSource>();
+        let dir = tempfile::tempdir().unwrap();
+        let source = ChartSource::new(dir.path().to_owned()).unwrap();
+        let (spec, auth) = (ChartSpec::default(), RepoAuth::default());
+        send(&source.resolve(&spec, &auth));
+    }
+
     #[tokio::test]
     async fn spec_needs_path_or_repository_and_name() {
         let dir = tempfile::tempdir().unwrap();
