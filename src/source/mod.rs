@@ -25,7 +25,6 @@ use rustls::RootCertStore;
 use sha2::{Digest, Sha256};
 
 pub use auth::RepoAuth;
-pub use local::ChartMeta;
 
 use crate::api::ChartSpec;
 use http::{Credentials, HttpClient};
