@@ -10,7 +10,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::PostParams;
-use support::source::{Entry, RepoServer, chart_tgz, index_yaml, sha256_hex};
+use support::source::{Entry, RepoServer, TEST_CA_PEM, chart_tgz, index_yaml, sha256_hex};
 use wheelhouse::api::ChartSpec;
 use wheelhouse::source::{ChartSource, Error, RepoAuth, ResolvedChart};
 
@@ -353,6 +353,44 @@ async fn credentials_from_a_secret_open_a_private_repository() {
         .unwrap();
     assert_archive(&resolved, "hello", "1.0.0");
     ns.delete().await;
+}
+
+#[tokio::test]
+async fn https_needs_the_repository_ca_unless_the_system_trusts_it() {
+    let cache = tempfile::tempdir().unwrap();
+    let source = ChartSource::new(cache.path().to_owned())
+        .unwrap()
+        .with_request_timeout(Duration::from_secs(10));
+    let server = RepoServer::start_tls().await;
+    let repo = publish(&server, "hello", &["1.0.0"]);
+    assert!(repo.starts_with("https://127.0.0.1:"), "{repo}");
+    let spec = repo_chart(&repo, "hello", None);
+
+    // The test CA is in no system store: verification stays on and refuses it.
+    let err = source
+        .resolve(&spec, &RepoAuth::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UnknownCa { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("not signed by a trusted CA")
+            && err.to_string().contains("ca.crt"),
+        "{err}"
+    );
+
+    let with_ca = RepoAuth {
+        ca_pem: Some(TEST_CA_PEM.as_bytes().to_vec()),
+        ..Default::default()
+    };
+    let resolved = source.resolve(&spec, &with_ca).await.unwrap();
+    assert_archive(&resolved, "hello", "1.0.0");
+
+    let garbage = RepoAuth {
+        ca_pem: Some(b"not a certificate".to_vec()),
+        ..Default::default()
+    };
+    let err = source.resolve(&spec, &garbage).await.unwrap_err();
+    assert!(matches!(err, Error::InvalidCa(_)), "{err:?}");
 }
 
 #[tokio::test]

@@ -249,14 +249,8 @@ fn basic_auth(username: &str, password: &str) -> HeaderValue {
 /// Classifies a failed request: TLS trust problems get their own errors because the fix
 /// (add a CA) differs from a network problem.
 fn connect_error(url: &str, error: &(dyn std::error::Error + 'static)) -> Error {
-    let mut next = Some(error);
-    while let Some(e) = next {
-        let tls = e.downcast_ref::<rustls::Error>().or_else(|| {
-            e.downcast_ref::<std::io::Error>()
-                .and_then(|io| io.get_ref())
-                .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        });
-        if let Some(tls) = tls {
+    for e in causes(error) {
+        if let Some(tls) = e.downcast_ref::<rustls::Error>() {
             return match tls {
                 rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer) => {
                     Error::UnknownCa {
@@ -270,7 +264,6 @@ fn connect_error(url: &str, error: &(dyn std::error::Error + 'static)) -> Error 
                 },
             };
         }
-        next = e.source();
     }
     Error::Unreachable {
         url: redact(url),
@@ -278,27 +271,39 @@ fn connect_error(url: &str, error: &(dyn std::error::Error + 'static)) -> Error 
     }
 }
 
-/// An error and its causes on one line, without hyper's generic outer layers.
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts: Vec<String> = Vec::new();
+/// An error and its causes. `io::Error::source()` skips the error it wraps (it returns
+/// that error's source), so wrapped errors are reached through `get_ref()` instead.
+fn causes<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Vec<&'a (dyn std::error::Error + 'static)> {
+    let mut out = Vec::new();
     let mut next = Some(error);
     while let Some(e) = next {
-        let text = e.to_string();
-        // io::Error hides its inner error from source(); show it.
-        let inner = e
+        out.push(e);
+        next = match e
             .downcast_ref::<std::io::Error>()
             .and_then(|io| io.get_ref())
-            .map(|i| i.to_string());
-        let generic = text.starts_with("client error (");
-        if !generic && parts.last() != Some(&text) {
-            parts.push(text);
-        }
-        if let Some(inner) = inner
-            && parts.last() != Some(&inner)
         {
-            parts.push(inner);
+            Some(inner) => Some(inner as &(dyn std::error::Error + 'static)),
+            None => e.source(),
+        };
+        if out.len() > 16 {
+            break;
         }
-        next = e.source();
+    }
+    out
+}
+
+/// An error and its causes on one line, without hyper's generic outer layers and
+/// without repeating a message a wrapper copied from its cause.
+fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for e in causes(error) {
+        let text = e.to_string();
+        if text.starts_with("client error (") || parts.last() == Some(&text) {
+            continue;
+        }
+        parts.push(text);
     }
     if parts.is_empty() {
         error.to_string()

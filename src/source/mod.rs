@@ -25,7 +25,6 @@ use rustls::RootCertStore;
 use sha2::{Digest, Sha256};
 
 pub use auth::RepoAuth;
-pub use local::ChartMeta;
 
 use crate::api::ChartSpec;
 use http::{Credentials, HttpClient};
@@ -563,6 +562,18 @@ mod tests {
             ..a.clone()
         };
         assert!(!index_cache_key(url, &c).contains("hunter2"));
+    }
+
+    /// The engine shares one ChartSource between workers spawned on the runtime.
+    #[test]
+    fn source_is_shareable_and_resolving_is_send() {
+        fn shareable<T: Send + Sync>() {}
+        fn send<T: Send>(_: &T) {}
+        shareable::<ChartSource>();
+        let dir = tempfile::tempdir().unwrap();
+        let source = ChartSource::new(dir.path().to_owned()).unwrap();
+        let (spec, auth) = (ChartSpec::default(), RepoAuth::default());
+        send(&source.resolve(&spec, &auth));
     }
 
     #[tokio::test]

@@ -487,6 +487,12 @@ mod tests {
         }
     }
 
+    /// Workers compose values inside spawned tasks.
+    #[allow(dead_code)]
+    fn compose_is_send<'a>(client: &'a kube::Client, hr: &'a HelmRelease) -> impl Send + 'a {
+        compose(client, hr)
+    }
+
     #[test]
     fn merge_is_recursive_and_overlay_wins() {
         let mut base = map(json!({
