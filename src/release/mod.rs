@@ -1,5 +1,41 @@
 //! Helm releases: the record Helm stores, and its storage as Secrets.
 
 mod model;
+pub mod storage;
 
 pub use model::*;
+pub use storage::{Storage, decode, encode};
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+
+    /// The revision's Secret already exists (another writer got there first).
+    #[error("release {name} revision {version} already exists")]
+    Exists { name: String, version: i32 },
+
+    #[error("release {name} revision {version} not found")]
+    NotFound { name: String, version: i32 },
+
+    /// The release cannot be stored as Helm would (no name, no info, version < 1).
+    #[error("invalid release {name:?}: {message}")]
+    Invalid { name: String, message: String },
+
+    #[error("cannot encode release {name}: {message}")]
+    Encode { name: String, message: String },
+
+    /// The stored record is not a Helm release (bad base64, gzip or JSON).
+    #[error("cannot decode Helm release record{}: {message}", secret_suffix(.secret))]
+    Decode {
+        secret: Option<String>,
+        message: String,
+    },
+}
+
+fn secret_suffix(secret: &Option<String>) -> String {
+    secret
+        .as_deref()
+        .map(|s| format!(" {s}"))
+        .unwrap_or_default()
+}
