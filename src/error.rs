@@ -23,8 +23,9 @@ pub enum Error {
     #[error(transparent)]
     Source(#[from] crate::source::Error),
 
+    /// Boxed: values errors carry several names and keep the crate's error small.
     #[error(transparent)]
-    Values(#[from] crate::values::Error),
+    Values(Box<crate::values::Error>),
 
     #[error(transparent)]
     Chart(#[from] crate::chart::Error),
@@ -40,6 +41,12 @@ pub enum Error {
 
     #[error("{0}")]
     Io(#[from] std::io::Error),
+}
+
+impl From<crate::values::Error> for Error {
+    fn from(e: crate::values::Error) -> Self {
+        Self::Values(Box::new(e))
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

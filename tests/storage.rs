@@ -123,7 +123,7 @@ fn release(
             deleted: None,
             description: description.into(),
             status,
-            notes: String::new(),
+            ..Info::default()
         }),
         chart: Some(chart.clone()),
         config: object(config),

@@ -61,11 +61,17 @@ pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
     });
 
     shutdown_signal().await;
-    tracing::info!("shutting down: finishing running actions' current step and releasing the lease");
+    tracing::info!(
+        "shutting down: finishing running actions' current step and releasing the lease"
+    );
     handle.shutdown();
     // Give the lease task a moment to hand the lease over.
     let mut role = handle.role();
-    let _ = tokio::time::timeout(Duration::from_secs(5), role.wait_for(|r| *r == Role::Unknown)).await;
+    let _ = tokio::time::timeout(
+        Duration::from_secs(5),
+        role.wait_for(|r| *r == Role::Unknown),
+    )
+    .await;
     roles.abort();
     Ok(())
 }

@@ -15,8 +15,14 @@ use crate::values::ComposedValues;
 /// How an action ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    Succeeded { reason: &'static str, message: String },
-    Failed { reason: &'static str, message: String },
+    Succeeded {
+        reason: &'static str,
+        message: String,
+    },
+    Failed {
+        reason: &'static str,
+        message: String,
+    },
     /// The wait was cancelled by the operator (counts as a failure) or superseded by a
     /// newer desired state (does not).
     Canceled { by_operator: bool, message: String },
@@ -31,7 +37,14 @@ pub struct Prepared {
 
 pub const OWNER_LABEL: &str = "wheelhouse.dev/owner";
 
-fn new_release(run: &Run<'_>, version: i32, chart: Chart, config: serde_json::Map<String, serde_json::Value>, status: Status, description: &str) -> Release {
+fn new_release(
+    run: &Run<'_>,
+    version: i32,
+    chart: Chart,
+    config: serde_json::Map<String, serde_json::Value>,
+    status: Status,
+    description: &str,
+) -> Release {
     let now = Timestamp::now();
     let mut rel = Release {
         name: run.release_name.clone(),
@@ -43,18 +56,23 @@ fn new_release(run: &Run<'_>, version: i32, chart: Chart, config: serde_json::Ma
             deleted: None,
             description: description.into(),
             status,
-            notes: String::new(),
+            ..Info::default()
         }),
         chart: Some(chart),
         config,
         apply_method: Some("ssa".into()),
         ..Release::default()
     };
-    rel.labels.insert(OWNER_LABEL.into(), run.ctx.identity_label.clone());
+    rel.labels
+        .insert(OWNER_LABEL.into(), run.ctx.identity_label.clone());
     rel
 }
 
 fn set_status(rel: &mut Release, status: Status, description: impl Into<String>) {
+    // Ownership only matters while the revision is pending (see `unlock`).
+    if !status.is_pending() {
+        rel.labels.remove(OWNER_LABEL);
+    }
     let info = rel.info.get_or_insert_with(Info::default);
     info.status = status;
     info.description = description.into();
@@ -62,8 +80,17 @@ fn set_status(rel: &mut Release, status: Status, description: impl Into<String>)
 }
 
 /// Install (`previous` = None) or upgrade (`previous` = the newest revision).
-pub async fn install_or_upgrade(run: &mut Run<'_>, prepared: &Prepared, previous: Option<&Release>, history: &[Release]) -> crate::Result<Outcome> {
-    let action = if previous.is_some_and(|p| p.info.as_ref().is_some_and(|i| i.status != Status::Uninstalled)) {
+pub async fn install_or_upgrade(
+    run: &mut Run<'_>,
+    prepared: &Prepared,
+    previous: Option<&Release>,
+    history: &[Release],
+) -> crate::Result<Outcome> {
+    let action = if previous.is_some_and(|p| {
+        p.info
+            .as_ref()
+            .is_some_and(|i| i.status != Status::Uninstalled)
+    }) {
         ReleaseAction::Upgrade
     } else {
         ReleaseAction::Install
@@ -97,19 +124,46 @@ pub async fn install_or_upgrade(run: &mut Run<'_>, prepared: &Prepared, previous
         .await?;
 
     let (pending, underway, failed_reason, ok_reason, done) = if is_upgrade {
-        (Status::PendingUpgrade, "Preparing upgrade", super::status::reason::UPGRADE_FAILED, super::status::reason::UPGRADE_SUCCEEDED, "Upgrade complete")
+        (
+            Status::PendingUpgrade,
+            "Preparing upgrade",
+            super::status::reason::UPGRADE_FAILED,
+            super::status::reason::UPGRADE_SUCCEEDED,
+            "Upgrade complete",
+        )
     } else {
-        (Status::PendingInstall, "Initial install underway", super::status::reason::INSTALL_FAILED, super::status::reason::INSTALL_SUCCEEDED, "Install complete")
+        (
+            Status::PendingInstall,
+            "Initial install underway",
+            super::status::reason::INSTALL_FAILED,
+            super::status::reason::INSTALL_SUCCEEDED,
+            "Install complete",
+        )
     };
-    let mut rel = new_release(run, version, prepared.chart.clone(), prepared.values.values.clone(), pending, underway);
+    let mut rel = new_release(
+        run,
+        version,
+        prepared.chart.clone(),
+        prepared.values.values.clone(),
+        pending,
+        underway,
+    );
     rel.manifest = rendered.manifest.clone();
     rel.hooks = rendered.hooks.clone();
-    if let Some(first) = history.iter().find_map(|r| r.info.as_ref()?.first_deployed).filter(|_| is_upgrade) {
+    if let Some(first) = history
+        .iter()
+        .find_map(|r| r.info.as_ref()?.first_deployed)
+        .filter(|_| is_upgrade)
+    {
         rel.info.as_mut().unwrap().first_deployed = Some(first);
     }
     run.storage.create(&rel).await?;
     run.note_attempt(action, prepared).await;
-    run.set_phase(if is_upgrade { super::Phase::Upgrading } else { super::Phase::Installing });
+    run.set_phase(if is_upgrade {
+        super::Phase::Upgrading
+    } else {
+        super::Phase::Installing
+    });
 
     let ns = run.target_namespace.clone();
     let timeout = spec.timeout.as_std();
@@ -125,58 +179,124 @@ pub async fn install_or_upgrade(run: &mut Run<'_>, prepared: &Prepared, previous
             run.ctx.applier.apply_crds(&crd_docs, crds).await?;
         }
         if !disable_hooks {
-            let event = if is_upgrade { hook_event::PRE_UPGRADE } else { hook_event::PRE_INSTALL };
-            run.ctx.applier.run_hooks(&mut rel.hooks, event, &ns, timeout).await?;
+            let event = if is_upgrade {
+                hook_event::PRE_UPGRADE
+            } else {
+                hook_event::PRE_INSTALL
+            };
+            run.ctx
+                .applier
+                .run_hooks(&mut rel.hooks, event, &ns, timeout)
+                .await?;
         }
-        run.ctx.applier.apply(&rel.manifest, &ns, &run.release_name).await?;
+        run.ctx
+            .applier
+            .apply(&rel.manifest, &ns, &run.release_name)
+            .await?;
         if let Some(prev) = previous.filter(|_| is_upgrade) {
-            run.ctx.applier.prune(&prev.manifest, &rel.manifest, &ns).await?;
+            run.ctx
+                .applier
+                .prune(&prev.manifest, &rel.manifest, &ns)
+                .await?;
         }
         Ok::<_, crate::Error>(())
     }
     .await;
     if let Err(e) = steps {
-        let message = format!("{} failed: {e}", if is_upgrade { "Helm upgrade" } else { "Helm install" });
-        if is_upgrade && upgrade.cleanup_on_fail
+        let message = format!(
+            "{} failed: {e}",
+            if is_upgrade {
+                "Helm upgrade"
+            } else {
+                "Helm install"
+            }
+        );
+        if is_upgrade
+            && upgrade.cleanup_on_fail
             && let Some(prev) = previous
         {
             // Objects the failed upgrade created go; the previous revision's stay.
-            let _ = run.ctx.applier.prune(&rel.manifest, &prev.manifest, &ns).await;
+            let _ = run
+                .ctx
+                .applier
+                .prune(&rel.manifest, &prev.manifest, &ns)
+                .await;
         }
-        set_status(&mut rel, Status::Failed, format!("Release {:?} failed: {e}", run.release_name));
+        set_status(
+            &mut rel,
+            Status::Failed,
+            format!("Release {:?} failed: {e}", run.release_name),
+        );
         run.storage.update(&rel).await?;
-        return Ok(Outcome::Failed { reason: failed_reason, message });
+        return Ok(Outcome::Failed {
+            reason: failed_reason,
+            message,
+        });
     }
 
     if !disable_wait {
         match run.wait_for(&rel, timeout).await? {
             WaitEnd::Ready => {}
             WaitEnd::Failed(why) => {
-                set_status(&mut rel, Status::Failed, format!("Release {:?} failed: {why}", run.release_name));
+                set_status(
+                    &mut rel,
+                    Status::Failed,
+                    format!("Release {:?} failed: {why}", run.release_name),
+                );
                 run.storage.update(&rel).await?;
-                return Ok(Outcome::Failed { reason: failed_reason, message: why });
+                return Ok(Outcome::Failed {
+                    reason: failed_reason,
+                    message: why,
+                });
             }
             WaitEnd::Canceled { by_operator, why } => {
-                let status = if by_operator { Status::Failed } else { Status::Superseded };
+                let status = if by_operator {
+                    Status::Failed
+                } else {
+                    Status::Superseded
+                };
                 set_status(&mut rel, status, why.clone());
                 run.storage.update(&rel).await?;
-                return Ok(Outcome::Canceled { by_operator, message: why });
+                return Ok(Outcome::Canceled {
+                    by_operator,
+                    message: why,
+                });
             }
         }
     }
 
     if !disable_hooks {
-        let event = if is_upgrade { hook_event::POST_UPGRADE } else { hook_event::POST_INSTALL };
+        let event = if is_upgrade {
+            hook_event::POST_UPGRADE
+        } else {
+            hook_event::POST_INSTALL
+        };
         run.set_phase(super::Phase::RunningHooks);
-        if let Err(e) = run.ctx.applier.run_hooks(&mut rel.hooks, event, &ns, timeout).await {
-            set_status(&mut rel, Status::Failed, format!("Release {:?} failed: {e}", run.release_name));
+        if let Err(e) = run
+            .ctx
+            .applier
+            .run_hooks(&mut rel.hooks, event, &ns, timeout)
+            .await
+        {
+            set_status(
+                &mut rel,
+                Status::Failed,
+                format!("Release {:?} failed: {e}", run.release_name),
+            );
             run.storage.update(&rel).await?;
-            return Ok(Outcome::Failed { reason: failed_reason, message: e.to_string() });
+            return Ok(Outcome::Failed {
+                reason: failed_reason,
+                message: e.to_string(),
+            });
         }
     }
 
     // The new revision is live: the previous deployed ones are superseded.
-    for old in history.iter().filter(|r| r.info.as_ref().is_some_and(|i| i.status == Status::Deployed)) {
+    for old in history.iter().filter(|r| {
+        r.info
+            .as_ref()
+            .is_some_and(|i| i.status == Status::Deployed)
+    }) {
         let mut old = old.clone();
         set_status_keep_time(&mut old, Status::Superseded);
         run.storage.update(&old).await?;
@@ -217,16 +337,26 @@ pub async fn test(run: &mut Run<'_>, mut latest: Release) -> crate::Result<Outco
         .unwrap_or(run.hr.spec.timeout)
         .as_std();
     let ns = run.target_namespace.clone();
-    let result = run.ctx.applier.run_hooks(&mut latest.hooks, hook_event::TEST, &ns, timeout).await;
+    let result = run
+        .ctx
+        .applier
+        .run_hooks(&mut latest.hooks, hook_event::TEST, &ns, timeout)
+        .await;
     run.storage.update(&latest).await?;
     Ok(match result {
         Ok(()) => Outcome::Succeeded {
             reason: super::status::reason::TEST_SUCCEEDED,
-            message: format!("Helm test succeeded for release {ns}/{}.v{}", run.release_name, latest.version),
+            message: format!(
+                "Helm test succeeded for release {ns}/{}.v{}",
+                run.release_name, latest.version
+            ),
         },
         Err(e) => Outcome::Failed {
             reason: super::status::reason::TEST_FAILED,
-            message: format!("Helm test failed for release {ns}/{}.v{}: {e}", run.release_name, latest.version),
+            message: format!(
+                "Helm test failed for release {ns}/{}.v{}: {e}",
+                run.release_name, latest.version
+            ),
         },
     })
 }
@@ -235,7 +365,10 @@ pub async fn test(run: &mut Run<'_>, mut latest: Release) -> crate::Result<Outco
 /// and manifest.
 pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate::Result<Outcome> {
     run.set_phase(super::Phase::RollingBack);
-    let failed = |message: String| Outcome::Failed { reason: super::status::reason::ROLLBACK_FAILED, message };
+    let failed = |message: String| Outcome::Failed {
+        reason: super::status::reason::ROLLBACK_FAILED,
+        message,
+    };
     let Some(target) = history.iter().find(|r| r.version == to) else {
         return Ok(failed(format!("revision {to} is not in Helm storage")));
     };
@@ -255,6 +388,7 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
     );
     rel.manifest = target.manifest.clone();
     rel.hooks = target.hooks.clone();
+    rel.info.as_mut().unwrap().rollback_revision = to;
     if let Some(first) = history.iter().find_map(|r| r.info.as_ref()?.first_deployed) {
         rel.info.as_mut().unwrap().first_deployed = Some(first);
     }
@@ -262,15 +396,28 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
     let ns = run.target_namespace.clone();
     let steps = async {
         if !spec.disable_hooks {
-            run.ctx.applier.run_hooks(&mut rel.hooks, hook_event::PRE_ROLLBACK, &ns, timeout).await?;
+            run.ctx
+                .applier
+                .run_hooks(&mut rel.hooks, hook_event::PRE_ROLLBACK, &ns, timeout)
+                .await?;
         }
-        run.ctx.applier.apply(&rel.manifest, &ns, &run.release_name).await?;
-        run.ctx.applier.prune(&current.manifest, &rel.manifest, &ns).await?;
+        run.ctx
+            .applier
+            .apply(&rel.manifest, &ns, &run.release_name)
+            .await?;
+        run.ctx
+            .applier
+            .prune(&current.manifest, &rel.manifest, &ns)
+            .await?;
         Ok::<_, crate::Error>(())
     }
     .await;
     if let Err(e) = steps {
-        set_status(&mut rel, Status::Failed, format!("Rollback \"{}\" failed: {e}", run.release_name));
+        set_status(
+            &mut rel,
+            Status::Failed,
+            format!("Rollback \"{}\" failed: {e}", run.release_name),
+        );
         run.storage.update(&rel).await?;
         return Ok(failed(e.to_string()));
     }
@@ -278,22 +425,37 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
         match run.wait_for(&rel, timeout).await? {
             WaitEnd::Ready => {}
             WaitEnd::Failed(why) | WaitEnd::Canceled { why, .. } => {
-                set_status(&mut rel, Status::Failed, format!("Rollback \"{}\" failed: {why}", run.release_name));
+                set_status(
+                    &mut rel,
+                    Status::Failed,
+                    format!("Rollback \"{}\" failed: {why}", run.release_name),
+                );
                 run.storage.update(&rel).await?;
                 return Ok(failed(why));
             }
         }
     }
     if !spec.disable_hooks
-        && let Err(e) = run.ctx.applier.run_hooks(&mut rel.hooks, hook_event::POST_ROLLBACK, &ns, timeout).await
+        && let Err(e) = run
+            .ctx
+            .applier
+            .run_hooks(&mut rel.hooks, hook_event::POST_ROLLBACK, &ns, timeout)
+            .await
     {
-        set_status(&mut rel, Status::Failed, format!("Rollback \"{}\" failed: {e}", run.release_name));
+        set_status(
+            &mut rel,
+            Status::Failed,
+            format!("Rollback \"{}\" failed: {e}", run.release_name),
+        );
         run.storage.update(&rel).await?;
         return Ok(failed(e.to_string()));
     }
     // As Helm: the revision rolled back from and any deployed one become superseded.
     for old in history.iter().filter(|r| {
-        r.version == current.version || r.info.as_ref().is_some_and(|i| i.status == Status::Deployed)
+        r.version == current.version
+            || r.info
+                .as_ref()
+                .is_some_and(|i| i.status == Status::Deployed)
     }) {
         let mut old = old.clone();
         set_status_keep_time(&mut old, Status::Superseded);
@@ -304,7 +466,10 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
     run.prune_history().await;
     Ok(Outcome::Succeeded {
         reason: super::status::reason::ROLLBACK_SUCCEEDED,
-        message: format!("Helm rollback to revision {to} succeeded for release {ns}/{}.v{version}", run.release_name),
+        message: format!(
+            "Helm rollback to revision {to} succeeded for release {ns}/{}.v{version}",
+            run.release_name
+        ),
     })
 }
 
@@ -322,23 +487,40 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
     let timeout = spec.timeout.unwrap_or(run.hr.spec.timeout).as_std();
     let ns = run.target_namespace.clone();
     let mut rel = latest.clone();
-    set_status(&mut rel, Status::Uninstalling, "Deletion in progress (or silently failed)");
+    set_status(
+        &mut rel,
+        Status::Uninstalling,
+        "Deletion in progress (or silently failed)",
+    );
     run.storage.update(&rel).await?;
     let steps = async {
         if !spec.disable_hooks {
-            run.ctx.applier.run_hooks(&mut rel.hooks, hook_event::PRE_DELETE, &ns, timeout).await?;
+            run.ctx
+                .applier
+                .run_hooks(&mut rel.hooks, hook_event::PRE_DELETE, &ns, timeout)
+                .await?;
         }
         run.ctx.applier.delete(&rel.manifest, &ns).await?;
         if !spec.disable_hooks {
-            run.ctx.applier.run_hooks(&mut rel.hooks, hook_event::POST_DELETE, &ns, timeout).await?;
+            run.ctx
+                .applier
+                .run_hooks(&mut rel.hooks, hook_event::POST_DELETE, &ns, timeout)
+                .await?;
         }
         Ok::<_, crate::Error>(())
     }
     .await;
     if let Err(e) = steps {
-        set_status(&mut rel, Status::Failed, format!("uninstallation failed: {e}"));
+        set_status(
+            &mut rel,
+            Status::Failed,
+            format!("uninstallation failed: {e}"),
+        );
         run.storage.update(&rel).await?;
-        return Ok(Outcome::Failed { reason: super::status::reason::UNINSTALL_FAILED, message: e.to_string() });
+        return Ok(Outcome::Failed {
+            reason: super::status::reason::UNINSTALL_FAILED,
+            message: e.to_string(),
+        });
     }
     if spec.keep_history {
         set_status(&mut rel, Status::Uninstalled, "Uninstallation complete");
@@ -353,7 +535,10 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
     }
     Ok(Outcome::Succeeded {
         reason: super::status::reason::UNINSTALL_SUCCEEDED,
-        message: format!("Helm uninstall succeeded for release {ns}/{}.v{}", run.release_name, latest.version),
+        message: format!(
+            "Helm uninstall succeeded for release {ns}/{}.v{}",
+            run.release_name, latest.version
+        ),
     })
 }
 
@@ -365,7 +550,9 @@ pub async fn unlock(run: &mut Run<'_>, mut latest: Release) -> crate::Result<Out
     set_status(
         &mut latest,
         Status::Failed,
-        format!("Release was left {was} by an engine that stopped before finishing; marked failed by wheelhouse to unlock it"),
+        format!(
+            "Release was left {was} by an engine that stopped before finishing; marked failed by wheelhouse to unlock it"
+        ),
     );
     run.storage.update(&latest).await?;
     Ok(Outcome::Succeeded {

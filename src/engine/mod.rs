@@ -25,7 +25,9 @@ use kube::{Api, Client};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use handle::{Command, EngineHandle, LiveState, Phase, ReleaseKey, ReleaseView, Views, WaitView};
+pub use handle::{
+    Command, EngineHandle, LiveState, Phase, ReleaseKey, ReleaseView, Views, WaitView,
+};
 pub use lease::Role;
 
 use crate::api::HelmRelease;
@@ -50,8 +52,10 @@ impl EngineConfig {
     /// Defaults: all namespaces, lease in `default`, chart cache in the platform cache
     /// directory, `helm template` from $WHEELHOUSE_HELM or PATH.
     pub fn new(scope: Scope) -> Self {
-        let cache = directories::ProjectDirs::from("dev", "wheelhouse", "wheelhouse")
-            .map_or_else(|| std::env::temp_dir().join("wheelhouse"), |d| d.cache_dir().to_path_buf());
+        let cache = directories::ProjectDirs::from("dev", "wheelhouse", "wheelhouse").map_or_else(
+            || std::env::temp_dir().join("wheelhouse"),
+            |d| d.cache_dir().to_path_buf(),
+        );
         Self {
             scope,
             lease_namespace: "default".into(),
@@ -67,7 +71,9 @@ impl EngineConfig {
 pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle> {
     let stop = CancellationToken::new();
     let (role, lease_task) = if config.passive {
-        let (_tx, rx) = watch::channel(Role::Follower { holder: "none (read-only)".into() });
+        let (_tx, rx) = watch::channel(Role::Follower {
+            holder: "none (read-only)".into(),
+        });
         (rx, tokio::spawn(async {}))
     } else {
         lease::run(
@@ -230,7 +236,12 @@ impl Dispatcher {
         let Msg::Updated(hr) = msg else { return };
         let (tx, rx) = mpsc::unbounded_channel();
         let inbox = Inbox::new(rx, hr);
-        tokio::spawn(worker::run(self.ctx.clone(), key.clone(), inbox, term.child_token()));
+        tokio::spawn(worker::run(
+            self.ctx.clone(),
+            key.clone(),
+            inbox,
+            term.child_token(),
+        ));
         workers.insert(key.clone(), tx);
     }
 

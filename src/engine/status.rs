@@ -106,25 +106,41 @@ fn truncate(mut s: String, max: usize) -> String {
 }
 
 /// Writes the whole status (server-side apply on the status subresource).
-pub async fn write(api: &Api<HelmRelease>, name: &str, status: &HelmReleaseStatus) -> kube::Result<()> {
+pub async fn write(
+    api: &Api<HelmRelease>,
+    name: &str,
+    status: &HelmReleaseStatus,
+) -> kube::Result<()> {
     let body = serde_json::json!({
         "apiVersion": "wheelhouse.dev/v1alpha1",
         "kind": "HelmRelease",
         "status": status,
     });
-    api.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(body))
-        .await?;
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(body),
+    )
+    .await?;
     Ok(())
 }
 
 /// status.history from Helm storage: newest first, at most `max` (0 = all).
-pub fn history(releases: &[Release], max: usize, config_digest: impl Fn(&Release) -> String) -> Vec<Snapshot> {
+pub fn history(
+    releases: &[Release],
+    max: usize,
+    config_digest: impl Fn(&Release) -> String,
+) -> Vec<Snapshot> {
     let mut out: Vec<Snapshot> = releases
         .iter()
         .rev()
         .map(|r| {
             let info = r.info.clone().unwrap_or_default();
-            let meta = r.chart.as_ref().and_then(|c| c.metadata.clone()).unwrap_or_default();
+            let meta = r
+                .chart
+                .as_ref()
+                .and_then(|c| c.metadata.clone())
+                .unwrap_or_default();
             let tests = super::plan::TestState::of(r);
             Snapshot {
                 version: r.version,
@@ -160,13 +176,34 @@ mod tests {
     #[test]
     fn transition_time_moves_only_when_status_changes() {
         let mut s = HelmReleaseStatus::default();
-        set(&mut s, condition::READY, Truth::False, reason::PROGRESSING, "installing", Some(1));
+        set(
+            &mut s,
+            condition::READY,
+            Truth::False,
+            reason::PROGRESSING,
+            "installing",
+            Some(1),
+        );
         let first = s.conditions[0].last_transition_time.clone();
         std::thread::sleep(std::time::Duration::from_millis(5));
-        set(&mut s, condition::READY, Truth::False, reason::INSTALL_FAILED, "boom", Some(1));
+        set(
+            &mut s,
+            condition::READY,
+            Truth::False,
+            reason::INSTALL_FAILED,
+            "boom",
+            Some(1),
+        );
         assert_eq!(s.conditions[0].last_transition_time, first);
         assert_eq!(s.conditions[0].reason, reason::INSTALL_FAILED);
-        set(&mut s, condition::READY, Truth::True, reason::INSTALL_SUCCEEDED, "ok", Some(1));
+        set(
+            &mut s,
+            condition::READY,
+            Truth::True,
+            reason::INSTALL_SUCCEEDED,
+            "ok",
+            Some(1),
+        );
         assert_ne!(s.conditions[0].last_transition_time, first);
         assert_eq!(s.conditions.len(), 1);
         remove(&mut s, condition::READY);

@@ -20,7 +20,9 @@ use super::actions::{self, Outcome, Prepared};
 use super::handle::{Command, LiveState, Phase, ReleaseKey, WaitView};
 use super::plan::{self, Desired, Latest, Next, Observed, Policy, TestState};
 use super::status::{self, Truth, condition, reason};
-use crate::api::{FINALIZER, HelmRelease, HelmReleaseStatus, ReleaseAction, WaitStatus, annotations};
+use crate::api::{
+    FINALIZER, HelmRelease, HelmReleaseStatus, ReleaseAction, WaitStatus, annotations,
+};
 use crate::apply::Applier;
 use crate::health::{self, Progress, Target};
 use crate::release::{Release, Status, Storage};
@@ -29,6 +31,13 @@ use crate::source::{ChartSource, RepoAuth};
 
 /// Marks a revision the engine unlocked after another engine stopped mid-action.
 pub const INTERRUPTED_PREFIX: &str = "Release was left";
+
+/// What `.Capabilities` needs from the server, and when it was read.
+struct Capabilities {
+    read_at: Instant,
+    kube_version: Option<String>,
+    api_versions: Vec<String>,
+}
 
 /// Shared by all workers of one engine.
 pub struct Context {
@@ -40,7 +49,7 @@ pub struct Context {
     /// This engine's identity, in a form valid as a label value.
     pub identity_label: String,
     pub live: watch::Sender<Arc<BTreeMap<ReleaseKey, LiveState>>>,
-    capabilities: tokio::sync::Mutex<Option<(Instant, Option<String>, Vec<String>)>>,
+    capabilities: tokio::sync::Mutex<Option<Capabilities>>,
 }
 
 impl Context {
@@ -54,7 +63,13 @@ impl Context {
     ) -> Self {
         let label: String = identity
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .take(63)
             .collect();
         Self {
@@ -63,7 +78,9 @@ impl Context {
             source,
             renderer,
             recorder,
-            identity_label: label.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_owned(),
+            identity_label: label
+                .trim_matches(|c: char| !c.is_ascii_alphanumeric())
+                .to_owned(),
             live,
             capabilities: tokio::sync::Mutex::new(None),
         }
@@ -73,12 +90,17 @@ impl Context {
     /// few minutes (CRDs installed by a release add group versions).
     pub async fn capabilities(&self) -> (Option<String>, Vec<String>) {
         let mut cached = self.capabilities.lock().await;
-        if let Some((at, version, apis)) = cached.as_ref()
-            && at.elapsed() < Duration::from_secs(120)
+        if let Some(c) = cached.as_ref()
+            && c.read_at.elapsed() < Duration::from_secs(120)
         {
-            return (version.clone(), apis.clone());
+            return (c.kube_version.clone(), c.api_versions.clone());
         }
-        let version = self.client.apiserver_version().await.ok().map(|v| v.git_version);
+        let version = self
+            .client
+            .apiserver_version()
+            .await
+            .ok()
+            .map(|v| v.git_version);
         let mut apis = Vec::new();
         if let Ok(core) = self.client.list_core_api_versions().await {
             apis.extend(core.versions);
@@ -88,7 +110,11 @@ impl Context {
                 apis.extend(g.versions.into_iter().map(|v| v.group_version));
             }
         }
-        *cached = Some((Instant::now(), version.clone(), apis.clone()));
+        *cached = Some(Capabilities {
+            read_at: Instant::now(),
+            kube_version: version.clone(),
+            api_versions: apis.clone(),
+        });
         (version, apis)
     }
 }
@@ -112,7 +138,12 @@ pub struct Inbox {
 
 impl Inbox {
     pub fn new(rx: mpsc::UnboundedReceiver<Msg>, hr: Arc<HelmRelease>) -> Self {
-        Self { rx, newest: hr, deleted: false, handled_cancel: None }
+        Self {
+            rx,
+            newest: hr,
+            deleted: false,
+            handled_cancel: None,
+        }
     }
 }
 
@@ -186,11 +217,25 @@ impl Run<'_> {
             ReleaseAction::Install => "install",
             ReleaseAction::Upgrade => "upgrade",
         };
-        status::set(s, condition::RECONCILING, Truth::True, reason::PROGRESSING,
-            format!("Running {verb} with chart {}@{}", prepared.resolved.name, prepared.resolved.version),
-            self.hr.metadata.generation);
-        status::set(s, condition::READY, Truth::Unknown, reason::PROGRESSING,
-            format!("Running {verb}"), self.hr.metadata.generation);
+        status::set(
+            s,
+            condition::RECONCILING,
+            Truth::True,
+            reason::PROGRESSING,
+            format!(
+                "Running {verb} with chart {}@{}",
+                prepared.resolved.name, prepared.resolved.version
+            ),
+            self.hr.metadata.generation,
+        );
+        status::set(
+            s,
+            condition::READY,
+            Truth::Unknown,
+            reason::PROGRESSING,
+            format!("Running {verb}"),
+            self.hr.metadata.generation,
+        );
         self.write_status().await;
     }
 
@@ -204,13 +249,26 @@ impl Run<'_> {
     /// The health check of a revision: watches its objects until ready, failed, timed
     /// out or cancelled, publishing progress to front ends and to status.wait.
     pub async fn wait_for(&mut self, rel: &Release, timeout: Duration) -> crate::Result<WaitEnd> {
-        let refs = self.ctx.applier.objects(&rel.manifest, &self.target_namespace).await?;
+        let refs = self
+            .ctx
+            .applier
+            .objects(&rel.manifest, &self.target_namespace)
+            .await?;
         let mut targets = Vec::with_capacity(refs.len());
         for r in refs {
-            if let Some((resource, namespaced)) = self.ctx.applier.find_resource(&r.api_version, &r.kind).await? {
+            if let Some((resource, namespaced)) = self
+                .ctx
+                .applier
+                .find_resource(&r.api_version, &r.kind)
+                .await?
+            {
                 targets.push(Target {
                     resource,
-                    namespace: if namespaced { r.namespace.clone() } else { None },
+                    namespace: if namespaced {
+                        r.namespace.clone()
+                    } else {
+                        None
+                    },
                     name: r.name.clone(),
                 });
             }
@@ -233,7 +291,10 @@ impl Run<'_> {
                 revision: rel.version,
                 started_at: started,
                 deadline: deadline_at,
-                progress: Progress { total: targets.len(), ..Progress::default() },
+                progress: Progress {
+                    total: targets.len(),
+                    ..Progress::default()
+                },
             });
             self.publish(&live);
         }
@@ -305,9 +366,15 @@ impl Run<'_> {
             health::Outcome::TimedOut(p) => WaitEnd::Failed(format!(
                 "timed out after {} waiting for {}",
                 crate::api::Duration(timeout),
-                p.pending.iter().map(|(o, why)| format!("{o} ({why})")).collect::<Vec<_>>().join(", ")
+                p.pending
+                    .iter()
+                    .map(|(o, why)| format!("{o} ({why})"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )),
-            health::Outcome::Failed { object, reason } => WaitEnd::Failed(format!("{object}: {reason}")),
+            health::Outcome::Failed { object, reason } => {
+                WaitEnd::Failed(format!("{object}: {reason}"))
+            }
             health::Outcome::Canceled => {
                 let (by_operator, why) = canceled.unwrap_or((false, "canceled".into()));
                 WaitEnd::Canceled { by_operator, why }
@@ -334,7 +401,12 @@ struct Trigger {
 
 impl Trigger {
     fn of(hr: &HelmRelease) -> Self {
-        let a = |k: &str| hr.metadata.annotations.as_ref().and_then(|m| m.get(k).cloned());
+        let a = |k: &str| {
+            hr.metadata
+                .annotations
+                .as_ref()
+                .and_then(|m| m.get(k).cloned())
+        };
         Self {
             generation: hr.metadata.generation,
             deleting: hr.metadata.deletion_timestamp.is_some(),
@@ -393,7 +465,13 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
 const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
 const RETRY: Duration = Duration::from_secs(10);
 
-async fn reconcile(ctx: &Context, key: &ReleaseKey, hr: Arc<HelmRelease>, inbox: &mut Inbox, stop: &CancellationToken) -> Duration {
+async fn reconcile(
+    ctx: &Context,
+    key: &ReleaseKey,
+    hr: Arc<HelmRelease>,
+    inbox: &mut Inbox,
+    stop: &CancellationToken,
+) -> Duration {
     let api: Api<HelmRelease> = Api::namespaced(ctx.client.clone(), &key.namespace);
     let mut run = Run {
         ctx,
@@ -411,17 +489,24 @@ async fn reconcile(ctx: &Context, key: &ReleaseKey, hr: Arc<HelmRelease>, inbox:
     if hr.metadata.deletion_timestamp.is_some() {
         return finalize(&mut run).await;
     }
-    if !hr.finalizers().iter().any(|f| f == FINALIZER) {
-        if let Err(e) = add_finalizer(&run).await {
-            tracing::warn!(release = %key, error = %e, "cannot add finalizer");
-            return RETRY;
-        }
+    if !hr.finalizers().iter().any(|f| f == FINALIZER)
+        && let Err(e) = add_finalizer(&run).await
+    {
+        tracing::warn!(release = %key, error = %e, "cannot add finalizer");
+        return RETRY;
     }
     match reconcile_release(&mut run).await {
         Ok(requeue) => requeue,
         Err(e) => {
             let generation = hr.metadata.generation;
-            status::set(&mut run.status, condition::READY, Truth::False, reason::PROGRESSING, e.to_string(), generation);
+            status::set(
+                &mut run.status,
+                condition::READY,
+                Truth::False,
+                reason::PROGRESSING,
+                e.to_string(),
+                generation,
+            );
             run.write_status().await;
             tracing::warn!(release = %key, error = %e, "reconcile failed");
             RETRY
@@ -434,17 +519,29 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
     let generation = hr.metadata.generation;
     let interval = hr.spec.interval.as_std();
 
-    if let Some(t) = new_token(&hr, annotations::RESET_AT, run.status.last_handled_reset_at.as_deref()) {
+    if let Some(t) = new_token(
+        &hr,
+        annotations::RESET_AT,
+        run.status.last_handled_reset_at.as_deref(),
+    ) {
         run.status.failures = 0;
         run.status.install_failures = 0;
         run.status.upgrade_failures = 0;
         run.status.last_handled_reset_at = Some(t);
     }
-    if let Some(t) = new_token(&hr, annotations::RECONCILE_REQUESTED_AT, run.status.last_handled_reconcile_at.as_deref()) {
+    if let Some(t) = new_token(
+        &hr,
+        annotations::RECONCILE_REQUESTED_AT,
+        run.status.last_handled_reconcile_at.as_deref(),
+    ) {
         run.status.last_handled_reconcile_at = Some(t);
     }
     // A cancelWaitAt with no wait running is simply recorded.
-    if let Some(t) = new_token(&hr, annotations::CANCEL_WAIT_AT, run.status.last_handled_cancel_wait_at.as_deref()) {
+    if let Some(t) = new_token(
+        &hr,
+        annotations::CANCEL_WAIT_AT,
+        run.status.last_handled_cancel_wait_at.as_deref(),
+    ) {
         run.status.last_handled_cancel_wait_at = Some(t);
     }
     if hr.spec.suspend {
@@ -452,7 +549,14 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
         return Ok(NEVER);
     }
     if let Some(waiting) = unready_dependency(run).await {
-        status::set(&mut run.status, condition::READY, Truth::False, reason::DEPENDENCY_NOT_READY, waiting, generation);
+        status::set(
+            &mut run.status,
+            condition::READY,
+            Truth::False,
+            reason::DEPENDENCY_NOT_READY,
+            waiting,
+            generation,
+        );
         run.write_status().await;
         return Ok(Duration::from_secs(5));
     }
@@ -461,10 +565,18 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
     let prepared = match prepare(run).await {
         Ok(p) => p,
         Err((reason, message)) => {
-            status::set(&mut run.status, condition::READY, Truth::False, reason, &message, generation);
+            status::set(
+                &mut run.status,
+                condition::READY,
+                Truth::False,
+                reason,
+                &message,
+                generation,
+            );
             status::remove(&mut run.status, condition::RECONCILING);
             run.write_status().await;
-            run.event(EventType::Warning, reason, "Reconcile", message).await;
+            run.event(EventType::Warning, reason, "Reconcile", message)
+                .await;
             return Ok(RETRY.max(Duration::from_secs(30)).min(interval));
         }
     };
@@ -476,13 +588,18 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
     // A new desired state gets a fresh set of retries, as in Flux.
     if run.status.last_attempted_generation != generation
         || run.status.last_attempted_revision.as_deref() != Some(desired.chart_version.as_str())
-        || run.status.last_attempted_config_digest.as_deref() != Some(desired.config_digest.as_str())
+        || run.status.last_attempted_config_digest.as_deref()
+            != Some(desired.config_digest.as_str())
     {
         run.status.failures = 0;
         run.status.install_failures = 0;
         run.status.upgrade_failures = 0;
     }
-    let mut force = new_token(&hr, annotations::FORCE_AT, run.status.last_handled_force_at.as_deref());
+    let mut force = new_token(
+        &hr,
+        annotations::FORCE_AT,
+        run.status.last_handled_force_at.as_deref(),
+    );
 
     for _ in 0..8 {
         let history = run.storage.history(&run.release_name).await?;
@@ -493,7 +610,14 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
         let outcome = match &next {
             Next::InSync => {
                 let (r, m) = success_reason(&run.status, latest.as_ref());
-                status::set(&mut run.status, condition::READY, Truth::True, r, m, generation);
+                status::set(
+                    &mut run.status,
+                    condition::READY,
+                    Truth::True,
+                    r,
+                    m,
+                    generation,
+                );
                 status::remove(&mut run.status, condition::RECONCILING);
                 status::remove(&mut run.status, condition::STALLED);
                 run.status.observed_generation = generation;
@@ -502,36 +626,65 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
                 return Ok(interval);
             }
             Next::Stalled { reason: r, message } => {
-                status::set(&mut run.status, condition::STALLED, Truth::True, r, message.clone(), generation);
-                status::set(&mut run.status, condition::READY, Truth::False, r, message.clone(), generation);
+                status::set(
+                    &mut run.status,
+                    condition::STALLED,
+                    Truth::True,
+                    r,
+                    message.clone(),
+                    generation,
+                );
+                status::set(
+                    &mut run.status,
+                    condition::READY,
+                    Truth::False,
+                    r,
+                    message.clone(),
+                    generation,
+                );
                 status::remove(&mut run.status, condition::RECONCILING);
                 run.status.observed_generation = generation;
                 record_history(run, &history);
                 run.write_status().await;
-                run.event(EventType::Warning, r, "Reconcile", message.clone()).await;
+                run.event(EventType::Warning, r, "Reconcile", message.clone())
+                    .await;
                 return Ok(NEVER);
             }
             Next::Install | Next::Upgrade => {
-                let outcome = actions::install_or_upgrade(run, &prepared, latest.as_ref(), &history).await?;
+                let outcome =
+                    actions::install_or_upgrade(run, &prepared, latest.as_ref(), &history).await?;
                 if let Some(t) = force.take() {
                     run.status.last_handled_force_at = Some(t);
                 }
                 outcome
             }
-            Next::Test => actions::test(run, latest.expect("planner tests an existing revision")).await?,
+            Next::Test => {
+                actions::test(run, latest.expect("planner tests an existing revision")).await?
+            }
             Next::Rollback { to } => actions::rollback(run, &history, *to).await?,
             Next::Uninstall => actions::uninstall(run, &history).await?,
-            Next::Unlock { .. } => actions::unlock(run, latest.expect("planner unlocks an existing revision")).await?,
+            Next::Unlock { .. } => {
+                actions::unlock(run, latest.expect("planner unlocks an existing revision")).await?
+            }
         };
         run.set_phase(Phase::Idle);
         let history = run.storage.history(&run.release_name).await?;
         record_history(run, &history);
         record_outcome(run, &next, &outcome).await;
-        if matches!(outcome, Outcome::Canceled { by_operator: false, .. }) {
+        if matches!(
+            outcome,
+            Outcome::Canceled {
+                by_operator: false,
+                ..
+            }
+        ) {
             // Superseded by a newer desired state: start over with it right away.
             return Ok(Duration::ZERO);
         }
-        if run.inbox.newest.metadata.generation != generation || run.inbox.deleted || run.stop.is_cancelled() {
+        if run.inbox.newest.metadata.generation != generation
+            || run.inbox.deleted
+            || run.stop.is_cancelled()
+        {
             return Ok(Duration::ZERO);
         }
         if run.inbox.newest.spec.suspend {
@@ -545,7 +698,11 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
 fn observe(run: &Run<'_>, history: &[Release], desired: &Desired, force: bool) -> Observed {
     let latest = history.last().map(|r| {
         let info = r.info.clone().unwrap_or_default();
-        let meta = r.chart.as_ref().and_then(|c| c.metadata.clone()).unwrap_or_default();
+        let meta = r
+            .chart
+            .as_ref()
+            .and_then(|c| c.metadata.clone())
+            .unwrap_or_default();
         Latest {
             version: r.version,
             status: info.status,
@@ -553,14 +710,19 @@ fn observe(run: &Run<'_>, history: &[Release], desired: &Desired, force: bool) -
             chart_version: meta.version,
             config_digest: crate::values::digest(&r.config),
             tests: TestState::of(r),
-            interrupted: info.status == Status::Failed && info.description.starts_with(INTERRUPTED_PREFIX),
+            interrupted: info.status == Status::Failed
+                && info.description.starts_with(INTERRUPTED_PREFIX),
         }
     });
     let rollback_target = history
         .iter()
         .rev()
         .skip(1)
-        .find(|r| r.info.as_ref().is_some_and(|i| matches!(i.status, Status::Deployed | Status::Superseded)))
+        .find(|r| {
+            r.info
+                .as_ref()
+                .is_some_and(|i| matches!(i.status, Status::Deployed | Status::Superseded))
+        })
         .map(|r| r.version);
     Observed {
         latest,
@@ -580,7 +742,11 @@ fn record_history(run: &mut Run<'_>, history: &[Release]) {
 }
 
 fn success_reason(status: &HelmReleaseStatus, latest: Option<&Release>) -> (&'static str, String) {
-    if let Some(ready) = status.conditions.iter().find(|c| c.type_ == condition::READY && c.status == "True") {
+    if let Some(ready) = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == condition::READY && c.status == "True")
+    {
         let r = match ready.reason.as_str() {
             reason::INSTALL_SUCCEEDED => reason::INSTALL_SUCCEEDED,
             reason::TEST_SUCCEEDED => reason::TEST_SUCCEEDED,
@@ -590,7 +756,11 @@ fn success_reason(status: &HelmReleaseStatus, latest: Option<&Release>) -> (&'st
         return (r, ready.message.clone());
     }
     let version = latest.map_or(0, |r| r.version);
-    let r = if version <= 1 { reason::INSTALL_SUCCEEDED } else { reason::UPGRADE_SUCCEEDED };
+    let r = if version <= 1 {
+        reason::INSTALL_SUCCEEDED
+    } else {
+        reason::UPGRADE_SUCCEEDED
+    };
     (r, format!("Helm release revision {version} is deployed"))
 }
 
@@ -603,24 +773,62 @@ async fn record_outcome(run: &mut Run<'_>, next: &Next, outcome: &Outcome) {
         Outcome::Succeeded { reason: r, message } => {
             match next {
                 Next::Install | Next::Upgrade => {
-                    status::set(s, condition::RELEASED, Truth::True, r, message.clone(), generation);
-                    status::set(s, condition::READY, Truth::True, r, message.clone(), generation);
+                    status::set(
+                        s,
+                        condition::RELEASED,
+                        Truth::True,
+                        r,
+                        message.clone(),
+                        generation,
+                    );
+                    status::set(
+                        s,
+                        condition::READY,
+                        Truth::True,
+                        r,
+                        message.clone(),
+                        generation,
+                    );
                 }
                 Next::Test => {
-                    status::set(s, condition::TEST_SUCCESS, Truth::True, r, message.clone(), generation);
-                    status::set(s, condition::READY, Truth::True, r, message.clone(), generation);
+                    status::set(
+                        s,
+                        condition::TEST_SUCCESS,
+                        Truth::True,
+                        r,
+                        message.clone(),
+                        generation,
+                    );
+                    status::set(
+                        s,
+                        condition::READY,
+                        Truth::True,
+                        r,
+                        message.clone(),
+                        generation,
+                    );
                 }
                 Next::Rollback { .. } | Next::Uninstall => {
-                    status::set(s, condition::REMEDIATED, Truth::True, r, message.clone(), generation);
+                    status::set(
+                        s,
+                        condition::REMEDIATED,
+                        Truth::True,
+                        r,
+                        message.clone(),
+                        generation,
+                    );
                 }
                 _ => {}
             }
-            run.event(EventType::Normal, r, &format!("{next:?}"), message.clone()).await;
+            run.event(EventType::Normal, r, &format!("{next:?}"), message.clone())
+                .await;
         }
         Outcome::Failed { reason: r, message } => {
             s.failures += 1;
             match (next, action) {
-                (Next::Install, _) | (Next::Test, Some(ReleaseAction::Install)) => s.install_failures += 1,
+                (Next::Install, _) | (Next::Test, Some(ReleaseAction::Install)) => {
+                    s.install_failures += 1
+                }
                 (Next::Upgrade, _) | (Next::Test, _) => s.upgrade_failures += 1,
                 _ => {}
             }
@@ -630,10 +838,21 @@ async fn record_outcome(run: &mut Run<'_>, next: &Next, outcome: &Outcome) {
                 _ => condition::RELEASED,
             };
             status::set(s, cond, Truth::False, r, message.clone(), generation);
-            status::set(s, condition::READY, Truth::False, r, message.clone(), generation);
-            run.event(EventType::Warning, r, &format!("{next:?}"), message.clone()).await;
+            status::set(
+                s,
+                condition::READY,
+                Truth::False,
+                r,
+                message.clone(),
+                generation,
+            );
+            run.event(EventType::Warning, r, &format!("{next:?}"), message.clone())
+                .await;
         }
-        Outcome::Canceled { by_operator, message } => {
+        Outcome::Canceled {
+            by_operator,
+            message,
+        } => {
             if *by_operator {
                 s.failures += 1;
                 match action {
@@ -641,8 +860,21 @@ async fn record_outcome(run: &mut Run<'_>, next: &Next, outcome: &Outcome) {
                     _ => s.upgrade_failures += 1,
                 }
             }
-            status::set(s, condition::READY, Truth::False, reason::HEALTH_CHECK_CANCELED, message.clone(), generation);
-            run.event(EventType::Warning, reason::HEALTH_CHECK_CANCELED, "Wait", message.clone()).await;
+            status::set(
+                s,
+                condition::READY,
+                Truth::False,
+                reason::HEALTH_CHECK_CANCELED,
+                message.clone(),
+                generation,
+            );
+            run.event(
+                EventType::Warning,
+                reason::HEALTH_CHECK_CANCELED,
+                "Wait",
+                message.clone(),
+            )
+            .await;
         }
     }
     run.write_status().await;
@@ -671,18 +903,28 @@ async fn prepare(run: &Run<'_>) -> Result<Prepared, (&'static str, String)> {
     let values = crate::values::compose(&run.ctx.client, hr)
         .await
         .map_err(|e| (reason::INIT_FAILED, e.to_string()))?;
-    Ok(Prepared { resolved, chart, values })
+    Ok(Prepared {
+        resolved,
+        chart,
+        values,
+    })
 }
 
 /// The first dependency that is not Ready, described for the status message.
 async fn unready_dependency(run: &Run<'_>) -> Option<String> {
     for dep in &run.hr.spec.depends_on {
-        let ns = dep.namespace.clone().unwrap_or_else(|| run.key.namespace.clone());
+        let ns = dep
+            .namespace
+            .clone()
+            .unwrap_or_else(|| run.key.namespace.clone());
         let api: Api<HelmRelease> = Api::namespaced(run.ctx.client.clone(), &ns);
         let ready = match api.get_opt(&dep.name).await {
             Ok(Some(d)) => {
-                let observed = d.status.as_ref().and_then(|s| s.observed_generation) == d.metadata.generation;
-                observed && d.condition(condition::READY).is_some_and(|c| c.status == "True")
+                let observed =
+                    d.status.as_ref().and_then(|s| s.observed_generation) == d.metadata.generation;
+                observed
+                    && d.condition(condition::READY)
+                        .is_some_and(|c| c.status == "True")
             }
             _ => false,
         };
@@ -703,7 +945,9 @@ async fn set_finalizers(run: &Run<'_>, change: impl Fn(&mut Vec<String>)) -> kub
         "finalizers": finalizers,
         "resourceVersion": current.metadata.resource_version,
     }});
-    run.api.patch(&run.key.name, &PatchParams::default(), &Patch::Merge(patch)).await?;
+    run.api
+        .patch(&run.key.name, &PatchParams::default(), &Patch::Merge(patch))
+        .await?;
     Ok(())
 }
 
@@ -730,18 +974,40 @@ async fn finalize(run: &mut Run<'_>) -> Duration {
                 return RETRY;
             }
         };
-        let live = history.last().is_some_and(|r| r.info.as_ref().is_some_and(|i| i.status != Status::Uninstalled));
+        let live = history.last().is_some_and(|r| {
+            r.info
+                .as_ref()
+                .is_some_and(|i| i.status != Status::Uninstalled)
+        });
         if live {
             match actions::uninstall(run, &history).await {
                 Ok(Outcome::Succeeded { message, .. }) => {
-                    run.event(EventType::Normal, reason::UNINSTALL_SUCCEEDED, "Uninstall", message).await;
+                    run.event(
+                        EventType::Normal,
+                        reason::UNINSTALL_SUCCEEDED,
+                        "Uninstall",
+                        message,
+                    )
+                    .await;
                 }
                 Ok(Outcome::Failed { message, .. } | Outcome::Canceled { message, .. }) => {
-                    run.event(EventType::Warning, reason::UNINSTALL_FAILED, "Uninstall", message).await;
+                    run.event(
+                        EventType::Warning,
+                        reason::UNINSTALL_FAILED,
+                        "Uninstall",
+                        message,
+                    )
+                    .await;
                     return RETRY;
                 }
                 Err(e) => {
-                    run.event(EventType::Warning, reason::UNINSTALL_FAILED, "Uninstall", e.to_string()).await;
+                    run.event(
+                        EventType::Warning,
+                        reason::UNINSTALL_FAILED,
+                        "Uninstall",
+                        e.to_string(),
+                    )
+                    .await;
                     return RETRY;
                 }
             }

@@ -54,6 +54,9 @@ pub struct Info {
     pub status: Status,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub notes: String,
+    /// Helm 4: the revision a rollback revision restored.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rollback_revision: i32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -423,6 +423,7 @@ mod tests {
                 description: "Upgrade complete".into(),
                 status: Status::Deployed,
                 notes: "thanks".into(),
+                rollback_revision: 0,
             }),
             chart: Some(Chart {
                 metadata: Some(Metadata {
