@@ -389,13 +389,12 @@ fn new_token(hr: &HelmRelease, annotation: &str, handled: Option<&str>) -> Optio
     (Some(value.as_str()) != handled).then(|| value.clone())
 }
 
-/// What, in a HelmRelease update, calls for a reconcile: status-only updates (our own
-/// writes among them) never do.
+/// What, in a HelmRelease update, calls for a reconcile: status-only updates and our own
+/// finalizer write never do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Trigger {
     generation: Option<i64>,
     deleting: bool,
-    has_finalizer: bool,
     tokens: [Option<String>; 4],
 }
 
@@ -410,7 +409,6 @@ impl Trigger {
         Self {
             generation: hr.metadata.generation,
             deleting: hr.metadata.deletion_timestamp.is_some(),
-            has_finalizer: hr.finalizers().iter().any(|f| f == FINALIZER),
             tokens: [
                 a(annotations::RECONCILE_REQUESTED_AT),
                 a(annotations::FORCE_AT),

@@ -11,6 +11,7 @@ use kube::api::{DeleteParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
+pub mod engine;
 pub mod source;
 
 /// Generous bound on things the cluster does in well under a second; it only turns a

@@ -1,0 +1,473 @@
+//! The reconcile engine end to end on the local control plane: HelmReleases become real
+//! Helm releases that the helm CLI sees, and every action of the state machine runs.
+
+mod support;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use support::engine::{self as eng, condition, helm, helm_history, is, wait_for, webapp};
+use support::{TestNamespace, client, install_crd};
+use wheelhouse::api::HelmRelease;
+
+async fn setup(prefix: &str) -> (kube::Client, TestNamespace, Api<HelmRelease>) {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::new(&client, prefix).await;
+    let api = Api::namespaced(client.clone(), &ns.name);
+    (client, ns, api)
+}
+
+fn merge_patch(v: serde_json::Value) -> Patch<serde_json::Value> {
+    Patch::Merge(v)
+}
+
+#[tokio::test]
+async fn installs_to_ready_and_upgrades_on_a_values_change() {
+    let (client, ns, api) = setup("eng-install").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    api.create(
+        &PostParams::default(),
+        &webapp("web", serde_json::json!({"values": {"message": "v1"}})),
+    )
+    .await
+    .unwrap();
+
+    let hr = wait_for(&api, "web", "Ready after install", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    let status = hr.status.unwrap();
+    assert_eq!(status.history[0].version, 1);
+    assert_eq!(status.history[0].status, "deployed");
+    assert_eq!(status.last_attempted_revision.as_deref(), Some("1.0.0"));
+    let deployment = Api::<Deployment>::namespaced(client.clone(), &ns.name)
+        .get("web")
+        .await
+        .unwrap();
+    assert_eq!(deployment.status.unwrap().available_replicas, Some(2));
+
+    let list: serde_json::Value =
+        serde_json::from_str(&helm(&ns.name, &["list", "-o", "json"])).unwrap();
+    assert_eq!(list[0]["name"], "web");
+    assert_eq!(list[0]["status"], "deployed");
+    assert_eq!(list[0]["chart"], "webapp-1.0.0");
+
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &merge_patch(serde_json::json!({"spec": {"values": {"message": "v2"}}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "Ready after upgrade", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+            && h.status.as_ref().unwrap().history[0].version == 2
+    })
+    .await;
+    let values: serde_json::Value =
+        serde_json::from_str(&helm(&ns.name, &["get", "values", "web", "-o", "json"])).unwrap();
+    assert_eq!(values["message"], "v2");
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), &ns.name)
+        .get("web-config")
+        .await
+        .unwrap();
+    assert_eq!(cm.data.unwrap()["MESSAGE"], "v2");
+    let history = helm_history(&ns.name, "web");
+    assert_eq!(
+        history
+            .iter()
+            .map(|(r, s, _)| (*r, s.as_str()))
+            .collect::<Vec<_>>(),
+        [(1, "superseded"), (2, "deployed")]
+    );
+    assert!(helm(&ns.name, &["get", "manifest", "web"]).contains("MESSAGE: \"v2\""));
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_failed_upgrade_is_remediated_by_rollback() {
+    let (client, ns, api) = setup("eng-rollback").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    let spec = serde_json::json!({"timeout": "3s", "upgrade": {"remediation": {"retries": 1}}});
+    api.create(&PostParams::default(), &webapp("web", spec))
+        .await
+        .unwrap();
+    wait_for(&api, "web", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+
+    // The new pods never become ready: the wait times out, the engine rolls back, retries
+    // once, rolls back again, and stops.
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &merge_patch(serde_json::json!({"spec": {"values": {"behavior": "never-ready"}}})),
+    )
+    .await
+    .unwrap();
+    let hr = wait_for(&api, "web", "Stalled after retries", |h| {
+        is(h, "Stalled", "True", "RetriesExceeded")
+    })
+    .await;
+    let status = hr.status.unwrap();
+    assert_eq!(status.upgrade_failures, 2);
+    assert_eq!(
+        condition_reason(&hr_remediated(&api).await),
+        "RollbackSucceeded"
+    );
+
+    let history = helm_history(&ns.name, "web");
+    let described: Vec<_> = history
+        .iter()
+        .map(|(r, s, d)| format!("{r} {s} {d}"))
+        .collect();
+    // As with `helm rollback`, the revision rolled back from becomes superseded; its
+    // description keeps why it failed.
+    assert_eq!(history.len(), 5, "{described:#?}");
+    for failed in [1, 3] {
+        let d = &history[failed].2;
+        assert!(
+            d.contains("failed: timed out after 3s waiting for Deployment"),
+            "{described:#?}"
+        );
+        assert!(
+            d.contains("/web (1 of 2 replicas updated)"),
+            "{described:#?}"
+        );
+    }
+    assert_eq!(history[2].2, "Rollback to 1", "{described:#?}");
+    assert_eq!(history[4].1, "deployed", "{described:#?}");
+    assert_eq!(history[4].2, "Rollback to 3", "{described:#?}");
+    // The rollback restored revision 1's pods (no test-behavior label).
+    let deployment = Api::<Deployment>::namespaced(client.clone(), &ns.name)
+        .get("web")
+        .await
+        .unwrap();
+    let labels = deployment
+        .spec
+        .unwrap()
+        .template
+        .metadata
+        .unwrap()
+        .labels
+        .unwrap();
+    assert!(!labels.contains_key("wheelhouse.dev/test-behavior"));
+    ns.delete().await;
+}
+
+async fn hr_remediated(api: &Api<HelmRelease>) -> HelmRelease {
+    api.get("web").await.unwrap()
+}
+
+fn condition_reason(hr: &HelmRelease) -> String {
+    condition(hr, "Remediated")
+        .map(|(_, r)| r)
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn tests_run_after_install_and_a_failing_test_fails_the_release() {
+    let (client, ns, api) = setup("eng-tests").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    api.create(
+        &PostParams::default(),
+        &webapp(
+            "good",
+            serde_json::json!({"test": {"enable": true}, "values": {"tests": {"enabled": true}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    api.create(
+        &PostParams::default(),
+        &webapp("bad", serde_json::json!({"test": {"enable": true}, "values": {"tests": {"enabled": true, "fail": true}}})),
+    )
+    .await
+    .unwrap();
+
+    let good = wait_for(&api, "good", "tests passed", |h| {
+        is(h, "Ready", "True", "TestSucceeded")
+    })
+    .await;
+    assert!(is(&good, "TestSuccess", "True", "TestSucceeded"));
+    assert_eq!(
+        good.status.unwrap().history[0].test_result.as_deref(),
+        Some("passed")
+    );
+
+    let bad = wait_for(&api, "bad", "tests failed", |h| {
+        is(h, "TestSuccess", "False", "TestFailed")
+    })
+    .await;
+    let (ready, _) = condition(&bad, "Ready").unwrap();
+    assert_eq!(ready, "False");
+    let message = bad.condition("TestSuccess").unwrap().message.clone();
+    assert!(message.contains("bad-test"), "{message}");
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn deleting_the_helmrelease_uninstalls_the_release() {
+    let (client, ns, api) = setup("eng-delete").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    api.create(
+        &PostParams::default(),
+        &webapp("web", serde_json::json!({})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+
+    api.delete("web", &DeleteParams::default()).await.unwrap();
+    // Gone for real: the finalizer held it until the release was uninstalled.
+    let gone = |o: Option<&HelmRelease>| o.is_none();
+    tokio::time::timeout(
+        support::PATIENCE,
+        kube::runtime::wait::await_condition(api.clone(), "web", gone),
+    )
+    .await
+    .expect("HelmRelease deleted after uninstall")
+    .unwrap();
+    let deployments = Api::<Deployment>::namespaced(client.clone(), &ns.name)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(
+        deployments
+            .items
+            .iter()
+            .all(|d| d.metadata.deletion_timestamp.is_some()),
+        "objects left behind: {:?}",
+        deployments
+            .items
+            .iter()
+            .map(|d| &d.metadata)
+            .collect::<Vec<_>>()
+    );
+    let storage = Api::<Secret>::namespaced(client.clone(), &ns.name)
+        .list(&ListParams::default().labels("owner=helm"))
+        .await
+        .unwrap();
+    assert!(storage.items.is_empty(), "Helm storage left behind");
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_suspended_release_is_left_alone_until_resumed() {
+    let (client, ns, api) = setup("eng-suspend").await;
+    let engine = eng::start(&client, &ns.name).await;
+    api.create(
+        &PostParams::default(),
+        &webapp("web", serde_json::json!({"suspend": true})),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert!(
+        helm_history_opt(&ns.name, "web").is_empty(),
+        "a suspended release was installed"
+    );
+
+    let key = wheelhouse::engine::ReleaseKey {
+        namespace: ns.name.clone(),
+        name: "web".into(),
+    };
+    engine
+        .handle
+        .send(wheelhouse::engine::Command::Resume(key.clone()))
+        .await
+        .unwrap();
+    wait_for(&api, "web", "installed after resume", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    engine
+        .handle
+        .send(wheelhouse::engine::Command::Suspend(key))
+        .await
+        .unwrap();
+    assert!(api.get("web").await.unwrap().spec.suspend);
+    ns.delete().await;
+}
+
+fn helm_history_opt(ns: &str, release: &str) -> Vec<String> {
+    let out = std::process::Command::new(support::testbin().join("helm"))
+        .args([
+            "history",
+            release,
+            "-o",
+            "json",
+            "--namespace",
+            ns,
+            "--kubeconfig",
+        ])
+        .arg(support::kubeconfig_path())
+        .output()
+        .unwrap();
+    if out.status.success() {
+        vec![String::from_utf8_lossy(&out.stdout).into_owned()]
+    } else {
+        vec![]
+    }
+}
+
+#[tokio::test]
+async fn depends_on_holds_a_release_until_its_dependency_is_ready() {
+    let (client, ns, api) = setup("eng-deps").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    api.create(
+        &PostParams::default(),
+        &webapp("app", serde_json::json!({"dependsOn": [{"name": "db"}]})),
+    )
+    .await
+    .unwrap();
+    let held = wait_for(&api, "app", "held by its dependency", |h| {
+        is(h, "Ready", "False", "DependencyNotReady")
+    })
+    .await;
+    assert!(held.condition("Ready").unwrap().message.contains("db"));
+    assert!(helm_history_opt(&ns.name, "app").is_empty());
+
+    api.create(&PostParams::default(), &webapp("db", serde_json::json!({})))
+        .await
+        .unwrap();
+    let db = wait_for(&api, "db", "db ready", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    let app = wait_for(&api, "app", "app ready after db", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    let deployed = |h: &HelmRelease| {
+        h.status.as_ref().unwrap().history[0]
+            .first_deployed
+            .clone()
+            .unwrap()
+            .0
+    };
+    assert!(deployed(&app) >= deployed(&db));
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn missing_values_source_gives_a_clear_condition_and_applies_nothing() {
+    let (client, ns, api) = setup("eng-badvalues").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    api.create(
+        &PostParams::default(),
+        &webapp(
+            "web",
+            serde_json::json!({"valuesFrom": [{"kind": "ConfigMap", "name": "web-values"}]}),
+        ),
+    )
+    .await
+    .unwrap();
+    let hr = wait_for(&api, "web", "InitFailed", |h| {
+        is(h, "Ready", "False", "InitFailed")
+    })
+    .await;
+    let message = &hr.condition("Ready").unwrap().message;
+    assert!(
+        message.contains("web-values") && message.contains("not found"),
+        "{message}"
+    );
+    assert!(helm_history_opt(&ns.name, "web").is_empty());
+    assert!(
+        Api::<Deployment>::namespaced(client.clone(), &ns.name)
+            .get_opt("web")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Providing the ConfigMap (and asking for a reconcile) lets it install.
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web-values"}, "data": {"values.yaml": "message: from-configmap\n"}
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), &ns.name)
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &merge_patch(serde_json::json!({"metadata": {"annotations": {
+        "reconcile.wheelhouse.dev/requestedAt": "now"}}})),
+    )
+    .await
+    .unwrap();
+    let hr = wait_for(&api, "web", "installed on request", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+            && h.status
+                .as_ref()
+                .unwrap()
+                .last_handled_reconcile_at
+                .as_deref()
+                == Some("now")
+    })
+    .await;
+    let status = hr.status.unwrap();
+    assert_eq!(
+        status.last_handled_reconcile_at.as_deref(),
+        Some("now"),
+        "{status:#?}"
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_second_engine_stays_passive_while_the_first_holds_the_lease() {
+    let (client, ns, api) = setup("eng-lease").await;
+    let first = eng::start(&client, &ns.name).await;
+    let (config, _cache) = eng::config(&ns.name, "second-engine");
+    let second = wheelhouse::engine::start(client.clone(), config).unwrap();
+    let mut role = second.role();
+    tokio::time::timeout(
+        support::PATIENCE,
+        role.wait_for(|r| matches!(r, wheelhouse::engine::Role::Follower { .. })),
+    )
+    .await
+    .expect("second engine became a follower")
+    .unwrap();
+
+    api.create(
+        &PostParams::default(),
+        &webapp("web", serde_json::json!({})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    // Only the leader wrote: one revision, and the second engine still follows.
+    assert_eq!(helm_history(&ns.name, "web").len(), 1);
+    assert!(matches!(
+        *second.role().borrow(),
+        wheelhouse::engine::Role::Follower { .. }
+    ));
+    // The follower sees the release and its commands still reach the cluster.
+    let views = second.views();
+    assert!(views.borrow().keys().any(|k| k.name == "web"));
+    second
+        .send(wheelhouse::engine::Command::Suspend(
+            wheelhouse::engine::ReleaseKey {
+                namespace: ns.name.clone(),
+                name: "web".into(),
+            },
+        ))
+        .await
+        .unwrap();
+    assert!(api.get("web").await.unwrap().spec.suspend);
+    second.shutdown();
+    drop(first);
+    ns.delete().await;
+}

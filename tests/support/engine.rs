@@ -1,0 +1,149 @@
+//! Running a real engine in a test: scoped to the test's namespace, with its lease there
+//! too, so tests in parallel never share an engine.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::runtime::wait::await_condition;
+use kube::{Api, Client};
+use wheelhouse::api::HelmRelease;
+use wheelhouse::client::Scope;
+use wheelhouse::engine::{self, EngineConfig, EngineHandle, Role};
+use wheelhouse::render::HelmTemplate;
+
+use super::{PATIENCE, kubeconfig_path, testbin};
+
+pub struct TestEngine {
+    pub handle: EngineHandle,
+    _cache: tempfile::TempDir,
+}
+
+impl Drop for TestEngine {
+    fn drop(&mut self) {
+        self.handle.shutdown();
+    }
+}
+
+pub fn config(ns: &str, identity: &str) -> (EngineConfig, tempfile::TempDir) {
+    let cache = tempfile::tempdir().unwrap();
+    let mut config = EngineConfig::new(Scope::Namespace(ns.into()));
+    config.lease_namespace = ns.into();
+    config.identity = identity.into();
+    config.chart_cache = cache.path().join("charts");
+    config.renderer = Arc::new(HelmTemplate::new(
+        testbin().join("helm"),
+        Duration::from_secs(60),
+    ));
+    (config, cache)
+}
+
+/// Starts an engine for `ns` and waits until it holds the lease.
+pub async fn start(client: &Client, ns: &str) -> TestEngine {
+    let (config, cache) = config(ns, &format!("test-engine-{ns}"));
+    let handle = engine::start(client.clone(), config).expect("engine starts");
+    let mut role = handle.role();
+    tokio::time::timeout(PATIENCE, role.wait_for(|r| *r == Role::Leader))
+        .await
+        .expect("engine took the lease")
+        .unwrap();
+    TestEngine {
+        handle,
+        _cache: cache,
+    }
+}
+
+pub fn chart(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/charts")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// A HelmRelease of the webapp test chart with extra spec fields merged in.
+pub fn webapp(name: &str, spec: serde_json::Value) -> HelmRelease {
+    let mut value = serde_json::json!({
+        "apiVersion": "wheelhouse.dev/v1alpha1",
+        "kind": "HelmRelease",
+        "metadata": {"name": name},
+        "spec": {"chart": {"path": chart("webapp")}, "timeout": "30s"},
+    });
+    merge(&mut value["spec"], spec);
+    serde_json::from_value(value).unwrap()
+}
+
+fn merge(base: &mut serde_json::Value, overlay: serde_json::Value) {
+    match (base, overlay) {
+        (serde_json::Value::Object(b), serde_json::Value::Object(o)) => {
+            for (k, v) in o {
+                merge(b.entry(k).or_insert(serde_json::Value::Null), v);
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+/// Waits until `pred` holds for the HelmRelease; the message says what we waited for
+/// and shows the last status seen.
+pub async fn wait_for(
+    api: &Api<HelmRelease>,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&HelmRelease) -> bool,
+) -> HelmRelease {
+    let cond = |o: Option<&HelmRelease>| o.is_some_and(&pred);
+    match tokio::time::timeout(PATIENCE, await_condition(api.clone(), name, cond)).await {
+        Ok(Ok(Some(hr))) => hr,
+        _ => {
+            let last = api.get_opt(name).await.ok().flatten();
+            panic!(
+                "{name}: gave up waiting for {what}; last status: {:#?}",
+                last.and_then(|h| h.status)
+            );
+        }
+    }
+}
+
+/// (status, reason) of a condition.
+pub fn condition(hr: &HelmRelease, type_: &str) -> Option<(String, String)> {
+    hr.condition(type_)
+        .map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+pub fn is(hr: &HelmRelease, type_: &str, status: &str, reason: &str) -> bool {
+    condition(hr, type_) == Some((status.into(), reason.into()))
+}
+
+/// Runs the real helm CLI against the test cluster and returns stdout.
+pub fn helm(ns: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(testbin().join("helm"))
+        .args(args)
+        .args(["--namespace", ns, "--kubeconfig"])
+        .arg(kubeconfig_path())
+        .output()
+        .expect("run helm");
+    assert!(
+        out.status.success(),
+        "helm {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `helm history -o json` as (revision, status, description).
+pub fn helm_history(ns: &str, release: &str) -> Vec<(i64, String, String)> {
+    let json: serde_json::Value =
+        serde_json::from_str(&helm(ns, &["history", release, "-o", "json"])).unwrap();
+    json.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["revision"].as_i64().unwrap(),
+                r["status"].as_str().unwrap().to_owned(),
+                r["description"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
