@@ -1,0 +1,179 @@
+//! The engine picks up new chart versions from an HTTP repository, and recovers a
+//! release left pending by an engine that was killed mid-upgrade.
+
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use support::engine::{self as eng, helm, helm_history, is, wait_for, webapp};
+use support::source::{Entry, RepoServer, chart_tgz, index_yaml, sha256_hex};
+use support::{TestNamespace, client, install_crd, kubeconfig_path, testbin};
+use wheelhouse::api::HelmRelease;
+
+fn publish(repo: &RepoServer, versions: &[&str]) {
+    let mut entries = Vec::new();
+    for v in versions {
+        let tgz = chart_tgz("demo", v, v);
+        let path = format!("/charts/demo-{v}.tgz");
+        entries.push(Entry {
+            name: "demo",
+            version: v,
+            app_version: v,
+            url: repo.url(&path),
+            digest: Some(sha256_hex(&tgz)),
+        });
+        repo.put(&path, tgz);
+    }
+    repo.put("/index.yaml", index_yaml(&entries));
+}
+
+#[tokio::test]
+async fn upgrades_when_a_new_chart_version_is_published() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::new(&client, "eng-repo").await;
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
+    let repo = RepoServer::start().await;
+    publish(&repo, &["1.0.0"]);
+    let _engine = eng::start(&client, &ns.name).await;
+
+    let hr: HelmRelease = serde_json::from_value(serde_json::json!({
+        "apiVersion": "wheelhouse.dev/v1alpha1", "kind": "HelmRelease",
+        "metadata": {"name": "demo"},
+        "spec": {"chart": {"repository": repo.url(""), "name": "demo", "version": ">=1.0.0 <2.0.0"},
+                 "interval": "2s"}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &hr).await.unwrap();
+    wait_for(&api, "demo", "1.0.0 installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+
+    // A new version in range appears; the next interval picks it up.
+    publish(&repo, &["1.0.0", "1.1.0", "2.0.0"]);
+    let hr = wait_for(&api, "demo", "upgraded to 1.1.0", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+            && h.status.as_ref().unwrap().history[0].chart_version == "1.1.0"
+    })
+    .await;
+    assert_eq!(
+        hr.status.unwrap().last_attempted_revision.as_deref(),
+        Some("1.1.0")
+    );
+    let list: serde_json::Value =
+        serde_json::from_str(&helm(&ns.name, &["list", "-o", "json"])).unwrap();
+    assert_eq!(list[0]["chart"], "demo-1.1.0");
+    ns.delete().await;
+}
+
+/// `wheelhouse controller` as a separate process, so the test can kill it.
+struct Controller(Child);
+
+impl Controller {
+    fn start(ns: &str) -> Self {
+        let child = Command::new(env!("CARGO_BIN_EXE_wheelhouse"))
+            .args(["controller", "--namespace", ns, "--lease-namespace", ns])
+            .env("KUBECONFIG", kubeconfig_path())
+            .env("WHEELHOUSE_HELM", testbin().join("helm"))
+            .env("WHEELHOUSE_LOG", "info,kube=warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start wheelhouse controller");
+        Self(child)
+    }
+
+    fn kill(mut self) {
+        self.0.kill().unwrap();
+        self.0.wait().unwrap();
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn an_engine_killed_mid_upgrade_is_recovered_on_restart() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::new(&client, "eng-killed").await;
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
+    let controller = Controller::start(&ns.name);
+    api.create(
+        &PostParams::default(),
+        &webapp("web", serde_json::json!({"timeout": "5m"})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+
+    // An upgrade whose pods never become ready: the engine sits in its wait...
+    let patch = |v: serde_json::Value| Patch::Merge(serde_json::json!({"spec": {"values": v}}));
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &patch(serde_json::json!({"behavior": "never-ready"})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "waiting on revision 2", |h| {
+        h.status
+            .as_ref()
+            .and_then(|s| s.wait.as_ref())
+            .is_some_and(|w| w.revision == 2)
+    })
+    .await;
+    assert_eq!(helm_history(&ns.name, "web")[1].1, "pending-upgrade");
+
+    // ...when it is killed. Helm would now refuse every operation on the release.
+    controller.kill();
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &patch(serde_json::json!({"behavior": ""})),
+    )
+    .await
+    .unwrap();
+
+    // A new engine takes the lease once the dead one's expires, unlocks revision 2 and
+    // applies the fix.
+    let _controller = Controller::start(&ns.name);
+    let hr = tokio::time::timeout(
+        Duration::from_secs(90),
+        wait_for(&api, "web", "recovered", |h| {
+            is(h, "Ready", "True", "UpgradeSucceeded")
+                && h.status.as_ref().unwrap().history[0].version == 3
+        }),
+    )
+    .await
+    .expect("recovered within 90s");
+    assert!(hr.status.unwrap().wait.is_none());
+    let history = helm_history(&ns.name, "web");
+    let described: Vec<_> = history
+        .iter()
+        .map(|(r, s, d)| format!("{r} {s} {d}"))
+        .collect();
+    assert_eq!(history.len(), 3, "{described:#?}");
+    assert!(
+        history[1]
+            .2
+            .starts_with("Release was left pending-upgrade by an engine that stopped"),
+        "{described:#?}"
+    );
+    assert_eq!(
+        (history[2].1.as_str(), history[2].2.as_str()),
+        ("deployed", "Upgrade complete")
+    );
+    ns.delete().await;
+}
