@@ -34,4 +34,10 @@ if $local_cluster; then
   "$kubectl" wait --for condition=Established crd/helmreleases.wheelhouse.dev --timeout 60s >/dev/null
 fi
 
+# Chart paths in the samples are relative to the repository root.
+cd "$root"
+if [[ -z "${WHEELHOUSE_HELM:-}" ]] && ! command -v helm >/dev/null; then
+  # The engine renders charts with helm; use the pinned one the test binaries include.
+  export WHEELHOUSE_HELM="$("$root/tests/cluster/testbin.sh")/helm"
+fi
 exec "$wheelhouse" "$@"
