@@ -11,7 +11,7 @@ use kube::{Api, Client};
 use support::{TestNamespace, client};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use wheelhouse::health::{self, Outcome, Target};
+use wheelhouse::health::{self, Outcome, Target, WaitOptions};
 
 async fn create_deployment(
     client: &Client,
@@ -52,6 +52,7 @@ async fn healthy_deployment_reports_ready_with_progress() {
         &[target],
         Instant::now() + Duration::from_secs(60),
         &CancellationToken::new(),
+        &WaitOptions::default(),
         |p| seen.push(p.clone()),
     )
     .await;
@@ -72,6 +73,7 @@ async fn never_ready_rollout_times_out_saying_what_is_missing() {
         &[ok, stuck],
         Instant::now() + Duration::from_secs(4),
         &CancellationToken::new(),
+        &WaitOptions::default(),
         |_| {},
     )
     .await;
@@ -116,6 +118,7 @@ async fn failed_job_ends_the_wait_as_failed() {
         &[target],
         Instant::now() + Duration::from_secs(60),
         &CancellationToken::new(),
+        &WaitOptions::default(),
         |_| {},
     )
     .await;
@@ -145,9 +148,117 @@ async fn cancelling_the_token_ends_the_wait() {
         &[stuck],
         Instant::now() + Duration::from_secs(300),
         &token,
+        &WaitOptions::default(),
         |_| {},
     )
     .await;
     assert_eq!(outcome, Outcome::Canceled);
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn crash_looping_pods_fail_the_wait_at_once_naming_pod_and_reason() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "health-failfast").await;
+    let options = WaitOptions::default();
+    let target = create_deployment(&client, &ns.name, "crashy", Some("crash-loop")).await;
+    let started = std::time::Instant::now();
+    let outcome = health::wait(
+        &client,
+        &[target.clone()],
+        Instant::now() + Duration::from_secs(300),
+        &CancellationToken::new(),
+        &options,
+        |_| {},
+    )
+    .await;
+    match outcome {
+        Outcome::Failed { object, reason } => {
+            assert!(
+                object.starts_with(&format!("Pod/{}/crashy-", ns.name)),
+                "{object}"
+            );
+            assert!(
+                reason.starts_with("CrashLoopBackOff (container app)"),
+                "{reason}"
+            );
+        }
+        other => panic!("expected a fail-fast failure, got {other:?}"),
+    }
+    // Far from the 300 s timeout (a loose bound: this only proves it did not time out).
+    assert!(started.elapsed() < Duration::from_secs(60));
+
+    // With fail-fast off the same state is simply not ready: the wait runs to its deadline.
+    let off = WaitOptions {
+        fail_fast: false,
+        ..WaitOptions::default()
+    };
+    let outcome = health::wait(
+        &client,
+        &[target],
+        Instant::now() + Duration::from_secs(3),
+        &CancellationToken::new(),
+        &off,
+        |_| {},
+    )
+    .await;
+    assert!(matches!(outcome, Outcome::TimedOut(_)), "{outcome:?}");
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn image_pull_errors_fail_fast() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "health-imagepull").await;
+    let target = create_deployment(&client, &ns.name, "badimage", Some("image-pull-error")).await;
+    let outcome = health::wait(
+        &client,
+        &[target],
+        Instant::now() + Duration::from_secs(300),
+        &CancellationToken::new(),
+        &WaitOptions::default(),
+        |_| {},
+    )
+    .await;
+    assert!(
+        matches!(&outcome, Outcome::Failed { reason, .. } if reason.starts_with("ImagePullBackOff")),
+        "{outcome:?}"
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn pods_of_an_earlier_revision_do_not_fail_the_wait_of_a_fix() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "health-recovery").await;
+    // A broken rollout is live...
+    let target = create_deployment(&client, &ns.name, "web", Some("crash-loop")).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    // ...and the fix is applied: the old crash-looping pods stay until the new ones are
+    // available, which must not end the fix's wait.
+    let started_at = k8s_openapi::jiff::Timestamp::now();
+    let fix = serde_json::json!({"spec": {"template": {"metadata": {"labels": {"wheelhouse.dev/test-behavior": null}}}}});
+    Api::<Deployment>::namespaced(client.clone(), &ns.name)
+        .patch(
+            "web",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(fix),
+        )
+        .await
+        .unwrap();
+    let options = WaitOptions {
+        started_at,
+        ..WaitOptions::default()
+    };
+    let outcome = health::wait(
+        &client,
+        &[target],
+        Instant::now() + Duration::from_secs(60),
+        &CancellationToken::new(),
+        &options,
+        |_| {},
+    )
+    .await;
+    assert_eq!(outcome, Outcome::Ready);
     ns.delete().await;
 }

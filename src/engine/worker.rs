@@ -302,7 +302,18 @@ impl Run<'_> {
         let token = CancellationToken::new();
         let (progress_tx, mut progress_rx) = watch::channel(Progress::default());
         let client = self.ctx.client.clone();
-        let wait = health::wait(&client, &targets, deadline, &token, |p| {
+        let options = health::WaitOptions {
+            fail_fast: self
+                .hr
+                .spec
+                .health_check
+                .clone()
+                .unwrap_or_default()
+                .fail_fast,
+            started_at: started,
+            ..health::WaitOptions::default()
+        };
+        let wait = health::wait(&client, &targets, deadline, &token, &options, |p| {
             progress_tx.send_replace(p.clone());
         });
         tokio::pin!(wait);

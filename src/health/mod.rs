@@ -1,7 +1,8 @@
 //! Health checks: readiness rules per kind and the cancellable wait after an action.
 
+pub mod failfast;
 pub mod readiness;
 pub mod wait;
 
 pub use readiness::Readiness;
-pub use wait::{Outcome, Progress, Target, wait};
+pub use wait::{Outcome, Progress, Target, WaitOptions, wait};

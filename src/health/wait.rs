@@ -2,18 +2,53 @@
 //! are ready, one fails, the deadline passes, or the wait is cancelled. Only waits are
 //! cancellable (DESIGN §4.6); the token is checked here and nowhere in apply or hooks.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::select_all;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::failfast;
 use super::readiness::{self, Readiness};
+
+/// How a wait judges what it sees.
+#[derive(Debug, Clone)]
+pub struct WaitOptions {
+    /// End at once when a pod of the release can no longer become ready.
+    pub fail_fast: bool,
+    /// How long an unschedulable pod may wait for capacity before that counts.
+    pub unschedulable_grace: Duration,
+    /// Pods created before this belong to earlier revisions and are not judged: during a
+    /// recovery the broken old pods keep crash-looping until the fix is available.
+    pub started_at: Timestamp,
+}
+
+impl Default for WaitOptions {
+    fn default() -> Self {
+        Self {
+            fail_fast: true,
+            unschedulable_grace: Duration::from_secs(30),
+            started_at: Timestamp::now(),
+        }
+    }
+}
+
+/// Workload kinds whose pods fail-fast looks at.
+const WORKLOADS: [&str; 5] = [
+    "Deployment",
+    "StatefulSet",
+    "DaemonSet",
+    "ReplicaSet",
+    "Job",
+];
 
 /// One object the wait watches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +97,7 @@ pub async fn wait(
     targets: &[Target],
     deadline: Instant,
     cancel: &CancellationToken,
+    options: &WaitOptions,
     mut on_progress: impl FnMut(&Progress),
 ) -> Outcome {
     if targets.is_empty() {
@@ -77,6 +113,25 @@ pub async fn wait(
         watcher(api, config).map(move |event| (i, event)).boxed()
     });
     let mut events = select_all(streams);
+    // And one pod watch per namespace holding a workload, for fail-fast.
+    let pod_namespaces: BTreeSet<&str> = targets
+        .iter()
+        .filter(|t| WORKLOADS.contains(&t.resource.kind.as_str()))
+        .filter_map(|t| t.namespace.as_deref())
+        .collect();
+    let has_pod_watches = options.fail_fast && !pod_namespaces.is_empty();
+    let mut pod_events = select_all(pod_namespaces.iter().filter(|_| options.fail_fast).map(
+        |ns| {
+            watcher(
+                Api::<Pod>::namespaced(client.clone(), ns),
+                watcher::Config::default(),
+            )
+            .boxed()
+        },
+    ));
+    let mut selectors: BTreeMap<usize, serde_json::Value> = BTreeMap::new();
+    let mut pods: BTreeMap<(String, String), serde_json::Value> = BTreeMap::new();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut states: BTreeMap<usize, Readiness> = (0..targets.len())
         .map(|i| {
             (
@@ -88,6 +143,12 @@ pub async fn wait(
     let mut last = None;
 
     loop {
+        if let Some((pod, reason)) = failing_pod(targets, &selectors, &pods, options) {
+            return Outcome::Failed {
+                object: pod,
+                reason,
+            };
+        }
         let progress = progress_of(targets, &states);
         if last.as_ref() != Some(&progress) {
             on_progress(&progress);
@@ -112,6 +173,10 @@ pub async fn wait(
             event = events.next() => match event {
                 Some((i, Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)))) => {
                     states.insert(i, readiness_of(&targets[i], &obj));
+                    if WORKLOADS.contains(&targets[i].resource.kind.as_str()) {
+                        let selector = obj.data["spec"]["selector"].clone();
+                        selectors.insert(i, selector);
+                    }
                 }
                 Some((i, Ok(watcher::Event::Delete(_)))) => {
                     states.insert(i, Readiness::InProgress("the object was deleted".into()));
@@ -124,8 +189,50 @@ pub async fn wait(
                 }
                 None => return Outcome::TimedOut(progress),
             },
+            event = pod_events.next(), if has_pod_watches => match event {
+                Some(Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod))) => {
+                    let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
+                    // A little slack for clock skew between us and the API server.
+                    let slack = std::time::Duration::from_secs(2);
+                    if created.is_some_and(|c| c + slack >= options.started_at) {
+                        let key = (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
+                        pods.insert(key, serde_json::to_value(&pod).unwrap_or_default());
+                    }
+                }
+                Some(Ok(watcher::Event::Delete(pod))) => {
+                    pods.remove(&(pod.metadata.namespace.unwrap_or_default(), pod.metadata.name.unwrap_or_default()));
+                }
+                _ => {}
+            },
+            // Unschedulable pods fail only after a grace period: look again now and then.
+            _ = tick.tick(), if has_pod_watches => {}
         }
     }
+}
+
+/// The first pod of a workload in `targets` that cannot become ready, with the reason.
+fn failing_pod(
+    targets: &[Target],
+    selectors: &BTreeMap<usize, serde_json::Value>,
+    pods: &BTreeMap<(String, String), serde_json::Value>,
+    options: &WaitOptions,
+) -> Option<(String, String)> {
+    if !options.fail_fast {
+        return None;
+    }
+    let now = Timestamp::now();
+    for ((ns, name), pod) in pods {
+        let labels = &pod["metadata"]["labels"];
+        let owned = selectors.iter().any(|(i, selector)| {
+            targets[*i].namespace.as_deref() == Some(ns.as_str())
+                && failfast::selects(selector, labels)
+        });
+        if owned && let Some(reason) = failfast::pod_failure(pod, now, options.unschedulable_grace)
+        {
+            return Some((format!("Pod/{ns}/{name}"), reason));
+        }
+    }
+    None
 }
 
 fn readiness_of(target: &Target, obj: &DynamicObject) -> Readiness {
