@@ -165,7 +165,7 @@ async fn crash_looping_pods_fail_the_wait_at_once_naming_pod_and_reason() {
     let started = std::time::Instant::now();
     let outcome = health::wait(
         &client,
-        &[target.clone()],
+        std::slice::from_ref(&target),
         Instant::now() + Duration::from_secs(300),
         &CancellationToken::new(),
         &options,
