@@ -26,6 +26,11 @@ pub struct ControllerArgs {
     /// Directory for downloaded charts (default: the platform cache directory).
     #[arg(long, value_name = "DIR")]
     pub chart_cache: Option<PathBuf>,
+
+    /// Never cancel a running health-check wait for a newer desired state: waits run to
+    /// their timeout (as in Flux and Helm), for comparison.
+    #[arg(long)]
+    pub no_cancel_on_new_revision: bool,
 }
 
 pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
@@ -44,6 +49,7 @@ pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
     if let Some(dir) = args.chart_cache {
         config.chart_cache = dir;
     }
+    config.cancel_on_new_revision = !args.no_cancel_on_new_revision;
     tracing::info!(identity = %config.identity, lease_namespace = %config.lease_namespace, "starting engine");
     let handle = engine::start(client, config)?;
 

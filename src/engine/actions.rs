@@ -35,6 +35,58 @@ pub struct Prepared {
     pub values: ComposedValues,
 }
 
+impl Prepared {
+    /// The desired state this stands for: chart (name, version, content digest) and
+    /// merged values. Two preparations with the same digest would apply the same thing,
+    /// so a trigger that leaves it unchanged never cancels a wait.
+    pub fn digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for part in [
+            self.resolved.name.as_str(),
+            self.resolved.version.as_str(),
+            self.resolved.digest.as_str(),
+            self.values.digest.as_str(),
+        ] {
+            h.update(part.as_bytes());
+            h.update([0]);
+        }
+        format!("sha256:{}", hex::encode(h.finalize()))
+    }
+}
+
+/// A newer desired state, prepared (resolved and rendered) while a wait was running.
+pub struct Candidate {
+    pub prepared: Prepared,
+    pub rendered: Rendered,
+    pub generation: Option<i64>,
+}
+
+/// Renders the chart for an upgrade (`is_upgrade`) or an install.
+pub async fn render(
+    ctx: &super::worker::Context,
+    release_name: &str,
+    namespace: &str,
+    prepared: &Prepared,
+    revision: i32,
+    is_upgrade: bool,
+) -> crate::Result<Rendered> {
+    let (kube_version, api_versions) = ctx.capabilities().await;
+    Ok(ctx
+        .renderer
+        .render(RenderRequest {
+            release_name,
+            namespace,
+            chart_path: &prepared.resolved.path,
+            values: &prepared.values.values,
+            revision,
+            is_upgrade,
+            kube_version: kube_version.as_deref(),
+            api_versions: &api_versions,
+        })
+        .await?)
+}
+
 pub const OWNER_LABEL: &str = "wheelhouse.dev/owner";
 
 fn new_release(
@@ -80,9 +132,11 @@ fn set_status(rel: &mut Release, status: Status, description: impl Into<String>)
 }
 
 /// Install (`previous` = None) or upgrade (`previous` = the newest revision).
+/// `rendered`: the chart already rendered for an upgrade while a wait was superseded.
 pub async fn install_or_upgrade(
     run: &mut Run<'_>,
     prepared: &Prepared,
+    rendered: Option<Rendered>,
     previous: Option<&Release>,
     history: &[Release],
 ) -> crate::Result<Outcome> {
@@ -107,21 +161,20 @@ pub async fn install_or_upgrade(
         (install.disable_hooks, install.disable_wait, install.crds)
     };
     run.set_phase(super::Phase::Rendering);
-    let (kube_version, api_versions) = run.ctx.capabilities().await;
-    let rendered: Rendered = run
-        .ctx
-        .renderer
-        .render(RenderRequest {
-            release_name: &run.release_name,
-            namespace: &run.target_namespace,
-            chart_path: &prepared.resolved.path,
-            values: &prepared.values.values,
-            revision: version,
-            is_upgrade,
-            kube_version: kube_version.as_deref(),
-            api_versions: &api_versions,
-        })
-        .await?;
+    let rendered = match rendered {
+        Some(r) if is_upgrade => r,
+        _ => {
+            render(
+                run.ctx,
+                &run.release_name,
+                &run.target_namespace,
+                prepared,
+                version,
+                is_upgrade,
+            )
+            .await?
+        }
+    };
 
     let (pending, underway, failed_reason, ok_reason, done) = if is_upgrade {
         (

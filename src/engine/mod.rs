@@ -46,6 +46,12 @@ pub struct EngineConfig {
     pub renderer: Arc<dyn Renderer>,
     /// Observe only: never take the lease (e.g. `--readonly`).
     pub passive: bool,
+    /// Cancel a running health-check wait as soon as a newer desired state is ready to
+    /// apply (per release: `healthCheck.cancelOnNewRevision`). Off restores
+    /// wait-until-timeout everywhere, for comparison.
+    pub cancel_on_new_revision: bool,
+    /// How often a running wait asks a chart repository for a newer matching version.
+    pub chart_poll: std::time::Duration,
 }
 
 impl EngineConfig {
@@ -63,6 +69,8 @@ impl EngineConfig {
             chart_cache: cache.join("charts"),
             renderer: Arc::new(HelmTemplate::from_env()),
             passive: false,
+            cancel_on_new_revision: true,
+            chart_poll: std::time::Duration::from_secs(15),
         }
     }
 }
@@ -92,14 +100,17 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
             instance: Some(config.identity.clone()),
         },
     );
-    let ctx = Arc::new(Context::new(
+    let mut ctx = Context::new(
         client.clone(),
         ChartSource::new(config.chart_cache.clone())?,
         config.renderer.clone(),
         recorder,
         &config.identity,
         live_tx,
-    ));
+    );
+    ctx.cancel_on_new_revision = config.cancel_on_new_revision;
+    ctx.chart_poll = config.chart_poll;
+    let ctx = Arc::new(ctx);
     let dispatcher = Dispatcher {
         ctx,
         api: config.scope.api(client.clone()),

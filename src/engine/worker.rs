@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::actions::{self, Outcome, Prepared};
+use super::actions::{self, Candidate, Outcome, Prepared};
 use super::handle::{Command, LiveState, Phase, ReleaseKey, WaitView};
 use super::plan::{self, Desired, Latest, Next, Observed, Policy, TestState};
 use super::status::{self, Truth, condition, reason};
@@ -49,6 +49,10 @@ pub struct Context {
     /// This engine's identity, in a form valid as a label value.
     pub identity_label: String,
     pub live: watch::Sender<Arc<BTreeMap<ReleaseKey, LiveState>>>,
+    /// Engine-wide switch: supersede waits by newer desired states (DESIGN §4).
+    pub cancel_on_new_revision: bool,
+    /// How often a running wait asks a chart repository for a newer version.
+    pub chart_poll: Duration,
     capabilities: tokio::sync::Mutex<Option<Capabilities>>,
 }
 
@@ -82,6 +86,8 @@ impl Context {
                 .trim_matches(|c: char| !c.is_ascii_alphanumeric())
                 .to_owned(),
             live,
+            cancel_on_new_revision: true,
+            chart_poll: Duration::from_secs(15),
             capabilities: tokio::sync::Mutex::new(None),
         }
     }
@@ -134,6 +140,8 @@ pub struct Inbox {
     pub deleted: bool,
     /// cancelWaitAt tokens handled by a direct command before the watch echoed them.
     handled_cancel: Option<String>,
+    /// The newer desired state that superseded the last wait, ready to apply.
+    pub candidate: Option<Candidate>,
 }
 
 impl Inbox {
@@ -143,6 +151,7 @@ impl Inbox {
             newest: hr,
             deleted: false,
             handled_cancel: None,
+            candidate: None,
         }
     }
 }
@@ -160,6 +169,9 @@ pub struct Run<'a> {
     inbox: &'a mut Inbox,
     stop: &'a CancellationToken,
     live: Mutex<LiveState>,
+    /// The desired state this reconcile works towards, and where its values came from.
+    desired_digest: String,
+    desired_sources: Vec<crate::values::ValuesSourceRef>,
 }
 
 pub enum WaitEnd {
@@ -247,7 +259,10 @@ impl Run<'_> {
     }
 
     /// The health check of a revision: watches its objects until ready, failed, timed
-    /// out or cancelled, publishing progress to front ends and to status.wait.
+    /// out or cancelled, publishing progress to front ends and to status.wait. While it
+    /// runs it watches for a newer desired state (spec, valuesFrom data, chart versions);
+    /// one that really differs is prepared first and the wait is cancelled only once it
+    /// is ready to apply.
     pub async fn wait_for(&mut self, rel: &Release, timeout: Duration) -> crate::Result<WaitEnd> {
         let refs = self
             .ctx
@@ -317,8 +332,41 @@ impl Run<'_> {
             progress_tx.send_replace(p.clone());
         });
         tokio::pin!(wait);
+
+        // Superseding: what to compare a newer desired state against, and its sources.
+        let supersede = self.ctx.cancel_on_new_revision
+            && self
+                .hr
+                .spec
+                .health_check
+                .clone()
+                .unwrap_or_default()
+                .cancel_on_new_revision;
+        let ctx = self.ctx;
+        let mut sources = if supersede {
+            values_source_events(ctx, &self.hr, &self.desired_sources)
+        } else {
+            futures::stream::select_all(Vec::new())
+        };
+        let mut chart_poll =
+            tokio::time::interval_at(Instant::now() + ctx.chart_poll, ctx.chart_poll);
+        let polls_chart = supersede && self.hr.spec.chart.repository.is_some();
+        type Check<'c> = std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<Candidate, String>> + Send + 'c>,
+        >;
+        let mut check: Option<(Check<'_>, String)> = None;
+        let mut again: Option<String> = None;
+        let mut last_generation = self.hr.metadata.generation;
+
         let mut canceled: Option<(bool, String)> = None;
         let outcome = loop {
+            // Start a pending check when none runs.
+            if check.is_none()
+                && let Some(trigger) = again.take()
+            {
+                let hr = self.inbox.newest.clone();
+                check = Some((Box::pin(prepare_candidate(ctx, hr)), trigger));
+            }
             tokio::select! {
                 outcome = &mut wait => break outcome,
                 Ok(()) = progress_rx.changed() => {
@@ -339,6 +387,37 @@ impl Run<'_> {
                         self.write_status().await;
                     }
                 }
+                result = async { check.as_mut().expect("guarded").0.as_mut().await }, if check.is_some() => {
+                    let (_, trigger) = check.take().expect("guarded");
+                    match result {
+                        Ok(candidate) if candidate.prepared.digest() != self.desired_digest => {
+                            let why = format!(
+                                "superseded by a newer desired state ({trigger}): chart {}@{}, values {}",
+                                candidate.prepared.resolved.name,
+                                candidate.prepared.resolved.version,
+                                short(&candidate.prepared.values.digest),
+                            );
+                            self.inbox.candidate = Some(candidate);
+                            canceled = Some((false, why));
+                            token.cancel();
+                        }
+                        // Same desired state: a spurious trigger; the wait goes on.
+                        Ok(_) => tracing::debug!(release = %self.key, %trigger, "trigger without a new desired state"),
+                        Err(e) => {
+                            // A fix that cannot be prepared leaves the running wait alone.
+                            let message = format!("waiting for revision {}; the newer desired state ({trigger}) cannot be applied: {e}", rel.version);
+                            status::set(&mut self.status, condition::READY, Truth::Unknown, reason::PROGRESSING, &message, self.hr.metadata.generation);
+                            self.write_status().await;
+                            self.event(EventType::Warning, reason::ARTIFACT_FAILED, "Wait", message).await;
+                        }
+                    }
+                }
+                Some(changed) = futures::StreamExt::next(&mut sources), if supersede => {
+                    again = Some(changed);
+                }
+                _ = chart_poll.tick(), if polls_chart => {
+                    again.get_or_insert_with(|| "chart repository checked for new versions".into());
+                }
                 msg = self.inbox.rx.recv() => match msg {
                     Some(Msg::Updated(hr)) => {
                         if let Some(t) = new_token(&hr, annotations::CANCEL_WAIT_AT, self.status.last_handled_cancel_wait_at.as_deref())
@@ -347,6 +426,15 @@ impl Run<'_> {
                             self.status.last_handled_cancel_wait_at = Some(t);
                             canceled = Some((true, "health check canceled by operator".into()));
                             token.cancel();
+                        }
+                        if supersede {
+                            if hr.metadata.generation != last_generation {
+                                last_generation = hr.metadata.generation;
+                                again = Some(format!("generation {}", last_generation.unwrap_or_default()));
+                            } else if let Some(t) = new_token(&hr, annotations::RECONCILE_REQUESTED_AT, self.status.last_handled_reconcile_at.as_deref()) {
+                                self.status.last_handled_reconcile_at = Some(t.clone());
+                                again = Some(format!("reconcile requested at {t}"));
+                            }
                         }
                         self.inbox.newest = hr;
                     }
@@ -391,6 +479,61 @@ impl Run<'_> {
                 WaitEnd::Canceled { by_operator, why }
             }
         })
+    }
+}
+
+fn short(digest: &str) -> &str {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    &hex[..hex.len().min(12)]
+}
+
+/// Changes to the ConfigMaps/Secrets the values came from, as trigger descriptions. Only
+/// a new resourceVersion counts; whether the data really changed is for the digest.
+fn values_source_events(
+    ctx: &Context,
+    hr: &HelmRelease,
+    known: &[crate::values::ValuesSourceRef],
+) -> futures::stream::SelectAll<futures::stream::BoxStream<'static, String>> {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+
+    let ns = hr.object_namespace();
+    let streams = known.iter().map(|src| {
+        let seen = src.resource_version.clone();
+        let label = format!("{:?} {ns}/{} changed", src.kind, src.name);
+        let fields = format!("metadata.name={}", src.name);
+        let config = kube::runtime::watcher::Config::default().fields(&fields);
+        let versions: futures::stream::BoxStream<'static, Option<String>> = match src.kind {
+            crate::api::ValuesKind::ConfigMap => kube::runtime::watcher(
+                Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns),
+                config,
+            )
+            .filter_map(|e| async move { version_of(e.ok()?) })
+            .boxed(),
+            crate::api::ValuesKind::Secret => {
+                kube::runtime::watcher(Api::<Secret>::namespaced(ctx.client.clone(), &ns), config)
+                    .filter_map(|e| async move { version_of(e.ok()?) })
+                    .boxed()
+            }
+        };
+        versions
+            .filter_map(move |v| {
+                let changed = v != seen;
+                let label = label.clone();
+                async move { changed.then_some(label) }
+            })
+            .boxed()
+    });
+    futures::stream::select_all(streams)
+}
+
+/// The resourceVersion an event carries (None for a deletion).
+fn version_of<K: Resource>(event: kube::runtime::watcher::Event<K>) -> Option<Option<String>> {
+    use kube::runtime::watcher::Event;
+    match event {
+        Event::Apply(o) | Event::InitApply(o) => Some(o.meta().resource_version.clone()),
+        Event::Delete(_) => Some(None),
+        Event::Init | Event::InitDone => None,
     }
 }
 
@@ -494,6 +637,8 @@ async fn reconcile(
         inbox,
         stop,
         live: Mutex::new(LiveState::default()),
+        desired_digest: String::new(),
+        desired_sources: Vec::new(),
     };
     if hr.metadata.deletion_timestamp.is_some() {
         return finalize(&mut run).await;
@@ -571,7 +716,17 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
     }
 
     run.set_phase(Phase::Resolving);
-    let prepared = match prepare(run).await {
+    // A wait superseded by a newer desired state handed over that state, ready to apply.
+    let candidate = run
+        .inbox
+        .candidate
+        .take()
+        .filter(|c| c.generation == generation);
+    let (prepared, mut rendered) = match candidate {
+        Some(c) => (Ok(c.prepared), Some(c.rendered)),
+        None => (prepare(run.ctx, &hr).await, None),
+    };
+    let prepared = match prepared {
         Ok(p) => p,
         Err((reason, message)) => {
             status::set(
@@ -589,6 +744,8 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
             return Ok(RETRY.max(Duration::from_secs(30)).min(interval));
         }
     };
+    run.desired_digest = prepared.digest();
+    run.desired_sources = prepared.values.sources.clone();
     let desired = Desired {
         chart_name: prepared.resolved.name.clone(),
         chart_version: prepared.resolved.version.clone(),
@@ -660,8 +817,14 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
                 return Ok(NEVER);
             }
             Next::Install | Next::Upgrade => {
-                let outcome =
-                    actions::install_or_upgrade(run, &prepared, latest.as_ref(), &history).await?;
+                let outcome = actions::install_or_upgrade(
+                    run,
+                    &prepared,
+                    rendered.take(),
+                    latest.as_ref(),
+                    &history,
+                )
+                .await?;
                 if let Some(t) = force.take() {
                     run.status.last_handled_force_at = Some(t);
                 }
@@ -890,16 +1053,15 @@ async fn record_outcome(run: &mut Run<'_>, next: &Next, outcome: &Outcome) {
 }
 
 /// Resolves the chart and composes the values; an error carries the Ready reason.
-async fn prepare(run: &Run<'_>) -> Result<Prepared, (&'static str, String)> {
-    let hr = &run.hr;
+async fn prepare(ctx: &Context, hr: &HelmRelease) -> Result<Prepared, (&'static str, String)> {
+    let namespace = hr.object_namespace();
     let auth = match &hr.spec.chart.secret_ref {
-        Some(secret) => RepoAuth::from_secret(&run.ctx.client, &run.key.namespace, &secret.name)
+        Some(secret) => RepoAuth::from_secret(&ctx.client, &namespace, &secret.name)
             .await
             .map_err(|e| (reason::ARTIFACT_FAILED, e.to_string()))?,
         None => RepoAuth::default(),
     };
-    let resolved = run
-        .ctx
+    let resolved = ctx
         .source
         .resolve(&hr.spec.chart, &auth)
         .await
@@ -909,13 +1071,34 @@ async fn prepare(run: &Run<'_>) -> Result<Prepared, (&'static str, String)> {
         .await
         .map_err(|e| (reason::ARTIFACT_FAILED, e.to_string()))?
         .map_err(|e| (reason::ARTIFACT_FAILED, e.to_string()))?;
-    let values = crate::values::compose(&run.ctx.client, hr)
+    let values = crate::values::compose(&ctx.client, hr)
         .await
         .map_err(|e| (reason::INIT_FAILED, e.to_string()))?;
     Ok(Prepared {
         resolved,
         chart,
         values,
+    })
+}
+
+/// Prepares `hr`'s desired state and renders it as an upgrade, as the next action would;
+/// used while a wait runs, so the wait is only cancelled for something ready to apply.
+async fn prepare_candidate(ctx: &Context, hr: Arc<HelmRelease>) -> Result<Candidate, String> {
+    let prepared = prepare(ctx, &hr).await.map_err(|(_, m)| m)?;
+    let rendered = actions::render(
+        ctx,
+        &hr.release_name(),
+        &hr.target_namespace(),
+        &prepared,
+        0,
+        true,
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(Candidate {
+        prepared,
+        rendered,
+        generation: hr.metadata.generation,
     })
 }
 

@@ -31,6 +31,7 @@ pub fn config(ns: &str, identity: &str) -> (EngineConfig, tempfile::TempDir) {
     config.lease_namespace = ns.into();
     config.identity = identity.into();
     config.chart_cache = cache.path().join("charts");
+    config.chart_poll = Duration::from_secs(1);
     config.renderer = Arc::new(HelmTemplate::new(
         testbin().join("helm"),
         Duration::from_secs(60),
@@ -71,6 +72,10 @@ pub fn webapp(name: &str, spec: serde_json::Value) -> HelmRelease {
     });
     merge(&mut value["spec"], spec);
     serde_json::from_value(value).unwrap()
+}
+
+pub fn merge_into(base: &mut serde_json::Value, overlay: serde_json::Value) {
+    merge(base, overlay);
 }
 
 fn merge(base: &mut serde_json::Value, overlay: serde_json::Value) {
