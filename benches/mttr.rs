@@ -1,0 +1,286 @@
+//! MTTR benchmark (DESIGN §8) against the local control plane; run it with
+//! `tests/bench.sh mttr`. For N runs it measures, with cancellation on and (in the same
+//! run) off:
+//!   - a release stuck on never-ready pods (timeout 5m; 20s for the baseline, which
+//!     would otherwise take 5 minutes a run) gets a fix pushed: time from the trigger
+//!     (the patch accepted by the API server) to the start of the fix's apply, and to
+//!     Ready;
+//!   - fail-fast: from the first crash-looping pod of a new revision to the release
+//!     reported failed, with fail-fast on and off (timeout 20s).
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use support::engine::{self as eng, is, webapp};
+use support::{TestNamespace, client, install_crd};
+use wheelhouse::api::HelmRelease;
+use wheelhouse::engine::{EngineHandle, Phase, ReleaseKey};
+
+fn values(v: serde_json::Value) -> Patch<serde_json::Value> {
+    Patch::Merge(serde_json::json!({"spec": {"values": v}}))
+}
+
+async fn wait_hr(
+    api: &Api<HelmRelease>,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&HelmRelease) -> bool,
+) {
+    let limit = Instant::now() + Duration::from_secs(120);
+    loop {
+        if let Some(hr) = api.get_opt(name).await.unwrap()
+            && pred(&hr)
+        {
+            return;
+        }
+        assert!(
+            Instant::now() < limit,
+            "{name}: timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Watches the engine's live state from now on and reports when the worker for `key`
+/// starts applying a revision newer than `after` (phase Upgrading; if that moment was
+/// coalesced away, the first sight of the new revision's wait, a slight overestimate).
+fn apply_started(
+    handle: &EngineHandle,
+    key: ReleaseKey,
+    after: i32,
+) -> tokio::task::JoinHandle<Instant> {
+    let mut live = handle.live();
+    live.borrow_and_update();
+    tokio::spawn(async move {
+        loop {
+            live.changed().await.unwrap();
+            let state = live
+                .borrow_and_update()
+                .get(&key)
+                .cloned()
+                .unwrap_or_default();
+            let newer_wait = state.wait.as_ref().is_some_and(|w| w.revision > after);
+            if state.phase == Phase::Upgrading || newer_wait {
+                return Instant::now();
+            }
+        }
+    })
+}
+
+struct Sample {
+    to_apply: Duration,
+    to_ready: Duration,
+}
+
+async fn stuck_then_fixed(client: &Client, cancel: bool, runs: usize) -> Vec<Sample> {
+    let ns = TestNamespace::new(client, if cancel { "mttr-on" } else { "mttr-off" }).await;
+    let (mut config, _cache) = eng::config(&ns.name, "mttr");
+    config.cancel_on_new_revision = cancel;
+    let handle = wheelhouse::engine::start(client.clone(), config).unwrap();
+    let mut role = handle.role();
+    role.wait_for(|r| *r == wheelhouse::engine::Role::Leader)
+        .await
+        .unwrap();
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
+    let timeout = if cancel { "5m" } else { "20s" };
+    let mut samples = Vec::new();
+    for i in 0..runs {
+        let name = format!("web-{i}");
+        let key = ReleaseKey {
+            namespace: ns.name.clone(),
+            name: name.clone(),
+        };
+        api.create(
+            &PostParams::default(),
+            &webapp(
+                &name,
+                serde_json::json!({"timeout": timeout, "values": {"replicaCount": 1}}),
+            ),
+        )
+        .await
+        .unwrap();
+        wait_hr(&api, &name, "install", |h| {
+            is(h, "Ready", "True", "InstallSucceeded")
+        })
+        .await;
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &values(serde_json::json!({"behavior": "never-ready"})),
+        )
+        .await
+        .unwrap();
+        wait_hr(&api, &name, "stuck wait", |h| {
+            h.status
+                .as_ref()
+                .and_then(|s| s.wait.as_ref())
+                .is_some_and(|w| w.revision == 2)
+        })
+        .await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
+
+        let applying = apply_started(&handle, key, 2);
+        let fix = values(serde_json::json!({"behavior": ""}));
+        api.patch(&name, &PatchParams::default(), &fix)
+            .await
+            .unwrap();
+        // The trigger is the moment the API server accepted the fix.
+        let trigger = Instant::now();
+        let applied = applying.await.unwrap();
+        wait_hr(&api, &name, "fix ready", |h| {
+            is(h, "Ready", "True", "UpgradeSucceeded")
+                && h.status.as_ref().unwrap().history[0].version == 3
+        })
+        .await;
+        samples.push(Sample {
+            to_apply: applied.saturating_duration_since(trigger),
+            to_ready: trigger.elapsed(),
+        });
+    }
+    handle.shutdown();
+    ns.delete().await;
+    samples
+}
+
+async fn fail_fast(client: &Client, on: bool, runs: usize) -> Vec<Duration> {
+    let ns = TestNamespace::new(client, if on { "ff-on" } else { "ff-off" }).await;
+    let (config, _cache) = eng::config(&ns.name, "failfast");
+    let handle = wheelhouse::engine::start(client.clone(), config).unwrap();
+    handle
+        .role()
+        .wait_for(|r| *r == wheelhouse::engine::Role::Leader)
+        .await
+        .unwrap();
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let mut samples = Vec::new();
+    for i in 0..runs {
+        let name = format!("app-{i}");
+        let spec = serde_json::json!({"timeout": if on { "5m" } else { "20s" }, "healthCheck": {"failFast": on}, "values": {"replicaCount": 1}});
+        api.create(&PostParams::default(), &webapp(&name, spec))
+            .await
+            .unwrap();
+        wait_hr(&api, &name, "install", |h| {
+            is(h, "Ready", "True", "InstallSucceeded")
+        })
+        .await;
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &values(serde_json::json!({"behavior": "crash-loop"})),
+        )
+        .await
+        .unwrap();
+        // The first crash-looping pod of the new revision.
+        let crashing = loop {
+            let list = pods
+                .list(&ListParams::default().labels(&format!(
+                    "app={name},wheelhouse.dev/test-behavior=crash-loop"
+                )))
+                .await
+                .unwrap();
+            if list.items.iter().any(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.container_statuses.as_ref())
+                    .is_some_and(|cs| {
+                        cs.iter().any(|c| {
+                            c.state
+                                .as_ref()
+                                .and_then(|s| s.waiting.as_ref())
+                                .and_then(|w| w.reason.as_deref())
+                                == Some("CrashLoopBackOff")
+                        })
+                    })
+            }) {
+                break Instant::now();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        };
+        wait_hr(&api, &name, "reported failed", |h| {
+            is(h, "Ready", "False", "UpgradeFailed")
+        })
+        .await;
+        samples.push(crashing.elapsed());
+    }
+    handle.shutdown();
+    ns.delete().await;
+    samples
+}
+
+fn stats(mut d: Vec<Duration>) -> (Duration, Duration, Duration) {
+    d.sort();
+    (d[d.len() / 2], d[0], d[d.len() - 1])
+}
+
+fn fmt(d: Duration) -> String {
+    if d < Duration::from_secs(2) {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+fn row(label: &str, d: Vec<Duration>) -> Duration {
+    let (median, min, max) = stats(d);
+    println!(
+        "{label:<58} median {:>9}   min {:>9}   max {:>9}",
+        fmt(median),
+        fmt(min),
+        fmt(max)
+    );
+    median
+}
+
+#[tokio::main]
+async fn main() {
+    let runs: usize = std::env::var("WHEELHOUSE_BENCH_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(5);
+    let client = client().await;
+    install_crd(&client).await;
+    println!(
+        "MTTR benchmark: {runs} runs each, local control plane (kwok node), wheelhouse {}",
+        env!("CARGO_PKG_VERSION")
+    );
+
+    let on = stuck_then_fixed(&client, true, runs).await;
+    let off = stuck_then_fixed(&client, false, runs).await;
+    println!();
+    println!("Stuck rollout (never-ready pods), fix pushed:");
+    let on_apply = row(
+        "  cancellation on (timeout 5m):  trigger -> fix apply starts",
+        on.iter().map(|s| s.to_apply).collect(),
+    );
+    let on_ready = row(
+        "  cancellation on (timeout 5m):  trigger -> Ready",
+        on.iter().map(|s| s.to_ready).collect(),
+    );
+    let off_apply = row(
+        "  cancellation off (timeout 20s): trigger -> fix apply starts",
+        off.iter().map(|s| s.to_apply).collect(),
+    );
+    let off_ready = row(
+        "  cancellation off (timeout 20s): trigger -> Ready",
+        off.iter().map(|s| s.to_ready).collect(),
+    );
+    println!(
+        "  ratio off/on: apply {:.0}x, Ready {:.0}x (and the baseline's 20s timeout stands for Flux's default 5m)",
+        off_apply.as_secs_f64() / on_apply.as_secs_f64(),
+        off_ready.as_secs_f64() / on_ready.as_secs_f64()
+    );
+
+    let ff_on = fail_fast(&client, true, runs).await;
+    let ff_off = fail_fast(&client, false, runs).await;
+    println!();
+    println!("Crash-looping upgrade: first CrashLoopBackOff pod -> release reported failed:");
+    let a = row("  fail-fast on (timeout 5m)", ff_on);
+    let b = row("  fail-fast off (timeout 20s)", ff_off);
+    println!("  ratio off/on: {:.0}x", b.as_secs_f64() / a.as_secs_f64());
+}
