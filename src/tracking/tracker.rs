@@ -166,7 +166,7 @@ impl TrackerHandle {
 
 /// What a watch stream reports to the loop.
 enum Signal {
-    Workload(WorkloadKind, watcher::Event<DynamicObject>),
+    Workload(WorkloadKind, Box<watcher::Event<DynamicObject>>),
     Config(ConfigKind, WatchKind<(String, String)>),
     Failed(&'static str, String),
 }
@@ -215,7 +215,7 @@ pub fn start(
             watcher(api, watcher::Config::default()).default_backoff(),
         )
         .map(move |event| match event {
-            Ok(event) => Signal::Workload(kind, event),
+            Ok(event) => Signal::Workload(kind, Box::new(event)),
             Err(e) => Signal::Failed("workloads", e.to_string()),
         });
         streams.push(stream.boxed());
@@ -338,7 +338,7 @@ impl Tracker {
             Signal::Failed(what, message) => {
                 warn!(%message, "config tracking: watching {what} failed; retrying")
             }
-            Signal::Workload(kind, event) => match event {
+            Signal::Workload(kind, event) => match *event {
                 watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) => {
                     let key = workload_ref(kind, &obj);
                     let value = serde_json::to_value(&obj).unwrap_or(Value::Null);
@@ -511,10 +511,11 @@ impl Tracker {
                 .as_ref()
                 .and_then(|s| s.scheduling_gates.as_ref())
                 .is_some_and(|g| g.iter().any(|g| g.name == CONFIG_PENDING_GATE));
-            if owned && gated {
-                if let Err(e) = pods.delete(&pod.name_any(), &DeleteParams::default()).await {
-                    debug!(pod = %pod.name_any(), error = %crate::apply::api_message(&e), "config tracking: cannot delete a gated pod");
-                }
+            if owned
+                && gated
+                && let Err(e) = pods.delete(&pod.name_any(), &DeleteParams::default()).await
+            {
+                debug!(pod = %pod.name_any(), error = %crate::apply::api_message(&e), "config tracking: cannot delete a gated pod");
             }
         }
     }
