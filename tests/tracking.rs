@@ -130,7 +130,7 @@ async fn wait_rolled_out(client: &Client, ns: &str, name: &str) {
 /// that nothing more happens for three windows.
 async fn settles_with(client: &Client, ns: &str, app: &str, n: usize) {
     eventually(&format!("{app} has {n} ReplicaSets"), || async {
-        rs_count(client, ns, app).await == n
+        rs_count(client, ns, app).await >= n
     })
     .await;
     wait_rolled_out(client, ns, app).await;
@@ -439,6 +439,26 @@ async fn missing_config_holds_pods_with_the_gate_until_it_appears() {
     assert!(!tracked[0].gated);
     assert!(tracked[0].objects[0].exists);
 
+    // The engine's next upgrade prepares the same chart against the live data: no gate, the
+    // hash the tracker wrote, so its forced apply changes nothing and rolls nothing.
+    let next = prepare_manifest(&client, &gated_manifest(), &ns.name)
+        .await
+        .unwrap();
+    assert!(!next.contains(CONFIG_PENDING_GATE));
+    assert!(next.contains(&hash));
+    Applier::new(client.clone())
+        .apply(&next, &ns.name, "late")
+        .await
+        .unwrap();
+    settle().await;
+    assert_eq!(rs_count(&client, &ns.name, "late").await, 2);
+    let after: BTreeSet<String> = pods(&client, &ns.name, "late")
+        .await
+        .iter()
+        .map(|p| p.uid().unwrap())
+        .collect();
+    assert_eq!(after, uids);
+
     stop.cancel();
     ns.delete().await;
 }
@@ -481,6 +501,17 @@ async fn a_standalone_opted_in_deployment_rolls_on_its_config_map_change() {
         .await
         .unwrap();
     wait_rolled_out(&client, &ns.name, "bystander").await;
+    // A release workload whose manifest was not prepared (the release has config tracking
+    // disabled): it has Helm's ownership annotation but no hash, and is left alone.
+    let unprepared = format!(
+        "---\n# Source: plain/templates/deployment.yaml\n{}",
+        serde_yaml::to_string(&deployment("plain", "")).unwrap()
+    );
+    Applier::new(client.clone())
+        .apply(&unprepared, &ns.name, "plain")
+        .await
+        .unwrap();
+    wait_rolled_out(&client, &ns.name, "plain").await;
 
     let (tracker, stop) = start_tracker(&client, &ns.name);
     tracker.ready().await;
@@ -508,8 +539,14 @@ async fn a_standalone_opted_in_deployment_rolls_on_its_config_map_change() {
     .await;
     settles_with(&client, &ns.name, "solo", 4).await;
 
-    assert_eq!(rs_count(&client, &ns.name, "bystander").await, 1);
-    assert!(template_hash(&deployments.get("bystander").await.unwrap()).is_none());
+    for untouched in ["bystander", "plain"] {
+        assert_eq!(
+            rs_count(&client, &ns.name, untouched).await,
+            1,
+            "{untouched}"
+        );
+        assert!(template_hash(&deployments.get(untouched).await.unwrap()).is_none());
+    }
     let tracked = tracker.tracked(Some(&ns.name), None);
     assert_eq!(
         tracked
@@ -519,6 +556,86 @@ async fn a_standalone_opted_in_deployment_rolls_on_its_config_map_change() {
         vec!["solo"]
     );
     assert_eq!(tracked[0].release, None);
+
+    stop.cancel();
+    ns.delete().await;
+}
+
+/// A gated StatefulSet: its rolling update would wait forever for the gated pod to become
+/// Ready, so the tracker deletes the gated pods (which never ran) after lifting the gate;
+/// the controller recreates them from the new template and they run once.
+#[tokio::test]
+async fn a_gated_stateful_set_runs_once_its_secret_appears() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "track-sts").await;
+    let (tracker, stop) = start_tracker(&client, &ns.name);
+    tracker.ready().await;
+    let manifest = "---\n# Source: db/templates/sts.yaml\napiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: db\n\
+        spec:\n  replicas: 2\n  serviceName: db\n  selector:\n    matchLabels: {app: db}\n  template:\n\
+        \x20   metadata:\n      labels: {app: db}\n    spec:\n      containers:\n        - name: db\n\
+        \x20         image: registry.invalid/db:1\n          env:\n            - name: PASSWORD\n\
+        \x20             valueFrom: {secretKeyRef: {name: db-creds, key: password}}\n";
+    let prepared = prepare_manifest(&client, manifest, &ns.name).await.unwrap();
+    assert!(prepared.contains(CONFIG_PENDING_GATE));
+    Applier::new(client.clone())
+        .apply(&prepared, &ns.name, "db")
+        .await
+        .unwrap();
+    eventually("db-0 exists", || async {
+        !pods(&client, &ns.name, "db").await.is_empty()
+    })
+    .await;
+    settle().await;
+    let held = pods(&client, &ns.name, "db").await;
+    assert_eq!(held.len(), 1, "OrderedReady: only db-0 while it is held");
+    assert!(held[0].spec.as_ref().unwrap().node_name.is_none());
+    let held_uid = held[0].uid().unwrap();
+
+    let secret: Secret = from_yaml("metadata: {name: db-creds}\nstringData: {password: pw}\n");
+    Api::<Secret>::namespaced(client.clone(), &ns.name)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+
+    let sts: Api<k8s_openapi::api::apps::v1::StatefulSet> =
+        Api::namespaced(client.clone(), &ns.name);
+    eventually(
+        "the StatefulSet is rolled out with 2 ready pods",
+        || async {
+            let s = sts.get("db").await.unwrap();
+            let status = s.status.unwrap_or_default();
+            status.ready_replicas == Some(2)
+                && status.updated_replicas == Some(2)
+                && status.current_revision == status.update_revision
+        },
+    )
+    .await;
+    let template = sts.get("db").await.unwrap().spec.unwrap().template;
+    let hash = template.metadata.unwrap().annotations.unwrap()[CONFIG_HASH_ANNOTATION].clone();
+    assert!(template.spec.unwrap().scheduling_gates.is_none());
+    let running = pods(&client, &ns.name, "db").await;
+    let uids: BTreeSet<String> = running.iter().map(|p| p.uid().unwrap()).collect();
+    assert!(!uids.contains(&held_uid));
+    for pod in &running {
+        assert_eq!(pod.annotations().get(CONFIG_HASH_ANNOTATION), Some(&hash));
+        for c in pod
+            .status
+            .as_ref()
+            .unwrap()
+            .container_statuses
+            .iter()
+            .flatten()
+        {
+            assert_eq!(c.restart_count, 0);
+        }
+    }
+    settle().await;
+    let later: BTreeSet<String> = pods(&client, &ns.name, "db")
+        .await
+        .iter()
+        .map(|p| p.uid().unwrap())
+        .collect();
+    assert_eq!(later, uids, "the pods started once");
 
     stop.cancel();
     ns.delete().await;

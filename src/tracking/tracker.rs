@@ -136,7 +136,7 @@ impl TrackerHandle {
                     continue;
                 }
                 let value = serde_json::to_value(&*obj).unwrap_or(Value::Null);
-                if !is_tracked(&value) {
+                if !is_tracked(kind, &value) {
                     continue;
                 }
                 let objects = consumed_objects(kind, &value).unwrap_or_default();
@@ -343,7 +343,7 @@ impl Tracker {
                     let key = workload_ref(kind, &obj);
                     let value = serde_json::to_value(&obj).unwrap_or(Value::Null);
                     self.unindex(&key);
-                    if is_tracked(&value) {
+                    if is_tracked(kind, &value) {
                         match consumed_objects(kind, &value) {
                             Ok(objects) => self.index(&key, &objects),
                             Err(message) => {
@@ -416,7 +416,7 @@ impl Tracker {
             return;
         };
         let value = serde_json::to_value(&*obj).unwrap_or(Value::Null);
-        if !is_tracked(&value) {
+        if !is_tracked(key.kind, &value) {
             return;
         }
         let Ok(objects) = consumed_objects(key.kind, &value) else {

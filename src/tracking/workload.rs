@@ -102,14 +102,17 @@ fn annotations(obj: &Value, pointer: &str) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
-/// Release workloads (Helm's ownership annotation) and opted-in ones are tracked;
-/// `wheelhouse.dev/track-config: "false"` opts a release workload out.
-pub fn is_tracked(obj: &Value) -> bool {
+/// Whether the tracker looks after a live workload. Opted-in ones
+/// (`wheelhouse.dev/track-config: "true"`) always; release workloads (Helm's ownership
+/// annotation) once [`super::prepare_manifest`] has given their pod template a hash, so a
+/// release whose engine does not prepare its manifests (config tracking disabled) is left
+/// alone. `wheelhouse.dev/track-config: "false"` opts out.
+pub fn is_tracked(kind: WorkloadKind, obj: &Value) -> bool {
     let meta = annotations(obj, "/metadata/annotations");
     match meta.get(TRACK_CONFIG_ANNOTATION).map(String::as_str) {
         Some("true") => true,
         Some("false") => false,
-        _ => meta.contains_key(RELEASE_NAME_ANNOTATION),
+        _ => meta.contains_key(RELEASE_NAME_ANNOTATION) && template_hash(kind, obj).is_some(),
     }
 }
 
@@ -278,21 +281,28 @@ mod tests {
     }
 
     #[test]
-    fn tracked_by_release_or_opt_in_and_opt_out_wins() {
+    fn tracked_by_opt_in_or_as_a_prepared_release_workload_and_opt_out_wins() {
         let spec = json!({"containers": []});
-        assert!(is_tracked(&deployment(
-            json!({RELEASE_NAME_ANNOTATION: "r"}),
-            spec.clone()
-        )));
-        assert!(is_tracked(&deployment(
-            json!({TRACK_CONFIG_ANNOTATION: "true"}),
-            spec.clone()
-        )));
-        assert!(!is_tracked(&deployment(json!({}), spec.clone())));
-        assert!(!is_tracked(&deployment(
+        let kind = WorkloadKind::Deployment;
+        let release = deployment(json!({RELEASE_NAME_ANNOTATION: "r"}), spec.clone());
+        assert!(
+            !is_tracked(kind, &release),
+            "not prepared: tracking is off for it"
+        );
+        let mut prepared = release.clone();
+        set_template(kind, &mut prepared, "h", false);
+        assert!(is_tracked(kind, &prepared));
+        assert!(is_tracked(
+            kind,
+            &deployment(json!({TRACK_CONFIG_ANNOTATION: "true"}), spec.clone())
+        ));
+        assert!(!is_tracked(kind, &deployment(json!({}), spec.clone())));
+        let mut opted_out = deployment(
             json!({RELEASE_NAME_ANNOTATION: "r", TRACK_CONFIG_ANNOTATION: "false"}),
-            spec
-        )));
+            spec,
+        );
+        set_template(kind, &mut opted_out, "h", false);
+        assert!(!is_tracked(kind, &opted_out));
     }
 
     #[test]
