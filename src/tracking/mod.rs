@@ -18,7 +18,9 @@ pub mod workload;
 use thiserror::Error;
 
 pub use discovery::{ConfigKind, ConsumedObject, ConsumedRef, Selection};
-pub use prepare::{ConfigKey, live_objects_needed, prepare_manifest, rewrite_manifest};
+pub use prepare::{
+    ConfigKey, LiveNeeds, LiveState, live_objects_needed, prepare_manifest, rewrite_manifest,
+};
 pub use tracker::{TrackedObject, TrackedWorkload, TrackerConfig, TrackerHandle, start};
 pub use workload::{WorkloadKind, WorkloadRef};
 

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::{Api, Client};
 use serde_json::Value;
@@ -11,7 +12,9 @@ use serde_json::Value;
 use super::Error;
 use super::discovery::ConfigKind;
 use super::hash::{ObjectData, Resolved, config_map_data, secret_data};
-use super::workload::{Decision, WorkloadKind, consumed_objects, decide, set_template};
+use super::workload::{
+    Decision, WorkloadKind, consumed_objects, decide, set_template, template_hash,
+};
 use crate::apply::manifest::split_documents;
 use crate::apply::yaml::parse_documents;
 
@@ -34,8 +37,8 @@ pub async fn prepare_manifest(
     namespace: &str,
 ) -> Result<String, Error> {
     let needed = live_objects_needed(manifest, namespace)?;
-    let mut live = HashMap::new();
-    for key in needed {
+    let mut live = LiveState::default();
+    for key in needed.objects {
         let (kind, ns, name) = &key;
         let data = match kind {
             ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(client.clone(), ns)
@@ -52,10 +55,45 @@ pub async fn prepare_manifest(
             source,
         })?;
         if let Some(data) = data {
-            live.insert(key, data);
+            live.objects.insert(key, data);
+        }
+    }
+    for (ns, name) in needed.jobs {
+        let job = Api::<Job>::namespaced(client.clone(), &ns)
+            .get_opt(&name)
+            .await
+            .map_err(|source| Error::Read {
+                object: format!("Job {ns}/{name}"),
+                source,
+            })?;
+        if let Some(job) = job {
+            let hash = serde_json::to_value(&job)
+                .ok()
+                .and_then(|v| template_hash(WorkloadKind::Job, &v));
+            live.jobs.insert((ns, name), hash);
         }
     }
     rewrite_manifest(manifest, namespace, &live)
+}
+
+/// What [`rewrite_manifest`] needs from the cluster.
+#[derive(Debug, Clone, Default)]
+pub struct LiveState {
+    /// The existing consumed objects the manifest does not define (absent: missing).
+    pub objects: HashMap<ConfigKey, ObjectData>,
+    /// Jobs of the manifest that already exist, by namespace and name, with the hash their
+    /// pod template has. A Job's template is immutable, so an existing Job keeps it (as
+    /// Helm, changing it would fail the apply).
+    pub jobs: HashMap<(String, String), Option<String>>,
+}
+
+/// What [`prepare_manifest`] reads from the cluster for a manifest.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiveNeeds {
+    /// Consumed objects the manifest does not define.
+    pub objects: BTreeSet<ConfigKey>,
+    /// The manifest's tracked Jobs, by namespace and name.
+    pub jobs: BTreeSet<(String, String)>,
 }
 
 struct Doc<'a> {
@@ -148,19 +186,24 @@ fn is_tracked_in_manifest(v: &Value) -> bool {
     text(v, "/metadata/annotations/wheelhouse.dev~1track-config") != "false"
 }
 
-/// The consumed objects that the manifest does not define: they must be read live.
-pub fn live_objects_needed(manifest: &str, namespace: &str) -> Result<BTreeSet<ConfigKey>, Error> {
+/// What must be read from the cluster to prepare `manifest`.
+pub fn live_objects_needed(manifest: &str, namespace: &str) -> Result<LiveNeeds, Error> {
     let docs = documents(manifest)?;
     let own = own_objects(&docs, namespace)?;
-    let mut needed = BTreeSet::new();
+    let mut needed = LiveNeeds::default();
     for (i, kind, v) in workloads(&docs) {
         let ns = namespace_of(v, namespace);
-        for object in
-            consumed_objects(kind, v).map_err(|message| manifest_error(&docs[i], message))?
-        {
+        let objects =
+            consumed_objects(kind, v).map_err(|message| manifest_error(&docs[i], message))?;
+        if kind == WorkloadKind::Job && !objects.is_empty() {
+            needed
+                .jobs
+                .insert((ns.clone(), text(v, "/metadata/name").to_string()));
+        }
+        for object in objects {
             let key = (object.kind, ns.clone(), object.name);
             if !own.contains_key(&key) {
-                needed.insert(key);
+                needed.objects.insert(key);
             }
         }
     }
@@ -174,12 +217,11 @@ fn manifest_error(doc: &Doc<'_>, message: String) -> Error {
     }
 }
 
-/// The pure part of [`prepare_manifest`]: `live` holds the existing objects the manifest
-/// does not define (absent keys do not exist).
+/// The pure part of [`prepare_manifest`], given what exists in the cluster.
 pub fn rewrite_manifest(
     manifest: &str,
     namespace: &str,
-    live: &HashMap<ConfigKey, ObjectData>,
+    live: &LiveState,
 ) -> Result<String, Error> {
     let docs = documents(manifest)?;
     let own = own_objects(&docs, namespace)?;
@@ -195,12 +237,20 @@ pub fn rewrite_manifest(
             .into_iter()
             .map(|object| {
                 let key = (object.kind, ns.clone(), object.name.clone());
-                let data = own.get(&key).or_else(|| live.get(&key)).cloned();
+                let data = own.get(&key).or_else(|| live.objects.get(&key)).cloned();
                 Resolved { object, data }
             })
             .collect();
         let gate = matches!(decide(None, false, &resolved), Decision::Wait { .. });
-        let hash = super::hash::config_hash(&resolved);
+        let mut hash = super::hash::config_hash(&resolved);
+        if kind == WorkloadKind::Job {
+            let job = (ns.clone(), text(v, "/metadata/name").to_string());
+            match live.jobs.get(&job) {
+                Some(Some(existing)) => hash = existing.clone(),
+                Some(None) => continue,
+                None => {}
+            }
+        }
         let mut updated = v.clone();
         set_template(kind, &mut updated, &hash, gate);
         changed.insert(i, updated);
@@ -266,8 +316,11 @@ mod tests {
             "{CM}{}",
             deployment("        - {name: c, configMap: {name: web}}\n")
         );
-        assert!(live_objects_needed(&manifest, "ns").unwrap().is_empty());
-        let out = rewrite_manifest(&manifest, "ns", &HashMap::new()).unwrap();
+        assert_eq!(
+            live_objects_needed(&manifest, "ns").unwrap(),
+            LiveNeeds::default()
+        );
+        let out = rewrite_manifest(&manifest, "ns", &LiveState::default()).unwrap();
         // The ConfigMap document is untouched; the workload's still has its Source line.
         assert!(out.starts_with(CM), "{out}");
         assert!(
@@ -298,7 +351,10 @@ mod tests {
             "yes"
         );
         // Preparing twice gives the same manifest: upgrades do not roll by themselves.
-        assert_eq!(rewrite_manifest(&out, "ns", &HashMap::new()).unwrap(), out);
+        assert_eq!(
+            rewrite_manifest(&out, "ns", &LiveState::default()).unwrap(),
+            out
+        );
     }
 
     #[test]
@@ -306,16 +362,20 @@ mod tests {
         let manifest = deployment("        - {name: c, configMap: {name: late}}\n");
         let needed = live_objects_needed(&manifest, "ns").unwrap();
         assert_eq!(
-            needed.into_iter().collect::<Vec<_>>(),
+            needed.objects.into_iter().collect::<Vec<_>>(),
             vec![(ConfigKind::ConfigMap, "ns".to_string(), "late".to_string())]
         );
-        let gated = workload_of(&rewrite_manifest(&manifest, "ns", &HashMap::new()).unwrap());
+        assert!(needed.jobs.is_empty());
+        let gated = workload_of(&rewrite_manifest(&manifest, "ns", &LiveState::default()).unwrap());
         assert!(is_gated(WorkloadKind::Deployment, &gated));
 
-        let live = HashMap::from([(
-            (ConfigKind::ConfigMap, "ns".to_string(), "late".to_string()),
-            ObjectData::from([("k".to_string(), b"v".to_vec())]),
-        )]);
+        let live = LiveState {
+            objects: HashMap::from([(
+                (ConfigKind::ConfigMap, "ns".to_string(), "late".to_string()),
+                ObjectData::from([("k".to_string(), b"v".to_vec())]),
+            )]),
+            ..Default::default()
+        };
         let ready = workload_of(&rewrite_manifest(&manifest, "ns", &live).unwrap());
         assert!(!is_gated(WorkloadKind::Deployment, &ready));
         assert_ne!(
@@ -324,7 +384,7 @@ mod tests {
         );
 
         let optional = deployment("        - {name: c, configMap: {name: late, optional: true}}\n");
-        let d = workload_of(&rewrite_manifest(&optional, "ns", &HashMap::new()).unwrap());
+        let d = workload_of(&rewrite_manifest(&optional, "ns", &LiveState::default()).unwrap());
         assert!(!is_gated(WorkloadKind::Deployment, &d));
         assert!(template_hash(WorkloadKind::Deployment, &d).is_some());
     }
@@ -333,14 +393,14 @@ mod tests {
     fn workloads_without_config_or_opted_out_are_left_alone() {
         let none = deployment("        - {name: c, emptyDir: {}}\n");
         assert_eq!(
-            rewrite_manifest(&none, "ns", &HashMap::new()).unwrap(),
+            rewrite_manifest(&none, "ns", &LiveState::default()).unwrap(),
             none
         );
         let opted_out = deployment("        - {name: c, configMap: {name: late}}\n").replace(
             "  name: web\nspec:",
             "  name: web\n  annotations: {wheelhouse.dev/track-config: 'false'}\nspec:",
         );
-        let out = rewrite_manifest(&opted_out, "ns", &HashMap::new()).unwrap();
+        let out = rewrite_manifest(&opted_out, "ns", &LiveState::default()).unwrap();
         assert_eq!(out, opted_out);
         assert!(!out.contains(CONFIG_HASH_ANNOTATION));
     }
@@ -353,13 +413,30 @@ mod tests {
              \x20         envFrom: [{secretRef: {name: db}}]\n";
         let needed = live_objects_needed(manifest, "ns").unwrap();
         assert_eq!(
-            needed.into_iter().collect::<Vec<_>>(),
+            needed.objects.iter().cloned().collect::<Vec<_>>(),
             vec![(ConfigKind::Secret, "other".to_string(), "db".to_string())]
         );
-        let out = rewrite_manifest(manifest, "ns", &HashMap::new()).unwrap();
-        let job = serde_json::to_value(&parse_manifest(&out).unwrap()[0]).unwrap();
-        // A Job's template cannot be changed later, so it is never gated.
+        assert_eq!(
+            needed.jobs.iter().cloned().collect::<Vec<_>>(),
+            vec![("other".to_string(), "migrate".to_string())]
+        );
+        let job_of = |live: &LiveState| {
+            let out = rewrite_manifest(manifest, "ns", live).unwrap();
+            serde_json::to_value(&parse_manifest(&out).unwrap()[0]).unwrap()
+        };
+        // A new Job gets the hash; its template cannot be changed later, so never a gate.
+        let job = job_of(&LiveState::default());
         assert!(!is_gated(WorkloadKind::Job, &job));
         assert!(template_hash(WorkloadKind::Job, &job).is_some());
+        // An existing Job keeps the template it has, or the apply would fail.
+        let key = ("other".to_string(), "migrate".to_string());
+        let mut live = LiveState::default();
+        live.jobs.insert(key.clone(), Some("earlier".into()));
+        assert_eq!(
+            template_hash(WorkloadKind::Job, &job_of(&live)).as_deref(),
+            Some("earlier")
+        );
+        live.jobs.insert(key, None);
+        assert_eq!(rewrite_manifest(manifest, "ns", &live).unwrap(), manifest);
     }
 }
