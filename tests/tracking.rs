@@ -14,6 +14,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::batch::v1::CronJob;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
@@ -512,6 +513,38 @@ async fn a_standalone_opted_in_deployment_rolls_on_its_config_map_change() {
         .await
         .unwrap();
     wait_rolled_out(&client, &ns.name, "plain").await;
+    // An opted-in CronJob reading one key of solo-config and a Secret through the API.
+    let token: Secret = from_yaml("metadata: {name: solo-token}\nstringData: {t: '1'}\n");
+    Api::<Secret>::namespaced(client.clone(), &ns.name)
+        .create(&PostParams::default(), &token)
+        .await
+        .unwrap();
+    let cron_jobs: Api<CronJob> = Api::namespaced(client.clone(), &ns.name);
+    let cron: CronJob = from_yaml(
+        "metadata:\n  name: nightly\n  annotations: {wheelhouse.dev/track-config: 'true', wheelhouse.dev/extra-secrets: solo-token}\n\
+         spec:\n  schedule: '0 0 1 1 *'\n  jobTemplate:\n    spec:\n      template:\n        spec:\n\
+         \x20         restartPolicy: Never\n          containers:\n            - name: job\n              image: registry.invalid/job:1\n\
+         \x20             env: [{name: V, valueFrom: {configMapKeyRef: {name: solo-config, key: v}}}]\n",
+    );
+    cron_jobs
+        .create(&PostParams::default(), &cron)
+        .await
+        .unwrap();
+    let cron_hash = || async {
+        cron_jobs
+            .get("nightly")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .job_template
+            .spec
+            .unwrap()
+            .template
+            .metadata
+            .and_then(|m| m.annotations)
+            .and_then(|a| a.get(CONFIG_HASH_ANNOTATION).cloned())
+    };
 
     let (tracker, stop) = start_tracker(&client, &ns.name);
     tracker.ready().await;
@@ -520,6 +553,9 @@ async fn a_standalone_opted_in_deployment_rolls_on_its_config_map_change() {
     })
     .await;
     settles_with(&client, &ns.name, "solo", 2).await;
+    let cron_first = cron_hash()
+        .await
+        .expect("the opted-in CronJob gets its hash");
 
     patch_config_map(
         &client,
@@ -529,6 +565,26 @@ async fn a_standalone_opted_in_deployment_rolls_on_its_config_map_change() {
     )
     .await;
     settles_with(&client, &ns.name, "solo", 3).await;
+    let cron_second = cron_hash().await.unwrap();
+    assert_ne!(
+        cron_second, cron_first,
+        "the CronJob's job template got the new hash"
+    );
+    // The Secret only the CronJob names changes its hash, not the Deployment's.
+    Api::<Secret>::namespaced(client.clone(), &ns.name)
+        .patch(
+            "solo-token",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"stringData": {"t": "2"}})),
+        )
+        .await
+        .unwrap();
+    eventually("the CronJob follows its extra Secret", || async {
+        cron_hash().await.is_some_and(|h| h != cron_second)
+    })
+    .await;
+    settle().await;
+    assert_eq!(rs_count(&client, &ns.name, "solo").await, 3);
 
     patch_config_map(
         &client,
@@ -553,9 +609,20 @@ async fn a_standalone_opted_in_deployment_rolls_on_its_config_map_change() {
             .iter()
             .map(|t| t.workload.name.as_str())
             .collect::<Vec<_>>(),
-        vec!["solo"]
+        vec!["solo", "nightly"]
     );
     assert_eq!(tracked[0].release, None);
+    assert_eq!(
+        tracked[1]
+            .objects
+            .iter()
+            .map(|o| (o.object.kind, o.object.name.as_str(), o.exists))
+            .collect::<Vec<_>>(),
+        vec![
+            (ConfigKind::ConfigMap, "solo-config", true),
+            (ConfigKind::Secret, "solo-token", true)
+        ]
+    );
 
     stop.cancel();
     ns.delete().await;
