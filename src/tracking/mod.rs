@@ -7,6 +7,14 @@
 //! A workload whose required object does not exist yet is held with the scheduling gate
 //! `wheelhouse.dev/config-pending`; the tracker removes it and sets the hash in one patch
 //! when the object appears.
+//!
+//! Wiring: the engine calls [`prepare_manifest`] on every rendered manifest between render
+//! and apply when the release has `configTracking.enabled` (the default), and stores the
+//! prepared text as the revision's manifest; because the hash is computed from the live
+//! data, re-applying it does not undo or repeat the tracker's patches. It starts one
+//! tracker with [`start`] over its scope. Release workloads whose manifest was never
+//! prepared carry no hash and are left alone by the tracker. [`TrackerHandle::tracked`]
+//! lists what each workload consumes and whether its pods are gated, for the dashboard.
 
 pub mod debounce;
 pub mod discovery;
