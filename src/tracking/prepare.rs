@@ -1,0 +1,442 @@
+//! Preparing a rendered manifest before it is applied: the config hash (and, for missing
+//! required objects, the scheduling gate) goes into every workload's pod template, so the
+//! first pods already carry it and never restart to receive it.
+
+use std::collections::{BTreeSet, HashMap};
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::{Api, Client};
+use serde_json::Value;
+
+use super::Error;
+use super::discovery::ConfigKind;
+use super::hash::{ObjectData, Resolved, config_map_data, secret_data};
+use super::workload::{
+    Decision, WorkloadKind, consumed_objects, decide, set_template, template_hash,
+};
+use crate::apply::manifest::split_documents;
+use crate::apply::yaml::parse_documents;
+
+/// A ConfigMap or Secret by kind, namespace and name.
+pub type ConfigKey = (ConfigKind, String, String);
+
+/// Adds `wheelhouse.dev/config-hash` to the pod template of every tracked Deployment,
+/// StatefulSet, DaemonSet, Job and CronJob in `manifest` (a Helm manifest: `---`
+/// separated documents with `# Source:` comments; `namespace` is the release namespace,
+/// the default of objects without one). Consumed objects that the manifest itself defines
+/// are hashed from the manifest (that is what will be live after the apply); the others are
+/// read from the cluster. A workload with a missing required object also gets the
+/// `wheelhouse.dev/config-pending` scheduling gate (not Jobs: their template is immutable).
+///
+/// Documents without a change are kept byte for byte; changed ones are written as JSON
+/// (valid YAML that every YAML 1.1 reader types the same way).
+pub async fn prepare_manifest(
+    client: &Client,
+    manifest: &str,
+    namespace: &str,
+) -> Result<String, Error> {
+    let needed = live_objects_needed(manifest, namespace)?;
+    let mut live = LiveState::default();
+    for key in needed.objects {
+        let (kind, ns, name) = &key;
+        let data = match kind {
+            ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(client.clone(), ns)
+                .get_opt(name)
+                .await
+                .map(|o| o.map(|cm| config_map_data(&cm))),
+            ConfigKind::Secret => Api::<Secret>::namespaced(client.clone(), ns)
+                .get_opt(name)
+                .await
+                .map(|o| o.map(|s| secret_data(&s))),
+        }
+        .map_err(|source| Error::Read {
+            object: format!("{kind} {ns}/{name}"),
+            source,
+        })?;
+        if let Some(data) = data {
+            live.objects.insert(key, data);
+        }
+    }
+    for (ns, name) in needed.jobs {
+        let job = Api::<Job>::namespaced(client.clone(), &ns)
+            .get_opt(&name)
+            .await
+            .map_err(|source| Error::Read {
+                object: format!("Job {ns}/{name}"),
+                source,
+            })?;
+        if let Some(job) = job {
+            let hash = serde_json::to_value(&job)
+                .ok()
+                .and_then(|v| template_hash(WorkloadKind::Job, &v));
+            live.jobs.insert((ns, name), hash);
+        }
+    }
+    rewrite_manifest(manifest, namespace, &live)
+}
+
+/// What [`rewrite_manifest`] needs from the cluster.
+#[derive(Debug, Clone, Default)]
+pub struct LiveState {
+    /// The existing consumed objects the manifest does not define (absent: missing).
+    pub objects: HashMap<ConfigKey, ObjectData>,
+    /// Jobs of the manifest that already exist, by namespace and name, with the hash their
+    /// pod template has. A Job's template is immutable, so an existing Job keeps it (as
+    /// Helm, changing it would fail the apply).
+    pub jobs: HashMap<(String, String), Option<String>>,
+}
+
+/// What [`prepare_manifest`] reads from the cluster for a manifest.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LiveNeeds {
+    /// Consumed objects the manifest does not define.
+    pub objects: BTreeSet<ConfigKey>,
+    /// The manifest's tracked Jobs, by namespace and name.
+    pub jobs: BTreeSet<(String, String)>,
+}
+
+struct Doc<'a> {
+    source: Option<&'a str>,
+    body: &'a str,
+    /// The single object of the document, when it parses to exactly one mapping.
+    value: Option<Value>,
+}
+
+fn documents(manifest: &str) -> Result<Vec<Doc<'_>>, Error> {
+    split_documents(manifest)
+        .into_iter()
+        .map(|doc| {
+            let values = parse_documents(doc.body).map_err(|message| Error::Manifest {
+                origin: doc.source.unwrap_or("manifest").to_string(),
+                message,
+            })?;
+            let value = match <[Value; 1]>::try_from(values) {
+                Ok([v]) if v.is_object() => Some(v),
+                _ => None,
+            };
+            Ok(Doc {
+                source: doc.source,
+                body: doc.body,
+                value,
+            })
+        })
+        .collect()
+}
+
+fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or("")
+}
+
+fn namespace_of(v: &Value, default: &str) -> String {
+    match text(v, "/metadata/namespace") {
+        "" => default.to_string(),
+        ns => ns.to_string(),
+    }
+}
+
+fn workload_kind(v: &Value) -> Option<WorkloadKind> {
+    WorkloadKind::from_type(text(v, "/apiVersion"), text(v, "/kind"))
+}
+
+/// The ConfigMaps and Secrets the manifest defines, with their data.
+fn own_objects(docs: &[Doc<'_>], namespace: &str) -> Result<HashMap<ConfigKey, ObjectData>, Error> {
+    let mut own = HashMap::new();
+    for doc in docs {
+        let Some(v) = &doc.value else { continue };
+        let kind = match (text(v, "/apiVersion"), text(v, "/kind")) {
+            ("v1", "ConfigMap") => ConfigKind::ConfigMap,
+            ("v1", "Secret") => ConfigKind::Secret,
+            _ => continue,
+        };
+        let invalid = |e: serde_json::Error| Error::Manifest {
+            origin: doc.source.unwrap_or("manifest").to_string(),
+            message: e.to_string(),
+        };
+        let data = match kind {
+            ConfigKind::ConfigMap => {
+                config_map_data(&serde_json::from_value(v.clone()).map_err(invalid)?)
+            }
+            ConfigKind::Secret => secret_data(&serde_json::from_value(v.clone()).map_err(invalid)?),
+        };
+        let key = (
+            kind,
+            namespace_of(v, namespace),
+            text(v, "/metadata/name").to_string(),
+        );
+        own.insert(key, data);
+    }
+    Ok(own)
+}
+
+/// The tracked workloads of the manifest and what they consume.
+fn workloads<'d>(
+    docs: &'d [Doc<'_>],
+) -> impl Iterator<Item = (usize, WorkloadKind, &'d Value)> + 'd {
+    docs.iter().enumerate().filter_map(|(i, doc)| {
+        let v = doc.value.as_ref()?;
+        let kind = workload_kind(v)?;
+        is_tracked_in_manifest(v).then_some((i, kind, v))
+    })
+}
+
+/// In a manifest every workload belongs to the release (the Helm annotations are added at
+/// apply time), unless it opts out.
+fn is_tracked_in_manifest(v: &Value) -> bool {
+    text(v, "/metadata/annotations/wheelhouse.dev~1track-config") != "false"
+}
+
+/// What must be read from the cluster to prepare `manifest`.
+pub fn live_objects_needed(manifest: &str, namespace: &str) -> Result<LiveNeeds, Error> {
+    let docs = documents(manifest)?;
+    let own = own_objects(&docs, namespace)?;
+    let mut needed = LiveNeeds::default();
+    for (i, kind, v) in workloads(&docs) {
+        let ns = namespace_of(v, namespace);
+        let objects =
+            consumed_objects(kind, v).map_err(|message| manifest_error(&docs[i], message))?;
+        if kind == WorkloadKind::Job && !objects.is_empty() {
+            needed
+                .jobs
+                .insert((ns.clone(), text(v, "/metadata/name").to_string()));
+        }
+        for object in objects {
+            let key = (object.kind, ns.clone(), object.name);
+            if !own.contains_key(&key) {
+                needed.objects.insert(key);
+            }
+        }
+    }
+    Ok(needed)
+}
+
+fn manifest_error(doc: &Doc<'_>, message: String) -> Error {
+    Error::Manifest {
+        origin: doc.source.unwrap_or("manifest").to_string(),
+        message,
+    }
+}
+
+/// The pure part of [`prepare_manifest`], given what exists in the cluster.
+pub fn rewrite_manifest(
+    manifest: &str,
+    namespace: &str,
+    live: &LiveState,
+) -> Result<String, Error> {
+    let docs = documents(manifest)?;
+    let own = own_objects(&docs, namespace)?;
+    let mut changed: HashMap<usize, Value> = HashMap::new();
+    for (i, kind, v) in workloads(&docs) {
+        let ns = namespace_of(v, namespace);
+        let objects =
+            consumed_objects(kind, v).map_err(|message| manifest_error(&docs[i], message))?;
+        if objects.is_empty() {
+            continue;
+        }
+        let resolved: Vec<Resolved> = objects
+            .into_iter()
+            .map(|object| {
+                let key = (object.kind, ns.clone(), object.name.clone());
+                let data = own.get(&key).or_else(|| live.objects.get(&key)).cloned();
+                Resolved { object, data }
+            })
+            .collect();
+        let gate = matches!(decide(None, false, &resolved), Decision::Wait { .. });
+        let mut hash = super::hash::config_hash(&resolved);
+        if kind == WorkloadKind::Job {
+            let job = (ns.clone(), text(v, "/metadata/name").to_string());
+            match live.jobs.get(&job) {
+                Some(Some(existing)) => hash = existing.clone(),
+                Some(None) => continue,
+                None => {}
+            }
+        }
+        let mut updated = v.clone();
+        set_template(kind, &mut updated, &hash, gate);
+        changed.insert(i, updated);
+    }
+
+    let mut out = String::with_capacity(manifest.len() + 256);
+    for (i, doc) in docs.iter().enumerate() {
+        out.push_str("---\n");
+        if let Some(source) = doc.source {
+            out.push_str("# Source: ");
+            out.push_str(source);
+            out.push('\n');
+        }
+        match changed.get(&i) {
+            Some(v) => {
+                out.push_str(&serde_json::to_string_pretty(v).expect("JSON values serialize"));
+                out.push('\n');
+            }
+            None => {
+                out.push_str(doc.body);
+                if !doc.body.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::CONFIG_HASH_ANNOTATION;
+    use super::super::discovery::{ConsumedObject, Selection};
+    use super::super::hash::config_hash;
+    use super::super::workload::{is_gated, template_hash};
+    use super::*;
+    use crate::apply::parse_manifest;
+
+    const CM: &str = "---\n# Source: demo/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  greeting: hello\n  mode: '0644'\n";
+
+    fn deployment(volumes: &str) -> String {
+        format!(
+            "---\n# Source: demo/templates/deploy.yaml\napiVersion: apps/v1\nkind: Deployment\n\
+             metadata:\n  name: web\nspec:\n  selector:\n    matchLabels: {{app: web}}\n  template:\n\
+             \x20   metadata:\n      labels: {{app: web}}\n    spec:\n      containers:\n\
+             \x20       - name: app\n          image: x\n          env: [{{name: FLAG, value: 'yes'}}]\n\
+             \x20     volumes:\n{volumes}"
+        )
+    }
+
+    fn workload_of(manifest: &str) -> Value {
+        let objects = parse_manifest(manifest).unwrap();
+        let d = objects
+            .iter()
+            .find(|o| o.types.as_ref().unwrap().kind == "Deployment")
+            .unwrap();
+        serde_json::to_value(d).unwrap()
+    }
+
+    #[test]
+    fn hashes_objects_of_the_same_manifest_from_the_manifest_and_keeps_other_documents() {
+        let manifest = format!(
+            "{CM}{}",
+            deployment("        - {name: c, configMap: {name: web}}\n")
+        );
+        assert_eq!(
+            live_objects_needed(&manifest, "ns").unwrap(),
+            LiveNeeds::default()
+        );
+        let out = rewrite_manifest(&manifest, "ns", &LiveState::default()).unwrap();
+        // The ConfigMap document is untouched; the workload's still has its Source line.
+        assert!(out.starts_with(CM), "{out}");
+        assert!(
+            out.contains("---\n# Source: demo/templates/deploy.yaml\n{"),
+            "{out}"
+        );
+        let d = workload_of(&out);
+        // The same hash as the tracker computes from the live ConfigMap the apply creates.
+        let live: ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web"}, "data": {"greeting": "hello", "mode": "0644"}
+        }))
+        .unwrap();
+        let expected = config_hash(&[Resolved {
+            object: ConsumedObject {
+                kind: ConfigKind::ConfigMap,
+                name: "web".into(),
+                selection: Selection::Whole,
+                optional: false,
+            },
+            data: Some(config_map_data(&live)),
+        }]);
+        assert_eq!(template_hash(WorkloadKind::Deployment, &d), Some(expected));
+        assert!(!is_gated(WorkloadKind::Deployment, &d));
+        // YAML 1.1 typing survives the rewrite: the quoted 'yes' stays a string.
+        assert_eq!(
+            d.pointer("/spec/template/spec/containers/0/env/0/value")
+                .unwrap(),
+            "yes"
+        );
+        // Preparing twice gives the same manifest: upgrades do not roll by themselves.
+        assert_eq!(
+            rewrite_manifest(&out, "ns", &LiveState::default()).unwrap(),
+            out
+        );
+    }
+
+    #[test]
+    fn missing_required_objects_gate_and_optional_ones_do_not() {
+        let manifest = deployment("        - {name: c, configMap: {name: late}}\n");
+        let needed = live_objects_needed(&manifest, "ns").unwrap();
+        assert_eq!(
+            needed.objects.into_iter().collect::<Vec<_>>(),
+            vec![(ConfigKind::ConfigMap, "ns".to_string(), "late".to_string())]
+        );
+        assert!(needed.jobs.is_empty());
+        let gated = workload_of(&rewrite_manifest(&manifest, "ns", &LiveState::default()).unwrap());
+        assert!(is_gated(WorkloadKind::Deployment, &gated));
+
+        let live = LiveState {
+            objects: HashMap::from([(
+                (ConfigKind::ConfigMap, "ns".to_string(), "late".to_string()),
+                ObjectData::from([("k".to_string(), b"v".to_vec())]),
+            )]),
+            ..Default::default()
+        };
+        let ready = workload_of(&rewrite_manifest(&manifest, "ns", &live).unwrap());
+        assert!(!is_gated(WorkloadKind::Deployment, &ready));
+        assert_ne!(
+            template_hash(WorkloadKind::Deployment, &gated),
+            template_hash(WorkloadKind::Deployment, &ready)
+        );
+
+        let optional = deployment("        - {name: c, configMap: {name: late, optional: true}}\n");
+        let d = workload_of(&rewrite_manifest(&optional, "ns", &LiveState::default()).unwrap());
+        assert!(!is_gated(WorkloadKind::Deployment, &d));
+        assert!(template_hash(WorkloadKind::Deployment, &d).is_some());
+    }
+
+    #[test]
+    fn workloads_without_config_or_opted_out_are_left_alone() {
+        let none = deployment("        - {name: c, emptyDir: {}}\n");
+        assert_eq!(
+            rewrite_manifest(&none, "ns", &LiveState::default()).unwrap(),
+            none
+        );
+        let opted_out = deployment("        - {name: c, configMap: {name: late}}\n").replace(
+            "  name: web\nspec:",
+            "  name: web\n  annotations: {wheelhouse.dev/track-config: 'false'}\nspec:",
+        );
+        let out = rewrite_manifest(&opted_out, "ns", &LiveState::default()).unwrap();
+        assert_eq!(out, opted_out);
+        assert!(!out.contains(CONFIG_HASH_ANNOTATION));
+    }
+
+    #[test]
+    fn secrets_in_other_namespaces_and_jobs() {
+        let manifest = "---\n# Source: demo/templates/job.yaml\napiVersion: batch/v1\nkind: Job\n\
+             metadata:\n  name: migrate\n  namespace: other\nspec:\n  template:\n    spec:\n\
+             \x20     restartPolicy: Never\n      containers:\n        - name: m\n          image: x\n\
+             \x20         envFrom: [{secretRef: {name: db}}]\n";
+        let needed = live_objects_needed(manifest, "ns").unwrap();
+        assert_eq!(
+            needed.objects.iter().cloned().collect::<Vec<_>>(),
+            vec![(ConfigKind::Secret, "other".to_string(), "db".to_string())]
+        );
+        assert_eq!(
+            needed.jobs.iter().cloned().collect::<Vec<_>>(),
+            vec![("other".to_string(), "migrate".to_string())]
+        );
+        let job_of = |live: &LiveState| {
+            let out = rewrite_manifest(manifest, "ns", live).unwrap();
+            serde_json::to_value(&parse_manifest(&out).unwrap()[0]).unwrap()
+        };
+        // A new Job gets the hash; its template cannot be changed later, so never a gate.
+        let job = job_of(&LiveState::default());
+        assert!(!is_gated(WorkloadKind::Job, &job));
+        assert!(template_hash(WorkloadKind::Job, &job).is_some());
+        // An existing Job keeps the template it has, or the apply would fail.
+        let key = ("other".to_string(), "migrate".to_string());
+        let mut live = LiveState::default();
+        live.jobs.insert(key.clone(), Some("earlier".into()));
+        assert_eq!(
+            template_hash(WorkloadKind::Job, &job_of(&live)).as_deref(),
+            Some("earlier")
+        );
+        live.jobs.insert(key, None);
+        assert_eq!(rewrite_manifest(manifest, "ns", &live).unwrap(), manifest);
+    }
+}

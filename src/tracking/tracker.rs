@@ -1,0 +1,551 @@
+//! The long-running tracker: watches tracked workloads and the ConfigMaps and Secrets they
+//! consume, and after a debounced burst of changes patches the pod-template hash (and
+//! lifts the config-pending gate) with a JSON merge patch that touches only those fields.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::{BoxStream, SelectAll};
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::debounce::Debouncer;
+use super::discovery::{ConfigKind, ConsumedObject};
+use super::hash::{ObjectData, Resolved, config_map_data, secret_data};
+use super::workload::{
+    Decision, WorkloadKind, WorkloadRef, consumed_objects, decide, hash_patch, is_gated,
+    is_tracked, template_hash,
+};
+use super::{CONFIG_PENDING_GATE, FIELD_MANAGER};
+use crate::apply::manifest::RELEASE_NAME_ANNOTATION;
+use crate::client::Scope;
+
+#[derive(Debug, Clone)]
+pub struct TrackerConfig {
+    /// Quiet time after the last change before a workload is rolled.
+    pub debounce: Duration,
+    /// A workload whose config keeps changing is rolled at the latest this long after the
+    /// first change of a burst.
+    pub max_delay: Duration,
+}
+
+impl Default for TrackerConfig {
+    fn default() -> Self {
+        Self {
+            debounce: Duration::from_secs(2),
+            max_delay: Duration::from_secs(20),
+        }
+    }
+}
+
+/// One consumed object of a tracked workload and whether it exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrackedObject {
+    pub object: ConsumedObject,
+    pub exists: bool,
+}
+
+/// What the dashboard shows per workload: what it consumes and whether its pods are held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrackedWorkload {
+    pub workload: WorkloadRef,
+    /// The Helm release owning it (`meta.helm.sh/release-name`), if any.
+    pub release: Option<String>,
+    pub objects: Vec<TrackedObject>,
+    /// The pod template carries the `wheelhouse.dev/config-pending` gate.
+    pub gated: bool,
+    /// The pod template's current config hash.
+    pub hash: Option<String>,
+}
+
+struct Stores {
+    workloads: BTreeMap<WorkloadKind, Store<DynamicObject>>,
+    config_maps: Store<ConfigMap>,
+    secrets: Store<Secret>,
+}
+
+impl Stores {
+    fn workload(&self, key: &WorkloadRef) -> Option<Arc<DynamicObject>> {
+        let ar = key.kind.api_resource();
+        self.workloads[&key.kind].get(&ObjectRef::new_with(&key.name, ar).within(&key.namespace))
+    }
+
+    fn data(&self, kind: ConfigKind, namespace: &str, name: &str) -> Option<ObjectData> {
+        match kind {
+            ConfigKind::ConfigMap => self
+                .config_maps
+                .get(&ObjectRef::new(name).within(namespace))
+                .map(|cm| config_map_data(&cm)),
+            ConfigKind::Secret => self
+                .secrets
+                .get(&ObjectRef::new(name).within(namespace))
+                .map(|s| secret_data(&s)),
+        }
+    }
+
+    fn resolve(&self, namespace: &str, objects: Vec<ConsumedObject>) -> Vec<Resolved> {
+        objects
+            .into_iter()
+            .map(|object| Resolved {
+                data: self.data(object.kind, namespace, &object.name),
+                object,
+            })
+            .collect()
+    }
+}
+
+/// A running tracker. Cloning shares it; the task stops when the `stop` token given to
+/// [`start`] is cancelled.
+#[derive(Clone)]
+pub struct TrackerHandle {
+    stores: Arc<Stores>,
+    ready: watch::Receiver<bool>,
+}
+
+impl TrackerHandle {
+    /// Waits until every watch has delivered its initial list (the tracker acts only
+    /// after that, so it never hashes a half-known state).
+    pub async fn ready(&self) {
+        let mut ready = self.ready.clone();
+        let _ = ready.wait_for(|r| *r).await;
+    }
+
+    /// The tracked workloads, optionally only those of one namespace and/or release,
+    /// sorted by kind, namespace and name.
+    pub fn tracked(&self, namespace: Option<&str>, release: Option<&str>) -> Vec<TrackedWorkload> {
+        let mut out = Vec::new();
+        for (&kind, store) in &self.stores.workloads {
+            for obj in store.state() {
+                let ns = obj.namespace().unwrap_or_default();
+                if namespace.is_some_and(|n| n != ns) {
+                    continue;
+                }
+                let owner = obj.annotations().get(RELEASE_NAME_ANNOTATION).cloned();
+                if release.is_some() && owner.as_deref() != release {
+                    continue;
+                }
+                let value = serde_json::to_value(&*obj).unwrap_or(Value::Null);
+                if !is_tracked(kind, &value) {
+                    continue;
+                }
+                let objects = consumed_objects(kind, &value).unwrap_or_default();
+                out.push(TrackedWorkload {
+                    workload: WorkloadRef {
+                        kind,
+                        namespace: ns.clone(),
+                        name: obj.name_any(),
+                    },
+                    release: owner,
+                    objects: objects
+                        .into_iter()
+                        .map(|object| TrackedObject {
+                            exists: self.stores.data(object.kind, &ns, &object.name).is_some(),
+                            object,
+                        })
+                        .collect(),
+                    gated: is_gated(kind, &value),
+                    hash: template_hash(kind, &value),
+                });
+            }
+        }
+        out.sort_by(|a, b| a.workload.cmp(&b.workload));
+        out
+    }
+}
+
+/// What a watch stream reports to the loop.
+enum Signal {
+    Workload(WorkloadKind, Box<watcher::Event<DynamicObject>>),
+    Config(ConfigKind, WatchKind<(String, String)>),
+    Failed(&'static str, String),
+}
+
+enum WatchKind<T> {
+    Touched(T),
+    Listed,
+    Other,
+}
+
+fn config_signal<K: Resource + ResourceExt>(kind: ConfigKind, event: watcher::Event<K>) -> Signal {
+    let key = |o: &K| (o.namespace().unwrap_or_default(), o.name_any());
+    Signal::Config(
+        kind,
+        match event {
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) | watcher::Event::Delete(o) => {
+                WatchKind::Touched(key(&o))
+            }
+            watcher::Event::InitDone => WatchKind::Listed,
+            watcher::Event::Init => WatchKind::Other,
+        },
+    )
+}
+
+/// Starts the tracker over `scope`. Needs list/watch on the workload kinds, ConfigMaps and
+/// Secrets, patch on the workloads, create on Events (and list/delete on Pods, to replace
+/// gated StatefulSet pods).
+pub fn start(
+    client: Client,
+    scope: Scope,
+    config: TrackerConfig,
+    stop: CancellationToken,
+) -> TrackerHandle {
+    let mut streams: SelectAll<BoxStream<'static, Signal>> = SelectAll::new();
+    let mut workloads = BTreeMap::new();
+    for kind in WorkloadKind::ROLLABLE {
+        let ar = kind.api_resource();
+        let api: Api<DynamicObject> = match &scope {
+            Scope::All => Api::all_with(client.clone(), &ar),
+            Scope::Namespace(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+        };
+        let writer = reflector::store::Writer::new(ar);
+        workloads.insert(kind, writer.as_reader());
+        let stream = reflector::reflector(
+            writer,
+            watcher(api, watcher::Config::default()).default_backoff(),
+        )
+        .map(move |event| match event {
+            Ok(event) => Signal::Workload(kind, Box::new(event)),
+            Err(e) => Signal::Failed("workloads", e.to_string()),
+        });
+        streams.push(stream.boxed());
+    }
+    let (cm_reader, cm_writer) = reflector::store::<ConfigMap>();
+    streams.push(
+        reflector::reflector(
+            cm_writer,
+            watcher(
+                scope.api::<ConfigMap>(client.clone()),
+                watcher::Config::default(),
+            )
+            .default_backoff(),
+        )
+        .map(|event| match event {
+            Ok(event) => config_signal(ConfigKind::ConfigMap, event),
+            Err(e) => Signal::Failed("ConfigMaps", e.to_string()),
+        })
+        .boxed(),
+    );
+    let (secret_reader, secret_writer) = reflector::store::<Secret>();
+    streams.push(
+        reflector::reflector(
+            secret_writer,
+            watcher(
+                scope.api::<Secret>(client.clone()),
+                watcher::Config::default(),
+            )
+            .default_backoff(),
+        )
+        .map(|event| match event {
+            Ok(event) => config_signal(ConfigKind::Secret, event),
+            Err(e) => Signal::Failed("Secrets", e.to_string()),
+        })
+        .boxed(),
+    );
+
+    let stores = Arc::new(Stores {
+        workloads,
+        config_maps: cm_reader,
+        secrets: secret_reader,
+    });
+    let (ready_tx, ready) = watch::channel(false);
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: FIELD_MANAGER.into(),
+            instance: None,
+        },
+    );
+    let mut tracker = Tracker {
+        client,
+        stores: stores.clone(),
+        debouncer: Debouncer::new(config.debounce, config.max_delay),
+        uses: HashMap::new(),
+        consumers: HashMap::new(),
+        announced: HashMap::new(),
+        recorder,
+        listed: HashSet::new(),
+        ready: ready_tx,
+    };
+    tokio::spawn(async move { tracker.run(streams, stop).await });
+    TrackerHandle { stores, ready }
+}
+
+type ObjectKey = (ConfigKind, String, String);
+
+struct Tracker {
+    client: Client,
+    stores: Arc<Stores>,
+    debouncer: Debouncer<WorkloadRef>,
+    /// What each tracked workload consumes, and the reverse index.
+    uses: HashMap<WorkloadRef, Vec<ObjectKey>>,
+    consumers: HashMap<ObjectKey, HashSet<WorkloadRef>>,
+    /// The last waiting message published per workload, so each is published once.
+    announced: HashMap<WorkloadRef, String>,
+    recorder: Recorder,
+    /// Streams that delivered their initial list (by name).
+    listed: HashSet<String>,
+    ready: watch::Sender<bool>,
+}
+
+const STREAMS: usize = WorkloadKind::ROLLABLE.len() + 2;
+
+impl Tracker {
+    async fn run(
+        &mut self,
+        mut streams: SelectAll<BoxStream<'static, Signal>>,
+        stop: CancellationToken,
+    ) {
+        loop {
+            let deadline = self
+                .debouncer
+                .next_deadline()
+                .filter(|_| *self.ready.borrow());
+            let sleep = async {
+                match deadline {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = stop.cancelled() => return,
+                signal = streams.next() => match signal {
+                    Some(signal) => self.on_signal(signal),
+                    None => return,
+                },
+                () = sleep => {
+                    for key in self.debouncer.take_due(Instant::now()) {
+                        self.reconcile(key).await;
+                    }
+                }
+            }
+        }
+    }
+
+    fn on_signal(&mut self, signal: Signal) {
+        let now = Instant::now();
+        match signal {
+            Signal::Failed(what, message) => {
+                warn!(%message, "config tracking: watching {what} failed; retrying")
+            }
+            Signal::Workload(kind, event) => match *event {
+                watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) => {
+                    let key = workload_ref(kind, &obj);
+                    let value = serde_json::to_value(&obj).unwrap_or(Value::Null);
+                    self.unindex(&key);
+                    if is_tracked(kind, &value) {
+                        match consumed_objects(kind, &value) {
+                            Ok(objects) => self.index(&key, &objects),
+                            Err(message) => {
+                                warn!(workload = %key, %message, "config tracking: cannot read the pod template")
+                            }
+                        }
+                        self.debouncer.touch(key, now);
+                    } else {
+                        self.debouncer.remove(&key);
+                    }
+                }
+                watcher::Event::Delete(obj) => {
+                    let key = workload_ref(kind, &obj);
+                    self.unindex(&key);
+                    self.debouncer.remove(&key);
+                    self.announced.remove(&key);
+                }
+                watcher::Event::InitDone => self.listed(kind.to_string()),
+                watcher::Event::Init => {}
+            },
+            Signal::Config(kind, WatchKind::Touched((ns, name))) => {
+                let consumers = self
+                    .consumers
+                    .get(&(kind, ns, name))
+                    .cloned()
+                    .unwrap_or_default();
+                for key in consumers {
+                    self.debouncer.touch(key, now);
+                }
+            }
+            Signal::Config(kind, WatchKind::Listed) => self.listed(kind.to_string()),
+            Signal::Config(_, WatchKind::Other) => {}
+        }
+    }
+
+    fn listed(&mut self, stream: String) {
+        self.listed.insert(stream);
+        if self.listed.len() == STREAMS {
+            self.ready.send_replace(true);
+        }
+    }
+
+    fn index(&mut self, key: &WorkloadRef, objects: &[ConsumedObject]) {
+        let keys: Vec<ObjectKey> = objects
+            .iter()
+            .map(|o| (o.kind, key.namespace.clone(), o.name.clone()))
+            .collect();
+        for k in &keys {
+            self.consumers
+                .entry(k.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        self.uses.insert(key.clone(), keys);
+    }
+
+    fn unindex(&mut self, key: &WorkloadRef) {
+        for k in self.uses.remove(key).unwrap_or_default() {
+            if let Some(set) = self.consumers.get_mut(&k) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.consumers.remove(&k);
+                }
+            }
+        }
+    }
+
+    async fn reconcile(&mut self, key: WorkloadRef) {
+        let Some(obj) = self.stores.workload(&key) else {
+            return;
+        };
+        let value = serde_json::to_value(&*obj).unwrap_or(Value::Null);
+        if !is_tracked(key.kind, &value) {
+            return;
+        }
+        let Ok(objects) = consumed_objects(key.kind, &value) else {
+            return;
+        };
+        let resolved = self.stores.resolve(&key.namespace, objects);
+        let gated = is_gated(key.kind, &value);
+        let current = template_hash(key.kind, &value);
+        match decide(current.as_deref(), gated, &resolved) {
+            Decision::Nothing => {
+                self.announced.remove(&key);
+            }
+            Decision::Wait { missing } => {
+                let list = missing
+                    .iter()
+                    .map(|o| format!("{} {}/{}", o.kind, key.namespace, o.name))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                let (reason, note) = if gated {
+                    ("ConfigPending", format!("waiting for {list}"))
+                } else {
+                    (
+                        "ConfigMissing",
+                        format!(
+                            "{list} does not exist; the running pods are left alone until it does"
+                        ),
+                    )
+                };
+                if self.announced.get(&key) != Some(&note) {
+                    info!(workload = %key, "{note}");
+                    self.publish(&obj, &key, EventType::Warning, reason, note.clone())
+                        .await;
+                    self.announced.insert(key, note);
+                }
+            }
+            Decision::Patch { hash } => {
+                let patch = hash_patch(key.kind, &value, &hash);
+                let ar = key.kind.api_resource();
+                let api: Api<DynamicObject> =
+                    Api::namespaced_with(self.client.clone(), &key.namespace, &ar);
+                let params = PatchParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..Default::default()
+                };
+                match api.patch(&key.name, &params, &Patch::Merge(&patch)).await {
+                    Ok(_) => {
+                        let note = if gated {
+                            format!(
+                                "config is present; pods released with config hash {}",
+                                &hash[..12]
+                            )
+                        } else {
+                            format!(
+                                "consumed config changed; rolling with config hash {}",
+                                &hash[..12]
+                            )
+                        };
+                        info!(workload = %key, "{note}");
+                        self.announced.remove(&key);
+                        self.publish(&obj, &key, EventType::Normal, "ConfigChanged", note)
+                            .await;
+                        if gated && key.kind == WorkloadKind::StatefulSet {
+                            self.replace_gated_pods(&key, &obj).await;
+                        }
+                    }
+                    Err(e) => {
+                        warn!(workload = %key, error = %crate::apply::api_message(&e), "config tracking: patch failed; retrying");
+                        self.debouncer.touch(key, Instant::now());
+                    }
+                }
+            }
+        }
+    }
+
+    /// A StatefulSet's rolling update waits for its current pods to become Ready, which
+    /// gated pods never do; they never started, so deleting them loses nothing and lets
+    /// the controller create them from the new template.
+    async fn replace_gated_pods(&self, key: &WorkloadRef, obj: &DynamicObject) {
+        let Some(uid) = obj.uid() else { return };
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), &key.namespace);
+        let list = match pods.list(&ListParams::default()).await {
+            Ok(list) => list,
+            Err(e) => {
+                warn!(workload = %key, error = %crate::apply::api_message(&e), "config tracking: cannot list pods");
+                return;
+            }
+        };
+        for pod in list {
+            let owned = pod.owner_references().iter().any(|o| o.uid == uid);
+            let gated = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.scheduling_gates.as_ref())
+                .is_some_and(|g| g.iter().any(|g| g.name == CONFIG_PENDING_GATE));
+            if owned
+                && gated
+                && let Err(e) = pods.delete(&pod.name_any(), &DeleteParams::default()).await
+            {
+                debug!(pod = %pod.name_any(), error = %crate::apply::api_message(&e), "config tracking: cannot delete a gated pod");
+            }
+        }
+    }
+
+    async fn publish(
+        &self,
+        obj: &DynamicObject,
+        key: &WorkloadRef,
+        type_: EventType,
+        reason: &str,
+        note: String,
+    ) {
+        let reference = obj.object_ref(&key.kind.api_resource());
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: "TrackConfig".into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &reference).await {
+            debug!(workload = %key, error = %e, "config tracking: cannot publish an Event");
+        }
+    }
+}
+
+fn workload_ref(kind: WorkloadKind, obj: &DynamicObject) -> WorkloadRef {
+    WorkloadRef {
+        kind,
+        namespace: obj.namespace().unwrap_or_default(),
+        name: obj.name_any(),
+    }
+}
