@@ -471,3 +471,63 @@ async fn a_second_engine_stays_passive_while_the_first_holds_the_lease() {
     drop(first);
     ns.delete().await;
 }
+
+#[tokio::test]
+async fn config_tracking_through_the_engine_rolls_exactly_once() {
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    let (client, ns, api) = setup("eng-tracking").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    let replica_sets = Api::<ReplicaSet>::namespaced(client.clone(), &ns.name);
+    let count = || async {
+        replica_sets
+            .list(&ListParams::default().labels("app=web"))
+            .await
+            .unwrap()
+            .items
+            .len()
+    };
+    api.create(
+        &PostParams::default(),
+        &webapp("web", serde_json::json!({"values": {"message": "one"}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    // The hash was in the template from the first apply: one ReplicaSet, pods started once.
+    let template = |d: Deployment| {
+        d.spec
+            .unwrap()
+            .template
+            .metadata
+            .unwrap()
+            .annotations
+            .unwrap_or_default()
+    };
+    let deployments = Api::<Deployment>::namespaced(client.clone(), &ns.name);
+    let first_hash =
+        template(deployments.get("web").await.unwrap())["wheelhouse.dev/config-hash"].clone();
+    assert_eq!(count().await, 1);
+
+    // A values change that changes the consumed ConfigMap: one upgrade, one rollout.
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &merge_patch(serde_json::json!({"spec": {"values": {"message": "two"}}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "upgraded", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+    })
+    .await;
+    // Past the tracker's debounce window, nothing else rolled it.
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    assert_eq!(count().await, 2);
+    let second_hash =
+        template(deployments.get("web").await.unwrap())["wheelhouse.dev/config-hash"].clone();
+    assert_ne!(first_hash, second_hash);
+    ns.delete().await;
+}

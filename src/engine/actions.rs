@@ -201,7 +201,20 @@ pub async fn install_or_upgrade(
         pending,
         underway,
     );
-    rel.manifest = rendered.manifest.clone();
+    // Config tracking: hash the ConfigMaps/Secrets each workload consumes into its pod
+    // template (and gate pods whose config does not exist yet) before the first apply, so
+    // pods start once with it instead of restarting to receive it.
+    rel.manifest = if hr.spec.config_tracking.clone().unwrap_or_default().enabled {
+        crate::tracking::prepare_manifest(
+            &run.ctx.client,
+            &rendered.manifest,
+            &run.target_namespace,
+        )
+        .await
+        .map_err(|e| crate::Error::Tracking(Box::new(e)))?
+    } else {
+        rendered.manifest.clone()
+    };
     rel.hooks = rendered.hooks.clone();
     if let Some(first) = history
         .iter()

@@ -119,6 +119,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         views: views_tx,
         direct: direct_rx,
         stop: stop.clone(),
+        scope: config.scope.clone(),
     };
     tokio::spawn(async move {
         dispatcher.run().await;
@@ -142,6 +143,7 @@ struct Dispatcher {
     views: watch::Sender<Arc<Views>>,
     direct: mpsc::UnboundedReceiver<(Command, String)>,
     stop: CancellationToken,
+    scope: Scope,
 }
 
 impl Dispatcher {
@@ -199,6 +201,13 @@ impl Dispatcher {
                         (None, true) => {
                             tracing::info!("holding the engine lease: reconciling");
                             let t = self.stop.child_token();
+                            // One writer rolls workloads on config changes: the lease holder.
+                            crate::tracking::start(
+                                self.ctx.client.clone(),
+                                self.scope.clone(),
+                                crate::tracking::TrackerConfig::default(),
+                                t.child_token(),
+                            );
                             for (key, hr) in &store {
                                 self.send(&mut workers, &t, key, Msg::Updated(hr.clone()));
                             }
