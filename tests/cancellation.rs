@@ -373,3 +373,150 @@ async fn with_cancel_on_new_revision_off_the_wait_runs_to_its_timeout() {
     assert!(history[1].2.contains("timed out after 6s"), "{history:#?}");
     ns.delete().await;
 }
+
+/// The webapp fixture chart packaged as `.tgz` with another version and default values.
+fn webapp_tgz(version: &str, behavior: &str) -> Vec<u8> {
+    use std::io::Write;
+    let dir = std::path::PathBuf::from(support::engine::chart("webapp"));
+    let encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut tar = tar::Builder::new(encoder);
+    let mut add = |path: String, data: Vec<u8>| {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(data.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        tar.append_data(&mut header, format!("webapp/{path}"), data.as_slice())
+            .unwrap();
+    };
+    let chart = std::fs::read_to_string(dir.join("Chart.yaml"))
+        .unwrap()
+        .replace("version: 1.0.0", &format!("version: {version}"));
+    add("Chart.yaml".into(), chart.into_bytes());
+    let values = std::fs::read_to_string(dir.join("values.yaml"))
+        .unwrap()
+        .replace("behavior: \"\"", &format!("behavior: \"{behavior}\""));
+    add("values.yaml".into(), values.into_bytes());
+    for entry in std::fs::read_dir(dir.join("templates")).unwrap() {
+        let entry = entry.unwrap();
+        if entry.path().is_file() {
+            add(
+                format!("templates/{}", entry.file_name().to_string_lossy()),
+                std::fs::read(entry.path()).unwrap(),
+            );
+        }
+    }
+    let mut encoder = tar.into_inner().unwrap();
+    encoder.flush().unwrap();
+    encoder.finish().unwrap()
+}
+
+#[tokio::test]
+async fn a_new_chart_version_in_range_supersedes_the_wait() {
+    use support::source::{Entry, RepoServer, index_yaml, sha256_hex};
+    let (_client, ns, api, _engine) = setup("cancel-chart").await;
+    let repo = RepoServer::start().await;
+    let publish = |versions: &[(&str, &str)]| {
+        let mut entries = Vec::new();
+        for (version, behavior) in versions {
+            let tgz = webapp_tgz(version, behavior);
+            let path = format!("/webapp-{version}.tgz");
+            entries.push(Entry {
+                name: "webapp",
+                version,
+                app_version: "1.0",
+                url: repo.url(&path),
+                digest: Some(sha256_hex(&tgz)),
+            });
+            repo.put(&path, tgz);
+        }
+        repo.put("/index.yaml", index_yaml(&entries));
+    };
+    publish(&[("1.0.0", "")]);
+    let hr: HelmRelease = serde_json::from_value(serde_json::json!({
+        "apiVersion": "wheelhouse.dev/v1alpha1", "kind": "HelmRelease", "metadata": {"name": "web"},
+        "spec": {"chart": {"repository": repo.url(""), "name": "webapp", "version": "1.x"}, "timeout": "5m"}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &hr).await.unwrap();
+    wait_for(&api, "web", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+
+    // 1.1.0 is broken (pods never ready); a requestedAt makes the engine pick it up.
+    publish(&[("1.0.0", ""), ("1.1.0", "never-ready")]);
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+        "reconcile.wheelhouse.dev/requestedAt": "take-1.1.0"}}})),
+    )
+    .await
+    .unwrap();
+    waiting_on(&api, 2).await;
+
+    // 1.1.1 fixes it: the repository poll during the wait finds it.
+    publish(&[("1.0.0", ""), ("1.1.0", "never-ready"), ("1.1.1", "")]);
+    let hr = wait_for(&api, "web", "1.1.1 deployed", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+            && h.status.as_ref().unwrap().history[0].chart_version == "1.1.1"
+    })
+    .await;
+    assert_eq!(revision_of(&hr), 3);
+    let history = helm_history(&ns.name, "web");
+    assert_eq!(history[1].1, "superseded", "{history:#?}");
+    assert!(
+        history[1].2.contains("chart repository checked") && history[1].2.contains("webapp@1.1.1"),
+        "{history:#?}"
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_running_post_upgrade_hook_is_not_interrupted_by_a_newer_revision() {
+    let (_client, ns, api, _engine) = setup("cancel-hook").await;
+    api.create(
+        &PostParams::default(),
+        &webapp("web", serde_json::json!({"timeout": "6s"})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    // Revision 2 has a post-upgrade hook (say a migration) that takes until the timeout.
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &values(serde_json::json!({"postUpgradeHook": true, "hookBehavior": "never-ready"})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "revision 2 pending", |h| {
+        h.status.as_ref().and_then(|s| s.last_attempted_generation) == Some(2)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let pushed = Instant::now();
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &values(serde_json::json!({"hookBehavior": "", "message": "next"})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "revision 3 deployed", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded") && revision_of(h) == 3
+    })
+    .await;
+    // The hook ran to its end (its 6 s timeout) before anything newer was applied.
+    assert!(
+        pushed.elapsed() >= Duration::from_secs(4),
+        "the hook was cut short"
+    );
+    let history = helm_history(&ns.name, "web");
+    assert_eq!(history[1].1, "failed", "{history:#?}");
+    assert!(history[1].2.contains("web-migrate"), "{history:#?}");
+    ns.delete().await;
+}
