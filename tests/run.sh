@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's run command: opens wheelhouse on your cluster, or, when no cluster is
 # configured (no $KUBECONFIG and no ~/.kube/config), on the project's local control
-# plane, which it starts (tests/cluster/up.sh) with the HelmRelease CRD installed.
+# plane, which it starts (tests/cluster/up.sh) with the HelmRelease CRD and the sample
+# releases in tests/fixtures/samples/ (one healthy, one stuck, one suspended).
 # The local cluster keeps running between runs; stop it with `tests/run.sh --down`.
 #
 # Usage: tests/run.sh [--local] [--down] [wheelhouse arguments...]
@@ -32,6 +33,10 @@ if $local_cluster; then
   kubectl="$("$root/tests/cluster/testbin.sh")/kubectl"
   "$wheelhouse" crd | "$kubectl" apply --server-side --field-manager wheelhouse -f - >/dev/null
   "$kubectl" wait --for condition=Established crd/helmreleases.wheelhouse.dev --timeout 60s >/dev/null
+  # Sample releases, created once; later runs leave your changes to them alone.
+  for sample in "$root"/tests/fixtures/samples/*.yaml; do
+    "$kubectl" create -f "$sample" >/dev/null 2>&1 || true
+  done
 fi
 
 # Chart paths in the samples are relative to the repository root.
