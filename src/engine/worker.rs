@@ -438,7 +438,11 @@ impl Run<'_> {
                         }
                         self.inbox.newest = hr;
                     }
-                    Some(Msg::Command(Command::CancelWait(_), t)) => {
+                    // The same token may already have arrived through the watch (the
+                    // annotation is written before the command is sent): handle it once.
+                    Some(Msg::Command(Command::CancelWait(_), t))
+                        if self.status.last_handled_cancel_wait_at.as_deref() != Some(t.as_str()) =>
+                    {
                         self.status.last_handled_cancel_wait_at = Some(t.clone());
                         self.inbox.handled_cancel = Some(t);
                         canceled = Some((true, "health check canceled by operator".into()));
