@@ -120,6 +120,19 @@ fn new_release(
     rel
 }
 
+/// Marks the revision failed in Helm storage and reports the failure.
+async fn record_failure(
+    run: &Run<'_>,
+    rel: &mut Release,
+    description: String,
+    reason: &'static str,
+    message: String,
+) -> crate::Result<Outcome> {
+    set_status(rel, Status::Failed, description);
+    run.storage.update(rel).await?;
+    Ok(Outcome::Failed { reason, message })
+}
+
 fn set_status(rel: &mut Release, status: Status, description: impl Into<String>) {
     // Ownership only matters while the revision is pending (see `unlock`).
     if !status.is_pending() {
@@ -288,32 +301,28 @@ pub async fn install_or_upgrade(
                 .prune(&rel.manifest, &prev.manifest, &ns)
                 .await;
         }
-        set_status(
+        return record_failure(
+            run,
             &mut rel,
-            Status::Failed,
             format!("Release {:?} failed: {e}", run.release_name),
-        );
-        run.storage.update(&rel).await?;
-        return Ok(Outcome::Failed {
-            reason: failed_reason,
+            failed_reason,
             message,
-        });
+        )
+        .await;
     }
 
     if !disable_wait {
         match run.wait_for(&rel, timeout).await? {
             WaitEnd::Ready => {}
             WaitEnd::Failed(why) => {
-                set_status(
+                return record_failure(
+                    run,
                     &mut rel,
-                    Status::Failed,
                     format!("Release {:?} failed: {why}", run.release_name),
-                );
-                run.storage.update(&rel).await?;
-                return Ok(Outcome::Failed {
-                    reason: failed_reason,
-                    message: why,
-                });
+                    failed_reason,
+                    why,
+                )
+                .await;
             }
             WaitEnd::Canceled { by_operator, why } => {
                 let status = if by_operator {
@@ -344,16 +353,14 @@ pub async fn install_or_upgrade(
             .run_hooks(&mut rel.hooks, event, &ns, timeout)
             .await
         {
-            set_status(
+            return record_failure(
+                run,
                 &mut rel,
-                Status::Failed,
                 format!("Release {:?} failed: {e}", run.release_name),
-            );
-            run.storage.update(&rel).await?;
-            return Ok(Outcome::Failed {
-                reason: failed_reason,
-                message: e.to_string(),
-            });
+                failed_reason,
+                e.to_string(),
+            )
+            .await;
         }
     }
 
@@ -577,16 +584,14 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
     }
     .await;
     if let Err(e) = steps {
-        set_status(
+        return record_failure(
+            run,
             &mut rel,
-            Status::Failed,
             format!("uninstallation failed: {e}"),
-        );
-        run.storage.update(&rel).await?;
-        return Ok(Outcome::Failed {
-            reason: super::status::reason::UNINSTALL_FAILED,
-            message: e.to_string(),
-        });
+            super::status::reason::UNINSTALL_FAILED,
+            e.to_string(),
+        )
+        .await;
     }
     if spec.keep_history {
         set_status(&mut rel, Status::Uninstalled, "Uninstallation complete");

@@ -947,54 +947,16 @@ async fn record_outcome(run: &mut Run<'_>, next: &Next, outcome: &Outcome) {
     let action = s.last_attempted_release_action;
     match outcome {
         Outcome::Succeeded { reason: r, message } => {
-            match next {
-                Next::Install | Next::Upgrade => {
-                    status::set(
-                        s,
-                        condition::RELEASED,
-                        Truth::True,
-                        r,
-                        message.clone(),
-                        generation,
-                    );
-                    status::set(
-                        s,
-                        condition::READY,
-                        Truth::True,
-                        r,
-                        message.clone(),
-                        generation,
-                    );
-                }
-                Next::Test => {
-                    status::set(
-                        s,
-                        condition::TEST_SUCCESS,
-                        Truth::True,
-                        r,
-                        message.clone(),
-                        generation,
-                    );
-                    status::set(
-                        s,
-                        condition::READY,
-                        Truth::True,
-                        r,
-                        message.clone(),
-                        generation,
-                    );
-                }
-                Next::Rollback { .. } | Next::Uninstall => {
-                    status::set(
-                        s,
-                        condition::REMEDIATED,
-                        Truth::True,
-                        r,
-                        message.clone(),
-                        generation,
-                    );
-                }
-                _ => {}
+            // The action's own condition, and Ready for the actions that make it so
+            // (a remediation is a success of its own but leaves Ready to the next step).
+            let (own, ready) = match next {
+                Next::Install | Next::Upgrade => (Some(condition::RELEASED), true),
+                Next::Test => (Some(condition::TEST_SUCCESS), true),
+                Next::Rollback { .. } | Next::Uninstall => (Some(condition::REMEDIATED), false),
+                _ => (None, false),
+            };
+            for type_ in own.into_iter().chain(ready.then_some(condition::READY)) {
+                status::set(s, type_, Truth::True, r, message.clone(), generation);
             }
             run.event(EventType::Normal, r, &format!("{next:?}"), message.clone())
                 .await;
