@@ -12,6 +12,7 @@ pub mod health;
 pub mod release;
 pub mod render;
 pub mod source;
+pub mod tui;
 pub mod values;
 
 pub use error::{Error, Result};
