@@ -54,6 +54,8 @@ pub enum IoResult {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Progress {
+    /// Information only (nothing was sent).
+    Note,
     Pending,
     Done,
     Failed(String),
@@ -268,7 +270,7 @@ impl App {
                     effects
                 }
                 KeyCode::Char('n' | 'N') | KeyCode::Esc => {
-                    self.note("canceled: nothing was changed".into(), Progress::Done);
+                    self.note("not confirmed: nothing was changed".into(), Progress::Note);
                     Vec::new()
                 }
                 _ => {
@@ -323,8 +325,8 @@ impl App {
             [] => Vec::new(),
             _ => {
                 self.note(
-                    format!("unknown command {line:?}: try ns NAME, ns all, ctx NAME or quit"),
-                    Progress::Failed("unknown command".into()),
+                    format!("unknown command {line:?}"),
+                    Progress::Failed("try ns NAME, ns all, ctx NAME or quit".into()),
                 );
                 Vec::new()
             }
@@ -455,8 +457,8 @@ impl App {
     fn write(&mut self, action: Action) -> Vec<Effect> {
         if self.readonly {
             self.note(
-                "read-only (--readonly): writes are disabled".into(),
-                Progress::Failed("read-only".into()),
+                "read-only (--readonly)".into(),
+                Progress::Failed("suspend, reconcile and cancel are disabled".into()),
             );
             return Vec::new();
         }
@@ -532,8 +534,8 @@ impl App {
     fn open_editor(&mut self) {
         if self.readonly {
             self.note(
-                "read-only (--readonly): editing values is disabled".into(),
-                Progress::Failed("read-only".into()),
+                "read-only (--readonly)".into(),
+                Progress::Failed("editing values is disabled".into()),
             );
             return;
         }
@@ -665,7 +667,7 @@ impl App {
                         self.set_views(Arc::default());
                     }
                     Err(e) => {
-                        self.note("switch failed".into(), Progress::Failed(e));
+                        self.note("switching failed".into(), Progress::Failed(e));
                     }
                 }
             }

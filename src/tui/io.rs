@@ -126,7 +126,7 @@ async fn load_events(client: Client, key: &ReleaseKey) -> Result<Vec<EventLine>,
             count: e.count.unwrap_or(1),
         })
         .collect();
-    events.sort_by(|a, b| b.age.cmp(&a.age));
+    events.sort_by_key(|e| std::cmp::Reverse(e.age));
     Ok(events)
 }
 

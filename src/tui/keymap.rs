@@ -143,7 +143,7 @@ pub const KEYMAP: &[Binding] = &[
         Global,
         &[Key::Char(':')],
         Action::Command,
-        "command: ns NAME, ns all, ctx NAME, quit",
+        "switch namespace/context",
     ),
     b(
         Global,
@@ -183,21 +183,16 @@ pub const KEYMAP: &[Binding] = &[
         Global,
         &[Key::Char('c')],
         Action::CancelWait,
-        "cancel the running wait (asks first)",
+        "cancel wait (asks first)",
     ),
     b(Global, &[Key::Char('e')], Action::Edit, "edit spec.values"),
     b(Global, &[Key::Char('h')], Action::History, "history"),
-    b(
-        Global,
-        &[Key::Char('v')],
-        Action::Values,
-        "values (Secrets masked)",
-    ),
+    b(Global, &[Key::Char('v')], Action::Values, "values (masked)"),
     b(
         Global,
         &[Key::Char('m')],
         Action::Manifest,
-        "manifest (Secret data masked)",
+        "manifest (Secrets masked)",
     ),
     b(Global, &[Key::Char('E')], Action::Events, "events"),
     b(Table, &[Key::Enter], Action::Open, "details"),
@@ -207,13 +202,13 @@ pub const KEYMAP: &[Binding] = &[
         Action::Filter,
         "filter (esc clears)",
     ),
-    b(Table, &[Key::Space], Action::Mark, "mark for a bulk action"),
+    b(Table, &[Key::Space], Action::Mark, "mark for bulk actions"),
     b(Table, &[Key::Char('u')], Action::ClearMarks, "clear marks"),
     b(
         Table,
         &[Key::Char('o')],
         Action::SortNext,
-        "sort by the next column",
+        "sort by next column",
     ),
     b(
         Table,
@@ -229,14 +224,9 @@ pub const KEYMAP: &[Binding] = &[
         Editor,
         &[Key::Ctrl('s')],
         Action::Save,
-        "validate, then confirm and apply",
+        "validate, confirm, apply",
     ),
-    b(
-        Editor,
-        &[Key::Esc],
-        Action::Back,
-        "leave (the draft is kept)",
-    ),
+    b(Editor, &[Key::Esc], Action::Back, "leave (draft kept)"),
 ];
 
 /// The action a key triggers in a context (its own bindings first, then global ones).
@@ -302,6 +292,13 @@ mod tests {
                 let overlap = a.context == b.context && a.keys.iter().any(|k| b.keys.contains(k));
                 assert!(!overlap, "{:?} and {:?} share a key", a.action, b.action);
             }
+        }
+    }
+
+    #[test]
+    fn help_texts_fit_the_two_column_help_at_80_columns() {
+        for b in KEYMAP {
+            assert!(b.help.chars().count() <= 25, "{:?} is too long", b.help);
         }
     }
 

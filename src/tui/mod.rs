@@ -6,6 +6,7 @@
 //! limit; the loop here only moves messages between them, so it never awaits the API.
 
 pub mod app;
+pub mod demo;
 pub mod io;
 pub mod keymap;
 pub mod model;
@@ -288,3 +289,6 @@ pub fn render(
 pub fn views_of(views: impl IntoIterator<Item = engine::ReleaseView>) -> Arc<engine::Views> {
     Arc::new(views.into_iter().map(|v| (v.key.clone(), v)).collect())
 }
+
+#[cfg(test)]
+mod tests;

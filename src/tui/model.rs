@@ -317,10 +317,12 @@ fn mask_document(doc: &str) -> String {
             continue;
         }
         if in_data {
-            if let Some((key, _)) = line.split_once(':') {
-                if !key.trim().is_empty() && key.starts_with("  ") && !key[2..].starts_with(' ') {
-                    out.push_str(&format!("{key}: ***\n"));
-                }
+            if let Some((key, _)) = line.split_once(':')
+                && !key.trim().is_empty()
+                && key.starts_with("  ")
+                && !key[2..].starts_with(' ')
+            {
+                out.push_str(&format!("{key}: ***\n"));
             }
             // Continuation lines of block scalars are dropped.
             continue;

@@ -600,6 +600,7 @@ fn draw_status(f: &mut Frame, app: &App, area: Rect) {
                     String::new()
                 };
                 match &fb.progress {
+                    Progress::Note => Line::styled(format!("· {}{more}", fb.what), t.muted()),
                     Progress::Pending => Line::styled(
                         format!("⋯ {} (pending){more}", fb.what),
                         t.state(State::Progressing),
@@ -635,17 +636,53 @@ fn draw_input(
 }
 
 fn draw_hints(f: &mut Frame, app: &App, area: Rect) {
-    let t = &app.theme;
-    let hints = if app.editor.is_some() {
-        "ctrl-s validate · esc leave (draft kept) · arrows move"
+    let hints: &[&str] = if app.editor.is_some() {
+        &["ctrl-s validate", "esc leave (draft kept)", "arrows move"]
     } else if app.detail.is_some() {
-        "esc back · tab/d h v m E views · s suspend · r reconcile · c cancel wait · e edit · ? help"
+        &[
+            "? help",
+            "esc back",
+            "tab/d h v m E views",
+            "s suspend",
+            "r reconcile",
+            "c cancel wait",
+            "e edit",
+        ]
     } else if app.readonly {
-        "enter details · / filter · : ns/ctx · o sort · ? help · q quit · read-only"
+        &[
+            "READ-ONLY",
+            "? help",
+            "enter details",
+            "/ filter",
+            ": ns/ctx",
+            "o sort",
+            "q quit",
+        ]
     } else {
-        "enter details · / filter · : ns/ctx · space mark · s suspend · r reconcile · c cancel · e edit · ? help · q quit"
+        &[
+            "? help",
+            "enter details",
+            "/ filter",
+            ": ns/ctx",
+            "space mark",
+            "s suspend",
+            "r reconcile",
+            "c cancel",
+            "e edit",
+            "q quit",
+        ]
     };
-    f.render_widget(Paragraph::new(hints).style(t.muted()), area);
+    // As many as fit; `?` always lists them all.
+    let mut line = String::new();
+    for h in hints {
+        let sep = if line.is_empty() { "" } else { " · " };
+        if line.chars().count() + sep.len() + h.chars().count() > area.width as usize {
+            break;
+        }
+        line.push_str(sep);
+        line.push_str(h);
+    }
+    f.render_widget(Paragraph::new(line).style(app.theme.muted()), area);
 }
 
 fn centered(area: Rect, width: u16, height: u16) -> Rect {
@@ -661,31 +698,37 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
 
 fn draw_help(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.theme;
-    let mut lines = Vec::new();
+    // Two columns so the whole keymap fits an 80x24 terminal.
+    let mut columns: [Vec<Line>; 2] = [Vec::new(), Vec::new()];
     for (ctx, rows) in keymap::help() {
-        lines.push(Line::styled(ctx.to_string(), t.header()));
+        let col = &mut columns[usize::from(ctx != keymap::Context::Global)];
+        col.push(Line::styled(ctx.to_string(), t.header()));
         for (keys, help) in rows {
-            lines.push(Line::from(vec![
-                Span::styled(format!("  {keys:<14}"), t.base().fg(t.accent)),
+            col.push(Line::from(vec![
+                Span::styled(format!(" {keys:<12}"), t.base().fg(t.accent)),
                 Span::raw(help),
             ]));
         }
     }
-    lines.push(Line::styled(
-        "States: ✓ Ready  ◐ Progressing (time left)  ✗ Failed  ‖ Suspended  ⊘ Canceled  ? Unknown",
+    columns[1].push(Line::styled("✓ Ready  ◐ Progressing  ✗ Failed", t.muted()));
+    columns[1].push(Line::styled(
+        "‖ Suspended  ⊘ Canceled  ? Unknown",
         t.muted(),
     ));
-    let rect = centered(area, 92, lines.len() as u16 + 2);
+    let height = columns.iter().map(Vec::len).max().unwrap_or(0) as u16 + 2;
+    let rect = centered(area, 110, height);
     f.render_widget(Clear, rect);
-    f.render_widget(
-        Paragraph::new(lines).style(t.base()).block(
-            Block::default()
-                .borders(Borders::ALL)
-                .border_style(t.base().fg(t.accent))
-                .title(Span::styled(" Keys (any key closes) ", t.header())),
-        ),
-        rect,
-    );
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(t.base().fg(t.accent))
+        .title(Span::styled(" Keys (any key closes) ", t.header()));
+    let inner = block.inner(rect);
+    f.render_widget(block, rect);
+    let halves =
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).split(inner);
+    for (col, half) in columns.into_iter().zip(halves.iter()) {
+        f.render_widget(Paragraph::new(col).style(t.base()), *half);
+    }
 }
 
 fn draw_question(f: &mut Frame, app: &App, area: Rect, question: &str, answers: &str) {
