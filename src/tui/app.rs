@@ -351,9 +351,12 @@ impl App {
                 self.overlay = Some(Overlay::Command(line_input("ns NAME | ns all | ctx NAME")))
             }
             Action::Filter => {
-                let mut t = line_input("text in namespace, name, chart, state or message");
-                t.insert_str(&self.filter);
-                self.overlay = Some(Overlay::Filter(t));
+                // A new filter replaces the old one, as in k9s.
+                self.filter.clear();
+                self.refresh_rows();
+                self.overlay = Some(Overlay::Filter(line_input(
+                    "text in namespace, name, chart, state or message",
+                )));
             }
             Action::Back => {
                 if self.detail.take().is_none() {
