@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
 use kube::Api;
 use kube::api::PostParams;
-use kube::runtime::wait::await_condition;
+use kube::runtime::watcher;
 use support::{PATIENCE, TestNamespace, client, install_crd, kubeconfig_path, testbin};
 use wheelhouse::api::HelmRelease;
 
@@ -244,14 +245,32 @@ async fn dashboard_drives_releases() {
         line_of(s, "stuck").is_some_and(|l| l.contains("Progressing") && l.contains("left"))
     })
     .await;
-    let canceled = tokio::spawn(await_condition(
+    // The canceled state may be short-lived (the engine records the failure next), so
+    // the watch is established before the key is pressed and sees every change.
+    let mut changes = watcher(
         api.clone(),
-        "stuck",
-        |hr: Option<&HelmRelease>| {
-            hr.and_then(|hr| hr.condition("Ready"))
-                .is_some_and(|c| c.reason == "HealthCheckCanceled")
-        },
-    ));
+        watcher::Config::default().fields("metadata.name=stuck"),
+    )
+    .boxed();
+    loop {
+        match tokio::time::timeout(PATIENCE, changes.next()).await {
+            Ok(Some(Ok(watcher::Event::InitDone))) => break,
+            Ok(Some(Ok(_))) => {}
+            other => panic!("watch on stuck: {other:?}"),
+        }
+    }
+    let canceled = tokio::spawn(async move {
+        while let Some(event) = changes.next().await {
+            if let Ok(watcher::Event::Apply(hr)) = event
+                && hr
+                    .condition("Ready")
+                    .is_some_and(|c| c.reason == "HealthCheckCanceled")
+            {
+                return;
+            }
+        }
+        panic!("watch ended");
+    });
     dash.keys(&["c"]);
     dash.wait_for("the confirmation", |s| {
         s.contains("Cancel the running wait")
@@ -261,7 +280,6 @@ async fn dashboard_drives_releases() {
     tokio::time::timeout(PATIENCE, canceled)
         .await
         .expect("Ready reason HealthCheckCanceled in time")
-        .unwrap()
         .unwrap();
     dash.wait_for("stuck no longer progressing", |s| {
         line_of(s, "stuck").is_some_and(|l| !l.contains("Progressing"))

@@ -61,17 +61,33 @@ impl Session {
         opts: &Options,
         context: Option<String>,
         scope: Option<Scope>,
+        previous: Option<EngineHandle>,
     ) -> Result<Self, Error> {
         let mut args = opts.cluster.clone();
         args.context = context;
-        let (client, default_ns) = client::connect(&args)
-            .await
-            .map_err(|e| Error::Connect(e.to_string()))?;
+        let (client, default_ns) = client::connect(&args).await.map_err(|e| {
+            let home_config = std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".kube/config"))
+                .is_some_and(|p| p.is_file());
+            let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+            if args.kubeconfig.is_none() && !home_config && !in_cluster {
+                Error::Connect(format!(
+                    "no kubeconfig found ($KUBECONFIG and ~/.kube/config are not set): pass \
+                     --kubeconfig, or run tests/run.sh to use the project's local control plane ({e})"
+                ))
+            } else {
+                Error::Connect(e.to_string())
+            }
+        })?;
         let scope = scope.unwrap_or_else(|| Scope::from_args(&args, default_ns));
         let name = args
             .context
             .clone()
             .unwrap_or_else(|| current_context(&args));
+        // Connected: now the old engine may go (it hands back the lease first).
+        if let Some(previous) = previous {
+            stop(&previous).await;
+        }
         Self::start(opts, client, name, scope)
     }
 
@@ -107,7 +123,7 @@ pub async fn run(opts: Options) -> Result<(), Error> {
     let config_dir: Option<PathBuf> = theme::config_dir();
     let theme = Theme::resolve(opts.theme.as_deref(), config_dir.as_deref())?;
     // Connect before touching the terminal, so a missing kubeconfig is a plain message.
-    let session = Session::connect(&opts, opts.cluster.context.clone(), None).await?;
+    let session = Session::connect(&opts, opts.cluster.context.clone(), None, None).await?;
     let mut app = App::new(
         session.context.clone(),
         session.scope.clone(),
@@ -120,6 +136,18 @@ pub async fn run(opts: Options) -> Result<(), Error> {
     let result = event_loop(&mut terminal, &mut app, session, &opts).await;
     ratatui::try_restore()?;
     result
+}
+
+/// Stops the engine and gives it a moment to hand back the lease, so the next wheelhouse
+/// takes over at once instead of after the lease expires. The lease task drops the role
+/// sender when it is done.
+async fn stop(handle: &EngineHandle) {
+    let mut role = handle.role();
+    handle.shutdown();
+    let _ = tokio::time::timeout(Duration::from_secs(3), async {
+        while role.changed().await.is_ok() {}
+    })
+    .await;
 }
 
 async fn event_loop(
@@ -141,7 +169,10 @@ async fn event_loop(
     let (session_tx, mut sessions) = mpsc::unbounded_channel::<Result<Session, String>>();
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    // The terminal went away (window closed, tmux killed): quit cleanly too.
+    let mut hangup = signal(SignalKind::hangup())?;
     let mut views = session.handle.views();
     let mut role = session.handle.role();
     app.set_views(views.borrow_and_update().clone());
@@ -176,8 +207,9 @@ async fn event_loop(
             }
             Some(next) = sessions.recv() => match next {
                 Ok(next) => {
-                    session.handle.shutdown();
-                    session = next;
+                    // Already stopped by the switch; this only makes sure.
+                    let old = std::mem::replace(&mut session, next);
+                    tokio::spawn(async move { stop(&old.handle).await });
                     views = session.handle.views();
                     role = session.handle.role();
                     app.on_io(IoResult::Switched(Ok((session.context.clone(), session.scope.clone()))));
@@ -189,6 +221,7 @@ async fn event_loop(
             _ = tick.tick() => app.now = Timestamp::now(),
             _ = tokio::signal::ctrl_c() => effects.push(Effect::Quit),
             _ = term.recv() => effects.push(Effect::Quit),
+            _ = hangup.recv() => effects.push(Effect::Quit),
         }
         // Reload the detail data when its release changed (new resourceVersion).
         if let Some(d) = &app.detail
@@ -219,7 +252,7 @@ async fn event_loop(
         for effect in effects {
             match effect {
                 Effect::Quit => {
-                    session.handle.shutdown();
+                    stop(&session.handle).await;
                     return Ok(());
                 }
                 Effect::Redraw => terminal.clear()?,
@@ -247,21 +280,28 @@ async fn event_loop(
                     });
                 }
                 Effect::SwitchScope(scope) => {
-                    let next = Session::start(
-                        opts,
+                    // The old engine first hands back the lease, so the new one takes it
+                    // at once; on a task, so keys and drawing go on meanwhile.
+                    let (opts, tx) = (opts.clone(), session_tx.clone());
+                    let (client, context, old) = (
                         session.client.clone(),
                         session.context.clone(),
-                        scope,
+                        session.handle.clone(),
                     );
-                    let _ = session_tx.send(next.map_err(|e| e.to_string()));
+                    tokio::spawn(async move {
+                        stop(&old).await;
+                        let next = Session::start(&opts, client, context, scope);
+                        let _ = tx.send(next.map_err(|e| e.to_string()));
+                    });
                 }
                 Effect::SwitchContext(context) => {
                     let (opts, tx) = (opts.clone(), session_tx.clone());
                     let keep_all = matches!(session.scope, Scope::All).then_some(Scope::All);
+                    let old = session.handle.clone();
                     tokio::spawn(async move {
                         let next = tokio::time::timeout(
                             io::LIMIT,
-                            Session::connect(&opts, Some(context), keep_all),
+                            Session::connect(&opts, Some(context), keep_all, Some(old)),
                         )
                         .await
                         .unwrap_or_else(|_| Err(Error::Connect("timed out".into())));

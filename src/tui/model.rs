@@ -95,8 +95,12 @@ impl Row {
                 p.rsplit('/').next().unwrap_or(p).to_owned()
             })
         });
-        let (deadline, ready_count) = match (&view.live.wait, status.and_then(|s| s.wait.as_ref()))
-        {
+        // status.wait is what the engine wrote last; it only says something while the
+        // release is still progressing.
+        let recorded = status
+            .and_then(|s| s.wait.as_ref())
+            .filter(|_| state == State::Progressing);
+        let (deadline, ready_count) = match (&view.live.wait, recorded) {
             (Some(w), _) => (Some(w.deadline), Some((w.progress.ready, w.progress.total))),
             (None, Some(w)) => (
                 Some(w.deadline.0),
