@@ -13,6 +13,7 @@ pub mod release;
 pub mod render;
 pub mod source;
 pub mod tracking;
+pub mod tui;
 pub mod values;
 
 pub use error::{Error, Result};

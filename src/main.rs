@@ -12,13 +12,18 @@ async fn main() -> ExitCode {
     let controller = matches!(cli.command, Some(Command::Controller(_)));
     let default = if controller { "info,kube=warn" } else { "warn" };
     let filter = EnvFilter::try_from_env("WHEELHOUSE_LOG").unwrap_or_else(|_| default.into());
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let logs = tracing_subscriber::fmt().with_env_filter(filter);
     if controller {
-        logs.json().init();
+        logs.json().with_writer(std::io::stderr).init();
+    } else if cli.command.is_none() {
+        // The dashboard owns the terminal: anything on stderr would garble the screen.
+        // Its logs (the in-process engine's among them) go to a file instead.
+        match dashboard_log() {
+            Some(file) => logs.with_ansi(false).with_writer(file).init(),
+            None => logs.with_writer(std::io::sink).init(),
+        }
     } else {
-        logs.init();
+        logs.with_writer(std::io::stderr).init();
     }
     match wheelhouse::cli::run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
@@ -27,4 +32,16 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `<cache dir>/wheelhouse.log`, opened for appending.
+fn dashboard_log() -> Option<std::sync::Mutex<std::fs::File>> {
+    let dirs = directories::ProjectDirs::from("dev", "wheelhouse", "wheelhouse")?;
+    std::fs::create_dir_all(dirs.cache_dir()).ok()?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dirs.cache_dir().join("wheelhouse.log"))
+        .ok()?;
+    Some(std::sync::Mutex::new(file))
 }

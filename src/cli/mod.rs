@@ -1,6 +1,7 @@
 //! Command-line interface: flags shared by every front end, and the subcommands.
 
 mod controller;
+mod dashboard;
 mod list;
 
 use std::path::PathBuf;
@@ -19,6 +20,9 @@ use crate::{Result, api, client};
 pub struct Cli {
     #[command(flatten)]
     pub cluster: ClusterArgs,
+
+    #[command(flatten)]
+    pub dashboard: dashboard::DashboardArgs,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -67,9 +71,9 @@ pub async fn run(cli: Cli) -> Result<()> {
             print!("{}", api::crd_yaml());
             Ok(())
         }
-        // Until the dashboard lands, running wheelhouse without a subcommand lists releases.
         Some(Command::Controller(args)) => controller::run(&cli.cluster, args).await,
-        Some(Command::List) | None => {
+        None => dashboard::run(&cli.cluster, &cli.dashboard).await,
+        Some(Command::List) => {
             let (client, default_ns) = client::connect(&cli.cluster).await?;
             let scope = client::Scope::from_args(&cli.cluster, default_ns);
             list::print(client, &scope, &mut std::io::stdout()).await

@@ -1,0 +1,40 @@
+//! `wheelhouse` with no subcommand: the dashboard on the current kubeconfig context.
+
+use clap::Args;
+
+use super::ClusterArgs;
+use crate::Result;
+use crate::tui;
+
+/// Dashboard flags (global, so they may come before or after a subcommand name).
+#[derive(Debug, Clone, Args)]
+pub struct DashboardArgs {
+    /// Observe only: never take the engine lease and refuse every write.
+    #[arg(long, global = true)]
+    pub readonly: bool,
+
+    /// Theme name (dark, light, high-contrast, colorblind, or a user theme) or a theme file.
+    #[arg(
+        long,
+        global = true,
+        env = "WHEELHOUSE_THEME",
+        value_name = "NAME|PATH"
+    )]
+    pub theme: Option<String>,
+
+    /// Namespace of the engine Lease (every wheelhouse of a cluster must agree on it).
+    #[arg(long, global = true, hide = true, env = "WHEELHOUSE_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+}
+
+pub async fn run(cluster: &ClusterArgs, args: &DashboardArgs) -> Result<()> {
+    let options = tui::Options {
+        cluster: cluster.clone(),
+        readonly: args.readonly,
+        theme: args.theme.clone(),
+        lease_namespace: args.lease_namespace.clone(),
+    };
+    tui::run(options)
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()).into())
+}

@@ -1,0 +1,695 @@
+//! The dashboard's state and what keys and IO results do to it. Pure: it never performs
+//! IO; it returns [`Effect`]s the run loop hands to tasks, and takes their results back
+//! as [`IoResult`]s. The views draw from it.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use k8s_openapi::jiff::Timestamp;
+use tui_textarea::TextArea;
+
+use super::keymap::{self, Action, Context};
+use super::model::{DetailData, Row, SortBy, parse_values};
+use super::theme::Theme;
+use crate::client::Scope;
+use crate::engine::{Command, ReleaseKey, Role, Views};
+
+/// IO the run loop performs on a task.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    Send {
+        id: u64,
+        command: Command,
+    },
+    LoadDetail(ReleaseKey),
+    /// Merge patch for `spec.values`, guarded by the resourceVersion the edit started from.
+    PatchValues {
+        id: u64,
+        key: ReleaseKey,
+        original: serde_json::Value,
+        values: serde_json::Value,
+        resource_version: Option<String>,
+    },
+    SwitchScope(Scope),
+    SwitchContext(String),
+    Redraw,
+    Quit,
+}
+
+/// Results of IO tasks.
+#[derive(Debug)]
+pub enum IoResult {
+    Done {
+        id: u64,
+        result: Result<(), String>,
+    },
+    Detail {
+        key: ReleaseKey,
+        data: DetailData,
+    },
+    /// A new session started (namespace or context switch), or failed to.
+    Switched(Result<(String, Scope), String>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// Information only (nothing was sent).
+    Note,
+    Pending,
+    Done,
+    Failed(String),
+}
+
+/// Feedback for one write: pending, then done or failed with the error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Feedback {
+    pub id: u64,
+    pub what: String,
+    pub progress: Progress,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tab {
+    Overview,
+    History,
+    Values,
+    Manifest,
+    Events,
+}
+
+impl Tab {
+    pub const ALL: [Tab; 5] = [
+        Tab::Overview,
+        Tab::History,
+        Tab::Values,
+        Tab::Manifest,
+        Tab::Events,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Overview => "Overview",
+            Self::History => "History",
+            Self::Values => "Values",
+            Self::Manifest => "Manifest",
+            Self::Events => "Events",
+        }
+    }
+}
+
+pub struct Detail {
+    pub key: ReleaseKey,
+    pub tab: Tab,
+    pub scroll: u16,
+    pub data: DetailData,
+}
+
+pub struct Editor {
+    pub key: ReleaseKey,
+    pub text: TextArea<'static>,
+    pub resource_version: Option<String>,
+    pub original: serde_json::Value,
+    pub error: Option<String>,
+    /// Valid values waiting for the operator's yes.
+    pub confirm: Option<serde_json::Value>,
+    /// The patch in flight.
+    pub saving: Option<u64>,
+}
+
+pub enum Overlay {
+    Help,
+    Filter(TextArea<'static>),
+    Command(TextArea<'static>),
+    Confirm {
+        question: String,
+        effects: Vec<Effect>,
+    },
+}
+
+pub struct App {
+    pub context: String,
+    pub scope: Scope,
+    pub readonly: bool,
+    pub theme: Theme,
+    pub role: Role,
+    pub now: Timestamp,
+    pub views: Arc<Views>,
+    /// Rows after filter and sort, in display order.
+    pub rows: Vec<Row>,
+    pub selected: usize,
+    pub marked: BTreeSet<ReleaseKey>,
+    pub filter: String,
+    pub sort: SortBy,
+    pub reverse: bool,
+    pub detail: Option<Detail>,
+    pub editor: Option<Editor>,
+    pub overlay: Option<Overlay>,
+    pub feedback: Vec<Feedback>,
+    /// Drafts of values edits left with esc, so nothing typed is lost.
+    pub drafts: HashMap<ReleaseKey, Vec<String>>,
+    /// Rows per page, from the last draw.
+    pub page: usize,
+    pub switching: Option<String>,
+    next_id: u64,
+}
+
+impl App {
+    pub fn new(
+        context: String,
+        scope: Scope,
+        readonly: bool,
+        theme: Theme,
+        now: Timestamp,
+    ) -> Self {
+        Self {
+            context,
+            scope,
+            readonly,
+            theme,
+            role: Role::Unknown,
+            now,
+            views: Arc::default(),
+            rows: Vec::new(),
+            selected: 0,
+            marked: BTreeSet::new(),
+            filter: String::new(),
+            sort: SortBy::Name,
+            reverse: false,
+            detail: None,
+            editor: None,
+            overlay: None,
+            feedback: Vec::new(),
+            drafts: HashMap::new(),
+            page: 10,
+            switching: None,
+            next_id: 0,
+        }
+    }
+
+    pub fn set_views(&mut self, views: Arc<Views>) {
+        self.views = views;
+        self.refresh_rows();
+    }
+
+    fn refresh_rows(&mut self) {
+        let key = self.rows.get(self.selected).map(|r| r.key.clone());
+        let mut rows: Vec<Row> = self
+            .views
+            .values()
+            .map(Row::of)
+            .filter(|r| r.matches(&self.filter))
+            .collect();
+        self.sort.sort(&mut rows, self.reverse);
+        self.rows = rows;
+        // Keep the cursor on the same release when rows move.
+        if let Some(key) = key
+            && let Some(i) = self.rows.iter().position(|r| r.key == key)
+        {
+            self.selected = i;
+        }
+        self.selected = self.selected.min(self.rows.len().saturating_sub(1));
+        self.marked.retain(|k| self.views.contains_key(k));
+    }
+
+    pub fn selected_key(&self) -> Option<&ReleaseKey> {
+        match &self.detail {
+            Some(d) => Some(&d.key),
+            None => self.rows.get(self.selected).map(|r| &r.key),
+        }
+    }
+
+    fn context(&self) -> Context {
+        if self.editor.is_some() {
+            Context::Editor
+        } else if self.detail.is_some() {
+            Context::Detail
+        } else {
+            Context::Table
+        }
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn note(&mut self, what: String, progress: Progress) -> u64 {
+        let id = self.id();
+        self.feedback.push(Feedback { id, what, progress });
+        if self.feedback.len() > 50 {
+            self.feedback.remove(0);
+        }
+        id
+    }
+
+    pub fn on_key(&mut self, ev: KeyEvent) -> Vec<Effect> {
+        if ev.code == KeyCode::Char('c') && ev.modifiers.contains(KeyModifiers::CONTROL) {
+            return vec![Effect::Quit];
+        }
+        if let Some(overlay) = self.overlay.take() {
+            return self.on_overlay_key(overlay, ev);
+        }
+        if self.editor.is_some() {
+            return self.on_editor_key(ev);
+        }
+        match keymap::lookup(self.context(), &ev) {
+            Some(action) => self.on_action(action),
+            None => Vec::new(),
+        }
+    }
+
+    fn on_overlay_key(&mut self, overlay: Overlay, ev: KeyEvent) -> Vec<Effect> {
+        match overlay {
+            Overlay::Help => Vec::new(), // any key closes it
+            Overlay::Confirm { question, effects } => match ev.code {
+                KeyCode::Char('y' | 'Y') => {
+                    for e in &effects {
+                        self.start(e);
+                    }
+                    effects
+                }
+                KeyCode::Char('n' | 'N') | KeyCode::Esc => {
+                    self.note("not confirmed: nothing was changed".into(), Progress::Note);
+                    Vec::new()
+                }
+                _ => {
+                    self.overlay = Some(Overlay::Confirm { question, effects });
+                    Vec::new()
+                }
+            },
+            Overlay::Filter(mut text) => {
+                match ev.code {
+                    KeyCode::Esc => {
+                        self.filter.clear();
+                        self.refresh_rows();
+                    }
+                    KeyCode::Enter => {}
+                    _ => {
+                        text.input(ev);
+                        self.filter = text.lines().concat();
+                        self.selected = 0;
+                        self.refresh_rows();
+                        self.overlay = Some(Overlay::Filter(text));
+                    }
+                }
+                Vec::new()
+            }
+            Overlay::Command(mut text) => match ev.code {
+                KeyCode::Esc => Vec::new(),
+                KeyCode::Enter => self.run_command(&text.lines().concat()),
+                _ => {
+                    text.input(ev);
+                    self.overlay = Some(Overlay::Command(text));
+                    Vec::new()
+                }
+            },
+        }
+    }
+
+    /// `:` commands: `ns NAME`, `ns all` (or `all`), `ctx NAME`, `q`/`quit`.
+    pub fn run_command(&mut self, line: &str) -> Vec<Effect> {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let scope_of = |name: &str| match name {
+            "all" | "*" | "-A" => Scope::All,
+            ns => Scope::Namespace(ns.to_owned()),
+        };
+        match words.as_slice() {
+            ["q" | "quit" | "q!"] => vec![Effect::Quit],
+            ["all" | "-A"] => self.switch_scope(Scope::All),
+            ["ns" | "namespace" | "n", name] => self.switch_scope(scope_of(name)),
+            ["ctx" | "context", name] => {
+                self.switching = Some(format!("context {name}"));
+                vec![Effect::SwitchContext((*name).to_owned())]
+            }
+            [] => Vec::new(),
+            _ => {
+                self.note(
+                    format!("unknown command {line:?}"),
+                    Progress::Failed("try ns NAME, ns all, ctx NAME or quit".into()),
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    fn switch_scope(&mut self, scope: Scope) -> Vec<Effect> {
+        self.switching = Some(match &scope {
+            Scope::All => "all namespaces".into(),
+            Scope::Namespace(ns) => format!("namespace {ns}"),
+        });
+        vec![Effect::SwitchScope(scope)]
+    }
+
+    fn on_action(&mut self, action: Action) -> Vec<Effect> {
+        let len = self.rows.len();
+        match action {
+            Action::Quit => return vec![Effect::Quit],
+            Action::Help => self.overlay = Some(Overlay::Help),
+            Action::Redraw => return vec![Effect::Redraw],
+            Action::Command => {
+                self.overlay = Some(Overlay::Command(line_input("ns NAME | ns all | ctx NAME")))
+            }
+            Action::Filter => {
+                // A new filter replaces the old one, as in k9s.
+                self.filter.clear();
+                self.refresh_rows();
+                self.overlay = Some(Overlay::Filter(line_input(
+                    "text in namespace, name, chart, state or message",
+                )));
+            }
+            Action::Back => {
+                if self.detail.take().is_none() {
+                    self.filter.clear();
+                    self.refresh_rows();
+                }
+            }
+            Action::Up
+            | Action::Down
+            | Action::PageUp
+            | Action::PageDown
+            | Action::Top
+            | Action::Bottom => {
+                if let Some(d) = &mut self.detail {
+                    d.scroll = match action {
+                        Action::Up => d.scroll.saturating_sub(1),
+                        Action::Down => d.scroll.saturating_add(1),
+                        Action::PageUp => d.scroll.saturating_sub(self.page as u16),
+                        Action::PageDown => d.scroll.saturating_add(self.page as u16),
+                        Action::Top => 0,
+                        _ => u16::MAX / 2,
+                    };
+                } else if len > 0 {
+                    self.selected = match action {
+                        Action::Up => self.selected.saturating_sub(1),
+                        Action::Down => (self.selected + 1).min(len - 1),
+                        Action::PageUp => self.selected.saturating_sub(self.page),
+                        Action::PageDown => (self.selected + self.page).min(len - 1),
+                        Action::Top => 0,
+                        _ => len - 1,
+                    };
+                }
+            }
+            Action::SortNext => {
+                self.sort = self.sort.next();
+                self.refresh_rows();
+            }
+            Action::SortReverse => {
+                self.reverse = !self.reverse;
+                self.refresh_rows();
+            }
+            Action::Mark => {
+                if let Some(row) = self.rows.get(self.selected) {
+                    let key = row.key.clone();
+                    if !self.marked.remove(&key) {
+                        self.marked.insert(key);
+                    }
+                    self.selected = (self.selected + 1).min(len.saturating_sub(1));
+                }
+            }
+            Action::ClearMarks => self.marked.clear(),
+            Action::Open => return self.open(Tab::Overview),
+            Action::Overview => return self.open(Tab::Overview),
+            Action::History => return self.open(Tab::History),
+            Action::Values => return self.open(Tab::Values),
+            Action::Manifest => return self.open(Tab::Manifest),
+            Action::Events => return self.open(Tab::Events),
+            Action::NextTab => {
+                if let Some(d) = &mut self.detail {
+                    let i = Tab::ALL.iter().position(|t| *t == d.tab).unwrap_or(0);
+                    d.tab = Tab::ALL[(i + 1) % Tab::ALL.len()];
+                    d.scroll = 0;
+                }
+            }
+            Action::SuspendResume | Action::Reconcile | Action::CancelWait => {
+                return self.write(action);
+            }
+            Action::Edit => self.open_editor(),
+            Action::Save => {}
+        }
+        Vec::new()
+    }
+
+    fn open(&mut self, tab: Tab) -> Vec<Effect> {
+        if let Some(d) = &mut self.detail {
+            d.tab = tab;
+            d.scroll = 0;
+            return Vec::new();
+        }
+        let Some(key) = self.selected_key().cloned() else {
+            return Vec::new();
+        };
+        self.detail = Some(Detail {
+            key: key.clone(),
+            tab,
+            scroll: 0,
+            data: DetailData::default(),
+        });
+        vec![Effect::LoadDetail(key)]
+    }
+
+    /// The releases an action applies to: the marked ones, else the one under the cursor.
+    fn targets(&self) -> Vec<ReleaseKey> {
+        if self.detail.is_none() && !self.marked.is_empty() {
+            self.marked.iter().cloned().collect()
+        } else {
+            self.selected_key().cloned().into_iter().collect()
+        }
+    }
+
+    fn write(&mut self, action: Action) -> Vec<Effect> {
+        if self.readonly {
+            self.note(
+                "read-only (--readonly)".into(),
+                Progress::Failed("suspend, reconcile and cancel are disabled".into()),
+            );
+            return Vec::new();
+        }
+        let targets = self.targets();
+        if targets.is_empty() {
+            return Vec::new();
+        }
+        let commands: Vec<Command> = targets
+            .iter()
+            .map(|k| match action {
+                Action::SuspendResume => {
+                    let suspended = self.views.get(k).is_some_and(|v| v.release.spec.suspend);
+                    if suspended {
+                        Command::Resume(k.clone())
+                    } else {
+                        Command::Suspend(k.clone())
+                    }
+                }
+                Action::Reconcile => Command::Reconcile(k.clone()),
+                _ => Command::CancelWait(k.clone()),
+            })
+            .collect();
+        let effects: Vec<Effect> = commands
+            .into_iter()
+            .map(|command| {
+                let id = self.note(describe(&command), Progress::Pending);
+                Effect::Send { id, command }
+            })
+            .collect();
+        let bulk = targets.len() > 1;
+        if action == Action::CancelWait || bulk {
+            // Pending only once confirmed: drop the notes again until then.
+            let ids: Vec<u64> = effects
+                .iter()
+                .filter_map(|e| match e {
+                    Effect::Send { id, .. } => Some(*id),
+                    _ => None,
+                })
+                .collect();
+            self.feedback.retain(|f| !ids.contains(&f.id));
+            let what = match action {
+                Action::SuspendResume => "Suspend/resume",
+                Action::Reconcile => "Reconcile",
+                _ => "Cancel the running wait of",
+            };
+            let names = if bulk {
+                format!("{} marked releases", targets.len())
+            } else {
+                targets[0].to_string()
+            };
+            self.overlay = Some(Overlay::Confirm {
+                question: format!("{what} {names}? (y/n)"),
+                effects,
+            });
+            return Vec::new();
+        }
+        effects
+    }
+
+    /// Marks confirmed writes pending (they were held back while the question was open).
+    fn start(&mut self, effect: &Effect) {
+        if let Effect::Send { id, command } = effect
+            && !self.feedback.iter().any(|f| f.id == *id)
+        {
+            self.feedback.push(Feedback {
+                id: *id,
+                what: describe(command),
+                progress: Progress::Pending,
+            });
+        }
+    }
+
+    fn open_editor(&mut self) {
+        if self.readonly {
+            self.note(
+                "read-only (--readonly)".into(),
+                Progress::Failed("editing values is disabled".into()),
+            );
+            return;
+        }
+        let Some(key) = self.selected_key().cloned() else {
+            return;
+        };
+        let Some(view) = self.views.get(&key) else {
+            return;
+        };
+        let original = view
+            .release
+            .spec
+            .values
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({}));
+        let lines = self.drafts.remove(&key).unwrap_or_else(|| {
+            let empty = original.as_object().is_none_or(serde_json::Map::is_empty);
+            if empty {
+                vec![String::new()]
+            } else {
+                serde_yaml::to_string(&original)
+                    .unwrap_or_default()
+                    .lines()
+                    .map(str::to_owned)
+                    .collect()
+            }
+        });
+        let mut text = TextArea::new(lines);
+        text.set_line_number_style(self.theme.muted());
+        text.set_cursor_line_style(ratatui::style::Style::default());
+        self.editor = Some(Editor {
+            key,
+            text,
+            resource_version: view.release.metadata.resource_version.clone(),
+            original,
+            error: None,
+            confirm: None,
+            saving: None,
+        });
+    }
+
+    fn on_editor_key(&mut self, ev: KeyEvent) -> Vec<Effect> {
+        let Some(mut ed) = self.editor.take() else {
+            return Vec::new();
+        };
+        if let Some(values) = ed.confirm.take() {
+            match ev.code {
+                KeyCode::Char('y' | 'Y') => {
+                    let id = self.note(format!("apply values to {}", ed.key), Progress::Pending);
+                    ed.saving = Some(id);
+                    let effect = Effect::PatchValues {
+                        id,
+                        key: ed.key.clone(),
+                        original: ed.original.clone(),
+                        values,
+                        resource_version: ed.resource_version.clone(),
+                    };
+                    self.editor = Some(ed);
+                    return vec![effect];
+                }
+                _ => {
+                    // Not confirmed: back to editing, draft intact.
+                    self.editor = Some(ed);
+                    return Vec::new();
+                }
+            }
+        }
+        match keymap::lookup(Context::Editor, &ev) {
+            Some(Action::Back) => {
+                let lines = ed.text.into_lines();
+                self.drafts.insert(ed.key, lines);
+            }
+            Some(Action::Save) => {
+                match parse_values(&ed.text.lines().join("\n")) {
+                    Ok(values) => {
+                        ed.error = None;
+                        ed.confirm = Some(values);
+                    }
+                    Err(e) => ed.error = Some(e),
+                }
+                self.editor = Some(ed);
+            }
+            _ => {
+                if ed.saving.is_none() {
+                    ed.text.input(ev);
+                }
+                self.editor = Some(ed);
+            }
+        }
+        Vec::new()
+    }
+
+    pub fn on_io(&mut self, result: IoResult) {
+        match result {
+            IoResult::Done { id, result } => {
+                if let Some(f) = self.feedback.iter_mut().find(|f| f.id == id) {
+                    f.progress = match &result {
+                        Ok(()) => Progress::Done,
+                        Err(e) => Progress::Failed(e.clone()),
+                    };
+                }
+                if let Some(ed) = &mut self.editor
+                    && ed.saving == Some(id)
+                {
+                    ed.saving = None;
+                    match result {
+                        Ok(()) => self.editor = None,
+                        Err(e) => ed.error = Some(format!("not applied: {e}")),
+                    }
+                }
+            }
+            IoResult::Detail { key, data } => {
+                if let Some(d) = &mut self.detail
+                    && d.key == key
+                {
+                    d.data = data;
+                }
+            }
+            IoResult::Switched(result) => {
+                self.switching = None;
+                match result {
+                    Ok((context, scope)) => {
+                        self.context = context;
+                        self.scope = scope;
+                        self.detail = None;
+                        self.marked.clear();
+                        self.selected = 0;
+                        self.role = Role::Unknown;
+                        self.set_views(Arc::default());
+                    }
+                    Err(e) => {
+                        self.note("switching failed".into(), Progress::Failed(e));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn line_input(placeholder: &str) -> TextArea<'static> {
+    let mut t = TextArea::default();
+    t.set_placeholder_text(placeholder);
+    t.set_cursor_line_style(ratatui::style::Style::default());
+    t
+}
+
+pub fn describe(command: &Command) -> String {
+    match command {
+        Command::Suspend(k) => format!("suspend {k}"),
+        Command::Resume(k) => format!("resume {k}"),
+        Command::Reconcile(k) => format!("reconcile {k}"),
+        Command::CancelWait(k) => format!("cancel wait of {k}"),
+    }
+}

@@ -1,0 +1,214 @@
+//! Synthetic engine views: releases in every state, for snapshot tests and the benchmark
+//! (which is allowed synthetic views; the screenshots and the end-to-end test use a real
+//! cluster).
+
+use std::sync::Arc;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::api::HelmRelease;
+use crate::engine::{LiveState, Phase, ReleaseKey, ReleaseView, Views, WaitView};
+use crate::health::Progress;
+
+/// The moment the demo views are built around.
+pub fn now() -> Timestamp {
+    "2026-03-01T12:00:00Z".parse().expect("valid timestamp")
+}
+
+fn at(secs_ago: i64) -> String {
+    (now() - std::time::Duration::from_secs(secs_ago as u64)).to_string()
+}
+
+/// A HelmRelease with a Ready condition (status, reason, message) and `revisions`
+/// history entries.
+pub fn release(
+    namespace: &str,
+    name: &str,
+    chart: &str,
+    ready: Option<(&str, &str, &str)>,
+    revisions: i32,
+    secs_ago: i64,
+) -> HelmRelease {
+    let conditions: Vec<serde_json::Value> = ready
+        .into_iter()
+        .map(|(status, reason, message)| {
+            serde_json::json!({"type": "Ready", "status": status, "reason": reason,
+                "message": message, "lastTransitionTime": at(secs_ago)})
+        })
+        .collect();
+    let history: Vec<serde_json::Value> = (1..=revisions)
+        .rev()
+        .map(|v| {
+            serde_json::json!({"version": v, "name": name, "namespace": namespace,
+                "chartName": chart, "chartVersion": format!("1.{v}.0"),
+                "configDigest": format!("sha256:{v:064x}"),
+                "status": if v == revisions { "deployed" } else { "superseded" },
+                "action": if v == 1 { "install" } else { "upgrade" },
+                "lastDeployed": at(secs_ago + i64::from(revisions - v) * 3600)})
+        })
+        .collect();
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "wheelhouse.dev/v1alpha1",
+        "kind": "HelmRelease",
+        "metadata": {"name": name, "namespace": namespace, "resourceVersion": "1"},
+        "spec": {"chart": {"repository": "https://charts.example", "name": chart},
+                 "values": {"replicas": 2, "image": {"tag": "1.2.3"}, "db": {"password": "hunter2"}}},
+        "status": {"conditions": conditions, "history": history},
+    }))
+    .expect("valid HelmRelease")
+}
+
+pub fn view(hr: HelmRelease, live: LiveState) -> ReleaseView {
+    ReleaseView {
+        key: ReleaseKey::of(&hr),
+        release: Arc::new(hr),
+        live,
+    }
+}
+
+/// A wait that started `elapsed` seconds ago with `left` seconds to go.
+pub fn waiting(elapsed: i64, left: i64, ready: usize, pending: &[(&str, &str)]) -> LiveState {
+    LiveState {
+        phase: Phase::Waiting,
+        wait: Some(WaitView {
+            revision: 4,
+            started_at: now() - std::time::Duration::from_secs(elapsed as u64),
+            deadline: now() + std::time::Duration::from_secs(left as u64),
+            progress: Progress {
+                ready,
+                total: ready + pending.len(),
+                pending: pending
+                    .iter()
+                    .map(|(o, w)| ((*o).to_owned(), (*w).to_owned()))
+                    .collect(),
+            },
+        }),
+    }
+}
+
+/// One release in each state the table shows.
+pub fn sample() -> Arc<Views> {
+    let mut suspended = release(
+        "apps",
+        "billing",
+        "billing",
+        Some((
+            "True",
+            "UpgradeSucceeded",
+            "Helm upgrade succeeded for release apps/billing.v7",
+        )),
+        7,
+        86400 * 3,
+    );
+    suspended.spec.suspend = true;
+    let views = [
+        view(
+            release(
+                "apps",
+                "web",
+                "podinfo",
+                Some((
+                    "True",
+                    "UpgradeSucceeded",
+                    "Helm upgrade succeeded for release apps/web.v3 with chart podinfo@6.7.1",
+                )),
+                3,
+                600,
+            ),
+            LiveState::default(),
+        ),
+        view(
+            release(
+                "apps",
+                "api",
+                "api",
+                Some((
+                    "Unknown",
+                    "Progressing",
+                    "Running upgrade with chart api@2.4.0",
+                )),
+                4,
+                40,
+            ),
+            waiting(
+                38,
+                262,
+                2,
+                &[
+                    ("Deployment/apps/api", "1 of 3 replicas available"),
+                    ("Job/apps/api-migrate", "running"),
+                ],
+            ),
+        ),
+        view(
+            release(
+                "apps",
+                "worker",
+                "worker",
+                Some((
+                    "False",
+                    "HealthCheckFailed",
+                    "Deployment/apps/worker: pod worker-7d9 in CrashLoopBackOff",
+                )),
+                2,
+                1800,
+            ),
+            LiveState::default(),
+        ),
+        view(suspended, LiveState::default()),
+        view(
+            release(
+                "data",
+                "cache",
+                "redis",
+                Some((
+                    "False",
+                    "HealthCheckCanceled",
+                    "health check canceled by operator",
+                )),
+                5,
+                120,
+            ),
+            LiveState::default(),
+        ),
+        view(
+            release("data", "queue", "rabbitmq", None, 0, 0),
+            LiveState::default(),
+        ),
+    ];
+    Arc::new(views.into_iter().map(|v| (v.key.clone(), v)).collect())
+}
+
+/// `n` releases over 50 namespaces in a realistic mix of states, for the benchmark.
+pub fn many(n: usize) -> Arc<Views> {
+    let views = (0..n).map(|i| {
+        let ns = format!("team-{:02}", i % 50);
+        let name = format!("service-{i:05}");
+        let (ready, live) = match i % 10 {
+            0 => (
+                Some(("Unknown", "Progressing", "Running upgrade")),
+                waiting(20, 280, 1, &[("Deployment/x", "0 of 2 replicas available")]),
+            ),
+            1 => (
+                Some(("False", "UpgradeFailed", "timed out waiting for Deployment")),
+                LiveState::default(),
+            ),
+            _ => (
+                Some(("True", "UpgradeSucceeded", "Helm upgrade succeeded")),
+                LiveState::default(),
+            ),
+        };
+        view(
+            release(
+                &ns,
+                &name,
+                "podinfo",
+                ready,
+                (i % 7) as i32 + 1,
+                (i * 37 % 86400) as i64,
+            ),
+            live,
+        )
+    });
+    Arc::new(views.map(|v| (v.key.clone(), v)).collect())
+}

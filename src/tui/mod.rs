@@ -1,0 +1,334 @@
+//! The dashboard: `wheelhouse` with no subcommand. A table of HelmReleases live from the
+//! engine's views, a detail view, actions, a values editor, themes.
+//!
+//! Shape (as gitui and television): [`app::App`] holds the state and turns keys into
+//! effects; [`view`] draws from it; [`io`] runs every API call on a task with a time
+//! limit; the loop here only moves messages between them, so it never awaits the API.
+
+pub mod app;
+pub mod demo;
+pub mod io;
+pub mod keymap;
+pub mod model;
+pub mod theme;
+pub mod view;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossterm::event::{Event, KeyEventKind};
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use tokio::sync::mpsc;
+
+use crate::cli::ClusterArgs;
+use crate::client::{self, Scope};
+use crate::engine::{self, EngineConfig, EngineHandle};
+use app::{App, Effect, IoResult};
+use theme::Theme;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Theme(String),
+    #[error("cannot connect to the cluster: {0}")]
+    Connect(String),
+    #[error("terminal: {0}")]
+    Terminal(#[from] std::io::Error),
+}
+
+/// What `wheelhouse` (no subcommand) was asked for.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub cluster: ClusterArgs,
+    pub readonly: bool,
+    pub theme: Option<String>,
+    /// Namespace of the engine Lease (default: `default`, as every wheelhouse).
+    pub lease_namespace: Option<String>,
+}
+
+/// One connection: a client for a context and the engine (or engine client) on it.
+struct Session {
+    client: Client,
+    context: String,
+    scope: Scope,
+    handle: EngineHandle,
+}
+
+impl Session {
+    async fn connect(
+        opts: &Options,
+        context: Option<String>,
+        scope: Option<Scope>,
+        previous: Option<EngineHandle>,
+    ) -> Result<Self, Error> {
+        let mut args = opts.cluster.clone();
+        args.context = context;
+        let (client, default_ns) = client::connect(&args).await.map_err(|e| {
+            let home_config = std::env::var_os("HOME")
+                .map(|h| PathBuf::from(h).join(".kube/config"))
+                .is_some_and(|p| p.is_file());
+            let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+            if args.kubeconfig.is_none() && !home_config && !in_cluster {
+                Error::Connect(format!(
+                    "no kubeconfig found ($KUBECONFIG and ~/.kube/config are not set): pass \
+                     --kubeconfig, or run tests/run.sh to use the project's local control plane ({e})"
+                ))
+            } else {
+                Error::Connect(e.to_string())
+            }
+        })?;
+        let scope = scope.unwrap_or_else(|| Scope::from_args(&args, default_ns));
+        let name = args
+            .context
+            .clone()
+            .unwrap_or_else(|| current_context(&args));
+        // Connected: now the old engine may go (it hands back the lease first).
+        if let Some(previous) = previous {
+            stop(&previous).await;
+        }
+        Self::start(opts, client, name, scope)
+    }
+
+    fn start(opts: &Options, client: Client, context: String, scope: Scope) -> Result<Self, Error> {
+        let mut config = EngineConfig::new(scope.clone());
+        config.passive = opts.readonly;
+        if let Some(ns) = &opts.lease_namespace {
+            config.lease_namespace = ns.clone();
+        }
+        let handle =
+            engine::start(client.clone(), config).map_err(|e| Error::Connect(e.to_string()))?;
+        Ok(Self {
+            client,
+            context,
+            scope,
+            handle,
+        })
+    }
+}
+
+fn current_context(args: &ClusterArgs) -> String {
+    let kubeconfig = match &args.kubeconfig {
+        Some(path) => kube::config::Kubeconfig::read_from(path).ok(),
+        None => kube::config::Kubeconfig::read().ok(),
+    };
+    kubeconfig
+        .and_then(|k| k.current_context)
+        .unwrap_or_else(|| "in-cluster".into())
+}
+
+/// Runs the dashboard until the operator quits.
+pub async fn run(opts: Options) -> Result<(), Error> {
+    let config_dir: Option<PathBuf> = theme::config_dir();
+    let theme = Theme::resolve(opts.theme.as_deref(), config_dir.as_deref())?;
+    // Connect before touching the terminal, so a missing kubeconfig is a plain message.
+    let session = Session::connect(&opts, opts.cluster.context.clone(), None, None).await?;
+    let mut app = App::new(
+        session.context.clone(),
+        session.scope.clone(),
+        opts.readonly,
+        theme,
+        Timestamp::now(),
+    );
+    // Raw mode and the alternate screen, with a panic hook that restores the terminal.
+    let mut terminal = ratatui::try_init()?;
+    let result = event_loop(&mut terminal, &mut app, session, &opts).await;
+    ratatui::try_restore()?;
+    result
+}
+
+/// Stops the engine and gives it a moment to hand back the lease, so the next wheelhouse
+/// takes over at once instead of after the lease expires. The lease task drops the role
+/// sender when it is done.
+async fn stop(handle: &EngineHandle) {
+    let mut role = handle.role();
+    handle.shutdown();
+    let _ = tokio::time::timeout(Duration::from_secs(3), async {
+        while role.changed().await.is_ok() {}
+    })
+    .await;
+}
+
+async fn event_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    app: &mut App,
+    mut session: Session,
+    opts: &Options,
+) -> Result<(), Error> {
+    let (input_tx, mut input) = mpsc::unbounded_channel();
+    // crossterm's reader blocks; it gets its own thread and the loop a channel.
+    std::thread::spawn(move || {
+        while let Ok(ev) = crossterm::event::read() {
+            if input_tx.send(ev).is_err() {
+                break;
+            }
+        }
+    });
+    let (io_tx, mut io_rx) = mpsc::unbounded_channel::<IoResult>();
+    let (session_tx, mut sessions) = mpsc::unbounded_channel::<Result<Session, String>>();
+    let mut tick = tokio::time::interval(Duration::from_millis(250));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    // The terminal went away (window closed, tmux killed): quit cleanly too.
+    let mut hangup = signal(SignalKind::hangup())?;
+    let mut views = session.handle.views();
+    let mut role = session.handle.role();
+    app.set_views(views.borrow_and_update().clone());
+    app.role = role.borrow_and_update().clone();
+    // The detail view's data is fetched when it opens and again when the release changes.
+    let mut detail_seen: Option<(engine::ReleaseKey, String)> = None;
+    let mut detail_in_flight = false;
+    loop {
+        let size = terminal.size()?;
+        app.page = size.height.saturating_sub(7).max(1) as usize;
+        terminal.draw(|f| view::draw(f, app))?;
+        let mut effects = Vec::new();
+        tokio::select! {
+            Some(ev) = input.recv() => match ev {
+                Event::Key(key) if key.kind != KeyEventKind::Release => effects = app.on_key(key),
+                Event::Paste(text) => {
+                    if let Some(ed) = &mut app.editor {
+                        ed.text.insert_str(text);
+                    }
+                }
+                _ => {} // resize: the next draw fits the new size
+            },
+            Ok(()) = views.changed() => {
+                app.set_views(views.borrow_and_update().clone());
+            }
+            Ok(()) = role.changed() => app.role = role.borrow_and_update().clone(),
+            Some(result) = io_rx.recv() => {
+                if let IoResult::Detail { .. } = &result {
+                    detail_in_flight = false;
+                }
+                app.on_io(result);
+            }
+            Some(next) = sessions.recv() => match next {
+                Ok(next) => {
+                    // Already stopped by the switch; this only makes sure.
+                    let old = std::mem::replace(&mut session, next);
+                    tokio::spawn(async move { stop(&old.handle).await });
+                    views = session.handle.views();
+                    role = session.handle.role();
+                    app.on_io(IoResult::Switched(Ok((session.context.clone(), session.scope.clone()))));
+                    app.set_views(views.borrow_and_update().clone());
+                    app.role = role.borrow_and_update().clone();
+                }
+                Err(e) => app.on_io(IoResult::Switched(Err(e))),
+            },
+            _ = tick.tick() => app.now = Timestamp::now(),
+            _ = tokio::signal::ctrl_c() => effects.push(Effect::Quit),
+            _ = term.recv() => effects.push(Effect::Quit),
+            _ = hangup.recv() => effects.push(Effect::Quit),
+        }
+        // Reload the detail data when its release changed (new resourceVersion).
+        if let Some(d) = &app.detail
+            && let Some(v) = app.views.get(&d.key)
+        {
+            let version = (
+                d.key.clone(),
+                v.release
+                    .metadata
+                    .resource_version
+                    .clone()
+                    .unwrap_or_default(),
+            );
+            let opened = d.data == model::DetailData::default();
+            if (opened || detail_seen.as_ref() != Some(&version)) && !detail_in_flight {
+                detail_in_flight = true;
+                detail_seen = Some(version);
+                let (client, view, tx) = (session.client.clone(), v.clone(), io_tx.clone());
+                tokio::spawn(async move {
+                    let key = view.key.clone();
+                    let data = io::load_detail(client, view).await;
+                    let _ = tx.send(IoResult::Detail { key, data });
+                });
+            }
+        } else {
+            detail_seen = None;
+        }
+        for effect in effects {
+            match effect {
+                Effect::Quit => {
+                    stop(&session.handle).await;
+                    return Ok(());
+                }
+                Effect::Redraw => terminal.clear()?,
+                // Fetched by the reload check above on the next turn.
+                Effect::LoadDetail(_) => detail_seen = None,
+                Effect::Send { id, command } => {
+                    let (handle, tx) = (session.handle.clone(), io_tx.clone());
+                    tokio::spawn(async move {
+                        let result = io::send(handle, command).await;
+                        let _ = tx.send(IoResult::Done { id, result });
+                    });
+                }
+                Effect::PatchValues {
+                    id,
+                    key,
+                    original,
+                    values,
+                    resource_version,
+                } => {
+                    let (client, tx) = (session.client.clone(), io_tx.clone());
+                    tokio::spawn(async move {
+                        let result =
+                            io::patch_values(client, key, original, values, resource_version).await;
+                        let _ = tx.send(IoResult::Done { id, result });
+                    });
+                }
+                Effect::SwitchScope(scope) => {
+                    // The old engine first hands back the lease, so the new one takes it
+                    // at once; on a task, so keys and drawing go on meanwhile.
+                    let (opts, tx) = (opts.clone(), session_tx.clone());
+                    let (client, context, old) = (
+                        session.client.clone(),
+                        session.context.clone(),
+                        session.handle.clone(),
+                    );
+                    tokio::spawn(async move {
+                        stop(&old).await;
+                        let next = Session::start(&opts, client, context, scope);
+                        let _ = tx.send(next.map_err(|e| e.to_string()));
+                    });
+                }
+                Effect::SwitchContext(context) => {
+                    let (opts, tx) = (opts.clone(), session_tx.clone());
+                    let keep_all = matches!(session.scope, Scope::All).then_some(Scope::All);
+                    let old = session.handle.clone();
+                    tokio::spawn(async move {
+                        let next = tokio::time::timeout(
+                            io::LIMIT,
+                            Session::connect(&opts, Some(context), keep_all, Some(old)),
+                        )
+                        .await
+                        .unwrap_or_else(|_| Err(Error::Connect("timed out".into())));
+                        let _ = tx.send(next.map_err(|e| e.to_string()));
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Draws the app into a test backend: what snapshot tests and the benchmark use.
+pub fn render(
+    app: &App,
+    width: u16,
+    height: u16,
+) -> ratatui::Terminal<ratatui::backend::TestBackend> {
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(width, height))
+        .expect("test backend");
+    terminal.draw(|f| view::draw(f, app)).expect("draw");
+    terminal
+}
+
+/// The shared views of a set of releases, for tests and the benchmark.
+pub fn views_of(views: impl IntoIterator<Item = engine::ReleaseView>) -> Arc<engine::Views> {
+    Arc::new(views.into_iter().map(|v| (v.key.clone(), v)).collect())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,476 @@
+//! What the views show, as plain data derived from the engine's views: one [`Row`] per
+//! release, plus the on-demand detail data the IO tasks fetch. No IO here, and "now" is
+//! always passed in, so the same input draws the same screen.
+
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
+use crate::engine::status::{condition as conditions, reason as reasons};
+use crate::engine::{Phase, ReleaseKey, ReleaseView};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum State {
+    Failed,
+    Progressing,
+    Canceled,
+    Unknown,
+    Suspended,
+    Ready,
+}
+
+impl State {
+    /// Status never by colour alone: every state has a symbol and a word.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Self::Ready => "✓",
+            Self::Progressing => "◐",
+            Self::Failed => "✗",
+            Self::Suspended => "‖",
+            Self::Canceled => "⊘",
+            Self::Unknown => "?",
+        }
+    }
+
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Ready => "Ready",
+            Self::Progressing => "Progressing",
+            Self::Failed => "Failed",
+            Self::Suspended => "Suspended",
+            Self::Canceled => "Canceled",
+            Self::Unknown => "Unknown",
+        }
+    }
+}
+
+const SPINNER: [&str; 8] = ["⣾", "⣽", "⣻", "⢿", "⡿", "⣟", "⣯", "⣷"];
+
+/// The spinner frame for a moment (four frames a second).
+pub fn spinner(now: Timestamp) -> &'static str {
+    let quarter = now.as_millisecond().div_euclid(250);
+    SPINNER[quarter.rem_euclid(SPINNER.len() as i64) as usize]
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub key: ReleaseKey,
+    pub chart: String,
+    pub version: String,
+    pub revision: Option<i32>,
+    pub state: State,
+    pub phase: Phase,
+    /// Deadline of the running wait, if any.
+    pub deadline: Option<Timestamp>,
+    pub ready: Option<(usize, usize)>,
+    pub last_change: Option<Timestamp>,
+    pub message: String,
+}
+
+impl Row {
+    pub fn of(view: &ReleaseView) -> Self {
+        let hr = &view.release;
+        let status = hr.status.as_ref();
+        let ready = view.condition(conditions::READY);
+        let reconciling = view
+            .condition(conditions::RECONCILING)
+            .is_some_and(|c| c.status == "True");
+        let state = if hr.spec.suspend {
+            State::Suspended
+        } else if view.live.phase != Phase::Idle || reconciling {
+            State::Progressing
+        } else {
+            match ready {
+                Some(c) if c.status == "True" => State::Ready,
+                Some(c) if c.reason == reasons::HEALTH_CHECK_CANCELED => State::Canceled,
+                Some(c) if c.reason == reasons::PROGRESSING => State::Progressing,
+                Some(c) if c.status == "False" => State::Failed,
+                _ => State::Unknown,
+            }
+        };
+        let last = status.and_then(|s| s.history.first());
+        let chart = hr.spec.chart.name.clone().or_else(|| {
+            hr.spec.chart.path.as_deref().map(|p| {
+                let p = p.trim_end_matches('/');
+                p.rsplit('/').next().unwrap_or(p).to_owned()
+            })
+        });
+        // status.wait is what the engine wrote last; it only says something while the
+        // release is still progressing.
+        let recorded = status
+            .and_then(|s| s.wait.as_ref())
+            .filter(|_| state == State::Progressing);
+        let (deadline, ready_count) = match (&view.live.wait, recorded) {
+            (Some(w), _) => (Some(w.deadline), Some((w.progress.ready, w.progress.total))),
+            (None, Some(w)) => (
+                Some(w.deadline.0),
+                Some((w.ready.max(0) as usize, w.total.max(0) as usize)),
+            ),
+            (None, None) => (None, None),
+        };
+        Self {
+            key: view.key.clone(),
+            chart: chart.unwrap_or_else(|| "-".into()),
+            version: last
+                .map(|s| s.chart_version.clone())
+                .or_else(|| hr.spec.chart.version.clone())
+                .unwrap_or_else(|| "-".into()),
+            revision: last.map(|s| s.version),
+            state,
+            phase: view.live.phase,
+            deadline,
+            ready: ready_count,
+            last_change: ready.map(|c| c.last_transition_time.0),
+            message: ready.map_or_else(
+                || "waiting for the engine".into(),
+                |c| c.message.replace('\n', " "),
+            ),
+        }
+    }
+
+    /// What the state column says, e.g. "⣾ Progressing 4m12s".
+    pub fn state_text(&self, now: Timestamp) -> String {
+        match self.state {
+            State::Progressing => {
+                let left = self
+                    .deadline
+                    .map(|d| {
+                        format!(
+                            " {} left",
+                            short_duration(d.duration_since(now).as_secs().max(0))
+                        )
+                    })
+                    .unwrap_or_default();
+                format!("{} {}{left}", spinner(now), self.state.word())
+            }
+            s => format!("{} {}", s.symbol(), s.word()),
+        }
+    }
+
+    pub fn ready_text(&self) -> String {
+        self.ready
+            .map_or_else(|| "-".into(), |(r, t)| format!("{r}/{t}"))
+    }
+
+    pub fn matches(&self, needle: &str) -> bool {
+        if needle.is_empty() {
+            return true;
+        }
+        let needle = needle.to_lowercase();
+        [
+            self.key.namespace.as_str(),
+            self.key.name.as_str(),
+            self.chart.as_str(),
+            self.state.word(),
+            self.message.as_str(),
+        ]
+        .iter()
+        .any(|f| f.to_lowercase().contains(&needle))
+    }
+}
+
+/// kubectl-style: 45s, 12m, 3h, 5d.
+pub fn age(then: Timestamp, now: Timestamp) -> String {
+    short_duration(now.duration_since(then).as_secs().max(0))
+}
+
+pub fn short_duration(secs: i64) -> String {
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 2 * 3600 => format!("{}m{:02}s", s / 60, s % 60),
+        s if s < 48 * 3600 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SortBy {
+    Name,
+    State,
+    LastChange,
+    Revision,
+}
+
+impl SortBy {
+    pub fn next(self) -> Self {
+        match self {
+            Self::Name => Self::State,
+            Self::State => Self::LastChange,
+            Self::LastChange => Self::Revision,
+            Self::Revision => Self::Name,
+        }
+    }
+
+    pub fn sort(self, rows: &mut [Row], reverse: bool) {
+        match self {
+            Self::Name => rows.sort_by(|a, b| a.key.cmp(&b.key)),
+            Self::State => {
+                rows.sort_by(|a, b| a.state.cmp(&b.state).then_with(|| a.key.cmp(&b.key)))
+            }
+            // Most recent first: that is what an operator scans for.
+            Self::LastChange => rows.sort_by(|a, b| {
+                b.last_change
+                    .cmp(&a.last_change)
+                    .then_with(|| a.key.cmp(&b.key))
+            }),
+            Self::Revision => {
+                rows.sort_by(|a, b| b.revision.cmp(&a.revision).then_with(|| a.key.cmp(&b.key)))
+            }
+        }
+        if reverse {
+            rows.reverse();
+        }
+    }
+}
+
+/// Something fetched on demand for the detail view.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Fetch<T> {
+    #[default]
+    Loading,
+    Loaded(T),
+    Failed(String),
+}
+
+/// What the detail view fetches when it opens.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct DetailData {
+    /// The last Helm release's user values (YAML, Secret-looking keys masked) and
+    /// manifest (Secret data masked).
+    pub helm: Fetch<HelmData>,
+    pub events: Fetch<Vec<EventLine>>,
+    pub workloads: Fetch<Vec<Workload>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HelmData {
+    pub revision: i32,
+    pub values: String,
+    pub manifest: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventLine {
+    pub age: Option<Timestamp>,
+    pub kind: String,
+    pub reason: String,
+    pub message: String,
+    pub count: i32,
+}
+
+/// Rollout progress of one workload of the release, with its pods that are not ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workload {
+    pub object: String,
+    pub desired: i32,
+    pub updated: i32,
+    pub ready: i32,
+    pub available: i32,
+    pub failing: Vec<(String, String)>,
+}
+
+/// Replaces the values of every Secret's `data` and `stringData` in a multi-document
+/// manifest with `***`; other documents pass through as they are.
+pub fn mask_manifest(manifest: &str) -> String {
+    let mut out = Vec::new();
+    for doc in split_documents(manifest) {
+        out.push(mask_document(doc));
+    }
+    out.join("---\n")
+}
+
+fn split_documents(manifest: &str) -> Vec<&str> {
+    let mut docs = Vec::new();
+    let mut start = 0;
+    let mut pos = 0;
+    for line in manifest.split_inclusive('\n') {
+        if line.trim_end() == "---" {
+            docs.push(&manifest[start..pos]);
+            start = pos + line.len();
+        }
+        pos += line.len();
+    }
+    docs.push(&manifest[start..]);
+    docs.into_iter().filter(|d| !d.trim().is_empty()).collect()
+}
+
+fn mask_document(doc: &str) -> String {
+    let is_secret = doc.lines().any(|l| l.trim_end() == "kind: Secret");
+    if !is_secret {
+        return doc.to_owned();
+    }
+    // Line-based so comments (`# Source:`) and key order stay as Helm rendered them:
+    // inside a top-level data/stringData block every value becomes ***.
+    let mut out = String::new();
+    let mut in_data = false;
+    for line in doc.lines() {
+        let top_level =
+            !line.starts_with(' ') && !line.starts_with('\t') && !line.trim().is_empty();
+        if top_level {
+            in_data = matches!(line.trim_end(), "data:" | "stringData:")
+                || line.starts_with("data:")
+                || line.starts_with("stringData:");
+            if in_data && !line.trim_end().ends_with(':') {
+                // Flow style on one line: `data: {a: b}`.
+                let key = line.split(':').next().unwrap_or_default();
+                out.push_str(&format!("{key}: ***\n"));
+                continue;
+            }
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        if in_data {
+            if let Some((key, _)) = line.split_once(':')
+                && !key.trim().is_empty()
+                && key.starts_with("  ")
+                && !key[2..].starts_with(' ')
+            {
+                out.push_str(&format!("{key}: ***\n"));
+            }
+            // Continuation lines of block scalars are dropped.
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Values as YAML with the values of keys that look like credentials masked.
+pub fn mask_values(values: &serde_json::Value) -> serde_json::Value {
+    match values {
+        serde_json::Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| {
+                let lower = k.to_lowercase();
+                let secret = [
+                    "password",
+                    "secret",
+                    "token",
+                    "apikey",
+                    "api_key",
+                    "privatekey",
+                    "private_key",
+                ]
+                .iter()
+                .any(|w| lower.contains(w));
+                let v = if secret && !v.is_object() && !v.is_array() && !v.is_null() {
+                    serde_json::Value::String("***".into())
+                } else {
+                    mask_values(v)
+                };
+                (k.clone(), v)
+            })
+            .collect(),
+        serde_json::Value::Array(items) => items.iter().map(mask_values).collect(),
+        v => v.clone(),
+    }
+}
+
+/// Validates an edited values draft: YAML whose top level is a mapping (empty means no
+/// values). Returns the JSON value to patch, or the error to show.
+pub fn parse_values(text: &str) -> Result<serde_json::Value, String> {
+    if text.trim().is_empty() {
+        return Ok(serde_json::Value::Object(Default::default()));
+    }
+    let yaml: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
+    match yaml {
+        serde_yaml::Value::Mapping(_) => serde_json::to_value(yaml).map_err(|e| e.to_string()),
+        serde_yaml::Value::Null => Ok(serde_json::Value::Object(Default::default())),
+        _ => Err("values must be a YAML mapping (key: value)".into()),
+    }
+}
+
+/// A JSON merge patch (RFC 7386) that turns `old` into `new`: keys missing from `new` are
+/// set to null so they are removed, which a plain merge of `new` would not do.
+pub fn merge_patch(old: &serde_json::Value, new: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match (old, new) {
+        (Value::Object(o), Value::Object(n)) => {
+            let mut patch = serde_json::Map::new();
+            for (k, v) in n {
+                match o.get(k) {
+                    Some(ov) if ov == v => {}
+                    Some(ov) => {
+                        patch.insert(k.clone(), merge_patch(ov, v));
+                    }
+                    None => {
+                        patch.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            for k in o.keys() {
+                if !n.contains_key(k) {
+                    patch.insert(k.clone(), Value::Null);
+                }
+            }
+            Value::Object(patch)
+        }
+        (_, n) => n.clone(),
+    }
+}
+
+/// Duration until `deadline`, never negative.
+pub fn left(deadline: Timestamp, now: Timestamp) -> Duration {
+    Duration::from_secs(deadline.duration_since(now).as_secs().max(0) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn secret_data_is_masked_and_other_documents_kept() {
+        let manifest = "---\n# Source: c/templates/s.yaml\napiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n  password: aHVudGVyMg==\n  other: |\n    line one\nstringData:\n  token: abc\ntype: Opaque\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  key: visible\n";
+        let masked = mask_manifest(manifest);
+        assert!(!masked.contains("aHVudGVyMg=="), "{masked}");
+        assert!(!masked.contains("line one"), "{masked}");
+        assert!(!masked.contains("abc"), "{masked}");
+        assert!(masked.contains("  password: ***"), "{masked}");
+        assert!(masked.contains("  token: ***"), "{masked}");
+        assert!(masked.contains("type: Opaque"), "{masked}");
+        assert!(masked.contains("key: visible"), "{masked}");
+        assert!(masked.contains("# Source: c/templates/s.yaml"), "{masked}");
+        let flow = mask_manifest("kind: Secret\ndata: {a: b}\n");
+        assert_eq!(flow, "kind: Secret\ndata: ***\n");
+    }
+
+    #[test]
+    fn credential_values_are_masked() {
+        let v = json!({"db": {"password": "hunter2", "host": "x"}, "apiToken": "t", "list": [{"secret": 1}]});
+        assert_eq!(
+            mask_values(&v),
+            json!({"db": {"password": "***", "host": "x"}, "apiToken": "***", "list": [{"secret": "***"}]})
+        );
+    }
+
+    #[test]
+    fn values_drafts_are_validated() {
+        assert_eq!(
+            parse_values("a: 1\nb: [x]\n").unwrap(),
+            json!({"a": 1, "b": ["x"]})
+        );
+        assert_eq!(parse_values("  \n").unwrap(), json!({}));
+        assert!(parse_values("a: [1\n").unwrap_err().contains("line"));
+        assert!(parse_values("- 1\n").unwrap_err().contains("mapping"));
+    }
+
+    #[test]
+    fn merge_patch_removes_deleted_keys() {
+        let old = json!({"a": 1, "b": {"c": 2, "d": 3}, "e": 4});
+        let new = json!({"a": 1, "b": {"c": 5}, "f": 6});
+        assert_eq!(
+            merge_patch(&old, &new),
+            json!({"b": {"c": 5, "d": null}, "e": null, "f": 6})
+        );
+    }
+
+    #[test]
+    fn durations_read_like_kubectl() {
+        assert_eq!(short_duration(42), "42s");
+        assert_eq!(short_duration(252), "4m12s");
+        assert_eq!(short_duration(3 * 3600 + 5), "3h");
+    }
+}

@@ -1,0 +1,324 @@
+//! Snapshot tests of the real views on a test backend, and tests of what keys do. The
+//! state is plain data with an injected "now", so every snapshot is deterministic.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use super::app::{App, Effect, IoResult, Overlay, Progress};
+use super::model::{DetailData, EventLine, Fetch, HelmData, Workload, mask_manifest};
+use super::theme::Theme;
+use super::{demo, render};
+use crate::client::Scope;
+use crate::engine::{Command, ReleaseKey, Role};
+
+fn app(readonly: bool) -> App {
+    let mut app = App::new(
+        "prod-eu".into(),
+        Scope::All,
+        readonly,
+        Theme::builtin("dark").unwrap(),
+        demo::now(),
+    );
+    app.role = Role::Leader;
+    app.set_views(demo::sample());
+    app
+}
+
+fn key(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE)
+}
+
+fn code(code: KeyCode) -> KeyEvent {
+    KeyEvent::new(code, KeyModifiers::NONE)
+}
+
+fn press(app: &mut App, keys: &str) -> Vec<Effect> {
+    keys.chars().flat_map(|c| app.on_key(key(c))).collect()
+}
+
+fn select(app: &mut App, name: &str) {
+    app.selected = app.rows.iter().position(|r| r.key.name == name).unwrap();
+}
+
+fn k(ns: &str, name: &str) -> ReleaseKey {
+    ReleaseKey {
+        namespace: ns.into(),
+        name: name.into(),
+    }
+}
+
+fn detail_data() -> DetailData {
+    DetailData {
+        helm: Fetch::Loaded(HelmData {
+            revision: 4,
+            values: "replicas: 3\ndb:\n  password: '***'\n".into(),
+            manifest: mask_manifest(
+                "# Source: api/templates/secret.yaml\napiVersion: v1\nkind: Secret\nmetadata:\n  name: api\ndata:\n  password: aHVudGVyMg==\n---\n# Source: api/templates/deployment.yaml\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\n",
+            ),
+        }),
+        events: Fetch::Loaded(vec![
+            EventLine {
+                age: Some(demo::now() - std::time::Duration::from_secs(40)),
+                kind: "Normal".into(),
+                reason: "UpgradeStarted".into(),
+                message: "Helm upgrade started for revision 4".into(),
+                count: 1,
+            },
+            EventLine {
+                age: Some(demo::now() - std::time::Duration::from_secs(3600)),
+                kind: "Warning".into(),
+                reason: "HealthCheckFailed".into(),
+                message: "Deployment/apps/api: 0 of 3 replicas available".into(),
+                count: 2,
+            },
+        ]),
+        workloads: Fetch::Loaded(vec![Workload {
+            object: "Deployment/api".into(),
+            desired: 3,
+            updated: 3,
+            ready: 1,
+            available: 1,
+            failing: vec![
+                (
+                    "api-6c9f-2xk".into(),
+                    "app (CrashLoopBackOff): back-off 40s restarting failed container".into(),
+                ),
+                (
+                    "api-6c9f-9qp".into(),
+                    "app (ImagePullBackOff): image registry.example/api:2.4.0 not found".into(),
+                ),
+            ],
+        }]),
+    }
+}
+
+#[test]
+fn table_shows_every_state() {
+    let mut app = app(false);
+    select(&mut app, "api");
+    press(&mut app, " ");
+    insta::assert_snapshot!(render(&app, 120, 14).backend());
+}
+
+#[test]
+fn table_fits_80x24() {
+    let mut app = app(false);
+    app.scope = Scope::Namespace("apps".into());
+    app.role = Role::Follower {
+        holder: "controller-7f9c/4411".into(),
+    };
+    insta::assert_snapshot!(render(&app, 80, 24).backend());
+}
+
+#[test]
+fn readonly_says_so_and_refuses_writes() {
+    let mut app = app(true);
+    let effects = press(&mut app, "sre");
+    assert!(effects.is_empty(), "{effects:?}");
+    assert!(app.editor.is_none());
+    assert!(matches!(
+        app.feedback.last().unwrap().progress,
+        Progress::Failed(_)
+    ));
+    insta::assert_snapshot!(render(&app, 100, 10).backend());
+}
+
+#[test]
+fn detail_view_shows_conditions_wait_rollout_history_and_events() {
+    let mut app = app(false);
+    select(&mut app, "api");
+    let effects = app.on_key(code(KeyCode::Enter));
+    assert_eq!(effects, vec![Effect::LoadDetail(k("apps", "api"))]);
+    app.on_io(IoResult::Detail {
+        key: k("apps", "api"),
+        data: detail_data(),
+    });
+    insta::assert_snapshot!(render(&app, 120, 36).backend());
+}
+
+#[test]
+fn manifest_view_masks_secret_data() {
+    let mut app = app(false);
+    select(&mut app, "api");
+    app.on_key(key('m'));
+    app.on_io(IoResult::Detail {
+        key: k("apps", "api"),
+        data: detail_data(),
+    });
+    let screen = render(&app, 80, 20).backend().to_string();
+    assert!(!screen.contains("aHVudGVyMg=="), "{screen}");
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn help_is_generated_from_the_keymap_and_fits_80x24() {
+    let mut app = app(false);
+    press(&mut app, "?");
+    let screen = render(&app, 80, 24).backend().to_string();
+    for b in super::keymap::KEYMAP {
+        assert!(screen.contains(b.help), "help lacks {:?}", b.help);
+    }
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn editor_keeps_an_invalid_draft_and_shows_the_error() {
+    let mut app = app(false);
+    select(&mut app, "web");
+    press(&mut app, "e");
+    assert!(app.editor.is_some());
+    let text = &mut app.editor.as_mut().unwrap().text;
+    text.move_cursor(tui_textarea::CursorMove::Bottom);
+    text.move_cursor(tui_textarea::CursorMove::End);
+    app.on_key(code(KeyCode::Enter));
+    press(&mut app, "bad: [1");
+    let save = KeyEvent::new(KeyCode::Char('s'), KeyModifiers::CONTROL);
+    assert!(app.on_key(save).is_empty());
+    let ed = app.editor.as_ref().unwrap();
+    assert!(
+        ed.error.as_deref().unwrap().contains("line"),
+        "{:?}",
+        ed.error
+    );
+    assert!(ed.text.lines().iter().any(|l| l == "bad: [1"));
+    insta::assert_snapshot!(render(&app, 80, 24).backend());
+
+    // Fixed: valid YAML asks first, and only `y` patches.
+    press(&mut app, "]");
+    assert!(app.on_key(save).is_empty());
+    assert!(app.editor.as_ref().unwrap().confirm.is_some());
+    let effects = press(&mut app, "y");
+    let [
+        Effect::PatchValues {
+            id, key, values, ..
+        },
+    ] = effects.as_slice()
+    else {
+        panic!("{effects:?}")
+    };
+    assert_eq!(key, &k("apps", "web"));
+    assert_eq!(values["bad"], serde_json::json!([1]));
+    assert_eq!(values["replicas"], serde_json::json!(2));
+    app.on_io(IoResult::Done {
+        id: *id,
+        result: Ok(()),
+    });
+    assert!(app.editor.is_none());
+    assert_eq!(app.feedback.last().unwrap().progress, Progress::Done);
+}
+
+#[test]
+fn leaving_the_editor_keeps_the_draft() {
+    let mut app = app(false);
+    select(&mut app, "web");
+    press(&mut app, "e");
+    press(&mut app, "x");
+    app.on_key(code(KeyCode::Esc));
+    assert!(app.editor.is_none());
+    press(&mut app, "e");
+    assert!(app.editor.as_ref().unwrap().text.lines()[0].starts_with('x'));
+}
+
+#[test]
+fn suspend_resume_reconcile_send_at_once_with_pending_feedback() {
+    let mut app = app(false);
+    select(&mut app, "web");
+    let effects = press(&mut app, "s");
+    let [Effect::Send { id, command }] = effects.as_slice() else {
+        panic!("{effects:?}")
+    };
+    assert_eq!(command, &Command::Suspend(k("apps", "web")));
+    assert_eq!(app.feedback.last().unwrap().progress, Progress::Pending);
+    app.on_io(IoResult::Done {
+        id: *id,
+        result: Err("forbidden".into()),
+    });
+    assert_eq!(
+        app.feedback.last().unwrap().progress,
+        Progress::Failed("forbidden".into())
+    );
+    select(&mut app, "billing");
+    let effects = press(&mut app, "sr");
+    let commands: Vec<_> = effects
+        .iter()
+        .map(|e| match e {
+            Effect::Send { command, .. } => command.clone(),
+            e => panic!("{e:?}"),
+        })
+        .collect();
+    assert_eq!(
+        commands,
+        vec![
+            Command::Resume(k("apps", "billing")),
+            Command::Reconcile(k("apps", "billing"))
+        ]
+    );
+}
+
+#[test]
+fn cancel_wait_and_bulk_actions_ask_first() {
+    let mut app = app(false);
+    select(&mut app, "api");
+    assert!(press(&mut app, "c").is_empty());
+    assert!(matches!(app.overlay, Some(Overlay::Confirm { .. })));
+    insta::assert_snapshot!(render(&app, 80, 12).backend());
+    assert!(press(&mut app, "n").is_empty());
+    assert!(app.overlay.is_none());
+    press(&mut app, "c");
+    let effects = press(&mut app, "y");
+    assert!(
+        matches!(&effects[..], [Effect::Send { command: Command::CancelWait(key), .. }] if key == &k("apps", "api"))
+    );
+    assert_eq!(app.feedback.last().unwrap().progress, Progress::Pending);
+
+    select(&mut app, "web");
+    press(&mut app, " ");
+    select(&mut app, "worker");
+    press(&mut app, " ");
+    assert!(press(&mut app, "r").is_empty());
+    let effects = press(&mut app, "y");
+    assert_eq!(effects.len(), 2, "{effects:?}");
+}
+
+#[test]
+fn filter_and_sort() {
+    let mut app = app(false);
+    press(&mut app, "/");
+    press(&mut app, "data");
+    app.on_key(code(KeyCode::Enter));
+    let names: Vec<_> = app.rows.iter().map(|r| r.key.name.as_str()).collect();
+    assert_eq!(names, ["cache", "queue"]);
+    app.on_key(code(KeyCode::Esc));
+    assert_eq!(app.rows.len(), 6);
+    press(&mut app, "o");
+    assert_eq!(
+        app.rows[0].key.name, "worker",
+        "failed first when sorted by state"
+    );
+    press(&mut app, "O");
+    assert_eq!(app.rows[0].key.name, "web");
+}
+
+#[test]
+fn commands_switch_namespace_and_context() {
+    let mut app = app(false);
+    press(&mut app, ":");
+    press(&mut app, "ns data");
+    let effects = app.on_key(code(KeyCode::Enter));
+    assert_eq!(
+        effects,
+        vec![Effect::SwitchScope(Scope::Namespace("data".into()))]
+    );
+    assert_eq!(
+        app.run_command("ns all"),
+        vec![Effect::SwitchScope(Scope::All)]
+    );
+    assert_eq!(
+        app.run_command("ctx staging"),
+        vec![Effect::SwitchContext("staging".into())]
+    );
+    assert!(app.run_command("frobnicate").is_empty());
+    assert!(matches!(
+        app.feedback.last().unwrap().progress,
+        Progress::Failed(_)
+    ));
+}

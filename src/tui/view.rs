@@ -1,0 +1,754 @@
+//! Drawing: components that render from [`App`] and nothing else.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span, Text};
+use ratatui::widgets::{
+    Block, Borders, Cell, Clear, Paragraph, Row as TableRow, Table, Tabs, Wrap,
+};
+
+use super::app::{App, Detail, Overlay, Progress, Tab};
+use super::keymap;
+use super::model::{Fetch, Row, SortBy, State, age, left, mask_values, short_duration, spinner};
+use crate::client::Scope;
+use crate::engine::{Phase, ReleaseView, Role};
+
+pub fn draw(f: &mut Frame, app: &App) {
+    let area = f.area();
+    f.render_widget(Block::default().style(app.theme.base()), area);
+    let [header, body, status, hints] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(area);
+    draw_header(f, app, header);
+    if let Some(ed) = &app.editor {
+        draw_editor(f, app, ed, body);
+    } else if let Some(d) = &app.detail {
+        draw_detail(f, app, d, body);
+    } else {
+        draw_table(f, app, body);
+    }
+    draw_status(f, app, status);
+    draw_hints(f, app, hints);
+    match &app.overlay {
+        Some(Overlay::Help) => draw_help(f, app, body),
+        Some(Overlay::Confirm { question, .. }) => {
+            draw_question(f, app, body, question, "y: yes   n/esc: no")
+        }
+        _ => {}
+    }
+    if let Some(ed) = &app.editor
+        && ed.confirm.is_some()
+    {
+        let q = format!("Apply these values to spec.values of {}?", ed.key);
+        draw_question(f, app, body, &q, "y: apply   any other key: keep editing");
+    }
+}
+
+fn draw_header(f: &mut Frame, app: &App, area: Rect) {
+    let t = &app.theme;
+    let scope = match &app.scope {
+        Scope::All => "all namespaces".to_owned(),
+        Scope::Namespace(ns) => ns.clone(),
+    };
+    let role = match (&app.role, app.readonly) {
+        (_, true) => "client (read-only: engine not run here)".to_owned(),
+        (Role::Leader, _) => "engine: running here".to_owned(),
+        (Role::Follower { holder }, _) => format!("client: engine held by {holder}"),
+        (Role::Unknown, _) => "engine: taking the lease…".to_owned(),
+    };
+    let mut spans = vec![
+        Span::styled(" wheelhouse ", t.selected()),
+        Span::styled(" ctx ", t.muted()),
+        Span::styled(app.context.clone(), t.header()),
+        Span::styled("  ns ", t.muted()),
+        Span::styled(scope, t.header()),
+        Span::styled("  ", t.muted()),
+        Span::styled(role, t.base().fg(t.accent)),
+    ];
+    if app.readonly {
+        spans.push(Span::styled(
+            "  [READ-ONLY]",
+            t.base().fg(t.error).add_modifier(Modifier::BOLD),
+        ));
+    }
+    if let Some(s) = &app.switching {
+        spans.push(Span::styled(
+            format!("  switching to {s}…"),
+            t.base().fg(t.progressing),
+        ));
+    }
+    f.render_widget(Paragraph::new(Line::from(spans)).style(t.base()), area);
+}
+
+fn sort_title(sort: SortBy, reverse: bool) -> String {
+    let by = match sort {
+        SortBy::Name => "name",
+        SortBy::State => "state",
+        SortBy::LastChange => "last change",
+        SortBy::Revision => "revision",
+    };
+    format!("sorted by {by}{}", if reverse { " (reversed)" } else { "" })
+}
+
+fn draw_table(f: &mut Frame, app: &App, area: Rect) {
+    let t = &app.theme;
+    let counts = count_states(&app.rows);
+    let mut title = format!(" Releases {} ", app.rows.len());
+    if !app.filter.is_empty() {
+        title.push_str(&format!("(filter: {}) ", app.filter));
+    }
+    if !app.marked.is_empty() {
+        title.push_str(&format!("[{} marked] ", app.marked.len()));
+    }
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(t.base().fg(t.border))
+        .title(Span::styled(title, t.header()))
+        .title_bottom(
+            Line::from(format!(
+                " {counts} · {} ",
+                sort_title(app.sort, app.reverse)
+            ))
+            .style(t.muted()),
+        );
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    if app.rows.is_empty() {
+        let msg = if app.views.is_empty() {
+            "No HelmReleases here (yet). The table fills in live as they appear."
+        } else {
+            "No release matches the filter (esc clears it)."
+        };
+        f.render_widget(Paragraph::new(msg).style(t.muted()), inner);
+        return;
+    }
+    let wide = inner.width >= 110;
+    let show_ns = wide || matches!(app.scope, Scope::All);
+    let height = inner.height.saturating_sub(1).max(1) as usize;
+    let offset = if app.selected < height {
+        0
+    } else {
+        app.selected + 1 - height
+    };
+    let visible = &app.rows[offset..(offset + height).min(app.rows.len())];
+    let w = |f: &dyn Fn(&Row) -> usize, min: usize, max: usize| {
+        visible.iter().map(f).max().unwrap_or(0).clamp(min, max) as u16
+    };
+    let mut header = vec![
+        "",
+        "NAMESPACE",
+        "NAME",
+        "CHART",
+        "VERSION",
+        "REV",
+        "STATE",
+        "READY",
+        "CHANGED",
+        "MESSAGE",
+    ];
+    let mut widths = vec![
+        Constraint::Length(2),
+        Constraint::Length(w(&|r| r.key.namespace.len(), 9, 16)),
+        Constraint::Length(w(&|r| r.key.name.len(), 4, if wide { 28 } else { 18 })),
+        Constraint::Length(w(&|r| r.chart.len(), 5, 16)),
+        Constraint::Length(w(&|r| r.version.len(), 7, 10)),
+        Constraint::Length(3),
+        Constraint::Length(w(&|r| r.state_text(app.now).chars().count(), 5, 24)),
+        Constraint::Length(5),
+        Constraint::Length(7),
+        Constraint::Fill(1),
+    ];
+    let mut drop = Vec::new();
+    if !show_ns {
+        drop.push(1);
+    }
+    if !wide {
+        drop.push(4);
+    }
+    for i in drop.iter().rev() {
+        header.remove(*i);
+        widths.remove(*i);
+    }
+    let rows = visible.iter().enumerate().map(|(i, r)| {
+        let marked = app.marked.contains(&r.key);
+        let here = offset + i == app.selected;
+        // The cursor and marks are symbols too, not only colour.
+        let gutter = match (here, marked) {
+            (true, true) => "›●",
+            (true, false) => "› ",
+            (false, true) => " ●",
+            (false, false) => "  ",
+        };
+        let mut cells = vec![
+            Cell::from(gutter),
+            Cell::from(r.key.namespace.clone()),
+            Cell::from(r.key.name.clone()),
+            Cell::from(r.chart.clone()),
+            Cell::from(r.version.clone()),
+            Cell::from(r.revision.map_or_else(|| "-".into(), |v| v.to_string())),
+            Cell::from(r.state_text(app.now)).style(t.state(r.state)),
+            Cell::from(r.ready_text()),
+            Cell::from(
+                r.last_change
+                    .map_or_else(|| "-".into(), |c| age(c, app.now)),
+            ),
+            Cell::from(r.message.clone()).style(t.muted()),
+        ];
+        for i in drop.iter().rev() {
+            cells.remove(*i);
+        }
+        let style = if here {
+            t.selected()
+        } else if marked {
+            t.base().fg(t.marked)
+        } else {
+            t.base()
+        };
+        TableRow::new(cells).style(style)
+    });
+    let table = Table::new(rows, widths)
+        .header(TableRow::new(header).style(t.header()))
+        .column_spacing(1)
+        .style(t.base());
+    f.render_widget(table, inner);
+}
+
+fn count_states(rows: &[Row]) -> String {
+    let states = [
+        State::Ready,
+        State::Progressing,
+        State::Failed,
+        State::Canceled,
+        State::Suspended,
+        State::Unknown,
+    ];
+    let parts: Vec<String> = states
+        .iter()
+        .filter_map(|s| {
+            let n = rows.iter().filter(|r| r.state == *s).count();
+            (n > 0).then(|| format!("{} {n} {}", s.symbol(), s.word().to_lowercase()))
+        })
+        .collect();
+    parts.join("  ")
+}
+
+fn draw_detail(f: &mut Frame, app: &App, d: &Detail, area: Rect) {
+    let t = &app.theme;
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(t.base().fg(t.border))
+        .title(Span::styled(format!(" {} ", d.key), t.header()));
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let [tabs, body] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(inner);
+    let titles: Vec<Line> = Tab::ALL
+        .iter()
+        .map(|tab| {
+            let key = match tab {
+                Tab::Overview => "d",
+                Tab::History => "h",
+                Tab::Values => "v",
+                Tab::Manifest => "m",
+                Tab::Events => "E",
+            };
+            Line::from(format!("{} ({key})", tab.title()))
+        })
+        .collect();
+    let selected = Tab::ALL.iter().position(|x| *x == d.tab).unwrap_or(0);
+    f.render_widget(
+        Tabs::new(titles)
+            .select(selected)
+            .style(t.muted())
+            .highlight_style(t.header().add_modifier(Modifier::REVERSED)),
+        tabs,
+    );
+    let Some(view) = app.views.get(&d.key) else {
+        f.render_widget(
+            Paragraph::new("This release is gone (deleted, or out of scope).").style(t.muted()),
+            body,
+        );
+        return;
+    };
+    let text = match d.tab {
+        Tab::Overview => overview(app, d, view),
+        Tab::History => history(app, view),
+        Tab::Values => values(app, d, view),
+        Tab::Manifest => fetched(app, &d.data.helm, |h| {
+            Text::from(format!(
+                "# revision {} (Secret data masked)\n{}",
+                h.revision, h.manifest
+            ))
+        }),
+        Tab::Events => events(app, d),
+    };
+    f.render_widget(
+        Paragraph::new(text)
+            .style(t.base())
+            .scroll((d.scroll.min(u16::MAX / 2), 0)),
+        body,
+    );
+}
+
+fn section<'a>(app: &App, title: &str) -> Line<'a> {
+    Line::from(Span::styled(title.to_owned(), app.theme.header()))
+}
+
+fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
+    let t = &app.theme;
+    let row = Row::of(view);
+    let hr = &view.release;
+    let mut lines = vec![
+        Line::from(vec![
+            Span::styled("State    ", t.muted()),
+            Span::styled(row.state_text(app.now), t.state(row.state)),
+            Span::styled(
+                format!(
+                    "   chart {} {}   revision {}",
+                    row.chart,
+                    row.version,
+                    row.revision.map_or("-".into(), |r| r.to_string())
+                ),
+                t.base(),
+            ),
+        ]),
+        Line::from(vec![
+            Span::styled("Phase    ", t.muted()),
+            Span::raw(
+                if view.live.phase == Phase::Idle && !matches!(app.role, Role::Leader) {
+                    "(the engine runs elsewhere; status below is what it wrote)".to_owned()
+                } else {
+                    view.live.phase.to_string()
+                },
+            ),
+        ]),
+    ];
+    if let Some(deadline) = row.deadline {
+        let (r, total) = row.ready.unwrap_or((0, 0));
+        lines.push(Line::from(vec![
+            Span::styled("Wait     ", t.muted()),
+            Span::styled(
+                format!(
+                    "{} {} left · {r}/{total} ready",
+                    spinner(app.now),
+                    short_duration(left(deadline, app.now).as_secs() as i64)
+                ),
+                t.state(State::Progressing),
+            ),
+        ]));
+    }
+    if hr.spec.suspend {
+        lines.push(Line::styled(
+            "Suspended: no new actions start (s resumes)",
+            t.state(State::Suspended),
+        ));
+    }
+    lines.push(Line::raw(""));
+    lines.push(section(app, "Conditions"));
+    let conditions = hr
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    if conditions.is_empty() {
+        lines.push(Line::styled("  none yet", t.muted()));
+    }
+    for c in conditions {
+        let (sym, state) = match (c.type_.as_str(), c.status.as_str()) {
+            (_, "True") if c.type_ == "Stalled" || c.type_ == "Reconciling" => {
+                ("!", State::Progressing)
+            }
+            (_, "True") => ("✓", State::Ready),
+            (_, "False") if c.type_ == "Stalled" || c.type_ == "Reconciling" => ("✓", State::Ready),
+            (_, "False") => ("✗", State::Failed),
+            _ => ("?", State::Unknown),
+        };
+        lines.push(Line::from(vec![
+            Span::styled(
+                format!("  {sym} {:<12} {:<7} ", c.type_, c.status),
+                t.state(state),
+            ),
+            Span::styled(format!("{:<20} ", c.reason), t.base()),
+            Span::styled(
+                format!("{:>6}  ", age(c.last_transition_time.0, app.now)),
+                t.muted(),
+            ),
+            Span::raw(c.message.replace('\n', " ")),
+        ]));
+    }
+    lines.push(Line::raw(""));
+    lines.push(section(app, "Rollout"));
+    if let Some(w) = &view.live.wait {
+        for (object, what) in &w.progress.pending {
+            lines.push(Line::from(vec![
+                Span::styled(format!("  ◐ {object}: "), t.state(State::Progressing)),
+                Span::raw(what.clone()),
+            ]));
+        }
+    }
+    match &d.data.workloads {
+        Fetch::Loading => lines.push(Line::styled("  loading workloads…", t.muted())),
+        Fetch::Failed(e) => lines.push(Line::styled(
+            format!("  ✗ cannot read workloads: {e}"),
+            t.base().fg(t.error),
+        )),
+        Fetch::Loaded(ws) if ws.is_empty() => lines.push(Line::styled(
+            "  no Deployments, StatefulSets or DaemonSets",
+            t.muted(),
+        )),
+        Fetch::Loaded(ws) => {
+            for w in ws {
+                let ok = w.ready >= w.desired && w.updated >= w.desired && w.failing.is_empty();
+                let state = if ok { State::Ready } else { State::Progressing };
+                lines.push(Line::from(vec![
+                    Span::styled(
+                        format!("  {} {:<32} ", state.symbol(), w.object),
+                        t.state(state),
+                    ),
+                    Span::raw(format!(
+                        "desired {}  updated {}  ready {}  available {}",
+                        w.desired, w.updated, w.ready, w.available
+                    )),
+                ]));
+                for (pod, why) in &w.failing {
+                    lines.push(Line::from(vec![
+                        Span::styled(format!("      ✗ pod {pod}: "), t.state(State::Failed)),
+                        Span::raw(why.clone()),
+                    ]));
+                }
+            }
+        }
+    }
+    lines.push(Line::raw(""));
+    lines.push(section(app, "History (h for all)"));
+    lines.extend(history(app, view).lines.into_iter().take(4));
+    lines.push(Line::raw(""));
+    lines.push(section(app, "Events (E for all)"));
+    lines.extend(events(app, d).lines.into_iter().take(5));
+    Text::from(lines)
+}
+
+fn history<'a>(app: &App, view: &ReleaseView) -> Text<'a> {
+    let t = &app.theme;
+    let history = view
+        .release
+        .status
+        .as_ref()
+        .map(|s| s.history.as_slice())
+        .unwrap_or_default();
+    if history.is_empty() {
+        return Text::styled("  no revisions yet", t.muted());
+    }
+    let mut lines = vec![Line::styled(
+        format!(
+            "  {:<4} {:<12} {:<24} {:<10} {:>8}  {}",
+            "REV", "STATUS", "CHART", "ACTION", "DEPLOYED", "DIGEST"
+        ),
+        t.muted(),
+    )];
+    for h in history {
+        let state = match h.status.as_str() {
+            "deployed" | "superseded" => State::Ready,
+            "failed" => State::Failed,
+            s if s.starts_with("pending") => State::Progressing,
+            _ => State::Unknown,
+        };
+        let digest: String = h.config_digest.chars().take(15).collect();
+        lines.push(Line::from(vec![
+            Span::raw(format!("  {:<4} ", h.version)),
+            Span::styled(
+                format!("{} {:<10} ", state.symbol(), h.status),
+                t.state(state),
+            ),
+            Span::raw(format!(
+                "{:<24} {:<10} {:>8}  {digest}",
+                format!("{}-{}", h.chart_name, h.chart_version),
+                h.action.clone().unwrap_or_default(),
+                h.last_deployed
+                    .as_ref()
+                    .map_or("-".into(), |d| age(d.0, app.now)),
+            )),
+        ]));
+    }
+    Text::from(lines)
+}
+
+fn values<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
+    let t = &app.theme;
+    let spec = view
+        .release
+        .spec
+        .values
+        .as_ref()
+        .map(|v| serde_yaml::to_string(&mask_values(v)).unwrap_or_default())
+        .unwrap_or_else(|| "{}\n".into());
+    let mut lines = vec![section(app, "spec.values (e edits)")];
+    lines.extend(spec.lines().map(|l| Line::raw(format!("  {l}"))));
+    lines.push(Line::raw(""));
+    lines.push(section(
+        app,
+        "Values of the last Helm release (valuesFrom merged; credentials masked)",
+    ));
+    match &d.data.helm {
+        Fetch::Loading => lines.push(Line::styled("  loading…", t.muted())),
+        Fetch::Failed(e) => lines.push(Line::styled(format!("  ✗ {e}"), t.base().fg(t.error))),
+        Fetch::Loaded(h) => lines.extend(h.values.lines().map(|l| Line::raw(format!("  {l}")))),
+    }
+    Text::from(lines)
+}
+
+fn fetched<'a, T>(app: &App, f: &Fetch<T>, show: impl Fn(&T) -> Text<'a>) -> Text<'a> {
+    match f {
+        Fetch::Loading => Text::styled("loading…", app.theme.muted()),
+        Fetch::Failed(e) => Text::styled(format!("✗ {e}"), app.theme.base().fg(app.theme.error)),
+        Fetch::Loaded(v) => show(v),
+    }
+}
+
+fn events<'a>(app: &App, d: &Detail) -> Text<'a> {
+    let t = &app.theme;
+    fetched(app, &d.data.events, |events| {
+        if events.is_empty() {
+            return Text::styled("  no events", t.muted());
+        }
+        Text::from(
+            events
+                .iter()
+                .map(|e| {
+                    let warn = e.kind == "Warning";
+                    let (sym, state) = if warn {
+                        ("!", State::Failed)
+                    } else {
+                        ("·", State::Ready)
+                    };
+                    Line::from(vec![
+                        Span::styled(format!("  {sym} {:<7} ", e.kind), t.state(state)),
+                        Span::styled(
+                            format!("{:>6} ", e.age.map_or("-".into(), |a| age(a, app.now))),
+                            t.muted(),
+                        ),
+                        Span::raw(format!(
+                            "{:<20} {}{}",
+                            e.reason,
+                            e.message.replace('\n', " "),
+                            if e.count > 1 {
+                                format!(" (x{})", e.count)
+                            } else {
+                                String::new()
+                            }
+                        )),
+                    ])
+                })
+                .collect::<Vec<_>>(),
+        )
+    })
+}
+
+fn draw_editor(f: &mut Frame, app: &App, ed: &super::app::Editor, area: Rect) {
+    let t = &app.theme;
+    let err_height = if ed.error.is_some() { 4 } else { 0 };
+    let [editor, error] =
+        Layout::vertical([Constraint::Min(3), Constraint::Length(err_height)]).areas(area);
+    let title = format!(" Edit spec.values of {} ", ed.key);
+    let hint = if ed.saving.is_some() {
+        " applying… "
+    } else {
+        " ctrl-s validate & apply · esc leave (draft kept) "
+    };
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(t.base().fg(t.accent))
+        .title(Span::styled(title, t.header()))
+        .title_bottom(Line::from(hint).style(t.muted()));
+    let inner = block.inner(editor);
+    f.render_widget(block, editor);
+    f.render_widget(&ed.text, inner);
+    if let Some(e) = &ed.error {
+        let p = Paragraph::new(vec![
+            Line::styled(
+                "✗ Not applied — fix the YAML; your draft is kept:",
+                t.base().fg(t.error).add_modifier(Modifier::BOLD),
+            ),
+            Line::styled(e.clone(), t.base().fg(t.error)),
+        ])
+        .wrap(Wrap { trim: false })
+        .style(t.base());
+        f.render_widget(p, error);
+    }
+}
+
+fn draw_status(f: &mut Frame, app: &App, area: Rect) {
+    let t = &app.theme;
+    let line = match &app.overlay {
+        Some(Overlay::Filter(text)) => return draw_input(f, app, area, "/", text),
+        Some(Overlay::Command(text)) => return draw_input(f, app, area, ":", text),
+        _ => match app.feedback.last() {
+            None => Line::raw(""),
+            Some(fb) => {
+                let pending = app
+                    .feedback
+                    .iter()
+                    .filter(|f| f.progress == Progress::Pending)
+                    .count();
+                let more = if pending > 1 {
+                    format!("  ({pending} pending)")
+                } else {
+                    String::new()
+                };
+                match &fb.progress {
+                    Progress::Note => Line::styled(format!("· {}{more}", fb.what), t.muted()),
+                    Progress::Pending => Line::styled(
+                        format!("⋯ {} (pending){more}", fb.what),
+                        t.state(State::Progressing),
+                    ),
+                    Progress::Done => {
+                        Line::styled(format!("✓ {}: done{more}", fb.what), t.state(State::Ready))
+                    }
+                    Progress::Failed(e) => {
+                        Line::styled(format!("✗ {}: {e}{more}", fb.what), t.base().fg(t.error))
+                    }
+                }
+            }
+        },
+    };
+    f.render_widget(Paragraph::new(line).style(t.base()), area);
+}
+
+fn draw_input(
+    f: &mut Frame,
+    app: &App,
+    area: Rect,
+    prompt: &str,
+    text: &tui_textarea::TextArea<'static>,
+) {
+    let [p, input] =
+        Layout::horizontal([Constraint::Length(prompt.len() as u16), Constraint::Min(1)])
+            .areas(area);
+    f.render_widget(
+        Paragraph::new(prompt.to_owned()).style(app.theme.header()),
+        p,
+    );
+    f.render_widget(text, input);
+}
+
+fn draw_hints(f: &mut Frame, app: &App, area: Rect) {
+    let hints: &[&str] = if app.editor.is_some() {
+        &["ctrl-s validate", "esc leave (draft kept)", "arrows move"]
+    } else if app.detail.is_some() {
+        &[
+            "? help",
+            "esc back",
+            "tab/d h v m E views",
+            "s suspend",
+            "r reconcile",
+            "c cancel wait",
+            "e edit",
+        ]
+    } else if app.readonly {
+        &[
+            "READ-ONLY",
+            "? help",
+            "enter details",
+            "/ filter",
+            ": ns/ctx",
+            "o sort",
+            "q quit",
+        ]
+    } else {
+        &[
+            "? help",
+            "enter details",
+            "/ filter",
+            ": ns/ctx",
+            "space mark",
+            "s suspend",
+            "r reconcile",
+            "c cancel",
+            "e edit",
+            "q quit",
+        ]
+    };
+    // As many as fit; `?` always lists them all.
+    let mut line = String::new();
+    for h in hints {
+        let sep = if line.is_empty() { "" } else { " · " };
+        if line.chars().count() + sep.len() + h.chars().count() > area.width as usize {
+            break;
+        }
+        line.push_str(sep);
+        line.push_str(h);
+    }
+    f.render_widget(Paragraph::new(line).style(app.theme.muted()), area);
+}
+
+fn centered(area: Rect, width: u16, height: u16) -> Rect {
+    let w = width.min(area.width);
+    let h = height.min(area.height);
+    Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    )
+}
+
+fn draw_help(f: &mut Frame, app: &App, area: Rect) {
+    let t = &app.theme;
+    // Two columns so the whole keymap fits an 80x24 terminal.
+    let mut columns: [Vec<Line>; 2] = [Vec::new(), Vec::new()];
+    for (ctx, rows) in keymap::help() {
+        let col = &mut columns[usize::from(ctx != keymap::Context::Global)];
+        col.push(Line::styled(ctx.to_string(), t.header()));
+        for (keys, help) in rows {
+            col.push(Line::from(vec![
+                Span::styled(format!(" {keys:<12}"), t.base().fg(t.accent)),
+                Span::raw(help),
+            ]));
+        }
+    }
+    columns[1].push(Line::styled("✓ Ready  ◐ Progressing  ✗ Failed", t.muted()));
+    columns[1].push(Line::styled(
+        "‖ Suspended  ⊘ Canceled  ? Unknown",
+        t.muted(),
+    ));
+    let height = columns.iter().map(Vec::len).max().unwrap_or(0) as u16 + 2;
+    let rect = centered(area, 110, height);
+    f.render_widget(Clear, rect);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(t.base().fg(t.accent))
+        .title(Span::styled(" Keys (any key closes) ", t.header()));
+    let inner = block.inner(rect);
+    f.render_widget(block, rect);
+    let halves =
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).split(inner);
+    for (col, half) in columns.into_iter().zip(halves.iter()) {
+        f.render_widget(Paragraph::new(col).style(t.base()), *half);
+    }
+}
+
+fn draw_question(f: &mut Frame, app: &App, area: Rect, question: &str, answers: &str) {
+    let t = &app.theme;
+    let width = (question.chars().count().max(answers.len()) + 4) as u16;
+    let rect = centered(area, width, 4);
+    f.render_widget(Clear, rect);
+    f.render_widget(
+        Paragraph::new(vec![
+            Line::styled(question.to_owned(), t.base().add_modifier(Modifier::BOLD)),
+            Line::styled(answers.to_owned(), t.muted()),
+        ])
+        .style(t.base())
+        .wrap(Wrap { trim: true })
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(Style::default().fg(t.progressing))
+                .title(" Confirm "),
+        ),
+        rect,
+    );
+}

@@ -1,0 +1,301 @@
+//! The dashboard end to end: the real binary in tmux against the local control plane,
+//! driven by keys, checked on screen and in the API.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::Api;
+use kube::api::PostParams;
+use kube::runtime::watcher;
+use support::{PATIENCE, TestNamespace, client, install_crd, kubeconfig_path, testbin};
+use wheelhouse::api::HelmRelease;
+
+/// A dashboard running in its own tmux server (socket), so tests never touch the
+/// developer's tmux sessions and clean up everything with one kill-server.
+struct Dashboard {
+    socket: String,
+}
+
+impl Dashboard {
+    fn start(namespace: &str) -> Self {
+        let socket = format!("wheelhouse-test-{namespace}");
+        let binary = env!("CARGO_BIN_EXE_wheelhouse");
+        let helm = format!("WHEELHOUSE_HELM={}", testbin().join("helm").display());
+        let status = Command::new("tmux")
+            .args([
+                "-L",
+                &socket,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                "dash",
+            ])
+            .args(["-x", "120", "-y", "40"])
+            .args([
+                "-e",
+                &helm,
+                "-e",
+                "WHEELHOUSE_LOG=off",
+                "-e",
+                "TERM=xterm-256color",
+            ])
+            .arg("--")
+            .arg(binary)
+            .args(["--kubeconfig".as_ref(), kubeconfig_path().as_os_str()])
+            // The lease in the test namespace: parallel tests do not compete for it.
+            .args(["-n", namespace, "--lease-namespace", namespace])
+            // Keep the pane after exit so a crash leaves its last screen to read.
+            .args([";", "set-option", "-t", "dash", "remain-on-exit", "on"])
+            .status()
+            .expect("tmux runs");
+        assert!(status.success(), "tmux new-session failed");
+        Self { socket }
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .expect("tmux runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            self.tmux(&["send-keys", "-t", "dash", k]);
+            // The UI handles keys in order anyway; a pause makes failures easier to read.
+            std::thread::sleep(Duration::from_millis(60));
+        }
+    }
+
+    /// Types text literally (no key-name lookup).
+    fn type_text(&self, text: &str) {
+        self.tmux(&["send-keys", "-t", "dash", "-l", text]);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", "dash"])
+    }
+
+    async fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if pred(&screen) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "screen never showed {what}:\n{screen}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    fn exited(&self) -> bool {
+        self.tmux(&["display-message", "-p", "-t", "dash", "#{pane_dead}"])
+            .trim()
+            == "1"
+    }
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        self.tmux(&["kill-server"]);
+    }
+}
+
+fn line_of<'a>(screen: &'a str, name: &str) -> Option<&'a str> {
+    screen
+        .lines()
+        .find(|l| l.split_whitespace().any(|w| w == name))
+}
+
+fn chart() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/tui-app")
+}
+
+async fn poll<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(start.elapsed() < PATIENCE, "{what} never happened");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn dashboard_drives_releases() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::new(&client, "tui").await;
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
+    let create = |name: &str, extra: &str| {
+        support::from_yaml::<HelmRelease>(&format!(
+            "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: {name}}}\n\
+             spec:\n  chart: {{path: {}}}\n{extra}",
+            chart().display()
+        ))
+    };
+    let web = create("web", "  values: {greeting: hi}\n");
+    let stuck = create(
+        "stuck",
+        "  timeout: 5m\n  values: {behavior: never-ready}\n",
+    );
+
+    let dash = Dashboard::start(&ns.name);
+    dash.wait_for("the header with the engine running here", |s| {
+        s.contains("engine: running here") && s.contains(&ns.name)
+    })
+    .await;
+    api.create(&PostParams::default(), &web).await.unwrap();
+    api.create(&PostParams::default(), &stuck).await.unwrap();
+
+    // The table is live: web appears, then becomes Ready.
+    dash.wait_for("web becoming Ready", |s| {
+        line_of(s, "web").is_some_and(|l| l.contains("✓ Ready"))
+    })
+    .await;
+
+    // Select web with the filter, then suspend it.
+    dash.keys(&["/"]);
+    dash.type_text("web");
+    dash.keys(&["Enter", "s"]);
+    dash.wait_for("suspend feedback", |s| {
+        s.contains(&format!("✓ suspend {}/web: done", ns.name))
+    })
+    .await;
+    poll("spec.suspend: true", async || {
+        api.get("web").await.unwrap().spec.suspend.then_some(())
+    })
+    .await;
+    dash.wait_for("web shown as Suspended", |s| {
+        line_of(s, "web").is_some_and(|l| l.contains("‖ Suspended"))
+    })
+    .await;
+
+    // Reconcile writes the requestedAt annotation.
+    dash.keys(&["r"]);
+    dash.wait_for("reconcile feedback", |s| {
+        s.contains(&format!("✓ reconcile {}/web: done", ns.name))
+    })
+    .await;
+    let annotations = api
+        .get("web")
+        .await
+        .unwrap()
+        .metadata
+        .annotations
+        .unwrap_or_default();
+    assert!(
+        annotations.contains_key(wheelhouse::api::annotations::RECONCILE_REQUESTED_AT),
+        "{annotations:?}"
+    );
+    dash.keys(&["s"]);
+    poll("spec.suspend: false", async || {
+        (!api.get("web").await.unwrap().spec.suspend).then_some(())
+    })
+    .await;
+
+    // An invalid values edit is refused and kept; the fixed one is applied after yes.
+    dash.keys(&["e"]);
+    dash.wait_for("the editor", |s| {
+        s.contains("Edit spec.values") && s.contains("greeting: hi")
+    })
+    .await;
+    dash.type_text("extra: [1");
+    dash.keys(&["Enter", "C-s"]);
+    let screen = dash
+        .wait_for("the YAML error", |s| s.contains("Not applied"))
+        .await;
+    assert!(screen.contains("extra: [1"), "draft kept:\n{screen}");
+    let values = api.get("web").await.unwrap().spec.values;
+    assert_eq!(values, Some(serde_json::json!({"greeting": "hi"})));
+    dash.keys(&["Up", "End"]);
+    dash.type_text("]");
+    dash.keys(&["C-s"]);
+    dash.wait_for("the confirmation", |s| s.contains("Apply these values"))
+        .await;
+    dash.keys(&["y"]);
+    poll("the edited values", async || {
+        let values = api.get("web").await.unwrap().spec.values;
+        (values == Some(serde_json::json!({"greeting": "hi", "extra": [1]}))).then_some(())
+    })
+    .await;
+    dash.wait_for("values feedback", |s| {
+        s.contains(&format!("✓ apply values to {}/web: done", ns.name))
+    })
+    .await;
+
+    // Cancel the wait of the release whose pods never become ready.
+    dash.keys(&["/"]);
+    dash.type_text("stuck");
+    dash.keys(&["Enter"]);
+    dash.wait_for("stuck waiting with time left", |s| {
+        line_of(s, "stuck").is_some_and(|l| l.contains("Progressing") && l.contains("left"))
+    })
+    .await;
+    // The canceled state may be short-lived (the engine records the failure next), so
+    // the watch is established before the key is pressed and sees every change.
+    let mut changes = watcher(
+        api.clone(),
+        watcher::Config::default().fields("metadata.name=stuck"),
+    )
+    .boxed();
+    loop {
+        match tokio::time::timeout(PATIENCE, changes.next()).await {
+            Ok(Some(Ok(watcher::Event::InitDone))) => break,
+            Ok(Some(Ok(_))) => {}
+            other => panic!("watch on stuck: {other:?}"),
+        }
+    }
+    let canceled = tokio::spawn(async move {
+        while let Some(event) = changes.next().await {
+            if let Ok(watcher::Event::Apply(hr)) = event
+                && hr
+                    .condition("Ready")
+                    .is_some_and(|c| c.reason == "HealthCheckCanceled")
+            {
+                return;
+            }
+        }
+        panic!("watch ended");
+    });
+    dash.keys(&["c"]);
+    dash.wait_for("the confirmation", |s| {
+        s.contains("Cancel the running wait")
+    })
+    .await;
+    dash.keys(&["y"]);
+    tokio::time::timeout(PATIENCE, canceled)
+        .await
+        .expect("Ready reason HealthCheckCanceled in time")
+        .unwrap();
+    dash.wait_for("stuck no longer progressing", |s| {
+        line_of(s, "stuck").is_some_and(|l| !l.contains("Progressing"))
+    })
+    .await;
+
+    dash.keys(&["q"]);
+    let start = Instant::now();
+    while !dash.exited() {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "q did not quit:\n{}",
+            dash.screen()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(dash);
+    ns.delete().await;
+}
