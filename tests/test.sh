@@ -26,4 +26,6 @@ fi
 export WHEELHOUSE_TEST_KUBECONFIG="$cluster/kubeconfig"
 export WHEELHOUSE_TESTBIN="$bin"
 log "running cargo test against $WHEELHOUSE_TEST_KUBECONFIG"
-cargo test --all-targets --locked --no-fail-fast "$@"
+# Benchmarks (benches/, harness = false) are not tests: they run with tests/bench.sh or
+# cargo bench and print figures. clippy above still compiles them.
+cargo test --lib --bins --tests --locked --no-fail-fast "$@"

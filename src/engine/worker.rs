@@ -142,6 +142,10 @@ pub struct Inbox {
     handled_cancel: Option<String>,
     /// The newer desired state that superseded the last wait, ready to apply.
     pub candidate: Option<Candidate>,
+    /// The status this worker last computed. The worker is its only writer, and the
+    /// watched object may not show our latest write yet, so this is what the next
+    /// reconcile starts from.
+    last_status: Option<HelmReleaseStatus>,
 }
 
 impl Inbox {
@@ -152,6 +156,7 @@ impl Inbox {
             deleted: false,
             handled_cancel: None,
             candidate: None,
+            last_status: None,
         }
     }
 }
@@ -635,7 +640,11 @@ async fn reconcile(
         release_name: hr.release_name(),
         target_namespace: hr.target_namespace(),
         storage: Storage::new(ctx.client.clone(), &hr.storage_namespace()),
-        status: hr.status.clone().unwrap_or_default(),
+        status: inbox
+            .last_status
+            .clone()
+            .or_else(|| hr.status.clone())
+            .unwrap_or_default(),
         hr: hr.clone(),
         api,
         inbox,
@@ -653,7 +662,7 @@ async fn reconcile(
         tracing::warn!(release = %key, error = %e, "cannot add finalizer");
         return RETRY;
     }
-    match reconcile_release(&mut run).await {
+    let requeue = match reconcile_release(&mut run).await {
         Ok(requeue) => requeue,
         Err(e) => {
             let generation = hr.metadata.generation;
@@ -669,7 +678,9 @@ async fn reconcile(
             tracing::warn!(release = %key, error = %e, "reconcile failed");
             RETRY
         }
-    }
+    };
+    run.inbox.last_status = Some(run.status.clone());
+    requeue
 }
 
 async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
