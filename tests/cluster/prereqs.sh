@@ -7,6 +7,11 @@ die() { printf '[prereqs] error: %s\n' "$*" >&2; exit 1; }
 
 command -v go >/dev/null || die "Go is missing: install it from https://go.dev/dl (the control plane is built from the Go module proxy)"
 command -v cargo >/dev/null || die "Rust is missing: install it with rustup (https://rustup.rs)"
+# The test command lints and checks formatting; rustup's minimal profile lacks both.
+if ! cargo clippy --version >/dev/null 2>&1 || ! cargo fmt --version >/dev/null 2>&1; then
+  command -v rustup >/dev/null || die "cargo clippy and cargo fmt are missing (install the clippy and rustfmt components)"
+  rustup component add clippy rustfmt >&2
+fi
 
 # command -> Debian package
 declare -A packages=(
