@@ -227,15 +227,46 @@ async fn dashboard_drives_releases() {
     dash.wait_for("the confirmation", |s| s.contains("Apply these values"))
         .await;
     dash.keys(&["y"]);
+    dash.wait_for("values feedback", |s| {
+        s.contains(&format!("✓ apply values to {}/web: done", ns.name))
+    })
+    .await;
     poll("the edited values", async || {
         let values = api.get("web").await.unwrap().spec.values;
         (values == Some(serde_json::json!({"greeting": "hi", "extra": [1]}))).then_some(())
     })
     .await;
-    dash.wait_for("values feedback", |s| {
-        s.contains(&format!("✓ apply values to {}/web: done", ns.name))
-    })
-    .await;
+
+    // A concurrent change to the values refuses the edit and keeps the draft; status
+    // writes in between (the engine upgrades web meanwhile) do not.
+    dash.keys(&["e"]);
+    dash.wait_for("the editor again", |s| s.contains("Edit spec.values"))
+        .await;
+    api.patch(
+        "web",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"spec": {"values": {"other": 2}}})),
+    )
+    .await
+    .unwrap();
+    dash.keys(&["End"]);
+    dash.type_text(" # mine");
+    dash.keys(&["C-s"]);
+    dash.wait_for("the confirmation", |s| s.contains("Apply these values"))
+        .await;
+    dash.keys(&["y"]);
+    let screen = dash
+        .wait_for("the concurrent-change refusal", |s| {
+            s.contains("spec.values changed since the editor opened")
+        })
+        .await;
+    assert!(screen.contains("# mine"), "draft kept:\n{screen}");
+    let values = api.get("web").await.unwrap().spec.values;
+    assert_eq!(
+        values,
+        Some(serde_json::json!({"greeting": "hi", "extra": [1], "other": 2}))
+    );
+    dash.keys(&["Escape"]);
 
     // Cancel the wait of the release whose pods never become ready.
     dash.keys(&["/"]);

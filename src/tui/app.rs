@@ -29,7 +29,6 @@ pub enum Effect {
         key: ReleaseKey,
         original: serde_json::Value,
         values: serde_json::Value,
-        resource_version: Option<String>,
     },
     SwitchScope(Scope),
     SwitchContext(String),
@@ -108,7 +107,6 @@ pub struct Detail {
 pub struct Editor {
     pub key: ReleaseKey,
     pub text: TextArea<'static>,
-    pub resource_version: Option<String>,
     pub original: serde_json::Value,
     pub error: Option<String>,
     /// Valid values waiting for the operator's yes.
@@ -572,7 +570,6 @@ impl App {
         self.editor = Some(Editor {
             key,
             text,
-            resource_version: view.release.metadata.resource_version.clone(),
             original,
             error: None,
             confirm: None,
@@ -594,7 +591,6 @@ impl App {
                         key: ed.key.clone(),
                         original: ed.original.clone(),
                         values,
-                        resource_version: ed.resource_version.clone(),
                     };
                     self.editor = Some(ed);
                     return vec![effect];

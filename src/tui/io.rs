@@ -39,27 +39,46 @@ pub async fn send(handle: EngineHandle, command: Command) -> Result<(), String> 
     limited(handle.send(command)).await
 }
 
+/// Applies an edited `spec.values`. Only a concurrent change to the values themselves
+/// refuses the edit: status writes by the engine change the resourceVersion every few
+/// seconds during a rollout, and must not make the operator's edit fail.
 pub async fn patch_values(
     client: Client,
     key: ReleaseKey,
     original: serde_json::Value,
     values: serde_json::Value,
-    resource_version: Option<String>,
 ) -> Result<(), String> {
     let api: Api<HelmRelease> = Api::namespaced(client, &key.namespace);
-    let mut patch = serde_json::json!({"spec": {"values": merge_patch(&original, &values)}});
-    // Refused with a conflict if someone changed the release since the editor opened,
-    // instead of silently overwriting their change.
-    if let Some(rv) = resource_version {
-        patch["metadata"] = serde_json::json!({"resourceVersion": rv});
-    }
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..PatchParams::default()
     };
-    limited(api.patch(&key.name, &params, &Patch::Merge(patch)))
-        .await
-        .map(|_| ())
+    for _ in 0..3 {
+        let current = limited(api.get(&key.name)).await?;
+        if current.spec.values.unwrap_or_else(|| serde_json::json!({})) != original {
+            return Err(
+                "spec.values changed since the editor opened; your draft is kept, reopen the \
+                 editor to see the new values"
+                    .to_owned(),
+            );
+        }
+        // The resourceVersion read above makes a change between the read and this
+        // patch a conflict, which is then checked again.
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": current.metadata.resource_version},
+            "spec": {"values": merge_patch(&original, &values)},
+        });
+        let result = limited(async {
+            match api.patch(&key.name, &params, &Patch::Merge(patch)).await {
+                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+                other => other.map(|_| true),
+            }
+        });
+        if result.await? {
+            return Ok(());
+        }
+    }
+    Err("the release kept changing while the values were applied; try again".to_owned())
 }
 
 /// Everything the detail view fetches: the last Helm release, events, workloads.

@@ -270,12 +270,10 @@ async fn event_loop(
                     key,
                     original,
                     values,
-                    resource_version,
                 } => {
                     let (client, tx) = (session.client.clone(), io_tx.clone());
                     tokio::spawn(async move {
-                        let result =
-                            io::patch_values(client, key, original, values, resource_version).await;
+                        let result = io::patch_values(client, key, original, values).await;
                         let _ = tx.send(IoResult::Done { id, result });
                     });
                 }
