@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::PostParams;
 use kube::runtime::watcher;
@@ -153,6 +154,8 @@ async fn dashboard_drives_releases() {
         "  timeout: 5m\n  values: {behavior: never-ready}\n",
     );
 
+    let gated = create("gated", "  values: {externalConfig: gated-extra}\n");
+
     let dash = Dashboard::start(&ns.name);
     dash.wait_for("the header with the engine running here", |s| {
         s.contains("engine: running here") && s.contains(&ns.name)
@@ -160,6 +163,7 @@ async fn dashboard_drives_releases() {
     .await;
     api.create(&PostParams::default(), &web).await.unwrap();
     api.create(&PostParams::default(), &stuck).await.unwrap();
+    api.create(&PostParams::default(), &gated).await.unwrap();
 
     // The table is live: web appears, then becomes Ready.
     dash.wait_for("web becoming Ready", |s| {
@@ -314,6 +318,47 @@ async fn dashboard_drives_releases() {
         .unwrap();
     dash.wait_for("stuck no longer progressing", |s| {
         line_of(s, "stuck").is_some_and(|l| !l.contains("Progressing"))
+    })
+    .await;
+
+    // Config tracking in the detail view: gated's pods wait behind the config-pending
+    // gate for a ConfigMap outside the release, and run once it exists.
+    dash.keys(&["/"]);
+    dash.type_text("gated");
+    dash.keys(&["Enter", "Enter"]);
+    let screen = dash
+        .wait_for("the gated pods in the detail view", |s| {
+            s.contains(
+                "⏸ gated: 1 pod held by wheelhouse.dev/config-pending until \
+                 ConfigMap/gated-extra exists",
+            )
+        })
+        .await;
+    for line in [
+        "✓ ConfigMap/gated-config",
+        "✓ Secret/gated-secret  keys password",
+        "✗ ConfigMap/gated-extra  missing",
+    ] {
+        assert!(screen.contains(line), "{line}:\n{screen}");
+    }
+    assert!(!screen.contains("not-shown-in-the-dashboard"), "{screen}");
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    config_maps
+        .create(
+            &PostParams::default(),
+            &support::from_yaml(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: gated-extra}\ndata: {a: b}\n",
+            ),
+        )
+        .await
+        .unwrap();
+    dash.wait_for("the gate lifted in the detail view", |s| {
+        s.contains("✓ ConfigMap/gated-extra") && !s.contains("⏸ gated")
+    })
+    .await;
+    dash.keys(&["Escape"]);
+    dash.wait_for("gated becoming Ready", |s| {
+        line_of(s, "gated").is_some_and(|l| l.contains("✓ Ready"))
     })
     .await;
 

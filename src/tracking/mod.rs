@@ -29,7 +29,9 @@ pub use discovery::{ConfigKind, ConsumedObject, ConsumedRef, Selection};
 pub use prepare::{
     ConfigKey, LiveNeeds, LiveState, live_objects_needed, prepare_manifest, rewrite_manifest,
 };
-pub use tracker::{TrackedObject, TrackedWorkload, TrackerConfig, TrackerHandle, start};
+pub use tracker::{
+    TrackedObject, TrackedWorkload, TrackerConfig, TrackerHandle, start, tracked_workload,
+};
 pub use workload::{WorkloadKind, WorkloadRef};
 
 /// Pod-template annotation holding the config hash.

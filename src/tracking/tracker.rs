@@ -131,37 +131,62 @@ impl TrackerHandle {
                 if namespace.is_some_and(|n| n != ns) {
                     continue;
                 }
-                let owner = obj.annotations().get(RELEASE_NAME_ANNOTATION).cloned();
-                if release.is_some() && owner.as_deref() != release {
+                let owner = obj.annotations().get(RELEASE_NAME_ANNOTATION);
+                if release.is_some() && owner.map(String::as_str) != release {
                     continue;
                 }
                 let value = serde_json::to_value(&*obj).unwrap_or(Value::Null);
-                if !is_tracked(kind, &value) {
-                    continue;
-                }
-                let objects = consumed_objects(kind, &value).unwrap_or_default();
-                out.push(TrackedWorkload {
-                    workload: WorkloadRef {
-                        kind,
-                        namespace: ns.clone(),
-                        name: obj.name_any(),
-                    },
-                    release: owner,
-                    objects: objects
-                        .into_iter()
-                        .map(|object| TrackedObject {
-                            exists: self.stores.data(object.kind, &ns, &object.name).is_some(),
-                            object,
-                        })
-                        .collect(),
-                    gated: is_gated(kind, &value),
-                    hash: template_hash(kind, &value),
-                });
+                out.extend(tracked_workload(kind, &value, |object| {
+                    self.stores.data(object.kind, &ns, &object.name).is_some()
+                }));
             }
         }
         out.sort_by(|a, b| a.workload.cmp(&b.workload));
         out
     }
+}
+
+/// What the tracker looks after in one live workload: the objects it consumes (with
+/// `exists` telling whether each is there), its gate and hash; `None` when the workload is
+/// not tracked. Shared by the tracker and the dashboard, which answers `exists` from its
+/// own reads.
+pub fn tracked_workload(
+    kind: WorkloadKind,
+    obj: &Value,
+    exists: impl Fn(&ConsumedObject) -> bool,
+) -> Option<TrackedWorkload> {
+    if !is_tracked(kind, obj) {
+        return None;
+    }
+    let meta = |field: &str| {
+        obj.pointer(&format!("/metadata/{field}"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let release = obj
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(RELEASE_NAME_ANNOTATION))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Some(TrackedWorkload {
+        workload: WorkloadRef {
+            kind,
+            namespace: meta("namespace"),
+            name: meta("name"),
+        },
+        release,
+        objects: consumed_objects(kind, obj)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|object| TrackedObject {
+                exists: exists(&object),
+                object,
+            })
+            .collect(),
+        gated: is_gated(kind, obj),
+        hash: template_hash(kind, obj),
+    })
 }
 
 /// What a watch stream reports to the loop.

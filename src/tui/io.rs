@@ -5,10 +5,9 @@
 use std::future::Future;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::api::core::v1::{Event, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde::Deserialize;
 
@@ -18,6 +17,7 @@ use super::model::{
 use crate::api::{FIELD_MANAGER, HelmRelease};
 use crate::engine::{Command, EngineHandle, ReleaseKey, ReleaseView};
 use crate::release::Storage;
+use crate::tracking::{self, ConfigKind, TrackedWorkload, WorkloadKind};
 
 /// How long one request may take before the dashboard reports it as failed.
 pub const LIMIT: Duration = Duration::from_secs(15);
@@ -150,7 +150,9 @@ async fn load_events(client: Client, key: &ReleaseKey) -> Result<Vec<EventLine>,
 }
 
 #[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct Doc {
+    api_version: Option<String>,
     kind: Option<String>,
     metadata: Option<DocMeta>,
 }
@@ -162,16 +164,17 @@ struct DocMeta {
 }
 
 /// Rollout progress of the release's Deployments, StatefulSets and DaemonSets, with the
-/// reason each of their pods is not ready.
+/// reason each of their pods is not ready and what config tracking looks after.
 async fn load_workloads(
     client: Client,
     manifest: &str,
     default_ns: &str,
 ) -> Result<Vec<Workload>, String> {
     // Parsed up front: the YAML parser must not live across an await (it is not Send).
-    let objects: Vec<(String, String, String)> = serde_yaml::Deserializer::from_str(manifest)
+    let objects: Vec<(WorkloadKind, String, String)> = serde_yaml::Deserializer::from_str(manifest)
         .filter_map(|doc| match Doc::deserialize(doc) {
             Ok(Doc {
+                api_version: Some(api_version),
                 kind: Some(kind),
                 metadata:
                     Some(DocMeta {
@@ -179,7 +182,8 @@ async fn load_workloads(
                         namespace,
                     }),
             }) => Some((
-                kind,
+                WorkloadKind::from_type(&api_version, &kind)
+                    .filter(|k| SHOWN_WORKLOADS.contains(k))?,
                 name,
                 namespace.unwrap_or_else(|| default_ns.to_owned()),
             )),
@@ -188,55 +192,9 @@ async fn load_workloads(
         .collect();
     let mut out = Vec::new();
     for (kind, name, ns) in objects {
-        let found = match kind.as_str() {
-            "Deployment" => {
-                let d = limited(Api::<Deployment>::namespaced(client.clone(), &ns).get_opt(&name))
-                    .await?;
-                d.map(|d| {
-                    let s = d.status.unwrap_or_default();
-                    let spec = d.spec.unwrap_or_default();
-                    (
-                        spec.replicas.unwrap_or(1),
-                        s.updated_replicas.unwrap_or(0),
-                        s.ready_replicas.unwrap_or(0),
-                        s.available_replicas.unwrap_or(0),
-                        spec.selector,
-                    )
-                })
-            }
-            "StatefulSet" => {
-                let d = limited(Api::<StatefulSet>::namespaced(client.clone(), &ns).get_opt(&name))
-                    .await?;
-                d.map(|d| {
-                    let s = d.status.unwrap_or_default();
-                    let spec = d.spec.unwrap_or_default();
-                    (
-                        spec.replicas.unwrap_or(1),
-                        s.updated_replicas.unwrap_or(0),
-                        s.ready_replicas.unwrap_or(0),
-                        s.available_replicas.unwrap_or(0),
-                        spec.selector,
-                    )
-                })
-            }
-            "DaemonSet" => {
-                let d = limited(Api::<DaemonSet>::namespaced(client.clone(), &ns).get_opt(&name))
-                    .await?;
-                d.map(|d| {
-                    let s = d.status.unwrap_or_default();
-                    let spec = d.spec.unwrap_or_default();
-                    (
-                        s.desired_number_scheduled,
-                        s.updated_number_scheduled.unwrap_or(0),
-                        s.number_ready,
-                        s.number_available.unwrap_or(0),
-                        spec.selector,
-                    )
-                })
-            }
-            _ => continue,
-        };
-        let Some((desired, updated, ready, available, selector)) = found else {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &ns, &kind.api_resource());
+        let Some(obj) = limited(api.get_opt(&name)).await? else {
             out.push(Workload {
                 object: format!("{kind}/{name}"),
                 desired: 0,
@@ -244,20 +202,96 @@ async fn load_workloads(
                 ready: 0,
                 available: 0,
                 failing: vec![("-".into(), "not found in the cluster".into())],
+                held: 0,
+                tracking: None,
             });
             continue;
         };
-        let failing = failing_pods(client.clone(), &ns, &selector).await?;
+        let obj = serde_json::to_value(obj).map_err(|e| e.to_string())?;
+        let count = |field: &str| {
+            obj.pointer(field)
+                .and_then(serde_json::Value::as_i64)
+                .map(|n| n as i32)
+        };
+        let (desired, updated, ready, available) = if kind == WorkloadKind::DaemonSet {
+            (
+                count("/status/desiredNumberScheduled").unwrap_or(0),
+                count("/status/updatedNumberScheduled").unwrap_or(0),
+                count("/status/numberReady").unwrap_or(0),
+                count("/status/numberAvailable").unwrap_or(0),
+            )
+        } else {
+            (
+                count("/spec/replicas").unwrap_or(1),
+                count("/status/updatedReplicas").unwrap_or(0),
+                count("/status/readyReplicas").unwrap_or(0),
+                count("/status/availableReplicas").unwrap_or(0),
+            )
+        };
+        let selector: LabelSelector = obj
+            .pointer("/spec/selector")
+            .cloned()
+            .and_then(|s| serde_json::from_value(s).ok())
+            .unwrap_or_default();
+        let pods = list_pods(client.clone(), &ns, &selector).await?;
         out.push(Workload {
             object: format!("{kind}/{name}"),
             desired,
             updated,
             ready,
             available,
-            failing,
+            failing: pods
+                .iter()
+                .filter_map(|p| Some((p.metadata.name.clone()?, pod_problem(p)?)))
+                .collect(),
+            held: pods.iter().filter(|p| is_held(p)).count(),
+            tracking: load_tracking(client.clone(), &ns, kind, &obj).await?,
         });
     }
     Ok(out)
+}
+
+/// The kinds the rollout section lists (Jobs and CronJobs are hooks or schedules, not
+/// rollouts).
+const SHOWN_WORKLOADS: [WorkloadKind; 3] = [
+    WorkloadKind::Deployment,
+    WorkloadKind::StatefulSet,
+    WorkloadKind::DaemonSet,
+];
+
+/// What config tracking looks after in a workload, with each consumed object checked for
+/// existence by a metadata-only read (the dashboard never fetches Secret data).
+async fn load_tracking(
+    client: Client,
+    ns: &str,
+    kind: WorkloadKind,
+    obj: &serde_json::Value,
+) -> Result<Option<TrackedWorkload>, String> {
+    let Some(tracked) = tracking::tracked_workload(kind, obj, |_| false) else {
+        return Ok(None);
+    };
+    let mut present = std::collections::BTreeSet::new();
+    for t in &tracked.objects {
+        let name = &t.object.name;
+        let found = match t.object.kind {
+            ConfigKind::ConfigMap => {
+                limited(Api::<ConfigMap>::namespaced(client.clone(), ns).get_metadata_opt(name))
+                    .await?
+                    .is_some()
+            }
+            ConfigKind::Secret => {
+                limited(Api::<Secret>::namespaced(client.clone(), ns).get_metadata_opt(name))
+                    .await?
+                    .is_some()
+            }
+        };
+        if found {
+            present.insert((t.object.kind, name.clone()));
+        }
+    }
+    Ok(tracking::tracked_workload(kind, obj, |o| {
+        present.contains(&(o.kind, o.name.clone()))
+    }))
 }
 
 fn selector_string(selector: &LabelSelector) -> Option<String> {
@@ -274,22 +308,26 @@ fn selector_string(selector: &LabelSelector) -> Option<String> {
     )
 }
 
-async fn failing_pods(
-    client: Client,
-    ns: &str,
-    selector: &LabelSelector,
-) -> Result<Vec<(String, String)>, String> {
+async fn list_pods(client: Client, ns: &str, selector: &LabelSelector) -> Result<Vec<Pod>, String> {
     let Some(selector) = selector_string(selector) else {
         return Ok(Vec::new());
     };
     let pods =
         limited(Api::<Pod>::namespaced(client, ns).list(&ListParams::default().labels(&selector)))
             .await?;
-    Ok(pods
-        .items
-        .into_iter()
-        .filter_map(|p| Some((p.metadata.name.clone()?, pod_problem(&p)?)))
-        .collect())
+    Ok(pods.items)
+}
+
+/// The pod waits for config: it still carries wheelhouse's scheduling gate.
+fn is_held(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|gates| {
+            gates
+                .iter()
+                .any(|g| g.name == tracking::CONFIG_PENDING_GATE)
+        })
 }
 
 /// Why a pod is not ready, or None when it is.

@@ -15,7 +15,7 @@ pub mod view;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crossterm::event::{Event, KeyEventKind};
 use k8s_openapi::jiff::Timestamp;
@@ -27,6 +27,10 @@ use crate::client::{self, Scope};
 use crate::engine::{self, EngineConfig, EngineHandle};
 use app::{App, Effect, IoResult};
 use theme::Theme;
+
+/// How often the open detail view re-reads pods, workloads and tracked config, which
+/// change without the release object changing.
+const DETAIL_REFRESH: Duration = Duration::from_secs(3);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -180,6 +184,7 @@ async fn event_loop(
     // The detail view's data is fetched when it opens and again when the release changes.
     let mut detail_seen: Option<(engine::ReleaseKey, String)> = None;
     let mut detail_in_flight = false;
+    let mut detail_loaded = Instant::now();
     loop {
         let size = terminal.size()?;
         app.page = size.height.saturating_sub(7).max(1) as usize;
@@ -223,7 +228,8 @@ async fn event_loop(
             _ = term.recv() => effects.push(Effect::Quit),
             _ = hangup.recv() => effects.push(Effect::Quit),
         }
-        // Reload the detail data when its release changed (new resourceVersion).
+        // Reload the detail data when its release changed (new resourceVersion), and every
+        // few seconds for what the release object does not show (pods, tracked config).
         if let Some(d) = &app.detail
             && let Some(v) = app.views.get(&d.key)
         {
@@ -236,8 +242,10 @@ async fn event_loop(
                     .unwrap_or_default(),
             );
             let opened = d.data == model::DetailData::default();
-            if (opened || detail_seen.as_ref() != Some(&version)) && !detail_in_flight {
+            let stale = detail_loaded.elapsed() >= DETAIL_REFRESH;
+            if (opened || stale || detail_seen.as_ref() != Some(&version)) && !detail_in_flight {
                 detail_in_flight = true;
+                detail_loaded = Instant::now();
                 detail_seen = Some(version);
                 let (client, view, tx) = (session.client.clone(), v.clone(), io_tx.clone());
                 tokio::spawn(async move {

@@ -267,6 +267,10 @@ pub struct Workload {
     pub ready: i32,
     pub available: i32,
     pub failing: Vec<(String, String)>,
+    /// Pods held by the `wheelhouse.dev/config-pending` scheduling gate.
+    pub held: usize,
+    /// What config tracking looks after; `None` when the workload is not tracked.
+    pub tracking: Option<crate::tracking::TrackedWorkload>,
 }
 
 /// Replaces the values of every Secret's `data` and `stringData` in a multi-document

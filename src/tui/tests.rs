@@ -9,6 +9,10 @@ use super::theme::Theme;
 use super::{demo, render};
 use crate::client::Scope;
 use crate::engine::{Command, ReleaseKey, Role};
+use crate::tracking::{
+    ConfigKind, ConsumedObject, Selection, TrackedObject, TrackedWorkload, WorkloadKind,
+    WorkloadRef,
+};
 
 fn app(readonly: bool) -> App {
     let mut app = App::new(
@@ -71,23 +75,85 @@ fn detail_data() -> DetailData {
                 count: 2,
             },
         ]),
-        workloads: Fetch::Loaded(vec![Workload {
-            object: "Deployment/api".into(),
-            desired: 3,
-            updated: 3,
-            ready: 1,
-            available: 1,
-            failing: vec![
-                (
-                    "api-6c9f-2xk".into(),
-                    "app (CrashLoopBackOff): back-off 40s restarting failed container".into(),
-                ),
-                (
-                    "api-6c9f-9qp".into(),
-                    "app (ImagePullBackOff): image registry.example/api:2.4.0 not found".into(),
-                ),
-            ],
-        }]),
+        workloads: Fetch::Loaded(vec![
+            Workload {
+                object: "Deployment/api".into(),
+                desired: 3,
+                updated: 3,
+                ready: 1,
+                available: 1,
+                failing: vec![
+                    (
+                        "api-6c9f-2xk".into(),
+                        "app (CrashLoopBackOff): back-off 40s restarting failed container".into(),
+                    ),
+                    (
+                        "api-6c9f-9qp".into(),
+                        "app (ImagePullBackOff): image registry.example/api:2.4.0 not found".into(),
+                    ),
+                ],
+                held: 0,
+                tracking: Some(tracked(
+                    "api",
+                    &[
+                        ("ConfigMap", "api-config", &[], false, true),
+                        ("Secret", "api-tls", &["tls.crt", "tls.key"], false, true),
+                        ("ConfigMap", "api-flags", &[], true, false),
+                    ],
+                    false,
+                )),
+            },
+            Workload {
+                object: "Deployment/worker".into(),
+                desired: 2,
+                updated: 2,
+                ready: 0,
+                available: 0,
+                failing: Vec::new(),
+                held: 2,
+                tracking: Some(tracked(
+                    "worker",
+                    &[("Secret", "worker-db", &["password"], false, false)],
+                    true,
+                )),
+            },
+        ]),
+    }
+}
+
+type ObjectSpec<'a> = (&'a str, &'a str, &'a [&'a str], bool, bool);
+
+/// A tracked workload of namespace apps: (kind, name, keys, optional, exists) per object.
+fn tracked(name: &str, objects: &[ObjectSpec], gated: bool) -> TrackedWorkload {
+    TrackedWorkload {
+        workload: WorkloadRef {
+            kind: WorkloadKind::Deployment,
+            namespace: "apps".into(),
+            name: name.into(),
+        },
+        release: Some("api".into()),
+        objects: objects
+            .iter()
+            .map(|&(kind, name, keys, optional, exists)| TrackedObject {
+                object: ConsumedObject {
+                    kind: if kind == "Secret" {
+                        ConfigKind::Secret
+                    } else {
+                        ConfigKind::ConfigMap
+                    },
+                    name: name.into(),
+                    selection: if keys.is_empty() {
+                        Selection::Whole
+                    } else {
+                        Selection::Keys(keys.iter().map(|k| (*k).to_owned()).collect())
+                    },
+                    optional,
+                },
+                exists,
+            })
+            .collect(),
+        gated,
+        hash: Some("4f2a9c0d5e1b7a3c9e8d".into()),
     }
 }
 

@@ -10,9 +10,12 @@ use ratatui::widgets::{
 
 use super::app::{App, Detail, Overlay, Progress, Tab};
 use super::keymap;
-use super::model::{Fetch, Row, SortBy, State, age, left, mask_values, short_duration, spinner};
+use super::model::{
+    Fetch, Row, SortBy, State, Workload, age, left, mask_values, short_duration, spinner,
+};
 use crate::client::Scope;
 use crate::engine::{Phase, ReleaseView, Role};
+use crate::tracking::Selection;
 
 pub fn draw(f: &mut Frame, app: &App) {
     let area = f.area();
@@ -420,6 +423,7 @@ fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
                         Span::raw(why.clone()),
                     ]));
                 }
+                lines.extend(tracking_lines(app, w));
             }
         }
     }
@@ -430,6 +434,80 @@ fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
     lines.push(section(app, "Events (E for all)"));
     lines.extend(events(app, d).lines.into_iter().take(5));
     Text::from(lines)
+}
+
+/// What config tracking looks after in one workload: each consumed object and whether it
+/// exists, and whether the pods wait behind the config-pending gate.
+fn tracking_lines<'a>(app: &App, w: &Workload) -> Vec<Line<'a>> {
+    let t = &app.theme;
+    let Some(tracked) = &w.tracking else {
+        return vec![Line::styled("      config not tracked", t.muted())];
+    };
+    let hash = tracked
+        .hash
+        .as_deref()
+        .map(|h| format!(" (hash {})", &h[..h.len().min(12)]))
+        .unwrap_or_default();
+    let mut lines = vec![Line::styled(
+        format!("      config tracked{hash}"),
+        t.muted(),
+    )];
+    if tracked.objects.is_empty() {
+        lines.push(Line::styled(
+            "        consumes no ConfigMap or Secret",
+            t.muted(),
+        ));
+    }
+    for o in &tracked.objects {
+        let (symbol, state) = match (o.exists, o.object.optional) {
+            (true, _) => ("✓", State::Ready),
+            (false, true) => ("·", State::Suspended),
+            (false, false) => ("✗", State::Failed),
+        };
+        let mut spans = vec![
+            Span::styled(format!("        {symbol} "), t.state(state)),
+            Span::raw(format!("{}/{}", o.object.kind, o.object.name)),
+        ];
+        if let Selection::Keys(keys) = &o.object.selection {
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            spans.push(Span::styled(
+                format!("  keys {}", keys.join(", ")),
+                t.muted(),
+            ));
+        }
+        if o.object.optional {
+            spans.push(Span::styled("  optional", t.muted()));
+        }
+        if !o.exists {
+            spans.push(Span::styled("  missing", t.state(state)));
+        }
+        lines.push(Line::from(spans));
+    }
+    if tracked.gated || w.held > 0 {
+        let waiting: Vec<String> = tracked
+            .objects
+            .iter()
+            .filter(|o| !o.exists && !o.object.optional)
+            .map(|o| format!("{}/{}", o.object.kind, o.object.name))
+            .collect();
+        let pods = match w.held {
+            1 => "1 pod".to_owned(),
+            n => format!("{n} pods"),
+        };
+        let why = if waiting.is_empty() {
+            String::new()
+        } else {
+            format!(" until {} exists", waiting.join(", "))
+        };
+        lines.push(Line::from(vec![
+            Span::styled("      ⏸ gated: ", t.state(State::Progressing)),
+            Span::raw(format!(
+                "{pods} held by {}{why}",
+                crate::tracking::CONFIG_PENDING_GATE
+            )),
+        ]));
+    }
+    lines
 }
 
 fn history<'a>(app: &App, view: &ReleaseView) -> Text<'a> {
