@@ -62,6 +62,39 @@ pub enum Command {
     List,
     /// Run the reconcile engine headless until SIGINT/SIGTERM (structured logs on stderr).
     Controller(controller::ControllerArgs),
+    /// Print least-privilege RBAC for `wheelhouse controller` (apply it with
+    /// `kubectl apply -f -`): scoped to `-n NAMESPACE`, or to every namespace without it.
+    Rbac(RbacArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RbacArgs {
+    /// The engine's ServiceAccount, as NAMESPACE/NAME.
+    #[arg(
+        long,
+        value_name = "NAMESPACE/NAME",
+        default_value = "wheelhouse-system/wheelhouse",
+        value_parser = parse_service_account
+    )]
+    pub service_account: (String, String),
+
+    /// Namespace of the engine Lease: the controller's --lease-namespace.
+    #[arg(long, env = "WHEELHOUSE_LEASE_NAMESPACE", default_value = "default")]
+    pub lease_namespace: String,
+
+    /// Existing ClusterRole bound for what the charts create. `admin` covers namespaced
+    /// objects; charts with CRDs or cluster-scoped objects need a wider one.
+    #[arg(long, value_name = "CLUSTERROLE", default_value = "admin")]
+    pub release_role: String,
+}
+
+fn parse_service_account(s: &str) -> std::result::Result<(String, String), String> {
+    match s.split_once('/') {
+        Some((ns, name)) if !ns.is_empty() && !name.is_empty() && !name.contains('/') => {
+            Ok((ns.to_owned(), name.to_owned()))
+        }
+        _ => Err(format!("expected NAMESPACE/NAME, got {s:?}")),
+    }
 }
 
 /// Runs the parsed command line.
@@ -72,6 +105,25 @@ pub async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Some(Command::Controller(args)) => controller::run(&cli.cluster, args).await,
+        Some(Command::Rbac(args)) => {
+            let (service_account_namespace, service_account) = args.service_account;
+            // Like the controller: every namespace unless one is named.
+            let scope = match &cli.cluster.namespace {
+                Some(ns) => client::Scope::Namespace(ns.clone()),
+                None => client::Scope::All,
+            };
+            print!(
+                "{}",
+                crate::rbac::yaml(&crate::rbac::RbacOptions {
+                    scope,
+                    service_account_namespace,
+                    service_account,
+                    lease_namespace: args.lease_namespace,
+                    release_role: args.release_role,
+                })
+            );
+            Ok(())
+        }
         None => dashboard::run(&cli.cluster, &cli.dashboard).await,
         Some(Command::List) => {
             let (client, default_ns) = client::connect(&cli.cluster).await?;

@@ -1,0 +1,288 @@
+//! Least-privilege RBAC for the engine (`wheelhouse rbac`), generated from code like the
+//! CRD so it cannot drift from what the engine calls.
+//!
+//! Two grants, kept apart on purpose:
+//! - the engine's own needs ([`engine_rules`]): HelmReleases and their status, Helm's
+//!   release Secrets, valuesFrom and tracked ConfigMaps/Secrets, workloads and pods to
+//!   wait on and roll, Events, and its Lease (in the lease namespace only);
+//! - the release contents: whatever the charts create. wheelhouse cannot know that in
+//!   advance, so it binds an existing ClusterRole the operator chooses (`admin` by
+//!   default: every namespaced kind, no cluster-scoped ones). Charts that ship CRDs or
+//!   cluster-scoped objects need a wider role, named explicitly.
+//!
+//! Scoped to one namespace, every grant is a RoleBinding there; only `--all-namespaces`
+//! produces ClusterRoleBindings.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ServiceAccount;
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject,
+};
+use kube::api::ObjectMeta;
+use serde::Serialize;
+
+use crate::client::Scope;
+
+/// Name of the ClusterRole with the engine's own permissions.
+pub const ENGINE_ROLE: &str = "wheelhouse-engine";
+/// Name of the Role for the engine Lease.
+pub const LEASE_ROLE: &str = "wheelhouse-engine-lease";
+
+/// What `wheelhouse rbac` generates.
+#[derive(Debug, Clone)]
+pub struct RbacOptions {
+    /// Namespaces the engine reconciles: one, or all.
+    pub scope: Scope,
+    /// The engine's ServiceAccount.
+    pub service_account_namespace: String,
+    pub service_account: String,
+    /// Namespace of the engine Lease (`--lease-namespace` of the controller).
+    pub lease_namespace: String,
+    /// Existing ClusterRole bound for what the charts create.
+    pub release_role: String,
+}
+
+fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
+    let strings = |s: &[&str]| Some(s.iter().map(|v| (*v).to_owned()).collect());
+    PolicyRule {
+        api_groups: strings(groups),
+        resources: strings(resources),
+        verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+        ..PolicyRule::default()
+    }
+}
+
+const READ: &[&str] = &["get", "list", "watch"];
+
+/// The engine's own permissions, each with the code that needs it.
+pub fn engine_rules() -> Vec<PolicyRule> {
+    vec![
+        // Watches releases; finalizer and annotations go through patch, the spec never.
+        rule(
+            &["wheelhouse.dev"],
+            &["helmreleases"],
+            &["get", "list", "watch", "patch", "update"],
+        ),
+        // Server-side-applied status.
+        rule(
+            &["wheelhouse.dev"],
+            &["helmreleases/status"],
+            &["get", "patch", "update"],
+        ),
+        rule(
+            &["wheelhouse.dev"],
+            &["helmreleases/finalizers"],
+            &["update"],
+        ),
+        // Helm's release storage (sh.helm.release.v1.* Secrets), valuesFrom and repository
+        // credentials, and the Secrets config tracking hashes.
+        rule(
+            &[""],
+            &["secrets"],
+            &[
+                "get", "list", "watch", "create", "update", "patch", "delete",
+            ],
+        ),
+        // valuesFrom and tracked ConfigMaps.
+        rule(&[""], &["configmaps"], READ),
+        // Health waits and fail-fast read pods; config tracking replaces gated StatefulSet
+        // pods, and hooks delete their test pods.
+        rule(&[""], &["pods"], &["get", "list", "watch", "delete"]),
+        // Health waits and config tracking (which patches the pod template's hash).
+        rule(
+            &["apps"],
+            &["deployments", "statefulsets", "daemonsets"],
+            &["get", "list", "watch", "patch"],
+        ),
+        rule(&["apps"], &["replicasets"], READ),
+        rule(
+            &["batch"],
+            &["jobs", "cronjobs"],
+            &["get", "list", "watch", "patch"],
+        ),
+        // Events on releases and workloads (both APIs: kube's recorder uses events.k8s.io).
+        rule(&["", "events.k8s.io"], &["events"], &["create", "patch"]),
+    ]
+}
+
+fn lease_rules() -> Vec<PolicyRule> {
+    vec![rule(
+        &["coordination.k8s.io"],
+        &["leases"],
+        &["get", "create", "update", "patch", "delete"],
+    )]
+}
+
+fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: namespace.map(str::to_owned),
+        labels: Some(BTreeMap::from([(
+            "app.kubernetes.io/name".to_owned(),
+            "wheelhouse".to_owned(),
+        )])),
+        ..ObjectMeta::default()
+    }
+}
+
+/// Every object of the grant, in apply order.
+pub fn manifests(opts: &RbacOptions) -> Vec<serde_json::Value> {
+    let subject = vec![Subject {
+        kind: "ServiceAccount".into(),
+        name: opts.service_account.clone(),
+        namespace: Some(opts.service_account_namespace.clone()),
+        ..Subject::default()
+    }];
+    let cluster_role = |name: &str| RoleRef {
+        api_group: "rbac.authorization.k8s.io".into(),
+        kind: "ClusterRole".into(),
+        name: name.to_owned(),
+    };
+    let mut out = vec![
+        value(&ServiceAccount {
+            metadata: meta(&opts.service_account, Some(&opts.service_account_namespace)),
+            ..ServiceAccount::default()
+        }),
+        value(&ClusterRole {
+            metadata: meta(ENGINE_ROLE, None),
+            rules: Some(engine_rules()),
+            ..ClusterRole::default()
+        }),
+        value(&Role {
+            metadata: meta(LEASE_ROLE, Some(&opts.lease_namespace)),
+            rules: Some(lease_rules()),
+        }),
+        value(&RoleBinding {
+            metadata: meta(LEASE_ROLE, Some(&opts.lease_namespace)),
+            role_ref: RoleRef {
+                api_group: "rbac.authorization.k8s.io".into(),
+                kind: "Role".into(),
+                name: LEASE_ROLE.into(),
+            },
+            subjects: Some(subject.clone()),
+        }),
+    ];
+    let grants = [
+        (ENGINE_ROLE.to_owned(), ENGINE_ROLE),
+        (
+            format!("wheelhouse-release-{}", opts.release_role),
+            opts.release_role.as_str(),
+        ),
+    ];
+    for (name, role) in grants {
+        out.push(match &opts.scope {
+            Scope::All => value(&ClusterRoleBinding {
+                metadata: meta(&name, None),
+                role_ref: cluster_role(role),
+                subjects: Some(subject.clone()),
+            }),
+            Scope::Namespace(ns) => value(&RoleBinding {
+                metadata: meta(&name, Some(ns)),
+                role_ref: cluster_role(role),
+                subjects: Some(subject.clone()),
+            }),
+        });
+    }
+    out
+}
+
+/// k8s-openapi's types serialize with their apiVersion and kind.
+fn value<K: Serialize>(obj: &K) -> serde_json::Value {
+    serde_json::to_value(obj).expect("RBAC objects serialize")
+}
+
+/// The grant as multi-document YAML for `kubectl apply -f -`.
+pub fn yaml(opts: &RbacOptions) -> String {
+    manifests(opts)
+        .iter()
+        .map(|v| serde_yaml::to_string(v).expect("JSON values serialize as YAML"))
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(scope: Scope) -> RbacOptions {
+        RbacOptions {
+            scope,
+            service_account_namespace: "wheelhouse-system".into(),
+            service_account: "wheelhouse".into(),
+            lease_namespace: "wheelhouse-system".into(),
+            release_role: "admin".into(),
+        }
+    }
+
+    fn kinds(objects: &[serde_json::Value]) -> Vec<String> {
+        objects
+            .iter()
+            .map(|o| {
+                format!(
+                    "{}/{}",
+                    o["kind"].as_str().unwrap(),
+                    o["metadata"]["name"].as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn one_namespace_grants_only_role_bindings() {
+        let objects = manifests(&opts(Scope::Namespace("apps".into())));
+        assert_eq!(
+            kinds(&objects),
+            [
+                "ServiceAccount/wheelhouse",
+                "ClusterRole/wheelhouse-engine",
+                "Role/wheelhouse-engine-lease",
+                "RoleBinding/wheelhouse-engine-lease",
+                "RoleBinding/wheelhouse-engine",
+                "RoleBinding/wheelhouse-release-admin",
+            ]
+        );
+        assert!(
+            objects[4..]
+                .iter()
+                .all(|o| o["metadata"]["namespace"] == "apps")
+        );
+    }
+
+    #[test]
+    fn all_namespaces_binds_cluster_wide() {
+        let objects = manifests(&opts(Scope::All));
+        assert_eq!(
+            kinds(&objects[4..]),
+            [
+                "ClusterRoleBinding/wheelhouse-engine",
+                "ClusterRoleBinding/wheelhouse-release-admin"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_engine_role_has_no_wildcards_and_never_escalates() {
+        for r in engine_rules() {
+            let all = r
+                .api_groups
+                .iter()
+                .flatten()
+                .chain(r.resources.iter().flatten())
+                .chain(&r.verbs);
+            for s in all {
+                assert_ne!(s, "*", "{r:?}");
+                assert!(!["escalate", "bind", "impersonate"].contains(&s.as_str()));
+            }
+        }
+    }
+
+    #[test]
+    fn yaml_is_a_stream_of_documents() {
+        let text = yaml(&opts(Scope::All));
+        let docs: Vec<serde_json::Value> = serde_yaml::Deserializer::from_str(&text)
+            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+            .collect();
+        assert_eq!(docs, manifests(&opts(Scope::All)));
+    }
+}

@@ -1,0 +1,229 @@
+//! `wheelhouse rbac` grants exactly enough: an engine running as the generated
+//! ServiceAccount (by impersonation) installs, tests, upgrades, tracks config and
+//! uninstalls a release in its namespace, and is refused outside it.
+
+mod support;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::rbac::v1::ClusterRole;
+use kube::api::{
+    DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use support::engine::{self as eng, is, wait_for, webapp};
+use support::{PATIENCE, TestNamespace, client, install_crd, kubeconfig_path};
+use wheelhouse::api::HelmRelease;
+
+/// The release role of this test: exactly the kinds the webapp chart creates, so the
+/// engine's own needs (HelmReleases, Helm storage Secrets, Lease, Events) come from the
+/// generated engine role alone and are checked by the test.
+const CONTENT_ROLE: &str = "wheelhouse-test-webapp-content";
+
+async fn create_content_role(admin: &Client) {
+    let role: ClusterRole = support::from_yaml(&format!(
+        "metadata: {{name: {CONTENT_ROLE}}}\n\
+         rules:\n\
+         - apiGroups: ['']\n  resources: [configmaps, services, pods]\n  verbs: &all [get, list, watch, create, patch, update, delete]\n\
+         - apiGroups: [apps]\n  resources: [deployments]\n  verbs: *all\n\
+         - apiGroups: [batch]\n  resources: [jobs]\n  verbs: *all\n"
+    ));
+    Api::<ClusterRole>::all(admin.clone())
+        .patch(
+            CONTENT_ROLE,
+            &PatchParams::apply("wheelhouse-tests").force(),
+            &Patch::Apply(&role),
+        )
+        .await
+        .unwrap();
+}
+
+/// Runs the real binary's `rbac` subcommand and applies its output as an administrator.
+async fn apply_generated_rbac(admin: &Client, ns: &str) {
+    create_content_role(admin).await;
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wheelhouse"))
+        .args(["rbac", "-n", ns, "--lease-namespace", ns])
+        .args(["--release-role", CONTENT_ROLE])
+        .args(["--service-account", &format!("{ns}/engine")])
+        .output()
+        .expect("wheelhouse rbac runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let docs: Vec<DynamicObject> = serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).expect("rbac output is YAML objects"))
+        .collect();
+    assert_eq!(docs.len(), 6, "{text}");
+    for obj in docs {
+        let types = obj.types.clone().unwrap();
+        let gvk = GroupVersionKind::try_from(&types).unwrap();
+        let (resource, caps) = kube::discovery::pinned_kind(admin, &gvk).await.unwrap();
+        let api: Api<DynamicObject> = match (&obj.metadata.namespace, caps.scope) {
+            (Some(ns), kube::discovery::Scope::Namespaced) => {
+                Api::namespaced_with(admin.clone(), ns, &resource)
+            }
+            _ => Api::all_with(admin.clone(), &resource),
+        };
+        let name = obj.metadata.name.clone().unwrap();
+        api.patch(
+            &name,
+            &PatchParams::apply("wheelhouse-tests").force(),
+            &Patch::Apply(&obj),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("apply {}/{name}: {e}", types.kind));
+    }
+}
+
+/// A client that acts as the ServiceAccount, with only the permissions RBAC gives it.
+async fn client_as(ns: &str, service_account: &str) -> Client {
+    let kubeconfig = Kubeconfig::read_from(kubeconfig_path()).unwrap();
+    let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    config.auth_info.impersonate = Some(format!("system:serviceaccount:{ns}:{service_account}"));
+    config.auth_info.impersonate_groups = Some(vec![
+        "system:serviceaccounts".into(),
+        format!("system:serviceaccounts:{ns}"),
+        "system:authenticated".into(),
+    ]);
+    Client::try_from(config).unwrap()
+}
+
+fn forbidden<T: std::fmt::Debug>(result: kube::Result<T>) -> bool {
+    matches!(result, Err(kube::Error::Api(ref e)) if e.code == 403)
+}
+
+#[tokio::test]
+async fn the_generated_rbac_is_enough_for_the_engine_and_no_more() {
+    let admin = client().await;
+    install_crd(&admin).await;
+    let ns = TestNamespace::new(&admin, "rbac").await;
+    apply_generated_rbac(&admin, &ns.name).await;
+    let engine_client = client_as(&ns.name, "engine").await;
+
+    // Outside its namespace and its grant, the engine is refused.
+    let ns_name = ns.name.clone();
+    let checks = || async {
+        forbidden(
+            Api::<Secret>::namespaced(engine_client.clone(), "kube-system")
+                .list(&ListParams::default())
+                .await,
+        ) && forbidden(
+            Api::<HelmRelease>::all(engine_client.clone())
+                .list(&ListParams::default())
+                .await,
+        ) && forbidden(
+            Api::<ClusterRole>::all(engine_client.clone())
+                .create(
+                    &PostParams::default(),
+                    &support::from_yaml("metadata: {name: wheelhouse-rbac-test-escalation}"),
+                )
+                .await,
+        ) && !forbidden(
+            Api::<Secret>::namespaced(engine_client.clone(), &ns_name)
+                .list(&ListParams::default())
+                .await,
+        )
+    };
+    // RBAC objects take effect in the API server's authorizer cache within moments.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while !checks().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the engine's grant is not what the generated RBAC says"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+
+    let _engine = eng::start(&engine_client, &ns.name).await;
+    let api: Api<HelmRelease> = Api::namespaced(admin.clone(), &ns.name);
+    api.create(
+        &PostParams::default(),
+        &webapp(
+            "web",
+            serde_json::json!({
+                "test": {"enable": true},
+                "values": {"tests": {"enabled": true}, "message": "v1"},
+            }),
+        ),
+    )
+    .await
+    .unwrap();
+    wait_for(
+        &api,
+        "web",
+        "installed and tested as the ServiceAccount",
+        |h| is(h, "Ready", "True", "TestSucceeded"),
+    )
+    .await;
+
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"values": {"message": "v2"}}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "upgraded as the ServiceAccount", |h| {
+        h.status.as_ref().is_some_and(|s| s.history[0].version == 2)
+            && is(h, "Ready", "True", "TestSucceeded")
+    })
+    .await;
+
+    // Config tracking watches and patches with the same grant: an outside change to the
+    // consumed ConfigMap rolls the Deployment.
+    let deployments = Api::<Deployment>::namespaced(admin.clone(), &ns.name);
+    let hash = || async {
+        deployments
+            .get("web")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .template
+            .metadata
+            .unwrap()
+            .annotations
+            .unwrap_or_default()
+            .remove("wheelhouse.dev/config-hash")
+    };
+    let before = hash().await;
+    assert!(before.is_some());
+    Api::<ConfigMap>::namespaced(admin.clone(), &ns.name)
+        .patch(
+            "web-config",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"data": {"EXTRA": "changed outside"}})),
+        )
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while hash().await == before {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the tracker did not roll web"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+
+    api.delete("web", &DeleteParams::default()).await.unwrap();
+    let gone = |o: Option<&HelmRelease>| o.is_none();
+    tokio::time::timeout(
+        PATIENCE,
+        kube::runtime::wait::await_condition(api.clone(), "web", gone),
+    )
+    .await
+    .expect("uninstalled as the ServiceAccount")
+    .unwrap();
+    let storage = Api::<Secret>::namespaced(admin.clone(), &ns.name)
+        .list(&ListParams::default().labels("owner=helm"))
+        .await
+        .unwrap();
+    assert!(storage.items.is_empty(), "Helm storage left behind");
+    ns.delete().await;
+}
