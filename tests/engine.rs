@@ -4,9 +4,9 @@
 mod support;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use support::engine::{self as eng, condition, helm, helm_history, is, wait_for, webapp};
 use support::{TestNamespace, client, install_crd};
 use wheelhouse::api::HelmRelease;
@@ -224,16 +224,8 @@ async fn deleting_the_helmrelease_uninstalls_the_release() {
     })
     .await;
 
-    api.delete("web", &DeleteParams::default()).await.unwrap();
     // Gone for real: the finalizer held it until the release was uninstalled.
-    let gone = |o: Option<&HelmRelease>| o.is_none();
-    tokio::time::timeout(
-        support::PATIENCE,
-        kube::runtime::wait::await_condition(api.clone(), "web", gone),
-    )
-    .await
-    .expect("HelmRelease deleted after uninstall")
-    .unwrap();
+    eng::delete_and_await_uninstall(&client, &ns.name, "web").await;
     let deployments = Api::<Deployment>::namespaced(client.clone(), &ns.name)
         .list(&ListParams::default())
         .await
@@ -250,11 +242,6 @@ async fn deleting_the_helmrelease_uninstalls_the_release() {
             .map(|d| &d.metadata)
             .collect::<Vec<_>>()
     );
-    let storage = Api::<Secret>::namespaced(client.clone(), &ns.name)
-        .list(&ListParams::default().labels("owner=helm"))
-        .await
-        .unwrap();
-    assert!(storage.items.is_empty(), "Helm storage left behind");
     ns.delete().await;
 }
 
@@ -497,18 +484,8 @@ async fn config_tracking_through_the_engine_rolls_exactly_once() {
     })
     .await;
     // The hash was in the template from the first apply: one ReplicaSet, pods started once.
-    let template = |d: Deployment| {
-        d.spec
-            .unwrap()
-            .template
-            .metadata
-            .unwrap()
-            .annotations
-            .unwrap_or_default()
-    };
     let deployments = Api::<Deployment>::namespaced(client.clone(), &ns.name);
-    let first_hash =
-        template(deployments.get("web").await.unwrap())["wheelhouse.dev/config-hash"].clone();
+    let first_hash = eng::config_hash(&deployments, "web").await;
     assert_eq!(count().await, 1);
 
     // A values change that changes the consumed ConfigMap: one upgrade, one rollout.
@@ -526,8 +503,7 @@ async fn config_tracking_through_the_engine_rolls_exactly_once() {
     // Past the tracker's debounce window, nothing else rolled it.
     tokio::time::sleep(std::time::Duration::from_secs(4)).await;
     assert_eq!(count().await, 2);
-    let second_hash =
-        template(deployments.get("web").await.unwrap())["wheelhouse.dev/config-hash"].clone();
+    let second_hash = eng::config_hash(&deployments, "web").await;
     assert_ne!(first_hash, second_hash);
     ns.delete().await;
 }

@@ -178,21 +178,7 @@ async fn the_generated_rbac_is_enough_for_the_engine_and_no_more() {
     // Config tracking watches and patches with the same grant: an outside change to the
     // consumed ConfigMap rolls the Deployment.
     let deployments = Api::<Deployment>::namespaced(admin.clone(), &ns.name);
-    let hash = || async {
-        deployments
-            .get("web")
-            .await
-            .unwrap()
-            .spec
-            .unwrap()
-            .template
-            .metadata
-            .unwrap()
-            .annotations
-            .unwrap_or_default()
-            .remove("wheelhouse.dev/config-hash")
-    };
-    let before = hash().await;
+    let before = eng::config_hash(&deployments, "web").await;
     assert!(before.is_some());
     Api::<ConfigMap>::namespaced(admin.clone(), &ns.name)
         .patch(
@@ -203,7 +189,7 @@ async fn the_generated_rbac_is_enough_for_the_engine_and_no_more() {
         .await
         .unwrap();
     let deadline = tokio::time::Instant::now() + PATIENCE;
-    while hash().await == before {
+    while eng::config_hash(&deployments, "web").await == before {
         assert!(
             tokio::time::Instant::now() < deadline,
             "the tracker did not roll web"
@@ -211,19 +197,6 @@ async fn the_generated_rbac_is_enough_for_the_engine_and_no_more() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 
-    api.delete("web", &DeleteParams::default()).await.unwrap();
-    let gone = |o: Option<&HelmRelease>| o.is_none();
-    tokio::time::timeout(
-        PATIENCE,
-        kube::runtime::wait::await_condition(api.clone(), "web", gone),
-    )
-    .await
-    .expect("uninstalled as the ServiceAccount")
-    .unwrap();
-    let storage = Api::<Secret>::namespaced(admin.clone(), &ns.name)
-        .list(&ListParams::default().labels("owner=helm"))
-        .await
-        .unwrap();
-    assert!(storage.items.is_empty(), "Helm storage left behind");
+    eng::delete_and_await_uninstall(&admin, &ns.name, "web").await;
     ns.delete().await;
 }

@@ -152,3 +152,38 @@ pub fn helm_history(ns: &str, release: &str) -> Vec<(i64, String, String)> {
         })
         .collect()
 }
+
+/// The `wheelhouse.dev/config-hash` of a Deployment's pod template.
+pub async fn config_hash(
+    deployments: &Api<k8s_openapi::api::apps::v1::Deployment>,
+    name: &str,
+) -> Option<String> {
+    deployments
+        .get(name)
+        .await
+        .unwrap()
+        .spec?
+        .template
+        .metadata?
+        .annotations?
+        .remove("wheelhouse.dev/config-hash")
+}
+
+/// Deletes the HelmRelease, waits until its finalizer let it go, and checks that Helm's
+/// storage holds nothing of the release any more.
+pub async fn delete_and_await_uninstall(client: &Client, ns: &str, name: &str) {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{DeleteParams, ListParams};
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), ns);
+    api.delete(name, &DeleteParams::default()).await.unwrap();
+    let gone = |o: Option<&HelmRelease>| o.is_none();
+    tokio::time::timeout(PATIENCE, await_condition(api, name, gone))
+        .await
+        .unwrap_or_else(|_| panic!("{name}: HelmRelease not deleted after uninstall"))
+        .unwrap();
+    let left = Api::<Secret>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&format!("owner=helm,name={name}")))
+        .await
+        .unwrap();
+    assert!(left.items.is_empty(), "{name}: Helm storage left behind");
+}
