@@ -13,8 +13,10 @@
 //! prepared text as the revision's manifest; because the hash is computed from the live
 //! data, re-applying it does not undo or repeat the tracker's patches. It starts one
 //! tracker with [`start`] over its scope. Release workloads whose manifest was never
-//! prepared carry no hash and are left alone by the tracker. [`TrackerHandle::tracked`]
-//! lists what each workload consumes and whether its pods are gated, for the dashboard.
+//! prepared carry no hash and are left alone by the tracker. [`tracked_workload`] says
+//! what one live workload consumes and whether its pods are gated; the tracker's
+//! [`TrackerHandle::tracked`] and the dashboard's detail view (which may run without
+//! the lease, so without a tracker) both answer with it.
 
 pub mod debounce;
 pub mod discovery;
