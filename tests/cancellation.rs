@@ -107,7 +107,10 @@ async fn a_spec_fix_supersedes_the_stuck_wait() {
     assert_eq!(status.failures, 0, "a superseded wait is not a failure");
     let history = helm_history(&ns.name, "web");
     assert_eq!(history.len(), 3, "{history:#?}");
-    assert_superseded(&history, &["superseded by a newer desired state (generation"]);
+    assert_superseded(
+        &history,
+        &["superseded by a newer desired state (generation"],
+    );
     assert_eq!(history[2].1, "deployed");
     // No rollback ran: a superseded revision triggers no remediation.
     assert!(history.iter().all(|(_, _, d)| !d.starts_with("Rollback")));
