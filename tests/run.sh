@@ -35,7 +35,7 @@ if $local_cluster; then
   "$kubectl" wait --for condition=Established crd/helmreleases.wheelhouse.dev --timeout 60s >/dev/null
   # Sample releases, created once; later runs leave your changes to them alone.
   for sample in "$root"/tests/fixtures/samples/*.yaml; do
-    "$kubectl" create -f "$sample" >/dev/null 2>&1 || true
+    "$kubectl" create --save-config -f "$sample" >/dev/null 2>&1 || true
   done
 fi
 

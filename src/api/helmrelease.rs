@@ -510,6 +510,15 @@ impl HelmRelease {
             .iter()
             .find(|c| c.type_ == type_)
     }
+
+    /// What list views show as the message: the Ready condition's, or why there is none.
+    pub fn ready_message(&self) -> String {
+        match self.condition("Ready") {
+            Some(c) => c.message.replace('\n', " "),
+            None if self.spec.suspend => "suspended before its first reconcile".into(),
+            None => "waiting for the engine".into(),
+        }
+    }
 }
 
 fn free_form_object(_: &mut SchemaGenerator) -> Schema {

@@ -45,7 +45,7 @@ fn write_table(
                     .creation_timestamp
                     .as_ref()
                     .map_or_else(|| "-".into(), |t| age(t.0, now)),
-                ready.map_or_else(|| "waiting for the engine".into(), |c| c.message.clone()),
+                hr.ready_message(),
             ]
         })
         .collect();

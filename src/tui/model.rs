@@ -121,10 +121,7 @@ impl Row {
             deadline,
             ready: ready_count,
             last_change: ready.map(|c| c.last_transition_time.0),
-            message: ready.map_or_else(
-                || "waiting for the engine".into(),
-                |c| c.message.replace('\n', " "),
-            ),
+            message: hr.ready_message(),
         }
     }
 
