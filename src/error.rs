@@ -44,6 +44,10 @@ pub enum Error {
 
     #[error("{0}")]
     Io(#[from] std::io::Error),
+
+    /// The engine stopped during an action; the revision stays pending for the next one.
+    #[error("the engine stopped mid-action; the next engine unlocks the revision and retries")]
+    Stopped,
 }
 
 impl From<crate::values::Error> for Error {

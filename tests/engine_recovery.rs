@@ -91,6 +91,27 @@ impl Controller {
         self.0.kill().unwrap();
         self.0.wait().unwrap();
     }
+
+    /// SIGTERM, as Kubernetes stops a pod, and waits for the graceful exit.
+    fn terminate(mut self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+        let exit = self.0.wait().unwrap();
+        assert!(exit.success(), "controller exit on SIGTERM: {exit:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_engine_killed_mid_upgrade_is_recovered_on_restart() {
+    recovers_after_stop("eng-killed", Controller::kill).await;
+}
+
+#[tokio::test]
+async fn an_engine_terminated_mid_upgrade_leaves_it_pending_and_is_recovered() {
+    recovers_after_stop("eng-term", Controller::terminate).await;
 }
 
 impl Drop for Controller {
@@ -100,11 +121,12 @@ impl Drop for Controller {
     }
 }
 
-#[tokio::test]
-async fn an_engine_killed_mid_upgrade_is_recovered_on_restart() {
+/// An engine stopped (`stop`) while it waits on an upgrade: the revision stays pending,
+/// and the next engine unlocks it and applies the newest desired state.
+async fn recovers_after_stop(prefix: &str, stop: fn(Controller)) {
     let client = client().await;
     install_crd(&client).await;
-    let ns = TestNamespace::new(&client, "eng-killed").await;
+    let ns = TestNamespace::new(&client, prefix).await;
     let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
     let controller = Controller::start(&ns.name);
     api.create(
@@ -136,8 +158,9 @@ async fn an_engine_killed_mid_upgrade_is_recovered_on_restart() {
     .await;
     assert_eq!(helm_history(&ns.name, "web")[1].1, "pending-upgrade");
 
-    // ...when it is killed. Helm would now refuse every operation on the release.
-    controller.kill();
+    // ...when it stops. Helm would now refuse every operation on the release.
+    stop(controller);
+    assert_eq!(helm_history(&ns.name, "web")[1].1, "pending-upgrade");
     api.patch(
         "web",
         &PatchParams::default(),
@@ -146,8 +169,8 @@ async fn an_engine_killed_mid_upgrade_is_recovered_on_restart() {
     .await
     .unwrap();
 
-    // A new engine takes the lease once the dead one's expires, unlocks revision 2 and
-    // applies the fix.
+    // A new engine takes the lease (at once after a graceful stop, which hands it back;
+    // once it expires after a kill), unlocks revision 2 and applies the fix.
     let _controller = Controller::start(&ns.name);
     let hr = tokio::time::timeout(
         Duration::from_secs(90),

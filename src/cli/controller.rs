@@ -71,10 +71,11 @@ pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
         "shutting down: finishing running actions' current step and releasing the lease"
     );
     handle.shutdown();
-    // Give the lease task a moment to hand the lease over.
+    // The engine hands the lease back once its workers have finished their current step
+    // (bounded by the engine's own grace period, below Kubernetes' 30 s).
     let mut role = handle.role();
     let _ = tokio::time::timeout(
-        Duration::from_secs(5),
+        Duration::from_secs(25),
         role.wait_for(|r| *r == Role::Unknown),
     )
     .await;

@@ -324,6 +324,7 @@ pub async fn install_or_upgrade(
                 )
                 .await;
             }
+            WaitEnd::Stopped => return Err(crate::Error::Stopped),
             WaitEnd::Canceled { by_operator, why } => {
                 let status = if by_operator {
                     Status::Failed
@@ -497,6 +498,7 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
     if !spec.disable_wait {
         match run.wait_for(&rel, timeout).await? {
             WaitEnd::Ready => {}
+            WaitEnd::Stopped => return Err(crate::Error::Stopped),
             WaitEnd::Failed(why) | WaitEnd::Canceled { why, .. } => {
                 set_status(
                     &mut rel,

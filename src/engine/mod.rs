@@ -24,6 +24,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
 pub use handle::{
     Command, EngineHandle, LiveState, Phase, ReleaseKey, ReleaseView, Views, WaitView,
@@ -78,6 +79,9 @@ impl EngineConfig {
 /// Starts the engine: the lease, the HelmRelease watch and, while leader, the workers.
 pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle> {
     let stop = CancellationToken::new();
+    // The lease is handed back only after the workers have finished their current step,
+    // so no other engine starts on a release while this one still writes to it.
+    let lease_stop = CancellationToken::new();
     let (role, lease_task) = if config.passive {
         let (_tx, rx) = watch::channel(Role::Follower {
             holder: "none (read-only)".into(),
@@ -87,7 +91,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         lease::run(
             client.clone(),
             lease::LeaseConfig::new(&config.lease_namespace, &config.identity),
-            stop.clone(),
+            lease_stop.clone(),
         )
     };
     let (live_tx, live_rx) = watch::channel(Arc::new(BTreeMap::new()));
@@ -120,9 +124,22 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         direct: direct_rx,
         stop: stop.clone(),
         scope: config.scope.clone(),
+        workers: TaskTracker::new(),
     };
     tokio::spawn(async move {
+        let workers = dispatcher.workers.clone();
         dispatcher.run().await;
+        workers.close();
+        if tokio::time::timeout(SHUTDOWN_GRACE, workers.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "workers still busy after {}s; releasing the lease anyway",
+                SHUTDOWN_GRACE.as_secs()
+            );
+        }
+        lease_stop.cancel();
         let _ = lease_task.await;
     });
     Ok(EngineHandle {
@@ -135,6 +152,11 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     })
 }
 
+/// How long a stopping engine waits for its workers to finish the step they are in (an
+/// apply or hook is never interrupted; a wait ends at once, leaving its revision pending).
+/// Below Kubernetes' default termination grace period of 30 s.
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
+
 struct Dispatcher {
     ctx: Arc<Context>,
     api: Api<HelmRelease>,
@@ -144,6 +166,8 @@ struct Dispatcher {
     direct: mpsc::UnboundedReceiver<(Command, String)>,
     stop: CancellationToken,
     scope: Scope,
+    /// Every worker task, so a shutdown can wait for them.
+    workers: TaskTracker,
 }
 
 impl Dispatcher {
@@ -256,7 +280,7 @@ impl Dispatcher {
         let Msg::Updated(hr) = msg else { return };
         let (tx, rx) = mpsc::unbounded_channel();
         let inbox = Inbox::new(rx, hr);
-        tokio::spawn(worker::run(
+        self.workers.spawn(worker::run(
             self.ctx.clone(),
             key.clone(),
             inbox,

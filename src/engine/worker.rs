@@ -182,7 +182,13 @@ pub struct Run<'a> {
 pub enum WaitEnd {
     Ready,
     Failed(String),
-    Canceled { by_operator: bool, why: String },
+    Canceled {
+        by_operator: bool,
+        why: String,
+    },
+    /// The engine is shutting down (or lost the lease): the revision stays pending, and
+    /// the next engine unlocks it and applies the same desired state again.
+    Stopped,
 }
 
 impl Run<'_> {
@@ -364,6 +370,7 @@ impl Run<'_> {
         let mut last_generation = self.hr.metadata.generation;
 
         let mut canceled: Option<(bool, String)> = None;
+        let mut stopped = false;
         let outcome = loop {
             // Start a pending check when none runs.
             if check.is_none()
@@ -457,12 +464,12 @@ impl Run<'_> {
                     Some(Msg::Deleted) => self.inbox.deleted = true,
                     // The engine is going away; leave the revision pending for the next one.
                     None => {
-                        canceled = Some((false, "engine stopped".into()));
+                        stopped = true;
                         token.cancel();
                     }
                 },
                 () = self.stop.cancelled(), if !token.is_cancelled() => {
-                    canceled = Some((false, "engine stopped".into()));
+                    stopped = true;
                     token.cancel();
                 }
             }
@@ -483,6 +490,7 @@ impl Run<'_> {
             health::Outcome::Failed { object, reason } => {
                 WaitEnd::Failed(format!("{object}: {reason}"))
             }
+            health::Outcome::Canceled if stopped => WaitEnd::Stopped,
             health::Outcome::Canceled => {
                 let (by_operator, why) = canceled.unwrap_or((false, "canceled".into()));
                 WaitEnd::Canceled { by_operator, why }
@@ -664,6 +672,8 @@ async fn reconcile(
     }
     let requeue = match reconcile_release(&mut run).await {
         Ok(requeue) => requeue,
+        // Nothing to record: the status keeps saying what was running, as after a kill.
+        Err(crate::Error::Stopped) => return NEVER,
         Err(e) => {
             let generation = hr.metadata.generation;
             status::set(
