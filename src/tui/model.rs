@@ -115,7 +115,15 @@ impl Row {
                 .map(|s| s.chart_version.clone())
                 .or_else(|| hr.spec.chart.version.clone())
                 .unwrap_or_else(|| "-".into()),
-            revision: last.map(|s| s.version),
+            // While a wait runs, the revision being rolled out (status.history gets it
+            // only when the action ends).
+            revision: view
+                .live
+                .wait
+                .as_ref()
+                .map(|w| w.revision)
+                .or(recorded.map(|w| w.revision))
+                .or(last.map(|s| s.version)),
             state,
             phase: view.live.phase,
             deadline,
