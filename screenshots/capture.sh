@@ -51,6 +51,7 @@ YAML
   release shop worker 5m '{behavior: crash-loop}'
   release data queue 5m '{greeting: queue}'
   release data reports 5m '{behavior: image-pull-error}'
+  release data ledger 5m '{externalConfig: ledger-settings}'
 } | "$kubectl" apply -f - >/dev/null
 
 shot() { # name cols rows background
@@ -78,6 +79,10 @@ sleep 2
 shot detail 120 30 '#1e1e1e'
 keys m
 shot manifest 120 30 '#1e1e1e'
+keys Escape
+keys / ; keys -l ledger ; keys Enter Enter
+sleep 4
+shot detail-config 120 30 '#1e1e1e'
 keys Escape Escape
 keys '?'
 shot help 120 30 '#1e1e1e'
