@@ -336,7 +336,7 @@ fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
             Span::styled("Wait     ", t.muted()),
             Span::styled(
                 format!(
-                    "{} {} left · {r}/{total} ready",
+                    "{} {} left · {r}/{total} resources ready",
                     spinner(app.now),
                     short_duration(left(deadline, app.now).as_secs() as i64)
                 ),
