@@ -62,8 +62,8 @@ pub enum Command {
     List,
     /// Run the reconcile engine headless until SIGINT/SIGTERM (structured logs on stderr).
     Controller(controller::ControllerArgs),
-    /// Print least-privilege RBAC for `wheelhouse controller` (apply it with
-    /// `kubectl apply -f -`): scoped to `-n NAMESPACE`, or to every namespace without it.
+    /// Print least-privilege RBAC for `wheelhouse controller`; `-n NS` scopes it to one
+    /// namespace (apply it with `kubectl apply -f -`)
     Rbac(RbacArgs),
 }
 
