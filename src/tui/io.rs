@@ -101,8 +101,17 @@ pub async fn load_detail(client: Client, view: ReleaseView) -> DetailData {
     };
     DetailData {
         helm: Fetch::from(release.map(|r| {
+            let info = r.info.clone().unwrap_or_default();
             HelmData {
                 revision: r.version,
+                status: info.status.to_string(),
+                description: info.description,
+                chart: r
+                    .chart
+                    .as_ref()
+                    .and_then(|c| c.metadata.as_ref())
+                    .map(|m| format!("{}-{}", m.name, m.version))
+                    .unwrap_or_default(),
                 values: serde_yaml::to_string(&mask_values(&serde_json::Value::Object(r.config)))
                     .unwrap_or_default(),
                 manifest: mask_manifest(&r.manifest),

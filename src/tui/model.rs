@@ -250,6 +250,11 @@ pub struct DetailData {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HelmData {
     pub revision: i32,
+    /// Helm's status of that revision (`pending-upgrade` while it rolls out).
+    pub status: String,
+    pub description: String,
+    /// `name-version`, as `helm history` shows it.
+    pub chart: String,
     pub values: String,
     pub manifest: String,
 }

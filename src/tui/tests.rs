@@ -52,8 +52,12 @@ fn k(ns: &str, name: &str) -> ReleaseKey {
 
 fn detail_data() -> DetailData {
     DetailData {
+        // Revision 5 is rolling out: in Helm's storage, not yet in status.history.
         helm: Fetch::Loaded(HelmData {
-            revision: 4,
+            revision: 5,
+            status: "pending-upgrade".into(),
+            description: "Preparing upgrade".into(),
+            chart: "api-2.4.0".into(),
             values: "replicas: 3\ndb:\n  password: '***'\n".into(),
             manifest: mask_manifest(
                 "# Source: api/templates/secret.yaml\napiVersion: v1\nkind: Secret\nmetadata:\n  name: api\ndata:\n  password: aHVudGVyMg==\n---\n# Source: api/templates/deployment.yaml\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: api\n",

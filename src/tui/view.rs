@@ -279,7 +279,7 @@ fn draw_detail(f: &mut Frame, app: &App, d: &Detail, area: Rect) {
     };
     let text = match d.tab {
         Tab::Overview => overview(app, d, view),
-        Tab::History => history(app, view),
+        Tab::History => history(app, d, view),
         Tab::Values => values(app, d, view),
         Tab::Manifest => fetched(app, &d.data.helm, |h| {
             Text::from(format!(
@@ -429,7 +429,7 @@ fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
     }
     lines.push(Line::raw(""));
     lines.push(section(app, "History (h for all)"));
-    lines.extend(history(app, view).lines.into_iter().take(4));
+    lines.extend(history(app, d, view).lines.into_iter().take(4));
     lines.push(Line::raw(""));
     lines.push(section(app, "Events (E for all)"));
     lines.extend(events(app, d).lines.into_iter().take(5));
@@ -510,7 +510,7 @@ fn tracking_lines<'a>(app: &App, w: &Workload) -> Vec<Line<'a>> {
     lines
 }
 
-fn history<'a>(app: &App, view: &ReleaseView) -> Text<'a> {
+fn history<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
     let t = &app.theme;
     let history = view
         .release
@@ -518,16 +518,37 @@ fn history<'a>(app: &App, view: &ReleaseView) -> Text<'a> {
         .as_ref()
         .map(|s| s.history.as_slice())
         .unwrap_or_default();
-    if history.is_empty() {
+    // The revision in flight is in Helm's storage before status.history records it.
+    let in_flight = match &d.data.helm {
+        Fetch::Loaded(h) if history.first().is_none_or(|f| h.revision > f.version) => Some(h),
+        _ => None,
+    };
+    if history.is_empty() && in_flight.is_none() {
         return Text::styled("  no revisions yet", t.muted());
     }
     let mut lines = vec![Line::styled(
         format!(
-            "  {:<4} {:<12} {:<24} {:<10} {:>8}  {}",
+            "  {:<4} {:<17} {:<24} {:<10} {:>8}  {}",
             "REV", "STATUS", "CHART", "ACTION", "DEPLOYED", "DIGEST"
         ),
         t.muted(),
     )];
+    if let Some(h) = in_flight {
+        let state = if h.status.starts_with("pending") {
+            State::Progressing
+        } else {
+            State::Unknown
+        };
+        lines.push(Line::from(vec![
+            Span::raw(format!("  {:<4} ", h.revision)),
+            Span::styled(
+                format!("{} {:<15} ", state.symbol(), h.status),
+                t.state(state),
+            ),
+            Span::raw(format!("{:<24} ", h.chart)),
+            Span::styled(h.description.clone(), t.muted()),
+        ]));
+    }
     for h in history {
         let state = match h.status.as_str() {
             "deployed" | "superseded" => State::Ready,
@@ -539,7 +560,7 @@ fn history<'a>(app: &App, view: &ReleaseView) -> Text<'a> {
         lines.push(Line::from(vec![
             Span::raw(format!("  {:<4} ", h.version)),
             Span::styled(
-                format!("{} {:<10} ", state.symbol(), h.status),
+                format!("{} {:<15} ", state.symbol(), h.status),
                 t.state(state),
             ),
             Span::raw(format!(
