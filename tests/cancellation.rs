@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use support::engine::{self as eng, helm_history, is, wait_for, webapp};
+use support::engine::{
+    self as eng, helm_history, install_webapp, is, set_values, wait_for, waiting_on,
+};
 use support::{TestNamespace, client, install_crd};
 use wheelhouse::api::HelmRelease;
 use wheelhouse::engine::{Command, ReleaseKey};
@@ -30,45 +32,14 @@ async fn setup(
     (client, ns, api, engine)
 }
 
-fn values(v: serde_json::Value) -> Patch<serde_json::Value> {
-    Patch::Merge(serde_json::json!({"spec": {"values": v}}))
-}
-
 /// Installs `web`, then upgrades it to pods that never become ready and returns once the
 /// engine waits on revision 2 (timeout 5m, so only a cancel can end it soon).
 async fn stuck(api: &Api<HelmRelease>, spec: serde_json::Value) {
     let mut full = serde_json::json!({"timeout": "5m"});
     support::engine::merge_into(&mut full, spec);
-    api.create(&PostParams::default(), &webapp("web", full))
-        .await
-        .unwrap();
-    wait_for(api, "web", "installed", |h| {
-        is(h, "Ready", "True", "InstallSucceeded")
-    })
-    .await;
-    api.patch(
-        "web",
-        &PatchParams::default(),
-        &values(serde_json::json!({"behavior": "never-ready"})),
-    )
-    .await
-    .unwrap();
-    waiting_on(api, 2).await;
-}
-
-async fn waiting_on(api: &Api<HelmRelease>, revision: i32) {
-    wait_for(
-        api,
-        "web",
-        &format!("waiting on revision {revision}"),
-        |h| {
-            h.status
-                .as_ref()
-                .and_then(|s| s.wait.as_ref())
-                .is_some_and(|w| w.revision == revision)
-        },
-    )
-    .await;
+    install_webapp(api, "web", full).await;
+    set_values(api, "web", serde_json::json!({"behavior": "never-ready"})).await;
+    waiting_on(api, "web", 2).await;
 }
 
 /// Revision 2 of `helm history` is `superseded`, its description naming the trigger.
@@ -90,13 +61,7 @@ async fn a_spec_fix_supersedes_the_stuck_wait() {
     stuck(&api, serde_json::json!({})).await;
 
     let pushed = Instant::now();
-    api.patch(
-        "web",
-        &PatchParams::default(),
-        &values(serde_json::json!({"behavior": ""})),
-    )
-    .await
-    .unwrap();
+    set_values(&api, "web", serde_json::json!({"behavior": ""})).await;
     let hr = wait_for(&api, "web", "the fix deployed", |h| {
         is(h, "Ready", "True", "UpgradeSucceeded") && revision_of(h) == 3
     })
@@ -131,16 +96,7 @@ async fn a_values_from_change_supersedes_the_wait_but_identical_data_does_not() 
     cms.create(&PostParams::default(), &cm("", "first"))
         .await
         .unwrap();
-    api.create(
-        &PostParams::default(),
-        &webapp("web", serde_json::json!({"timeout": "5m", "valuesFrom": [{"kind": "ConfigMap", "name": "web-values"}]})),
-    )
-    .await
-    .unwrap();
-    wait_for(&api, "web", "installed", |h| {
-        is(h, "Ready", "True", "InstallSucceeded")
-    })
-    .await;
+    install_webapp(&api, "web", serde_json::json!({"timeout": "5m", "valuesFrom": [{"kind": "ConfigMap", "name": "web-values"}]})).await;
     cms.replace(
         "web-values",
         &PostParams::default(),
@@ -156,7 +112,7 @@ async fn a_values_from_change_supersedes_the_wait_but_identical_data_does_not() 
     )
     .await
     .unwrap();
-    waiting_on(&api, 2).await;
+    waiting_on(&api, "web", 2).await;
 
     // Rewritten with identical data (only an annotation changes): a new resourceVersion,
     // the same desired state; the wait goes on.
@@ -235,13 +191,12 @@ async fn spurious_updates_never_cancel() {
 async fn a_fix_that_fails_to_render_leaves_the_wait_alone_and_is_reported() {
     let (_client, ns, api, _engine) = setup("cancel-badfix").await;
     stuck(&api, serde_json::json!({})).await;
-    api.patch(
+    set_values(
+        &api,
         "web",
-        &PatchParams::default(),
-        &values(serde_json::json!({"behavior": "", "failRender": true})),
+        serde_json::json!({"behavior": "", "failRender": true}),
     )
-    .await
-    .unwrap();
+    .await;
     let hr = wait_for(&api, "web", "the render error reported", |h| {
         h.condition("Ready")
             .is_some_and(|c| c.message.contains("refuses to render"))
@@ -254,13 +209,7 @@ async fn a_fix_that_fails_to_render_leaves_the_wait_alone_and_is_reported() {
     assert_eq!(helm_history(&ns.name, "web").len(), 2);
 
     // A good fix then supersedes it.
-    api.patch(
-        "web",
-        &PatchParams::default(),
-        &values(serde_json::json!({"failRender": false})),
-    )
-    .await
-    .unwrap();
+    set_values(&api, "web", serde_json::json!({"failRender": false})).await;
     wait_for(&api, "web", "the good fix deployed", |h| {
         is(h, "Ready", "True", "UpgradeSucceeded") && revision_of(h) == 3
     })
@@ -339,34 +288,12 @@ async fn the_cancel_wait_annotation_cancels_like_the_command() {
 #[tokio::test]
 async fn with_cancel_on_new_revision_off_the_wait_runs_to_its_timeout() {
     let (_client, ns, api, _engine) = setup("cancel-off").await;
-    api.create(
-        &PostParams::default(),
-        &webapp(
-            "web",
-            serde_json::json!({"timeout": "6s", "healthCheck": {"cancelOnNewRevision": false}}),
-        ),
+    stuck(
+        &api,
+        serde_json::json!({"timeout": "6s", "healthCheck": {"cancelOnNewRevision": false}}),
     )
-    .await
-    .unwrap();
-    wait_for(&api, "web", "installed", |h| {
-        is(h, "Ready", "True", "InstallSucceeded")
-    })
     .await;
-    api.patch(
-        "web",
-        &PatchParams::default(),
-        &values(serde_json::json!({"behavior": "never-ready"})),
-    )
-    .await
-    .unwrap();
-    waiting_on(&api, 2).await;
-    api.patch(
-        "web",
-        &PatchParams::default(),
-        &values(serde_json::json!({"behavior": ""})),
-    )
-    .await
-    .unwrap();
+    set_values(&api, "web", serde_json::json!({"behavior": ""})).await;
     wait_for(&api, "web", "the fix deployed after the timeout", |h| {
         is(h, "Ready", "True", "UpgradeSucceeded") && revision_of(h) == 3
     })
@@ -455,7 +382,7 @@ async fn a_new_chart_version_in_range_supersedes_the_wait() {
     )
     .await
     .unwrap();
-    waiting_on(&api, 2).await;
+    waiting_on(&api, "web", 2).await;
 
     // 1.1.1 fixes it: the repository poll during the wait finds it.
     publish(&[("1.0.0", ""), ("1.1.0", "never-ready"), ("1.1.1", "")]);
@@ -473,37 +400,26 @@ async fn a_new_chart_version_in_range_supersedes_the_wait() {
 #[tokio::test]
 async fn a_running_post_upgrade_hook_is_not_interrupted_by_a_newer_revision() {
     let (_client, ns, api, _engine) = setup("cancel-hook").await;
-    api.create(
-        &PostParams::default(),
-        &webapp("web", serde_json::json!({"timeout": "6s"})),
-    )
-    .await
-    .unwrap();
-    wait_for(&api, "web", "installed", |h| {
-        is(h, "Ready", "True", "InstallSucceeded")
-    })
-    .await;
+    install_webapp(&api, "web", serde_json::json!({"timeout": "6s"})).await;
     // Revision 2 has a post-upgrade hook (say a migration) that takes until the timeout.
-    api.patch(
+    set_values(
+        &api,
         "web",
-        &PatchParams::default(),
-        &values(serde_json::json!({"postUpgradeHook": true, "hookBehavior": "never-ready"})),
+        serde_json::json!({"postUpgradeHook": true, "hookBehavior": "never-ready"}),
     )
-    .await
-    .unwrap();
+    .await;
     wait_for(&api, "web", "revision 2 pending", |h| {
         h.status.as_ref().and_then(|s| s.last_attempted_generation) == Some(2)
     })
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     let pushed = Instant::now();
-    api.patch(
+    set_values(
+        &api,
         "web",
-        &PatchParams::default(),
-        &values(serde_json::json!({"hookBehavior": "", "message": "next"})),
+        serde_json::json!({"hookBehavior": "", "message": "next"}),
     )
-    .await
-    .unwrap();
+    .await;
     wait_for(&api, "web", "revision 3 deployed", |h| {
         is(h, "Ready", "True", "UpgradeSucceeded") && revision_of(h) == 3
     })

@@ -7,7 +7,9 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use support::engine::{self as eng, condition, helm, helm_history, is, wait_for, webapp};
+use support::engine::{
+    self as eng, condition, helm, helm_history, install_webapp, is, set_values, wait_for, webapp,
+};
 use support::{TestNamespace, client, install_crd};
 use wheelhouse::api::HelmRelease;
 
@@ -54,13 +56,7 @@ async fn installs_to_ready_and_upgrades_on_a_values_change() {
     assert_eq!(list[0]["status"], "deployed");
     assert_eq!(list[0]["chart"], "webapp-1.0.0");
 
-    api.patch(
-        "web",
-        &PatchParams::default(),
-        &merge_patch(serde_json::json!({"spec": {"values": {"message": "v2"}}})),
-    )
-    .await
-    .unwrap();
+    set_values(&api, "web", serde_json::json!({"message": "v2"})).await;
     wait_for(&api, "web", "Ready after upgrade", |h| {
         is(h, "Ready", "True", "UpgradeSucceeded")
             && h.status.as_ref().unwrap().history[0].version == 2
@@ -91,23 +87,11 @@ async fn a_failed_upgrade_is_remediated_by_rollback() {
     let (client, ns, api) = setup("eng-rollback").await;
     let _engine = eng::start(&client, &ns.name).await;
     let spec = serde_json::json!({"timeout": "3s", "upgrade": {"remediation": {"retries": 1}}});
-    api.create(&PostParams::default(), &webapp("web", spec))
-        .await
-        .unwrap();
-    wait_for(&api, "web", "installed", |h| {
-        is(h, "Ready", "True", "InstallSucceeded")
-    })
-    .await;
+    install_webapp(&api, "web", spec).await;
 
     // The new pods never become ready: the wait times out, the engine rolls back, retries
     // once, rolls back again, and stops.
-    api.patch(
-        "web",
-        &PatchParams::default(),
-        &merge_patch(serde_json::json!({"spec": {"values": {"behavior": "never-ready"}}})),
-    )
-    .await
-    .unwrap();
+    set_values(&api, "web", serde_json::json!({"behavior": "never-ready"})).await;
     let hr = wait_for(&api, "web", "Stalled after retries", |h| {
         is(h, "Stalled", "True", "RetriesExceeded")
     })
@@ -213,16 +197,7 @@ async fn tests_run_after_install_and_a_failing_test_fails_the_release() {
 async fn deleting_the_helmrelease_uninstalls_the_release() {
     let (client, ns, api) = setup("eng-delete").await;
     let _engine = eng::start(&client, &ns.name).await;
-    api.create(
-        &PostParams::default(),
-        &webapp("web", serde_json::json!({})),
-    )
-    .await
-    .unwrap();
-    wait_for(&api, "web", "installed", |h| {
-        is(h, "Ready", "True", "InstallSucceeded")
-    })
-    .await;
+    install_webapp(&api, "web", serde_json::json!({})).await;
 
     // Gone for real: the finalizer held it until the release was uninstalled.
     eng::delete_and_await_uninstall(&client, &ns.name, "web").await;
@@ -425,16 +400,7 @@ async fn a_second_engine_stays_passive_while_the_first_holds_the_lease() {
     .expect("second engine became a follower")
     .unwrap();
 
-    api.create(
-        &PostParams::default(),
-        &webapp("web", serde_json::json!({})),
-    )
-    .await
-    .unwrap();
-    wait_for(&api, "web", "installed", |h| {
-        is(h, "Ready", "True", "InstallSucceeded")
-    })
-    .await;
+    install_webapp(&api, "web", serde_json::json!({})).await;
     // Only the leader wrote: one revision, and the second engine still follows.
     assert_eq!(helm_history(&ns.name, "web").len(), 1);
     assert!(matches!(
@@ -473,15 +439,11 @@ async fn config_tracking_through_the_engine_rolls_exactly_once() {
             .items
             .len()
     };
-    api.create(
-        &PostParams::default(),
-        &webapp("web", serde_json::json!({"values": {"message": "one"}})),
+    install_webapp(
+        &api,
+        "web",
+        serde_json::json!({"values": {"message": "one"}}),
     )
-    .await
-    .unwrap();
-    wait_for(&api, "web", "installed", |h| {
-        is(h, "Ready", "True", "InstallSucceeded")
-    })
     .await;
     // The hash was in the template from the first apply: one ReplicaSet, pods started once.
     let deployments = Api::<Deployment>::namespaced(client.clone(), &ns.name);
@@ -489,13 +451,7 @@ async fn config_tracking_through_the_engine_rolls_exactly_once() {
     assert_eq!(count().await, 1);
 
     // A values change that changes the consumed ConfigMap: one upgrade, one rollout.
-    api.patch(
-        "web",
-        &PatchParams::default(),
-        &merge_patch(serde_json::json!({"spec": {"values": {"message": "two"}}})),
-    )
-    .await
-    .unwrap();
+    set_values(&api, "web", serde_json::json!({"message": "two"})).await;
     wait_for(&api, "web", "upgraded", |h| {
         is(h, "Ready", "True", "UpgradeSucceeded")
     })

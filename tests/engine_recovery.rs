@@ -7,8 +7,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
-use support::engine::{self as eng, helm, helm_history, is, wait_for, webapp};
+use kube::api::PostParams;
+use support::engine::{
+    self as eng, helm, helm_history, install_webapp, is, set_values, wait_for, waiting_on,
+};
 use support::source::{Entry, RepoServer, chart_tgz, index_yaml, sha256_hex};
 use support::{TestNamespace, client, install_crd, kubeconfig_path, testbin};
 use wheelhouse::api::HelmRelease;
@@ -129,45 +131,17 @@ async fn recovers_after_stop(prefix: &str, stop: fn(Controller)) {
     let ns = TestNamespace::new(&client, prefix).await;
     let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
     let controller = Controller::start(&ns.name);
-    api.create(
-        &PostParams::default(),
-        &webapp("web", serde_json::json!({"timeout": "5m"})),
-    )
-    .await
-    .unwrap();
-    wait_for(&api, "web", "installed", |h| {
-        is(h, "Ready", "True", "InstallSucceeded")
-    })
-    .await;
+    install_webapp(&api, "web", serde_json::json!({"timeout": "5m"})).await;
 
     // An upgrade whose pods never become ready: the engine sits in its wait...
-    let patch = |v: serde_json::Value| Patch::Merge(serde_json::json!({"spec": {"values": v}}));
-    api.patch(
-        "web",
-        &PatchParams::default(),
-        &patch(serde_json::json!({"behavior": "never-ready"})),
-    )
-    .await
-    .unwrap();
-    wait_for(&api, "web", "waiting on revision 2", |h| {
-        h.status
-            .as_ref()
-            .and_then(|s| s.wait.as_ref())
-            .is_some_and(|w| w.revision == 2)
-    })
-    .await;
+    set_values(&api, "web", serde_json::json!({"behavior": "never-ready"})).await;
+    waiting_on(&api, "web", 2).await;
     assert_eq!(helm_history(&ns.name, "web")[1].1, "pending-upgrade");
 
     // ...when it stops. Helm would now refuse every operation on the release.
     stop(controller);
     assert_eq!(helm_history(&ns.name, "web")[1].1, "pending-upgrade");
-    api.patch(
-        "web",
-        &PatchParams::default(),
-        &patch(serde_json::json!({"behavior": ""})),
-    )
-    .await
-    .unwrap();
+    set_values(&api, "web", serde_json::json!({"behavior": ""})).await;
 
     // A new engine takes the lease (at once after a graceful stop, which hands it back;
     // once it expires after a kill), unlocks revision 2 and applies the fix.

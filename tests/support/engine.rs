@@ -187,3 +187,38 @@ pub async fn delete_and_await_uninstall(client: &Client, ns: &str, name: &str) {
         .unwrap();
     assert!(left.items.is_empty(), "{name}: Helm storage left behind");
 }
+
+/// Merge-patches the HelmRelease's `spec.values`.
+pub async fn set_values(api: &Api<HelmRelease>, name: &str, values: serde_json::Value) {
+    use kube::api::{Patch, PatchParams};
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"values": values}})),
+    )
+    .await
+    .unwrap();
+}
+
+/// Creates the webapp HelmRelease `name` with `spec` merged in and waits until it is
+/// installed and Ready.
+pub async fn install_webapp(api: &Api<HelmRelease>, name: &str, spec: serde_json::Value) {
+    api.create(&kube::api::PostParams::default(), &webapp(name, spec))
+        .await
+        .unwrap();
+    wait_for(api, name, "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+}
+
+/// Waits until the engine's health-check wait runs on `revision`.
+pub async fn waiting_on(api: &Api<HelmRelease>, name: &str, revision: i32) -> HelmRelease {
+    wait_for(api, name, &format!("waiting on revision {revision}"), |h| {
+        h.status
+            .as_ref()
+            .and_then(|s| s.wait.as_ref())
+            .is_some_and(|w| w.revision == revision)
+    })
+    .await
+}
