@@ -276,13 +276,12 @@ async fn load_tracking(
     kind: WorkloadKind,
     obj: &serde_json::Value,
 ) -> Result<Option<TrackedWorkload>, String> {
-    let Some(tracked) = tracking::tracked_workload(kind, obj, |_| false) else {
+    let Some(mut tracked) = tracking::tracked_workload(kind, obj, |_| false) else {
         return Ok(None);
     };
-    let mut present = std::collections::BTreeSet::new();
-    for t in &tracked.objects {
+    for t in &mut tracked.objects {
         let name = &t.object.name;
-        let found = match t.object.kind {
+        t.exists = match t.object.kind {
             ConfigKind::ConfigMap => {
                 limited(Api::<ConfigMap>::namespaced(client.clone(), ns).get_metadata_opt(name))
                     .await?
@@ -294,13 +293,8 @@ async fn load_tracking(
                     .is_some()
             }
         };
-        if found {
-            present.insert((t.object.kind, name.clone()));
-        }
     }
-    Ok(tracking::tracked_workload(kind, obj, |o| {
-        present.contains(&(o.kind, o.name.clone()))
-    }))
+    Ok(Some(tracked))
 }
 
 fn selector_string(selector: &LabelSelector) -> Option<String> {
