@@ -14,7 +14,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, Resource, ResourceExt};
 use support::{PATIENCE, TestNamespace, client};
 use wheelhouse::api::CrdPolicy;
-use wheelhouse::apply::{Applier, Error, ObjectRef};
+use wheelhouse::apply::{Applier, Error, ObjectRef, Owner, Removed};
 use wheelhouse::release::{Hook, HookPhase};
 
 const RELEASE: &str = "demo";
@@ -92,7 +92,7 @@ fn assert_owned_by_release(obj: &impl Resource, namespace: &str) {
         Some(namespace)
     );
     assert!(
-        managed_by(obj).contains(&("wheelhouse".to_string(), "Apply".to_string())),
+        managed_by(obj).contains(&("helm".to_string(), "Apply".to_string())),
         "{:?}",
         managed_by(obj)
     );
@@ -328,20 +328,21 @@ async fn prune_deletes_what_the_new_revision_dropped_except_kept_objects() {
     applier.apply(&old, &ns.name, RELEASE).await.unwrap();
     applier.apply(&new, &ns.name, RELEASE).await.unwrap();
 
-    let pruned = applier.prune(&old, &new, &ns.name).await.unwrap();
-    assert_eq!(refs(&pruned), [format!("ConfigMap/{}/dropped", ns.name)]);
+    let owner = Owner::new(RELEASE, &ns.name);
+    let pruned = applier.prune(&old, &new, &owner).await.unwrap();
+    assert_eq!(
+        refs(&pruned.deleted),
+        [format!("ConfigMap/{}/dropped", ns.name)]
+    );
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
     assert!(cms.get_opt("dropped").await.unwrap().is_none());
     assert!(cms.get_opt("kept").await.unwrap().is_some());
     assert_eq!(cms.get("stays").await.unwrap().data.unwrap()["a"], "c");
 
     // Nothing left to prune the second time.
-    assert!(
-        applier
-            .prune(&old, &new, &ns.name)
-            .await
-            .unwrap()
-            .is_empty()
+    assert_eq!(
+        applier.prune(&old, &new, &owner).await.unwrap(),
+        Removed::default()
     );
     ns.delete().await;
 }
@@ -352,7 +353,8 @@ async fn delete_uninstalls_in_order_and_keeps_kept_objects() {
     let manifest = format!("{}{}", web_manifest(), config_map("kept", KEEP, "  a: b"));
     applier.apply(&manifest, &ns.name, RELEASE).await.unwrap();
 
-    let deleted = applier.delete(&manifest, &ns.name).await.unwrap();
+    let owner = Owner::new(RELEASE, &ns.name);
+    let deleted = applier.delete(&manifest, &owner).await.unwrap().deleted;
     assert_eq!(
         refs(&deleted),
         [
@@ -368,12 +370,9 @@ async fn delete_uninstalls_in_order_and_keeps_kept_objects() {
     assert!(services.get_opt("web").await.unwrap().is_none());
 
     // Objects already gone are skipped, not errors.
-    assert!(
-        applier
-            .delete(&manifest, &ns.name)
-            .await
-            .unwrap()
-            .is_empty()
+    assert_eq!(
+        applier.delete(&manifest, &owner).await.unwrap(),
+        Removed::default()
     );
     ns.delete().await;
 }
@@ -861,5 +860,290 @@ async fn a_rendered_chart_applies_and_its_hooks_run() {
     assert!(jobs.get_opt("demo-migrate").await.unwrap().is_none());
     let pods: Api<Pod> = Api::namespaced(client, &ns.name);
     assert_eq!(phase(&pods.get("demo-test").await.unwrap()), "Succeeded");
+    ns.delete().await;
+}
+
+/// A ConfigMap created by someone else (not through a release), with Helm ownership
+/// metadata for `release` when given.
+async fn foreign_config_map(client: &Client, ns: &str, name: &str, release: Option<&str>) {
+    let mut cm = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": {"team": "other"}},
+        "data": {"owner": "other"}
+    });
+    if let Some(release) = release {
+        cm["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "Helm".into();
+        cm["metadata"]["annotations"] = serde_json::json!({
+            "meta.helm.sh/release-name": release, "meta.helm.sh/release-namespace": ns});
+    }
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .create(
+            &PostParams {
+                field_manager: Some("kubectl-create".into()),
+                ..PostParams::default()
+            },
+            &serde_json::from_value(cm).unwrap(),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn objects_of_someone_else_are_refused_with_helms_message_and_nothing_is_applied() {
+    let (client, applier, ns) = setup("apply-owner").await;
+    foreign_config_map(&client, &ns.name, "web", Some("other")).await;
+    let owner = Owner::new(RELEASE, &ns.name);
+
+    let err = applier
+        .check_adoption(&web_manifest(), &owner)
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, Error::Ownership { .. }), "{err}");
+    assert!(
+        text.starts_with(&format!(
+            "ConfigMap \"web\" in namespace \"{}\" exists and cannot be imported into the current release: invalid ownership metadata; annotation validation error: key \"meta.helm.sh/release-name\" must equal \"demo\": current value is \"other\"",
+            ns.name
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("owned by Helm release {}/other", ns.name)),
+        "{text}"
+    );
+
+    // apply_release checks too, before sending anything: the Deployment and Service that
+    // sort after the ConfigMap are not created either.
+    let err = applier
+        .apply_release(&web_manifest(), &owner)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Ownership { .. }), "{err}");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let cm = cms.get("web").await.unwrap();
+    assert_eq!(cm.data.unwrap()["owner"], "other");
+    assert_eq!(cm.annotations()["meta.helm.sh/release-name"], "other");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    assert!(deployments.get_opt("web").await.unwrap().is_none());
+
+    // An object with no Helm metadata at all is refused too, naming who wrote it.
+    foreign_config_map(&client, &ns.name, "plain", None).await;
+    let err = applier
+        .check_adoption(&config_map("plain", "", "  a: b"), &owner)
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("label validation error: missing key \"app.kubernetes.io/managed-by\"")
+            && err.to_string().contains("written by kubectl-create"),
+        "{err}"
+    );
+
+    // The previous revision's objects are the release's own: no check for them.
+    let previous = config_map("plain", "", "  a: b");
+    applier
+        .check_adoption(&previous, &owner.previous(Some(&previous)))
+        .await
+        .unwrap();
+
+    // takeOwnership adopts it and marks it as the release's.
+    let adopted = owner.take_ownership(true);
+    applier
+        .apply_release(&web_manifest(), &adopted)
+        .await
+        .unwrap();
+    let cm = cms.get("web").await.unwrap();
+    assert_eq!(cm.annotations()["meta.helm.sh/release-name"], RELEASE);
+    assert_eq!(cm.data.unwrap()["greeting"], "hello");
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn prune_and_uninstall_leave_objects_that_belong_to_another_release() {
+    let (client, applier, ns) = setup("apply-foreign").await;
+    let owner = Owner::new(RELEASE, &ns.name);
+    let old = format!(
+        "{}{}",
+        config_map("mine", "", "  a: b"),
+        config_map("taken", "", "  a: b")
+    );
+    applier.apply_release(&old, &owner).await.unwrap();
+    // Another release takes "taken" over (helm --take-ownership).
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    cms.patch(
+        "taken",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+            "meta.helm.sh/release-name": "thief"}}})),
+    )
+    .await
+    .unwrap();
+
+    let removed = applier.delete(&old, &owner).await.unwrap();
+    assert_eq!(
+        refs(&removed.deleted),
+        [format!("ConfigMap/{}/mine", ns.name)]
+    );
+    assert_eq!(removed.foreign.len(), 1);
+    assert!(
+        removed.foreign_note().unwrap().contains("taken"),
+        "{removed:?}"
+    );
+    assert!(cms.get_opt("taken").await.unwrap().is_some());
+
+    let pruned = applier
+        .prune(&old, &config_map("other", "", "  a: b"), &owner)
+        .await
+        .unwrap();
+    assert!(pruned.deleted.is_empty(), "{pruned:?}");
+    assert!(cms.get_opt("taken").await.unwrap().is_some());
+    ns.delete().await;
+}
+
+/// Applies a Deployment the way another tool would: as `manager`, client-side
+/// (`Update`, a create) or server-side (`Apply`).
+async fn deployment_written_by(
+    client: &Client,
+    ns: &str,
+    manager: &str,
+    ssa: bool,
+    node_selector: bool,
+) {
+    let mut obj = serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "labels": {"app.kubernetes.io/managed-by": "Helm"},
+            "annotations": {"meta.helm.sh/release-name": RELEASE, "meta.helm.sh/release-namespace": ns}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "app", "image": "registry.invalid/web:1"}]}}}
+    });
+    if node_selector {
+        obj["spec"]["template"]["spec"]["nodeSelector"] = serde_json::json!({"disk": "ssd"});
+    }
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let deployment: Deployment = serde_json::from_value(obj).unwrap();
+    if ssa {
+        api.patch(
+            "web",
+            &PatchParams::apply(manager).force(),
+            &Patch::Apply(&deployment),
+        )
+        .await
+        .unwrap();
+    } else {
+        api.create(
+            &PostParams {
+                field_manager: Some(manager.into()),
+                ..PostParams::default()
+            },
+            &deployment,
+        )
+        .await
+        .unwrap();
+    }
+}
+
+fn deployment_manifest(node_selector: bool) -> String {
+    let selector = if node_selector {
+        "      nodeSelector: {disk: ssd}\n"
+    } else {
+        ""
+    };
+    format!(
+        "---\n# Source: demo/templates/deployment.yaml\napiVersion: apps/v1\nkind: Deployment\n\
+         metadata:\n  name: web\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: web}}\n\
+         \x20 template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n{selector}\
+         \x20     containers:\n        - name: app\n          image: registry.invalid/web:1\n"
+    )
+}
+
+async fn node_selector(
+    client: &Client,
+    ns: &str,
+) -> Option<std::collections::BTreeMap<String, String>> {
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .get("web")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap()
+        .node_selector
+}
+
+#[tokio::test]
+async fn a_field_the_new_manifest_drops_is_removed_whoever_wrote_the_release_before() {
+    let client = client().await;
+    let applier = Applier::new(client.clone());
+    let previous = deployment_manifest(true);
+    let next = deployment_manifest(false);
+    // The helm CLI's client-side apply, wheelhouse round 1, and another tool that
+    // server-side applied the same rendered release (Flux's helm-controller).
+    for (manager, ssa) in [
+        ("helm", false),
+        ("wheelhouse", true),
+        ("helm-controller", true),
+    ] {
+        let ns = TestNamespace::new(&client, "apply-handover").await;
+        deployment_written_by(&client, &ns.name, manager, ssa, true).await;
+        let owner = Owner::new(RELEASE, &ns.name).previous(Some(&previous));
+        applier.apply_release(&next, &owner).await.unwrap();
+        assert_eq!(
+            node_selector(&client, &ns.name).await,
+            None,
+            "written by {manager}"
+        );
+        let live = Api::<Deployment>::namespaced(client.clone(), &ns.name)
+            .get("web")
+            .await
+            .unwrap();
+        assert!(
+            !managed_by(&live)
+                .iter()
+                .any(|(m, _)| m == manager && manager != "helm"),
+            "{manager}'s entry folded into helm's: {:?}",
+            managed_by(&live)
+        );
+        ns.delete().await;
+    }
+}
+
+#[tokio::test]
+async fn fields_another_manager_set_on_its_own_are_left_alone() {
+    let client = client().await;
+    let applier = Applier::new(client.clone());
+    let ns = TestNamespace::new(&client, "apply-theirs").await;
+    let owner = Owner::new(RELEASE, &ns.name);
+    applier
+        .apply_release(&deployment_manifest(false), &owner)
+        .await
+        .unwrap();
+    // An operator (not the release) adds a nodeSelector with its own field manager.
+    Api::<Deployment>::namespaced(client.clone(), &ns.name)
+        .patch(
+            "web",
+            &PatchParams {
+                field_manager: Some("kubectl-edit".into()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(serde_json::json!({"spec": {"template": {"spec": {
+                "nodeSelector": {"zone": "a"}}}}})),
+        )
+        .await
+        .unwrap();
+    let previous = deployment_manifest(false);
+    applier
+        .apply_release(
+            &deployment_manifest(false),
+            &owner.previous(Some(&previous)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        node_selector(&client, &ns.name).await,
+        Some([("zone".to_string(), "a".to_string())].into())
+    );
     ns.delete().await;
 }

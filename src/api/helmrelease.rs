@@ -211,6 +211,11 @@ pub struct Install {
     pub disable_wait: bool,
     #[serde(default)]
     pub disable_hooks: bool,
+    /// Adopt objects that already exist whatever their Helm ownership metadata says
+    /// (Helm 4's `--take-ownership`). Off: an existing object that is not this release's
+    /// fails the install and nothing is applied.
+    #[serde(default)]
+    pub take_ownership: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remediation: Option<InstallRemediation>,
 }
@@ -222,6 +227,7 @@ impl Default for Install {
             crds: default_install_crds(),
             disable_wait: false,
             disable_hooks: false,
+            take_ownership: false,
             remediation: None,
         }
     }
@@ -248,6 +254,10 @@ pub struct Upgrade {
     /// Delete objects the failed upgrade created.
     #[serde(default)]
     pub cleanup_on_fail: bool,
+    /// Adopt objects new to the release that already exist, whatever their Helm
+    /// ownership metadata says (Helm 4's `--take-ownership`).
+    #[serde(default)]
+    pub take_ownership: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remediation: Option<UpgradeRemediation>,
 }
@@ -259,6 +269,7 @@ impl Default for Upgrade {
             disable_wait: false,
             disable_hooks: false,
             cleanup_on_fail: false,
+            take_ownership: false,
             remediation: None,
         }
     }

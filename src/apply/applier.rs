@@ -13,10 +13,78 @@ use kube::discovery::{self, ApiCapabilities, ApiResource, Scope};
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::Value;
 
-use super::manifest::{ObjectRef, has_keep_policy, parse_manifest, set_ownership};
+use super::fields::{self, RELEASE_FIELD_MANAGER};
+use super::manifest::{
+    ObjectRef, check_ownership, has_keep_policy, helm_resource_string, owner_of, parse_manifest,
+    set_ownership,
+};
 use super::order::{INSTALL_ORDER, UNINSTALL_ORDER, sort_by_kind};
 use super::{Error, is_status};
-use crate::api::{CrdPolicy, FIELD_MANAGER};
+use crate::api::CrdPolicy;
+
+/// Whose objects an apply, prune or uninstall works on, and what it may take over.
+#[derive(Debug, Clone, Copy)]
+pub struct Owner<'a> {
+    pub release_name: &'a str,
+    /// The release namespace: where namespaced objects without one go, and the value of
+    /// `meta.helm.sh/release-namespace`.
+    pub namespace: &'a str,
+    /// The manifest of the release's newest stored revision. Its objects belong to the
+    /// release already; only objects new to the release face Helm's ownership check.
+    pub previous_manifest: Option<&'a str>,
+    /// Helm 4's `--take-ownership`: adopt existing objects whatever their ownership
+    /// metadata says.
+    pub take_ownership: bool,
+}
+
+impl<'a> Owner<'a> {
+    /// A release with no previous revision that takes over nothing.
+    pub fn new(release_name: &'a str, namespace: &'a str) -> Self {
+        Self {
+            release_name,
+            namespace,
+            previous_manifest: None,
+            take_ownership: false,
+        }
+    }
+
+    pub fn previous(mut self, manifest: Option<&'a str>) -> Self {
+        self.previous_manifest = manifest;
+        self
+    }
+
+    pub fn take_ownership(mut self, take: bool) -> Self {
+        self.take_ownership = take;
+        self
+    }
+}
+
+/// What a prune or uninstall did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Removed {
+    /// Objects deleted (deletion propagates in the background).
+    pub deleted: Vec<ObjectRef>,
+    /// Objects left in place because their ownership metadata no longer names this
+    /// release, with who they belong to now.
+    pub foreign: Vec<(ObjectRef, String)>,
+}
+
+impl Removed {
+    /// A sentence about the objects left alone, for descriptions and Events.
+    pub fn foreign_note(&self) -> Option<String> {
+        (!self.foreign.is_empty()).then(|| {
+            let list: Vec<String> = self
+                .foreign
+                .iter()
+                .map(|(o, owner)| format!("{o} ({owner})"))
+                .collect();
+            format!(
+                "left in place because they belong to someone else: {}",
+                list.join(", ")
+            )
+        })
+    }
+}
 
 /// How long a CustomResourceDefinition may take to become Established (and served), as
 /// Helm waits for the CRDs of a chart's `crds/` directory.
@@ -348,7 +416,7 @@ impl Applier {
     }
 
     pub(super) async fn server_side_apply(&self, target: &Target) -> Result<(), Error> {
-        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let params = PatchParams::apply(RELEASE_FIELD_MANAGER).force();
         target
             .api(&self.client)
             .patch(target.name(), &params, &Patch::Apply(&target.obj))
@@ -357,21 +425,50 @@ impl Applier {
         Ok(())
     }
 
-    /// Server-side applies every object of `manifest` (field manager `wheelhouse`,
-    /// conflicts forced: the release owns the fields it renders) in Helm's install order,
-    /// with the label and annotations by which Helm recognises the objects of
-    /// `release_name` in `namespace` (the release namespace, also the default namespace of
-    /// namespaced objects). Returns the objects applied, in order.
-    ///
-    /// Every kind is looked up before anything is sent, so an unknown kind fails the whole
-    /// apply up front, as in Helm; kinds defined by a CRD in the same manifest are looked
-    /// up after that CRD is applied and served.
+    /// Server-side applies every object of `manifest` for a new release that takes
+    /// nothing over; see [`Applier::apply_release`].
     pub async fn apply(
         &self,
         manifest: &str,
         namespace: &str,
         release_name: &str,
     ) -> Result<Vec<ObjectRef>, Error> {
+        self.apply_release(manifest, &Owner::new(release_name, namespace))
+            .await
+    }
+
+    /// Helm's check before it touches anything: every object of `manifest` that already
+    /// exists and is new to the release must carry the release's ownership metadata
+    /// (unless `take_ownership`). Fails with Helm's message for the first one that does
+    /// not. Reads only; run it before hooks and CRDs so a refusal changes nothing.
+    pub async fn check_adoption(&self, manifest: &str, owner: &Owner<'_>) -> Result<(), Error> {
+        let previous = self.previous_objects(owner).await?;
+        for obj in parse_manifest(manifest)? {
+            // A kind not served yet has no objects to conflict with.
+            if let Some(resource) = self.resolve(&obj).await? {
+                let target = Target::new(obj, resource, owner.namespace);
+                self.existing(&target, owner, &previous).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Server-side applies every object of `manifest` (field manager `helm`, conflicts
+    /// forced: the release owns the fields it renders) in Helm's install order, with the
+    /// label and annotations by which Helm recognises the release's objects.
+    ///
+    /// Before anything is sent: every kind is looked up, so an unknown kind fails the
+    /// whole apply up front as in Helm (kinds defined by a CRD in the same manifest are
+    /// looked up once that CRD is served); every existing object new to the release must
+    /// pass Helm's ownership check; and fields the release rendered before but that
+    /// another field manager holds are handed to the release manager, so that a field the
+    /// new manifest drops is removed, as `helm upgrade` removes it ([`fields::migrate`]).
+    pub async fn apply_release(
+        &self,
+        manifest: &str,
+        owner: &Owner<'_>,
+    ) -> Result<Vec<ObjectRef>, Error> {
+        let namespace = owner.namespace;
         let mut objects = parse_manifest(manifest)?;
         sort_by_kind(&mut objects, kind_of, INSTALL_ORDER);
         let defined_here: HashSet<(String, String)> =
@@ -391,6 +488,29 @@ impl Applier {
             planned.push((obj, resource));
         }
 
+        let previous = self.previous_objects(owner).await?;
+        let now = serde_json::to_value(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        ))
+        .unwrap_or(Value::Null);
+        let now = now.as_str().unwrap_or_default();
+        let mut handovers = Vec::new();
+        for (obj, resource) in &planned {
+            let Some(resource) = resource else { continue };
+            let target = Target::new(obj.clone(), resource.clone(), namespace);
+            if let Some(live) = self.existing(&target, owner, &previous).await? {
+                let live = serde_json::to_value(&live).unwrap_or(Value::Null);
+                let rendered = previous.get(&identity(&target.reference));
+                if let Some(managed) = fields::migrate(&live, rendered, now) {
+                    let version = live.pointer("/metadata/resourceVersion").cloned();
+                    handovers.push((target, version, managed));
+                }
+            }
+        }
+        for (target, version, managed) in handovers {
+            self.hand_over_fields(&target, version, managed).await?;
+        }
+
         let mut applied = Vec::with_capacity(planned.len());
         for (mut obj, resource) in planned {
             let resource = match resource {
@@ -401,7 +521,7 @@ impl Applier {
                     .await?
                     .ok_or_else(|| unknown_kind(&obj))?,
             };
-            set_ownership(&mut obj, release_name, namespace);
+            set_ownership(&mut obj, owner.release_name, namespace);
             let target = Target::new(obj, resource, namespace);
             self.server_side_apply(&target).await?;
             if crd_defines(&target.obj).is_some_and(|gk| awaited_kinds.contains(&gk)) {
@@ -412,17 +532,99 @@ impl Applier {
         Ok(applied)
     }
 
+    /// The previous revision's objects by identity, as JSON, namespaces settled.
+    async fn previous_objects(&self, owner: &Owner<'_>) -> Result<HashMap<Identity, Value>, Error> {
+        let mut objects = HashMap::new();
+        let Some(manifest) = owner.previous_manifest else {
+            return Ok(objects);
+        };
+        // A revision that no longer parses (written by another tool) claims nothing.
+        let Ok(parsed) = parse_manifest(manifest) else {
+            return Ok(objects);
+        };
+        for obj in parsed {
+            if let Some(resource) = self.resolve(&obj).await? {
+                let target = Target::new(obj, resource, owner.namespace);
+                let value = serde_json::to_value(&target.obj).unwrap_or(Value::Null);
+                objects.insert(identity(&target.reference), value);
+            }
+        }
+        Ok(objects)
+    }
+
+    /// The live object, if it exists, after Helm's ownership check for objects new to
+    /// the release.
+    async fn existing(
+        &self,
+        target: &Target,
+        owner: &Owner<'_>,
+        previous: &HashMap<Identity, Value>,
+    ) -> Result<Option<DynamicObject>, Error> {
+        let Some(live) = target
+            .api(&self.client)
+            .get_opt(target.name())
+            .await
+            .map_err(target.api_error("get"))?
+        else {
+            return Ok(None);
+        };
+        let ours = previous.contains_key(&identity(&target.reference));
+        if !ours
+            && !owner.take_ownership
+            && let Err(reason) = check_ownership(&live, owner.release_name, owner.namespace)
+        {
+            return Err(Error::Ownership {
+                object: helm_resource_string(&target.reference),
+                reason,
+                holder: holder(&live),
+            });
+        }
+        Ok(Some(live))
+    }
+
+    /// Rewrites an object's managedFields (only them), guarded by the resourceVersion
+    /// they were computed from, as `csaupgrade` patches them.
+    async fn hand_over_fields(
+        &self,
+        target: &Target,
+        resource_version: Option<Value>,
+        managed: Vec<Value>,
+    ) -> Result<(), Error> {
+        let mut ops = Vec::new();
+        if let Some(version) = resource_version {
+            ops.push(serde_json::json!({"op": "test", "path": "/metadata/resourceVersion", "value": version}));
+        }
+        ops.push(serde_json::json!({"op": "replace", "path": "/metadata/managedFields", "value": managed}));
+        let patch = Patch::<()>::Json(serde_json::from_value(Value::Array(ops)).map_err(|e| {
+            Error::Parse {
+                origin: target.reference.to_string(),
+                message: format!("managedFields patch: {e}"),
+            }
+        })?);
+        let params = PatchParams {
+            field_manager: Some(RELEASE_FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        target
+            .api(&self.client)
+            .patch(target.name(), &params, &patch)
+            .await
+            .map_err(target.api_error("hand over the fields of"))?;
+        Ok(())
+    }
+
     /// Deletes the objects of `old_manifest` that `new_manifest` no longer has (same
     /// group, kind, namespace and name), in Helm's uninstall order, except those annotated
-    /// `helm.sh/resource-policy: keep` in the old manifest or in the cluster. Returns the
-    /// objects deleted; ones already gone are not listed. Deletion propagates in the
-    /// background and is not waited for.
+    /// `helm.sh/resource-policy: keep` in the old manifest or in the cluster, and those
+    /// whose ownership metadata no longer names this release (someone else has them now).
+    /// Deletion propagates in the background and is not waited for.
     pub async fn prune(
         &self,
         old_manifest: &str,
         new_manifest: &str,
-        namespace: &str,
-    ) -> Result<Vec<ObjectRef>, Error> {
+        owner: &Owner<'_>,
+    ) -> Result<Removed, Error> {
+        let namespace = owner.namespace;
         let mut wanted = HashSet::new();
         for obj in parse_manifest(new_manifest)? {
             let reference = match self.resolve(&obj).await? {
@@ -450,48 +652,64 @@ impl Applier {
                 }
             }
         }
-        self.delete_targets(stale).await
+        self.delete_targets(stale, owner).await
     }
 
     /// Uninstalls the objects of `manifest` in Helm's uninstall order, except those
-    /// annotated `helm.sh/resource-policy: keep` (in the manifest or in the cluster).
-    /// Objects already gone, or of kinds no longer served, are skipped. Returns the objects
-    /// deleted. Deletion propagates in the background and is not waited for.
-    pub async fn delete(&self, manifest: &str, namespace: &str) -> Result<Vec<ObjectRef>, Error> {
+    /// annotated `helm.sh/resource-policy: keep` (in the manifest or in the cluster) and
+    /// those whose ownership metadata names another release (as Helm's
+    /// `verifyOwnershipBeforeDelete`). Objects already gone, or of kinds no longer served,
+    /// are skipped. Deletion propagates in the background and is not waited for.
+    pub async fn delete(&self, manifest: &str, owner: &Owner<'_>) -> Result<Removed, Error> {
         let mut targets = Vec::new();
         for obj in parse_manifest(manifest)? {
             if let Some(resource) = self.resolve(&obj).await? {
-                targets.push(Target::new(obj, resource, namespace));
+                targets.push(Target::new(obj, resource, owner.namespace));
             }
         }
-        self.delete_targets(targets).await
+        self.delete_targets(targets, owner).await
     }
 
-    async fn delete_targets(&self, mut targets: Vec<Target>) -> Result<Vec<ObjectRef>, Error> {
+    async fn delete_targets(
+        &self,
+        mut targets: Vec<Target>,
+        owner: &Owner<'_>,
+    ) -> Result<Removed, Error> {
         sort_by_kind(&mut targets, |t| t.reference.kind.as_str(), UNINSTALL_ORDER);
-        let mut deleted = Vec::new();
+        let mut removed = Removed::default();
         for target in targets {
-            if self.delete_unless_kept(&target).await? {
-                deleted.push(target.reference);
+            match self.delete_if_ours(&target, owner).await? {
+                Deletion::Deleted => removed.deleted.push(target.reference),
+                Deletion::Foreign(holder) => {
+                    tracing::warn!(object = %target.reference, %holder, release = owner.release_name,
+                        "not deleting an object that no longer belongs to this release");
+                    removed.foreign.push((target.reference, holder));
+                }
+                Deletion::Skipped => {}
             }
         }
-        Ok(deleted)
+        Ok(removed)
     }
 
-    /// Deletes one object unless it is kept or already gone; true if it was deleted.
-    async fn delete_unless_kept(&self, target: &Target) -> Result<bool, Error> {
+    /// Deletes one object unless it is kept, gone, or no longer this release's.
+    async fn delete_if_ours(&self, target: &Target, owner: &Owner<'_>) -> Result<Deletion, Error> {
         if has_keep_policy(&target.obj) {
-            return Ok(false);
+            return Ok(Deletion::Skipped);
         }
         let api = target.api(&self.client);
         match api.get_opt(target.name()).await {
-            Ok(Some(live)) if !has_keep_policy(&live) => {}
-            Ok(_) => return Ok(false),
+            Ok(Some(live)) if has_keep_policy(&live) => return Ok(Deletion::Skipped),
+            Ok(Some(live)) => {
+                if check_ownership(&live, owner.release_name, owner.namespace).is_err() {
+                    return Ok(Deletion::Foreign(holder(&live)));
+                }
+            }
+            Ok(None) => return Ok(Deletion::Skipped),
             Err(e) => return Err(target.api_error("get")(e)),
         }
         match api.delete(target.name(), &DeleteParams::background()).await {
-            Ok(_) => Ok(true),
-            Err(e) if is_status(&e, 404) => Ok(false),
+            Ok(_) => Ok(Deletion::Deleted),
+            Err(e) if is_status(&e, 404) => Ok(Deletion::Skipped),
             Err(e) => Err(target.api_error("delete")(e)),
         }
     }
@@ -528,9 +746,37 @@ impl Applier {
     }
 }
 
+enum Deletion {
+    Deleted,
+    /// Kept, or already gone.
+    Skipped,
+    Foreign(String),
+}
+
+/// Who an object belongs to, for messages: the Helm release its annotations name, or
+/// else the field managers that wrote it.
+fn holder(obj: &DynamicObject) -> String {
+    if let Some(release) = owner_of(obj) {
+        return format!("owned by Helm release {release}");
+    }
+    let mut managers: Vec<&str> = obj
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.as_deref())
+        .collect();
+    managers.dedup();
+    if managers.is_empty() {
+        "not managed by Helm".to_string()
+    } else {
+        format!("not managed by Helm; written by {}", managers.join(", "))
+    }
+}
+
 fn post_params() -> PostParams {
     PostParams {
-        field_manager: Some(FIELD_MANAGER.to_string()),
+        field_manager: Some(RELEASE_FIELD_MANAGER.to_string()),
         ..PostParams::default()
     }
 }
@@ -543,9 +789,12 @@ mod tests {
     #[allow(dead_code)] // compiled, never run
     fn futures_are_send(applier: &Applier, hooks: &mut [crate::release::Hook]) {
         fn send<T: Send>(_: T) {}
+        let owner = Owner::new("", "");
         send(applier.apply("", "", ""));
-        send(applier.prune("", "", ""));
-        send(applier.delete("", ""));
+        send(applier.apply_release("", &owner));
+        send(applier.check_adoption("", &owner));
+        send(applier.prune("", "", &owner));
+        send(applier.delete("", &owner));
         send(applier.objects("", ""));
         send(applier.apply_crds(&[], CrdPolicy::Create));
         send(applier.ensure_namespace(""));

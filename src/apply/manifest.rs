@@ -218,6 +218,69 @@ pub fn set_ownership(obj: &mut DynamicObject, release_name: &str, release_namesp
     );
 }
 
+/// Helm's ownership check (`checkOwnership` in `pkg/action/validate.go`): an existing
+/// object may become part of a release only when it carries the release's label and
+/// annotations. `Err` holds Helm's own wording, e.g. `invalid ownership metadata;
+/// annotation validation error: key "meta.helm.sh/release-name" must equal "b": current
+/// value is "a"`.
+pub fn check_ownership(
+    obj: &DynamicObject,
+    release_name: &str,
+    release_namespace: &str,
+) -> Result<(), String> {
+    let labels = obj.metadata.labels.as_ref();
+    let annotations = obj.metadata.annotations.as_ref();
+    let require = |map: Option<&std::collections::BTreeMap<String, String>>,
+                   key: &str,
+                   want: &str|
+     -> Option<String> {
+        match map.and_then(|m| m.get(key)) {
+            None => Some(format!("missing key {key:?}: must be set to {want:?}")),
+            Some(actual) if actual != want => Some(format!(
+                "key {key:?} must equal {want:?}: current value is {actual:?}"
+            )),
+            Some(_) => None,
+        }
+    };
+    let errors: Vec<String> = [
+        require(labels, MANAGED_BY_LABEL, MANAGED_BY_HELM)
+            .map(|e| format!("label validation error: {e}")),
+        require(annotations, RELEASE_NAME_ANNOTATION, release_name)
+            .map(|e| format!("annotation validation error: {e}")),
+        require(annotations, RELEASE_NAMESPACE_ANNOTATION, release_namespace)
+            .map(|e| format!("annotation validation error: {e}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("invalid ownership metadata; {}", errors.join("; ")))
+    }
+}
+
+/// The release an object's ownership annotations name, as `namespace/name`, for messages
+/// that say who owns it now.
+pub fn owner_of(obj: &DynamicObject) -> Option<String> {
+    let annotations = obj.metadata.annotations.as_ref()?;
+    let name = annotations.get(RELEASE_NAME_ANNOTATION)?;
+    let namespace = annotations
+        .get(RELEASE_NAMESPACE_ANNOTATION)
+        .map_or("?", String::as_str);
+    Some(format!("{namespace}/{name}"))
+}
+
+/// How Helm names an object in messages: `ConfigMap "x" in namespace "y"`.
+pub fn helm_resource_string(reference: &ObjectRef) -> String {
+    format!(
+        "{} {:?} in namespace {:?}",
+        reference.kind,
+        reference.name,
+        reference.namespace.as_deref().unwrap_or_default()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -326,5 +389,34 @@ mod tests {
         let annotations = obj.metadata.annotations.as_ref().unwrap();
         assert_eq!(annotations[RELEASE_NAME_ANNOTATION], "rel");
         assert_eq!(annotations[RELEASE_NAMESPACE_ANNOTATION], "ns");
+        assert_eq!(check_ownership(&obj, "rel", "ns"), Ok(()));
+        assert_eq!(owner_of(&obj).as_deref(), Some("ns/rel"));
+    }
+
+    #[test]
+    fn ownership_errors_use_helms_words() {
+        let mut obj: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a"}
+        }))
+        .unwrap();
+        assert_eq!(
+            check_ownership(&obj, "b", "ns").unwrap_err(),
+            "invalid ownership metadata; label validation error: missing key \"app.kubernetes.io/managed-by\": must be set to \"Helm\"; annotation validation error: missing key \"meta.helm.sh/release-name\": must be set to \"b\"; annotation validation error: missing key \"meta.helm.sh/release-namespace\": must be set to \"ns\""
+        );
+        set_ownership(&mut obj, "a", "ns");
+        assert_eq!(
+            check_ownership(&obj, "b", "ns").unwrap_err(),
+            "invalid ownership metadata; annotation validation error: key \"meta.helm.sh/release-name\" must equal \"b\": current value is \"a\""
+        );
+        let reference = ObjectRef {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            name: "a".into(),
+            namespace: Some("ns".into()),
+        };
+        assert_eq!(
+            helm_resource_string(&reference),
+            "ConfigMap \"a\" in namespace \"ns\""
+        );
     }
 }

@@ -5,6 +5,7 @@
 //! Everything goes through [`Applier`], which owns a kube client and a discovery cache.
 
 mod applier;
+pub mod fields;
 mod hooks;
 pub mod manifest;
 pub mod order;
@@ -14,7 +15,8 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-pub use applier::{Applier, CRD_ESTABLISH_TIMEOUT};
+pub use applier::{Applier, CRD_ESTABLISH_TIMEOUT, Owner, Removed};
+pub use fields::RELEASE_FIELD_MANAGER;
 pub use hooks::execution_order;
 pub use manifest::{ObjectRef, parse_manifest};
 
@@ -48,6 +50,17 @@ pub enum Error {
         object: String,
         #[source]
         source: kube::Error,
+    },
+
+    /// Helm's refusal to adopt an object that belongs to someone else; `object` and
+    /// `reason` are worded as Helm words them.
+    #[error(
+        "{object} exists and cannot be imported into the current release: {reason} ({holder}; set install/upgrade.takeOwnership to adopt it)"
+    )]
+    Ownership {
+        object: String,
+        reason: String,
+        holder: String,
     },
 
     #[error("cannot watch {object}: {message}")]

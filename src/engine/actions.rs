@@ -6,6 +6,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::worker::{Run, WaitEnd};
 use crate::api::{CrdPolicy, ReleaseAction};
+use crate::apply::Owner;
 use crate::chart::{self, Chart};
 use crate::release::{Info, Release, Status, hook_event};
 use crate::render::{RenderRequest, Rendered};
@@ -168,10 +169,20 @@ pub async fn install_or_upgrade(
     let spec = &hr.spec;
     let install = spec.install.clone().unwrap_or_default();
     let upgrade = spec.upgrade.clone().unwrap_or_default();
-    let (disable_hooks, disable_wait, crds) = if is_upgrade {
-        (upgrade.disable_hooks, upgrade.disable_wait, upgrade.crds)
+    let (disable_hooks, disable_wait, crds, take_ownership) = if is_upgrade {
+        (
+            upgrade.disable_hooks,
+            upgrade.disable_wait,
+            upgrade.crds,
+            upgrade.take_ownership,
+        )
     } else {
-        (install.disable_hooks, install.disable_wait, install.crds)
+        (
+            install.disable_hooks,
+            install.disable_wait,
+            install.crds,
+            install.take_ownership,
+        )
     };
     run.set_phase(super::Phase::Rendering);
     let rendered = match rendered {
@@ -236,6 +247,30 @@ pub async fn install_or_upgrade(
     {
         rel.info.as_mut().unwrap().first_deployed = Some(first);
     }
+    let verb = if is_upgrade {
+        "Helm upgrade"
+    } else {
+        "Helm install"
+    };
+    let release_name = run.release_name.clone();
+    let ns = run.target_namespace.clone();
+    let owner = Owner::new(&release_name, &ns)
+        .previous(previous.filter(|_| is_upgrade).map(|p| p.manifest.as_str()))
+        .take_ownership(take_ownership);
+    // As Helm: objects that belong to someone else stop the action before anything is
+    // stored, hooked or applied.
+    if let Err(e) = run.ctx.applier.check_adoption(&rel.manifest, &owner).await {
+        return Ok(Outcome::Failed {
+            reason: failed_reason,
+            message: format!("{verb} failed: {e}"),
+        });
+    }
+    if let Err(e @ crate::release::Error::TooLarge { .. }) = crate::release::check_size(&rel) {
+        return Ok(Outcome::Failed {
+            reason: failed_reason,
+            message: format!("{verb} failed: {e}"),
+        });
+    }
     run.storage.create(&rel).await?;
     run.note_attempt(action, prepared).await;
     run.set_phase(if is_upgrade {
@@ -244,7 +279,6 @@ pub async fn install_or_upgrade(
         super::Phase::Installing
     });
 
-    let ns = run.target_namespace.clone();
     let timeout = spec.timeout.as_std();
     let steps = async {
         if !is_upgrade && install.create_namespace {
@@ -268,28 +302,18 @@ pub async fn install_or_upgrade(
                 .run_hooks(&mut rel.hooks, event, &ns, timeout)
                 .await?;
         }
-        run.ctx
-            .applier
-            .apply(&rel.manifest, &ns, &run.release_name)
-            .await?;
+        run.ctx.applier.apply_release(&rel.manifest, &owner).await?;
         if let Some(prev) = previous.filter(|_| is_upgrade) {
             run.ctx
                 .applier
-                .prune(&prev.manifest, &rel.manifest, &ns)
+                .prune(&prev.manifest, &rel.manifest, &owner)
                 .await?;
         }
         Ok::<_, crate::Error>(())
     }
     .await;
     if let Err(e) = steps {
-        let message = format!(
-            "{} failed: {e}",
-            if is_upgrade {
-                "Helm upgrade"
-            } else {
-                "Helm install"
-            }
-        );
+        let message = format!("{verb} failed: {e}");
         if is_upgrade
             && upgrade.cleanup_on_fail
             && let Some(prev) = previous
@@ -298,7 +322,7 @@ pub async fn install_or_upgrade(
             let _ = run
                 .ctx
                 .applier
-                .prune(&rel.manifest, &prev.manifest, &ns)
+                .prune(&rel.manifest, &prev.manifest, &owner)
                 .await;
         }
         return record_failure(
@@ -466,8 +490,21 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
     if let Some(first) = history.iter().find_map(|r| r.info.as_ref()?.first_deployed) {
         rel.info.as_mut().unwrap().first_deployed = Some(first);
     }
-    run.storage.create(&rel).await?;
     let ns = run.target_namespace.clone();
+    let release_name = run.release_name.clone();
+    let take_ownership = run
+        .hr
+        .spec
+        .upgrade
+        .as_ref()
+        .is_some_and(|u| u.take_ownership);
+    let owner = Owner::new(&release_name, &ns)
+        .previous(Some(&current.manifest))
+        .take_ownership(take_ownership);
+    if let Err(e) = run.ctx.applier.check_adoption(&rel.manifest, &owner).await {
+        return Ok(failed(format!("Helm rollback failed: {e}")));
+    }
+    run.storage.create(&rel).await?;
     let steps = async {
         if !spec.disable_hooks {
             run.ctx
@@ -475,13 +512,10 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
                 .run_hooks(&mut rel.hooks, hook_event::PRE_ROLLBACK, &ns, timeout)
                 .await?;
         }
+        run.ctx.applier.apply_release(&rel.manifest, &owner).await?;
         run.ctx
             .applier
-            .apply(&rel.manifest, &ns, &run.release_name)
-            .await?;
-        run.ctx
-            .applier
-            .prune(&current.manifest, &rel.manifest, &ns)
+            .prune(&current.manifest, &rel.manifest, &owner)
             .await?;
         Ok::<_, crate::Error>(())
     }
@@ -568,6 +602,8 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
         "Deletion in progress (or silently failed)",
     );
     run.storage.update(&rel).await?;
+    let release_name = run.release_name.clone();
+    let owner = Owner::new(&release_name, &ns);
     let steps = async {
         if !spec.disable_hooks {
             run.ctx
@@ -575,26 +611,29 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
                 .run_hooks(&mut rel.hooks, hook_event::PRE_DELETE, &ns, timeout)
                 .await?;
         }
-        run.ctx.applier.delete(&rel.manifest, &ns).await?;
+        let removed = run.ctx.applier.delete(&rel.manifest, &owner).await?;
         if !spec.disable_hooks {
             run.ctx
                 .applier
                 .run_hooks(&mut rel.hooks, hook_event::POST_DELETE, &ns, timeout)
                 .await?;
         }
-        Ok::<_, crate::Error>(())
+        Ok::<_, crate::Error>(removed)
     }
     .await;
-    if let Err(e) = steps {
-        return record_failure(
-            run,
-            &mut rel,
-            format!("uninstallation failed: {e}"),
-            super::status::reason::UNINSTALL_FAILED,
-            e.to_string(),
-        )
-        .await;
-    }
+    let removed = match steps {
+        Ok(removed) => removed,
+        Err(e) => {
+            return record_failure(
+                run,
+                &mut rel,
+                format!("uninstallation failed: {e}"),
+                super::status::reason::UNINSTALL_FAILED,
+                e.to_string(),
+            )
+            .await;
+        }
+    };
     if spec.keep_history {
         set_status(&mut rel, Status::Uninstalled, "Uninstallation complete");
         if let Some(info) = rel.info.as_mut() {
@@ -606,12 +645,17 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
             run.storage.delete(&r.name, r.version).await?;
         }
     }
+    let mut message = format!(
+        "Helm uninstall succeeded for release {ns}/{}.v{}",
+        run.release_name, latest.version
+    );
+    if let Some(note) = removed.foreign_note() {
+        message.push_str("; ");
+        message.push_str(&note);
+    }
     Ok(Outcome::Succeeded {
         reason: super::status::reason::UNINSTALL_SUCCEEDED,
-        message: format!(
-            "Helm uninstall succeeded for release {ns}/{}.v{}",
-            run.release_name, latest.version
-        ),
+        message,
     })
 }
 

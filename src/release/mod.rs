@@ -4,7 +4,7 @@ mod model;
 pub mod storage;
 
 pub use model::*;
-pub use storage::{Storage, decode, encode};
+pub use storage::{MAX_RECORD_BYTES, Storage, check_size, decode, encode};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -21,6 +21,17 @@ pub enum Error {
     /// The release cannot be stored as Helm would (no name, no info, version < 1).
     #[error("invalid release {name:?}: {message}")]
     Invalid { name: String, message: String },
+
+    /// The encoded record would not fit in one Secret, so the API server would refuse it.
+    #[error(
+        "release {name} revision {version} is {size} bytes once encoded as Helm stores it, over the {limit} bytes one Secret holds; make the chart or values smaller"
+    )]
+    TooLarge {
+        name: String,
+        version: i32,
+        size: usize,
+        limit: usize,
+    },
 
     #[error("cannot encode release {name}: {message}")]
     Encode { name: String, message: String },

@@ -43,6 +43,24 @@ pub const SYSTEM_LABELS: [&str; 6] = [
 
 const GZIP_MAGIC: [u8; 3] = [0x1f, 0x8b, 0x08];
 
+/// The most data one Secret may hold (the API server's `MaxSecretSize`, 1 MiB).
+pub const MAX_RECORD_BYTES: usize = 1024 * 1024;
+
+/// Fails with [`Error::TooLarge`] when the release, encoded as Helm stores it, would not
+/// fit in one Secret. Checked before anything is stored or applied.
+pub fn check_size(release: &Release) -> Result<usize, Error> {
+    let size = encode(release)?.len();
+    if size > MAX_RECORD_BYTES {
+        return Err(Error::TooLarge {
+            name: release.name.clone(),
+            version: release.version,
+            size,
+            limit: MAX_RECORD_BYTES,
+        });
+    }
+    Ok(size)
+}
+
 /// Name of the Secret holding revision `version` of release `name`.
 pub fn secret_name(name: &str, version: i32) -> String {
     format!("{NAME_PREFIX}.{name}.v{version}")
@@ -294,6 +312,14 @@ fn to_secret(release: &Release, op: Op, now: i64) -> Result<Secret, Error> {
         return Err(invalid("a release needs info (status, times, description)"));
     }
     let data = encode(release)?;
+    if data.len() > MAX_RECORD_BYTES {
+        return Err(Error::TooLarge {
+            name: release.name.clone(),
+            version: release.version,
+            size: data.len(),
+            limit: MAX_RECORD_BYTES,
+        });
+    }
     Ok(Secret {
         metadata: ObjectMeta {
             name: Some(secret_name(&release.name, release.version)),

@@ -482,8 +482,16 @@ impl Tracker {
                 let ar = key.kind.api_resource();
                 let api: Api<DynamicObject> =
                     Api::namespaced_with(self.client.clone(), &key.namespace, &ar);
+                // A release's workload is written under the release's manager, so a
+                // `helm rollback` by hand folds the change in (csaupgrade) instead of
+                // stopping at a conflict.
+                let manager = if crate::apply::manifest::owner_of(&obj).is_some() {
+                    crate::apply::RELEASE_FIELD_MANAGER
+                } else {
+                    FIELD_MANAGER
+                };
                 let params = PatchParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
+                    field_manager: Some(manager.into()),
                     ..Default::default()
                 };
                 match api.patch(&key.name, &params, &Patch::Merge(&patch)).await {
