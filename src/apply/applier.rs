@@ -489,26 +489,13 @@ impl Applier {
         }
 
         let previous = self.previous_objects(owner).await?;
-        let now = serde_json::to_value(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            k8s_openapi::jiff::Timestamp::now(),
-        ))
-        .unwrap_or(Value::Null);
-        let now = now.as_str().unwrap_or_default();
-        let mut handovers = Vec::new();
         for (obj, resource) in &planned {
             let Some(resource) = resource else { continue };
             let target = Target::new(obj.clone(), resource.clone(), namespace);
             if let Some(live) = self.existing(&target, owner, &previous).await? {
-                let live = serde_json::to_value(&live).unwrap_or(Value::Null);
                 let rendered = previous.get(&identity(&target.reference));
-                if let Some(managed) = fields::migrate(&live, rendered, now) {
-                    let version = live.pointer("/metadata/resourceVersion").cloned();
-                    handovers.push((target, version, managed));
-                }
+                self.hand_over_fields(&target, live, rendered).await?;
             }
-        }
-        for (target, version, managed) in handovers {
-            self.hand_over_fields(&target, version, managed).await?;
         }
 
         let mut applied = Vec::with_capacity(planned.len());
@@ -582,34 +569,44 @@ impl Applier {
         Ok(Some(live))
     }
 
-    /// Rewrites an object's managedFields (only them), guarded by the resourceVersion
-    /// they were computed from, as `csaupgrade` patches them.
+    /// Hands the release's fields on `live` to the release manager ([`fields::migrate`]):
+    /// rewrites the object's managedFields (only them), guarded by the resourceVersion
+    /// they were computed from, as `csaupgrade` patches them; on a conflict (a controller
+    /// wrote the object meanwhile) it reads the object again and recomputes.
     async fn hand_over_fields(
         &self,
         target: &Target,
-        resource_version: Option<Value>,
-        managed: Vec<Value>,
+        mut live: DynamicObject,
+        rendered: Option<&Value>,
     ) -> Result<(), Error> {
-        let mut ops = Vec::new();
-        if let Some(version) = resource_version {
-            ops.push(serde_json::json!({"op": "test", "path": "/metadata/resourceVersion", "value": version}));
-        }
-        ops.push(serde_json::json!({"op": "replace", "path": "/metadata/managedFields", "value": managed}));
-        let patch = Patch::<()>::Json(serde_json::from_value(Value::Array(ops)).map_err(|e| {
-            Error::Parse {
-                origin: target.reference.to_string(),
-                message: format!("managedFields patch: {e}"),
-            }
-        })?);
+        let api = target.api(&self.client);
         let params = PatchParams {
             field_manager: Some(RELEASE_FIELD_MANAGER.to_string()),
             ..PatchParams::default()
         };
-        target
-            .api(&self.client)
-            .patch(target.name(), &params, &patch)
-            .await
-            .map_err(target.api_error("hand over the fields of"))?;
+        for attempt in 1..=5 {
+            let value = serde_json::to_value(&live).unwrap_or(Value::Null);
+            let Some(managed) = fields::migrate(&value, rendered, &now()) else {
+                return Ok(());
+            };
+            let ops = serde_json::json!([
+                {"op": "test", "path": "/metadata/resourceVersion", "value": live.metadata.resource_version},
+                {"op": "replace", "path": "/metadata/managedFields", "value": managed},
+            ]);
+            let patch = Patch::<()>::Json(serde_json::from_value(ops).expect("a JSON patch"));
+            match api.patch(target.name(), &params, &patch).await {
+                Ok(_) => return Ok(()),
+                // A failed `test` is 422 (Invalid); a stale resourceVersion 409.
+                Err(e) if attempt < 5 && (is_status(&e, 409) || is_status(&e, 422)) => {
+                    match api.get_opt(target.name()).await {
+                        Ok(Some(fresh)) => live = fresh,
+                        Ok(None) => return Ok(()),
+                        Err(e) => return Err(target.api_error("get")(e)),
+                    }
+                }
+                Err(e) => return Err(target.api_error("hand over the fields of")(e)),
+            }
+        }
         Ok(())
     }
 
@@ -772,6 +769,16 @@ fn holder(obj: &DynamicObject) -> String {
     } else {
         format!("not managed by Helm; written by {}", managers.join(", "))
     }
+}
+
+/// Now, as Kubernetes writes times in managedFields.
+fn now() -> String {
+    let now =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    serde_json::to_value(now)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
 }
 
 fn post_params() -> PostParams {
