@@ -74,6 +74,7 @@ async fn the_background_task_reports_roles_and_releases_on_stop() {
     let (mut role_a, task_a) = lease::run(
         client.clone(),
         LeaseConfig::new(&ns.name, "a"),
+        able(),
         stop_a.clone(),
     );
     role_a.wait_for(|r| *r == Role::Leader).await.unwrap();
@@ -81,7 +82,7 @@ async fn the_background_task_reports_roles_and_releases_on_stop() {
     let mut cfg_b = LeaseConfig::new(&ns.name, "b");
     cfg_b.retry = Duration::from_millis(200);
     let stop_b = CancellationToken::new();
-    let (mut role_b, task_b) = lease::run(client.clone(), cfg_b, stop_b.clone());
+    let (mut role_b, task_b) = lease::run(client.clone(), cfg_b, able(), stop_b.clone());
     role_b
         .wait_for(|r| matches!(r, Role::Follower { holder } if holder == "a"))
         .await
@@ -95,5 +96,37 @@ async fn the_background_task_reports_roles_and_releases_on_stop() {
         .unwrap();
     stop_b.cancel();
     task_b.await.unwrap();
+    ns.delete().await;
+}
+
+fn able() -> futures::future::BoxFuture<'static, Result<(), String>> {
+    Box::pin(async { Ok(()) })
+}
+
+#[tokio::test]
+async fn an_engine_that_cannot_work_never_takes_the_lease() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "lease-unable").await;
+    let stop = CancellationToken::new();
+    let (mut role, task) = lease::run(
+        client.clone(),
+        LeaseConfig::new(&ns.name, "broken"),
+        Box::pin(async { Err("cannot render charts: no helm".to_string()) }),
+        stop.clone(),
+    );
+    role.wait_for(|r| matches!(r, Role::Unable { reason } if reason.contains("no helm")))
+        .await
+        .unwrap();
+    // Another engine takes the lease at once: nobody holds it.
+    let (mut other, other_task) = lease::run(
+        client.clone(),
+        LeaseConfig::new(&ns.name, "able"),
+        able(),
+        stop.clone(),
+    );
+    other.wait_for(|r| *r == Role::Leader).await.unwrap();
+    stop.cancel();
+    task.await.unwrap();
+    other_task.await.unwrap();
     ns.delete().await;
 }

@@ -2,9 +2,11 @@
 
 pub mod duration;
 pub mod helmrelease;
+pub mod raw;
 
 pub use duration::Duration;
 pub use helmrelease::*;
+pub use raw::{RawHelmRelease, Undecodable};
 
 use kube::CustomResourceExt;
 

@@ -51,6 +51,11 @@ pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
     }
     config.cancel_on_new_revision = !args.no_cancel_on_new_revision;
     tracing::info!(identity = %config.identity, lease_namespace = %config.lease_namespace, "starting engine");
+    // A controller that cannot render charts is of no use: say how to fix it and stop,
+    // as a misconfigured controller should (its pod restarts with the message in its log).
+    if let Err(e) = config.renderer.check().await {
+        return Err(crate::Error::Render(e));
+    }
     let handle = engine::start(client, config)?;
 
     let mut role = handle.role();
@@ -61,7 +66,7 @@ pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
                 Role::Follower { holder } => {
                     tracing::info!(%holder, "another engine holds the lease: standing by")
                 }
-                Role::Unknown => {}
+                Role::Unable { .. } | Role::Unknown => {}
             }
         }
     });

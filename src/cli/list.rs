@@ -5,23 +5,32 @@ use std::io::Write;
 use k8s_openapi::jiff::Timestamp;
 use kube::{Api, Client, api::ListParams};
 
-use crate::api::HelmRelease;
+use crate::api::{HelmRelease, RawHelmRelease};
 use crate::client::Scope;
 use crate::{Error, Result};
 
+/// Lists the HelmReleases in scope. Each object is decoded on its own: one that cannot be
+/// read is listed as `Invalid` with the reason, and the others as usual.
 pub async fn print(client: Client, scope: &Scope, out: &mut impl Write) -> Result<()> {
-    let api: Api<HelmRelease> = scope.api(client);
+    let api: Api<RawHelmRelease> = scope.api(client);
     let releases = match api.list(&ListParams::default()).await {
         Ok(list) => list.items,
         Err(kube::Error::Api(status)) if status.code == 404 => return Err(Error::CrdMissing),
         Err(e) => return Err(e.into()),
     };
+    let releases: Vec<(HelmRelease, Option<String>)> = releases
+        .into_iter()
+        .map(|raw| match raw.decode() {
+            Ok(hr) => (hr, None),
+            Err(u) => (u.placeholder, Some(u.reason)),
+        })
+        .collect();
     write_table(&releases, Timestamp::now(), out)?;
     Ok(())
 }
 
 fn write_table(
-    releases: &[HelmRelease],
+    releases: &[(HelmRelease, Option<String>)],
     now: Timestamp,
     out: &mut impl Write,
 ) -> std::io::Result<()> {
@@ -30,12 +39,16 @@ fn write_table(
     }
     let rows: Vec<[String; 7]> = releases
         .iter()
-        .map(|hr| {
+        .map(|(hr, problem)| {
             let ready = hr.condition("Ready");
             [
                 hr.object_namespace(),
                 hr.metadata.name.clone().unwrap_or_default(),
-                ready.map_or("Unknown", |c| c.status.as_str()).to_owned(),
+                if problem.is_some() {
+                    "Invalid".to_owned()
+                } else {
+                    ready.map_or("Unknown", |c| c.status.as_str()).to_owned()
+                },
                 hr.status
                     .as_ref()
                     .and_then(|s| s.history.first())
@@ -45,7 +58,7 @@ fn write_table(
                     .creation_timestamp
                     .as_ref()
                     .map_or_else(|| "-".into(), |t| age(t.0, now)),
-                hr.ready_message(),
+                problem.clone().unwrap_or_else(|| hr.ready_message()),
             ]
         })
         .collect();
@@ -125,7 +138,12 @@ status:
         )
         .unwrap();
         let mut out = Vec::new();
-        write_table(&[hr], "2026-01-02T00:00:00Z".parse().unwrap(), &mut out).unwrap();
+        write_table(
+            &[(hr, None)],
+            "2026-01-02T00:00:00Z".parse().unwrap(),
+            &mut out,
+        )
+        .unwrap();
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<_> = text.lines().collect();
         assert!(lines[0].starts_with("NAMESPACE   NAME   READY"));

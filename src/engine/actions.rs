@@ -118,6 +118,7 @@ fn new_release(
     };
     rel.labels
         .insert(OWNER_LABEL.into(), run.ctx.identity_label.clone());
+    rel.labels.extend(super::claim::labels(&run.hr));
     rel
 }
 
@@ -362,6 +363,14 @@ pub async fn install_or_upgrade(
                     message: why,
                 });
             }
+            WaitEnd::Abandoned(why) => {
+                set_status(&mut rel, Status::Failed, why.clone());
+                run.storage.update(&rel).await?;
+                return Ok(Outcome::Canceled {
+                    by_operator: false,
+                    message: why,
+                });
+            }
         }
     }
 
@@ -533,7 +542,7 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
         match run.wait_for(&rel, timeout).await? {
             WaitEnd::Ready => {}
             WaitEnd::Stopped => return Err(crate::Error::Stopped),
-            WaitEnd::Failed(why) | WaitEnd::Canceled { why, .. } => {
+            WaitEnd::Failed(why) | WaitEnd::Canceled { why, .. } | WaitEnd::Abandoned(why) => {
                 set_status(
                     &mut rel,
                     Status::Failed,

@@ -96,6 +96,9 @@ pub struct ReleaseView {
     pub key: ReleaseKey,
     pub release: Arc<HelmRelease>,
     pub live: LiveState,
+    /// Set when the object cannot be read (its spec does not decode): `release` is then a
+    /// stand-in with its metadata, and the engine leaves it alone.
+    pub problem: Option<String>,
 }
 
 impl ReleaseView {

@@ -23,6 +23,9 @@ pub enum Role {
     Leader,
     /// Another process holds it; this one works as a client.
     Follower { holder: String },
+    /// This process cannot run the engine (e.g. it cannot render charts) and does not
+    /// compete for the lease; it works as a client. The reason says how to fix it.
+    Unable { reason: String },
 }
 
 #[derive(Debug, Clone)]
@@ -138,13 +141,24 @@ pub async fn release(api: &Api<Lease>, config: &LeaseConfig) -> kube::Result<()>
 /// Keeps trying to hold the lease until `stop` is cancelled, publishing the role. A
 /// leader that cannot renew before its lease would expire steps down. The task gives the
 /// lease up when stopped; await its handle to be sure that happened.
+///
+/// `able` runs first: an engine that could not do its work (it cannot render charts)
+/// never takes the lease from one that can, and says why once.
 pub fn run(
     client: Client,
     config: LeaseConfig,
+    able: futures::future::BoxFuture<'static, Result<(), String>>,
     stop: CancellationToken,
 ) -> (watch::Receiver<Role>, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(Role::Unknown);
     let task = tokio::spawn(async move {
+        if let Err(reason) = able.await {
+            tracing::error!("{reason}");
+            tx.send_replace(Role::Unable { reason });
+            stop.cancelled().await;
+            tx.send_replace(Role::Unknown);
+            return;
+        }
         let api: Api<Lease> = Api::namespaced(client, &config.namespace);
         let mut last_renewal = tokio::time::Instant::now();
         loop {

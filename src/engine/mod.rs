@@ -8,6 +8,7 @@
 //! for the next action and runs it (`actions`).
 
 pub mod actions;
+pub mod claim;
 pub mod handle;
 pub mod lease;
 pub mod plan;
@@ -31,7 +32,7 @@ pub use handle::{
 };
 pub use lease::Role;
 
-use crate::api::HelmRelease;
+use crate::api::{FINALIZER, HelmRelease, RawHelmRelease, Undecodable};
 use crate::client::Scope;
 use crate::render::{HelmTemplate, Renderer};
 use crate::source::ChartSource;
@@ -88,9 +89,22 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         });
         (rx, tokio::spawn(async {}))
     } else {
+        let renderer = config.renderer.clone();
+        let able = Box::pin(async move {
+            match renderer.check().await {
+                Ok(version) => {
+                    tracing::info!(%version, "renderer ready");
+                    Ok(())
+                }
+                Err(e) => Err(format!(
+                    "this process cannot render charts, so it does not run the engine: {e}"
+                )),
+            }
+        });
         lease::run(
             client.clone(),
             lease::LeaseConfig::new(&config.lease_namespace, &config.identity),
+            able,
             lease_stop.clone(),
         )
     };
@@ -159,7 +173,8 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 
 struct Dispatcher {
     ctx: Arc<Context>,
-    api: Api<HelmRelease>,
+    /// Raw, so that one object that does not decode never fails the whole watch.
+    api: Api<RawHelmRelease>,
     role: watch::Receiver<Role>,
     live: watch::Receiver<Arc<BTreeMap<ReleaseKey, LiveState>>>,
     views: watch::Sender<Arc<Views>>,
@@ -176,6 +191,8 @@ impl Dispatcher {
             .default_backoff()
             .boxed();
         let mut store: BTreeMap<ReleaseKey, Arc<HelmRelease>> = BTreeMap::new();
+        // Objects that do not decode: why, and the generation last reported.
+        let mut bad: BTreeMap<ReleaseKey, (String, Option<i64>)> = BTreeMap::new();
         let mut relisted: Option<HashSet<ReleaseKey>> = None;
         let mut workers: HashMap<ReleaseKey, mpsc::UnboundedSender<Msg>> = HashMap::new();
         let mut term: Option<CancellationToken> = None;
@@ -186,15 +203,34 @@ impl Dispatcher {
                     let Some(event) = event else { break };
                     match event {
                         Ok(watcher::Event::Init) => relisted = Some(HashSet::new()),
-                        Ok(watcher::Event::InitApply(hr) | watcher::Event::Apply(hr)) => {
-                            let hr = Arc::new(hr);
+                        Ok(watcher::Event::InitApply(raw) | watcher::Event::Apply(raw)) => {
+                            let decoded = raw.decode();
+                            let hr = Arc::new(match &decoded {
+                                Ok(hr) => hr.clone(),
+                                Err(u) => u.placeholder.clone(),
+                            });
                             let key = ReleaseKey::of(&hr);
                             if let Some(seen) = relisted.as_mut() {
                                 seen.insert(key.clone());
                             }
                             store.insert(key.clone(), hr.clone());
-                            if let Some(term) = &term {
-                                self.send(&mut workers, term, &key, Msg::Updated(hr));
+                            match decoded {
+                                Ok(_) => {
+                                    bad.remove(&key);
+                                    if let Some(term) = &term {
+                                        self.send(&mut workers, term, &key, Msg::Updated(hr));
+                                    }
+                                }
+                                Err(u) => {
+                                    // Its worker (if it had one) stops; the rest go on.
+                                    workers.remove(&key);
+                                    let generation = hr.metadata.generation;
+                                    let reported = bad.get(&key).is_some_and(|(_, g)| *g == generation);
+                                    bad.insert(key.clone(), (u.reason.clone(), generation));
+                                    if term.is_some() && (!reported || hr.metadata.deletion_timestamp.is_some()) {
+                                        tokio::spawn(report_undecodable(self.ctx.clone(), key.clone(), u));
+                                    }
+                                }
                             }
                         }
                         Ok(watcher::Event::InitDone) => {
@@ -202,22 +238,27 @@ impl Dispatcher {
                                 let gone: Vec<_> = store.keys().filter(|k| !seen.contains(k)).cloned().collect();
                                 for key in gone {
                                     store.remove(&key);
+                                    bad.remove(&key);
                                     if let Some(w) = workers.remove(&key) {
                                         let _ = w.send(Msg::Deleted);
                                     }
                                 }
                             }
                         }
-                        Ok(watcher::Event::Delete(hr)) => {
-                            let key = ReleaseKey::of(&hr);
+                        Ok(watcher::Event::Delete(raw)) => {
+                            let key = ReleaseKey {
+                                namespace: raw.metadata.namespace.clone().unwrap_or_default(),
+                                name: raw.metadata.name.clone().unwrap_or_default(),
+                            };
                             store.remove(&key);
+                            bad.remove(&key);
                             if let Some(w) = workers.remove(&key) {
                                 let _ = w.send(Msg::Deleted);
                             }
                         }
                         Err(e) => tracing::warn!(error = %e, "HelmRelease watch error"),
                     }
-                    self.publish(&store);
+                    self.publish(&store, &bad);
                 }
                 Ok(()) = self.role.changed() => {
                     let leader = *self.role.borrow_and_update() == Role::Leader;
@@ -233,7 +274,13 @@ impl Dispatcher {
                                 t.child_token(),
                             );
                             for (key, hr) in &store {
-                                self.send(&mut workers, &t, key, Msg::Updated(hr.clone()));
+                                match bad.get(key) {
+                                    None => self.send(&mut workers, &t, key, Msg::Updated(hr.clone())),
+                                    Some((reason, _)) => {
+                                        let u = Undecodable { placeholder: (**hr).clone(), reason: reason.clone() };
+                                        tokio::spawn(report_undecodable(self.ctx.clone(), key.clone(), Box::new(u)));
+                                    }
+                                }
                             }
                             term = Some(t);
                         }
@@ -254,7 +301,7 @@ impl Dispatcher {
                 }
                 Ok(()) = self.live.changed() => {
                     self.live.borrow_and_update();
-                    self.publish(&store);
+                    self.publish(&store, &bad);
                 }
             }
         }
@@ -289,7 +336,11 @@ impl Dispatcher {
         workers.insert(key.clone(), tx);
     }
 
-    fn publish(&self, store: &BTreeMap<ReleaseKey, Arc<HelmRelease>>) {
+    fn publish(
+        &self,
+        store: &BTreeMap<ReleaseKey, Arc<HelmRelease>>,
+        bad: &BTreeMap<ReleaseKey, (String, Option<i64>)>,
+    ) {
         let live = self.live.borrow().clone();
         let views: Views = store
             .iter()
@@ -298,10 +349,92 @@ impl Dispatcher {
                     key: key.clone(),
                     release: hr.clone(),
                     live: live.get(key).cloned().unwrap_or_default(),
+                    problem: bad.get(key).map(|(reason, _)| reason.clone()),
                 };
                 (key.clone(), view)
             })
             .collect();
         self.views.send_replace(Arc::new(views));
     }
+}
+
+/// Tells an object that cannot be read why the engine leaves it alone: its status when it
+/// can be written (else an Event), and one log line that does not dump the object. When
+/// it is being deleted, its finalizer is removed without uninstalling: what to uninstall
+/// cannot be read, and leaving a release in place is never destructive.
+async fn report_undecodable(ctx: Arc<Context>, key: ReleaseKey, u: Box<Undecodable>) {
+    use kube::Resource;
+    use kube::runtime::events::{Event, EventType};
+    use status::{Truth, condition, reason};
+
+    let api: Api<RawHelmRelease> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    let hr = &u.placeholder;
+    tracing::warn!(release = %key, reason = %u.reason, "HelmRelease skipped");
+    let deleting = hr.metadata.deletion_timestamp.is_some()
+        && hr
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == FINALIZER);
+    let mut note = u.reason.clone();
+    if deleting {
+        let finalizers: Vec<&String> = hr
+            .metadata
+            .finalizers
+            .iter()
+            .flatten()
+            .filter(|f| *f != FINALIZER)
+            .collect();
+        let patch = serde_json::json!({"metadata": {
+            "finalizers": finalizers,
+            "resourceVersion": hr.metadata.resource_version,
+        }});
+        match api
+            .patch(
+                &key.name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(patch),
+            )
+            .await
+        {
+            Ok(_) => {
+                note.push_str("; deleted without uninstalling: its Helm release is left in place")
+            }
+            Err(e) => {
+                tracing::warn!(release = %key, error = %crate::apply::api_message(&e), "cannot remove the finalizer")
+            }
+        }
+    } else {
+        let mut s = hr.status.clone().unwrap_or_default();
+        let generation = hr.metadata.generation;
+        status::set(
+            &mut s,
+            condition::READY,
+            Truth::False,
+            reason::INVALID_SPEC,
+            &u.reason,
+            generation,
+        );
+        status::set(
+            &mut s,
+            condition::STALLED,
+            Truth::True,
+            reason::INVALID_SPEC,
+            &u.reason,
+            generation,
+        );
+        status::remove(&mut s, condition::RECONCILING);
+        if let Err(e) = status::write(&api, &key.name, &s).await {
+            tracing::warn!(release = %key, error = %crate::apply::api_message(&e), "cannot write the status of an unreadable HelmRelease");
+        }
+    }
+    let event = Event {
+        type_: EventType::Warning,
+        reason: reason::INVALID_SPEC.into(),
+        note: Some(note),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    let _ = ctx.recorder.publish(&event, &hr.object_ref(&())).await;
 }

@@ -7,7 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 
-use crate::api::{FIELD_MANAGER, HelmRelease, HelmReleaseStatus, Snapshot};
+use crate::api::{FIELD_MANAGER, HelmReleaseStatus, Snapshot};
 use crate::release::Release;
 
 pub mod condition {
@@ -38,6 +38,12 @@ pub mod reason {
     pub const PROGRESSING: &str = "Progressing";
     pub const RETRIES_EXCEEDED: &str = "RetriesExceeded";
     pub const UNLOCKED: &str = "Unlocked";
+    /// Another HelmRelease manages the Helm release this one names.
+    pub const RELEASE_CONFLICT: &str = "ReleaseConflict";
+    /// dependsOn leads back to the release itself.
+    pub const DEPENDENCY_CYCLE: &str = "DependencyCycle";
+    /// The object's spec does not decode (wheelhouse cannot read it).
+    pub const INVALID_SPEC: &str = "InvalidSpec";
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,12 +111,13 @@ fn truncate(mut s: String, max: usize) -> String {
     s
 }
 
-/// Writes the whole status (server-side apply on the status subresource).
-pub async fn write(
-    api: &Api<HelmRelease>,
-    name: &str,
-    status: &HelmReleaseStatus,
-) -> kube::Result<()> {
+/// Writes the whole status (server-side apply on the status subresource). Any view of
+/// HelmRelease will do: the raw one writes the status of an object whose spec does not
+/// decode.
+pub async fn write<K>(api: &Api<K>, name: &str, status: &HelmReleaseStatus) -> kube::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let body = serde_json::json!({
         "apiVersion": "wheelhouse.dev/v1alpha1",
         "kind": "HelmRelease",

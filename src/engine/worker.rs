@@ -17,6 +17,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::actions::{self, Candidate, Outcome, Prepared};
+use super::claim;
 use super::handle::{Command, LiveState, Phase, ReleaseKey, WaitView};
 use super::plan::{self, Desired, Latest, Next, Observed, Policy, TestState};
 use super::status::{self, Truth, condition, reason};
@@ -189,6 +190,9 @@ pub enum WaitEnd {
     /// The engine is shutting down (or lost the lease): the revision stays pending, and
     /// the next engine unlocks it and applies the same desired state again.
     Stopped,
+    /// The HelmRelease is being deleted: the revision is recorded failed (its outcome is
+    /// unknown) and the finalizer runs next. No failure is counted.
+    Abandoned(String),
 }
 
 impl Run<'_> {
@@ -370,6 +374,7 @@ impl Run<'_> {
         let mut last_generation = self.hr.metadata.generation;
 
         let mut canceled: Option<(bool, String)> = None;
+        let mut abandoned: Option<String> = None;
         let mut stopped = false;
         let outcome = loop {
             // Start a pending check when none runs.
@@ -431,6 +436,18 @@ impl Run<'_> {
                     again.get_or_insert_with(|| "chart repository checked for new versions".into());
                 }
                 msg = self.inbox.rx.recv() => match msg {
+                    // Deleting the HelmRelease ends the wait at once so the uninstall (or,
+                    // when suspended, the release of the object) is not held up by it.
+                    Some(Msg::Updated(hr)) if hr.metadata.deletion_timestamp.is_some() => {
+                        abandoned = Some("health check canceled: the HelmRelease is being deleted".into());
+                        token.cancel();
+                        self.inbox.newest = hr;
+                    }
+                    Some(Msg::Deleted) => {
+                        self.inbox.deleted = true;
+                        abandoned = Some("health check canceled: the HelmRelease was deleted".into());
+                        token.cancel();
+                    }
                     Some(Msg::Updated(hr)) => {
                         if let Some(t) = new_token(&hr, annotations::CANCEL_WAIT_AT, self.status.last_handled_cancel_wait_at.as_deref())
                             && self.inbox.handled_cancel.as_deref() != Some(t.as_str())
@@ -461,7 +478,6 @@ impl Run<'_> {
                         token.cancel();
                     }
                     Some(Msg::Command(..)) => {}
-                    Some(Msg::Deleted) => self.inbox.deleted = true,
                     // The engine is going away; leave the revision pending for the next one.
                     None => {
                         stopped = true;
@@ -491,6 +507,9 @@ impl Run<'_> {
                 WaitEnd::Failed(format!("{object}: {reason}"))
             }
             health::Outcome::Canceled if stopped => WaitEnd::Stopped,
+            health::Outcome::Canceled if abandoned.is_some() => {
+                WaitEnd::Abandoned(abandoned.unwrap_or_default())
+            }
             health::Outcome::Canceled => {
                 let (by_operator, why) = canceled.unwrap_or((false, "canceled".into()));
                 WaitEnd::Canceled { by_operator, why }
@@ -727,6 +746,12 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
         run.write_status().await;
         return Ok(NEVER);
     }
+    if let Some(message) = claimed_elsewhere(run).await? {
+        return Ok(stall(run, reason::RELEASE_CONFLICT, message, interval).await);
+    }
+    if let Some(cycle) = dependency_cycle(run).await {
+        return Ok(stall(run, reason::DEPENDENCY_CYCLE, cycle, interval).await);
+    }
     if let Some(waiting) = unready_dependency(run).await {
         status::set(
             &mut run.status,
@@ -825,14 +850,24 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
                     message.clone(),
                     generation,
                 );
-                status::set(
-                    &mut run.status,
-                    condition::READY,
-                    Truth::False,
-                    r,
-                    message.clone(),
-                    generation,
-                );
+                // As Flux: Ready keeps the failure that used up the retries, so the
+                // operator reads why, not only that nothing more will be tried.
+                let failed = run.status.conditions.iter().any(|c| {
+                    c.type_ == condition::READY
+                        && c.status == "False"
+                        && c.reason != reason::PROGRESSING
+                        && c.reason != reason::DEPENDENCY_NOT_READY
+                });
+                if !failed {
+                    status::set(
+                        &mut run.status,
+                        condition::READY,
+                        Truth::False,
+                        r,
+                        message.clone(),
+                        generation,
+                    );
+                }
                 status::remove(&mut run.status, condition::RECONCILING);
                 run.status.observed_generation = generation;
                 record_history(run, &history);
@@ -1089,6 +1124,118 @@ async fn prepare_candidate(ctx: &Context, hr: Arc<HelmRelease>) -> Result<Candid
     })
 }
 
+/// Ready=False and Stalled=True with `reason`, an Event, and the next look after
+/// `interval` (what would lift it may happen elsewhere, e.g. another object is deleted).
+async fn stall(
+    run: &mut Run<'_>,
+    why: &'static str,
+    message: String,
+    interval: Duration,
+) -> Duration {
+    let generation = run.hr.metadata.generation;
+    let changed = run
+        .hr
+        .condition(condition::STALLED)
+        .is_none_or(|c| c.reason != why || c.message != message);
+    for type_ in [condition::READY, condition::STALLED] {
+        let truth = if type_ == condition::READY {
+            Truth::False
+        } else {
+            Truth::True
+        };
+        status::set(&mut run.status, type_, truth, why, &message, generation);
+    }
+    status::remove(&mut run.status, condition::RECONCILING);
+    run.status.observed_generation = generation;
+    run.write_status().await;
+    if changed {
+        tracing::warn!(release = %run.key, reason = why, "{message}");
+        run.event(EventType::Warning, why, "Reconcile", message)
+            .await;
+    }
+    interval
+}
+
+/// Why this HelmRelease must leave its Helm release alone, if it must: another
+/// HelmRelease that still exists manages it. An unclaimed release (the helm CLI's, or
+/// one whose HelmRelease is gone) is claimed here, before anything is done to it.
+async fn claimed_elsewhere(run: &mut Run<'_>) -> crate::Result<Option<String>> {
+    let uid = run.hr.metadata.uid.clone().unwrap_or_default();
+    let history = run.storage.history(&run.release_name).await?;
+    let claim = claim::Claim::of(history.last(), &uid);
+    let take = match &claim {
+        claim::Claim::Ours => false,
+        claim::Claim::Unclaimed => true,
+        other => !claim::holder_exists(&run.ctx.client, other).await?,
+    };
+    if take {
+        if let Some(newest) = history.last() {
+            claim::stamp(&run.ctx.client, run.storage.namespace(), newest, &run.hr).await?;
+        }
+        return Ok(None);
+    }
+    if claim == claim::Claim::Ours {
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "Helm release {}/{} is managed by {}; this HelmRelease does nothing to it, and deleting it uninstalls nothing, until it names another release (spec.releaseName, spec.storageNamespace) or that HelmRelease is gone",
+        run.storage.namespace(),
+        run.release_name,
+        claim.describe_owner()
+    )))
+}
+
+/// A dependsOn path that leads back to this release, as `a/x -> a/y -> a/x`.
+async fn dependency_cycle(run: &Run<'_>) -> Option<String> {
+    if run.hr.spec.depends_on.is_empty() {
+        return None;
+    }
+    let start = run.key.clone();
+    let deps = |hr: &HelmRelease, ns: &str| -> Vec<ReleaseKey> {
+        hr.spec
+            .depends_on
+            .iter()
+            .map(|d| ReleaseKey {
+                namespace: d.namespace.clone().unwrap_or_else(|| ns.to_string()),
+                name: d.name.clone(),
+            })
+            .collect()
+    };
+    // Depth-first over the dependency graph as the API shows it, bounded so a huge graph
+    // costs a bounded number of reads.
+    let mut stack: Vec<(ReleaseKey, Vec<ReleaseKey>)> =
+        vec![(start.clone(), deps(&run.hr, &start.namespace))];
+    let mut done = std::collections::HashSet::new();
+    let mut reads = 0;
+    while let Some((_, pending)) = stack.last_mut() {
+        let Some(next) = pending.pop() else {
+            let (key, _) = stack.pop().expect("not empty");
+            done.insert(key);
+            continue;
+        };
+        if let Some(at) = stack.iter().position(|(k, _)| *k == next) {
+            let path: Vec<String> = stack[at..]
+                .iter()
+                .map(|(k, _)| k.to_string())
+                .chain([next.to_string()])
+                .collect();
+            return Some(format!("dependsOn forms a cycle: {}", path.join(" -> ")));
+        }
+        if done.contains(&next) || reads >= 256 {
+            continue;
+        }
+        reads += 1;
+        let api: Api<HelmRelease> = Api::namespaced(run.ctx.client.clone(), &next.namespace);
+        if let Ok(Some(hr)) = api.get_opt(&next.name).await {
+            let children = deps(&hr, &next.namespace);
+            stack.push((next, children));
+        } else {
+            done.insert(next);
+        }
+    }
+    None
+}
+
 /// The first dependency that is not Ready, described for the status message.
 async fn unready_dependency(run: &Run<'_>) -> Option<String> {
     for dep in &run.hr.spec.depends_on {
@@ -1158,7 +1305,23 @@ async fn finalize(run: &mut Run<'_>) -> Duration {
                 .as_ref()
                 .is_some_and(|i| i.status != Status::Uninstalled)
         });
-        if live {
+        let uid = run.hr.metadata.uid.clone().unwrap_or_default();
+        let claim = claim::Claim::of(history.last(), &uid);
+        if live && claim != claim::Claim::Ours {
+            let message = format!(
+                "Helm release {}/{} left in place: it is managed by {}, not by this HelmRelease",
+                run.storage.namespace(),
+                run.release_name,
+                claim.describe_owner()
+            );
+            run.event(
+                EventType::Normal,
+                reason::UNINSTALL_SUCCEEDED,
+                "Uninstall",
+                message,
+            )
+            .await;
+        } else if live {
             match actions::uninstall(run, &history).await {
                 Ok(Outcome::Succeeded { message, .. }) => {
                     run.event(

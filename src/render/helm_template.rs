@@ -113,9 +113,54 @@ impl HelmTemplate {
     }
 }
 
+impl HelmTemplate {
+    /// Runs `helm version --short`: the binary is found, runs, and is helm 3 or 4.
+    async fn version(&self) -> Result<String, Error> {
+        let how = "install helm 3.8+ or 4 on PATH, or point WHEELHOUSE_HELM (or `wheelhouse controller --helm`) at it";
+        let unavailable = |what: String| Error::Unavailable(format!("{what}; {how}"));
+        let run = Command::new(&self.helm)
+            .args(["version", "--short"])
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let output = match tokio::time::timeout(Duration::from_secs(20), run).await {
+            Err(_) => {
+                return Err(unavailable(format!(
+                    "`{} version` did not answer within 20s",
+                    self.helm.display()
+                )));
+            }
+            Ok(Err(e)) => {
+                return Err(unavailable(format!(
+                    "cannot run {}: {e}",
+                    self.helm.display()
+                )));
+            }
+            Ok(Ok(output)) => output,
+        };
+        let stdout = String::from_utf8_lossy(&output.stdout).trim().to_string();
+        if !output.status.success() || !(stdout.starts_with("v3.") || stdout.starts_with("v4.")) {
+            return Err(unavailable(format!(
+                "{} is not a working helm 3 or 4 (`version --short` said {:?}, {})",
+                self.helm.display(),
+                last_lines(
+                    &format!("{stdout}\n{}", String::from_utf8_lossy(&output.stderr)),
+                    3
+                ),
+                output.status
+            )));
+        }
+        Ok(stdout)
+    }
+}
+
 impl Renderer for HelmTemplate {
     fn render<'a>(&'a self, req: RenderRequest<'a>) -> BoxFuture<'a, Result<Rendered, Error>> {
         Box::pin(self.run(req))
+    }
+
+    fn check(&self) -> BoxFuture<'_, Result<String, Error>> {
+        Box::pin(self.version())
     }
 }
 
@@ -193,6 +238,19 @@ mod tests {
             HelmTemplate::DEFAULT_TIMEOUT,
         ));
         drop(renderer);
+    }
+
+    #[tokio::test]
+    async fn a_missing_helm_says_how_to_fix_it() {
+        let renderer =
+            HelmTemplate::new(PathBuf::from("/nonexistent/helm"), Duration::from_secs(5));
+        let err = renderer.check().await.unwrap_err().to_string();
+        assert!(err.contains("cannot run /nonexistent/helm"), "{err}");
+        assert!(err.contains("WHEELHOUSE_HELM"), "{err}");
+        // Something that runs but is not helm is refused too.
+        let renderer = HelmTemplate::new(PathBuf::from("true"), Duration::from_secs(5));
+        let err = renderer.check().await.unwrap_err().to_string();
+        assert!(err.contains("not a working helm"), "{err}");
     }
 
     #[test]

@@ -52,10 +52,19 @@ pub struct Rendered {
 
 pub trait Renderer: Send + Sync {
     fn render<'a>(&'a self, req: RenderRequest<'a>) -> BoxFuture<'a, Result<Rendered, Error>>;
+
+    /// Whether this renderer can work at all (its program is found and runs), checked
+    /// once when an engine starts; `Ok` carries a version to log. The error says how to
+    /// fix it.
+    fn check(&self) -> BoxFuture<'_, Result<String, Error>>;
 }
 
 #[derive(Debug, Error)]
 pub enum Error {
+    /// The renderer cannot work at all; the message says how to fix it.
+    #[error("{0}")]
+    Unavailable(String),
+
     #[error("cannot run {helm}: {source}")]
     Spawn {
         helm: String,

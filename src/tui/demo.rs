@@ -63,6 +63,7 @@ pub fn view(hr: HelmRelease, live: LiveState) -> ReleaseView {
         key: ReleaseKey::of(&hr),
         release: Arc::new(hr),
         live,
+        problem: None,
     }
 }
 

@@ -75,7 +75,9 @@ impl Row {
         let reconciling = view
             .condition(conditions::RECONCILING)
             .is_some_and(|c| c.status == "True");
-        let state = if hr.spec.suspend {
+        let state = if view.problem.is_some() {
+            State::Failed
+        } else if hr.spec.suspend {
             State::Suspended
         } else if view.live.phase != Phase::Idle || reconciling {
             State::Progressing
@@ -129,7 +131,7 @@ impl Row {
             deadline,
             ready: ready_count,
             last_change: ready.map(|c| c.last_transition_time.0),
-            message: hr.ready_message(),
+            message: view.problem.clone().unwrap_or_else(|| hr.ready_message()),
         }
     }
 

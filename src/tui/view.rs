@@ -62,6 +62,7 @@ fn draw_header(f: &mut Frame, app: &App, area: Rect) {
         (_, true) => "client (read-only: engine not run here)".to_owned(),
         (Role::Leader, _) => "engine: running here".to_owned(),
         (Role::Follower { holder }, _) => format!("client: engine held by {holder}"),
+        (Role::Unable { reason }, _) => format!("client: no engine here: {reason}"),
         (Role::Unknown, _) => "engine: taking the lease…".to_owned(),
     };
     let mut spans = vec![

@@ -222,3 +222,32 @@ pub async fn waiting_on(api: &Api<HelmRelease>, name: &str, revision: i32) -> He
     })
     .await
 }
+
+/// Events recorded about the HelmRelease `name`, as "Reason: note".
+pub async fn events_of(client: &Client, ns: &str, name: &str) -> Vec<String> {
+    use k8s_openapi::api::events::v1::Event;
+    use kube::api::ListParams;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let events: Vec<String> = Api::<Event>::namespaced(client.clone(), ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .map(|e| {
+                format!(
+                    "{}: {}",
+                    e.reason.unwrap_or_default(),
+                    e.note.unwrap_or_default()
+                )
+            })
+            .collect();
+        // The recorder publishes asynchronously; give it a moment to land.
+        if !events.is_empty() || tokio::time::Instant::now() >= deadline {
+            return events;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}

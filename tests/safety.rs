@@ -1,0 +1,543 @@
+//! Never destructive (issue "Never destructive"), end to end on the local control plane
+//! with the real helm CLI beside the engine: a release never takes, changes or deletes
+//! what belongs to someone else, and one bad object never stops the engine.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use support::engine::{
+    chart, delete_and_await_uninstall, helm, helm_history, is, merge_into, set_values, start,
+    wait_for,
+};
+use support::{PATIENCE, TestNamespace, client, install_crd, kubeconfig_path, testbin};
+use wheelhouse::api::{HelmRelease, RawHelmRelease};
+use wheelhouse::client::Scope;
+use wheelhouse::engine::{self, Role};
+use wheelhouse::render::HelmTemplate;
+
+/// A HelmRelease of the `shared` test chart with `spec` merged in.
+fn shared(name: &str, spec: serde_json::Value) -> HelmRelease {
+    let mut value = serde_json::json!({
+        "apiVersion": "wheelhouse.dev/v1alpha1",
+        "kind": "HelmRelease",
+        "metadata": {"name": name},
+        "spec": {"chart": {"path": chart("shared")}, "timeout": "30s"},
+    });
+    merge_into(&mut value["spec"], spec);
+    serde_json::from_value(value).unwrap()
+}
+
+async fn setup(prefix: &str) -> (Client, TestNamespace, Api<HelmRelease>) {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::new(&client, prefix).await;
+    let api = Api::namespaced(client.clone(), &ns.name);
+    (client, ns, api)
+}
+
+async fn storage_of(client: &Client, ns: &str, release: &str) -> Vec<Secret> {
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .list(&ListParams::default().labels(&format!("owner=helm,name={release}")))
+        .await
+        .unwrap()
+        .items
+}
+
+fn ready_message(hr: &HelmRelease) -> String {
+    hr.condition("Ready")
+        .map(|c| c.message.clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn an_object_of_a_helm_cli_release_is_never_taken_changed_or_deleted() {
+    let (client, ns, api) = setup("safe-owner").await;
+    let _engine = start(&client, &ns.name).await;
+    // Release "a" of the helm CLI owns the ConfigMap "shared".
+    helm(
+        &ns.name,
+        &[
+            "install",
+            "a",
+            &chart("shared"),
+            "--set",
+            "configName=shared",
+            "--set",
+            "value=a",
+        ],
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let before = cms.get("shared").await.unwrap();
+
+    // HelmRelease "b" renders the same ConfigMap: refused with Helm's message, nothing
+    // applied, nothing stored.
+    api.create(
+        &PostParams::default(),
+        &shared(
+            "b",
+            serde_json::json!({"values": {"configName": "shared", "value": "b"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let refused = wait_for(&api, "b", "InstallFailed", |h| {
+        is(h, "Ready", "False", "InstallFailed")
+    })
+    .await;
+    let message = ready_message(&refused);
+    assert!(
+        message.contains(&format!(
+            "ConfigMap \"shared\" in namespace \"{}\" exists and cannot be imported into the current release: invalid ownership metadata; annotation validation error: key \"meta.helm.sh/release-name\" must equal \"b\": current value is \"a\"",
+            ns.name
+        )) && message.contains(&format!("owned by Helm release {}/a", ns.name)),
+        "{message}"
+    );
+    let stalled = wait_for(&api, "b", "Stalled", |h| {
+        is(h, "Stalled", "True", "RetriesExceeded")
+    })
+    .await;
+    assert!(
+        ready_message(&stalled).contains("cannot be imported"),
+        "Ready keeps the reason"
+    );
+    let after = cms.get("shared").await.unwrap();
+    assert_eq!(after.data, before.data, "the ConfigMap's data is untouched");
+    assert_eq!(after.annotations(), before.annotations());
+    assert_eq!(after.labels(), before.labels());
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    assert!(
+        deployments.get_opt("b").await.unwrap().is_none(),
+        "nothing of b applied"
+    );
+    assert!(
+        storage_of(&client, &ns.name, "b").await.is_empty(),
+        "nothing of b stored"
+    );
+    let events = support::engine::events_of(&client, &ns.name, "b").await;
+    assert!(
+        events.iter().any(|e| e.contains("InstallFailed")),
+        "{events:?}"
+    );
+
+    // Deleting "b" leaves "a" and its ConfigMap in place.
+    delete_and_await_uninstall(&client, &ns.name, "b").await;
+    let kept = cms.get("shared").await.unwrap();
+    assert_eq!(kept.data, before.data);
+    assert_eq!(kept.annotations()["meta.helm.sh/release-name"], "a");
+    assert!(deployments.get_opt("a").await.unwrap().is_some());
+    assert_eq!(helm_history(&ns.name, "a")[0].1, "deployed");
+
+    // With install.takeOwnership, as with `helm install --take-ownership`, it is adopted.
+    api.create(
+        &PostParams::default(),
+        &shared(
+            "c",
+            serde_json::json!({"install": {"takeOwnership": true},
+                               "values": {"configName": "shared", "value": "c"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "c", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    let taken = cms.get("shared").await.unwrap();
+    assert_eq!(taken.annotations()["meta.helm.sh/release-name"], "c");
+    assert_eq!(taken.data.unwrap()["value"], "c");
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_second_helmrelease_for_the_same_release_is_refused_and_its_deletion_uninstalls_nothing()
+{
+    let (client, ns, api) = setup("safe-claim").await;
+    let _engine = start(&client, &ns.name).await;
+    api.create(
+        &PostParams::default(),
+        &shared("web-a", serde_json::json!({"releaseName": "web"})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web-a", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+
+    api.create(
+        &PostParams::default(),
+        &shared(
+            "web-b",
+            serde_json::json!({"releaseName": "web", "values": {"value": "other"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let refused = wait_for(&api, "web-b", "ReleaseConflict", |h| {
+        is(h, "Ready", "False", "ReleaseConflict") && is(h, "Stalled", "True", "ReleaseConflict")
+    })
+    .await;
+    assert!(
+        ready_message(&refused).contains(&format!("managed by HelmRelease {}/web-a", ns.name)),
+        "{}",
+        ready_message(&refused)
+    );
+    // The first is untouched: still Ready, one revision, its values.
+    let first = api.get("web-a").await.unwrap();
+    assert!(is(&first, "Ready", "True", "InstallSucceeded"));
+    assert_eq!(helm_history(&ns.name, "web").len(), 1);
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    assert_eq!(
+        cms.get("web-config").await.unwrap().data.unwrap()["value"],
+        "one"
+    );
+
+    // Deleting the refused one uninstalls nothing.
+    api.delete("web-b", &DeleteParams::default()).await.unwrap();
+    wait_for_gone(&api, "web-b").await;
+    assert_eq!(helm_history(&ns.name, "web")[0].1, "deployed");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    assert!(deployments.get_opt("web").await.unwrap().is_some());
+
+    delete_and_await_uninstall(&client, &ns.name, "web-a").await;
+    assert!(deployments.get_opt("web").await.unwrap().is_none());
+    ns.delete().await;
+}
+
+async fn wait_for_gone(api: &Api<HelmRelease>, name: &str) {
+    let deadline = Instant::now() + PATIENCE;
+    while api.get_opt(name).await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "{name} was never deleted");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn node_selector(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> Option<std::collections::BTreeMap<String, String>> {
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap()
+        .node_selector
+}
+
+/// The stale-nodeSelector incident: a release installed by the helm CLI pins its pods to
+/// a node that does not exist; the HelmRelease that adopts it drops the nodeSelector, and
+/// the fix must actually remove it (client-side and server-side helm installs alike), and
+/// again after a `helm rollback` by hand.
+#[tokio::test]
+async fn adopting_a_helm_cli_release_ends_in_exactly_the_new_manifest() {
+    let (client, ns, api) = setup("safe-adopt").await;
+    let _engine = start(&client, &ns.name).await;
+    for (release, server_side) in [
+        ("ssa", "--server-side=true"),
+        ("csa", "--server-side=false"),
+    ] {
+        helm(
+            &ns.name,
+            &[
+                "install",
+                release,
+                &chart("shared"),
+                server_side,
+                "--set",
+                "nodeSelector.disk=nowhere",
+            ],
+        );
+        assert!(node_selector(&client, &ns.name, release).await.is_some());
+        api.create(
+            &PostParams::default(),
+            &shared(release, serde_json::json!({"values": {"value": "fixed"}})),
+        )
+        .await
+        .unwrap();
+        wait_for(&api, release, "adopted and Ready", |h| {
+            is(h, "Ready", "True", "UpgradeSucceeded")
+        })
+        .await;
+        assert_eq!(
+            node_selector(&client, &ns.name, release).await,
+            None,
+            "{release}"
+        );
+        let history = helm_history(&ns.name, release);
+        assert_eq!(history.len(), 2, "{history:?}");
+        assert_eq!(history[1].1, "deployed");
+    }
+
+    // `helm rollback` by hand to the helm CLI's revision (no --force-conflicts needed)
+    // brings the nodeSelector back; the next reconcile removes it again.
+    helm(&ns.name, &["rollback", "ssa", "1"]);
+    assert!(node_selector(&client, &ns.name, "ssa").await.is_some());
+    api.patch(
+        "ssa",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+            "reconcile.wheelhouse.dev/requestedAt": "after-rollback"}}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "ssa", "upgraded after the manual rollback", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+            && h.status
+                .as_ref()
+                .and_then(|s| s.history.first())
+                .is_some_and(|r| r.version == 4)
+    })
+    .await;
+    assert_eq!(node_selector(&client, &ns.name, "ssa").await, None);
+    // And `helm upgrade` by hand on a wheelhouse release works without --force-conflicts.
+    helm(
+        &ns.name,
+        &["upgrade", "ssa", &chart("shared"), "--set", "value=by-hand"],
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn an_unreadable_or_oversized_helmrelease_never_stops_the_others() {
+    let (client, ns, api) = setup("safe-bad").await;
+    let _engine = start(&client, &ns.name).await;
+    api.create(
+        &PostParams::default(),
+        &shared("fine", serde_json::json!({})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "fine", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+
+    // Values nested 300 levels deep: the API server takes it, a typed list cannot read it.
+    let mut deep = String::from("1");
+    for _ in 0..300 {
+        deep = format!("{{\"a\":{deep}}}");
+    }
+    let text = format!(
+        r#"{{"apiVersion":"wheelhouse.dev/v1alpha1","kind":"HelmRelease","metadata":{{"name":"deep"}},"spec":{{"chart":{{"path":"{}"}},"values":{deep}}}}}"#,
+        chart("shared")
+    );
+    let raw_api: Api<RawHelmRelease> = Api::namespaced(client.clone(), &ns.name);
+    raw_api
+        .create(
+            &PostParams::default(),
+            &serde_json::from_str(&text).unwrap(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        api.list(&ListParams::default()).await.is_err(),
+        "a typed list fails"
+    );
+
+    // The bad one gets a clear reason in its status ...
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let raw = raw_api.get("deep").await.unwrap();
+        let status: Option<wheelhouse::api::HelmReleaseStatus> = raw
+            .status
+            .as_deref()
+            .and_then(|s| serde_json::from_str(s.get()).ok());
+        let ready = status.and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready"));
+        if let Some(c) = ready.filter(|c| c.reason == "InvalidSpec") {
+            assert!(c.message.contains("nests deeper"), "{}", c.message);
+            break;
+        }
+        assert!(Instant::now() < deadline, "deep never got InvalidSpec");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // ... `wheelhouse list` shows both and names the bad one ...
+    let mut out = Vec::new();
+    wheelhouse::cli::list::print(client.clone(), &Scope::Namespace(ns.name.clone()), &mut out)
+        .await
+        .unwrap();
+    let listing = String::from_utf8(out).unwrap();
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.contains("fine") && l.contains("True")),
+        "{listing}"
+    );
+    assert!(
+        listing
+            .lines()
+            .any(|l| l.contains("deep") && l.contains("Invalid") && l.contains("nests deeper")),
+        "{listing}"
+    );
+    // ... and the healthy one still upgrades.
+    set_values(&api, "fine", serde_json::json!({"value": "two"})).await;
+    wait_for(&api, "fine", "upgraded", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+    })
+    .await;
+
+    // Values too large for one storage Secret: a clear failure, nothing applied or stored.
+    let padding: String = (0..1_300_000u32)
+        .map(|i| char::from(b'a' + (i.wrapping_mul(2_654_435_761) >> 27) as u8 % 26))
+        .collect();
+    api.create(
+        &PostParams::default(),
+        &shared("huge", serde_json::json!({"values": {"padding": padding}})),
+    )
+    .await
+    .unwrap();
+    let huge = wait_for(&api, "huge", "InstallFailed", |h| {
+        is(h, "Ready", "False", "InstallFailed")
+    })
+    .await;
+    assert!(
+        ready_message(&huge).contains("one Secret holds"),
+        "{}",
+        ready_message(&huge)
+    );
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    assert!(deployments.get_opt("huge").await.unwrap().is_none());
+    assert!(storage_of(&client, &ns.name, "huge").await.is_empty());
+
+    // Deleting the unreadable one lets it go (its release, if any, is left in place).
+    raw_api
+        .delete("deep", &DeleteParams::default())
+        .await
+        .unwrap();
+    let deadline = Instant::now() + PATIENCE;
+    while raw_api.get_opt("deep").await.unwrap().is_some() {
+        assert!(Instant::now() < deadline, "deep was never deleted");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn deleting_a_helmrelease_during_a_wait_uninstalls_at_once() {
+    let (client, ns, api) = setup("safe-delete").await;
+    let _engine = start(&client, &ns.name).await;
+    api.create(
+        &PostParams::default(),
+        &shared(
+            "stuck",
+            serde_json::json!({"timeout": "5m", "values": {"behavior": "never-ready"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    support::engine::waiting_on(&api, "stuck", 1).await;
+    let started = Instant::now();
+    // Within PATIENCE (60 s), far below the 5-minute wait.
+    delete_and_await_uninstall(&client, &ns.name, "stuck").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    assert!(deployments.get_opt("stuck").await.unwrap().is_none());
+    println!(
+        "deleted mid-wait and uninstalled in {:?}",
+        started.elapsed()
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn dependency_cycles_are_reported_not_waited_on() {
+    let (client, ns, api) = setup("safe-cycle").await;
+    let _engine = start(&client, &ns.name).await;
+    for (name, deps) in [("x", vec!["y"]), ("y", vec!["x"]), ("self", vec!["self"])] {
+        let deps: Vec<_> = deps
+            .iter()
+            .map(|d| serde_json::json!({"name": d}))
+            .collect();
+        api.create(
+            &PostParams::default(),
+            &shared(name, serde_json::json!({"dependsOn": deps})),
+        )
+        .await
+        .unwrap();
+    }
+    let ns_name = ns.name.clone();
+    for (name, cycle) in [
+        ("x", format!("{ns_name}/x -> {ns_name}/y -> {ns_name}/x")),
+        ("self", format!("{ns_name}/self -> {ns_name}/self")),
+    ] {
+        let hr = wait_for(&api, name, "Stalled DependencyCycle", |h| {
+            is(h, "Stalled", "True", "DependencyCycle")
+        })
+        .await;
+        assert!(
+            ready_message(&hr).contains(&cycle),
+            "{name}: {}",
+            ready_message(&hr)
+        );
+    }
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn an_engine_that_cannot_render_says_how_to_fix_it_and_leaves_the_lease() {
+    let (client, ns, api) = setup("safe-render").await;
+    let (mut config, _cache) = support::engine::config(&ns.name, "no-helm");
+    config.renderer = std::sync::Arc::new(HelmTemplate::new(
+        "/nonexistent/helm".into(),
+        Duration::from_secs(5),
+    ));
+    let broken = engine::start(client.clone(), config).unwrap();
+    let mut role = broken.role();
+    let reason = tokio::time::timeout(
+        PATIENCE,
+        role.wait_for(|r| matches!(r, Role::Unable { .. })),
+    )
+    .await
+    .expect("the engine says it cannot work")
+    .unwrap()
+    .clone();
+    let Role::Unable { reason } = reason else {
+        unreachable!()
+    };
+    assert!(
+        reason.contains("cannot run /nonexistent/helm") && reason.contains("WHEELHOUSE_HELM"),
+        "{reason}"
+    );
+    // An engine that can render takes the lease and reconciles.
+    let _good = start(&client, &ns.name).await;
+    api.create(
+        &PostParams::default(),
+        &shared("app", serde_json::json!({})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "app", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    broken.shutdown();
+
+    // The headless controller refuses to start, once, with the fix in its message.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wheelhouse"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig_path())
+        .args([
+            "-n",
+            &ns.name,
+            "controller",
+            "--lease-namespace",
+            &ns.name,
+            "--helm",
+            "/nonexistent/helm",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("WHEELHOUSE_HELM"), "{stderr}");
+    let _ = testbin();
+    ns.delete().await;
+}
