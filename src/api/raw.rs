@@ -18,6 +18,18 @@ use super::{HelmRelease, HelmReleaseSpec, HelmReleaseStatus};
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct RawHelmRelease {
+    // Plain fields, not a flattened TypeMeta: flatten buffers the whole object through
+    // serde's recursive Content, which would bring the depth limit back.
+    #[serde(
+        rename = "apiVersion",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub api_version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Without managedFields: their FieldsV1 mirror the spec, as deep as its values.
+    #[serde(deserialize_with = "meta_without_managed_fields")]
     pub metadata: ObjectMeta,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec: Option<Box<RawValue>>,
@@ -103,6 +115,17 @@ impl RawHelmRelease {
     }
 }
 
+fn meta_without_managed_fields<'de, D>(d: D) -> Result<ObjectMeta, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    let mut fields: std::collections::BTreeMap<String, Box<RawValue>> =
+        Deserialize::deserialize(d)?;
+    fields.remove("managedFields");
+    let text = serde_json::to_string(&fields).map_err(serde::de::Error::custom)?;
+    serde_json::from_str(&text).map_err(serde::de::Error::custom)
+}
+
 fn name(meta: &ObjectMeta) -> String {
     format!(
         "{}/{}",
@@ -125,7 +148,7 @@ mod tests {
 
     fn object(name: &str, values: &str) -> String {
         format!(
-            r#"{{"apiVersion":"wheelhouse.dev/v1alpha1","kind":"HelmRelease","metadata":{{"name":"{name}","namespace":"apps"}},"spec":{{"chart":{{"path":"./c"}},"values":{values}}},"status":{{"conditions":[]}}}}"#
+            r#"{{"apiVersion":"wheelhouse.dev/v1alpha1","kind":"HelmRelease","metadata":{{"name":"{name}","namespace":"apps","managedFields":[{{"manager":"kubectl","operation":"Update","fieldsType":"FieldsV1","fieldsV1":{{"f:spec":{{"f:values":{values}}}}}}}]}},"spec":{{"chart":{{"path":"./c"}},"values":{values}}},"status":{{"conditions":[]}}}}"#
         )
     }
 

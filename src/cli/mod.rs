@@ -2,7 +2,7 @@
 
 mod controller;
 mod dashboard;
-mod list;
+pub mod list;
 
 use std::path::PathBuf;
 
