@@ -1057,22 +1057,6 @@ fn deployment_manifest(node_selector: bool) -> String {
     )
 }
 
-async fn node_selector(
-    client: &Client,
-    ns: &str,
-) -> Option<std::collections::BTreeMap<String, String>> {
-    Api::<Deployment>::namespaced(client.clone(), ns)
-        .get("web")
-        .await
-        .unwrap()
-        .spec
-        .unwrap()
-        .template
-        .spec
-        .unwrap()
-        .node_selector
-}
-
 #[tokio::test]
 async fn a_field_the_new_manifest_drops_is_removed_whoever_wrote_the_release_before() {
     let client = client().await;
@@ -1091,7 +1075,7 @@ async fn a_field_the_new_manifest_drops_is_removed_whoever_wrote_the_release_bef
         let owner = Owner::new(RELEASE, &ns.name).previous(Some(&previous));
         applier.apply_release(&next, &owner).await.unwrap();
         assert_eq!(
-            node_selector(&client, &ns.name).await,
+            support::node_selector(&client, &ns.name, "web").await,
             None,
             "written by {manager}"
         );
@@ -1143,7 +1127,7 @@ async fn fields_another_manager_set_on_its_own_are_left_alone() {
         .await
         .unwrap();
     assert_eq!(
-        node_selector(&client, &ns.name).await,
+        support::node_selector(&client, &ns.name, "web").await,
         Some([("zone".to_string(), "a".to_string())].into())
     );
     ns.delete().await;

@@ -11,8 +11,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use support::engine::{
-    chart, delete_and_await_uninstall, helm, helm_history, is, merge_into, set_values, start,
-    wait_for,
+    chart, delete_and_await_uninstall, helm, helm_history, is, set_values, start, wait_for,
 };
 use support::{PATIENCE, TestNamespace, client, install_crd, kubeconfig_path, testbin};
 use wheelhouse::api::{HelmRelease, RawHelmRelease};
@@ -22,14 +21,7 @@ use wheelhouse::render::HelmTemplate;
 
 /// A HelmRelease of the `shared` test chart with `spec` merged in.
 fn shared(name: &str, spec: serde_json::Value) -> HelmRelease {
-    let mut value = serde_json::json!({
-        "apiVersion": "wheelhouse.dev/v1alpha1",
-        "kind": "HelmRelease",
-        "metadata": {"name": name},
-        "spec": {"chart": {"path": chart("shared")}, "timeout": "30s"},
-    });
-    merge_into(&mut value["spec"], spec);
-    serde_json::from_value(value).unwrap()
+    support::engine::release(name, "shared", spec)
 }
 
 async fn setup(prefix: &str) -> (Client, TestNamespace, Api<HelmRelease>) {
@@ -217,23 +209,6 @@ async fn wait_for_gone(api: &Api<HelmRelease>, name: &str) {
     }
 }
 
-async fn node_selector(
-    client: &Client,
-    ns: &str,
-    name: &str,
-) -> Option<std::collections::BTreeMap<String, String>> {
-    Api::<Deployment>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-        .unwrap()
-        .spec
-        .unwrap()
-        .template
-        .spec
-        .unwrap()
-        .node_selector
-}
-
 /// The stale-nodeSelector incident: a release installed by the helm CLI pins its pods to
 /// a node that does not exist; the HelmRelease that adopts it drops the nodeSelector, and
 /// the fix must actually remove it (client-side and server-side helm installs alike), and
@@ -257,7 +232,11 @@ async fn adopting_a_helm_cli_release_ends_in_exactly_the_new_manifest() {
                 "nodeSelector.disk=nowhere",
             ],
         );
-        assert!(node_selector(&client, &ns.name, release).await.is_some());
+        assert!(
+            support::node_selector(&client, &ns.name, release)
+                .await
+                .is_some()
+        );
         api.create(
             &PostParams::default(),
             &shared(release, serde_json::json!({"values": {"value": "fixed"}})),
@@ -269,7 +248,7 @@ async fn adopting_a_helm_cli_release_ends_in_exactly_the_new_manifest() {
         })
         .await;
         assert_eq!(
-            node_selector(&client, &ns.name, release).await,
+            support::node_selector(&client, &ns.name, release).await,
             None,
             "{release}"
         );
@@ -281,7 +260,11 @@ async fn adopting_a_helm_cli_release_ends_in_exactly_the_new_manifest() {
     // `helm rollback` by hand to the helm CLI's revision (no --force-conflicts needed)
     // brings the nodeSelector back; the next reconcile removes it again.
     helm(&ns.name, &["rollback", "ssa", "1"]);
-    assert!(node_selector(&client, &ns.name, "ssa").await.is_some());
+    assert!(
+        support::node_selector(&client, &ns.name, "ssa")
+            .await
+            .is_some()
+    );
     api.patch(
         "ssa",
         &PatchParams::default(),
@@ -298,7 +281,7 @@ async fn adopting_a_helm_cli_release_ends_in_exactly_the_new_manifest() {
                 .is_some_and(|r| r.version == 4)
     })
     .await;
-    assert_eq!(node_selector(&client, &ns.name, "ssa").await, None);
+    assert_eq!(support::node_selector(&client, &ns.name, "ssa").await, None);
     // And `helm upgrade` by hand on a wheelhouse release works without --force-conflicts.
     helm(
         &ns.name,

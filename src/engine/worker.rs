@@ -1307,22 +1307,22 @@ async fn finalize(run: &mut Run<'_>) -> Duration {
         });
         let uid = run.hr.metadata.uid.clone().unwrap_or_default();
         let claim = claim::Claim::of(history.last(), &uid);
-        if live && claim != claim::Claim::Ours {
-            let message = format!(
-                "Helm release {}/{} left in place: it is managed by {}, not by this HelmRelease",
-                run.storage.namespace(),
-                run.release_name,
-                claim.describe_owner()
-            );
-            run.event(
-                EventType::Normal,
-                reason::UNINSTALL_SUCCEEDED,
-                "Uninstall",
-                message,
-            )
-            .await;
-        } else if live {
-            match actions::uninstall(run, &history).await {
+        // Only a release this HelmRelease manages is uninstalled with it.
+        let outcome = match (live, &claim) {
+            (false, _) => None,
+            (true, claim::Claim::Ours) => Some(actions::uninstall(run, &history).await),
+            (true, other) => Some(Ok(Outcome::Succeeded {
+                reason: reason::UNINSTALL_SUCCEEDED,
+                message: format!(
+                    "Helm release {}/{} left in place: it is managed by {}, not by this HelmRelease",
+                    run.storage.namespace(),
+                    run.release_name,
+                    other.describe_owner()
+                ),
+            })),
+        };
+        if let Some(outcome) = outcome {
+            match outcome {
                 Ok(Outcome::Succeeded { message, .. }) => {
                     run.event(
                         EventType::Normal,

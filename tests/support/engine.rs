@@ -64,11 +64,16 @@ pub fn chart(name: &str) -> String {
 
 /// A HelmRelease of the webapp test chart with extra spec fields merged in.
 pub fn webapp(name: &str, spec: serde_json::Value) -> HelmRelease {
+    release(name, "webapp", spec)
+}
+
+/// A HelmRelease of the test chart `chart_name` (30 s timeout) with `spec` merged in.
+pub fn release(name: &str, chart_name: &str, spec: serde_json::Value) -> HelmRelease {
     let mut value = serde_json::json!({
         "apiVersion": "wheelhouse.dev/v1alpha1",
         "kind": "HelmRelease",
         "metadata": {"name": name},
-        "spec": {"chart": {"path": chart("webapp")}, "timeout": "30s"},
+        "spec": {"chart": {"path": chart(chart_name)}, "timeout": "30s"},
     });
     merge(&mut value["spec"], spec);
     serde_json::from_value(value).unwrap()

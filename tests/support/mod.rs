@@ -133,3 +133,21 @@ pub async fn install_crd(client: &Client) {
     .expect("CRD became Established in time")
     .expect("watch the CRD");
 }
+
+/// The nodeSelector of a Deployment's pod template.
+pub async fn node_selector(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> Option<std::collections::BTreeMap<String, String>> {
+    Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap()
+        .node_selector
+}
