@@ -807,23 +807,26 @@ async fn before_hook_creation_replaces_the_previous_hook_object() {
 
 #[tokio::test]
 async fn a_rendered_chart_applies_and_its_hooks_run() {
-    use wheelhouse::render::{HelmTemplate, RenderRequest, Renderer};
+    use wheelhouse::render::{HelmRenderer, Previous, RenderRequest, Renderer};
 
     let (client, applier, ns) = setup("apply-rendered").await;
     let chart =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/apply-render");
     let values = serde_json::Map::new();
-    let renderer = HelmTemplate::new(support::testbin().join("helm"), PATIENCE);
+    let renderer = HelmRenderer::new(support::testbin().join("helm"), PATIENCE)
+        .with_cluster(Some(&support::kubeconfig_path()), None);
     let mut rendered = renderer
         .render(RenderRequest {
             release_name: RELEASE,
             namespace: &ns.name,
             chart_path: &chart,
             values: &values,
-            revision: 2,
-            is_upgrade: true,
-            kube_version: None,
-            api_versions: &[],
+            previous: Some(Previous {
+                version: 1,
+                status: wheelhouse::release::Status::Deployed,
+                chart_name: "apply-render",
+                chart_version: "0.1.0",
+            }),
         })
         .await
         .unwrap();

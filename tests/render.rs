@@ -1,4 +1,5 @@
-//! The `helm template` renderer, run with the real helm binary on a fixture chart.
+//! The helm renderer, run with the real helm binary on a fixture chart against the local
+//! control plane (it renders as a server dry-run, with discovery and lookup).
 
 mod support;
 
@@ -6,14 +7,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use wheelhouse::render::{Error, HelmTemplate, RenderRequest, Rendered, Renderer};
+use wheelhouse::release::Status;
+use wheelhouse::render::{Error, HelmRenderer, Previous, RenderRequest, Rendered, Renderer};
 
 fn chart() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/apply-render")
 }
 
-fn helm() -> HelmTemplate {
-    HelmTemplate::new(support::testbin().join("helm"), Duration::from_secs(60))
+fn helm() -> HelmRenderer {
+    HelmRenderer::new(support::testbin().join("helm"), Duration::from_secs(60))
+        .with_cluster(Some(&support::kubeconfig_path()), None)
 }
 
 fn values(v: Value) -> Map<String, Value> {
@@ -26,10 +29,7 @@ fn request<'a>(values: &'a Map<String, Value>, chart: &'a Path) -> RenderRequest
         namespace: "demo-ns",
         chart_path: chart,
         values,
-        revision: 1,
-        is_upgrade: false,
-        kube_version: None,
-        api_versions: &[],
+        previous: None,
     }
 }
 
@@ -78,17 +78,36 @@ async fn is_upgrade_and_capabilities_reach_the_templates() {
     assert!(install.manifest.contains(r#"isUpgrade: "false""#));
     assert!(install.manifest.contains(r#"hasWidgets: "false""#));
 
-    let apis = vec!["widgets.example.com/v1".to_string()];
+    assert!(install.manifest.contains(r#"revision: "1""#));
+    // The server's version, from discovery.
+    let version = support::client().await.apiserver_version().await.unwrap();
+    assert!(
+        install
+            .manifest
+            .contains(&format!(r#"kubeVersion: "{}""#, version.git_version)),
+        "{}",
+        install.manifest
+    );
+
+    // After revision 4 (even one still pending: a wait is running), helm renders
+    // revision 5 as an upgrade.
     let upgrade = render(RenderRequest {
-        is_upgrade: true,
-        kube_version: Some("v1.34.2"),
-        api_versions: &apis,
+        previous: Some(Previous {
+            version: 4,
+            status: Status::PendingUpgrade,
+            chart_name: "apply-render",
+            chart_version: "0.1.0",
+        }),
         ..request(&values, &chart)
     })
     .await;
     assert!(upgrade.manifest.contains(r#"isUpgrade: "true""#));
-    assert!(upgrade.manifest.contains(r#"kubeVersion: "v1.34.2""#));
-    assert!(upgrade.manifest.contains(r#"hasWidgets: "true""#));
+    assert!(
+        upgrade.manifest.contains(r#"revision: "5""#),
+        "{}",
+        upgrade.manifest
+    );
+    assert_eq!(upgrade.revision, 5);
 }
 
 #[tokio::test]
@@ -108,7 +127,13 @@ async fn hooks_are_split_out_with_weights_and_policies() {
         test.path,
         "apply-render/templates/tests/test-connection.yaml"
     );
-    assert_eq!(test.delete_policies, ["before-hook-creation"]);
+    // As helm records it: the default policy (before-hook-creation) is applied when the
+    // hook runs (`Applier::run_hooks`), not at render time.
+    assert!(
+        test.delete_policies.is_empty(),
+        "{:?}",
+        test.delete_policies
+    );
 
     let job = &rendered.hooks[1];
     assert_eq!(job.kind, "Job");
@@ -151,7 +176,7 @@ async fn a_missing_chart_or_helm_binary_is_reported() {
     assert!(err.to_string().contains("/nonexistent/chart"), "{err}");
 
     let chart = chart();
-    let nobody = HelmTemplate::new(PathBuf::from("/nonexistent/helm"), Duration::from_secs(5));
+    let nobody = HelmRenderer::new(PathBuf::from("/nonexistent/helm"), Duration::from_secs(5));
     let err = nobody
         .render(request(&values, &chart))
         .await
@@ -170,7 +195,7 @@ async fn a_hanging_helm_is_stopped_by_the_timeout() {
 
     let chart = chart();
     let values = Map::new();
-    let slow = HelmTemplate::new(fake, Duration::from_millis(300));
+    let slow = HelmRenderer::new(fake, Duration::from_millis(300));
     let started = std::time::Instant::now();
     let mut err = slow
         .render(request(&values, &chart))

@@ -17,7 +17,7 @@ use support::{PATIENCE, TestNamespace, client, install_crd, kubeconfig_path, tes
 use wheelhouse::api::{HelmRelease, RawHelmRelease};
 use wheelhouse::client::Scope;
 use wheelhouse::engine::{self, Role};
-use wheelhouse::render::HelmTemplate;
+use wheelhouse::render::HelmRenderer;
 
 /// A HelmRelease of the `shared` test chart with `spec` merged in.
 fn shared(name: &str, spec: serde_json::Value) -> HelmRelease {
@@ -476,7 +476,7 @@ async fn dependency_cycles_are_reported_not_waited_on() {
 async fn an_engine_that_cannot_render_says_how_to_fix_it_and_leaves_the_lease() {
     let (client, ns, api) = setup("safe-render").await;
     let (mut config, _cache) = support::engine::config(&ns.name, "no-helm");
-    config.renderer = std::sync::Arc::new(HelmTemplate::new(
+    config.renderer = std::sync::Arc::new(HelmRenderer::new(
         "/nonexistent/helm".into(),
         Duration::from_secs(5),
     ));

@@ -11,7 +11,7 @@ use super::ClusterArgs;
 use crate::Result;
 use crate::client::{self, Scope};
 use crate::engine::{self, EngineConfig, Role};
-use crate::render::HelmTemplate;
+use crate::render::HelmRenderer;
 
 #[derive(Debug, Args)]
 pub struct ControllerArgs {
@@ -43,9 +43,14 @@ pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
     };
     let mut config = EngineConfig::new(scope);
     config.lease_namespace = args.lease_namespace;
-    if let Some(helm) = args.helm {
-        config.renderer = Arc::new(HelmTemplate::new(helm, HelmTemplate::DEFAULT_TIMEOUT));
-    }
+    // helm renders against the same cluster, as the same identity (in a pod: its
+    // ServiceAccount, through helm's in-cluster configuration).
+    let renderer = match args.helm {
+        Some(helm) => HelmRenderer::new(helm, HelmRenderer::DEFAULT_TIMEOUT),
+        None => HelmRenderer::from_env(),
+    };
+    config.renderer =
+        Arc::new(renderer.with_cluster(cluster.kubeconfig.as_deref(), cluster.context.as_deref()));
     if let Some(dir) = args.chart_cache {
         config.chart_cache = dir;
     }

@@ -9,7 +9,7 @@ use crate::api::{CrdPolicy, ReleaseAction};
 use crate::apply::Owner;
 use crate::chart::{self, Chart};
 use crate::release::{Info, Release, Status, hook_event};
-use crate::render::{RenderRequest, Rendered};
+use crate::render::{Previous, RenderRequest, Rendered};
 use crate::source::ResolvedChart;
 use crate::values::ComposedValues;
 
@@ -63,16 +63,15 @@ pub struct Candidate {
     pub generation: Option<i64>,
 }
 
-/// Renders the chart for an upgrade (`is_upgrade`) or an install.
+/// Renders the chart as `helm install`/`helm upgrade` would after `previous`, the
+/// release's newest stored revision (none: a first install).
 pub async fn render(
     ctx: &super::worker::Context,
     release_name: &str,
     namespace: &str,
     prepared: &Prepared,
-    revision: i32,
-    is_upgrade: bool,
+    previous: Option<&Release>,
 ) -> crate::Result<Rendered> {
-    let (kube_version, api_versions) = ctx.capabilities().await;
     Ok(ctx
         .renderer
         .render(RenderRequest {
@@ -80,10 +79,7 @@ pub async fn render(
             namespace,
             chart_path: &prepared.resolved.path,
             values: &prepared.values.values,
-            revision,
-            is_upgrade,
-            kube_version: kube_version.as_deref(),
-            api_versions: &api_versions,
+            previous: previous.map(Previous::of),
         })
         .await?)
 }
@@ -185,17 +181,42 @@ pub async fn install_or_upgrade(
             install.take_ownership,
         )
     };
+    // As Helm: the chart's CRDs (its subcharts' too) go in before the templates are
+    // rendered, so `.Capabilities` sees their kinds and objects of them can be applied.
+    let crd_docs: Vec<String> = chart::crds(&prepared.chart)
+        .iter()
+        .map(|f| String::from_utf8_lossy(&f.data).into_owned())
+        .collect();
+    if crds != CrdPolicy::Skip && !crd_docs.is_empty() {
+        if !is_upgrade && install.create_namespace {
+            // CRDs are cluster-scoped, but a refusal below should not leave half a setup.
+            run.ctx
+                .applier
+                .ensure_namespace(&run.target_namespace)
+                .await?;
+        }
+        if let Err(e) = run.ctx.applier.apply_crds(&crd_docs, crds).await {
+            return Ok(Outcome::Failed {
+                reason: if is_upgrade {
+                    super::status::reason::UPGRADE_FAILED
+                } else {
+                    super::status::reason::INSTALL_FAILED
+                },
+                message: format!("installing the chart's CRDs failed: {e}"),
+            });
+        }
+    }
     run.set_phase(super::Phase::Rendering);
     let rendered = match rendered {
-        Some(r) if is_upgrade => r,
+        // A candidate rendered during the wait, unless its CRDs were only installed now.
+        Some(r) if is_upgrade && crd_docs.is_empty() => r,
         _ => {
             render(
                 run.ctx,
                 &run.release_name,
                 &run.target_namespace,
                 prepared,
-                version,
-                is_upgrade,
+                previous,
             )
             .await?
         }
@@ -284,13 +305,6 @@ pub async fn install_or_upgrade(
     let steps = async {
         if !is_upgrade && install.create_namespace {
             run.ctx.applier.ensure_namespace(&ns).await?;
-        }
-        let crd_docs: Vec<String> = chart::crds(&prepared.chart)
-            .iter()
-            .map(|f| String::from_utf8_lossy(&f.data).into_owned())
-            .collect();
-        if crds != CrdPolicy::Skip && !crd_docs.is_empty() {
-            run.ctx.applier.apply_crds(&crd_docs, crds).await?;
         }
         if !disable_hooks {
             let event = if is_upgrade {

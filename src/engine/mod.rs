@@ -34,7 +34,7 @@ pub use lease::Role;
 
 use crate::api::{FINALIZER, HelmRelease, RawHelmRelease, Undecodable};
 use crate::client::Scope;
-use crate::render::{HelmTemplate, Renderer};
+use crate::render::{HelmRenderer, Renderer};
 use crate::source::ChartSource;
 use worker::{Context, Inbox, Msg};
 
@@ -58,7 +58,7 @@ pub struct EngineConfig {
 
 impl EngineConfig {
     /// Defaults: all namespaces, lease in `default`, chart cache in the platform cache
-    /// directory, `helm template` from $WHEELHOUSE_HELM or PATH.
+    /// directory, helm from $WHEELHOUSE_HELM or PATH with its default cluster access.
     pub fn new(scope: Scope) -> Self {
         let cache = directories::ProjectDirs::from("dev", "wheelhouse", "wheelhouse").map_or_else(
             || std::env::temp_dir().join("wheelhouse"),
@@ -69,7 +69,7 @@ impl EngineConfig {
             lease_namespace: "default".into(),
             identity: lease::identity(),
             chart_cache: cache.join("charts"),
-            renderer: Arc::new(HelmTemplate::from_env()),
+            renderer: Arc::new(HelmRenderer::from_env()),
             passive: false,
             cancel_on_new_revision: true,
             chart_poll: std::time::Duration::from_secs(15),

@@ -33,13 +33,6 @@ use crate::source::{ChartSource, RepoAuth};
 /// Marks a revision the engine unlocked after another engine stopped mid-action.
 pub const INTERRUPTED_PREFIX: &str = "Release was left";
 
-/// What `.Capabilities` needs from the server, and when it was read.
-struct Capabilities {
-    read_at: Instant,
-    kube_version: Option<String>,
-    api_versions: Vec<String>,
-}
-
 /// Shared by all workers of one engine.
 pub struct Context {
     pub client: Client,
@@ -54,7 +47,6 @@ pub struct Context {
     pub cancel_on_new_revision: bool,
     /// How often a running wait asks a chart repository for a newer version.
     pub chart_poll: Duration,
-    capabilities: tokio::sync::Mutex<Option<Capabilities>>,
 }
 
 impl Context {
@@ -89,40 +81,7 @@ impl Context {
             live,
             cancel_on_new_revision: true,
             chart_poll: Duration::from_secs(15),
-            capabilities: tokio::sync::Mutex::new(None),
         }
-    }
-
-    /// The server version and API group versions for `.Capabilities`, refreshed every
-    /// few minutes (CRDs installed by a release add group versions).
-    pub async fn capabilities(&self) -> (Option<String>, Vec<String>) {
-        let mut cached = self.capabilities.lock().await;
-        if let Some(c) = cached.as_ref()
-            && c.read_at.elapsed() < Duration::from_secs(120)
-        {
-            return (c.kube_version.clone(), c.api_versions.clone());
-        }
-        let version = self
-            .client
-            .apiserver_version()
-            .await
-            .ok()
-            .map(|v| v.git_version);
-        let mut apis = Vec::new();
-        if let Ok(core) = self.client.list_core_api_versions().await {
-            apis.extend(core.versions);
-        }
-        if let Ok(groups) = self.client.list_api_groups().await {
-            for g in groups.groups {
-                apis.extend(g.versions.into_iter().map(|v| v.group_version));
-            }
-        }
-        *cached = Some(Capabilities {
-            read_at: Instant::now(),
-            kube_version: version.clone(),
-            api_versions: apis.clone(),
-        });
-        (version, apis)
     }
 }
 
@@ -382,7 +341,7 @@ impl Run<'_> {
                 && let Some(trigger) = again.take()
             {
                 let hr = self.inbox.newest.clone();
-                check = Some((Box::pin(prepare_candidate(ctx, hr)), trigger));
+                check = Some((Box::pin(prepare_candidate(ctx, hr, rel)), trigger));
             }
             tokio::select! {
                 outcome = &mut wait => break outcome,
@@ -1103,17 +1062,21 @@ async fn prepare(ctx: &Context, hr: &HelmRelease) -> Result<Prepared, (&'static 
     })
 }
 
-/// Prepares `hr`'s desired state and renders it as an upgrade, as the next action would;
-/// used while a wait runs, so the wait is only cancelled for something ready to apply.
-async fn prepare_candidate(ctx: &Context, hr: Arc<HelmRelease>) -> Result<Candidate, String> {
+/// Prepares `hr`'s desired state and renders it as the upgrade after `waiting` (the
+/// revision whose wait runs), as the next action would; used while a wait runs, so the
+/// wait is only cancelled for something ready to apply.
+async fn prepare_candidate(
+    ctx: &Context,
+    hr: Arc<HelmRelease>,
+    waiting: &Release,
+) -> Result<Candidate, String> {
     let prepared = prepare(ctx, &hr).await.map_err(|(_, m)| m)?;
     let rendered = actions::render(
         ctx,
         &hr.release_name(),
         &hr.target_namespace(),
         &prepared,
-        0,
-        true,
+        Some(waiting),
     )
     .await
     .map_err(|e| e.to_string())?;

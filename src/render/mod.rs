@@ -1,12 +1,13 @@
 //! Rendering a chart into its manifest and hooks.
 //!
-//! [`Renderer`] is the seam: the engine hands it a chart, values and capabilities and gets
-//! back Helm's two outputs, the release manifest and the hooks. [`HelmTemplate`], the
-//! first implementation, runs `helm template`; apply, hooks, waits and storage stay
-//! wheelhouse's own, so a wait can be cancelled without cancelling anything else.
+//! [`Renderer`] is the seam: the engine hands it a chart, values and the release's newest
+//! revision and gets back Helm's two outputs, the release manifest and the hooks, rendered
+//! as `helm install`/`helm upgrade` would render them on the same cluster (Capabilities
+//! from discovery, live `lookup`, Helm's Revision). [`HelmRenderer`], the first
+//! implementation, asks the helm CLI for a server dry-run; apply, hooks, waits and storage
+//! stay wheelhouse's own, so a wait can be cancelled without cancelling anything else.
 
-mod helm_template;
-mod split;
+mod helm;
 
 use std::path::Path;
 use std::time::Duration;
@@ -14,30 +15,44 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use thiserror::Error;
 
-use crate::release::Hook;
+use crate::release::{Hook, Status};
 
-pub use helm_template::HelmTemplate;
-pub use split::split_rendered;
+pub use helm::HelmRenderer;
 
 /// What to render. No `Debug`: `values` may hold secrets.
 #[derive(Clone, Copy)]
 pub struct RenderRequest<'a> {
     pub release_name: &'a str,
+    /// The release namespace.
     pub namespace: &'a str,
     /// A chart directory or `.tgz`.
     pub chart_path: &'a Path,
     /// The user values (merged `valuesFrom` and inline); the chart's defaults apply below.
     pub values: &'a serde_json::Map<String, serde_json::Value>,
-    /// `.Release.Revision`. `helm template` cannot set it (it always renders revision 1);
-    /// kept for renderers that can.
-    pub revision: i32,
-    /// `.Release.IsUpgrade` instead of `.Release.IsInstall`.
-    pub is_upgrade: bool,
-    /// `.Capabilities.KubeVersion`, e.g. `v1.36.3`; Helm's default when `None`.
-    pub kube_version: Option<&'a str>,
-    /// `.Capabilities.APIVersions`, e.g. `monitoring.coreos.com/v1` or
-    /// `monitoring.coreos.com/v1/ServiceMonitor`.
-    pub api_versions: &'a [String],
+    /// The release's newest stored revision; `None` for a first install. Helm derives
+    /// `.Release.Revision` (its version + 1) and IsInstall/IsUpgrade from it.
+    pub previous: Option<Previous<'a>>,
+}
+
+/// The newest stored revision, as Helm's upgrade reads it.
+#[derive(Debug, Clone, Copy)]
+pub struct Previous<'a> {
+    pub version: i32,
+    pub status: Status,
+    pub chart_name: &'a str,
+    pub chart_version: &'a str,
+}
+
+impl<'a> Previous<'a> {
+    pub fn of(release: &'a crate::release::Release) -> Self {
+        let meta = release.chart.as_ref().and_then(|c| c.metadata.as_ref());
+        Self {
+            version: release.version,
+            status: release.info.as_ref().map(|i| i.status).unwrap_or_default(),
+            chart_name: meta.map_or("", |m| m.name.as_str()),
+            chart_version: meta.map_or("", |m| m.version.as_str()),
+        }
+    }
 }
 
 /// Helm's split of a rendered chart.
@@ -46,8 +61,10 @@ pub struct Rendered {
     /// The non-hook documents in Helm's install order, in Helm's format: each
     /// `---\n# Source: <template path>\n<document>\n`, as `helm get manifest` shows it.
     pub manifest: String,
-    /// Documents annotated `helm.sh/hook`, in Helm's kind order.
+    /// Documents annotated `helm.sh/hook`.
     pub hooks: Vec<Hook>,
+    /// The `.Release.Revision` the templates saw.
+    pub revision: i32,
 }
 
 pub trait Renderer: Send + Sync {
@@ -72,17 +89,23 @@ pub enum Error {
         source: std::io::Error,
     },
 
-    #[error("helm template timed out after {}s", .timeout.as_secs())]
+    #[error("rendering timed out after {}s", .timeout.as_secs())]
     TimedOut { timeout: Duration },
 
     /// helm exited with an error; `stderr` holds the end of what it said (the template
     /// error), fit for a status message.
-    #[error("helm template failed: {stderr}")]
+    #[error("helm failed to render the chart: {stderr}")]
     Failed { status: String, stderr: String },
 
-    /// The rendered output is not what Helm writes (not UTF-8, or a document that is not
-    /// YAML).
-    #[error("unexpected helm template output: {0}")]
+    /// Discovery failed for some API group: rendering from partial capabilities could
+    /// drop (and then prune) what a template renders only when an API is served.
+    #[error(
+        "the API server's discovery failed for some API groups, so the chart is not rendered from partial capabilities: {0}"
+    )]
+    PartialDiscovery(String),
+
+    /// The rendered output is not what Helm writes.
+    #[error("unexpected helm output: {0}")]
     Output(String),
 
     #[error("cannot encode the values: {0}")]

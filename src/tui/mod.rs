@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use crate::cli::ClusterArgs;
 use crate::client::{self, Scope};
 use crate::engine::{self, EngineConfig, EngineHandle};
+use crate::render::HelmRenderer;
 use app::{App, Effect, IoResult};
 use theme::Theme;
 
@@ -55,6 +56,8 @@ pub struct Options {
 /// One connection: a client for a context and the engine (or engine client) on it.
 struct Session {
     client: Client,
+    /// How this session connected (kubeconfig and context), for helm to do the same.
+    args: ClusterArgs,
     context: String,
     scope: Scope,
     handle: EngineHandle,
@@ -92,11 +95,22 @@ impl Session {
         if let Some(previous) = previous {
             stop(&previous).await;
         }
-        Self::start(opts, client, name, scope)
+        Self::start(opts, &args, client, name, scope)
     }
 
-    fn start(opts: &Options, client: Client, context: String, scope: Scope) -> Result<Self, Error> {
+    fn start(
+        opts: &Options,
+        args: &ClusterArgs,
+        client: Client,
+        context: String,
+        scope: Scope,
+    ) -> Result<Self, Error> {
         let mut config = EngineConfig::new(scope.clone());
+        // helm renders against the same cluster, as the same identity.
+        config.renderer = Arc::new(
+            HelmRenderer::from_env()
+                .with_cluster(args.kubeconfig.as_deref(), args.context.as_deref()),
+        );
         config.passive = opts.readonly;
         if let Some(ns) = &opts.lease_namespace {
             config.lease_namespace = ns.clone();
@@ -105,6 +119,7 @@ impl Session {
             engine::start(client.clone(), config).map_err(|e| Error::Connect(e.to_string()))?;
         Ok(Self {
             client,
+            args: args.clone(),
             context,
             scope,
             handle,
@@ -289,14 +304,15 @@ async fn event_loop(
                     // The old engine first hands back the lease, so the new one takes it
                     // at once; on a task, so keys and drawing go on meanwhile.
                     let (opts, tx) = (opts.clone(), session_tx.clone());
-                    let (client, context, old) = (
+                    let (client, args, context, old) = (
                         session.client.clone(),
+                        session.args.clone(),
                         session.context.clone(),
                         session.handle.clone(),
                     );
                     tokio::spawn(async move {
                         stop(&old).await;
-                        let next = Session::start(&opts, client, context, scope);
+                        let next = Session::start(&opts, &args, client, context, scope);
                         let _ = tx.send(next.map_err(|e| e.to_string()));
                     });
                 }

@@ -10,7 +10,7 @@ use kube::{Api, Client};
 use wheelhouse::api::HelmRelease;
 use wheelhouse::client::Scope;
 use wheelhouse::engine::{self, EngineConfig, EngineHandle, Role};
-use wheelhouse::render::HelmTemplate;
+use wheelhouse::render::HelmRenderer;
 
 use super::{PATIENCE, kubeconfig_path, testbin};
 
@@ -32,10 +32,10 @@ pub fn config(ns: &str, identity: &str) -> (EngineConfig, tempfile::TempDir) {
     config.identity = identity.into();
     config.chart_cache = cache.path().join("charts");
     config.chart_poll = Duration::from_secs(1);
-    config.renderer = Arc::new(HelmTemplate::new(
-        testbin().join("helm"),
-        Duration::from_secs(60),
-    ));
+    config.renderer = Arc::new(
+        HelmRenderer::new(testbin().join("helm"), Duration::from_secs(60))
+            .with_cluster(Some(&kubeconfig_path()), None),
+    );
     (config, cache)
 }
 

@@ -1,0 +1,393 @@
+//! The [`Renderer`] that asks the helm CLI to render exactly as `helm upgrade --install`
+//! would on the same cluster, without it touching anything.
+//!
+//! It runs `helm upgrade --install --dry-run=server` (arguments passed directly, never
+//! through a shell; values on stdin; a timeout) with Helm's in-memory storage driver
+//! seeded with one record: the release's newest revision as wheelhouse stores it
+//! (`HELM_DRIVER=memory`, `HELM_MEMORY_DRIVER_DATA`). So the templates get what a real
+//! `helm install`/`helm upgrade` gives them:
+//! - `.Capabilities` from the API server's discovery, read afresh on every render (Helm
+//!   invalidates its discovery cache first): every group/version and group/version/Kind
+//!   served, nothing else; a discovery that fails for any group fails the render;
+//! - `lookup` against the live cluster, as the engine's own identity (helm is given the
+//!   engine's kubeconfig and context);
+//! - `.Release.Revision`, `.Release.IsInstall`, `.Release.IsUpgrade` computed by Helm from
+//!   the seeded history: the seed works while the real newest revision is still pending
+//!   (a wait is running), where a dry-run against Helm's real storage is refused.
+//!
+//! With seeded memory storage helm swaps in a printing client, so nothing is sent to the
+//! cluster but discovery and `lookup` reads. The chart's CRDs are installed by the engine
+//! before it renders (`--skip-crds` here), as `helm install` does.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::Deserialize;
+use tokio::io::AsyncWriteExt;
+use tokio::process::Command;
+
+use super::{Error, Previous, RenderRequest, Rendered, Renderer};
+use crate::release::{Hook, Status};
+
+/// How much of helm's stderr an error keeps: the template error is at the end.
+const STDERR_LINES: usize = 20;
+
+/// What helm prints when a group's discovery failed and it carried on without it.
+const PARTIAL_DISCOVERY: &str = "orphaned API service";
+
+pub struct HelmRenderer {
+    helm: PathBuf,
+    timeout: Duration,
+    /// `--kubeconfig`/`--kube-context`, so helm talks to the engine's cluster as the
+    /// engine's identity. Empty: helm's own defaults ($KUBECONFIG, in-cluster).
+    cluster: Vec<OsString>,
+}
+
+impl HelmRenderer {
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+    pub fn new(helm: PathBuf, timeout: Duration) -> Self {
+        Self {
+            helm,
+            timeout,
+            cluster: Vec::new(),
+        }
+    }
+
+    /// `$WHEELHOUSE_HELM`, else `helm` from `PATH`; a 60 s timeout.
+    pub fn from_env() -> Self {
+        let helm = std::env::var_os("WHEELHOUSE_HELM")
+            .filter(|h| !h.is_empty())
+            .map_or_else(|| PathBuf::from("helm"), PathBuf::from);
+        Self::new(helm, Self::DEFAULT_TIMEOUT)
+    }
+
+    /// Points helm at the cluster (and identity) the engine uses.
+    pub fn with_cluster(mut self, kubeconfig: Option<&Path>, context: Option<&str>) -> Self {
+        self.cluster.clear();
+        if let Some(path) = kubeconfig {
+            self.cluster.push("--kubeconfig".into());
+            self.cluster.push(path.into());
+        }
+        if let Some(context) = context {
+            self.cluster.push("--kube-context".into());
+            self.cluster.push(context.into());
+        }
+        self
+    }
+
+    /// helm's arguments. The values come on stdin (`--values -`), so they never touch
+    /// the disk or a process listing; `--` keeps a chart path from being read as a flag.
+    fn args(&self, req: &RenderRequest<'_>) -> Vec<OsString> {
+        let mut args: Vec<OsString> = [
+            "upgrade",
+            "--install",
+            "--namespace",
+            req.namespace,
+            "--values",
+            "-",
+            // The values are the whole desired state, as Flux passes them.
+            "--reset-values",
+            "--dry-run=server",
+            "--skip-crds",
+            // The API server validates on apply; this would only fetch schemas.
+            "--disable-openapi-validation",
+            "--output",
+            "json",
+        ]
+        .into_iter()
+        .map(OsString::from)
+        .collect();
+        args.extend(self.cluster.iter().cloned());
+        args.extend([
+            "--".into(),
+            req.release_name.into(),
+            req.chart_path.as_os_str().to_owned(),
+        ]);
+        args
+    }
+
+    async fn run(&self, req: RenderRequest<'_>) -> Result<Rendered, Error> {
+        let values = serde_json::to_vec(req.values).map_err(Error::Values)?;
+        let seed = SeedFile::write(&seed(&req))?;
+        let spawn_error = |source| Error::Spawn {
+            helm: self.helm.display().to_string(),
+            source,
+        };
+        let mut child = Command::new(&self.helm)
+            .args(self.args(&req))
+            .env("HELM_DRIVER", "memory")
+            .env("HELM_MEMORY_DRIVER_DATA", &seed.path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // A timed-out render is dropped, and helm with it.
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(spawn_error)?;
+        let mut stdin = child.stdin.take().expect("stdin is piped");
+        let feed = async move {
+            // helm reads all of stdin before it renders. A failed write means it exited
+            // early; its status and stderr say why.
+            let _ = stdin.write_all(&values).await;
+        };
+        let run = async {
+            let ((), output) = tokio::join!(feed, child.wait_with_output());
+            output
+        };
+        let output = match tokio::time::timeout(self.timeout, run).await {
+            Err(_) => {
+                return Err(Error::TimedOut {
+                    timeout: self.timeout,
+                });
+            }
+            Ok(output) => output.map_err(spawn_error)?,
+        };
+        drop(seed);
+
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if !output.status.success() {
+            let stderr = last_lines(&stderr, STDERR_LINES);
+            let status = output.status.to_string();
+            return Err(Error::Failed {
+                stderr: if stderr.is_empty() {
+                    status.clone()
+                } else {
+                    stderr
+                },
+                status,
+            });
+        }
+        // Never render (and so never prune) from partial capabilities.
+        if stderr.contains(PARTIAL_DISCOVERY) {
+            return Err(Error::PartialDiscovery(last_lines(&stderr, 4)));
+        }
+        // Other stderr of a successful run is not logged: helm's warnings may quote values.
+        let release: HelmOutput = serde_json::from_slice(&output.stdout)
+            .map_err(|e| Error::Output(format!("helm's release JSON: {e}")))?;
+        Ok(Rendered {
+            manifest: release.manifest,
+            hooks: release.hooks.unwrap_or_default(),
+            revision: release.version,
+        })
+    }
+
+    /// Runs `helm version --short`: the binary is found, runs, and is helm 3 or 4.
+    async fn version(&self) -> Result<String, Error> {
+        let how = "install helm 3.8+ or 4 on PATH, or point WHEELHOUSE_HELM (or `wheelhouse controller --helm`) at it";
+        let unavailable = |what: String| Error::Unavailable(format!("{what}; {how}"));
+        let run = Command::new(&self.helm)
+            .args(["version", "--short"])
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let output = match tokio::time::timeout(Duration::from_secs(20), run).await {
+            Err(_) => {
+                return Err(unavailable(format!(
+                    "`{} version` did not answer within 20s",
+                    self.helm.display()
+                )));
+            }
+            Ok(Err(e)) => {
+                return Err(unavailable(format!(
+                    "cannot run {}: {e}",
+                    self.helm.display()
+                )));
+            }
+            Ok(Ok(output)) => output,
+        };
+        let stdout = String::from_utf8_lossy(&output.stdout).trim().to_string();
+        if !output.status.success() || !(stdout.starts_with("v3.") || stdout.starts_with("v4.")) {
+            return Err(unavailable(format!(
+                "{} is not a working helm 3 or 4 (`version --short` said {:?}, {})",
+                self.helm.display(),
+                last_lines(
+                    &format!("{stdout}\n{}", String::from_utf8_lossy(&output.stderr)),
+                    3
+                ),
+                output.status
+            )));
+        }
+        Ok(stdout)
+    }
+}
+
+impl Renderer for HelmRenderer {
+    fn render<'a>(&'a self, req: RenderRequest<'a>) -> BoxFuture<'a, Result<Rendered, Error>> {
+        Box::pin(self.run(req))
+    }
+
+    fn check(&self) -> BoxFuture<'_, Result<String, Error>> {
+        Box::pin(self.version())
+    }
+}
+
+/// The part of helm's release JSON a render needs.
+#[derive(Deserialize)]
+struct HelmOutput {
+    #[serde(default)]
+    manifest: String,
+    #[serde(default)]
+    hooks: Option<Vec<Hook>>,
+    #[serde(default)]
+    version: i32,
+}
+
+/// The history helm is given: the newest stored revision, as Helm's upgrade reads it. A
+/// revision still pending (a wait wheelhouse is about to cancel) is given as superseded,
+/// which is what it becomes before the next revision is stored.
+fn seed(req: &RenderRequest<'_>) -> serde_json::Value {
+    let Some(Previous {
+        version,
+        status,
+        chart_name,
+        chart_version,
+    }) = req.previous
+    else {
+        return serde_json::json!([]);
+    };
+    let status = match status {
+        s if s.is_pending() => Status::Superseded,
+        Status::Uninstalling => Status::Failed,
+        s => s,
+    };
+    serde_json::json!([{
+        "name": req.release_name,
+        "namespace": req.namespace,
+        "version": version,
+        "info": {"status": status.as_str()},
+        "chart": {"metadata": {"name": chart_name, "version": chart_version}},
+    }])
+}
+
+/// The seed, in a file of its own (no values in it) removed when dropped.
+struct SeedFile {
+    path: PathBuf,
+}
+
+impl SeedFile {
+    fn write(seed: &serde_json::Value) -> Result<Self, Error> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "wheelhouse-render-{}-{}.json",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::write(&path, seed.to_string())
+            .map_err(|e| Error::Output(format!("cannot write {}: {e}", path.display())))?;
+        Ok(Self { path })
+    }
+}
+
+impl Drop for SeedFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// The last `n` non-empty lines, trimmed.
+fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request<'a>(
+        values: &'a serde_json::Map<String, serde_json::Value>,
+        previous: Option<Previous<'a>>,
+    ) -> RenderRequest<'a> {
+        RenderRequest {
+            release_name: "web",
+            namespace: "prod",
+            chart_path: Path::new("-odd/chart"),
+            values,
+            previous,
+        }
+    }
+
+    #[test]
+    fn arguments() {
+        let values = serde_json::Map::new();
+        let renderer = HelmRenderer::new(PathBuf::from("helm"), HelmRenderer::DEFAULT_TIMEOUT)
+            .with_cluster(Some(Path::new("/k/config")), Some("ctx"));
+        let args: Vec<String> = renderer
+            .args(&request(&values, None))
+            .into_iter()
+            .map(|a| a.into_string().unwrap())
+            .collect();
+        assert_eq!(
+            args,
+            [
+                "upgrade",
+                "--install",
+                "--namespace",
+                "prod",
+                "--values",
+                "-",
+                "--reset-values",
+                "--dry-run=server",
+                "--skip-crds",
+                "--disable-openapi-validation",
+                "--output",
+                "json",
+                "--kubeconfig",
+                "/k/config",
+                "--kube-context",
+                "ctx",
+                "--",
+                "web",
+                "-odd/chart"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_seed_is_the_newest_revision_with_pending_read_as_superseded() {
+        let values = serde_json::Map::new();
+        assert_eq!(seed(&request(&values, None)), serde_json::json!([]));
+        let previous = Previous {
+            version: 4,
+            status: Status::PendingUpgrade,
+            chart_name: "app",
+            chart_version: "1.2.0",
+        };
+        let s = seed(&request(&values, Some(previous)));
+        assert_eq!(s[0]["version"], 4);
+        assert_eq!(s[0]["info"]["status"], "superseded");
+        assert_eq!(s[0]["namespace"], "prod");
+        assert_eq!(s[0]["chart"]["metadata"]["version"], "1.2.0");
+    }
+
+    #[tokio::test]
+    async fn a_missing_helm_says_how_to_fix_it() {
+        let renderer =
+            HelmRenderer::new(PathBuf::from("/nonexistent/helm"), Duration::from_secs(5));
+        let err = renderer.check().await.unwrap_err().to_string();
+        assert!(err.contains("cannot run /nonexistent/helm"), "{err}");
+        assert!(err.contains("WHEELHOUSE_HELM"), "{err}");
+        // Something that runs but is not helm is refused too.
+        let renderer = HelmRenderer::new(PathBuf::from("true"), Duration::from_secs(5));
+        let err = renderer.check().await.unwrap_err().to_string();
+        assert!(err.contains("not a working helm"), "{err}");
+    }
+
+    #[test]
+    fn keeps_the_end_of_stderr() {
+        let text: String = (1..=30).map(|i| format!("line {i}  \n\n")).collect();
+        let kept = last_lines(&text, 20);
+        assert!(kept.starts_with("line 11\n"), "{kept}");
+        assert!(kept.ends_with("line 30"), "{kept}");
+        assert_eq!(last_lines("\n  \n", 20), "");
+    }
+}
