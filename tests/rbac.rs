@@ -83,13 +83,31 @@ async fn client_as(ns: &str, service_account: &str) -> Client {
     let mut config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .unwrap();
-    config.auth_info.impersonate = Some(format!("system:serviceaccount:{ns}:{service_account}"));
-    config.auth_info.impersonate_groups = Some(vec![
-        "system:serviceaccounts".into(),
-        format!("system:serviceaccounts:{ns}"),
-        "system:authenticated".into(),
-    ]);
+    let (user, groups) = identity(ns, service_account);
+    config.auth_info.impersonate = Some(user);
+    config.auth_info.impersonate_groups = Some(groups);
     Client::try_from(config).unwrap()
+}
+
+/// The user and groups of a ServiceAccount, as the API server authenticates it.
+fn identity(ns: &str, service_account: &str) -> (String, Vec<String>) {
+    (
+        format!("system:serviceaccount:{ns}:{service_account}"),
+        vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{ns}"),
+            "system:authenticated".into(),
+        ],
+    )
+}
+
+/// Stops the engine when the test ends, pass or fail.
+struct EngineGuard(wheelhouse::engine::EngineHandle);
+
+impl Drop for EngineGuard {
+    fn drop(&mut self) {
+        self.0.shutdown();
+    }
 }
 
 fn forbidden<T: std::fmt::Debug>(result: kube::Result<T>) -> bool {
@@ -138,7 +156,24 @@ async fn the_generated_rbac_is_enough_for_the_engine_and_no_more() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 
-    let _engine = eng::start(&engine_client, &ns.name).await;
+    // helm renders (discovery, lookup) as the same ServiceAccount.
+    let (mut config, _cache) = eng::config(&ns.name, "rbac-engine");
+    let (user, groups) = identity(&ns.name, "engine");
+    config.renderer = std::sync::Arc::new(
+        wheelhouse::render::HelmRenderer::new(support::testbin().join("helm"), PATIENCE)
+            .with_cluster(Some(&kubeconfig_path()), None)
+            .impersonate(&user, &groups),
+    );
+    let handle = wheelhouse::engine::start(engine_client.clone(), config).unwrap();
+    let mut role = handle.role();
+    tokio::time::timeout(
+        PATIENCE,
+        role.wait_for(|r| *r == wheelhouse::engine::Role::Leader),
+    )
+    .await
+    .expect("the engine took the lease")
+    .unwrap();
+    let _engine = EngineGuard(handle);
     let api: Api<HelmRelease> = Api::namespaced(admin.clone(), &ns.name);
     api.create(
         &PostParams::default(),

@@ -80,6 +80,18 @@ impl HelmRenderer {
         self
     }
 
+    /// Renders as another identity (`--kube-as-user`/`--kube-as-group`), as the engine's
+    /// client does when it impersonates.
+    pub fn impersonate(mut self, user: &str, groups: &[String]) -> Self {
+        self.cluster.push("--kube-as-user".into());
+        self.cluster.push(user.into());
+        for group in groups {
+            self.cluster.push("--kube-as-group".into());
+            self.cluster.push(group.into());
+        }
+        self
+    }
+
     /// helm's arguments. The values come on stdin (`--values -`), so they never touch
     /// the disk or a process listing; `--` keeps a chart path from being read as a flag.
     fn args(&self, req: &RenderRequest<'_>) -> Vec<OsString> {
