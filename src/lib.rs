@@ -16,5 +16,6 @@ pub mod source;
 pub mod tracking;
 pub mod tui;
 pub mod values;
+pub mod yaml;
 
 pub use error::{Error, Result};

@@ -6,7 +6,8 @@ use std::fmt;
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use super::{Error, yaml};
+use super::Error;
+use crate::yaml;
 
 /// Helm's `helm.sh/resource-policy` annotation; `keep` leaves the object in place when the
 /// release stops rendering it or is uninstalled.

@@ -9,7 +9,6 @@ pub mod fields;
 mod hooks;
 pub mod manifest;
 pub mod order;
-pub mod yaml;
 
 use std::time::Duration;
 

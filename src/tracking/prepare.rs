@@ -16,7 +16,7 @@ use super::workload::{
     Decision, WorkloadKind, consumed_objects, decide, set_template, template_hash,
 };
 use crate::apply::manifest::split_documents;
-use crate::apply::yaml::parse_documents;
+use crate::yaml::parse_documents;
 
 /// A ConfigMap or Secret by kind, namespace and name.
 pub type ConfigKey = (ConfigKind, String, String);

@@ -390,11 +390,13 @@ pub fn parse_values(text: &str) -> Result<serde_json::Value, String> {
     if text.trim().is_empty() {
         return Ok(serde_json::Value::Object(Default::default()));
     }
-    let yaml: serde_yaml::Value = serde_yaml::from_str(text).map_err(|e| e.to_string())?;
-    match yaml {
-        serde_yaml::Value::Mapping(_) => serde_json::to_value(yaml).map_err(|e| e.to_string()),
-        serde_yaml::Value::Null => Ok(serde_json::Value::Object(Default::default())),
-        _ => Err("values must be a YAML mapping (key: value)".into()),
+    // Read as Helm reads values (YAML 1.1: `yes` is true, `0644` is 420).
+    let mut documents = crate::yaml::parse_documents(text)?;
+    match documents.len() {
+        0 => Ok(serde_json::Value::Object(Default::default())),
+        1 if documents[0].is_object() => Ok(documents.swap_remove(0)),
+        1 => Err("values must be a YAML mapping (key: value)".into()),
+        _ => Err("values must be one YAML document (no `---`)".into()),
     }
 }
 
@@ -434,6 +436,18 @@ pub fn left(deadline: Timestamp, now: Timestamp) -> Duration {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn edited_values_are_read_as_helm_reads_them() {
+        assert_eq!(
+            parse_values("enabled: no\nmode: 0644\n").unwrap(),
+            serde_json::json!({"enabled": false, "mode": 420})
+        );
+        assert!(parse_values("- a\n").is_err());
+        assert!(parse_values("a: 1\n---\nb: 2\n").is_err());
+        assert_eq!(parse_values("  \n").unwrap(), serde_json::json!({}));
+    }
+
     use super::*;
     use serde_json::json;
 

@@ -316,21 +316,24 @@ fn apply_source(
     Ok(())
 }
 
-/// Parses a YAML document into JSON values as Helm does (merge keys applied, scalar keys
-/// turned into strings). With `redact`, quoted fragments of the parser's message are
-/// hidden, so an error never repeats a Secret's content.
+/// Parses a YAML document into JSON values as Helm does: YAML 1.1 scalars as
+/// sigs.k8s.io/yaml reads them (`yes` is true, `0644` is 420), merge keys applied, scalar
+/// keys turned into strings ([`crate::yaml`]). With `redact`, quoted fragments of the
+/// parser's message are hidden, so an error never repeats a Secret's content.
 fn parse_yaml(text: &str, redact: bool) -> Result<Value, String> {
-    let describe = |e: serde_yaml::Error| {
-        let message = e.to_string();
+    let describe = |message: String| {
         if redact {
             redact_quoted(&message)
         } else {
             message
         }
     };
-    let mut yaml: serde_yaml::Value = serde_yaml::from_str(text).map_err(describe)?;
-    yaml.apply_merge().map_err(describe)?;
-    yaml_to_json(yaml)
+    let mut documents = crate::yaml::parse_documents(text).map_err(describe)?;
+    Ok(if documents.is_empty() {
+        Value::Null
+    } else {
+        documents.swap_remove(0)
+    })
 }
 
 fn redact_quoted(message: &str) -> String {
@@ -347,55 +350,6 @@ fn redact_quoted(message: &str) -> String {
         }
     }
     out
-}
-
-fn yaml_to_json(value: serde_yaml::Value) -> Result<Value, String> {
-    use serde_yaml::Value as Y;
-    Ok(match value {
-        Y::Null => Value::Null,
-        Y::Bool(b) => Value::Bool(b),
-        Y::Number(n) => {
-            if let Some(i) = n.as_i64() {
-                Value::from(i)
-            } else if let Some(u) = n.as_u64() {
-                Value::from(u)
-            } else {
-                let f = n.as_f64().unwrap_or(f64::NAN);
-                serde_json::Number::from_f64(f)
-                    .map(Value::Number)
-                    .ok_or("infinite or NaN numbers cannot be values")?
-            }
-        }
-        Y::String(s) => Value::String(s),
-        Y::Sequence(items) => Value::Array(
-            items
-                .into_iter()
-                .map(yaml_to_json)
-                .collect::<Result<_, _>>()?,
-        ),
-        Y::Mapping(mapping) => {
-            let mut map = Map::new();
-            for (k, v) in mapping {
-                let key = match k {
-                    Y::String(s) => s,
-                    Y::Number(n) => n.to_string(),
-                    Y::Bool(b) => b.to_string(),
-                    Y::Null => "null".to_owned(),
-                    Y::Tagged(t) => match yaml_to_json(t.value)? {
-                        Value::String(s) => s,
-                        other => other.to_string(),
-                    },
-                    Y::Sequence(_) | Y::Mapping(_) => {
-                        return Err("a list or mapping cannot be a key".into());
-                    }
-                };
-                map.insert(key, yaml_to_json(v)?);
-            }
-            Value::Object(map)
-        }
-        // Custom tags (`!foo`) carry their value; Helm's YAML reader ignores the tag too.
-        Y::Tagged(t) => yaml_to_json(t.value)?,
-    })
 }
 
 fn type_name(value: &Value) -> &'static str {
@@ -477,6 +431,23 @@ fn write_canonical(value: &Value, out: &mut String) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn values_are_read_as_helm_reads_them_yaml_1_1() {
+        let v = parse_yaml(
+            "flag: yes\noff: on\nmode: 0644\nname: \"0644\"\nbig: 1e3\n",
+            false,
+        )
+        .unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"flag": true, "false": true, "mode": 420, "name": "0644", "big": 1000})
+        );
+        assert_eq!(parse_yaml("", false).unwrap(), Value::Null);
+        let err = parse_yaml("password: \"s3cret\n", true).unwrap_err();
+        assert!(!err.contains("s3cret"), "{err}");
+    }
+
     use super::*;
     use serde_json::json;
 
@@ -588,13 +559,15 @@ mod tests {
             false,
         )
         .unwrap();
+        // What helm v4.3.1 itself makes of the same file (`helm template -f`, printed with
+        // toJson): YAML 1.1, so the key `y` and the value `yes` are booleans.
         assert_eq!(
             v,
             json!({
-                "base": {"x": 1, "y": 2},
-                "derived": {"x": 1, "y": 3},
+                "base": {"x": 1, "true": 2},
+                "derived": {"x": 1, "true": 3},
                 "1": "one",
-                "true": "yes",
+                "true": true,
                 "f": 1.5,
                 "big": 18446744073709551615u64,
                 "tagged": 7
@@ -610,9 +583,13 @@ mod tests {
 
     #[test]
     fn yaml_errors_from_secrets_hide_quoted_content() {
-        let err = parse_yaml("password: hunter2\npassword: hunter3\n", true).unwrap_err();
-        assert!(err.starts_with("duplicate entry with key"), "{err}");
-        assert!(!err.contains("password"), "{err}");
+        // helm v4.3.1 takes the last of duplicate keys, and so do we.
+        assert_eq!(
+            parse_yaml("password: hunter2\npassword: hunter3\n", true).unwrap(),
+            json!({"password": "hunter3"})
+        );
+        let err = parse_yaml("token: \"s3cret\n", true).unwrap_err();
+        assert!(!err.contains("s3cret"), "{err}");
         assert_eq!(
             redact_quoted(r#"duplicate entry with key "s3cret" at line 2"#),
             "duplicate entry with key \"…\" at line 2"
