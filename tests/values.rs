@@ -321,7 +321,7 @@ async fn invalid_yaml_names_the_object_and_key_and_never_shows_secret_data() {
     secret(
         &client,
         &ns.name,
-        "metadata: {name: broken-secret}\nstringData: {values.yaml: \"tok-9f8e7d: 1\\ntok-9f8e7d: 2\\n\"}\n",
+        "metadata: {name: broken-secret}\nstringData: {values.yaml: \"tok-9f8e7d: [\\\"tok-9f8e7d\\n\"}\n",
     )
     .await;
 
