@@ -181,47 +181,6 @@ pub async fn install_or_upgrade(
             install.take_ownership,
         )
     };
-    // As Helm: the chart's CRDs (its subcharts' too) go in before the templates are
-    // rendered, so `.Capabilities` sees their kinds and objects of them can be applied.
-    let crd_docs: Vec<String> = chart::crds(&prepared.chart)
-        .iter()
-        .map(|f| String::from_utf8_lossy(&f.data).into_owned())
-        .collect();
-    if crds != CrdPolicy::Skip && !crd_docs.is_empty() {
-        if !is_upgrade && install.create_namespace {
-            // CRDs are cluster-scoped, but a refusal below should not leave half a setup.
-            run.ctx
-                .applier
-                .ensure_namespace(&run.target_namespace)
-                .await?;
-        }
-        if let Err(e) = run.ctx.applier.apply_crds(&crd_docs, crds).await {
-            return Ok(Outcome::Failed {
-                reason: if is_upgrade {
-                    super::status::reason::UPGRADE_FAILED
-                } else {
-                    super::status::reason::INSTALL_FAILED
-                },
-                message: format!("installing the chart's CRDs failed: {e}"),
-            });
-        }
-    }
-    run.set_phase(super::Phase::Rendering);
-    let rendered = match rendered {
-        // A candidate rendered during the wait, unless its CRDs were only installed now.
-        Some(r) if is_upgrade && crd_docs.is_empty() => r,
-        _ => {
-            render(
-                run.ctx,
-                &run.release_name,
-                &run.target_namespace,
-                prepared,
-                previous,
-            )
-            .await?
-        }
-    };
-
     let (pending, underway, failed_reason, ok_reason, done) = if is_upgrade {
         (
             Status::PendingUpgrade,
@@ -239,6 +198,56 @@ pub async fn install_or_upgrade(
             "Install complete",
         )
     };
+    let verb = if is_upgrade {
+        "Helm upgrade"
+    } else {
+        "Helm install"
+    };
+    // As Helm: the chart's CRDs (its subcharts' too) go in before the templates are
+    // rendered, so `.Capabilities` sees their kinds and objects of them can be applied.
+    let crd_docs: Vec<String> = chart::crds(&prepared.chart)
+        .iter()
+        .map(|f| String::from_utf8_lossy(&f.data).into_owned())
+        .collect();
+    if crds != CrdPolicy::Skip && !crd_docs.is_empty() {
+        if !is_upgrade && install.create_namespace {
+            // CRDs are cluster-scoped, but a refusal below should not leave half a setup.
+            run.ctx
+                .applier
+                .ensure_namespace(&run.target_namespace)
+                .await?;
+        }
+        if let Err(e) = run.ctx.applier.apply_crds(&crd_docs, crds).await {
+            return Ok(Outcome::Failed {
+                reason: failed_reason,
+                message: format!("{verb} failed: installing the chart's CRDs: {e}"),
+            });
+        }
+    }
+    run.set_phase(super::Phase::Rendering);
+    let rendered = match rendered {
+        // A candidate rendered during the wait, unless its CRDs were only installed now.
+        Some(r) if is_upgrade && crd_docs.is_empty() => r,
+        _ => match render(
+            run.ctx,
+            &run.release_name,
+            &run.target_namespace,
+            prepared,
+            previous,
+        )
+        .await
+        {
+            Ok(rendered) => rendered,
+            // A template error, `required` or `fail`: the action failed, as in Flux.
+            Err(e) => {
+                return Ok(Outcome::Failed {
+                    reason: failed_reason,
+                    message: format!("{verb} failed: {e}"),
+                });
+            }
+        },
+    };
+
     let mut rel = new_release(
         run,
         version,
@@ -269,11 +278,6 @@ pub async fn install_or_upgrade(
     {
         rel.info.as_mut().unwrap().first_deployed = Some(first);
     }
-    let verb = if is_upgrade {
-        "Helm upgrade"
-    } else {
-        "Helm install"
-    };
     let release_name = run.release_name.clone();
     let ns = run.target_namespace.clone();
     let owner = Owner::new(&release_name, &ns)

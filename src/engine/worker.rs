@@ -106,6 +106,8 @@ pub struct Inbox {
     /// watched object may not show our latest write yet, so this is what the next
     /// reconcile starts from.
     last_status: Option<HelmReleaseStatus>,
+    /// Reconciles in a row that ended in an error or a failure: the retry backs off.
+    failing: u32,
 }
 
 impl Inbox {
@@ -117,6 +119,7 @@ impl Inbox {
             handled_cancel: None,
             candidate: None,
             last_status: None,
+            failing: 0,
         }
     }
 }
@@ -610,6 +613,7 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
 }
 
 const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
+/// Retry of the finalizer's bookkeeping (not of an action, which backs off).
 const RETRY: Duration = Duration::from_secs(10);
 
 async fn reconcile(
@@ -664,14 +668,44 @@ async fn reconcile(
             );
             run.write_status().await;
             tracing::warn!(release = %key, error = %e, "reconcile failed");
-            RETRY
+            Requeue::Failed
         }
     };
     run.inbox.last_status = Some(run.status.clone());
-    requeue
+    let interval = hr.spec.interval.as_std();
+    match requeue {
+        Requeue::After(d) => {
+            run.inbox.failing = 0;
+            d
+        }
+        Requeue::Failed => {
+            run.inbox.failing = run.inbox.failing.saturating_add(1);
+            backoff(run.inbox.failing, interval)
+        }
+    }
 }
 
-async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
+/// When a release is looked at next.
+enum Requeue {
+    /// After this long (the interval, or at once, or never).
+    After(Duration),
+    /// It failed: again after an exponential backoff.
+    Failed,
+}
+
+/// The delay before retry number `failing` (1 = the first): 5 s doubling, capped at the
+/// interval, with ±10 % jitter so releases failing together do not retry in lockstep.
+fn backoff(failing: u32, interval: Duration) -> Duration {
+    let base = Duration::from_secs(5).saturating_mul(1 << failing.saturating_sub(1).min(16));
+    let capped = base.min(interval).max(Duration::from_secs(1));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let jitter = f64::from(nanos % 2001) / 10_000.0 - 0.1;
+    capped.mul_f64(1.0 + jitter)
+}
+
+async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeue> {
     let hr = run.hr.clone();
     let generation = hr.metadata.generation;
     let interval = hr.spec.interval.as_std();
@@ -685,6 +719,7 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
         run.status.install_failures = 0;
         run.status.upgrade_failures = 0;
         run.status.last_handled_reset_at = Some(t);
+        status::remove(&mut run.status, condition::STALLED);
     }
     if let Some(t) = new_token(
         &hr,
@@ -703,13 +738,17 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
     }
     if hr.spec.suspend {
         run.write_status().await;
-        return Ok(NEVER);
+        return Ok(Requeue::After(NEVER));
     }
     if let Some(message) = claimed_elsewhere(run).await? {
-        return Ok(stall(run, reason::RELEASE_CONFLICT, message, interval).await);
+        return Ok(Requeue::After(
+            stall(run, reason::RELEASE_CONFLICT, message, interval).await,
+        ));
     }
     if let Some(cycle) = dependency_cycle(run).await {
-        return Ok(stall(run, reason::DEPENDENCY_CYCLE, cycle, interval).await);
+        return Ok(Requeue::After(
+            stall(run, reason::DEPENDENCY_CYCLE, cycle, interval).await,
+        ));
     }
     if let Some(waiting) = unready_dependency(run).await {
         status::set(
@@ -721,7 +760,7 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
             generation,
         );
         run.write_status().await;
-        return Ok(Duration::from_secs(5));
+        return Ok(Requeue::After(Duration::from_secs(5)));
     }
 
     run.set_phase(Phase::Resolving);
@@ -750,7 +789,7 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
             run.write_status().await;
             run.event(EventType::Warning, reason, "Reconcile", message)
                 .await;
-            return Ok(RETRY.max(Duration::from_secs(30)).min(interval));
+            return Ok(Requeue::Failed);
         }
     };
     run.desired_digest = prepared.digest();
@@ -769,6 +808,8 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
         run.status.failures = 0;
         run.status.install_failures = 0;
         run.status.upgrade_failures = 0;
+        // Fresh retries: whatever stalled the old desired state does not hold for this one.
+        status::remove(&mut run.status, condition::STALLED);
     }
     let mut force = new_token(
         &hr,
@@ -782,6 +823,7 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
         let next = plan::next(&observed);
         tracing::info!(release = %run.key, action = ?next, "planned");
         let latest = history.last().cloned();
+        let stored_before = latest.as_ref().map(|r| r.version);
         let outcome = match &next {
             Next::InSync => {
                 let (r, m) = success_reason(&run.status, latest.as_ref());
@@ -798,7 +840,7 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
                 run.status.observed_generation = generation;
                 record_history(run, &history);
                 run.write_status().await;
-                return Ok(interval);
+                return Ok(Requeue::After(interval));
             }
             Next::Stalled { reason: r, message } => {
                 status::set(
@@ -833,7 +875,7 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
                 run.write_status().await;
                 run.event(EventType::Warning, r, "Reconcile", message.clone())
                     .await;
-                return Ok(NEVER);
+                return Ok(Requeue::After(NEVER));
             }
             Next::Install | Next::Upgrade => {
                 let outcome = actions::install_or_upgrade(
@@ -862,6 +904,19 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
         let history = run.storage.history(&run.release_name).await?;
         record_history(run, &history);
         record_outcome(run, &next, &outcome).await;
+        // An install or upgrade that failed before storing a revision (render error,
+        // `required`/`fail`, a refused object, too large) has nothing to remediate: it is
+        // tried again after a backoff, or stalls once its retries are used up.
+        if matches!(outcome, Outcome::Failed { .. })
+            && matches!(next, Next::Install | Next::Upgrade)
+            && history.last().map(|r| r.version) == stored_before
+        {
+            let observed = observe(run, &history, &desired, false);
+            if let Next::Stalled { .. } = plan::next(&observed) {
+                continue;
+            }
+            return Ok(Requeue::Failed);
+        }
         if matches!(
             outcome,
             Outcome::Canceled {
@@ -870,20 +925,20 @@ async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Duration> {
             }
         ) {
             // Superseded by a newer desired state: start over with it right away.
-            return Ok(Duration::ZERO);
+            return Ok(Requeue::After(Duration::ZERO));
         }
         if run.inbox.newest.metadata.generation != generation
             || run.inbox.deleted
             || run.stop.is_cancelled()
         {
-            return Ok(Duration::ZERO);
+            return Ok(Requeue::After(Duration::ZERO));
         }
         if run.inbox.newest.spec.suspend {
             // Suspend lets a running action finish but starts nothing new.
-            return Ok(NEVER);
+            return Ok(Requeue::After(NEVER));
         }
     }
-    Ok(interval)
+    Ok(Requeue::After(interval))
 }
 
 fn observe(run: &Run<'_>, history: &[Release], desired: &Desired, force: bool) -> Observed {
@@ -972,6 +1027,12 @@ async fn record_outcome(run: &mut Run<'_>, next: &Next, outcome: &Outcome) {
             };
             for type_ in own.into_iter().chain(ready.then_some(condition::READY)) {
                 status::set(s, type_, Truth::True, r, message.clone(), generation);
+            }
+            // A release installed or upgraded to its desired state is no longer stalled,
+            // nor in the state a remediation left it in.
+            if matches!(next, Next::Install | Next::Upgrade) {
+                status::remove(s, condition::STALLED);
+                status::remove(s, condition::REMEDIATED);
             }
             run.event(EventType::Normal, r, &format!("{next:?}"), message.clone())
                 .await;
@@ -1324,4 +1385,24 @@ async fn finalize(run: &mut Run<'_>) -> Duration {
     }
     run.inbox.deleted = true;
     NEVER
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_exponentially_up_to_the_interval() {
+        let interval = Duration::from_secs(600);
+        let within = |d: Duration, secs: f64| {
+            let s = d.as_secs_f64();
+            s >= secs * 0.9 - 1e-9 && s <= secs * 1.1 + 1e-9
+        };
+        assert!(within(backoff(1, interval), 5.0));
+        assert!(within(backoff(2, interval), 10.0));
+        assert!(within(backoff(4, interval), 40.0));
+        assert!(within(backoff(10, interval), 600.0));
+        assert!(within(backoff(u32::MAX, interval), 600.0));
+        assert!(within(backoff(3, Duration::from_secs(8)), 8.0));
+    }
 }
