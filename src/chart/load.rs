@@ -22,16 +22,20 @@ const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 /// Loads a chart directory, or a packaged chart (`.tgz` whose entries sit under one
 /// top-level folder, `<name>/`).
 pub fn load(path: &Path) -> Result<Chart, Error> {
+    from_files(path, read_files(path)?)
+}
+
+/// Every file of a chart directory or `.tgz`, named relative to the chart's root.
+pub(super) fn read_files(path: &Path) -> Result<Vec<File>, Error> {
     let meta = std::fs::metadata(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    let files = if meta.is_dir() {
-        read_dir(path)?
+    if meta.is_dir() {
+        read_dir(path)
     } else {
-        read_archive(path)?
-    };
-    from_files(path, files)
+        read_archive(path)
+    }
 }
 
 /// The chart's CRD manifests: files under `crds/` ending in .yaml, .yml or .json (any
@@ -44,7 +48,7 @@ pub fn crds(chart: &Chart) -> Vec<&File> {
         .collect()
 }
 
-fn has_manifest_extension(name: &str) -> bool {
+pub(super) fn has_manifest_extension(name: &str) -> bool {
     let base = name.rsplit('/').next().unwrap_or(name);
     match base.rfind('.') {
         Some(dot) => {
@@ -183,6 +187,12 @@ fn read_archive(path: &Path) -> Result<Vec<File>, Error> {
         ));
     }
     let raw = std::fs::File::open(path).map_err(io_err(path))?;
+    read_archive_from(raw, path)
+}
+
+/// The files of a gzipped chart archive read from `raw` (`path` names it in errors): a
+/// packaged subchart inside a chart is read from memory this way.
+pub(super) fn read_archive_from(raw: impl Read, path: &Path) -> Result<Vec<File>, Error> {
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(raw));
     let mut files = Vec::new();
     let mut remaining = MAX_CHART_SIZE;

@@ -1,5 +1,6 @@
 //! Helm charts: the model Helm stores, and loading one from a directory or .tgz.
 
+mod dependencies;
 mod ignore;
 pub mod load;
 mod model;
@@ -7,6 +8,7 @@ mod yaml;
 
 use std::path::PathBuf;
 
+pub use dependencies::crds_to_install;
 pub use load::{crds, load};
 pub use model::{Chart, File, Metadata};
 

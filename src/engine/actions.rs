@@ -205,10 +205,23 @@ pub async fn install_or_upgrade(
     };
     // As Helm: the chart's CRDs (its subcharts' too) go in before the templates are
     // rendered, so `.Capabilities` sees their kinds and objects of them can be applied.
-    let crd_docs: Vec<String> = chart::crds(&prepared.chart)
-        .iter()
-        .map(|f| String::from_utf8_lossy(&f.data).into_owned())
-        .collect();
+    let crd_files = {
+        let (path, values) = (prepared.resolved.path.clone(), prepared.values.values.clone());
+        tokio::task::spawn_blocking(move || chart::crds_to_install(&path, &values)).await
+    };
+    let crd_docs: Vec<String> = match crd_files {
+        Ok(Ok(files)) => files
+            .iter()
+            .map(|f| String::from_utf8_lossy(&f.data).into_owned())
+            .collect(),
+        Ok(Err(e)) => {
+            return Ok(Outcome::Failed {
+                reason: failed_reason,
+                message: format!("{verb} failed: reading the chart's CRDs: {e}"),
+            });
+        }
+        Err(e) => return Err(std::io::Error::other(e).into()),
+    };
     if crds != CrdPolicy::Skip && !crd_docs.is_empty() {
         if !is_upgrade && install.create_namespace {
             // CRDs are cluster-scoped, but a refusal below should not leave half a setup.
