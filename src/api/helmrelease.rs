@@ -345,6 +345,10 @@ pub struct HealthCheck {
     /// Cancel a running wait as soon as a newer desired state is ready to apply.
     #[serde(default = "yes")]
     pub cancel_on_new_revision: bool,
+    /// Stricter than Helm 4's `--wait`: a LoadBalancer Service is ready only once it has
+    /// an ingress address (Helm 4 waits for its cluster IP only).
+    #[serde(default)]
+    pub wait_for_load_balancer_address: bool,
 }
 
 impl Default for HealthCheck {
@@ -352,6 +356,7 @@ impl Default for HealthCheck {
         Self {
             fail_fast: true,
             cancel_on_new_revision: true,
+            wait_for_load_balancer_address: false,
         }
     }
 }
@@ -602,7 +607,8 @@ spec:
             hr.spec.health_check.clone().unwrap_or_default(),
             HealthCheck {
                 fail_fast: true,
-                cancel_on_new_revision: true
+                cancel_on_new_revision: true,
+                wait_for_load_balancer_address: false,
             }
         );
         assert_eq!(

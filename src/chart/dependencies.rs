@@ -59,7 +59,9 @@ fn collect(
     let mut subcharts: Vec<(String, Vec<File>)> = Vec::new();
     for f in files {
         match f.name.as_str() {
-            "values.yaml" => defaults = yaml::values(&f.data).map_err(|e| parse("values.yaml", e))?,
+            "values.yaml" => {
+                defaults = yaml::values(&f.data).map_err(|e| parse("values.yaml", e))?
+            }
             // apiVersion v2 lists them in Chart.yaml, v1 in requirements.yaml.
             "Chart.yaml" | "requirements.yaml" => {
                 let md = yaml::mapping(&f.data).map_err(|e| parse(&f.name, e))?;
@@ -208,7 +210,11 @@ mod tests {
                 .unwrap();
         let tags = serde_json::json!({"backend": true, "off": false});
         assert!(enabled(&dep(None, &[]), &scope, &tags));
-        assert!(!enabled(&dep(Some("db.enabled"), &["backend"]), &scope, &tags));
+        assert!(!enabled(
+            &dep(Some("db.enabled"), &["backend"]),
+            &scope,
+            &tags
+        ));
         assert!(!enabled(&dep(None, &["off"]), &scope, &tags));
         assert!(enabled(&dep(None, &["off", "backend"]), &scope, &tags));
         // A path that is not a boolean is skipped; the next one decides.
@@ -226,16 +232,48 @@ mod tests {
     fn crds_of_enabled_subcharts_at_any_depth() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        write(root, "Chart.yaml", "apiVersion: v2\nname: top\nversion: 1.0.0\ndependencies:\n- {name: mid, version: 1.0.0, condition: mid.enabled}\n- {name: off, version: 1.0.0, condition: off.enabled}\n");
-        write(root, "values.yaml", "mid: {enabled: true}\noff: {enabled: false}\n");
+        write(
+            root,
+            "Chart.yaml",
+            "apiVersion: v2\nname: top\nversion: 1.0.0\ndependencies:\n- {name: mid, version: 1.0.0, condition: mid.enabled}\n- {name: off, version: 1.0.0, condition: off.enabled}\n",
+        );
+        write(
+            root,
+            "values.yaml",
+            "mid: {enabled: true}\noff: {enabled: false}\n",
+        );
         write(root, "crds/top.yaml", "kind: CustomResourceDefinition\n");
-        write(root, "charts/mid/Chart.yaml", "apiVersion: v2\nname: mid\nversion: 1.0.0\ndependencies:\n- {name: leaf, version: 1.0.0, condition: leaf.on}\n");
+        write(
+            root,
+            "charts/mid/Chart.yaml",
+            "apiVersion: v2\nname: mid\nversion: 1.0.0\ndependencies:\n- {name: leaf, version: 1.0.0, condition: leaf.on}\n",
+        );
         write(root, "charts/mid/values.yaml", "leaf: {on: false}\n");
-        write(root, "charts/mid/charts/leaf/Chart.yaml", "apiVersion: v2\nname: leaf\nversion: 1.0.0\n");
-        write(root, "charts/mid/charts/leaf/crds/leaf.yaml", "kind: CustomResourceDefinition\n");
-        write(root, "charts/mid/crds/mid.yml", "kind: CustomResourceDefinition\n");
-        write(root, "charts/off/Chart.yaml", "apiVersion: v2\nname: off\nversion: 1.0.0\n");
-        write(root, "charts/off/crds/off.yaml", "kind: CustomResourceDefinition\n");
+        write(
+            root,
+            "charts/mid/charts/leaf/Chart.yaml",
+            "apiVersion: v2\nname: leaf\nversion: 1.0.0\n",
+        );
+        write(
+            root,
+            "charts/mid/charts/leaf/crds/leaf.yaml",
+            "kind: CustomResourceDefinition\n",
+        );
+        write(
+            root,
+            "charts/mid/crds/mid.yml",
+            "kind: CustomResourceDefinition\n",
+        );
+        write(
+            root,
+            "charts/off/Chart.yaml",
+            "apiVersion: v2\nname: off\nversion: 1.0.0\n",
+        );
+        write(
+            root,
+            "charts/off/crds/off.yaml",
+            "kind: CustomResourceDefinition\n",
+        );
         let names = |values: serde_json::Value| -> Vec<String> {
             let values = values.as_object().cloned().unwrap();
             crds_to_install(root, &values)

@@ -206,7 +206,10 @@ pub async fn install_or_upgrade(
     // As Helm: the chart's CRDs (its subcharts' too) go in before the templates are
     // rendered, so `.Capabilities` sees their kinds and objects of them can be applied.
     let crd_files = {
-        let (path, values) = (prepared.resolved.path.clone(), prepared.values.values.clone());
+        let (path, values) = (
+            prepared.resolved.path.clone(),
+            prepared.values.values.clone(),
+        );
         tokio::task::spawn_blocking(move || chart::crds_to_install(&path, &values)).await
     };
     let crd_docs: Vec<String> = match crd_files {

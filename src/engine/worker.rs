@@ -294,15 +294,13 @@ impl Run<'_> {
         let token = CancellationToken::new();
         let (progress_tx, mut progress_rx) = watch::channel(Progress::default());
         let client = self.ctx.client.clone();
+        let health_check = self.hr.spec.health_check.clone().unwrap_or_default();
         let options = health::WaitOptions {
-            fail_fast: self
-                .hr
-                .spec
-                .health_check
-                .clone()
-                .unwrap_or_default()
-                .fail_fast,
+            fail_fast: health_check.fail_fast,
             started_at: started,
+            strictness: health::Strictness {
+                load_balancer_address: health_check.wait_for_load_balancer_address,
+            },
             ..health::WaitOptions::default()
         };
         let wait = health::wait(&client, &targets, deadline, &token, &options, |p| {

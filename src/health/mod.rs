@@ -4,5 +4,5 @@ pub mod failfast;
 pub mod readiness;
 pub mod wait;
 
-pub use readiness::Readiness;
+pub use readiness::{Readiness, Strictness};
 pub use wait::{Outcome, Progress, Target, WaitOptions, wait};

@@ -1,6 +1,8 @@
-//! Readiness of one object, following kstatus with the Helm 4 / Flux overrides (a Job is
-//! ready only when complete, a Pod only when Ready or Succeeded). Pure: takes the object
-//! as the API server returned it.
+//! Readiness of one object, reaching the verdict of Helm 4's `--wait` (kstatus, the
+//! fluxcd/cli-utils rules) with the Helm 4 / Flux overrides (a Job is ready only when
+//! complete, as `--wait-for-jobs`; a Pod only when Ready or Succeeded). Anything stricter
+//! is a per-release option ([`Strictness`]). Pure: takes the object as the API server
+//! returned it.
 
 use serde_json::Value;
 
@@ -19,8 +21,32 @@ impl Readiness {
     }
 }
 
-/// Readiness of `obj` (a whole object: apiVersion, kind, metadata, spec, status).
+/// Waits stricter than Helm 4's, each opted into per release.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Strictness {
+    /// A LoadBalancer Service is ready only once it has an ingress address (Helm 4 only
+    /// needs its cluster IP).
+    pub load_balancer_address: bool,
+}
+
+/// Readiness of `obj` (a whole object: apiVersion, kind, metadata, spec, status), with
+/// Helm 4's verdict.
 pub fn of(obj: &Value) -> Readiness {
+    of_with(obj, Strictness::default())
+}
+
+/// Readiness of `obj` with the stricter checks `strict` asks for.
+pub fn of_with(obj: &Value, strict: Strictness) -> Readiness {
+    // kstatus' generic checks come first for every kind: an object being deleted is not
+    // current, nor one whose controller has not observed its generation yet.
+    if obj["metadata"]["deletionTimestamp"].is_string() {
+        return Readiness::InProgress("being deleted".into());
+    }
+    if !obj["status"]["observedGeneration"].is_null()
+        && let Some(r) = generation_observed(obj)
+    {
+        return r;
+    }
     let kind = obj["kind"].as_str().unwrap_or_default();
     let api_version = obj["apiVersion"].as_str().unwrap_or_default();
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
@@ -32,7 +58,7 @@ pub fn of(obj: &Value) -> Readiness {
         ("batch", "Job") => job(obj),
         ("", "Pod") => pod(obj),
         ("", "PersistentVolumeClaim") => pvc(obj),
-        ("", "Service") => service(obj),
+        ("", "Service") => service(obj, strict),
         ("apiextensions.k8s.io", "CustomResourceDefinition") => crd(obj),
         // Built-in kinds without a rollout are ready once they exist.
         ("", _)
@@ -127,15 +153,20 @@ fn stateful_set(obj: &Value) -> Readiness {
     if let Some(r) = generation_observed(obj) {
         return r;
     }
+    let strategy = &obj["spec"]["updateStrategy"];
+    // As kstatus: an OnDelete StatefulSet is rolled by its user, not waited for.
+    if strategy["type"] == "OnDelete" {
+        return Readiness::Ready;
+    }
     let desired = obj["spec"]["replicas"].as_i64().unwrap_or(1);
     let s = &obj["status"];
     let ready = int(&s["readyReplicas"]);
     if ready < desired {
         return Readiness::InProgress(format!("{ready} of {desired} replicas ready"));
     }
-    let strategy = &obj["spec"]["updateStrategy"];
-    if strategy["type"] == "OnDelete" {
-        return Readiness::Ready;
+    let replicas = int(&s["replicas"]);
+    if replicas > desired {
+        return Readiness::InProgress(format!("{} old replicas terminating", replicas - desired));
     }
     let partition = int(&strategy["rollingUpdate"]["partition"]);
     if partition > 0 {
@@ -229,14 +260,18 @@ fn pvc(obj: &Value) -> Readiness {
     }
 }
 
-fn service(obj: &Value) -> Readiness {
+fn service(obj: &Value, strict: Strictness) -> Readiness {
     if obj["spec"]["type"] != "LoadBalancer" {
         return Readiness::Ready;
+    }
+    // Helm 4 (kstatus) waits only for the cluster IP of a LoadBalancer Service.
+    if obj["spec"]["clusterIP"].as_str().is_none_or(str::is_empty) {
+        return Readiness::InProgress("waiting for a cluster IP".into());
     }
     let has_ingress = obj["status"]["loadBalancer"]["ingress"]
         .as_array()
         .is_some_and(|i| !i.is_empty());
-    if has_ingress {
+    if !strict.load_balancer_address || has_ingress {
         Readiness::Ready
     } else {
         Readiness::InProgress("waiting for a load balancer address".into())
@@ -244,10 +279,23 @@ fn service(obj: &Value) -> Readiness {
 }
 
 fn crd(obj: &Value) -> Readiness {
-    if condition(obj, "Established").is_some_and(|c| c["status"] == "True") {
-        Readiness::Ready
-    } else {
-        Readiness::InProgress("waiting for the CRD to be established".into())
+    if let Some(c) = condition(obj, "NamesAccepted")
+        && c["status"] == "False"
+    {
+        return Readiness::Failed(format!(
+            "names not accepted: {}",
+            c["message"].as_str().unwrap_or_default()
+        ));
+    }
+    match condition(obj, "Established") {
+        Some(c) if c["status"] == "True" => Readiness::Ready,
+        Some(c) if c["status"] == "False" && c["reason"] != "Installing" => {
+            Readiness::Failed(format!(
+                "not established: {}",
+                c["message"].as_str().unwrap_or_default()
+            ))
+        }
+        _ => Readiness::InProgress("waiting for the CRD to be established".into()),
     }
 }
 
@@ -259,6 +307,16 @@ fn custom_resource(obj: &Value) -> Readiness {
         && let Some(r) = generation_observed(obj)
     {
         return r;
+    }
+    if let Some(c) = condition(obj, "Reconciling")
+        && c["status"] == "True"
+    {
+        return Readiness::InProgress(format!(
+            "Reconciling: {}",
+            c["message"]
+                .as_str()
+                .unwrap_or("the controller is working on it")
+        ));
     }
     if let Some(c) = condition(obj, "Stalled")
         && c["status"] == "True"
@@ -408,10 +466,19 @@ mod tests {
             of(&json!({"apiVersion": "v1", "kind": "Service", "spec": {"type": "ClusterIP"}})),
             Readiness::Ready
         );
+        // Helm 4 waits for a LoadBalancer's cluster IP only; the address is opt-in.
+        let lb = json!({"apiVersion": "v1", "kind": "Service",
+            "spec": {"type": "LoadBalancer", "clusterIP": "10.0.0.7"}, "status": {}});
+        assert_eq!(of(&lb), Readiness::Ready);
+        let strict = Strictness {
+            load_balancer_address: true,
+        };
+        assert!(matches!(of_with(&lb, strict), Readiness::InProgress(_)));
+        let mut with_address = lb.clone();
+        with_address["status"] = json!({"loadBalancer": {"ingress": [{"ip": "192.0.2.1"}]}});
+        assert_eq!(of_with(&with_address, strict), Readiness::Ready);
         assert!(matches!(
-            of(
-                &json!({"apiVersion": "v1", "kind": "Service", "spec": {"type": "LoadBalancer"}, "status": {}})
-            ),
+            of(&json!({"apiVersion": "v1", "kind": "Service", "spec": {"type": "LoadBalancer"}})),
             Readiness::InProgress(_)
         ));
         assert!(matches!(
@@ -424,6 +491,28 @@ mod tests {
             of(&json!({"apiVersion": "v1", "kind": "ConfigMap"})),
             Readiness::Ready
         );
+    }
+
+    #[test]
+    fn generic_kstatus_checks_apply_to_every_kind() {
+        let deleting = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"}});
+        assert!(matches!(of(&deleting), Readiness::InProgress(_)));
+        let hpa = json!({"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+            "metadata": {"generation": 2}, "status": {"observedGeneration": 1}});
+        assert!(matches!(of(&hpa), Readiness::InProgress(_)));
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "status": {"conditions": [{"type": "NamesAccepted", "status": "False", "message": "taken"}]}});
+        assert!(matches!(of(&crd), Readiness::Failed(_)));
+        let reconciling = json!({"apiVersion": "example.com/v1", "kind": "Widget",
+            "status": {"conditions": [{"type": "Reconciling", "status": "True"},
+                                      {"type": "Ready", "status": "True"}]}});
+        assert!(matches!(of(&reconciling), Readiness::InProgress(_)));
+        let on_delete = json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"generation": 1},
+            "spec": {"replicas": 3, "updateStrategy": {"type": "OnDelete"}},
+            "status": {"observedGeneration": 1, "readyReplicas": 1}});
+        assert_eq!(of(&on_delete), Readiness::Ready);
     }
 
     #[test]

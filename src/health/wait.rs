@@ -29,6 +29,8 @@ pub struct WaitOptions {
     /// Pods created before this belong to earlier revisions and are not judged: during a
     /// recovery the broken old pods keep crash-looping until the fix is available.
     pub started_at: Timestamp,
+    /// Checks stricter than Helm 4's `--wait`, opted into per release.
+    pub strictness: readiness::Strictness,
 }
 
 impl Default for WaitOptions {
@@ -37,6 +39,7 @@ impl Default for WaitOptions {
             fail_fast: true,
             unschedulable_grace: Duration::from_secs(30),
             started_at: Timestamp::now(),
+            strictness: readiness::Strictness::default(),
         }
     }
 }
@@ -172,7 +175,7 @@ pub async fn wait(
             () = tokio::time::sleep_until(deadline) => return Outcome::TimedOut(progress),
             event = events.next() => match event {
                 Some((i, Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)))) => {
-                    states.insert(i, readiness_of(&targets[i], &obj));
+                    states.insert(i, readiness_of(&targets[i], &obj, options.strictness));
                     if WORKLOADS.contains(&targets[i].resource.kind.as_str()) {
                         let selector = obj.data["spec"]["selector"].clone();
                         selectors.insert(i, selector);
@@ -235,12 +238,12 @@ fn failing_pod(
     None
 }
 
-fn readiness_of(target: &Target, obj: &DynamicObject) -> Readiness {
+fn readiness_of(target: &Target, obj: &DynamicObject, strict: readiness::Strictness) -> Readiness {
     let mut value = serde_json::to_value(obj).unwrap_or_default();
     // Dynamic objects may come back without type meta; the rules dispatch on it.
     value["apiVersion"] = target.resource.api_version.clone().into();
     value["kind"] = target.resource.kind.clone().into();
-    readiness::of(&value)
+    readiness::of_with(&value, strict)
 }
 
 fn progress_of(targets: &[Target], states: &BTreeMap<usize, Readiness>) -> Progress {
