@@ -72,6 +72,8 @@ pub async fn render(
     prepared: &Prepared,
     previous: Option<&Release>,
 ) -> crate::Result<Rendered> {
+    // Never render (and so never prune) from partial capabilities.
+    crate::render::check_discovery(&ctx.client).await?;
     Ok(ctx
         .renderer
         .render(RenderRequest {
@@ -203,6 +205,9 @@ pub async fn install_or_upgrade(
     } else {
         "Helm install"
     };
+    // Recorded first, as Flux does, so a failure before anything is stored still counts
+    // against this desired state's retries.
+    run.note_attempt(action, prepared).await;
     // As Helm: the chart's CRDs (its subcharts' too) go in before the templates are
     // rendered, so `.Capabilities` sees their kinds and objects of them can be applied.
     let crd_files = {
@@ -314,7 +319,6 @@ pub async fn install_or_upgrade(
         });
     }
     run.storage.create(&rel).await?;
-    run.note_attempt(action, prepared).await;
     run.set_phase(if is_upgrade {
         super::Phase::Upgrading
     } else {

@@ -7,6 +7,7 @@
 //! implementation, asks the helm CLI for a server dry-run; apply, hooks, waits and storage
 //! stay wheelhouse's own, so a wait can be cancelled without cancelling anything else.
 
+mod discovery;
 mod helm;
 
 use std::path::Path;
@@ -17,6 +18,7 @@ use thiserror::Error;
 
 use crate::release::{Hook, Status};
 
+pub use discovery::check_complete as check_discovery;
 pub use helm::HelmRenderer;
 
 /// What to render. No `Debug`: `values` may hold secrets.
@@ -100,9 +102,13 @@ pub enum Error {
     /// Discovery failed for some API group: rendering from partial capabilities could
     /// drop (and then prune) what a template renders only when an API is served.
     #[error(
-        "the API server's discovery failed for some API groups, so the chart is not rendered from partial capabilities: {0}"
+        "the API server's discovery is incomplete, so the chart is not rendered from partial capabilities: {0}"
     )]
     PartialDiscovery(String),
+
+    /// Discovery itself could not be read.
+    #[error("cannot read the API server's discovery: {0}")]
+    Discovery(String),
 
     /// The rendered output is not what Helm writes.
     #[error("unexpected helm output: {0}")]

@@ -1,0 +1,74 @@
+//! Whether the API server's discovery is complete, checked before every render.
+//!
+//! `.Capabilities.APIVersions` comes from discovery. When an aggregated API is down (an
+//! APIService whose backend is gone), discovery leaves its group out and helm renders
+//! on without it, so a template gated on that API would not render and the next upgrade
+//! would prune what it rendered before. The aggregated discovery document marks such a
+//! group `Stale`; one request tells whether anything is missing.
+
+use kube::Client;
+use serde_json::Value;
+
+use super::Error;
+
+const AGGREGATED: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
+
+/// `Ok` when every API group the server registers is discovered; otherwise the groups
+/// that are not. A server without aggregated discovery (before Kubernetes 1.26) cannot
+/// say, and passes.
+pub async fn check_complete(client: &Client) -> Result<(), Error> {
+    let request = hyper::Request::get("/apis")
+        .header(hyper::header::ACCEPT, AGGREGATED)
+        .body(Vec::new())
+        .map_err(|e| Error::Discovery(e.to_string()))?;
+    let text = client
+        .request_text(request)
+        .await
+        .map_err(|e| Error::Discovery(crate::apply::api_message(&e)))?;
+    let document: Value =
+        serde_json::from_str(&text).map_err(|e| Error::Discovery(e.to_string()))?;
+    let stale = stale_groups(&document);
+    if stale.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::PartialDiscovery(format!(
+            "{} not discovered (is an APIService's backend down? `kubectl get apiservices`)",
+            stale.join(", ")
+        )))
+    }
+}
+
+/// `group/version` of every version the aggregated document marks stale.
+fn stale_groups(document: &Value) -> Vec<String> {
+    let mut stale = Vec::new();
+    for group in document["items"].as_array().into_iter().flatten() {
+        let name = group["metadata"]["name"].as_str().unwrap_or_default();
+        for version in group["versions"].as_array().into_iter().flatten() {
+            if version["freshness"] == "Stale" {
+                stale.push(format!(
+                    "{name}/{}",
+                    version["version"].as_str().unwrap_or_default()
+                ));
+            }
+        }
+    }
+    stale
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_versions_are_named() {
+        let doc = serde_json::json!({"kind": "APIGroupDiscoveryList", "items": [
+            {"metadata": {"name": "apps"}, "versions": [{"version": "v1", "freshness": "Current"}]},
+            {"metadata": {"name": "metrics.k8s.io"}, "versions": [{"version": "v1beta1", "freshness": "Stale"}]},
+        ]});
+        assert_eq!(stale_groups(&doc), ["metrics.k8s.io/v1beta1"]);
+        // A server without aggregated discovery answers an APIGroupList: nothing to say.
+        let legacy = serde_json::json!({"kind": "APIGroupList", "groups": [{"name": "apps"}]});
+        assert!(stale_groups(&legacy).is_empty());
+    }
+}
