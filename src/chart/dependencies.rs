@@ -235,20 +235,21 @@ mod tests {
         write(
             root,
             "Chart.yaml",
-            "apiVersion: v2\nname: top\nversion: 1.0.0\ndependencies:\n- {name: mid, version: 1.0.0, condition: mid.enabled}\n- {name: off, version: 1.0.0, condition: off.enabled}\n",
+            "apiVersion: v2\nname: top\nversion: 1.0.0\ndependencies:\n- {name: mid, version: 1.0.0, condition: mid.enabled}\n- {name: extra, version: 1.0.0, condition: extra.enabled}\n",
         );
         write(
             root,
             "values.yaml",
-            "mid: {enabled: true}\noff: {enabled: false}\n",
+            // Not `off:` or `on:` as keys: YAML 1.1 (and so Helm) reads them as booleans.
+            "mid: {enabled: true}\nextra: {enabled: false}\n",
         );
         write(root, "crds/top.yaml", "kind: CustomResourceDefinition\n");
         write(
             root,
             "charts/mid/Chart.yaml",
-            "apiVersion: v2\nname: mid\nversion: 1.0.0\ndependencies:\n- {name: leaf, version: 1.0.0, condition: leaf.on}\n",
+            "apiVersion: v2\nname: mid\nversion: 1.0.0\ndependencies:\n- {name: leaf, version: 1.0.0, condition: leaf.enabled}\n",
         );
-        write(root, "charts/mid/values.yaml", "leaf: {on: false}\n");
+        write(root, "charts/mid/values.yaml", "leaf: {enabled: false}\n");
         write(
             root,
             "charts/mid/charts/leaf/Chart.yaml",
@@ -266,12 +267,12 @@ mod tests {
         );
         write(
             root,
-            "charts/off/Chart.yaml",
-            "apiVersion: v2\nname: off\nversion: 1.0.0\n",
+            "charts/extra/Chart.yaml",
+            "apiVersion: v2\nname: extra\nversion: 1.0.0\n",
         );
         write(
             root,
-            "charts/off/crds/off.yaml",
+            "charts/extra/crds/extra.yaml",
             "kind: CustomResourceDefinition\n",
         );
         let names = |values: serde_json::Value| -> Vec<String> {
@@ -288,12 +289,15 @@ mod tests {
         );
         // The user's values reach nested conditions through the parent's scope.
         assert_eq!(
-            names(serde_json::json!({"mid": {"leaf": {"on": true}}, "off": {"enabled": true}})),
+            names(
+                serde_json::json!({"mid": {"leaf": {"enabled": true}}, "extra": {"enabled": true}})
+            ),
+            // Subcharts in the order Helm's loader reads charts/ (by path).
             [
                 "crds/top.yaml",
+                "charts/extra/crds/extra.yaml",
                 "charts/mid/crds/mid.yml",
-                "charts/mid/charts/leaf/crds/leaf.yaml",
-                "charts/off/crds/off.yaml"
+                "charts/mid/charts/leaf/crds/leaf.yaml"
             ]
         );
     }

@@ -2,7 +2,6 @@
 //! strings, merge keys (`<<`) are applied, tags are dropped, several documents in one
 //! values file are merged in order.
 
-use serde::Deserialize;
 use serde_json::{Map, Value};
 
 /// Converts one YAML value to JSON. Fails on what JSON cannot hold (NaN, infinities,
@@ -59,14 +58,14 @@ fn key(k: serde_yaml::Value) -> Result<String, String> {
     scalar_string(&k).ok_or_else(|| "mapping keys must be scalars".to_string())
 }
 
-/// Parses a values file: every document must be a mapping (or empty); later documents
-/// are deep-merged over earlier ones, as Helm's `LoadValues` does.
+/// Parses a values file as Helm does (YAML 1.1, [`crate::yaml`]): every document must be
+/// a mapping (or empty); later documents are deep-merged over earlier ones, as Helm's
+/// `LoadValues` does.
 pub(crate) fn values(data: &[u8]) -> Result<Map<String, Value>, String> {
+    let text = std::str::from_utf8(data).map_err(|e| e.to_string())?;
     let mut merged = Map::new();
-    for doc in serde_yaml::Deserializer::from_slice(data) {
-        let mut value = serde_yaml::Value::deserialize(doc).map_err(|e| e.to_string())?;
-        value.apply_merge().map_err(|e| e.to_string())?;
-        match to_json(value)? {
+    for value in crate::yaml::parse_documents(text)? {
+        match value {
             Value::Null => {}
             Value::Object(map) => merged = merge_maps(merged, map),
             other => {
@@ -134,16 +133,17 @@ mod tests {
         let v = values(b"base: &b {x: 1}\nderived:\n  <<: *b\n  y: 2\n1: one\ntrue: x\n").unwrap();
         assert_eq!(
             Value::Object(v),
-            json!({"base": {"x": 1}, "derived": {"x": 1, "y": 2}, "1": "one", "true": "x"})
+            // As helm reads it: YAML 1.1, where the key `y` is the boolean true.
+            json!({"base": {"x": 1}, "derived": {"x": 1, "true": 2}, "1": "one", "true": "x"})
         );
     }
 
     #[test]
     fn documents_deep_merge_in_order() {
-        let v = values(b"a: {x: 1, y: 1}\nb: 1\n---\na: {y: 2}\nc: 3\n---\n").unwrap();
+        let v = values(b"a: {x: 1, z: 1}\nb: 1\n---\na: {z: 2}\nc: 3\n---\n").unwrap();
         assert_eq!(
             Value::Object(v),
-            json!({"a": {"x": 1, "y": 2}, "b": 1, "c": 3})
+            json!({"a": {"x": 1, "z": 2}, "b": 1, "c": 3})
         );
     }
 
