@@ -8,7 +8,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use support::{TestNamespace, client};
 use tokio_util::sync::CancellationToken;
-use wheelhouse::engine::lease::{self, LeaseConfig, Role};
+use wheelhouse::engine::lease::{self, LeaseConfig, Observation, Role};
 
 #[tokio::test]
 async fn second_engine_follows_until_the_first_lets_go() {
@@ -17,30 +17,35 @@ async fn second_engine_follows_until_the_first_lets_go() {
     let api: Api<Lease> = Api::namespaced(client.clone(), &ns.name);
     let first = LeaseConfig::new(&ns.name, "engine-a");
     let second = LeaseConfig::new(&ns.name, "engine-b");
+    let (mut seen_a, mut seen_b) = (Observation::default(), Observation::default());
 
     assert_eq!(
-        lease::try_acquire(&api, &first).await.unwrap(),
+        lease::try_acquire(&api, &first, &mut seen_a).await.unwrap(),
         Role::Leader
     );
     assert_eq!(
-        lease::try_acquire(&api, &second).await.unwrap(),
+        lease::try_acquire(&api, &second, &mut seen_b)
+            .await
+            .unwrap(),
         Role::Follower {
             holder: "engine-a".into()
         }
     );
     // Renewal keeps it.
     assert_eq!(
-        lease::try_acquire(&api, &first).await.unwrap(),
+        lease::try_acquire(&api, &first, &mut seen_a).await.unwrap(),
         Role::Leader
     );
 
     lease::release(&api, &first).await.unwrap();
     assert_eq!(
-        lease::try_acquire(&api, &second).await.unwrap(),
+        lease::try_acquire(&api, &second, &mut seen_b)
+            .await
+            .unwrap(),
         Role::Leader
     );
     assert_eq!(
-        lease::try_acquire(&api, &first).await.unwrap(),
+        lease::try_acquire(&api, &first, &mut seen_a).await.unwrap(),
         Role::Follower {
             holder: "engine-b".into()
         }
@@ -55,11 +60,24 @@ async fn an_expired_lease_is_taken_over() {
     let api: Api<Lease> = Api::namespaced(client.clone(), &ns.name);
     let mut dead = LeaseConfig::new(&ns.name, "killed-engine");
     dead.duration = Duration::from_secs(1);
-    assert_eq!(lease::try_acquire(&api, &dead).await.unwrap(), Role::Leader);
-    // The holder was killed: it never renews or releases.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let mut seen = Observation::default();
+    assert_eq!(
+        lease::try_acquire(&api, &dead, &mut seen).await.unwrap(),
+        Role::Leader
+    );
+    // The holder was killed: it never renews or releases. A candidate takes over once it
+    // has seen the record unchanged for the lease's duration on its own clock.
     let next = LeaseConfig::new(&ns.name, "new-engine");
-    assert_eq!(lease::try_acquire(&api, &next).await.unwrap(), Role::Leader);
+    let mut seen = Observation::default();
+    assert!(matches!(
+        lease::try_acquire(&api, &next, &mut seen).await.unwrap(),
+        Role::Follower { .. }
+    ));
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(
+        lease::try_acquire(&api, &next, &mut seen).await.unwrap(),
+        Role::Leader
+    );
     let spec = api.get(lease::LEASE_NAME).await.unwrap().spec.unwrap();
     assert_eq!(spec.holder_identity.as_deref(), Some("new-engine"));
     assert_eq!(spec.lease_transitions, Some(1));
@@ -128,5 +146,201 @@ async fn an_engine_that_cannot_work_never_takes_the_lease() {
     stop.cancel();
     task.await.unwrap();
     other_task.await.unwrap();
+    ns.delete().await;
+}
+
+/// Writes the lease as a holder whose clock reads `renew` would.
+async fn write_lease(api: &Api<Lease>, holder: &str, renew: &str, duration_s: i32) {
+    use kube::api::{Patch, PatchParams};
+    let lease = serde_json::json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": lease::LEASE_NAME},
+        "spec": {"holderIdentity": holder, "renewTime": renew, "acquireTime": renew,
+                 "leaseDurationSeconds": duration_s, "leaseTransitions": 0}
+    });
+    api.patch(
+        lease::LEASE_NAME,
+        &PatchParams::apply("skewed-holder").force(),
+        &Patch::Apply(&lease),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test]
+async fn clock_skew_neither_hands_the_lease_over_early_nor_keeps_it_forever() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "lease-skew").await;
+    let api: Api<Lease> = Api::namespaced(client.clone(), &ns.name);
+    let candidate = LeaseConfig::new(&ns.name, "candidate");
+
+    // A holder whose clock runs decades ahead, then stops renewing: taken over once the
+    // record sat unchanged for its 1 s duration on the candidate's clock.
+    write_lease(&api, "ahead", "2099-01-01T00:00:00.000000Z", 1).await;
+    let mut seen = Observation::default();
+    assert!(matches!(
+        lease::try_acquire(&api, &candidate, &mut seen)
+            .await
+            .unwrap(),
+        Role::Follower { .. }
+    ));
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(
+        lease::try_acquire(&api, &candidate, &mut seen)
+            .await
+            .unwrap(),
+        Role::Leader
+    );
+
+    // A holder whose clock runs decades behind but keeps renewing keeps the lease.
+    let mut seen = Observation::default();
+    for i in 0..8 {
+        write_lease(
+            &api,
+            "behind",
+            &format!("2000-01-01T00:00:{i:02}.000000Z"),
+            1,
+        )
+        .await;
+        assert!(
+            matches!(
+                lease::try_acquire(&api, &candidate, &mut seen)
+                    .await
+                    .unwrap(),
+                Role::Follower { .. }
+            ),
+            "round {i}"
+        );
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    ns.delete().await;
+}
+
+/// A loopback TCP proxy to the API server that can stop passing bytes, as a hung API
+/// server or a network partition would.
+struct StallingProxy {
+    port: u16,
+    stalled: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+async fn stalling_proxy(upstream: String) -> StallingProxy {
+    use std::sync::atomic::Ordering;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let stalled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stalled.clone();
+    tokio::spawn(async move {
+        while let Ok((inbound, _)) = listener.accept().await {
+            let Ok(outbound) = tokio::net::TcpStream::connect(&upstream).await else {
+                continue;
+            };
+            let (ri, wi) = inbound.into_split();
+            let (ro, wo) = outbound.into_split();
+            for (mut from, mut to, flag) in [
+                (
+                    Box::new(ri) as Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+                    Box::new(wo) as Box<dyn tokio::io::AsyncWrite + Unpin + Send>,
+                    flag.clone(),
+                ),
+                (Box::new(ro), Box::new(wi), flag.clone()),
+            ] {
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 16 * 1024];
+                    loop {
+                        if flag.load(Ordering::SeqCst) {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                        match tokio::time::timeout(Duration::from_millis(100), from.read(&mut buf))
+                            .await
+                        {
+                            Err(_) => continue,
+                            Ok(Ok(0) | Err(_)) => return,
+                            Ok(Ok(n)) => {
+                                if to.write_all(&buf[..n]).await.is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+        }
+    });
+    StallingProxy { port, stalled }
+}
+
+#[tokio::test]
+async fn a_leader_whose_api_stalls_steps_down_before_anyone_may_take_over() {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "lease-stall").await;
+    let kubeconfig = Kubeconfig::read_from(support::kubeconfig_path()).unwrap();
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .unwrap();
+    let upstream = config.cluster_url.authority().unwrap().to_string();
+    let proxy = stalling_proxy(upstream).await;
+    config.cluster_url = format!("https://127.0.0.1:{}", proxy.port).parse().unwrap();
+    let through_proxy = kube::Client::try_from(config).unwrap();
+
+    let timing = |id: &str| {
+        let mut c = LeaseConfig::new(&ns.name, id);
+        c.duration = Duration::from_secs(4);
+        c.renew_deadline = Duration::from_secs(2);
+        c.retry = Duration::from_millis(300);
+        c.call_timeout = Duration::from_millis(500);
+        c
+    };
+    let stop = CancellationToken::new();
+    let (mut role_a, task_a) = lease::run(through_proxy, timing("a"), able(), stop.clone());
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        role_a.wait_for(|r| *r == Role::Leader),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let (mut role_b, task_b) = lease::run(client.clone(), timing("b"), able(), stop.clone());
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        role_b.wait_for(|r| matches!(r, Role::Follower { holder } if holder == "a")),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+
+    proxy
+        .stalled
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let stalled_at = std::time::Instant::now();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        role_a.wait_for(|r| *r != Role::Leader),
+    )
+    .await
+    .expect("the stalled leader steps down")
+    .unwrap();
+    let a_down = stalled_at.elapsed();
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        role_b.wait_for(|r| *r == Role::Leader),
+    )
+    .await
+    .expect("the other takes over once the lease passed")
+    .unwrap();
+    let b_up = stalled_at.elapsed();
+    println!("stalled leader stepped down after {a_down:?}; the other took over after {b_up:?}");
+    // Within its renew deadline (plus one retry and one call), and before the other.
+    assert!(
+        a_down <= Duration::from_millis(2000 + 300 + 500 + 1000),
+        "{a_down:?}"
+    );
+    assert!(a_down < b_up, "{a_down:?} vs {b_up:?}");
+    stop.cancel();
+    task_a.await.unwrap();
+    task_b.await.unwrap();
     ns.delete().await;
 }

@@ -195,7 +195,11 @@ impl Dispatcher {
         let mut bad: BTreeMap<ReleaseKey, (String, Option<i64>)> = BTreeMap::new();
         let mut relisted: Option<HashSet<ReleaseKey>> = None;
         let mut workers: HashMap<ReleaseKey, mpsc::UnboundedSender<Msg>> = HashMap::new();
-        let mut term: Option<CancellationToken> = None;
+        // While leading: the term's stop token and its workers. Workers of a term that
+        // lost the lease finish their current step before a new term may start, so a
+        // regained lease never runs a second writer beside an apply still running.
+        let mut term: Option<(CancellationToken, TaskTracker)> = None;
+        let mut draining: Option<TaskTracker> = None;
         loop {
             tokio::select! {
                 () = self.stop.cancelled() => break,
@@ -264,8 +268,13 @@ impl Dispatcher {
                     let leader = *self.role.borrow_and_update() == Role::Leader;
                     match (&term, leader) {
                         (None, true) => {
+                            if let Some(old) = draining.take() {
+                                tracing::info!("waiting for the previous term's workers to finish their step");
+                                old.wait().await;
+                            }
                             tracing::info!("holding the engine lease: reconciling");
                             let t = self.stop.child_token();
+                            let tracker = TaskTracker::new();
                             // One writer rolls workloads on config changes: the lease holder.
                             crate::tracking::start(
                                 self.ctx.client.clone(),
@@ -273,6 +282,7 @@ impl Dispatcher {
                                 crate::tracking::TrackerConfig::default(),
                                 t.child_token(),
                             );
+                            let t = (t, tracker);
                             for (key, hr) in &store {
                                 match bad.get(key) {
                                     None => self.send(&mut workers, &t, key, Msg::Updated(hr.clone())),
@@ -284,9 +294,11 @@ impl Dispatcher {
                             }
                             term = Some(t);
                         }
-                        (Some(t), false) => {
+                        (Some((t, tracker)), false) => {
                             tracing::info!(role = ?*self.role.borrow(), "not holding the engine lease: observing only");
                             t.cancel();
+                            tracker.close();
+                            draining = Some(tracker.clone());
                             workers.clear();
                             term = None;
                         }
@@ -305,7 +317,7 @@ impl Dispatcher {
                 }
             }
         }
-        if let Some(t) = term {
+        if let Some((t, _)) = term {
             t.cancel();
         }
     }
@@ -314,7 +326,7 @@ impl Dispatcher {
     fn send(
         &self,
         workers: &mut HashMap<ReleaseKey, mpsc::UnboundedSender<Msg>>,
-        term: &CancellationToken,
+        (term, tracker): &(CancellationToken, TaskTracker),
         key: &ReleaseKey,
         msg: Msg,
     ) {
@@ -327,12 +339,12 @@ impl Dispatcher {
         let Msg::Updated(hr) = msg else { return };
         let (tx, rx) = mpsc::unbounded_channel();
         let inbox = Inbox::new(rx, hr);
-        self.workers.spawn(worker::run(
+        self.workers.spawn(tracker.track_future(worker::run(
             self.ctx.clone(),
             key.clone(),
             inbox,
             term.child_token(),
-        ));
+        )));
         workers.insert(key.clone(), tx);
     }
 
