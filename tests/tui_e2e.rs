@@ -205,7 +205,12 @@ async fn dashboard_drives_releases() {
         annotations.contains_key(wheelhouse::api::annotations::RECONCILE_REQUESTED_AT),
         "{annotations:?}"
     );
+    // `s` never resumes: on the suspended release it changes nothing; `S` resumes.
     dash.keys(&["s"]);
+    dash.wait_for("nothing to suspend", |s| s.contains("already suspended"))
+        .await;
+    assert!(api.get("web").await.unwrap().spec.suspend);
+    dash.keys(&["S"]);
     poll("spec.suspend: false", async || {
         (!api.get("web").await.unwrap().spec.suspend).then_some(())
     })
@@ -361,6 +366,43 @@ async fn dashboard_drives_releases() {
         line_of(s, "gated").is_some_and(|l| l.contains("✓ Ready"))
     })
     .await;
+
+    // Bulk suspend over a mix of suspended and running releases: the question says what
+    // happens to each, the suspended one stays suspended (none is resumed), and the
+    // running ones are suspended.
+    api.patch(
+        "stuck",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"spec": {"suspend": true}})),
+    )
+    .await
+    .unwrap();
+    dash.keys(&["Escape"]);
+    dash.wait_for("stuck shown as Suspended", |s| {
+        line_of(s, "stuck").is_some_and(|l| l.contains("‖ Suspended"))
+    })
+    .await;
+    for name in ["stuck", "gated", "web"] {
+        dash.keys(&["/"]);
+        dash.type_text(name);
+        dash.keys(&["Enter", "Space", "Escape"]);
+    }
+    dash.keys(&["s"]);
+    dash.wait_for("the bulk confirmation", |s| {
+        s.contains("Suspend 2 (") && s.contains("already suspended: unchanged")
+    })
+    .await;
+    dash.keys(&["y"]);
+    poll("gated and web suspended", async || {
+        let gated = api.get("gated").await.unwrap().spec.suspend;
+        let web = api.get("web").await.unwrap().spec.suspend;
+        (gated && web).then_some(())
+    })
+    .await;
+    assert!(
+        api.get("stuck").await.unwrap().spec.suspend,
+        "stuck was not resumed"
+    );
 
     dash.keys(&["q"]);
     let start = Instant::now();

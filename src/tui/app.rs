@@ -419,7 +419,7 @@ impl App {
                     d.scroll = 0;
                 }
             }
-            Action::SuspendResume | Action::Reconcile | Action::CancelWait => {
+            Action::Suspend | Action::Resume | Action::Reconcile | Action::CancelWait => {
                 return self.write(action);
             }
             Action::Edit => self.open_editor(),
@@ -467,21 +467,57 @@ impl App {
         if targets.is_empty() {
             return Vec::new();
         }
-        let commands: Vec<Command> = targets
-            .iter()
-            .map(|k| match action {
-                Action::SuspendResume => {
-                    let suspended = self.views.get(k).is_some_and(|v| v.release.spec.suspend);
-                    if suspended {
-                        Command::Resume(k.clone())
-                    } else {
-                        Command::Suspend(k.clone())
-                    }
-                }
-                Action::Reconcile => Command::Reconcile(k.clone()),
-                _ => Command::CancelWait(k.clone()),
-            })
-            .collect();
+        let bulk = targets.len() > 1;
+        // Suspend only suspends and resume only resumes: a release already in that state
+        // is left unchanged, never toggled.
+        let suspended = |k: &ReleaseKey| self.views.get(k).is_some_and(|v| v.release.spec.suspend);
+        let (commands, unchanged): (Vec<Command>, Vec<ReleaseKey>) = match action {
+            Action::Suspend | Action::Resume => {
+                let want = action == Action::Suspend;
+                let (same, change): (Vec<ReleaseKey>, Vec<ReleaseKey>) =
+                    targets.iter().cloned().partition(|k| suspended(k) == want);
+                let commands = change
+                    .into_iter()
+                    .map(|k| {
+                        if want {
+                            Command::Suspend(k)
+                        } else {
+                            Command::Resume(k)
+                        }
+                    })
+                    .collect();
+                (commands, same)
+            }
+            Action::Reconcile => (
+                targets.iter().cloned().map(Command::Reconcile).collect(),
+                Vec::new(),
+            ),
+            _ => (
+                targets.iter().cloned().map(Command::CancelWait).collect(),
+                Vec::new(),
+            ),
+        };
+        let verb = match action {
+            Action::Suspend => "suspend",
+            Action::Resume => "resume",
+            Action::Reconcile => "reconcile",
+            _ => "cancel the running wait of",
+        };
+        let already = if action == Action::Suspend {
+            "already suspended"
+        } else {
+            "not suspended"
+        };
+        if commands.is_empty() {
+            self.note(
+                format!("nothing to {verb}: {} {already}", list_of(&unchanged)),
+                Progress::Note,
+            );
+            if bulk {
+                self.marked.clear();
+            }
+            return Vec::new();
+        }
         let effects: Vec<Effect> = commands
             .into_iter()
             .map(|command| {
@@ -489,8 +525,7 @@ impl App {
                 Effect::Send { id, command }
             })
             .collect();
-        let bulk = targets.len() > 1;
-        if action == Action::CancelWait || bulk {
+        if action == Action::CancelWait || bulk || !unchanged.is_empty() {
             // Pending only once confirmed: drop the notes again until then.
             let ids: Vec<u64> = effects
                 .iter()
@@ -500,20 +535,25 @@ impl App {
                 })
                 .collect();
             self.feedback.retain(|f| !ids.contains(&f.id));
-            let what = match action {
-                Action::SuspendResume => "Suspend/resume",
-                Action::Reconcile => "Reconcile",
-                _ => "Cancel the running wait of",
-            };
-            let names = if bulk {
-                format!("{} marked releases", targets.len())
-            } else {
-                targets[0].to_string()
-            };
+            // Say exactly what happens to each release.
+            let changed: Vec<ReleaseKey> = effects
+                .iter()
+                .filter_map(|e| match e {
+                    Effect::Send { command, .. } => Some(command.key().clone()),
+                    _ => None,
+                })
+                .collect();
+            let mut question = format!("{} {}", capitalize(verb), list_of(&changed));
+            if !unchanged.is_empty() {
+                question.push_str(&format!("; {} {already}: unchanged", list_of(&unchanged)));
+            }
             self.overlay = Some(Overlay::Confirm {
-                question: format!("{what} {names}? (y/n)"),
+                question: format!("{question}? (y/n)"),
                 effects,
             });
+            if bulk {
+                self.marked.clear();
+            }
             return Vec::new();
         }
         effects
@@ -679,6 +719,29 @@ fn line_input(placeholder: &str) -> TextArea<'static> {
     t.set_placeholder_text(placeholder);
     t.set_cursor_line_style(ratatui::style::Style::default());
     t
+}
+
+/// Releases for a sentence: all of them when few, else the first ones and a count.
+fn list_of(keys: &[ReleaseKey]) -> String {
+    const SHOWN: usize = 3;
+    let names: Vec<String> = keys.iter().take(SHOWN).map(ToString::to_string).collect();
+    let mut text = match keys.len() {
+        1 => names[0].clone(),
+        n => format!("{n} ({}", names.join(", ")),
+    };
+    if keys.len() > SHOWN {
+        text.push_str(&format!(", +{} more)", keys.len() - SHOWN));
+    } else if keys.len() > 1 {
+        text.push(')');
+    }
+    text
+}
+
+fn capitalize(s: &str) -> String {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
 }
 
 pub fn describe(command: &Command) -> String {

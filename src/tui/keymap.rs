@@ -100,7 +100,8 @@ pub enum Action {
     SortReverse,
     Mark,
     ClearMarks,
-    SuspendResume,
+    Suspend,
+    Resume,
     Reconcile,
     CancelWait,
     Edit,
@@ -170,8 +171,14 @@ pub const KEYMAP: &[Binding] = &[
     b(
         Global,
         &[Key::Char('s')],
-        Action::SuspendResume,
-        "suspend / resume",
+        Action::Suspend,
+        "suspend (never resumes)",
+    ),
+    b(
+        Global,
+        &[Key::Char('S')],
+        Action::Resume,
+        "resume (never suspends)",
     ),
     b(
         Global,

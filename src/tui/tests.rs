@@ -307,7 +307,16 @@ fn suspend_resume_reconcile_send_at_once_with_pending_feedback() {
         Progress::Failed("forbidden".into())
     );
     select(&mut app, "billing");
-    let effects = press(&mut app, "sr");
+    // billing is suspended: `s` leaves it alone (never resumes), `S` resumes it.
+    assert!(press(&mut app, "s").is_empty());
+    assert!(
+        app.feedback
+            .last()
+            .unwrap()
+            .what
+            .contains("already suspended")
+    );
+    let effects = press(&mut app, "Sr");
     let commands: Vec<_> = effects
         .iter()
         .map(|e| match e {
@@ -347,6 +356,44 @@ fn cancel_wait_and_bulk_actions_ask_first() {
     assert!(press(&mut app, "r").is_empty());
     let effects = press(&mut app, "y");
     assert_eq!(effects.len(), 2, "{effects:?}");
+}
+
+#[test]
+fn bulk_suspend_says_what_happens_to_each_and_never_resumes() {
+    let mut app = app(false);
+    // billing is suspended; web and worker are not.
+    for name in ["billing", "web", "worker"] {
+        select(&mut app, name);
+        press(&mut app, " ");
+    }
+    assert!(press(&mut app, "s").is_empty());
+    let Some(Overlay::Confirm { question, .. }) = &app.overlay else {
+        panic!("asks first")
+    };
+    assert_eq!(
+        question,
+        "Suspend 2 (apps/web, apps/worker); apps/billing already suspended: unchanged? (y/n)"
+    );
+    insta::assert_snapshot!(render(&app, 100, 12).backend());
+    assert!(
+        app.marked.is_empty(),
+        "marks are cleared once the action is asked"
+    );
+    let effects = press(&mut app, "y");
+    let commands: Vec<_> = effects
+        .iter()
+        .map(|e| match e {
+            Effect::Send { command, .. } => command.clone(),
+            e => panic!("{e:?}"),
+        })
+        .collect();
+    assert_eq!(
+        commands,
+        vec![
+            Command::Suspend(k("apps", "web")),
+            Command::Suspend(k("apps", "worker"))
+        ]
+    );
 }
 
 #[test]

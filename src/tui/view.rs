@@ -798,23 +798,37 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
 
 fn draw_help(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.theme;
-    // Two columns so the whole keymap fits an 80x24 terminal.
-    let mut columns: [Vec<Line>; 2] = [Vec::new(), Vec::new()];
+    // Two balanced columns so the whole keymap fits an 80x24 terminal.
+    // Each line with the context it belongs to (None for headings and the legend).
+    let mut lines: Vec<(Line, Option<String>)> = Vec::new();
     for (ctx, rows) in keymap::help() {
-        let col = &mut columns[usize::from(ctx != keymap::Context::Global)];
-        col.push(Line::styled(ctx.to_string(), t.header()));
+        lines.push((Line::styled(ctx.to_string(), t.header()), None));
         for (keys, help) in rows {
-            col.push(Line::from(vec![
-                Span::styled(format!(" {keys:<12}"), t.base().fg(t.accent)),
-                Span::raw(help),
-            ]));
+            lines.push((
+                Line::from(vec![
+                    Span::styled(format!(" {keys:<12}"), t.base().fg(t.accent)),
+                    Span::raw(help),
+                ]),
+                Some(ctx.to_string()),
+            ));
         }
     }
-    columns[1].push(Line::styled("✓ Ready  ◐ Progressing  ✗ Failed", t.muted()));
-    columns[1].push(Line::styled(
-        "‖ Suspended  ⊘ Canceled  ? Unknown",
-        t.muted(),
+    lines.push((
+        Line::styled("✓ Ready  ◐ Progressing  ✗ Failed", t.muted()),
+        None,
     ));
+    lines.push((
+        Line::styled("‖ Suspended  ⊘ Canceled  ? Unknown", t.muted()),
+        None,
+    ));
+    // Split at the middle; a context cut in two says so at the top of the second column.
+    let split = lines.len().div_ceil(2);
+    let mut second: Vec<Line> = Vec::new();
+    if let Some((_, Some(ctx))) = lines.get(split) {
+        second.push(Line::styled(format!("{ctx} (continued)"), t.header()));
+    }
+    second.extend(lines.split_off(split).into_iter().map(|(l, _)| l));
+    let columns: [Vec<Line>; 2] = [lines.into_iter().map(|(l, _)| l).collect(), second];
     let height = columns.iter().map(Vec::len).max().unwrap_or(0) as u16 + 2;
     let rect = centered(area, 110, height);
     f.render_widget(Clear, rect);
