@@ -66,7 +66,14 @@ pub struct Feedback {
     pub id: u64,
     pub what: String,
     pub progress: Progress,
+    /// The bulk action this write belongs to (its verb and size), reported as a whole.
+    pub group: Option<(u64, String)>,
+    /// When it was noted or last changed; finished notices expire.
+    pub at: Timestamp,
 }
+
+/// How long a finished notice stays on the status line.
+pub const NOTICE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tab {
@@ -234,7 +241,14 @@ impl App {
 
     fn note(&mut self, what: String, progress: Progress) -> u64 {
         let id = self.id();
-        self.feedback.push(Feedback { id, what, progress });
+        let at = self.now;
+        self.feedback.push(Feedback {
+            id,
+            what,
+            progress,
+            group: None,
+            at,
+        });
         if self.feedback.len() > 50 {
             self.feedback.remove(0);
         }
@@ -262,8 +276,19 @@ impl App {
             Overlay::Help => Vec::new(), // any key closes it
             Overlay::Confirm { question, effects } => match ev.code {
                 KeyCode::Char('y' | 'Y') => {
+                    // A bulk action is reported as a whole.
+                    let group = (effects.len() > 1).then(|| {
+                        let verb = effects
+                            .iter()
+                            .find_map(|e| match e {
+                                Effect::Send { command, .. } => Some(verb_of(command)),
+                                _ => None,
+                            })
+                            .unwrap_or("write");
+                        (self.id(), format!("{verb} {}", effects.len()))
+                    });
                     for e in &effects {
-                        self.start(e);
+                        self.start(e, group.clone());
                     }
                     effects
                 }
@@ -404,6 +429,10 @@ impl App {
                     }
                     self.selected = (self.selected + 1).min(len.saturating_sub(1));
                 }
+            }
+            Action::MarkAll => {
+                let visible: Vec<ReleaseKey> = self.rows.iter().map(|r| r.key.clone()).collect();
+                self.marked.extend(visible);
             }
             Action::ClearMarks => self.marked.clear(),
             Action::Open => return self.open(Tab::Overview),
@@ -560,16 +589,70 @@ impl App {
     }
 
     /// Marks confirmed writes pending (they were held back while the question was open).
-    fn start(&mut self, effect: &Effect) {
+    fn start(&mut self, effect: &Effect, group: Option<(u64, String)>) {
         if let Effect::Send { id, command } = effect
             && !self.feedback.iter().any(|f| f.id == *id)
         {
+            let at = self.now;
             self.feedback.push(Feedback {
                 id: *id,
                 what: describe(command),
                 progress: Progress::Pending,
+                group,
+                at,
             });
         }
+    }
+
+    /// What the status line says now: the newest notice (a bulk action as a whole), or
+    /// nothing once a finished one is older than [`NOTICE_TTL`].
+    /// `bool`: the text is a bulk summary that already says how each write ended.
+    pub fn status_notice(&self) -> Option<(Progress, String, bool)> {
+        let last = self.feedback.last()?;
+        let Some((group, label)) = &last.group else {
+            let expired = last.progress != Progress::Pending
+                && self.now.duration_since(last.at).as_secs() >= NOTICE_TTL.as_secs() as i64;
+            return (!expired).then(|| (last.progress.clone(), last.what.clone(), false));
+        };
+        let members: Vec<&Feedback> = self
+            .feedback
+            .iter()
+            .filter(|f| f.group.as_ref().is_some_and(|(g, _)| g == group))
+            .collect();
+        let count = |p: fn(&Progress) -> bool| members.iter().filter(|f| p(&f.progress)).count();
+        let pending = count(|p| *p == Progress::Pending);
+        let done = count(|p| *p == Progress::Done);
+        let failed: Vec<String> = members
+            .iter()
+            .filter_map(|f| match &f.progress {
+                Progress::Failed(e) => Some(format!("{}: {e}", f.what)),
+                _ => None,
+            })
+            .collect();
+        let newest = members.iter().map(|f| f.at).max().unwrap_or(self.now);
+        if pending == 0 && self.now.duration_since(newest).as_secs() >= NOTICE_TTL.as_secs() as i64
+        {
+            return None;
+        }
+        let mut text = format!("{label}: {done} done");
+        if pending > 0 {
+            text.push_str(&format!(", {pending} pending"));
+        }
+        if !failed.is_empty() {
+            text.push_str(&format!(
+                ", {} failed ({})",
+                failed.len(),
+                failed.join("; ")
+            ));
+        }
+        let progress = if pending > 0 {
+            Progress::Pending
+        } else if failed.is_empty() {
+            Progress::Done
+        } else {
+            Progress::Failed(String::new())
+        };
+        Some((progress, text, true))
     }
 
     fn open_editor(&mut self) {
@@ -670,11 +753,13 @@ impl App {
     pub fn on_io(&mut self, result: IoResult) {
         match result {
             IoResult::Done { id, result } => {
+                let now = self.now;
                 if let Some(f) = self.feedback.iter_mut().find(|f| f.id == id) {
                     f.progress = match &result {
                         Ok(()) => Progress::Done,
                         Err(e) => Progress::Failed(e.clone()),
                     };
+                    f.at = now;
                 }
                 if let Some(ed) = &mut self.editor
                     && ed.saving == Some(id)
@@ -719,6 +804,15 @@ fn line_input(placeholder: &str) -> TextArea<'static> {
     t.set_placeholder_text(placeholder);
     t.set_cursor_line_style(ratatui::style::Style::default());
     t
+}
+
+fn verb_of(command: &Command) -> &'static str {
+    match command {
+        Command::Suspend(_) => "suspend",
+        Command::Resume(_) => "resume",
+        Command::Reconcile(_) => "reconcile",
+        Command::CancelWait(_) => "cancel wait",
+    }
 }
 
 /// Releases for a sentence: all of them when few, else the first ones and a count.

@@ -99,6 +99,7 @@ pub enum Action {
     SortNext,
     SortReverse,
     Mark,
+    MarkAll,
     ClearMarks,
     Suspend,
     Resume,
@@ -210,6 +211,12 @@ pub const KEYMAP: &[Binding] = &[
         "filter (esc clears)",
     ),
     b(Table, &[Key::Space], Action::Mark, "mark for bulk actions"),
+    b(
+        Table,
+        &[Key::Ctrl('a')],
+        Action::MarkAll,
+        "mark every visible row",
+    ),
     b(Table, &[Key::Char('u')], Action::ClearMarks, "clear marks"),
     b(
         Table,

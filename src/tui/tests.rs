@@ -359,6 +359,17 @@ fn cancel_wait_and_bulk_actions_ask_first() {
 }
 
 #[test]
+fn ctrl_a_marks_every_visible_row() {
+    let mut app = app(false);
+    press(&mut app, "/");
+    press(&mut app, "data");
+    app.on_key(code(KeyCode::Enter));
+    app.on_key(KeyEvent::new(KeyCode::Char('a'), KeyModifiers::CONTROL));
+    let marked: Vec<_> = app.marked.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(marked, ["cache", "queue"]);
+}
+
+#[test]
 fn bulk_suspend_says_what_happens_to_each_and_never_resumes() {
     let mut app = app(false);
     // billing is suspended; web and worker are not.
@@ -394,6 +405,31 @@ fn bulk_suspend_says_what_happens_to_each_and_never_resumes() {
             Command::Suspend(k("apps", "worker"))
         ]
     );
+    // The status line reports the bulk action as a whole, then the notice expires.
+    let ids: Vec<u64> = effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::Send { id, .. } => Some(*id),
+            _ => None,
+        })
+        .collect();
+    let (_, text, _) = app.status_notice().unwrap();
+    assert_eq!(text, "suspend 2: 0 done, 2 pending");
+    app.on_io(IoResult::Done {
+        id: ids[0],
+        result: Ok(()),
+    });
+    app.on_io(IoResult::Done {
+        id: ids[1],
+        result: Err("forbidden".into()),
+    });
+    let (_, text, _) = app.status_notice().unwrap();
+    assert_eq!(
+        text,
+        "suspend 2: 1 done, 1 failed (suspend apps/worker: forbidden)"
+    );
+    app.now += super::app::NOTICE_TTL;
+    assert!(app.status_notice().is_none(), "old notices expire");
 }
 
 #[test]

@@ -686,30 +686,39 @@ fn draw_status(f: &mut Frame, app: &App, area: Rect) {
     let line = match &app.overlay {
         Some(Overlay::Filter(text)) => return draw_input(f, app, area, "/", text),
         Some(Overlay::Command(text)) => return draw_input(f, app, area, ":", text),
-        _ => match app.feedback.last() {
+        _ => match app.status_notice() {
             None => Line::raw(""),
-            Some(fb) => {
+            Some((progress, what, summary)) => {
                 let pending = app
                     .feedback
                     .iter()
                     .filter(|f| f.progress == Progress::Pending)
                     .count();
-                let more = if pending > 1 {
+                let more = if pending > 1 && !summary {
                     format!("  ({pending} pending)")
                 } else {
                     String::new()
                 };
-                match &fb.progress {
-                    Progress::Note => Line::styled(format!("· {}{more}", fb.what), t.muted()),
+                match &progress {
+                    Progress::Note => Line::styled(format!("· {what}{more}"), t.muted()),
+                    Progress::Pending if summary => {
+                        Line::styled(format!("⋯ {what}"), t.state(State::Progressing))
+                    }
                     Progress::Pending => Line::styled(
-                        format!("⋯ {} (pending){more}", fb.what),
+                        format!("⋯ {what} (pending){more}"),
                         t.state(State::Progressing),
                     ),
+                    Progress::Done if summary => {
+                        Line::styled(format!("✓ {what}"), t.state(State::Ready))
+                    }
                     Progress::Done => {
-                        Line::styled(format!("✓ {}: done{more}", fb.what), t.state(State::Ready))
+                        Line::styled(format!("✓ {what}: done{more}"), t.state(State::Ready))
+                    }
+                    Progress::Failed(_) if summary => {
+                        Line::styled(format!("✗ {what}"), t.base().fg(t.error))
                     }
                     Progress::Failed(e) => {
-                        Line::styled(format!("✗ {}: {e}{more}", fb.what), t.base().fg(t.error))
+                        Line::styled(format!("✗ {what}: {e}{more}"), t.base().fg(t.error))
                     }
                 }
             }
