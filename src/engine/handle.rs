@@ -125,6 +125,16 @@ impl Command {
     }
 }
 
+/// Whether the engine's watch of HelmReleases reaches the API server.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Connection {
+    #[default]
+    Connected,
+    /// The watch fails since `since`; kube retries it with backoff. What is shown is the
+    /// last known state.
+    Disconnected { since: Timestamp, error: String },
+}
+
 /// A handle on a running engine (or on the cluster, when another process holds the
 /// engine lease). Cheap to clone.
 #[derive(Clone)]
@@ -133,6 +143,7 @@ pub struct EngineHandle {
     pub(super) views: watch::Receiver<Arc<Views>>,
     pub(super) live: watch::Receiver<Arc<BTreeMap<ReleaseKey, LiveState>>>,
     pub(super) role: watch::Receiver<Role>,
+    pub(super) connection: watch::Receiver<Connection>,
     pub(super) direct: mpsc::UnboundedSender<(Command, String)>,
     pub(super) stop: CancellationToken,
 }
@@ -141,6 +152,11 @@ impl EngineHandle {
     /// Every release in scope, updated from watches.
     pub fn views(&self) -> watch::Receiver<Arc<Views>> {
         self.views.clone()
+    }
+
+    /// Whether the API server is reachable, as the HelmRelease watch sees it.
+    pub fn connection(&self) -> watch::Receiver<Connection> {
+        self.connection.clone()
     }
 
     /// Whether this process runs the engine, or who does.

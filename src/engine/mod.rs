@@ -28,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use handle::{
-    Command, EngineHandle, LiveState, Phase, ReleaseKey, ReleaseView, Views, WaitView,
+    Command, Connection, EngineHandle, LiveState, Phase, ReleaseKey, ReleaseView, Views, WaitView,
 };
 pub use lease::Role;
 
@@ -110,6 +110,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     };
     let (live_tx, live_rx) = watch::channel(Arc::new(BTreeMap::new()));
     let (views_tx, views_rx) = watch::channel(Arc::new(Views::new()));
+    let (connection_tx, connection_rx) = watch::channel(Connection::Connected);
     let (direct_tx, direct_rx) = mpsc::unbounded_channel();
     let recorder = Recorder::new(
         client.clone(),
@@ -135,6 +136,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         role: role.clone(),
         live: live_rx.clone(),
         views: views_tx,
+        connection: connection_tx,
         direct: direct_rx,
         stop: stop.clone(),
         scope: config.scope.clone(),
@@ -161,6 +163,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         views: views_rx,
         live: live_rx,
         role,
+        connection: connection_rx,
         direct: direct_tx,
         stop,
     })
@@ -171,6 +174,9 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
 /// Below Kubernetes' default termination grace period of 30 s.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 
+/// How often the API server is probed, and how long it may take to answer.
+const PROBE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
+
 struct Dispatcher {
     ctx: Arc<Context>,
     /// Raw, so that one object that does not decode never fails the whole watch.
@@ -178,6 +184,7 @@ struct Dispatcher {
     role: watch::Receiver<Role>,
     live: watch::Receiver<Arc<BTreeMap<ReleaseKey, LiveState>>>,
     views: watch::Sender<Arc<Views>>,
+    connection: watch::Sender<Connection>,
     direct: mpsc::UnboundedReceiver<(Command, String)>,
     stop: CancellationToken,
     scope: Scope,
@@ -200,11 +207,20 @@ impl Dispatcher {
         // regained lease never runs a second writer beside an apply still running.
         let mut term: Option<(CancellationToken, TaskTracker)> = None;
         let mut draining: Option<TaskTracker> = None;
+        // A hung API server breaks no watch; an active probe notices it too.
+        let mut probe = tokio::time::interval(PROBE_EVERY);
+        probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (mut watch_failing, mut probe_failing) = (false, false);
         loop {
             tokio::select! {
                 () = self.stop.cancelled() => break,
                 event = events.next() => {
                     let Some(event) = event else { break };
+                    // The watch failing (and recovering) is what the front ends show as
+                    // disconnected: the rows are then the last known state.
+                    watch_failing = event.is_err();
+                    let error = event.as_ref().err().map(ToString::to_string);
+                    self.report_connection(watch_failing || probe_failing, error);
                     match event {
                         Ok(watcher::Event::Init) => relisted = Some(HashSet::new()),
                         Ok(watcher::Event::InitApply(raw) | watcher::Event::Apply(raw)) => {
@@ -311,6 +327,16 @@ impl Dispatcher {
                         self.send(&mut workers, t, &key, Msg::Command(command, token));
                     }
                 }
+                _ = probe.tick() => {
+                    let answer = tokio::time::timeout(PROBE_EVERY, self.ctx.client.apiserver_version()).await;
+                    let error = match answer {
+                        Ok(Ok(_)) => None,
+                        Ok(Err(e)) => Some(e.to_string()),
+                        Err(_) => Some(format!("no answer within {}s", PROBE_EVERY.as_secs())),
+                    };
+                    probe_failing = error.is_some();
+                    self.report_connection(watch_failing || probe_failing, error);
+                }
                 Ok(()) = self.live.changed() => {
                     self.live.borrow_and_update();
                     self.publish(&store, &bad);
@@ -346,6 +372,25 @@ impl Dispatcher {
             term.child_token(),
         )));
         workers.insert(key.clone(), tx);
+    }
+
+    /// Tells front ends whether the API server answers (disconnected since the first
+    /// failure, connected again once the watch and the probe both succeed).
+    fn report_connection(&self, failing: bool, error: Option<String>) {
+        self.connection.send_if_modified(|c| match (failing, &*c) {
+            (true, Connection::Connected) => {
+                *c = Connection::Disconnected {
+                    since: k8s_openapi::jiff::Timestamp::now(),
+                    error: error.unwrap_or_default(),
+                };
+                true
+            }
+            (false, Connection::Disconnected { .. }) => {
+                *c = Connection::Connected;
+                true
+            }
+            _ => false,
+        });
     }
 
     fn publish(

@@ -138,6 +138,8 @@ pub struct App {
     pub readonly: bool,
     pub theme: Theme,
     pub role: Role,
+    /// Whether the API server answers the HelmRelease watch.
+    pub connection: crate::engine::Connection,
     pub now: Timestamp,
     pub views: Arc<Views>,
     /// Rows after filter and sort, in display order.
@@ -173,6 +175,7 @@ impl App {
             readonly,
             theme,
             role: Role::Unknown,
+            connection: crate::engine::Connection::Connected,
             now,
             views: Arc::default(),
             rows: Vec::new(),
@@ -606,6 +609,16 @@ impl App {
 
     /// What the status line says now: the newest notice (a bulk action as a whole), or
     /// nothing once a finished one is older than [`NOTICE_TTL`].
+    /// How old the shown data may be: `Some(seconds)` while disconnected.
+    pub fn stale_for(&self) -> Option<i64> {
+        match &self.connection {
+            crate::engine::Connection::Connected => None,
+            crate::engine::Connection::Disconnected { since, .. } => {
+                Some(self.now.duration_since(*since).as_secs().max(0))
+            }
+        }
+    }
+
     /// `bool`: the text is a bulk summary that already says how each write ended.
     pub fn status_notice(&self) -> Option<(Progress, String, bool)> {
         let last = self.feedback.last()?;

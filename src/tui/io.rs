@@ -27,11 +27,29 @@ async fn limited<T, E: std::fmt::Display>(
 ) -> Result<T, String> {
     match tokio::time::timeout(LIMIT, f).await {
         Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Err(e)) => Err(human(&e.to_string())),
         Err(_) => Err(format!(
             "no answer from the API server within {}s",
             LIMIT.as_secs()
         )),
+    }
+}
+
+/// A transport failure said the way an operator needs it; API answers stay as they are.
+fn human(error: &str) -> String {
+    let unreachable = [
+        "Connect",
+        "connection refused",
+        "error trying to connect",
+        "tcp connect",
+    ]
+    .iter()
+    .any(|needle| error.contains(needle));
+    if unreachable {
+        "the API server cannot be reached; nothing was changed (the dashboard keeps retrying)"
+            .into()
+    } else {
+        error.to_string()
     }
 }
 
@@ -383,4 +401,16 @@ pub fn pod_problem(pod: &Pod) -> Option<String> {
             status.phase.clone().unwrap_or_else(|| "Unknown".into())
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn transport_failures_read_as_a_sentence() {
+        assert_eq!(
+            super::human("HyperError: client error (Connect)"),
+            "the API server cannot be reached; nothing was changed (the dashboard keeps retrying)"
+        );
+        assert_eq!(super::human("forbidden: nope"), "forbidden: nope");
+    }
 }

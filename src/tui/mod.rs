@@ -194,8 +194,10 @@ async fn event_loop(
     let mut hangup = signal(SignalKind::hangup())?;
     let mut views = session.handle.views();
     let mut role = session.handle.role();
+    let mut connection = session.handle.connection();
     app.set_views(views.borrow_and_update().clone());
     app.role = role.borrow_and_update().clone();
+    app.connection = connection.borrow_and_update().clone();
     // The detail view's data is fetched when it opens and again when the release changes.
     let mut detail_seen: Option<(engine::ReleaseKey, String)> = None;
     let mut detail_in_flight = false;
@@ -219,6 +221,7 @@ async fn event_loop(
                 app.set_views(views.borrow_and_update().clone());
             }
             Ok(()) = role.changed() => app.role = role.borrow_and_update().clone(),
+            Ok(()) = connection.changed() => app.connection = connection.borrow_and_update().clone(),
             Some(result) = io_rx.recv() => {
                 if let IoResult::Detail { .. } = &result {
                     detail_in_flight = false;
@@ -232,6 +235,7 @@ async fn event_loop(
                     tokio::spawn(async move { stop(&old.handle).await });
                     views = session.handle.views();
                     role = session.handle.role();
+                    connection = session.handle.connection();
                     app.on_io(IoResult::Switched(Ok((session.context.clone(), session.scope.clone()))));
                     app.set_views(views.borrow_and_update().clone());
                     app.role = role.borrow_and_update().clone();

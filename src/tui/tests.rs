@@ -359,6 +359,23 @@ fn cancel_wait_and_bulk_actions_ask_first() {
 }
 
 #[test]
+fn disconnected_shows_a_banner_and_stale_rows_never_a_confident_ready() {
+    let mut app = app(false);
+    app.connection = crate::engine::Connection::Disconnected {
+        since: app.now - std::time::Duration::from_secs(42),
+        error: "client error (Connect)".into(),
+    };
+    let screen = render(&app, 120, 12).backend().to_string();
+    assert!(screen.contains("API server unreachable since"), "{screen}");
+    assert!(!screen.contains("✓ Ready"), "{screen}");
+    assert!(screen.contains("? Ready (42s old)"), "{screen}");
+    insta::assert_snapshot!(screen);
+    app.connection = crate::engine::Connection::Connected;
+    let screen = render(&app, 120, 12).backend().to_string();
+    assert!(!screen.contains("unreachable"), "reconnecting clears it");
+}
+
+#[test]
 fn ctrl_a_marks_every_visible_row() {
     let mut app = app(false);
     press(&mut app, "/");

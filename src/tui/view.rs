@@ -101,7 +101,10 @@ fn sort_title(sort: SortBy, reverse: bool) -> String {
 
 fn draw_table(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.theme;
-    let counts = count_states(&app.rows);
+    let mut counts = count_states(&app.rows);
+    if app.stale_for().is_some() {
+        counts = format!("last known: {counts}");
+    }
     let mut title = format!(" Releases {} ", app.rows.len());
     if !app.filter.is_empty() {
         title.push_str(&format!("(filter: {}) ", app.filter));
@@ -162,7 +165,16 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(w(&|r| r.chart.len(), 5, 16)),
         Constraint::Length(w(&|r| r.version.len(), 7, 10)),
         Constraint::Length(3),
-        Constraint::Length(w(&|r| r.state_text(app.now).chars().count(), 5, 24)),
+        Constraint::Length(w(
+            &|r| match app.stale_for() {
+                Some(age) => format!("? {} ({} old)", r.state.word(), short_age(age))
+                    .chars()
+                    .count(),
+                None => r.state_text(app.now).chars().count(),
+            },
+            5,
+            28,
+        )),
         Constraint::Length(5),
         Constraint::Length(7),
         Constraint::Fill(1),
@@ -195,7 +207,12 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
             Cell::from(r.chart.clone()),
             Cell::from(r.version.clone()),
             Cell::from(r.revision.map_or_else(|| "-".into(), |v| v.to_string())),
-            Cell::from(r.state_text(app.now)).style(t.state(r.state)),
+            match app.stale_for() {
+                // Disconnected: never a confident state, only the last one known.
+                Some(age) => Cell::from(format!("? {} ({} old)", r.state.word(), short_age(age)))
+                    .style(t.muted()),
+                None => Cell::from(r.state_text(app.now)).style(t.state(r.state)),
+            },
             Cell::from(r.ready_text()),
             Cell::from(
                 r.last_change
@@ -683,6 +700,24 @@ fn draw_editor(f: &mut Frame, app: &App, ed: &super::app::Editor, area: Rect) {
 
 fn draw_status(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.theme;
+    if let (crate::engine::Connection::Disconnected { since, .. }, None) =
+        (&app.connection, &app.overlay)
+    {
+        let age = app.stale_for().unwrap_or_default();
+        let clock = since.strftime("%H:%M:%S UTC");
+        let banner = format!(
+            "⚠ API server unreachable since {clock} ({} ago): retrying the watch; rows show the last known state",
+            short_age(age)
+        );
+        f.render_widget(
+            Paragraph::new(Line::styled(
+                banner,
+                t.base().fg(t.error).add_modifier(Modifier::BOLD),
+            )),
+            area,
+        );
+        return;
+    }
     let line = match &app.overlay {
         Some(Overlay::Filter(text)) => return draw_input(f, app, area, "/", text),
         Some(Overlay::Command(text)) => return draw_input(f, app, area, ":", text),
@@ -874,4 +909,13 @@ fn draw_question(f: &mut Frame, app: &App, area: Rect, question: &str, answers: 
         ),
         rect,
     );
+}
+
+/// `42s`, `3m`, `2h`.
+fn short_age(secs: i64) -> String {
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s => format!("{}h", s / 3600),
+    }
 }
