@@ -404,6 +404,52 @@ async fn dashboard_drives_releases() {
         "stuck was not resumed"
     );
 
+    // The API server stops answering (frozen, as a hung server or a partition looks):
+    // a banner within 5 s, stale rows; it clears once the server answers again.
+    let pids = support::kubeconfig_path().with_file_name("pids");
+    let apiserver = std::fs::read_to_string(&pids)
+        .unwrap_or_else(|e| panic!("{}: {e}", pids.display()))
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("kube-apiserver ")
+                .map(|p| p.trim().to_string())
+        })
+        .expect("the control plane recorded the API server's PID");
+    /// Resumes the API server however the test ends, so no later test finds it frozen.
+    struct Frozen(String);
+    impl Drop for Frozen {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("kill")
+                .args(["-CONT", self.0.as_str()])
+                .status();
+        }
+    }
+    let ok = std::process::Command::new("kill")
+        .args(["-STOP", apiserver.as_str()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -STOP {apiserver}");
+    let guard = Frozen(apiserver);
+    let frozen = Instant::now();
+    let screen = dash
+        .wait_for("the disconnected banner", |s| {
+            s.contains("API server unreachable since")
+        })
+        .await;
+    drop(guard);
+    let banner_after = frozen.elapsed();
+    assert!(
+        banner_after < Duration::from_secs(5) + Duration::from_secs(1),
+        "{banner_after:?}"
+    );
+    assert!(
+        !screen.contains("✓ Ready"),
+        "no confident Ready while disconnected:\n{screen}"
+    );
+    dash.wait_for("the banner cleared", |s| !s.contains("unreachable"))
+        .await;
+
     dash.keys(&["q"]);
     let start = Instant::now();
     while !dash.exited() {
