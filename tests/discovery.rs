@@ -101,14 +101,13 @@ async fn an_incomplete_discovery_fails_the_action_and_prunes_nothing() {
         .delete(BROKEN, &DeleteParams::default())
         .await
         .unwrap();
-    api.patch(
+    support::engine::annotate(
+        &api,
         "web",
-        &PatchParams::default(),
-        &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
-            "reconcile.wheelhouse.dev/resetAt": "discovery-fixed"}}})),
+        "reconcile.wheelhouse.dev/resetAt",
+        "discovery-fixed",
     )
-    .await
-    .unwrap();
+    .await;
     wait_for(&api, "web", "upgraded once discovery is whole", |h| {
         is(h, "Ready", "True", "UpgradeSucceeded")
     })

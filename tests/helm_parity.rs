@@ -201,14 +201,13 @@ async fn wheelhouse_renders_what_helm_install_and_upgrade_render() {
         )
         .await
         .unwrap();
-    api.patch(
+    support::engine::annotate(
+        &api,
         "parity",
-        &PatchParams::default(),
-        &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
-            "reconcile.wheelhouse.dev/requestedAt": "values-v2"}}})),
+        "reconcile.wheelhouse.dev/requestedAt",
+        "values-v2",
     )
-    .await
-    .unwrap();
+    .await;
     wait_for(&api, "parity", "upgraded", |h| {
         is(h, "Ready", "True", "UpgradeSucceeded")
     })

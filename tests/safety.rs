@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use support::engine::{
     chart, delete_and_await_uninstall, helm, helm_history, is, set_values, start, wait_for,
@@ -265,14 +265,13 @@ async fn adopting_a_helm_cli_release_ends_in_exactly_the_new_manifest() {
             .await
             .is_some()
     );
-    api.patch(
+    support::engine::annotate(
+        &api,
         "ssa",
-        &PatchParams::default(),
-        &Patch::Merge(serde_json::json!({"metadata": {"annotations": {
-            "reconcile.wheelhouse.dev/requestedAt": "after-rollback"}}})),
+        "reconcile.wheelhouse.dev/requestedAt",
+        "after-rollback",
     )
-    .await
-    .unwrap();
+    .await;
     wait_for(&api, "ssa", "upgraded after the manual rollback", |h| {
         is(h, "Ready", "True", "UpgradeSucceeded")
             && h.status

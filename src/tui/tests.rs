@@ -35,6 +35,17 @@ fn code(code: KeyCode) -> KeyEvent {
     KeyEvent::new(code, KeyModifiers::NONE)
 }
 
+/// The commands a list of effects sends (any other effect fails the test).
+fn sent(effects: &[Effect]) -> Vec<Command> {
+    effects
+        .iter()
+        .map(|e| match e {
+            Effect::Send { command, .. } => command.clone(),
+            e => panic!("{e:?}"),
+        })
+        .collect()
+}
+
 fn press(app: &mut App, keys: &str) -> Vec<Effect> {
     keys.chars().flat_map(|c| app.on_key(key(c))).collect()
 }
@@ -317,13 +328,7 @@ fn suspend_resume_reconcile_send_at_once_with_pending_feedback() {
             .contains("already suspended")
     );
     let effects = press(&mut app, "Sr");
-    let commands: Vec<_> = effects
-        .iter()
-        .map(|e| match e {
-            Effect::Send { command, .. } => command.clone(),
-            e => panic!("{e:?}"),
-        })
-        .collect();
+    let commands = sent(&effects);
     assert_eq!(
         commands,
         vec![
@@ -408,13 +413,7 @@ fn bulk_suspend_says_what_happens_to_each_and_never_resumes() {
         "marks are cleared once the action is asked"
     );
     let effects = press(&mut app, "y");
-    let commands: Vec<_> = effects
-        .iter()
-        .map(|e| match e {
-            Effect::Send { command, .. } => command.clone(),
-            e => panic!("{e:?}"),
-        })
-        .collect();
+    let commands = sent(&effects);
     assert_eq!(
         commands,
         vec![

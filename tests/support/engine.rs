@@ -256,3 +256,15 @@ pub async fn events_of(client: &Client, ns: &str, name: &str) -> Vec<String> {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+/// Sets one annotation on the HelmRelease (a `requestedAt`/`resetAt` token, say).
+pub async fn annotate(api: &Api<HelmRelease>, name: &str, key: &str, value: &str) {
+    use kube::api::{Patch, PatchParams};
+    api.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"metadata": {"annotations": {key: value}}})),
+    )
+    .await
+    .unwrap();
+}
