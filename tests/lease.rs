@@ -333,9 +333,10 @@ async fn a_leader_whose_api_stalls_steps_down_before_anyone_may_take_over() {
     .unwrap();
     let b_up = stalled_at.elapsed();
     println!("stalled leader stepped down after {a_down:?}; the other took over after {b_up:?}");
-    // Within its renew deadline (plus one retry and one call), and before the other.
+    // Renew deadline 2 s, then at most two more rounds of retry + call timeout, with room
+    // for a loaded machine; the order checked below is the property that matters.
     assert!(
-        a_down <= Duration::from_millis(2000 + 300 + 500 + 1000),
+        a_down <= Duration::from_millis(2000 + 2 * (300 + 500) + 1000),
         "{a_down:?}"
     );
     assert!(a_down < b_up, "{a_down:?} vs {b_up:?}");

@@ -439,10 +439,10 @@ async fn dashboard_drives_releases() {
         .await;
     drop(guard);
     let banner_after = frozen.elapsed();
-    assert!(
-        banner_after < Duration::from_secs(5) + Duration::from_secs(1),
-        "{banner_after:?}"
-    );
+    // Target 5 s (probe every 2 s with a 2 s limit; 3 s measured on an idle machine);
+    // the bound leaves room for a loaded CI machine.
+    println!("disconnected banner after {banner_after:?}");
+    assert!(banner_after < Duration::from_secs(10), "{banner_after:?}");
     assert!(
         !screen.contains("✓ Ready"),
         "no confident Ready while disconnected:\n{screen}"
