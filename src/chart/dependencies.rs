@@ -178,11 +178,10 @@ fn enabled(d: &Dependency, scope: &Map<String, Value>, tags: &Value) -> bool {
     }
     if let Some(condition) = &d.condition {
         for path in condition.split(',').map(str::trim) {
-            let mut v = Some(&Value::Object(scope.clone())).cloned();
-            for part in path.split('.') {
-                v = v.and_then(|v| v.get(part).cloned());
-            }
-            if let Some(b) = v.and_then(|v| v.as_bool()) {
+            let mut parts = path.split('.');
+            let first = parts.next().and_then(|p| scope.get(p));
+            let value = parts.fold(first, |v, part| v.and_then(|v| v.get(part)));
+            if let Some(b) = value.and_then(Value::as_bool) {
                 return b;
             }
         }
