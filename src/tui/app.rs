@@ -550,45 +550,37 @@ impl App {
             }
             return Vec::new();
         }
-        let effects: Vec<Effect> = commands
+        let ask = action == Action::CancelWait || bulk || !unchanged.is_empty();
+        if !ask {
+            return commands
+                .into_iter()
+                .map(|command| {
+                    let id = self.note(describe(&command), Progress::Pending);
+                    Effect::Send { id, command }
+                })
+                .collect();
+        }
+        // Say exactly what happens to each release; pending only once confirmed.
+        let changed: Vec<ReleaseKey> = commands.iter().map(|c| c.key().clone()).collect();
+        let mut question = format!("{} {}", capitalize(verb), list_of(&changed));
+        if !unchanged.is_empty() {
+            question.push_str(&format!("; {} {already}: unchanged", list_of(&unchanged)));
+        }
+        let effects = commands
             .into_iter()
-            .map(|command| {
-                let id = self.note(describe(&command), Progress::Pending);
-                Effect::Send { id, command }
+            .map(|command| Effect::Send {
+                id: self.id(),
+                command,
             })
             .collect();
-        if action == Action::CancelWait || bulk || !unchanged.is_empty() {
-            // Pending only once confirmed: drop the notes again until then.
-            let ids: Vec<u64> = effects
-                .iter()
-                .filter_map(|e| match e {
-                    Effect::Send { id, .. } => Some(*id),
-                    _ => None,
-                })
-                .collect();
-            self.feedback.retain(|f| !ids.contains(&f.id));
-            // Say exactly what happens to each release.
-            let changed: Vec<ReleaseKey> = effects
-                .iter()
-                .filter_map(|e| match e {
-                    Effect::Send { command, .. } => Some(command.key().clone()),
-                    _ => None,
-                })
-                .collect();
-            let mut question = format!("{} {}", capitalize(verb), list_of(&changed));
-            if !unchanged.is_empty() {
-                question.push_str(&format!("; {} {already}: unchanged", list_of(&unchanged)));
-            }
-            self.overlay = Some(Overlay::Confirm {
-                question: format!("{question}? (y/n)"),
-                effects,
-            });
-            if bulk {
-                self.marked.clear();
-            }
-            return Vec::new();
+        self.overlay = Some(Overlay::Confirm {
+            question: format!("{question}? (y/n)"),
+            effects,
+        });
+        if bulk {
+            self.marked.clear();
         }
-        effects
+        Vec::new()
     }
 
     /// Marks confirmed writes pending (they were held back while the question was open).
