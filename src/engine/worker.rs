@@ -1185,18 +1185,15 @@ async fn claimed_elsewhere(run: &mut Run<'_>) -> crate::Result<Option<String>> {
     let uid = run.hr.metadata.uid.clone().unwrap_or_default();
     let history = run.storage.history(&run.release_name).await?;
     let claim = claim::Claim::of(history.last(), &uid);
-    let take = match &claim {
-        claim::Claim::Ours => false,
+    let free = match &claim {
+        claim::Claim::Ours => return Ok(None),
         claim::Claim::Unclaimed => true,
         other => !claim::holder_exists(&run.ctx.client, other).await?,
     };
-    if take {
+    if free {
         if let Some(newest) = history.last() {
             claim::stamp(&run.ctx.client, run.storage.namespace(), newest, &run.hr).await?;
         }
-        return Ok(None);
-    }
-    if claim == claim::Claim::Ours {
         return Ok(None);
     }
     Ok(Some(format!(
@@ -1207,22 +1204,25 @@ async fn claimed_elsewhere(run: &mut Run<'_>) -> crate::Result<Option<String>> {
     )))
 }
 
+/// The releases `hr` (in namespace `ns`) depends on; a dependency without a namespace
+/// is in the release's own.
+fn deps(hr: &HelmRelease, ns: &str) -> Vec<ReleaseKey> {
+    hr.spec
+        .depends_on
+        .iter()
+        .map(|d| ReleaseKey {
+            namespace: d.namespace.clone().unwrap_or_else(|| ns.to_string()),
+            name: d.name.clone(),
+        })
+        .collect()
+}
+
 /// A dependsOn path that leads back to this release, as `a/x -> a/y -> a/x`.
 async fn dependency_cycle(run: &Run<'_>) -> Option<String> {
     if run.hr.spec.depends_on.is_empty() {
         return None;
     }
     let start = run.key.clone();
-    let deps = |hr: &HelmRelease, ns: &str| -> Vec<ReleaseKey> {
-        hr.spec
-            .depends_on
-            .iter()
-            .map(|d| ReleaseKey {
-                namespace: d.namespace.clone().unwrap_or_else(|| ns.to_string()),
-                name: d.name.clone(),
-            })
-            .collect()
-    };
     // Depth-first over the dependency graph as the API shows it, bounded so a huge graph
     // costs a bounded number of reads.
     let mut stack: Vec<(ReleaseKey, Vec<ReleaseKey>)> =
@@ -1260,12 +1260,8 @@ async fn dependency_cycle(run: &Run<'_>) -> Option<String> {
 
 /// The first dependency that is not Ready, described for the status message.
 async fn unready_dependency(run: &Run<'_>) -> Option<String> {
-    for dep in &run.hr.spec.depends_on {
-        let ns = dep
-            .namespace
-            .clone()
-            .unwrap_or_else(|| run.key.namespace.clone());
-        let api: Api<HelmRelease> = Api::namespaced(run.ctx.client.clone(), &ns);
+    for dep in deps(&run.hr, &run.key.namespace) {
+        let api: Api<HelmRelease> = Api::namespaced(run.ctx.client.clone(), &dep.namespace);
         let ready = match api.get_opt(&dep.name).await {
             Ok(Some(d)) => {
                 let observed =
@@ -1277,7 +1273,7 @@ async fn unready_dependency(run: &Run<'_>) -> Option<String> {
             _ => false,
         };
         if !ready {
-            return Some(format!("dependency '{ns}/{}' is not ready", dep.name));
+            return Some(format!("dependency '{dep}' is not ready"));
         }
     }
     None

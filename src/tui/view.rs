@@ -165,16 +165,7 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(w(&|r| r.chart.len(), 5, 16)),
         Constraint::Length(w(&|r| r.version.len(), 7, 10)),
         Constraint::Length(3),
-        Constraint::Length(w(
-            &|r| match app.stale_for() {
-                Some(age) => format!("? {} ({} old)", r.state.word(), short_age(age))
-                    .chars()
-                    .count(),
-                None => r.state_text(app.now).chars().count(),
-            },
-            5,
-            28,
-        )),
+        Constraint::Length(w(&|r| state_cell(app, r).chars().count(), 5, 28)),
         Constraint::Length(5),
         Constraint::Length(7),
         Constraint::Fill(1),
@@ -207,12 +198,11 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
             Cell::from(r.chart.clone()),
             Cell::from(r.version.clone()),
             Cell::from(r.revision.map_or_else(|| "-".into(), |v| v.to_string())),
-            match app.stale_for() {
-                // Disconnected: never a confident state, only the last one known.
-                Some(age) => Cell::from(format!("? {} ({} old)", r.state.word(), short_age(age)))
-                    .style(t.muted()),
-                None => Cell::from(r.state_text(app.now)).style(t.state(r.state)),
-            },
+            Cell::from(state_cell(app, r)).style(if app.stale_for().is_some() {
+                t.muted()
+            } else {
+                t.state(r.state)
+            }),
             Cell::from(r.ready_text()),
             Cell::from(
                 r.last_change
@@ -909,6 +899,15 @@ fn draw_question(f: &mut Frame, app: &App, area: Rect, question: &str, answers: 
         ),
         rect,
     );
+}
+
+/// The state column: while disconnected never a confident state, only the last one
+/// known and its age.
+fn state_cell(app: &App, r: &Row) -> String {
+    match app.stale_for() {
+        Some(age) => format!("? {} ({} old)", r.state.word(), short_age(age)),
+        None => r.state_text(app.now),
+    }
 }
 
 /// `42s`, `3m`, `2h`.
