@@ -52,3 +52,44 @@ impl Scope {
         }
     }
 }
+
+/// Whether this identity may list and watch HelmReleases in every namespace (a
+/// SelfSubjectAccessReview). An engine covers all namespaces when it can, else one.
+pub async fn can_watch_all_helmreleases(client: &Client) -> bool {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let mut allowed = true;
+    for verb in ["list", "watch"] {
+        let review = SelfSubjectAccessReview {
+            spec: SelfSubjectAccessReviewSpec {
+                resource_attributes: Some(ResourceAttributes {
+                    group: Some(crate::api::GROUP.into()),
+                    resource: Some("helmreleases".into()),
+                    verb: Some(verb.into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let api: Api<SelfSubjectAccessReview> = Api::all(client.clone());
+        allowed &= match api.create(&Default::default(), &review).await {
+            Ok(r) => r.status.is_some_and(|s| s.allowed),
+            Err(_) => false,
+        };
+    }
+    allowed
+}
+
+/// The engine scope of a front end: every namespace when the identity can see them all,
+/// else the namespace it was pointed at.
+pub async fn engine_scope(client: &Client, view: &Scope, default_namespace: &str) -> Scope {
+    if can_watch_all_helmreleases(client).await {
+        return Scope::All;
+    }
+    match view {
+        Scope::Namespace(ns) => Scope::Namespace(ns.clone()),
+        Scope::All => Scope::Namespace(default_namespace.to_owned()),
+    }
+}

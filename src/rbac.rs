@@ -26,8 +26,10 @@ use crate::client::Scope;
 
 /// Name of the ClusterRole with the engine's own permissions.
 pub const ENGINE_ROLE: &str = "wheelhouse-engine";
-/// Name of the Role for the engine Lease.
+/// Name of the Role for the engine's own Lease.
 pub const LEASE_ROLE: &str = "wheelhouse-engine-lease";
+/// Name of the Role that lets a namespace engine read the cluster-wide engine's Lease.
+pub const LEASE_READ_ROLE: &str = "wheelhouse-engine-lease-read";
 
 /// What `wheelhouse rbac` generates.
 #[derive(Debug, Clone)]
@@ -103,15 +105,24 @@ pub fn engine_rules() -> Vec<PolicyRule> {
         ),
         // Events on releases and workloads (both APIs: kube's recorder uses events.k8s.io).
         rule(&["", "events.k8s.io"], &["events"], &["create", "patch"]),
+        // A cluster-wide engine watches the namespace engines' Leases to leave their
+        // namespaces alone (engine::coverage); read only.
+        rule(&["coordination.k8s.io"], &["leases"], &["list", "watch"]),
     ]
 }
 
+/// The engine's own Lease: taken, renewed and released by update.
 fn lease_rules() -> Vec<PolicyRule> {
     vec![rule(
         &["coordination.k8s.io"],
         &["leases"],
-        &["get", "create", "update", "patch", "delete"],
+        &["get", "create", "update"],
     )]
+}
+
+/// A namespace engine reads the cluster-wide engine's Lease to defer to it.
+fn lease_read_rules() -> Vec<PolicyRule> {
+    vec![rule(&["coordination.k8s.io"], &["leases"], &["get"])]
 }
 
 fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
@@ -149,20 +160,38 @@ pub fn manifests(opts: &RbacOptions) -> Vec<serde_json::Value> {
             rules: Some(engine_rules()),
             ..ClusterRole::default()
         }),
-        value(&Role {
-            metadata: meta(LEASE_ROLE, Some(&opts.lease_namespace)),
-            rules: Some(lease_rules()),
-        }),
-        value(&RoleBinding {
-            metadata: meta(LEASE_ROLE, Some(&opts.lease_namespace)),
-            role_ref: RoleRef {
-                api_group: "rbac.authorization.k8s.io".into(),
-                kind: "Role".into(),
-                name: LEASE_ROLE.into(),
-            },
-            subjects: Some(subject.clone()),
-        }),
     ];
+    let role = |name: &str, ns: &str, rules: Vec<PolicyRule>| {
+        [
+            value(&Role {
+                metadata: meta(name, Some(ns)),
+                rules: Some(rules),
+            }),
+            value(&RoleBinding {
+                metadata: meta(name, Some(ns)),
+                role_ref: RoleRef {
+                    api_group: "rbac.authorization.k8s.io".into(),
+                    kind: "Role".into(),
+                    name: name.to_owned(),
+                },
+                subjects: Some(subject.clone()),
+            }),
+        ]
+    };
+    // Where the engine's own Lease lives (engine::coverage): the lease namespace for a
+    // cluster-wide engine, its namespace for a namespace engine, which also reads the
+    // cluster-wide Lease.
+    match &opts.scope {
+        Scope::All => out.extend(role(LEASE_ROLE, &opts.lease_namespace, lease_rules())),
+        Scope::Namespace(ns) => {
+            out.extend(role(LEASE_ROLE, ns, lease_rules()));
+            out.extend(role(
+                LEASE_READ_ROLE,
+                &opts.lease_namespace,
+                lease_read_rules(),
+            ));
+        }
+    }
     let grants = [
         (ENGINE_ROLE.to_owned(), ENGINE_ROLE),
         (
@@ -238,12 +267,16 @@ mod tests {
                 "ClusterRole/wheelhouse-engine",
                 "Role/wheelhouse-engine-lease",
                 "RoleBinding/wheelhouse-engine-lease",
+                "Role/wheelhouse-engine-lease-read",
+                "RoleBinding/wheelhouse-engine-lease-read",
                 "RoleBinding/wheelhouse-engine",
                 "RoleBinding/wheelhouse-release-admin",
             ]
         );
+        assert_eq!(objects[2]["metadata"]["namespace"], "apps");
+        assert_eq!(objects[4]["metadata"]["namespace"], "wheelhouse-system");
         assert!(
-            objects[4..]
+            objects[6..]
                 .iter()
                 .all(|o| o["metadata"]["namespace"] == "apps")
         );

@@ -93,6 +93,7 @@ async fn the_background_task_reports_roles_and_releases_on_stop() {
         client.clone(),
         LeaseConfig::new(&ns.name, "a"),
         able(),
+        idle(),
         stop_a.clone(),
     );
     role_a.wait_for(|r| *r == Role::Leader).await.unwrap();
@@ -100,7 +101,7 @@ async fn the_background_task_reports_roles_and_releases_on_stop() {
     let mut cfg_b = LeaseConfig::new(&ns.name, "b");
     cfg_b.retry = Duration::from_millis(200);
     let stop_b = CancellationToken::new();
-    let (mut role_b, task_b) = lease::run(client.clone(), cfg_b, able(), stop_b.clone());
+    let (mut role_b, task_b) = lease::run(client.clone(), cfg_b, able(), idle(), stop_b.clone());
     role_b
         .wait_for(|r| matches!(r, Role::Follower { holder } if holder == "a"))
         .await
@@ -121,6 +122,11 @@ fn able() -> futures::future::BoxFuture<'static, Result<(), String>> {
     Box::pin(async { Ok(()) })
 }
 
+/// No workers run beside these bare candidates.
+fn idle() -> tokio::sync::watch::Receiver<bool> {
+    tokio::sync::watch::channel(true).1
+}
+
 #[tokio::test]
 async fn an_engine_that_cannot_work_never_takes_the_lease() {
     let client = client().await;
@@ -130,6 +136,7 @@ async fn an_engine_that_cannot_work_never_takes_the_lease() {
         client.clone(),
         LeaseConfig::new(&ns.name, "broken"),
         Box::pin(async { Err("cannot render charts: no helm".to_string()) }),
+        idle(),
         stop.clone(),
     );
     role.wait_for(|r| matches!(r, Role::Unable { reason } if reason.contains("no helm")))
@@ -140,6 +147,7 @@ async fn an_engine_that_cannot_work_never_takes_the_lease() {
         client.clone(),
         LeaseConfig::new(&ns.name, "able"),
         able(),
+        idle(),
         stop.clone(),
     );
     other.wait_for(|r| *r == Role::Leader).await.unwrap();
@@ -295,7 +303,7 @@ async fn a_leader_whose_api_stalls_steps_down_before_anyone_may_take_over() {
         c
     };
     let stop = CancellationToken::new();
-    let (mut role_a, task_a) = lease::run(through_proxy, timing("a"), able(), stop.clone());
+    let (mut role_a, task_a) = lease::run(through_proxy, timing("a"), able(), idle(), stop.clone());
     tokio::time::timeout(
         Duration::from_secs(20),
         role_a.wait_for(|r| *r == Role::Leader),
@@ -303,7 +311,8 @@ async fn a_leader_whose_api_stalls_steps_down_before_anyone_may_take_over() {
     .await
     .unwrap()
     .unwrap();
-    let (mut role_b, task_b) = lease::run(client.clone(), timing("b"), able(), stop.clone());
+    let (mut role_b, task_b) =
+        lease::run(client.clone(), timing("b"), able(), idle(), stop.clone());
     tokio::time::timeout(
         Duration::from_secs(20),
         role_b.wait_for(|r| matches!(r, Role::Follower { holder } if holder == "a")),

@@ -55,7 +55,7 @@ async fn apply_generated_rbac(admin: &Client, ns: &str) {
     let docs: Vec<DynamicObject> = serde_yaml::Deserializer::from_str(&text)
         .map(|d| serde::Deserialize::deserialize(d).expect("rbac output is YAML objects"))
         .collect();
-    assert_eq!(docs.len(), 6, "{text}");
+    assert_eq!(docs.len(), 8, "{text}");
     for obj in docs {
         let types = obj.types.clone().unwrap();
         let gvk = GroupVersionKind::try_from(&types).unwrap();

@@ -39,8 +39,9 @@ if $local_cluster; then
   done
 fi
 
-# Chart paths in the samples are relative to the repository root.
-cd "$root"
+# Chart paths in the samples are relative to the repository root: that is the chart root
+# of this engine (relative paths never resolve against the working directory).
+export WHEELHOUSE_CHART_ROOT="${WHEELHOUSE_CHART_ROOT:-$root}"
 if [[ -z "${WHEELHOUSE_HELM:-}" ]] && ! command -v helm >/dev/null; then
   # The engine renders charts with helm; use the pinned one the test binaries include.
   export WHEELHOUSE_HELM="$("$root/tests/cluster/testbin.sh")/helm"

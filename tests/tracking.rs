@@ -38,6 +38,7 @@ fn start_tracker(client: &Client, ns: &str) -> (TrackerHandle, CancellationToken
         TrackerConfig {
             debounce: WINDOW,
             max_delay: WINDOW * 10,
+            ..Default::default()
         },
         stop.clone(),
     );

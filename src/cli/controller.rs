@@ -27,6 +27,11 @@ pub struct ControllerArgs {
     #[arg(long, value_name = "DIR")]
     pub chart_cache: Option<PathBuf>,
 
+    /// Reconcile only the HelmReleases labelled `sharding.wheelhouse.dev/key: KEY`, with
+    /// this shard's own Lease (without it: the releases that have no such label).
+    #[arg(long, value_name = "KEY", value_parser = parse_shard)]
+    pub shard: Option<String>,
+
     /// Never cancel a running health-check wait for a newer desired state: waits run to
     /// their timeout (as in Flux and Helm), for comparison.
     #[arg(long)]
@@ -42,6 +47,7 @@ pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
         Scope::All
     };
     let mut config = EngineConfig::new(scope);
+    config.coverage.shard = args.shard;
     config.lease_namespace = args.lease_namespace;
     // helm renders against the same cluster, as the same identity (in a pod: its
     // ServiceAccount, through helm's in-cluster configuration).
@@ -54,8 +60,9 @@ pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
     if let Some(dir) = args.chart_cache {
         config.chart_cache = dir;
     }
+    config.chart_root = cluster.chart_root.clone();
     config.cancel_on_new_revision = !args.no_cancel_on_new_revision;
-    tracing::info!(identity = %config.identity, lease_namespace = %config.lease_namespace, "starting engine");
+    tracing::info!(identity = %config.identity, coverage = %config.coverage, lease_namespace = %config.lease_namespace, "starting engine");
     // A controller that cannot render charts is of no use: say how to fix it and stop,
     // as a misconfigured controller should (its pod restarts with the message in its log).
     if let Err(e) = config.renderer.check().await {
@@ -69,7 +76,7 @@ pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
             match &*role.borrow() {
                 Role::Leader => tracing::info!("engine lease acquired: reconciling"),
                 Role::Follower { holder } => {
-                    tracing::info!(%holder, "another engine holds the lease: standing by")
+                    tracing::info!(%holder, "another engine covers these releases: standing by")
                 }
                 Role::Unable { .. } | Role::Unknown => {}
             }
@@ -91,6 +98,10 @@ pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
     .await;
     roles.abort();
     Ok(())
+}
+
+fn parse_shard(key: &str) -> std::result::Result<String, String> {
+    engine::coverage::validate_shard(key).map(|()| key.to_owned())
 }
 
 async fn shutdown_signal() {

@@ -52,6 +52,12 @@ pub struct ClusterArgs {
     /// Show HelmReleases in every namespace.
     #[arg(short = 'A', long, global = true)]
     pub all_namespaces: bool,
+
+    /// What a relative `chart.path` is relative to; give every engine of a cluster the
+    /// same one (without it, relative paths are refused, never resolved against the
+    /// working directory).
+    #[arg(long, global = true, env = "WHEELHOUSE_CHART_ROOT", value_name = "DIR")]
+    pub chart_root: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -99,6 +99,8 @@ pub struct ReleaseView {
     /// Set when the object cannot be read (its spec does not decode): `release` is then a
     /// stand-in with its metadata, and the engine leaves it alone.
     pub problem: Option<String>,
+    /// Set when this engine's coverage leaves the release to another engine: which one.
+    pub elsewhere: Option<String>,
 }
 
 impl ReleaseView {
@@ -146,9 +148,15 @@ pub struct EngineHandle {
     pub(super) connection: watch::Receiver<Connection>,
     pub(super) direct: mpsc::UnboundedSender<(Command, String)>,
     pub(super) stop: CancellationToken,
+    pub(super) coverage: super::Coverage,
 }
 
 impl EngineHandle {
+    /// What this engine reconciles (while it holds its Lease).
+    pub fn coverage(&self) -> &super::Coverage {
+        &self.coverage
+    }
+
     /// Every release in scope, updated from watches.
     pub fn views(&self) -> watch::Receiver<Arc<Views>> {
         self.views.clone()

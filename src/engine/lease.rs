@@ -24,6 +24,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+/// The Lease of the unsharded cluster-wide engine (see [`super::coverage`] for the rest).
 pub const LEASE_NAME: &str = "wheelhouse-engine";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,7 +43,12 @@ pub enum Role {
 #[derive(Debug, Clone)]
 pub struct LeaseConfig {
     pub namespace: String,
+    pub name: String,
     pub identity: String,
+    /// A Lease that has precedence over this one (`(namespace, name)`): while a live
+    /// holder has it, this candidate does not act (a namespace engine defers to the
+    /// cluster-wide engine of its shard).
+    pub superior: Option<(String, String)>,
     /// How long a lease lasts without an observed change before another may take it.
     pub duration: Duration,
     /// A leader that has not renewed for this long steps down; shorter than `duration`,
@@ -59,11 +65,27 @@ impl LeaseConfig {
     pub fn new(namespace: impl Into<String>, identity: impl Into<String>) -> Self {
         Self {
             namespace: namespace.into(),
+            name: LEASE_NAME.into(),
             identity: identity.into(),
+            superior: None,
             duration: Duration::from_secs(15),
             renew_deadline: Duration::from_secs(10),
             retry: Duration::from_secs(2),
             call_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// The Lease of an engine with this coverage.
+    pub fn for_coverage(
+        coverage: &super::Coverage,
+        lease_namespace: &str,
+        identity: impl Into<String>,
+    ) -> Self {
+        let (namespace, name) = coverage.lease(lease_namespace);
+        Self {
+            name,
+            superior: coverage.superior(lease_namespace),
+            ..Self::new(namespace, identity)
         }
     }
 }
@@ -174,7 +196,7 @@ pub async fn try_acquire(
         lease_transitions: Some(transitions),
         ..LeaseSpec::default()
     };
-    let lease = api.get_opt(LEASE_NAME).await?;
+    let lease = api.get_opt(&config.name).await?;
     let spec = lease.as_ref().map(|l| l.spec.clone().unwrap_or_default());
     let step = decide(
         spec.as_ref(),
@@ -187,7 +209,7 @@ pub async fn try_acquire(
         (Step::Create, _, _) => {
             let lease = Lease {
                 metadata: ObjectMeta {
-                    name: Some(LEASE_NAME.into()),
+                    name: Some(config.name.clone()),
                     namespace: Some(config.namespace.clone()),
                     ..ObjectMeta::default()
                 },
@@ -212,7 +234,7 @@ pub async fn try_acquire(
     };
     lease.spec = Some(new_spec);
     match api
-        .replace(LEASE_NAME, &PostParams::default(), &lease)
+        .replace(&config.name, &PostParams::default(), &lease)
         .await
     {
         Ok(_) => Ok(Role::Leader),
@@ -224,7 +246,7 @@ pub async fn try_acquire(
 
 /// Gives the lease up (on shutdown) so another engine can take over at once.
 pub async fn release(api: &Api<Lease>, config: &LeaseConfig) -> kube::Result<()> {
-    let Some(mut lease) = api.get_opt(LEASE_NAME).await? else {
+    let Some(mut lease) = api.get_opt(&config.name).await? else {
         return Ok(());
     };
     let Some(spec) = lease.spec.as_mut() else {
@@ -236,7 +258,7 @@ pub async fn release(api: &Api<Lease>, config: &LeaseConfig) -> kube::Result<()>
     spec.holder_identity = None;
     spec.renew_time = None;
     match api
-        .replace(LEASE_NAME, &PostParams::default(), &lease)
+        .replace(&config.name, &PostParams::default(), &lease)
         .await
     {
         Ok(_) => Ok(()),
@@ -245,16 +267,49 @@ pub async fn release(api: &Api<Lease>, config: &LeaseConfig) -> kube::Result<()>
     }
 }
 
+/// Who holds the Lease `name`, if a live holder does, as judged by what this candidate
+/// observed so far (the same rules as taking it over).
+pub async fn live_holder(
+    api: &Api<Lease>,
+    name: &str,
+    identity: &str,
+    observed: &mut Observation,
+    default_duration: Duration,
+) -> kube::Result<Option<String>> {
+    let lease = api.get_opt(name).await?;
+    let spec = lease.map(|l| l.spec.unwrap_or_default());
+    Ok(
+        match decide(
+            spec.as_ref(),
+            identity,
+            observed,
+            Instant::now(),
+            default_duration,
+        ) {
+            Step::Follow(holder) => Some(holder),
+            Step::Renew => Some(identity.to_owned()),
+            Step::Create | Step::TakeOver => None,
+        },
+    )
+}
+
 /// Keeps trying to hold the lease until `stop` is cancelled, publishing the role. A
 /// leader that cannot renew before its lease would expire steps down. The task gives the
 /// lease up when stopped; await its handle to be sure that happened.
 ///
 /// `able` runs first: an engine that could not do its work (it cannot render charts)
 /// never takes the lease from one that can, and says why once.
+///
+/// With a superior Lease (a namespace engine under a cluster-wide one), the candidate
+/// leads only while the superior has no live holder: it checks before competing and
+/// again after winning. When it has to defer while leading, it keeps renewing its own
+/// Lease until `idle` says its workers have finished their step, then lets go, so the
+/// cluster-wide engine never starts on that namespace beside a running action.
 pub fn run(
     client: Client,
     config: LeaseConfig,
     able: futures::future::BoxFuture<'static, Result<(), String>>,
+    idle: watch::Receiver<bool>,
     stop: CancellationToken,
 ) -> (watch::Receiver<Role>, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(Role::Unknown);
@@ -266,59 +321,201 @@ pub fn run(
             tx.send_replace(Role::Unknown);
             return;
         }
-        let api: Api<Lease> = Api::namespaced(client, &config.namespace);
-        let mut observed = Observation::default();
-        // When this process last renewed successfully, while it leads.
-        let mut renewed: Option<Instant> = None;
+        let mut candidate = Candidate {
+            api: Api::namespaced(client.clone(), &config.namespace),
+            superior: config
+                .superior
+                .as_ref()
+                .map(|(ns, name)| (Api::namespaced(client.clone(), ns), name.clone())),
+            config,
+            observed: Observation::default(),
+            superior_seen: Observation::default(),
+            holding: false,
+            renewed: None,
+            tx,
+            idle,
+        };
         loop {
-            let attempt = tokio::time::timeout(
-                config.call_timeout,
-                try_acquire(&api, &config, &mut observed),
-            );
-            let outcome = tokio::select! {
+            tokio::select! {
                 () = stop.cancelled() => break,
-                outcome = attempt => outcome,
-            };
-            match outcome {
-                Ok(Ok(Role::Unknown)) => {}
-                Ok(Ok(role)) => {
-                    renewed = (role == Role::Leader).then(Instant::now);
-                    tx.send_if_modified(|r| std::mem::replace(r, role.clone()) != role);
-                }
-                Ok(Err(e)) => {
-                    tracing::warn!(error = %e, "cannot read or renew the engine lease");
-                }
-                Err(_) => tracing::warn!(
-                    timeout_s = config.call_timeout.as_secs_f64(),
-                    "the API server did not answer the lease call in time"
-                ),
-            }
-            // A leader that could not renew for the renew deadline stops acting now,
-            // before the lease can pass to anyone else.
-            if *tx.borrow() == Role::Leader
-                && renewed.is_none_or(|t| t.elapsed() >= config.renew_deadline)
-            {
-                tracing::warn!("lease not renewed within the renew deadline; stepping down");
-                tx.send_replace(Role::Unknown);
-                renewed = None;
+                () = candidate.round() => {}
             }
             tokio::select! {
                 () = stop.cancelled() => break,
-                () = tokio::time::sleep(config.retry) => {}
+                () = tokio::time::sleep(candidate.config.retry) => {}
             }
         }
-        if *tx.borrow() == Role::Leader {
-            match tokio::time::timeout(config.call_timeout, release(&api, &config)).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => tracing::warn!(error = %e, "could not release the engine lease"),
-                Err(_) => {
-                    tracing::warn!("releasing the engine lease timed out; it expires on its own")
-                }
-            }
+        if candidate.holding {
+            candidate.release().await;
         }
-        tx.send_replace(Role::Unknown);
+        candidate.tx.send_replace(Role::Unknown);
     });
     (rx, task)
+}
+
+/// The state of one candidate between rounds.
+struct Candidate {
+    api: Api<Lease>,
+    superior: Option<(Api<Lease>, String)>,
+    config: LeaseConfig,
+    observed: Observation,
+    superior_seen: Observation,
+    /// This process wrote itself as holder and has not let go yet.
+    holding: bool,
+    /// When this process last renewed successfully, while it leads.
+    renewed: Option<Instant>,
+    tx: watch::Sender<Role>,
+    idle: watch::Receiver<bool>,
+}
+
+/// Whether a superior engine keeps this one from acting.
+enum Precedence {
+    Free,
+    Deferring(String),
+    /// The superior Lease cannot be read: acting could run a second engine.
+    Unknown(Role),
+}
+
+impl Candidate {
+    async fn round(&mut self) {
+        match self.precedence().await {
+            Precedence::Free => {
+                if self.attempt().await == Some(Role::Leader) {
+                    // Written ours, now read theirs: a cluster-wide engine that took its
+                    // Lease meanwhile has read ours (or will), and one of us defers.
+                    match self.precedence().await {
+                        Precedence::Free => self.publish(Role::Leader),
+                        Precedence::Deferring(holder) => self.defer(holder).await,
+                        Precedence::Unknown(role) => self.stand_by(role).await,
+                    }
+                }
+            }
+            Precedence::Deferring(holder) => self.defer(holder).await,
+            Precedence::Unknown(role) => self.stand_by(role).await,
+        }
+        // A leader that could not renew for the renew deadline stops acting now,
+        // before the lease can pass to anyone else.
+        if *self.tx.borrow() == Role::Leader
+            && self
+                .renewed
+                .is_none_or(|t| t.elapsed() >= self.config.renew_deadline)
+        {
+            tracing::warn!("lease not renewed within the renew deadline; stepping down");
+            self.tx.send_replace(Role::Unknown);
+            self.renewed = None;
+        }
+    }
+
+    async fn precedence(&mut self) -> Precedence {
+        let Some((api, name)) = &self.superior else {
+            return Precedence::Free;
+        };
+        let read = tokio::time::timeout(
+            self.config.call_timeout,
+            live_holder(
+                api,
+                name,
+                &self.config.identity,
+                &mut self.superior_seen,
+                self.config.duration,
+            ),
+        )
+        .await;
+        let lease = format!("Lease {}/{name}", api.namespace().unwrap_or_default());
+        match read {
+            Ok(Ok(None)) => Precedence::Free,
+            Ok(Ok(Some(holder))) => Precedence::Deferring(holder),
+            Ok(Err(kube::Error::Api(e))) if e.code == 403 => Precedence::Unknown(Role::Unable {
+                reason: format!(
+                    "cannot read {lease} to tell whether a cluster-wide engine covers this \
+                     namespace ({}); grant it with `wheelhouse rbac`",
+                    e.message
+                ),
+            }),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot read the cluster-wide engine's {lease}");
+                Precedence::Unknown(Role::Unknown)
+            }
+            Err(_) => {
+                tracing::warn!("the API server did not answer the read of {lease} in time");
+                Precedence::Unknown(Role::Unknown)
+            }
+        }
+    }
+
+    /// One attempt to take or renew our own Lease; `None` when it did not decide.
+    async fn attempt(&mut self) -> Option<Role> {
+        let attempt = tokio::time::timeout(
+            self.config.call_timeout,
+            try_acquire(&self.api, &self.config, &mut self.observed),
+        )
+        .await;
+        match attempt {
+            Ok(Ok(Role::Unknown)) => None,
+            Ok(Ok(role)) => {
+                self.holding = role == Role::Leader;
+                self.renewed = self.holding.then(Instant::now);
+                if !self.holding {
+                    self.publish(role.clone());
+                }
+                Some(role)
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot read or renew the engine lease");
+                None
+            }
+            Err(_) => {
+                tracing::warn!(
+                    timeout_s = self.config.call_timeout.as_secs_f64(),
+                    "the API server did not answer the lease call in time"
+                );
+                None
+            }
+        }
+    }
+
+    /// A live superior has precedence: act no more, and let go of our Lease once the
+    /// workers have finished their step (renewing it until then).
+    async fn defer(&mut self, holder: String) {
+        self.stand_by(Role::Follower {
+            holder: format!("{holder} (cluster-wide)"),
+        })
+        .await;
+    }
+
+    async fn stand_by(&mut self, role: Role) {
+        self.publish(role);
+        self.renewed = None;
+        if !self.holding {
+            return;
+        }
+        if *self.idle.borrow() {
+            self.release().await;
+        } else {
+            let _ = tokio::time::timeout(
+                self.config.call_timeout,
+                try_acquire(&self.api, &self.config, &mut self.observed),
+            )
+            .await;
+        }
+    }
+
+    async fn release(&mut self) {
+        match tokio::time::timeout(self.config.call_timeout, release(&self.api, &self.config)).await
+        {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not release the engine lease"),
+            Err(_) => {
+                tracing::warn!("releasing the engine lease timed out; it expires on its own")
+            }
+        }
+        self.holding = false;
+    }
+
+    fn publish(&self, role: Role) {
+        self.tx
+            .send_if_modified(|r| std::mem::replace(r, role.clone()) != role);
+    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 
 pub mod actions;
 pub mod claim;
+pub mod coverage;
 pub mod handle;
 pub mod lease;
 pub mod plan;
@@ -27,24 +28,33 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use coverage::{Coverage, SHARD_LABEL};
 pub use handle::{
     Command, Connection, EngineHandle, LiveState, Phase, ReleaseKey, ReleaseView, Views, WaitView,
 };
 pub use lease::Role;
 
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+
 use crate::api::{FINALIZER, HelmRelease, RawHelmRelease, Undecodable};
 use crate::client::Scope;
 use crate::render::{HelmRenderer, Renderer};
 use crate::source::ChartSource;
+use crate::tracking;
 use worker::{Context, Inbox, Msg};
 
 pub struct EngineConfig {
-    /// Which HelmReleases the engine reconciles and the views show.
-    pub scope: Scope,
-    /// Namespace of the engine Lease; every wheelhouse of a cluster must agree on it.
+    /// Which HelmReleases the engine reconciles while it holds its Lease. The views show
+    /// every release of `coverage.scope`, whichever shard it belongs to (a sharded engine
+    /// lists only its shard, to keep its memory to its own releases).
+    pub coverage: Coverage,
+    /// Namespace of the cluster-wide engines' Leases; every wheelhouse of a cluster must
+    /// agree on it. A namespace engine's Lease lives in its own namespace.
     pub lease_namespace: String,
     pub identity: String,
     pub chart_cache: PathBuf,
+    /// What a relative `chart.path` is relative to (none: relative paths are refused).
+    pub chart_root: Option<PathBuf>,
     pub renderer: Arc<dyn Renderer>,
     /// Observe only: never take the lease (e.g. `--readonly`).
     pub passive: bool,
@@ -57,7 +67,7 @@ pub struct EngineConfig {
 }
 
 impl EngineConfig {
-    /// Defaults: all namespaces, lease in `default`, chart cache in the platform cache
+    /// Defaults: unsharded, lease in `default`, chart cache in the platform cache
     /// directory, helm from $WHEELHOUSE_HELM or PATH with its default cluster access.
     pub fn new(scope: Scope) -> Self {
         let cache = directories::ProjectDirs::from("dev", "wheelhouse", "wheelhouse").map_or_else(
@@ -65,10 +75,11 @@ impl EngineConfig {
             |d| d.cache_dir().to_path_buf(),
         );
         Self {
-            scope,
+            coverage: Coverage::new(scope, None),
             lease_namespace: "default".into(),
             identity: lease::identity(),
             chart_cache: cache.join("charts"),
+            chart_root: std::env::var_os("WHEELHOUSE_CHART_ROOT").map(PathBuf::from),
             renderer: Arc::new(HelmRenderer::from_env()),
             passive: false,
             cancel_on_new_revision: true,
@@ -83,6 +94,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     // The lease is handed back only after the workers have finished their current step,
     // so no other engine starts on a release while this one still writes to it.
     let lease_stop = CancellationToken::new();
+    let (idle_tx, idle_rx) = watch::channel(true);
     let (role, lease_task) = if config.passive {
         let (_tx, rx) = watch::channel(Role::Follower {
             holder: "none (read-only)".into(),
@@ -103,8 +115,13 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         });
         lease::run(
             client.clone(),
-            lease::LeaseConfig::new(&config.lease_namespace, &config.identity),
+            lease::LeaseConfig::for_coverage(
+                &config.coverage,
+                &config.lease_namespace,
+                &config.identity,
+            ),
             able,
+            idle_rx,
             lease_stop.clone(),
         )
     };
@@ -121,7 +138,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     );
     let mut ctx = Context::new(
         client.clone(),
-        ChartSource::new(config.chart_cache.clone())?,
+        ChartSource::new(config.chart_cache.clone())?.with_chart_root(config.chart_root.clone()),
         config.renderer.clone(),
         recorder,
         &config.identity,
@@ -130,17 +147,23 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     ctx.cancel_on_new_revision = config.cancel_on_new_revision;
     ctx.chart_poll = config.chart_poll;
     let ctx = Arc::new(ctx);
+    let coverage = config.coverage.clone();
     let dispatcher = Dispatcher {
         ctx,
-        api: config.scope.api(client.clone()),
+        api: coverage.scope.api(client.clone()),
         role: role.clone(),
         live: live_rx.clone(),
         views: views_tx,
         connection: connection_tx,
         direct: direct_rx,
         stop: stop.clone(),
-        scope: config.scope.clone(),
+        coverage: coverage.clone(),
+        identity: config.identity.clone(),
         workers: TaskTracker::new(),
+        idle: Arc::new(idle_tx),
+        held: HeldNamespaces::default(),
+        acting: HashSet::new(),
+        owned: tracking::Ownership::default(),
     };
     tokio::spawn(async move {
         let workers = dispatcher.workers.clone();
@@ -166,6 +189,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         connection: connection_rx,
         direct: direct_tx,
         stop,
+        coverage,
     })
 }
 
@@ -177,6 +201,16 @@ const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 /// How often the API server is probed, and how long it may take to answer.
 const PROBE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// A running worker: its mailbox and its own stop token (a release that leaves this
+/// engine's coverage stops like a lost lease: the current step ends, nothing is undone).
+struct Worker {
+    inbox: mpsc::UnboundedSender<Msg>,
+    stop: CancellationToken,
+}
+
+/// The term of a leader: its stop token and its workers.
+type Term = (CancellationToken, TaskTracker);
+
 struct Dispatcher {
     ctx: Arc<Context>,
     /// Raw, so that one object that does not decode never fails the whole watch.
@@ -187,25 +221,46 @@ struct Dispatcher {
     connection: watch::Sender<Connection>,
     direct: mpsc::UnboundedReceiver<(Command, String)>,
     stop: CancellationToken,
-    scope: Scope,
+    coverage: Coverage,
+    identity: String,
     /// Every worker task, so a shutdown can wait for them.
     workers: TaskTracker,
+    /// Tells the lease task that no worker of any term is running any more.
+    idle: Arc<watch::Sender<bool>>,
+    /// For a cluster-wide engine: the namespaces whose namespace engine holds its Lease.
+    held: HeldNamespaces,
+    /// Namespaces this term has started workers in. A namespace engine that takes its
+    /// Lease later defers to us there, so we go on.
+    acting: HashSet<String>,
+    /// The releases this engine reconciles, for the config tracker.
+    owned: tracking::Ownership,
+}
+
+/// The store of watched releases: decoded (or a stand-in) and, for those that do not
+/// decode, why and the generation last reported.
+#[derive(Default)]
+struct Store {
+    releases: BTreeMap<ReleaseKey, Arc<HelmRelease>>,
+    bad: BTreeMap<ReleaseKey, (String, Option<i64>)>,
 }
 
 impl Dispatcher {
     async fn run(mut self) {
-        let mut events = watcher(self.api.clone(), watcher::Config::default())
-            .default_backoff()
-            .boxed();
-        let mut store: BTreeMap<ReleaseKey, Arc<HelmRelease>> = BTreeMap::new();
-        // Objects that do not decode: why, and the generation last reported.
-        let mut bad: BTreeMap<ReleaseKey, (String, Option<i64>)> = BTreeMap::new();
+        let mut config = watcher::Config::default();
+        if self.coverage.shard.is_some() {
+            // A shard engine lists only its own releases. The unsharded engine lists all,
+            // to tell which workloads belong to another shard's releases.
+            config = config.labels(&self.coverage.label_selector());
+        }
+        let mut events = watcher(self.api.clone(), config).default_backoff().boxed();
+        let mut leases = self.namespace_lease_events();
+        let mut store = Store::default();
         let mut relisted: Option<HashSet<ReleaseKey>> = None;
-        let mut workers: HashMap<ReleaseKey, mpsc::UnboundedSender<Msg>> = HashMap::new();
+        let mut workers: HashMap<ReleaseKey, Worker> = HashMap::new();
         // While leading: the term's stop token and its workers. Workers of a term that
         // lost the lease finish their current step before a new term may start, so a
         // regained lease never runs a second writer beside an apply still running.
-        let mut term: Option<(CancellationToken, TaskTracker)> = None;
+        let mut term: Option<Term> = None;
         let mut draining: Option<TaskTracker> = None;
         // A hung API server breaks no watch; an active probe notices it too.
         let mut probe = tokio::time::interval(PROBE_EVERY);
@@ -233,21 +288,19 @@ impl Dispatcher {
                             if let Some(seen) = relisted.as_mut() {
                                 seen.insert(key.clone());
                             }
-                            store.insert(key.clone(), hr.clone());
+                            store.releases.insert(key.clone(), hr.clone());
                             match decoded {
                                 Ok(_) => {
-                                    bad.remove(&key);
-                                    if let Some(term) = &term {
-                                        self.send(&mut workers, term, &key, Msg::Updated(hr));
-                                    }
+                                    store.bad.remove(&key);
+                                    self.dispatch(&mut workers, term.as_ref(), &key, &hr);
                                 }
                                 Err(u) => {
                                     // Its worker (if it had one) stops; the rest go on.
                                     workers.remove(&key);
                                     let generation = hr.metadata.generation;
-                                    let reported = bad.get(&key).is_some_and(|(_, g)| *g == generation);
-                                    bad.insert(key.clone(), (u.reason.clone(), generation));
-                                    if term.is_some() && (!reported || hr.metadata.deletion_timestamp.is_some()) {
+                                    let reported = store.bad.get(&key).is_some_and(|(_, g)| *g == generation);
+                                    store.bad.insert(key.clone(), (u.reason.clone(), generation));
+                                    if term.is_some() && self.eligible(&key, &hr) && (!reported || hr.metadata.deletion_timestamp.is_some()) {
                                         tokio::spawn(report_undecodable(self.ctx.clone(), key.clone(), u));
                                     }
                                 }
@@ -255,13 +308,9 @@ impl Dispatcher {
                         }
                         Ok(watcher::Event::InitDone) => {
                             if let Some(seen) = relisted.take() {
-                                let gone: Vec<_> = store.keys().filter(|k| !seen.contains(k)).cloned().collect();
+                                let gone: Vec<_> = store.releases.keys().filter(|k| !seen.contains(k)).cloned().collect();
                                 for key in gone {
-                                    store.remove(&key);
-                                    bad.remove(&key);
-                                    if let Some(w) = workers.remove(&key) {
-                                        let _ = w.send(Msg::Deleted);
-                                    }
+                                    forget(&mut store, &mut workers, &key);
                                 }
                             }
                         }
@@ -270,15 +319,17 @@ impl Dispatcher {
                                 namespace: raw.metadata.namespace.clone().unwrap_or_default(),
                                 name: raw.metadata.name.clone().unwrap_or_default(),
                             };
-                            store.remove(&key);
-                            bad.remove(&key);
-                            if let Some(w) = workers.remove(&key) {
-                                let _ = w.send(Msg::Deleted);
-                            }
+                            forget(&mut store, &mut workers, &key);
                         }
                         Err(e) => tracing::warn!(error = %e, "HelmRelease watch error"),
                     }
-                    self.publish(&store, &bad);
+                    self.share_ownership(&store, &workers);
+                    self.publish(&store);
+                }
+                Some(event) = leases.next() => {
+                    self.held.observe(event, &self.identity);
+                    self.start_eligible(&store, &mut workers, term.as_ref());
+                    self.publish(&store);
                 }
                 Ok(()) = self.role.changed() => {
                     let leader = *self.role.borrow_and_update() == Role::Leader;
@@ -288,43 +339,67 @@ impl Dispatcher {
                                 tracing::info!("waiting for the previous term's workers to finish their step");
                                 old.wait().await;
                             }
-                            tracing::info!("holding the engine lease: reconciling");
-                            let t = self.stop.child_token();
-                            let tracker = TaskTracker::new();
-                            // One writer rolls workloads on config changes: the lease holder.
-                            crate::tracking::start(
-                                self.ctx.client.clone(),
-                                self.scope.clone(),
-                                crate::tracking::TrackerConfig::default(),
-                                t.child_token(),
-                            );
-                            let t = (t, tracker);
-                            for (key, hr) in &store {
-                                match bad.get(key) {
-                                    None => self.send(&mut workers, &t, key, Msg::Updated(hr.clone())),
-                                    Some((reason, _)) => {
-                                        let u = Undecodable { placeholder: (**hr).clone(), reason: reason.clone() };
-                                        tokio::spawn(report_undecodable(self.ctx.clone(), key.clone(), Box::new(u)));
-                                    }
+                            // Our Lease is written; now read the namespace engines' (fresh,
+                            // not from the watch), so that one of us defers to the other.
+                            // Until they can be read, nothing is started.
+                            while let Err(e) = self.read_namespace_leases().await {
+                                tracing::warn!(error = %e, "cannot read the namespace engines' Leases; retrying before acting");
+                                tokio::select! {
+                                    () = self.stop.cancelled() => break,
+                                    () = tokio::time::sleep(PROBE_EVERY) => {}
                                 }
                             }
+                            if self.stop.is_cancelled() || *self.role.borrow() != Role::Leader {
+                                continue;
+                            }
+                            tracing::info!(coverage = %self.coverage, "holding the engine lease: reconciling");
+                            self.idle.send_replace(false);
+                            self.acting.clear();
+                            let t: Term = (self.stop.child_token(), TaskTracker::new());
+                            for (key, hr) in &store.releases {
+                                if let Some((reason, _)) = store.bad.get(key) && self.eligible(key, hr) {
+                                    let u = Undecodable { placeholder: (**hr).clone(), reason: reason.clone() };
+                                    tokio::spawn(report_undecodable(self.ctx.clone(), key.clone(), Box::new(u)));
+                                }
+                            }
+                            self.start_eligible(&store, &mut workers, Some(&t));
+                            self.share_ownership(&store, &workers);
+                            // One writer rolls workloads on config changes: the lease holder,
+                            // for the releases it reconciles.
+                            crate::tracking::start(
+                                self.ctx.client.clone(),
+                                self.coverage.scope.clone(),
+                                crate::tracking::TrackerConfig {
+                                    owned: self.owned.clone(),
+                                    ..Default::default()
+                                },
+                                t.0.child_token(),
+                            );
                             term = Some(t);
+                            self.publish(&store);
                         }
                         (Some((t, tracker)), false) => {
                             tracing::info!(role = ?*self.role.borrow(), "not holding the engine lease: observing only");
                             t.cancel();
                             tracker.close();
                             draining = Some(tracker.clone());
+                            let (idle, tracker) = (self.idle.clone(), tracker.clone());
+                            tokio::spawn(async move {
+                                tracker.wait().await;
+                                idle.send_replace(true);
+                            });
                             workers.clear();
                             term = None;
+                            self.share_ownership(&store, &workers);
+                            self.publish(&store);
                         }
                         _ => {}
                     }
                 }
                 Some((command, token)) = self.direct.recv() => {
-                    if let Some(t) = &term {
-                        let key = command.key().clone();
-                        self.send(&mut workers, t, &key, Msg::Command(command, token));
+                    let key = command.key().clone();
+                    if let (Some(w), Some(_)) = (workers.get(&key), &term) {
+                        let _ = w.inbox.send(Msg::Command(command, token));
                     }
                 }
                 _ = probe.tick() => {
@@ -336,10 +411,15 @@ impl Dispatcher {
                     };
                     probe_failing = error.is_some();
                     self.report_connection(watch_failing || probe_failing, error);
+                    // Namespace Leases also expire without any event.
+                    if self.held.refresh(&self.identity) {
+                        self.start_eligible(&store, &mut workers, term.as_ref());
+                        self.publish(&store);
+                    }
                 }
                 Ok(()) = self.live.changed() => {
                     self.live.borrow_and_update();
-                    self.publish(&store, &bad);
+                    self.publish(&store);
                 }
             }
         }
@@ -348,30 +428,149 @@ impl Dispatcher {
         }
     }
 
-    /// Hands a message to the release's worker, starting the worker if needed.
-    fn send(
-        &self,
-        workers: &mut HashMap<ReleaseKey, mpsc::UnboundedSender<Msg>>,
-        (term, tracker): &(CancellationToken, TaskTracker),
-        key: &ReleaseKey,
-        msg: Msg,
-    ) {
-        if let Some(w) = workers.get(key)
-            && !w.is_closed()
+    /// Whether this engine may act on the release now: it is in our coverage and, for a
+    /// cluster-wide engine, no namespace engine holds its namespace (unless we were
+    /// there first: then that engine defers).
+    fn eligible(&self, key: &ReleaseKey, hr: &HelmRelease) -> bool {
+        self.coverage
+            .covers(&key.namespace, hr.metadata.labels.as_ref())
+            && (self.acting.contains(&key.namespace) || !self.held.is_held(&key.namespace))
+    }
+
+    /// Who reconciles a release this engine leaves alone.
+    fn elsewhere(&self, key: &ReleaseKey, hr: &HelmRelease) -> Option<String> {
+        if !self
+            .coverage
+            .covers(&key.namespace, hr.metadata.labels.as_ref())
         {
-            let _ = w.send(msg);
+            return Some(match coverage::shard_of(hr.metadata.labels.as_ref()) {
+                Some(shard) => format!("shard {shard}"),
+                None => "the unsharded engine".into(),
+            });
+        }
+        if self.acting.contains(&key.namespace) {
+            return None;
+        }
+        self.held
+            .holder(&key.namespace)
+            .map(|h| format!("namespace engine {h}"))
+    }
+
+    /// Passes a changed release to its worker (starting one if needed), or stops the
+    /// worker of a release that left our coverage.
+    fn dispatch(
+        &mut self,
+        workers: &mut HashMap<ReleaseKey, Worker>,
+        term: Option<&Term>,
+        key: &ReleaseKey,
+        hr: &Arc<HelmRelease>,
+    ) {
+        let Some(term) = term else { return };
+        if !self.eligible(key, hr) {
+            if let Some(w) = workers.remove(key) {
+                tracing::info!(release = %key, "left this engine's coverage: its worker stops after its current step");
+                w.stop.cancel();
+            }
             return;
         }
-        let Msg::Updated(hr) = msg else { return };
+        if let Some(w) = workers.get(key)
+            && !w.inbox.is_closed()
+        {
+            let _ = w.inbox.send(Msg::Updated(hr.clone()));
+            return;
+        }
+        self.acting.insert(key.namespace.clone());
         let (tx, rx) = mpsc::unbounded_channel();
-        let inbox = Inbox::new(rx, hr);
-        self.workers.spawn(tracker.track_future(worker::run(
+        let inbox = Inbox::new(rx, hr.clone());
+        let stop = term.0.child_token();
+        self.workers.spawn(term.1.track_future(worker::run(
             self.ctx.clone(),
             key.clone(),
             inbox,
-            term.child_token(),
+            stop.clone(),
         )));
-        workers.insert(key.clone(), tx);
+        workers.insert(key.clone(), Worker { inbox: tx, stop });
+    }
+
+    /// Starts workers for every eligible release that has none (a term began, or a
+    /// namespace engine let go).
+    fn start_eligible(
+        &mut self,
+        store: &Store,
+        workers: &mut HashMap<ReleaseKey, Worker>,
+        term: Option<&Term>,
+    ) {
+        if term.is_none() {
+            return;
+        }
+        for (key, hr) in &store.releases {
+            if !workers.contains_key(key) && !store.bad.contains_key(key) && self.eligible(key, hr)
+            {
+                self.dispatch(workers, term, key, hr);
+            }
+        }
+    }
+
+    /// Tells the config tracker which releases are ours and which are other engines'.
+    fn share_ownership(&self, store: &Store, workers: &HashMap<ReleaseKey, Worker>) {
+        let release = |hr: &HelmRelease| (hr.target_namespace(), hr.release_name());
+        let ours = workers
+            .keys()
+            .filter_map(|k| store.releases.get(k))
+            .map(|hr| release(hr))
+            .collect();
+        let theirs = store
+            .releases
+            .iter()
+            .filter(|(k, _)| !workers.contains_key(k))
+            .map(|(_, hr)| release(hr))
+            .collect();
+        let namespaces = (self.coverage.shard.is_none()).then(|| {
+            let held = self.held.held();
+            let acting = self.acting.clone();
+            let scope = self.coverage.scope.clone();
+            Arc::new(move |ns: &str| {
+                let in_scope = match &scope {
+                    Scope::All => true,
+                    Scope::Namespace(n) => n == ns,
+                };
+                in_scope && (acting.contains(ns) || !held.contains(ns))
+            }) as Arc<dyn Fn(&str) -> bool + Send + Sync>
+        });
+        self.owned.set(ours, theirs, namespaces);
+    }
+
+    /// For a cluster-wide engine: the namespace engines' Lease events.
+    fn namespace_lease_events(&self) -> futures::stream::BoxStream<'static, watcher::Event<Lease>> {
+        match self.coverage.subordinate_lease_name() {
+            Some(name) => watcher(
+                Api::<Lease>::all(self.ctx.client.clone()),
+                watcher::Config::default().fields(&format!("metadata.name={name}")),
+            )
+            .default_backoff()
+            .filter_map(|e| async move {
+                e.map_err(|e| tracing::warn!(error = %e, "namespace Lease watch error"))
+                    .ok()
+            })
+            .boxed(),
+            None => futures::stream::pending().boxed(),
+        }
+    }
+
+    async fn read_namespace_leases(&mut self) -> kube::Result<()> {
+        let Some(name) = self.coverage.subordinate_lease_name() else {
+            return Ok(());
+        };
+        let api = Api::<Lease>::all(self.ctx.client.clone());
+        let params = kube::api::ListParams::default().fields(&format!("metadata.name={name}"));
+        let list = tokio::time::timeout(PROBE_EVERY * 2, api.list(&params))
+            .await
+            .map_err(|_| kube::Error::Service("listing namespace Leases timed out".into()))??;
+        for lease in list {
+            self.held
+                .observe(watcher::Event::Apply(lease), &self.identity);
+        }
+        Ok(())
     }
 
     /// Tells front ends whether the API server answers (disconnected since the first
@@ -393,25 +592,95 @@ impl Dispatcher {
         });
     }
 
-    fn publish(
-        &self,
-        store: &BTreeMap<ReleaseKey, Arc<HelmRelease>>,
-        bad: &BTreeMap<ReleaseKey, (String, Option<i64>)>,
-    ) {
+    fn publish(&self, store: &Store) {
         let live = self.live.borrow().clone();
         let views: Views = store
+            .releases
             .iter()
             .map(|(key, hr)| {
                 let view = ReleaseView {
                     key: key.clone(),
                     release: hr.clone(),
                     live: live.get(key).cloned().unwrap_or_default(),
-                    problem: bad.get(key).map(|(reason, _)| reason.clone()),
+                    problem: store.bad.get(key).map(|(reason, _)| reason.clone()),
+                    elsewhere: self.elsewhere(key, hr),
                 };
                 (key.clone(), view)
             })
             .collect();
         self.views.send_replace(Arc::new(views));
+    }
+}
+
+/// A release is gone from the watch: its worker learns it was deleted.
+fn forget(store: &mut Store, workers: &mut HashMap<ReleaseKey, Worker>, key: &ReleaseKey) {
+    store.releases.remove(key);
+    store.bad.remove(key);
+    if let Some(w) = workers.remove(key) {
+        let _ = w.inbox.send(Msg::Deleted);
+    }
+}
+
+/// What a cluster-wide engine has seen of the namespace engines' Leases, judged like a
+/// candidate judges its own: a holder is live until its record has not changed for the
+/// lease duration on our clock.
+#[derive(Default)]
+struct HeldNamespaces {
+    leases: HashMap<String, (Option<LeaseSpec>, lease::Observation)>,
+    live: BTreeMap<String, String>,
+}
+
+impl HeldNamespaces {
+    fn observe(&mut self, event: watcher::Event<Lease>, identity: &str) {
+        match event {
+            watcher::Event::Apply(l) | watcher::Event::InitApply(l) => {
+                let ns = l.metadata.namespace.clone().unwrap_or_default();
+                let entry = self.leases.entry(ns).or_default();
+                entry.0 = l.spec;
+            }
+            watcher::Event::Delete(l) => {
+                let ns = l.metadata.namespace.clone().unwrap_or_default();
+                self.leases.remove(&ns);
+            }
+            watcher::Event::Init | watcher::Event::InitDone => {}
+        }
+        self.refresh(identity);
+    }
+
+    /// Re-judges every Lease; true when the set of held namespaces changed.
+    fn refresh(&mut self, identity: &str) -> bool {
+        let now = tokio::time::Instant::now();
+        let live: BTreeMap<String, String> = self
+            .leases
+            .iter_mut()
+            .filter_map(|(ns, (spec, observed))| {
+                match lease::decide(
+                    spec.as_ref(),
+                    identity,
+                    observed,
+                    now,
+                    std::time::Duration::from_secs(15),
+                ) {
+                    lease::Step::Follow(holder) => Some((ns.clone(), holder)),
+                    _ => None,
+                }
+            })
+            .collect();
+        let changed = live != self.live;
+        self.live = live;
+        changed
+    }
+
+    fn is_held(&self, namespace: &str) -> bool {
+        self.live.contains_key(namespace)
+    }
+
+    fn holder(&self, namespace: &str) -> Option<&String> {
+        self.live.get(namespace)
+    }
+
+    fn held(&self) -> HashSet<String> {
+        self.live.keys().cloned().collect()
     }
 }
 

@@ -47,6 +47,14 @@ pub enum Error {
     #[error("chart path {} does not exist", path.display())]
     PathNotFound { path: PathBuf },
 
+    #[error(
+        "chart path {} is relative, and this engine has no chart root to resolve it against \
+         (set --chart-root or WHEELHOUSE_CHART_ROOT to the same directory on every engine, \
+         or use an absolute path)",
+        path.display()
+    )]
+    RelativePath { path: PathBuf },
+
     #[error("chart path {}: {source}", path.display())]
     PathIo {
         path: PathBuf,
@@ -210,6 +218,9 @@ pub struct ResolvedChart {
 /// Resolves charts; one per engine, shared by its workers.
 pub struct ChartSource {
     cache_dir: PathBuf,
+    /// What a relative `chart.path` is relative to. Never the process's working
+    /// directory, so every engine (dashboard or controller) resolves it the same way.
+    chart_root: Option<PathBuf>,
     timeout: Duration,
     system_roots: Arc<RootCertStore>,
     /// One pooled client per extra CA (None: system roots only).
@@ -236,6 +247,7 @@ impl ChartSource {
         cache::sweep_stale_temporaries(&cache_dir);
         Ok(Self {
             cache_dir,
+            chart_root: None,
             timeout: DEFAULT_REQUEST_TIMEOUT,
             system_roots: Arc::new(http::system_roots()),
             clients: Mutex::new(HashMap::new()),
@@ -247,6 +259,12 @@ impl ChartSource {
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self.clients.get_mut().expect("not poisoned").clear();
+        self
+    }
+
+    /// Resolves relative `chart.path`s against `root`.
+    pub fn with_chart_root(mut self, root: Option<PathBuf>) -> Self {
+        self.chart_root = root;
         self
     }
 
@@ -262,6 +280,11 @@ impl ChartSource {
         match (&chart.path, &chart.repository, &chart.name) {
             (Some(path), None, None) => {
                 let path = PathBuf::from(path);
+                let path = match (&self.chart_root, path.is_absolute()) {
+                    (_, true) => path,
+                    (Some(root), false) => root.join(path),
+                    (None, false) => return Err(Error::RelativePath { path }),
+                };
                 let local = blocking(move || local::load(&path)).await?;
                 Ok(ResolvedChart {
                     name: local.meta.name,

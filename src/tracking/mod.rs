@@ -32,7 +32,8 @@ pub use prepare::{
     ConfigKey, LiveNeeds, LiveState, live_objects_needed, prepare_manifest, rewrite_manifest,
 };
 pub use tracker::{
-    TrackedObject, TrackedWorkload, TrackerConfig, TrackerHandle, start, tracked_workload,
+    NamespaceFilter, Ownership, ReleaseId, TrackedObject, TrackedWorkload, TrackerConfig,
+    TrackerHandle, start, tracked_workload,
 };
 pub use workload::{WorkloadKind, WorkloadRef};
 

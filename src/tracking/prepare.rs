@@ -21,6 +21,31 @@ use crate::yaml::parse_documents;
 /// A ConfigMap or Secret by kind, namespace and name.
 pub type ConfigKey = (ConfigKind, String, String);
 
+/// The data of one ConfigMap or Secret, read when it is needed (`None`: it does not
+/// exist). Nothing keeps the data of config objects in memory: the tracker watches their
+/// metadata only and reads the few a workload consumes.
+pub async fn read_data(
+    client: &Client,
+    kind: ConfigKind,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<ObjectData>, Error> {
+    match kind {
+        ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .map(|o| o.map(|cm| config_map_data(&cm))),
+        ConfigKind::Secret => Api::<Secret>::namespaced(client.clone(), namespace)
+            .get_opt(name)
+            .await
+            .map(|o| o.map(|s| secret_data(&s))),
+    }
+    .map_err(|source| Error::Read {
+        object: format!("{kind} {namespace}/{name}"),
+        source,
+    })
+}
+
 /// Adds `wheelhouse.dev/config-hash` to the pod template of every tracked Deployment,
 /// StatefulSet, DaemonSet, Job and CronJob in `manifest` (a Helm manifest: `---`
 /// separated documents with `# Source:` comments; `namespace` is the release namespace,
@@ -40,20 +65,7 @@ pub async fn prepare_manifest(
     let mut live = LiveState::default();
     for key in needed.objects {
         let (kind, ns, name) = &key;
-        let data = match kind {
-            ConfigKind::ConfigMap => Api::<ConfigMap>::namespaced(client.clone(), ns)
-                .get_opt(name)
-                .await
-                .map(|o| o.map(|cm| config_map_data(&cm))),
-            ConfigKind::Secret => Api::<Secret>::namespaced(client.clone(), ns)
-                .get_opt(name)
-                .await
-                .map(|o| o.map(|s| secret_data(&s))),
-        }
-        .map_err(|source| Error::Read {
-            object: format!("{kind} {ns}/{name}"),
-            source,
-        })?;
+        let data = read_data(client, *kind, ns, name).await?;
         if let Some(data) = data {
             live.objects.insert(key, data);
         }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use futures::stream::{BoxStream, SelectAll};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
-use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams, PartialObjectMeta, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -22,13 +22,14 @@ use tracing::{debug, info, warn};
 
 use super::debounce::Debouncer;
 use super::discovery::{ConfigKind, ConsumedObject};
-use super::hash::{ObjectData, Resolved, config_map_data, secret_data};
+use super::hash::Resolved;
+use super::prepare::read_data;
 use super::workload::{
     Decision, WorkloadKind, WorkloadRef, consumed_objects, decide, hash_patch, is_gated,
     is_tracked, template_hash,
 };
 use super::{CONFIG_PENDING_GATE, FIELD_MANAGER};
-use crate::apply::manifest::RELEASE_NAME_ANNOTATION;
+use crate::apply::manifest::{RELEASE_NAME_ANNOTATION, RELEASE_NAMESPACE_ANNOTATION};
 use crate::client::Scope;
 
 #[derive(Debug, Clone)]
@@ -38,6 +39,8 @@ pub struct TrackerConfig {
     /// A workload whose config keeps changing is rolled at the latest this long after the
     /// first change of a burst.
     pub max_delay: Duration,
+    /// Which workloads this tracker may roll.
+    pub owned: Ownership,
 }
 
 impl Default for TrackerConfig {
@@ -45,7 +48,78 @@ impl Default for TrackerConfig {
         Self {
             debounce: Duration::from_secs(2),
             max_delay: Duration::from_secs(20),
+            owned: Ownership::default(),
         }
+    }
+}
+
+/// Which workloads a tracker looks after, so that with several engines (shards, or a
+/// namespace engine beside a cluster-wide one) each workload has one writer: a release's
+/// workloads belong to the engine that reconciles the release; other workloads (of helm
+/// CLI releases, or opted in by annotation) to the unsharded engine covering their
+/// namespace. Until the engine says otherwise, the tracker owns everything in its scope.
+#[derive(Clone, Default)]
+pub struct Ownership(Arc<std::sync::RwLock<Option<Owned>>>);
+
+/// A release as workloads name it: (namespace, release name).
+pub type ReleaseId = (String, String);
+
+struct Owned {
+    ours: HashSet<ReleaseId>,
+    theirs: HashSet<ReleaseId>,
+    /// For an unsharded engine: the namespaces whose release-less workloads are ours.
+    namespaces: Option<NamespaceFilter>,
+}
+
+pub type NamespaceFilter = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+impl std::fmt::Debug for Ownership {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let owned = self
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*owned {
+            None => f.write_str("Ownership(everything)"),
+            Some(o) => write!(f, "Ownership({} releases)", o.ours.len()),
+        }
+    }
+}
+
+impl Ownership {
+    pub fn set(
+        &self,
+        ours: HashSet<ReleaseId>,
+        theirs: HashSet<ReleaseId>,
+        namespaces: Option<NamespaceFilter>,
+    ) {
+        *self
+            .0
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Owned {
+            ours,
+            theirs,
+            namespaces,
+        });
+    }
+
+    /// Whether a workload in `namespace`, of the release `owner` (if any), is ours.
+    pub fn owns(&self, namespace: &str, owner: Option<(&str, &str)>) -> bool {
+        let owned = self
+            .0
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(o) = &*owned else { return true };
+        if let Some((ns, name)) = owner {
+            let id = (ns.to_owned(), name.to_owned());
+            if o.ours.contains(&id) {
+                return true;
+            }
+            if o.theirs.contains(&id) {
+                return false;
+            }
+        }
+        o.namespaces.as_ref().is_some_and(|f| f(namespace))
     }
 }
 
@@ -69,10 +143,12 @@ pub struct TrackedWorkload {
     pub hash: Option<String>,
 }
 
+/// Workloads with their pod templates; ConfigMaps and Secrets by metadata only, so the
+/// tracker's memory does not grow with data nobody consumes.
 struct Stores {
     workloads: BTreeMap<WorkloadKind, Store<DynamicObject>>,
-    config_maps: Store<ConfigMap>,
-    secrets: Store<Secret>,
+    config_maps: Store<PartialObjectMeta<ConfigMap>>,
+    secrets: Store<PartialObjectMeta<Secret>>,
 }
 
 impl Stores {
@@ -81,28 +157,34 @@ impl Stores {
         self.workloads[&key.kind].get(&ObjectRef::new_with(&key.name, ar).within(&key.namespace))
     }
 
-    fn data(&self, kind: ConfigKind, namespace: &str, name: &str) -> Option<ObjectData> {
+    fn exists(&self, kind: ConfigKind, namespace: &str, name: &str) -> bool {
         match kind {
             ConfigKind::ConfigMap => self
                 .config_maps
                 .get(&ObjectRef::new(name).within(namespace))
-                .map(|cm| config_map_data(&cm)),
+                .is_some(),
             ConfigKind::Secret => self
                 .secrets
                 .get(&ObjectRef::new(name).within(namespace))
-                .map(|s| secret_data(&s)),
+                .is_some(),
         }
     }
+}
 
-    fn resolve(&self, namespace: &str, objects: Vec<ConsumedObject>) -> Vec<Resolved> {
-        objects
-            .into_iter()
-            .map(|object| Resolved {
-                data: self.data(object.kind, namespace, &object.name),
-                object,
-            })
-            .collect()
+/// The current data of the objects a workload consumes, read now.
+async fn resolve(
+    client: &Client,
+    namespace: &str,
+    objects: Vec<ConsumedObject>,
+) -> Result<Vec<Resolved>, super::Error> {
+    let mut out = Vec::with_capacity(objects.len());
+    for object in objects {
+        out.push(Resolved {
+            data: read_data(client, object.kind, namespace, &object.name).await?,
+            object,
+        });
     }
+    Ok(out)
 }
 
 /// A running tracker. Cloning shares it; the task stops when the `stop` token given to
@@ -137,7 +219,7 @@ impl TrackerHandle {
                 }
                 let value = serde_json::to_value(&*obj).unwrap_or(Value::Null);
                 out.extend(tracked_workload(kind, &value, |object| {
-                    self.stores.data(object.kind, &ns, &object.name).is_some()
+                    self.stores.exists(object.kind, &ns, &object.name)
                 }));
             }
         }
@@ -245,12 +327,12 @@ pub fn start(
         });
         streams.push(stream.boxed());
     }
-    let (cm_reader, cm_writer) = reflector::store::<ConfigMap>();
+    let (cm_reader, cm_writer) = reflector::store();
     streams.push(
         reflector::reflector(
             cm_writer,
             watcher(
-                scope.api::<ConfigMap>(client.clone()),
+                scope.api::<PartialObjectMeta<ConfigMap>>(client.clone()),
                 watcher::Config::default(),
             )
             .default_backoff(),
@@ -261,13 +343,14 @@ pub fn start(
         })
         .boxed(),
     );
-    let (secret_reader, secret_writer) = reflector::store::<Secret>();
+    // Helm's release storage Secrets (`owner=helm`) are never consumed by a workload.
+    let (secret_reader, secret_writer) = reflector::store();
     streams.push(
         reflector::reflector(
             secret_writer,
             watcher(
-                scope.api::<Secret>(client.clone()),
-                watcher::Config::default(),
+                scope.api::<PartialObjectMeta<Secret>>(client.clone()),
+                watcher::Config::default().labels("owner!=helm"),
             )
             .default_backoff(),
         )
@@ -292,6 +375,7 @@ pub fn start(
         },
     );
     let mut tracker = Tracker {
+        owned: config.owned.clone(),
         client,
         stores: stores.clone(),
         debouncer: Debouncer::new(config.debounce, config.max_delay),
@@ -309,6 +393,7 @@ pub fn start(
 type ObjectKey = (ConfigKind, String, String);
 
 struct Tracker {
+    owned: Ownership,
     client: Client,
     stores: Arc<Stores>,
     debouncer: Debouncer<WorkloadRef>,
@@ -440,6 +525,16 @@ impl Tracker {
         let Some(obj) = self.stores.workload(&key) else {
             return;
         };
+        let annotations = obj.annotations();
+        let owner = annotations.get(RELEASE_NAME_ANNOTATION).map(|name| {
+            let ns = annotations
+                .get(RELEASE_NAMESPACE_ANNOTATION)
+                .unwrap_or(&key.namespace);
+            (ns.as_str(), name.as_str())
+        });
+        if !self.owned.owns(&key.namespace, owner) {
+            return;
+        }
         let value = serde_json::to_value(&*obj).unwrap_or(Value::Null);
         if !is_tracked(key.kind, &value) {
             return;
@@ -447,7 +542,14 @@ impl Tracker {
         let Ok(objects) = consumed_objects(key.kind, &value) else {
             return;
         };
-        let resolved = self.stores.resolve(&key.namespace, objects);
+        let resolved = match resolve(&self.client, &key.namespace, objects).await {
+            Ok(resolved) => resolved,
+            Err(e) => {
+                warn!(workload = %key, error = %e, "config tracking: cannot read consumed config; retrying");
+                self.debouncer.touch(key, Instant::now());
+                return;
+            }
+        };
         let gated = is_gated(key.kind, &value);
         let current = template_hash(key.kind, &value);
         match decide(current.as_deref(), gated, &resolved) {

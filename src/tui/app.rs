@@ -30,7 +30,6 @@ pub enum Effect {
         original: serde_json::Value,
         values: serde_json::Value,
     },
-    SwitchScope(Scope),
     SwitchContext(String),
     Redraw,
     Quit,
@@ -48,7 +47,7 @@ pub enum IoResult {
         data: DetailData,
     },
     /// A new session started (namespace or context switch), or failed to.
-    Switched(Result<(String, Scope), String>),
+    Switched(Result<(String, Scope, crate::engine::Coverage), String>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -134,7 +133,10 @@ pub enum Overlay {
 
 pub struct App {
     pub context: String,
+    /// The namespaces the table shows: a view filter, never what the engine reconciles.
     pub scope: Scope,
+    /// What the in-process engine reconciles (and its watch covers), fixed per session.
+    pub coverage: crate::engine::Coverage,
     pub readonly: bool,
     pub theme: Theme,
     pub role: Role,
@@ -171,6 +173,7 @@ impl App {
     ) -> Self {
         Self {
             context,
+            coverage: crate::engine::Coverage::new(scope.clone(), None),
             scope,
             readonly,
             theme,
@@ -205,6 +208,10 @@ impl App {
         let mut rows: Vec<Row> = self
             .views
             .values()
+            .filter(|v| match &self.scope {
+                Scope::All => true,
+                Scope::Namespace(ns) => *ns == v.key.namespace,
+            })
             .map(Row::of)
             .filter(|r| r.matches(&self.filter))
             .collect();
@@ -359,12 +366,33 @@ impl App {
         }
     }
 
+    /// Changes the namespaces shown. The engine's coverage stays as it is: a view filter
+    /// never narrows or widens what this process reconciles.
     fn switch_scope(&mut self, scope: Scope) -> Vec<Effect> {
-        self.switching = Some(match &scope {
-            Scope::All => "all namespaces".into(),
-            Scope::Namespace(ns) => format!("namespace {ns}"),
-        });
-        vec![Effect::SwitchScope(scope)]
+        let shown = match (&self.coverage.scope, &scope) {
+            (Scope::All, _) => true,
+            (Scope::Namespace(have), Scope::Namespace(want)) => have == want,
+            (Scope::Namespace(_), Scope::All) => false,
+        };
+        if shown {
+            self.scope = scope;
+            self.marked.clear();
+            self.selected = 0;
+            self.refresh_rows();
+        } else {
+            let Scope::Namespace(have) = &self.coverage.scope else {
+                unreachable!("a cluster-wide watch shows every namespace")
+            };
+            self.note(
+                "switching namespace".into(),
+                Progress::Failed(format!(
+                    "this identity cannot list HelmReleases in every namespace, so this \
+                     dashboard watches (and its engine reconciles) namespace {have} only; \
+                     start it with -n NAME for another"
+                )),
+            );
+        }
+        Vec::new()
     }
 
     fn on_action(&mut self, action: Action) -> Vec<Effect> {
@@ -786,9 +814,10 @@ impl App {
             IoResult::Switched(result) => {
                 self.switching = None;
                 match result {
-                    Ok((context, scope)) => {
+                    Ok((context, scope, coverage)) => {
                         self.context = context;
                         self.scope = scope;
+                        self.coverage = coverage;
                         self.detail = None;
                         self.marked.clear();
                         self.selected = 0;

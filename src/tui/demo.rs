@@ -64,6 +64,7 @@ pub fn view(hr: HelmRelease, live: LiveState) -> ReleaseView {
         release: Arc::new(hr),
         live,
         problem: None,
+        elsewhere: None,
     }
 }
 

@@ -57,7 +57,6 @@ pub struct Options {
 struct Session {
     client: Client,
     /// How this session connected (kubeconfig and context), for helm to do the same.
-    args: ClusterArgs,
     context: String,
     scope: Scope,
     handle: EngineHandle,
@@ -86,7 +85,13 @@ impl Session {
                 Error::Connect(e.to_string())
             }
         })?;
-        let scope = scope.unwrap_or_else(|| Scope::from_args(&args, default_ns));
+        let view = scope.unwrap_or_else(|| Scope::from_args(&args, default_ns.clone()));
+        let coverage = client::engine_scope(&client, &view, &default_ns).await;
+        // A view the engine's watch cannot show falls back to the engine's namespace.
+        let scope = match (&coverage, view) {
+            (Scope::Namespace(ns), Scope::All) => Scope::Namespace(ns.clone()),
+            (_, view) => view,
+        };
         let name = args
             .context
             .clone()
@@ -95,7 +100,7 @@ impl Session {
         if let Some(previous) = previous {
             stop(&previous).await;
         }
-        Self::start(opts, &args, client, name, scope)
+        Self::start(opts, &args, client, name, scope, coverage)
     }
 
     fn start(
@@ -104,8 +109,10 @@ impl Session {
         client: Client,
         context: String,
         scope: Scope,
+        coverage: Scope,
     ) -> Result<Self, Error> {
-        let mut config = EngineConfig::new(scope.clone());
+        let mut config = EngineConfig::new(coverage);
+        config.chart_root = args.chart_root.clone();
         // helm renders against the same cluster, as the same identity.
         config.renderer = Arc::new(
             HelmRenderer::from_env()
@@ -119,7 +126,6 @@ impl Session {
             engine::start(client.clone(), config).map_err(|e| Error::Connect(e.to_string()))?;
         Ok(Self {
             client,
-            args: args.clone(),
             context,
             scope,
             handle,
@@ -150,6 +156,7 @@ pub async fn run(opts: Options) -> Result<(), Error> {
         theme,
         Timestamp::now(),
     );
+    app.coverage = session.handle.coverage().clone();
     // Raw mode and the alternate screen, with a panic hook that restores the terminal.
     let mut terminal = ratatui::try_init()?;
     let result = event_loop(&mut terminal, &mut app, session, &opts).await;
@@ -236,7 +243,7 @@ async fn event_loop(
                     views = session.handle.views();
                     role = session.handle.role();
                     connection = session.handle.connection();
-                    app.on_io(IoResult::Switched(Ok((session.context.clone(), session.scope.clone()))));
+                    app.on_io(IoResult::Switched(Ok((session.context.clone(), session.scope.clone(), session.handle.coverage().clone()))));
                     app.set_views(views.borrow_and_update().clone());
                     app.role = role.borrow_and_update().clone();
                 }
@@ -302,22 +309,6 @@ async fn event_loop(
                     tokio::spawn(async move {
                         let result = io::patch_values(client, key, original, values).await;
                         let _ = tx.send(IoResult::Done { id, result });
-                    });
-                }
-                Effect::SwitchScope(scope) => {
-                    // The old engine first hands back the lease, so the new one takes it
-                    // at once; on a task, so keys and drawing go on meanwhile.
-                    let (opts, tx) = (opts.clone(), session_tx.clone());
-                    let (client, args, context, old) = (
-                        session.client.clone(),
-                        session.args.clone(),
-                        session.context.clone(),
-                        session.handle.clone(),
-                    );
-                    tokio::spawn(async move {
-                        stop(&old).await;
-                        let next = Session::start(&opts, &args, client, context, scope);
-                        let _ = tx.send(next.map_err(|e| e.to_string()));
                     });
                 }
                 Effect::SwitchContext(context) => {

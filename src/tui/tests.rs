@@ -470,17 +470,18 @@ fn filter_and_sort() {
 #[test]
 fn commands_switch_namespace_and_context() {
     let mut app = app(false);
+    let all = app.rows.len();
     press(&mut app, ":");
     press(&mut app, "ns data");
+    // Only a view filter: the engine (and its coverage) stays as it is.
     let effects = app.on_key(code(KeyCode::Enter));
-    assert_eq!(
-        effects,
-        vec![Effect::SwitchScope(Scope::Namespace("data".into()))]
-    );
-    assert_eq!(
-        app.run_command("ns all"),
-        vec![Effect::SwitchScope(Scope::All)]
-    );
+    assert!(effects.is_empty());
+    assert_eq!(app.scope, Scope::Namespace("data".into()));
+    assert!(app.rows.iter().all(|r| r.key.namespace == "data"));
+    assert!(app.rows.len() < all);
+    assert_eq!(app.coverage.scope, Scope::All);
+    assert!(app.run_command("ns all").is_empty());
+    assert_eq!(app.rows.len(), all);
     assert_eq!(
         app.run_command("ctx staging"),
         vec![Effect::SwitchContext("staging".into())]
@@ -490,4 +491,17 @@ fn commands_switch_namespace_and_context() {
         app.feedback.last().unwrap().progress,
         Progress::Failed(_)
     ));
+}
+
+#[test]
+fn a_namespace_engine_refuses_views_it_cannot_show() {
+    let mut app = app(false);
+    app.coverage = crate::engine::Coverage::new(Scope::Namespace("apps".into()), None);
+    app.scope = Scope::Namespace("apps".into());
+    assert!(app.run_command("ns data").is_empty());
+    assert_eq!(app.scope, Scope::Namespace("apps".into()));
+    let Progress::Failed(why) = &app.feedback.last().unwrap().progress else {
+        panic!("refused")
+    };
+    assert!(why.contains("reconciles) namespace apps only"), "{why}");
 }

@@ -58,28 +58,35 @@ fn draw_header(f: &mut Frame, app: &App, area: Rect) {
         Scope::All => "all namespaces".to_owned(),
         Scope::Namespace(ns) => ns.clone(),
     };
-    let role = match (&app.role, app.readonly) {
+    let coverage = app.coverage.short();
+    let mut role = match (&app.role, app.readonly) {
         (_, true) => "client (read-only: engine not run here)".to_owned(),
-        (Role::Leader, _) => "engine: running here".to_owned(),
-        (Role::Follower { holder }, _) => format!("client: engine held by {holder}"),
+        (Role::Leader, _) => format!("engine here: {coverage}"),
+        (Role::Follower { holder }, _) => format!("client: {coverage} by {holder}"),
         (Role::Unable { reason }, _) => format!("client: no engine here: {reason}"),
-        (Role::Unknown, _) => "engine: taking the lease…".to_owned(),
+        (Role::Unknown, _) => format!("engine: taking the lease for {coverage}…"),
     };
+    // Who reconciles the rest: releases shown here that another engine covers.
+    let elsewhere = app.views.values().filter(|v| v.elsewhere.is_some()).count();
+    if elsewhere > 0 {
+        role.push_str(&format!("; {elsewhere} by other engines"));
+    }
     let mut spans = vec![
         Span::styled(" wheelhouse ", t.selected()),
         Span::styled(" ctx ", t.muted()),
         Span::styled(app.context.clone(), t.header()),
         Span::styled("  ns ", t.muted()),
         Span::styled(scope, t.header()),
-        Span::styled("  ", t.muted()),
-        Span::styled(role, t.base().fg(t.accent)),
     ];
+    // Before the role text, so a narrow terminal cuts the latter, never this.
     if app.readonly {
         spans.push(Span::styled(
             "  [READ-ONLY]",
             t.base().fg(t.error).add_modifier(Modifier::BOLD),
         ));
     }
+    spans.push(Span::styled("  ", t.muted()));
+    spans.push(Span::styled(role, t.base().fg(t.accent)));
     if let Some(s) = &app.switching {
         spans.push(Span::styled(
             format!("  switching to {s}…"),
