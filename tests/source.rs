@@ -569,14 +569,6 @@ async fn path_charts_directory_and_archive() {
     assert_eq!(dir.path, fixture_chart());
     assert!(dir.digest.starts_with("sha256:"));
 
-    // Relative paths resolve against the current directory (cargo runs tests from the
-    // package root).
-    let relative = source
-        .resolve(&path_chart("tests/fixtures/charts/hello"), &none)
-        .await
-        .unwrap();
-    assert_eq!(relative, dir);
-
     // A copy with one changed file has another digest.
     let copy = tempfile::tempdir().unwrap();
     copy_dir(&fixture_chart(), copy.path());
@@ -746,4 +738,29 @@ fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(entry.path(), target).unwrap();
         }
     }
+}
+
+#[tokio::test]
+async fn relative_chart_paths_resolve_against_the_chart_root_never_the_working_directory() {
+    let cache = tempfile::tempdir().unwrap();
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    // From the repository root (cargo's working directory for tests) the path exists, yet
+    // without a chart root it is refused rather than resolved against the cwd.
+    let relative = path_chart("tests/fixtures/charts/webapp");
+    let no_root = ChartSource::new(cache.path().join("charts")).unwrap();
+    let err = no_root
+        .resolve(&relative, &RepoAuth::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::RelativePath { .. }), "{err}");
+    assert!(err.to_string().contains("--chart-root"), "{err}");
+
+    let rooted = ChartSource::new(cache.path().join("charts"))
+        .unwrap()
+        .with_chart_root(Some(fixtures));
+    let chart = rooted
+        .resolve(&path_chart("charts/webapp"), &RepoAuth::default())
+        .await
+        .unwrap();
+    assert_eq!(chart.name, "webapp");
 }

@@ -1,0 +1,315 @@
+//! Who reconciles what (issue #11, DESIGN section 1), on the local control plane:
+//! shards split the releases between controllers with one Lease each, and a namespace
+//! engine never acts beside a cluster-wide engine of its shard.
+//!
+//! Which engine acted on a release is read from the Events it recorded: each engine
+//! reports under its own identity (`reportingInstance`).
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use support::engine::{self as eng, condition, set_values, wait_for, webapp};
+use support::{PATIENCE, TestNamespace, client, install_crd, kubeconfig_path, testbin};
+use wheelhouse::api::HelmRelease;
+use wheelhouse::client::Scope;
+use wheelhouse::engine::{self, Coverage, EngineHandle, Role, SHARD_LABEL};
+
+async fn setup(prefix: &str) -> (Client, TestNamespace, Api<HelmRelease>) {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::new(&client, prefix).await;
+    let api = Api::namespaced(client.clone(), &ns.name);
+    (client, ns, api)
+}
+
+/// The identities that recorded Events about the HelmRelease `name`.
+async fn actors(client: &Client, ns: &str, name: &str) -> BTreeSet<String> {
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter_map(|e| e.reporting_instance)
+        .collect()
+}
+
+fn labelled(name: &str, shard: Option<&str>) -> HelmRelease {
+    let mut hr = webapp(name, serde_json::json!({"values": {"replicaCount": 1}}));
+    if let Some(shard) = shard {
+        hr.metadata.labels = Some(BTreeMap::from([(SHARD_LABEL.into(), shard.into())]));
+    }
+    hr
+}
+
+fn ready(hr: &HelmRelease) -> bool {
+    condition(hr, "Ready").is_some_and(|(s, _)| s == "True")
+}
+
+/// `wheelhouse controller` as a child process, killed when dropped.
+struct Controller {
+    child: Child,
+    log: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Controller {
+    fn start(ns: &str, shard: Option<&str>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("controller.log");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_wheelhouse"));
+        cmd.arg("controller")
+            .args(["--namespace", ns, "--lease-namespace", ns])
+            .arg("--kubeconfig")
+            .arg(kubeconfig_path())
+            .arg("--chart-cache")
+            .arg(dir.path().join("charts"));
+        if let Some(shard) = shard {
+            cmd.args(["--shard", shard]);
+        }
+        let child = cmd
+            .env("WHEELHOUSE_HELM", testbin().join("helm"))
+            .env("WHEELHOUSE_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("wheelhouse controller starts");
+        Self {
+            child,
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[tokio::test]
+async fn two_shards_and_an_unsharded_controller_each_reconcile_only_their_releases() {
+    let (client, ns, api) = setup("cov-shards").await;
+    let controllers = [
+        Controller::start(&ns.name, None),
+        Controller::start(&ns.name, Some("a")),
+        Controller::start(&ns.name, Some("b")),
+    ];
+    let releases = [
+        ("plain-1", None),
+        ("plain-2", None),
+        ("a-1", Some("a")),
+        ("a-2", Some("a")),
+        ("b-1", Some("b")),
+        ("b-2", Some("b")),
+    ];
+    for (name, shard) in releases {
+        api.create(&PostParams::default(), &labelled(name, shard))
+            .await
+            .unwrap();
+    }
+    // A shard no controller runs is nobody's.
+    api.create(&PostParams::default(), &labelled("c-1", Some("c")))
+        .await
+        .unwrap();
+
+    for (name, _) in releases {
+        let patience = tokio::time::timeout(PATIENCE, async {
+            wait_for(&api, name, "Ready", ready).await;
+        });
+        if patience.await.is_err() {
+            for c in &controllers {
+                eprintln!("--- controller log ---\n{}", c.log());
+            }
+            panic!("{name} did not become Ready");
+        }
+    }
+    let mut by_shard: BTreeMap<Option<&str>, BTreeSet<String>> = BTreeMap::new();
+    for (name, shard) in releases {
+        let who = actors(&client, &ns.name, name).await;
+        assert_eq!(
+            who.len(),
+            1,
+            "{name} was acted on by exactly one engine: {who:?}"
+        );
+        by_shard.entry(shard).or_default().extend(who);
+    }
+    // One engine per shard, and three different engines.
+    assert!(by_shard.values().all(|w| w.len() == 1), "{by_shard:?}");
+    let all: BTreeSet<_> = by_shard.values().flatten().collect();
+    assert_eq!(all.len(), 3, "{by_shard:?}");
+
+    // Each shard has its own Lease, held by the engine that acted on its releases.
+    let leases = Api::<Lease>::namespaced(client.clone(), &ns.name);
+    for (lease, shard) in [
+        ("wheelhouse-engine-ns", None),
+        ("wheelhouse-engine-ns-shard-a", Some("a")),
+        ("wheelhouse-engine-ns-shard-b", Some("b")),
+    ] {
+        let holder = leases
+            .get(lease)
+            .await
+            .unwrap()
+            .spec
+            .and_then(|s| s.holder_identity)
+            .unwrap_or_default();
+        assert!(by_shard[&shard].contains(&holder), "{lease}: {holder}");
+    }
+
+    // The release of the shard nobody runs was never touched.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let c1 = api.get("c-1").await.unwrap();
+    assert!(
+        c1.status.is_none_or(|s| s.conditions.is_empty()),
+        "c-1 untouched"
+    );
+    assert!(actors(&client, &ns.name, "c-1").await.is_empty());
+    drop(controllers);
+    ns.delete().await;
+}
+
+/// An engine and a way to tell, at any moment, whether it acts on `key`'s namespace.
+fn acts_on(handle: &EngineHandle, key: &engine::ReleaseKey) -> bool {
+    *handle.role().borrow() == Role::Leader
+        && handle
+            .views()
+            .borrow()
+            .get(key)
+            .is_some_and(|v| v.elsewhere.is_none())
+}
+
+#[tokio::test]
+async fn a_namespace_engine_defers_to_the_cluster_wide_engine_of_its_shard_and_takes_over_after() {
+    let (client, ns, api) = setup("cov-prec").await;
+    // A shard of this test's own, so the cluster-wide engine leaves other tests alone.
+    let shard = format!("t{}", &ns.name[ns.name.len() - 7..]);
+
+    let (mut config, _cache_n) = eng::config(&ns.name, "namespace-engine");
+    config.coverage = Coverage::new(Scope::Namespace(ns.name.clone()), Some(shard.clone()));
+    let local = engine::start(client.clone(), config).unwrap();
+    tokio::time::timeout(PATIENCE, local.role().wait_for(|r| *r == Role::Leader))
+        .await
+        .expect("the namespace engine leads while no cluster-wide engine runs")
+        .unwrap();
+
+    api.create(&PostParams::default(), &labelled("app", Some(&shard)))
+        .await
+        .unwrap();
+    wait_for(&api, "app", "Ready", ready).await;
+    assert_eq!(
+        actors(&client, &ns.name, "app").await,
+        BTreeSet::from(["namespace-engine".to_owned()])
+    );
+
+    // From now on, sample both engines: they must never act on the release together.
+    let (mut config, _cache_c) = eng::config(&ns.name, "cluster-engine");
+    config.coverage = Coverage::new(Scope::All, Some(shard.clone()));
+    let cluster = engine::start(client.clone(), config).unwrap();
+    let key = engine::ReleaseKey {
+        namespace: ns.name.clone(),
+        name: "app".into(),
+    };
+    let both = Arc::new(AtomicUsize::new(0));
+    let sampler = {
+        let (local, cluster, key, both) =
+            (local.clone(), cluster.clone(), key.clone(), both.clone());
+        tokio::spawn(async move {
+            loop {
+                if acts_on(&local, &key) && acts_on(&cluster, &key) {
+                    both.fetch_add(1, Ordering::Relaxed);
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+    };
+
+    tokio::time::timeout(PATIENCE, cluster.role().wait_for(|r| *r == Role::Leader))
+        .await
+        .expect("the cluster-wide engine takes its own Lease")
+        .unwrap();
+    tokio::time::timeout(
+        PATIENCE,
+        local.role().wait_for(
+            |r| matches!(r, Role::Follower { holder } if holder.contains("cluster-engine")),
+        ),
+    )
+    .await
+    .expect("the namespace engine defers")
+    .unwrap();
+    // It lets go of its Lease, and then the cluster-wide engine acts there.
+    let mut views = cluster.views();
+    tokio::time::timeout(
+        PATIENCE,
+        views.wait_for(|v| v.get(&key).is_some_and(|v| v.elsewhere.is_none())),
+    )
+    .await
+    .expect("the cluster-wide engine takes the namespace over once it is let go")
+    .unwrap();
+    set_values(
+        &api,
+        "app",
+        serde_json::json!({"replicaCount": 1, "message": "two"}),
+    )
+    .await;
+    wait_for(&api, "app", "revision 2 Ready", |hr| {
+        ready(hr)
+            && hr
+                .status
+                .as_ref()
+                .and_then(|s| s.history.first())
+                .is_some_and(|h| h.version == 2)
+    })
+    .await;
+    assert!(
+        actors(&client, &ns.name, "app")
+            .await
+            .contains("cluster-engine")
+    );
+
+    // The cluster-wide engine goes away: the namespace engine takes over again.
+    cluster.shutdown();
+    tokio::time::timeout(PATIENCE, local.role().wait_for(|r| *r == Role::Leader))
+        .await
+        .expect("the namespace engine leads again")
+        .unwrap();
+    set_values(
+        &api,
+        "app",
+        serde_json::json!({"replicaCount": 1, "message": "three"}),
+    )
+    .await;
+    wait_for(&api, "app", "revision 3 Ready", |hr| {
+        ready(hr)
+            && hr
+                .status
+                .as_ref()
+                .and_then(|s| s.history.first())
+                .is_some_and(|h| h.version == 3)
+    })
+    .await;
+
+    sampler.abort();
+    assert_eq!(
+        both.load(Ordering::Relaxed),
+        0,
+        "both engines acted on the release at the same moment"
+    );
+    local.shutdown();
+    ns.delete().await;
+}
