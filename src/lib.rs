@@ -13,6 +13,7 @@ pub mod rbac;
 pub mod release;
 pub mod render;
 pub mod source;
+pub mod telemetry;
 pub mod tracking;
 pub mod tui;
 pub mod values;

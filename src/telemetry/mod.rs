@@ -1,0 +1,271 @@
+//! What a controller tells its operators about itself: Prometheus metrics ([`Metrics`])
+//! and the HTTP endpoints that serve them with liveness and readiness ([`server`]).
+//!
+//! Names follow Flux where the meaning matches, so existing Flux dashboards and alerts
+//! work: `gotk_reconcile_duration_seconds{kind, name, namespace}` and
+//! controller-runtime's `controller_runtime_reconcile_total{controller, result}`. What
+//! Flux has no counterpart for is `wheelhouse_*`: health-check waits, their
+//! cancellations and fail-fast verdicts, the time from a trigger to its fix being
+//! applied, and the render queue.
+
+pub mod server;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// `kind`, `name`, `namespace`: Flux's labels for a reconciled object.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ObjectLabels {
+    pub kind: String,
+    pub name: String,
+    pub namespace: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    controller: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TriggerLabels {
+    trigger: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
+}
+
+/// How a reconcile ended, for `controller_runtime_reconcile_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReconcileResult {
+    /// Nothing failed (an action succeeded, or nothing was to do).
+    Success,
+    /// An action failed (install, upgrade, test, remediation): retried with back-off.
+    Failure,
+    /// The reconcile itself erred (the API, the chart source): retried with back-off.
+    Error,
+}
+
+impl ReconcileResult {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Failure => "failure",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// Why a health-check wait was cancelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelTrigger {
+    /// A newer desired state was ready to apply.
+    NewRevision,
+    /// An operator asked (`c` in the dashboard, `cancelWaitAt`).
+    Operator,
+    /// The HelmRelease was deleted or left this engine.
+    Deleted,
+}
+
+impl CancelTrigger {
+    fn label(self) -> &'static str {
+        match self {
+            Self::NewRevision => "new_revision",
+            Self::Operator => "operator",
+            Self::Deleted => "deleted",
+        }
+    }
+}
+
+/// Every metric of one engine. Cloning shares them.
+#[derive(Clone)]
+pub struct Metrics {
+    registry: Arc<Registry>,
+    reconcile_duration: Family<ObjectLabels, Histogram>,
+    reconciles: Family<ResultLabels, Counter>,
+    wait_duration: Family<OutcomeLabels, Histogram>,
+    cancellations: Family<TriggerLabels, Counter>,
+    fail_fast: Family<ReasonLabels, Counter>,
+    fix_applied: Histogram,
+    /// Reconciles waiting for a render slot.
+    pub queue_depth: Gauge,
+    /// Reconciles running (a worker between start and end of one reconcile).
+    pub in_flight: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// 10 ms doubling to about 5.5 min: a render of milliseconds to a wait of minutes.
+fn duration_buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets(0.01, 2.0, 16)
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let reconcile_duration = Family::<ObjectLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(duration_buckets())
+        });
+        registry.register(
+            "gotk_reconcile_duration_seconds",
+            "The duration in seconds of a HelmRelease reconcile (as Flux's).",
+            reconcile_duration.clone(),
+        );
+        let reconciles = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "controller_runtime_reconcile",
+            "Reconciles by result (success, failure of an action, error).",
+            reconciles.clone(),
+        );
+        let wait_duration = Family::<OutcomeLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(duration_buckets())
+        });
+        registry.register(
+            "wheelhouse_wait_duration_seconds",
+            "Health-check waits by how they ended (ready, failed, timeout, canceled, stopped).",
+            wait_duration.clone(),
+        );
+        let cancellations = Family::<TriggerLabels, Counter>::default();
+        registry.register(
+            "wheelhouse_wait_cancellations",
+            "Health-check waits cancelled, by trigger (new_revision, operator, deleted).",
+            cancellations.clone(),
+        );
+        let fail_fast = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "wheelhouse_fail_fast",
+            "Waits ended early because they could no longer succeed, by pod reason.",
+            fail_fast.clone(),
+        );
+        let fix_applied = Histogram::new(duration_buckets());
+        registry.register(
+            "wheelhouse_trigger_to_fix_applied_seconds",
+            "From the event that superseded a running wait to the start of the new apply.",
+            fix_applied.clone(),
+        );
+        let queue_depth = Gauge::default();
+        registry.register(
+            "wheelhouse_queue_depth",
+            "Reconciles waiting for a render slot (--concurrent).",
+            queue_depth.clone(),
+        );
+        let in_flight = Gauge::default();
+        registry.register(
+            "wheelhouse_reconciles_in_flight",
+            "Reconciles running now.",
+            in_flight.clone(),
+        );
+        Self {
+            registry: Arc::new(registry),
+            reconcile_duration,
+            reconciles,
+            wait_duration,
+            cancellations,
+            fail_fast,
+            fix_applied,
+            queue_depth,
+            in_flight,
+        }
+    }
+
+    pub fn reconciled(&self, namespace: &str, name: &str, took: Duration, result: ReconcileResult) {
+        self.reconcile_duration
+            .get_or_create(&ObjectLabels {
+                kind: crate::api::KIND.into(),
+                name: name.into(),
+                namespace: namespace.into(),
+            })
+            .observe(took.as_secs_f64());
+        self.reconciles
+            .get_or_create(&ResultLabels {
+                controller: "helmrelease".into(),
+                result: result.label().into(),
+            })
+            .inc();
+    }
+
+    /// A wait ended; `result` is one of ready, failed, timeout, canceled, stopped.
+    pub fn wait_ended(&self, took: Duration, result: &str) {
+        self.wait_duration
+            .get_or_create(&OutcomeLabels {
+                result: result.into(),
+            })
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn wait_canceled(&self, trigger: CancelTrigger) {
+        self.cancellations
+            .get_or_create(&TriggerLabels {
+                trigger: trigger.label().into(),
+            })
+            .inc();
+    }
+
+    pub fn failed_fast(&self, reason: &str) {
+        self.fail_fast
+            .get_or_create(&ReasonLabels {
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
+    pub fn fix_applied(&self, since_trigger: Duration) {
+        self.fix_applied.observe(since_trigger.as_secs_f64());
+    }
+
+    /// The text exposition format, as `/metrics` serves it.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_labels_match_flux_where_the_meaning_does() {
+        let m = Metrics::new();
+        m.reconciled("apps", "web", Duration::from_millis(300), ReconcileResult::Success);
+        m.reconciled("apps", "web", Duration::from_secs(2), ReconcileResult::Failure);
+        m.wait_ended(Duration::from_secs(1), "canceled");
+        m.wait_canceled(CancelTrigger::NewRevision);
+        m.failed_fast("CrashLoopBackOff");
+        m.fix_applied(Duration::from_millis(150));
+        m.queue_depth.set(3);
+        let text = m.encode();
+        for line in [
+            r#"gotk_reconcile_duration_seconds_count{kind="HelmRelease",name="web",namespace="apps"} 2"#,
+            r#"controller_runtime_reconcile_total{controller="helmrelease",result="success"} 1"#,
+            r#"controller_runtime_reconcile_total{controller="helmrelease",result="failure"} 1"#,
+            r#"wheelhouse_wait_duration_seconds_count{result="canceled"} 1"#,
+            r#"wheelhouse_wait_cancellations_total{trigger="new_revision"} 1"#,
+            r#"wheelhouse_fail_fast_total{reason="CrashLoopBackOff"} 1"#,
+            "wheelhouse_trigger_to_fix_applied_seconds_count 1",
+            "wheelhouse_queue_depth 3",
+        ] {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
+}
