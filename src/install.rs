@@ -626,7 +626,7 @@ mod tests {
                 if let Some(path) = difference(read, object) {
                     panic!(
                         "{} reads back different at {path}",
-                        kinds(&[object.clone()])[0]
+                        kinds(std::slice::from_ref(object))[0]
                     );
                 }
             }
