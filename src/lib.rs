@@ -9,6 +9,7 @@ pub mod client;
 pub mod engine;
 mod error;
 pub mod health;
+pub mod install;
 pub mod rbac;
 pub mod release;
 pub mod render;

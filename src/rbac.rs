@@ -223,11 +223,7 @@ fn value<K: Serialize>(obj: &K) -> serde_json::Value {
 
 /// The grant as multi-document YAML for `kubectl apply -f -`.
 pub fn yaml(opts: &RbacOptions) -> String {
-    manifests(opts)
-        .iter()
-        .map(|v| serde_yaml::to_string(v).expect("JSON values serialize as YAML"))
-        .collect::<Vec<_>>()
-        .join("---\n")
+    crate::yaml::to_documents(&manifests(opts))
 }
 
 #[cfg(test)]

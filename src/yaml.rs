@@ -358,6 +358,142 @@ fn go_float(f: f64) -> Option<Number> {
     Number::from_f64(f)
 }
 
+/// Writes `documents` as a YAML stream (`---` between documents) that reads back as the
+/// same JSON under YAML 1.1, as kubectl and Helm read it ([`parse_documents`]), and under
+/// YAML 1.2. serde_yaml writes for YAML 1.2 only, so a string such as `on`, `y` or `1_000`
+/// would come out plain and reach the API server as a boolean or a number; here a string
+/// is written plain only when both readings give that string back, and double-quoted
+/// otherwise.
+pub fn to_documents(documents: &[Value]) -> String {
+    let mut out = String::new();
+    for (i, doc) in documents.iter().enumerate() {
+        if i > 0 {
+            out.push_str("---\n");
+        }
+        match doc {
+            Value::Object(map) if !map.is_empty() => write_map(&mut out, map, 0, false),
+            Value::Array(items) if !items.is_empty() => write_seq(&mut out, items, 0),
+            scalar => {
+                out.push_str(&scalar_text(scalar));
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+/// A block mapping at `indent`; with `inline_first` its first key follows a `- ` already
+/// written.
+fn write_map(out: &mut String, map: &Map<String, Value>, indent: usize, inline_first: bool) {
+    for (i, (key, value)) in map.iter().enumerate() {
+        if i > 0 || !inline_first {
+            out.push_str(&" ".repeat(indent));
+        }
+        out.push_str(&string_text(key));
+        out.push(':');
+        match value {
+            Value::Object(inner) if !inner.is_empty() => {
+                out.push('\n');
+                write_map(out, inner, indent + 2, false);
+            }
+            // A sequence under a key sits at the key's indentation, as kubectl writes it.
+            Value::Array(items) if !items.is_empty() => {
+                out.push('\n');
+                write_seq(out, items, indent);
+            }
+            scalar => {
+                out.push(' ');
+                out.push_str(&scalar_text(scalar));
+                out.push('\n');
+            }
+        }
+    }
+}
+
+fn write_seq(out: &mut String, items: &[Value], indent: usize) {
+    for item in items {
+        out.push_str(&" ".repeat(indent));
+        out.push('-');
+        match item {
+            Value::Object(map) if !map.is_empty() => {
+                out.push(' ');
+                write_map(out, map, indent + 2, true);
+            }
+            Value::Array(inner) if !inner.is_empty() => {
+                out.push('\n');
+                write_seq(out, inner, indent + 2);
+            }
+            scalar => {
+                out.push(' ');
+                out.push_str(&scalar_text(scalar));
+                out.push('\n');
+            }
+        }
+    }
+}
+
+/// A scalar, or an empty collection in flow style.
+fn scalar_text(value: &Value) -> String {
+    match value {
+        Value::Null => "null".to_owned(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => string_text(s),
+        Value::Array(_) => "[]".to_owned(),
+        Value::Object(_) => "{}".to_owned(),
+    }
+}
+
+fn string_text(s: &str) -> String {
+    if plain_is_safe(s) {
+        return s.to_owned();
+    }
+    let mut quoted = String::with_capacity(s.len() + 2);
+    quoted.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => quoted.push_str("\\\""),
+            '\\' => quoted.push_str("\\\\"),
+            '\n' => quoted.push_str("\\n"),
+            '\t' => quoted.push_str("\\t"),
+            // Other control characters, and what YAML reads as line breaks or a BOM.
+            c if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}') => {
+                quoted.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c => quoted.push(c),
+        }
+    }
+    quoted.push('"');
+    quoted
+}
+
+/// Whether `s` can be written as a plain scalar: only characters without meaning to YAML
+/// in block context, no indicator first, and read back as this string by YAML 1.1 (go-yaml
+/// v2, [`resolve_plain`]) and by YAML 1.2 (serde_yaml).
+fn plain_is_safe(s: &str) -> bool {
+    let harmless = |c: char| {
+        c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                ' ' | '-' | '_' | '.' | '/' | ':' | '=' | '+' | '@' | '(' | ')' | ','
+            )
+    };
+    // `-` only before a character (`--flag`, not `- x`); never a document marker.
+    let first_ok = match s.as_bytes() {
+        [b'-', next, ..] => *next != b' ',
+        [first, ..] => first.is_ascii_alphanumeric() || matches!(first, b'/' | b'.' | b'_'),
+        [] => false,
+    };
+    first_ok
+        && !s.starts_with("---")
+        && !s.starts_with("...")
+        && s.chars().all(harmless)
+        && !s.ends_with([' ', ':'])
+        && !s.contains(": ")
+        && resolve_plain(s).is_ok_and(|v| v.as_str() == Some(s))
+        && serde_yaml::from_str::<serde_yaml::Value>(s).is_ok_and(|v| v.as_str() == Some(s))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -451,5 +587,101 @@ mod tests {
         for bad in [".", "e3", "1.2.3", "1e", "--1", "1.5x"] {
             assert!(!is_yaml_float(bad), "{bad}");
         }
+    }
+    #[test]
+    fn written_documents_read_back_the_same_under_yaml_1_1_and_1_2() {
+        let tricky = [
+            "y",
+            "n",
+            "on",
+            "Off",
+            "yes",
+            "null",
+            "~",
+            "",
+            " lead",
+            "trail ",
+            "0644",
+            "08",
+            "1_000",
+            "1e3",
+            "0x1F",
+            "0o17",
+            ".inf",
+            "-1",
+            "+1",
+            "1.5",
+            "1:20",
+            "a: b",
+            "a:",
+            "#x",
+            "x #y",
+            "- x",
+            "-",
+            "-x",
+            "--flag",
+            "---",
+            "--- x",
+            "...",
+            "-.5",
+            "&a",
+            "*a",
+            "!t",
+            "%p",
+            "@at",
+            "`b",
+            "'q'",
+            "\"q\"",
+            "{}",
+            "[a]",
+            "?",
+            "|",
+            ">",
+            "multi\nline\n",
+            "tab\there",
+            "bell\u{7}",
+            "del\u{7f}",
+            "line\u{2028}sep",
+            "é",
+            "ghcr.io/wheelhouse-dev/wheelhouse:v0.1.0",
+            "0.0.0.0:8080",
+            "app.kubernetes.io/name",
+            "true",
+            "2001-12-14",
+        ];
+        let strings: Vec<Value> = tricky.iter().map(|s| json!(s)).collect();
+        let keys: Map<String, Value> = tricky.iter().map(|s| (s.to_string(), json!(s))).collect();
+        let docs = vec![
+            json!({
+                "strings": strings,
+                "keys": keys,
+                "numbers": [0, -7, 1.5, 18446744073709551615u64],
+                "others": [true, false, null, {}, []],
+                "nested": [[1, [2]], [{"a": [{"b": {}}], "c": "d"}], {"e": {"f": [[]]}}],
+                "empty": {"map": {}, "list": []},
+            }),
+            json!([{"k": "v"}, "s"]),
+            json!("scalar document"),
+            json!({"---": "---", "...": "...", "--flag": "-"}),
+            json!("---"),
+            json!("..."),
+        ];
+        let text = to_documents(&docs);
+        assert_eq!(parse_documents(&text).unwrap(), docs, "{text}");
+        let yaml_1_2: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
+            .map(|d| serde::Deserialize::deserialize(d).unwrap())
+            .collect();
+        assert_eq!(yaml_1_2, docs, "{text}");
+        // Plain where that is safe, as a person would write it.
+        assert!(
+            text.contains("- ghcr.io/wheelhouse-dev/wheelhouse:v0.1.0\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n  app.kubernetes.io/name: app.kubernetes.io/name\n"),
+            "{text}"
+        );
+        assert!(text.contains("- \"on\"\n"), "{text}");
+        assert!(text.contains("- --flag\n"), "{text}");
     }
 }

@@ -2,6 +2,7 @@
 
 mod controller;
 mod dashboard;
+mod install;
 pub mod list;
 
 use std::path::PathBuf;
@@ -71,6 +72,10 @@ pub enum Command {
     /// Print least-privilege RBAC for `wheelhouse controller`; `-n NS` scopes it to one
     /// namespace (apply it with `kubectl apply -f -`)
     Rbac(RbacArgs),
+    /// Print everything to run the controller in a cluster: CRD, namespace (`-n`, default
+    /// wheelhouse-system), ServiceAccount and RBAC, Deployments, metrics Service (apply it
+    /// with `kubectl apply -f -`)
+    Install(install::InstallArgs),
 }
 
 #[derive(Debug, Args)]
@@ -128,6 +133,10 @@ pub async fn run(cli: Cli) -> Result<()> {
                     release_role: args.release_role,
                 })
             );
+            Ok(())
+        }
+        Some(Command::Install(args)) => {
+            install::run(&cli.cluster, args);
             Ok(())
         }
         None => dashboard::run(&cli.cluster, &cli.dashboard).await,

@@ -151,3 +151,32 @@ pub async fn node_selector(
         .unwrap()
         .node_selector
 }
+
+/// Server-side applies each object (any kind the API server serves, found by discovery)
+/// as `manager`, forcing conflicts, in the order given, as `kubectl apply --server-side`.
+pub async fn apply_documents(client: &Client, documents: &[serde_json::Value], manager: &str) {
+    use kube::api::{DynamicObject, GroupVersionKind, Patch, PatchParams};
+    use kube::discovery::{self, Scope};
+    for doc in documents {
+        let obj: DynamicObject = serde_json::from_value(doc.clone())
+            .unwrap_or_else(|e| panic!("not a Kubernetes object ({e}): {doc}"));
+        let types = obj.types.clone().expect("apiVersion and kind");
+        let gvk = GroupVersionKind::try_from(&types).unwrap();
+        let (resource, caps) = discovery::pinned_kind(client, &gvk)
+            .await
+            .unwrap_or_else(|e| panic!("the API server does not serve {gvk:?}: {e}"));
+        let name = obj.metadata.name.clone().expect("a name");
+        let api: Api<DynamicObject> = match (caps.scope, &obj.metadata.namespace) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &resource),
+            (Scope::Namespaced, None) => panic!("{} {name} has no namespace", types.kind),
+            (Scope::Cluster, _) => Api::all_with(client.clone(), &resource),
+        };
+        api.patch(
+            &name,
+            &PatchParams::apply(manager).force(),
+            &Patch::Apply(&obj),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("apply {} {name}: {e}", types.kind));
+    }
+}

@@ -1,0 +1,49 @@
+//! `wheelhouse install`: prints everything to run the controller in a cluster.
+
+use clap::{Args, CommandFactory, error::ErrorKind};
+
+use super::{Cli, ClusterArgs};
+use crate::install::{self, InstallOptions};
+
+#[derive(Debug, Args)]
+pub struct InstallArgs {
+    /// The controller image. It must run `wheelhouse` as its entrypoint and have `helm` on
+    /// its PATH (no image is published yet: name your own build).
+    #[arg(long, value_name = "REF", default_value_t = install::default_image())]
+    pub image: String,
+
+    /// Also run a controller for the shard KEY (repeatable): its own Deployment, for the
+    /// HelmReleases labelled `sharding.wheelhouse.dev/key: KEY`.
+    #[arg(long = "shard", value_name = "KEY", value_parser = install::parse_shard_key)]
+    pub shards: Vec<String>,
+}
+
+pub fn run(cluster: &ClusterArgs, args: InstallArgs) {
+    let usage = |kind, message: String| Cli::command().error(kind, message).exit();
+    if cluster.all_namespaces {
+        usage(
+            ErrorKind::ArgumentConflict,
+            "install deploys into one namespace (--namespace), not --all-namespaces".into(),
+        );
+    }
+    let namespace = cluster
+        .namespace
+        .clone()
+        .unwrap_or_else(|| install::DEFAULT_NAMESPACE.to_owned());
+    if !install::is_namespace_name(&namespace) {
+        usage(
+            ErrorKind::ValueValidation,
+            format!(
+                "{namespace:?} is not a namespace name (lower-case letters, digits and '-', at most 63)"
+            ),
+        );
+    }
+    print!(
+        "{}",
+        install::yaml(&InstallOptions {
+            namespace,
+            image: args.image,
+            shards: args.shards,
+        })
+    );
+}
