@@ -1,6 +1,7 @@
 //! `wheelhouse controller`: the engine without a dashboard, for running in a cluster or
 //! beside one. It holds the engine lease while it runs; a second one waits its turn.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +11,10 @@ use clap::Args;
 use super::ClusterArgs;
 use crate::Result;
 use crate::client::{self, Scope};
-use crate::engine::{self, EngineConfig, Role};
+use crate::engine::{self, Connection, EngineConfig, Role};
 use crate::render::HelmRenderer;
+use crate::telemetry::server::{self, Endpoints};
+use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Args)]
 pub struct ControllerArgs {
@@ -31,6 +34,19 @@ pub struct ControllerArgs {
     /// this shard's own Lease (without it: the releases that have no such label).
     #[arg(long, value_name = "KEY", value_parser = parse_shard)]
     pub shard: Option<String>,
+
+    /// Serve Prometheus metrics on this address (`/metrics`), e.g. `0.0.0.0:8080`.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+
+    /// Serve `/healthz` and `/readyz` on this address, e.g. `0.0.0.0:8081`.
+    #[arg(long, value_name = "ADDR")]
+    pub health_addr: Option<SocketAddr>,
+
+    /// At most this many charts are rendered at once (each render is a helm process);
+    /// further reconciles queue.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub concurrent: usize,
 
     /// Never cancel a running health-check wait for a newer desired state: waits run to
     /// their timeout (as in Flux and Helm), for comparison.
@@ -62,13 +78,37 @@ pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
     }
     config.chart_root = cluster.chart_root.clone();
     config.cancel_on_new_revision = !args.no_cancel_on_new_revision;
+    config.concurrent = args.concurrent;
     tracing::info!(identity = %config.identity, coverage = %config.coverage, lease_namespace = %config.lease_namespace, "starting engine");
     // A controller that cannot render charts is of no use: say how to fix it and stop,
     // as a misconfigured controller should (its pod restarts with the message in its log).
     if let Err(e) = config.renderer.check().await {
         return Err(crate::Error::Render(e));
     }
+    let metrics = config.metrics.clone();
     let handle = engine::start(client, config)?;
+    let servers = CancellationToken::new();
+    if let Some(addr) = args.metrics_addr {
+        let bound = server::serve(addr, Endpoints::Metrics(metrics), servers.clone()).await?;
+        tracing::info!(%bound, "serving metrics on /metrics");
+    }
+    if let Some(addr) = args.health_addr {
+        let (role, connection) = (handle.role(), handle.connection());
+        let ready: server::Readiness = Arc::new(move || {
+            if let Connection::Disconnected { since, error } = &*connection.borrow() {
+                return Err(format!(
+                    "the API server does not answer since {since}: {error}"
+                ));
+            }
+            match &*role.borrow() {
+                Role::Unable { reason } => Err(reason.clone()),
+                Role::Unknown => Err("the engine lease is not decided yet".into()),
+                Role::Leader | Role::Follower { .. } => Ok(()),
+            }
+        });
+        let bound = server::serve(addr, Endpoints::Health(ready), servers.clone()).await?;
+        tracing::info!(%bound, "serving /healthz and /readyz");
+    }
 
     let mut role = handle.role();
     let roles = tokio::spawn(async move {
@@ -97,6 +137,7 @@ pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
     )
     .await;
     roles.abort();
+    servers.cancel();
     Ok(())
 }
 

@@ -64,6 +64,9 @@ pub struct EngineConfig {
     pub cancel_on_new_revision: bool,
     /// How often a running wait asks a chart repository for a newer matching version.
     pub chart_poll: std::time::Duration,
+    /// At most this many renders (helm processes) at once; the rest queue.
+    pub concurrent: usize,
+    pub metrics: crate::telemetry::Metrics,
 }
 
 impl EngineConfig {
@@ -84,6 +87,8 @@ impl EngineConfig {
             passive: false,
             cancel_on_new_revision: true,
             chart_poll: std::time::Duration::from_secs(15),
+            concurrent: 4,
+            metrics: crate::telemetry::Metrics::new(),
         }
     }
 }
@@ -136,10 +141,15 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
             instance: Some(config.identity.clone()),
         },
     );
+    let renderer: Arc<dyn Renderer> = Arc::new(crate::render::Throttled::new(
+        config.renderer.clone(),
+        config.concurrent,
+        config.metrics.queue_depth.clone(),
+    ));
     let mut ctx = Context::new(
         client.clone(),
         ChartSource::new(config.chart_cache.clone())?.with_chart_root(config.chart_root.clone()),
-        config.renderer.clone(),
+        renderer,
         recorder,
         &config.identity,
         live_tx,

@@ -117,3 +117,42 @@ pub enum Error {
     #[error("cannot encode the values: {0}")]
     Values(#[source] serde_json::Error),
 }
+
+/// A renderer with at most `slots` renders at once (each is a helm process: its memory
+/// and CPU are what a burst of reconciles would otherwise multiply). Renders waiting
+/// for a slot are the engine's queue, published as a gauge.
+pub struct Throttled {
+    inner: std::sync::Arc<dyn Renderer>,
+    slots: tokio::sync::Semaphore,
+    queued: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl Throttled {
+    pub fn new(
+        inner: std::sync::Arc<dyn Renderer>,
+        slots: usize,
+        queued: prometheus_client::metrics::gauge::Gauge,
+    ) -> Self {
+        Self {
+            inner,
+            slots: tokio::sync::Semaphore::new(slots.max(1)),
+            queued,
+        }
+    }
+}
+
+impl Renderer for Throttled {
+    fn render<'a>(&'a self, req: RenderRequest<'a>) -> BoxFuture<'a, Result<Rendered, Error>> {
+        Box::pin(async move {
+            self.queued.inc();
+            let permit = self.slots.acquire().await;
+            self.queued.dec();
+            let _permit = permit.expect("the semaphore is never closed");
+            self.inner.render(req).await
+        })
+    }
+
+    fn check(&self) -> BoxFuture<'_, Result<String, Error>> {
+        self.inner.check()
+    }
+}

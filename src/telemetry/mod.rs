@@ -247,8 +247,18 @@ mod tests {
     #[test]
     fn names_and_labels_match_flux_where_the_meaning_does() {
         let m = Metrics::new();
-        m.reconciled("apps", "web", Duration::from_millis(300), ReconcileResult::Success);
-        m.reconciled("apps", "web", Duration::from_secs(2), ReconcileResult::Failure);
+        m.reconciled(
+            "apps",
+            "web",
+            Duration::from_millis(300),
+            ReconcileResult::Success,
+        );
+        m.reconciled(
+            "apps",
+            "web",
+            Duration::from_secs(2),
+            ReconcileResult::Failure,
+        );
         m.wait_ended(Duration::from_secs(1), "canceled");
         m.wait_canceled(CancelTrigger::NewRevision);
         m.failed_fast("CrashLoopBackOff");
