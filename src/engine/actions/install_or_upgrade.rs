@@ -372,7 +372,7 @@ fn attempt(
 
 /// Install and upgrade own Released. Success makes the release Ready and lifts Stalled
 /// and Remediated: it reached its desired state. A failure, or an operator's cancel of
-/// its wait, uses up a retry of the action [`attempt`] recorded.
+/// its wait, uses up a retry of the action `attempt` recorded.
 pub fn record(s: &mut HelmReleaseStatus, outcome: &Outcome, generation: Option<i64>) -> Note {
     let owns = Owns {
         condition: Some(condition::RELEASED),

@@ -117,7 +117,7 @@ async fn failed_because(run: &Run<'_>, rel: &mut Release, why: String) -> crate:
     record_failure(run, rel, description, reason::ROLLBACK_FAILED, why).await
 }
 
-/// A rollback is a [`REMEDIATION`]: Remediated, and Ready left to the step after it.
+/// A rollback is a `REMEDIATION`: Remediated, and Ready left to the step after it.
 pub fn record(s: &mut HelmReleaseStatus, outcome: &Outcome, generation: Option<i64>) -> Note {
     record_as(&REMEDIATION, s, outcome, generation)
 }

@@ -90,7 +90,7 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
     })
 }
 
-/// An uninstall is a [`REMEDIATION`]: Remediated, and Ready left to the install after it.
+/// An uninstall is a `REMEDIATION`: Remediated, and Ready left to the install after it.
 pub fn record(s: &mut HelmReleaseStatus, outcome: &Outcome, generation: Option<i64>) -> Note {
     record_as(&REMEDIATION, s, outcome, generation)
 }
