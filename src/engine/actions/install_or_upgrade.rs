@@ -1,0 +1,570 @@
+//! Install and upgrade: one body, as Helm's install and upgrade share their steps (CRDs,
+//! render, store the pending revision, pre hooks, apply and prune, wait, post hooks,
+//! supersede the previous revision). Which of the two it is follows from the newest
+//! stored revision, and decides whose retries a failure uses up.
+
+use super::{
+    Note, Outcome, Owns, is_deployed, new_release, record_as, record_failure, set_status, supersede,
+};
+use crate::api::{CrdPolicy, HelmReleaseStatus, ReleaseAction};
+use crate::apply::Owner;
+use crate::chart;
+use crate::engine::Phase;
+use crate::engine::plan::Desired;
+use crate::engine::status::{self, Truth, condition, reason};
+use crate::engine::worker::{Prepared, Run, WaitEnd, render};
+use crate::release::{Release, Status, hook_event};
+use crate::render::Rendered;
+
+/// Install (`previous` = None) or upgrade (`previous` = the newest revision).
+/// `rendered`: the chart already rendered for an upgrade while a wait was superseded.
+pub async fn install_or_upgrade(
+    run: &mut Run<'_>,
+    prepared: &Prepared,
+    rendered: Option<Rendered>,
+    previous: Option<&Release>,
+    history: &[Release],
+) -> crate::Result<Outcome> {
+    let action = if previous.is_some_and(|p| {
+        p.info
+            .as_ref()
+            .is_some_and(|i| i.status != Status::Uninstalled)
+    }) {
+        ReleaseAction::Upgrade
+    } else {
+        ReleaseAction::Install
+    };
+    let is_upgrade = action == ReleaseAction::Upgrade;
+    let version = history.iter().map(|r| r.version).max().unwrap_or(0) + 1;
+    let hr = run.hr.clone();
+    let spec = &hr.spec;
+    let install = spec.install.clone().unwrap_or_default();
+    let upgrade = spec.upgrade.clone().unwrap_or_default();
+    let (disable_hooks, disable_wait, crds, take_ownership) = if is_upgrade {
+        (
+            upgrade.disable_hooks,
+            upgrade.disable_wait,
+            upgrade.crds,
+            upgrade.take_ownership,
+        )
+    } else {
+        (
+            install.disable_hooks,
+            install.disable_wait,
+            install.crds,
+            install.take_ownership,
+        )
+    };
+    let (pending, underway, failed_reason, ok_reason, done) = if is_upgrade {
+        (
+            Status::PendingUpgrade,
+            "Preparing upgrade",
+            reason::UPGRADE_FAILED,
+            reason::UPGRADE_SUCCEEDED,
+            "Upgrade complete",
+        )
+    } else {
+        (
+            Status::PendingInstall,
+            "Initial install underway",
+            reason::INSTALL_FAILED,
+            reason::INSTALL_SUCCEEDED,
+            "Install complete",
+        )
+    };
+    let verb = if is_upgrade {
+        "Helm upgrade"
+    } else {
+        "Helm install"
+    };
+    // Recorded first, as Flux does, so a failure before anything is stored still counts
+    // against this desired state's retries.
+    attempt(
+        &mut run.status,
+        action,
+        &prepared.desired(),
+        hr.metadata.generation,
+    );
+    run.write_status().await;
+    // As Helm: the chart's CRDs (its subcharts' too) go in before the templates are
+    // rendered, so `.Capabilities` sees their kinds and objects of them can be applied.
+    let crd_files = {
+        let (path, values) = (
+            prepared.resolved.path.clone(),
+            prepared.values.values.clone(),
+        );
+        tokio::task::spawn_blocking(move || chart::crds_to_install(&path, &values)).await
+    };
+    let crd_docs: Vec<String> = match crd_files {
+        Ok(Ok(files)) => files
+            .iter()
+            .map(|f| String::from_utf8_lossy(&f.data).into_owned())
+            .collect(),
+        Ok(Err(e)) => {
+            return Ok(Outcome::Failed {
+                reason: failed_reason,
+                message: format!("{verb} failed: reading the chart's CRDs: {e}"),
+            });
+        }
+        Err(e) => return Err(std::io::Error::other(e).into()),
+    };
+    if crds != CrdPolicy::Skip && !crd_docs.is_empty() {
+        if !is_upgrade && install.create_namespace {
+            // CRDs are cluster-scoped, but a refusal below should not leave half a setup.
+            run.ctx
+                .applier
+                .ensure_namespace(&run.target_namespace)
+                .await?;
+        }
+        if let Err(e) = run.ctx.applier.apply_crds(&crd_docs, crds).await {
+            return Ok(Outcome::Failed {
+                reason: failed_reason,
+                message: format!("{verb} failed: installing the chart's CRDs: {e}"),
+            });
+        }
+    }
+    run.set_phase(Phase::Rendering);
+    let rendered = match rendered {
+        // A candidate rendered during the wait, unless its CRDs were only installed now.
+        Some(r) if is_upgrade && crd_docs.is_empty() => r,
+        _ => match render(
+            run.ctx,
+            &run.release_name,
+            &run.target_namespace,
+            prepared,
+            previous,
+        )
+        .await
+        {
+            Ok(rendered) => rendered,
+            // A template error, `required` or `fail`: the action failed, as in Flux.
+            Err(e) => {
+                return Ok(Outcome::Failed {
+                    reason: failed_reason,
+                    message: format!("{verb} failed: {e}"),
+                });
+            }
+        },
+    };
+
+    let mut rel = new_release(
+        run,
+        version,
+        prepared.chart.clone(),
+        prepared.values.values.clone(),
+        pending,
+        underway,
+    );
+    // Config tracking: hash the ConfigMaps/Secrets each workload consumes into its pod
+    // template (and gate pods whose config does not exist yet) before the first apply, so
+    // pods start once with it instead of restarting to receive it.
+    rel.manifest = if hr.spec.config_tracking.clone().unwrap_or_default().enabled {
+        crate::tracking::prepare_manifest(
+            &run.ctx.client,
+            &rendered.manifest,
+            &run.target_namespace,
+        )
+        .await
+        .map_err(|e| crate::Error::Tracking(Box::new(e)))?
+    } else {
+        rendered.manifest.clone()
+    };
+    rel.hooks = rendered.hooks.clone();
+    if let Some(first) = history
+        .iter()
+        .find_map(|r| r.info.as_ref()?.first_deployed)
+        .filter(|_| is_upgrade)
+    {
+        rel.info.as_mut().unwrap().first_deployed = Some(first);
+    }
+    let release_name = run.release_name.clone();
+    let ns = run.target_namespace.clone();
+    let owner = Owner::new(&release_name, &ns)
+        .previous(previous.filter(|_| is_upgrade).map(|p| p.manifest.as_str()))
+        .take_ownership(take_ownership);
+    // As Helm: objects that belong to someone else stop the action before anything is
+    // stored, hooked or applied.
+    if let Err(e) = run.ctx.applier.check_adoption(&rel.manifest, &owner).await {
+        return Ok(Outcome::Failed {
+            reason: failed_reason,
+            message: format!("{verb} failed: {e}"),
+        });
+    }
+    if let Err(e @ crate::release::Error::TooLarge { .. }) = crate::release::check_size(&rel) {
+        return Ok(Outcome::Failed {
+            reason: failed_reason,
+            message: format!("{verb} failed: {e}"),
+        });
+    }
+    run.storage.create(&rel).await?;
+    run.set_phase(if is_upgrade {
+        Phase::Upgrading
+    } else {
+        Phase::Installing
+    });
+
+    let timeout = spec.timeout.as_std();
+    let steps = async {
+        if !is_upgrade && install.create_namespace {
+            run.ctx.applier.ensure_namespace(&ns).await?;
+        }
+        if !disable_hooks {
+            let event = if is_upgrade {
+                hook_event::PRE_UPGRADE
+            } else {
+                hook_event::PRE_INSTALL
+            };
+            run.ctx
+                .applier
+                .run_hooks(&mut rel.hooks, event, &ns, timeout)
+                .await?;
+        }
+        run.ctx.applier.apply_release(&rel.manifest, &owner).await?;
+        if let Some(prev) = previous.filter(|_| is_upgrade) {
+            run.ctx
+                .applier
+                .prune(&prev.manifest, &rel.manifest, &owner)
+                .await?;
+        }
+        Ok::<_, crate::Error>(())
+    }
+    .await;
+    if let Err(e) = steps {
+        let message = format!("{verb} failed: {e}");
+        if is_upgrade
+            && upgrade.cleanup_on_fail
+            && let Some(prev) = previous
+        {
+            // Objects the failed upgrade created go; the previous revision's stay.
+            let _ = run
+                .ctx
+                .applier
+                .prune(&rel.manifest, &prev.manifest, &owner)
+                .await;
+        }
+        return record_failure(
+            run,
+            &mut rel,
+            format!("Release {:?} failed: {e}", run.release_name),
+            failed_reason,
+            message,
+        )
+        .await;
+    }
+
+    if !disable_wait {
+        match run.wait_for(&rel, timeout).await? {
+            WaitEnd::Ready => {}
+            WaitEnd::Failed(why) => {
+                return record_failure(
+                    run,
+                    &mut rel,
+                    format!("Release {:?} failed: {why}", run.release_name),
+                    failed_reason,
+                    why,
+                )
+                .await;
+            }
+            WaitEnd::Stopped => return Err(crate::Error::Stopped),
+            WaitEnd::Canceled { by_operator, why } => {
+                let status = if by_operator {
+                    Status::Failed
+                } else {
+                    Status::Superseded
+                };
+                set_status(&mut rel, status, why.clone());
+                run.storage.update(&rel).await?;
+                return Ok(Outcome::Canceled {
+                    by_operator,
+                    message: why,
+                });
+            }
+            WaitEnd::Abandoned(why) => {
+                set_status(&mut rel, Status::Failed, why.clone());
+                run.storage.update(&rel).await?;
+                return Ok(Outcome::Canceled {
+                    by_operator: false,
+                    message: why,
+                });
+            }
+        }
+    }
+
+    if !disable_hooks {
+        let event = if is_upgrade {
+            hook_event::POST_UPGRADE
+        } else {
+            hook_event::POST_INSTALL
+        };
+        run.set_phase(Phase::RunningHooks);
+        if let Err(e) = run
+            .ctx
+            .applier
+            .run_hooks(&mut rel.hooks, event, &ns, timeout)
+            .await
+        {
+            return record_failure(
+                run,
+                &mut rel,
+                format!("Release {:?} failed: {e}", run.release_name),
+                failed_reason,
+                e.to_string(),
+            )
+            .await;
+        }
+    }
+
+    // The new revision is live: the previous deployed ones are superseded.
+    supersede(run, history, is_deployed).await?;
+    set_status(&mut rel, Status::Deployed, done);
+    run.storage.update(&rel).await?;
+    run.prune_history().await;
+    Ok(Outcome::Succeeded {
+        reason: ok_reason,
+        message: format!(
+            "Helm {} succeeded for release {}/{}.v{} with chart {}@{}",
+            if is_upgrade { "upgrade" } else { "install" },
+            ns,
+            run.release_name,
+            version,
+            prepared.resolved.name,
+            prepared.resolved.version
+        ),
+    })
+}
+
+/// Records what is being attempted before the action starts: the desired state, and
+/// Reconciling/Ready saying it runs.
+fn attempt(
+    s: &mut HelmReleaseStatus,
+    action: ReleaseAction,
+    desired: &Desired,
+    generation: Option<i64>,
+) {
+    s.last_attempted_generation = generation;
+    s.last_attempted_revision = Some(desired.chart_version.clone());
+    s.last_attempted_config_digest = Some(desired.config_digest.clone());
+    s.last_attempted_release_action = Some(action);
+    let verb = match action {
+        ReleaseAction::Install => "install",
+        ReleaseAction::Upgrade => "upgrade",
+    };
+    status::set(
+        s,
+        condition::RECONCILING,
+        Truth::True,
+        reason::PROGRESSING,
+        format!(
+            "Running {verb} with chart {}@{}",
+            desired.chart_name, desired.chart_version
+        ),
+        generation,
+    );
+    status::set(
+        s,
+        condition::READY,
+        Truth::Unknown,
+        reason::PROGRESSING,
+        format!("Running {verb}"),
+        generation,
+    );
+}
+
+/// Install and upgrade own Released. Success makes the release Ready and lifts Stalled
+/// and Remediated: it reached its desired state. A failure, or an operator's cancel of
+/// its wait, uses up a retry of the action `attempt` recorded.
+pub fn record(s: &mut HelmReleaseStatus, outcome: &Outcome, generation: Option<i64>) -> Note {
+    let owns = Owns {
+        condition: Some(condition::RELEASED),
+        ready: true,
+        counts_against: s.last_attempted_release_action,
+    };
+    let note = record_as(&owns, s, outcome, generation);
+    if matches!(outcome, Outcome::Succeeded { .. }) {
+        status::remove(s, condition::STALLED);
+        status::remove(s, condition::REMEDIATED);
+    }
+    note
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::events::EventType::{Normal, Warning};
+
+    use super::*;
+    use crate::engine::actions::testing::{Case, before, canceled, check, failed, succeeded};
+    use crate::engine::status::reason::*;
+    use Truth::{False, True, Unknown};
+
+    /// What [`attempt`] leaves while the action runs.
+    fn running(action: ReleaseAction, counters: (i64, i64, i64)) -> HelmReleaseStatus {
+        before(
+            &[
+                (condition::RECONCILING, True, PROGRESSING),
+                (condition::READY, Unknown, PROGRESSING),
+            ],
+            counters,
+            Some(action),
+        )
+    }
+
+    #[test]
+    fn install_and_upgrade_outcomes_are_recorded() {
+        use ReleaseAction::{Install, Upgrade};
+        check(
+            record,
+            vec![
+                Case {
+                    name: "install succeeds: Released and Ready",
+                    before: running(Install, (0, 0, 0)),
+                    outcome: succeeded(INSTALL_SUCCEEDED),
+                    conditions: &[
+                        ("Reconciling", "True", PROGRESSING),
+                        ("Ready", "True", INSTALL_SUCCEEDED),
+                        ("Released", "True", INSTALL_SUCCEEDED),
+                    ],
+                    counters: (0, 0, 0),
+                    event: (Normal, INSTALL_SUCCEEDED, None),
+                },
+                Case {
+                    // Only a new desired state or resetAt gives fresh retries.
+                    name: "success keeps the failure counters",
+                    before: running(Install, (2, 2, 0)),
+                    outcome: succeeded(INSTALL_SUCCEEDED),
+                    conditions: &[
+                        ("Reconciling", "True", PROGRESSING),
+                        ("Ready", "True", INSTALL_SUCCEEDED),
+                        ("Released", "True", INSTALL_SUCCEEDED),
+                    ],
+                    counters: (2, 2, 0),
+                    event: (Normal, INSTALL_SUCCEEDED, None),
+                },
+                Case {
+                    name: "upgrade succeeds after a remediation: Stalled and Remediated go",
+                    before: before(
+                        &[
+                            (condition::READY, False, UPGRADE_FAILED),
+                            (condition::STALLED, True, RETRIES_EXCEEDED),
+                            (condition::REMEDIATED, True, ROLLBACK_SUCCEEDED),
+                            (condition::RELEASED, False, UPGRADE_FAILED),
+                        ],
+                        (2, 0, 2),
+                        Some(Upgrade),
+                    ),
+                    outcome: succeeded(UPGRADE_SUCCEEDED),
+                    conditions: &[
+                        ("Ready", "True", UPGRADE_SUCCEEDED),
+                        ("Released", "True", UPGRADE_SUCCEEDED),
+                    ],
+                    counters: (2, 0, 2),
+                    event: (Normal, UPGRADE_SUCCEEDED, None),
+                },
+                Case {
+                    name: "install fails: InstallFailed, an install retry used",
+                    before: running(Install, (0, 0, 0)),
+                    outcome: failed(INSTALL_FAILED),
+                    conditions: &[
+                        ("Reconciling", "True", PROGRESSING),
+                        ("Ready", "False", INSTALL_FAILED),
+                        ("Released", "False", INSTALL_FAILED),
+                    ],
+                    counters: (1, 1, 0),
+                    event: (Warning, INSTALL_FAILED, None),
+                },
+                Case {
+                    name: "upgrade fails: UpgradeFailed, an upgrade retry used",
+                    before: running(Upgrade, (1, 0, 1)),
+                    outcome: failed(UPGRADE_FAILED),
+                    conditions: &[
+                        ("Reconciling", "True", PROGRESSING),
+                        ("Ready", "False", UPGRADE_FAILED),
+                        ("Released", "False", UPGRADE_FAILED),
+                    ],
+                    counters: (2, 0, 2),
+                    event: (Warning, UPGRADE_FAILED, None),
+                },
+                Case {
+                    name: "wait superseded by a newer desired state: no failure",
+                    before: running(Upgrade, (0, 0, 0)),
+                    outcome: canceled(false),
+                    conditions: &[
+                        ("Reconciling", "True", PROGRESSING),
+                        ("Ready", "False", HEALTH_CHECK_CANCELED),
+                    ],
+                    counters: (0, 0, 0),
+                    event: (Warning, HEALTH_CHECK_CANCELED, Some("Wait")),
+                },
+                Case {
+                    name: "upgrade wait canceled by the operator: an upgrade retry used",
+                    before: running(Upgrade, (0, 0, 0)),
+                    outcome: canceled(true),
+                    conditions: &[
+                        ("Reconciling", "True", PROGRESSING),
+                        ("Ready", "False", HEALTH_CHECK_CANCELED),
+                    ],
+                    counters: (1, 0, 1),
+                    event: (Warning, HEALTH_CHECK_CANCELED, Some("Wait")),
+                },
+                Case {
+                    name: "install wait canceled by the operator: an install retry used",
+                    before: running(Install, (0, 0, 0)),
+                    outcome: canceled(true),
+                    conditions: &[
+                        ("Reconciling", "True", PROGRESSING),
+                        ("Ready", "False", HEALTH_CHECK_CANCELED),
+                    ],
+                    counters: (1, 1, 0),
+                    event: (Warning, HEALTH_CHECK_CANCELED, Some("Wait")),
+                },
+            ],
+        );
+    }
+
+    #[test]
+    fn an_attempt_is_recorded_before_it_runs() {
+        let desired = Desired {
+            chart_name: "app".into(),
+            chart_version: "1.2.0".into(),
+            config_digest: "sha256:v".into(),
+        };
+        let cases = [
+            (ReleaseAction::Install, "install"),
+            (ReleaseAction::Upgrade, "upgrade"),
+        ];
+        for (action, verb) in cases {
+            // A Ready left by the previous success is replaced while the action runs.
+            let mut s = before(
+                &[(condition::READY, True, UPGRADE_SUCCEEDED)],
+                (1, 0, 1),
+                None,
+            );
+            attempt(&mut s, action, &desired, Some(4));
+            assert_eq!(s.last_attempted_generation, Some(4));
+            assert_eq!(s.last_attempted_revision.as_deref(), Some("1.2.0"));
+            assert_eq!(s.last_attempted_config_digest.as_deref(), Some("sha256:v"));
+            assert_eq!(s.last_attempted_release_action, Some(action));
+            assert_eq!(
+                (s.failures, s.upgrade_failures),
+                (1, 1),
+                "{verb}: counters kept"
+            );
+            let got: Vec<_> = s
+                .conditions
+                .iter()
+                .map(|c| (c.type_.as_str(), c.status.as_str(), c.message.clone()))
+                .collect();
+            assert_eq!(
+                got,
+                [
+                    ("Ready", "Unknown", format!("Running {verb}")),
+                    (
+                        "Reconciling",
+                        "True",
+                        format!("Running {verb} with chart app@1.2.0")
+                    ),
+                ],
+                "{verb}"
+            );
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! The release actions, one file each, in the style of Flux helm-controller's
+//! reconcilers: the action's steps, in the order Helm runs them (record the pending
+//! revision, hooks, apply and prune, wait, post hooks, record the result), and beside
+//! them the bookkeeping of its outcome in status (`record`: conditions, failure counters,
+//! the Event). Only the wait can be cancelled; apply and hooks always run to completion
+//! (DESIGN §4.6).
+//!
+//! - `install_or_upgrade`: one body for both, as Helm's install and upgrade share their
+//!   steps; failures count against the install or the upgrade retries.
+//! - `test`: the chart's test hooks against the newest revision.
+//! - `rollback`, `uninstall`: the remediations of a failed release.
+//! - `unlock`: frees a revision an engine left pending when it stopped.
+
+pub mod install_or_upgrade;
+pub mod rollback;
+pub mod test;
+pub mod uninstall;
+pub mod unlock;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::events::EventType;
+
+pub use install_or_upgrade::install_or_upgrade;
+pub use rollback::rollback;
+pub use test::test;
+pub use uninstall::uninstall;
+pub use unlock::unlock;
+
+use super::status::{self, Truth, condition, reason};
+use super::worker::Run;
+use crate::api::{HelmReleaseStatus, ReleaseAction};
+use crate::chart::Chart;
+use crate::release::{Info, Release, Status};
+
+/// How an action ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Succeeded {
+        reason: &'static str,
+        message: String,
+    },
+    Failed {
+        reason: &'static str,
+        message: String,
+    },
+    /// The wait was cancelled by the operator (counts as a failure) or superseded by a
+    /// newer desired state (does not).
+    Canceled { by_operator: bool, message: String },
+}
+
+/// The Event that tells of an outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    pub type_: EventType,
+    pub reason: &'static str,
+    /// The Event's action when it is not the action that ran (a cancelled wait is told
+    /// as `Wait`); None leaves it to the caller, who knows the action and its revision.
+    pub action: Option<&'static str>,
+    pub message: String,
+}
+
+/// An action's bookkeeping: records its outcome in the status as it was before, and
+/// says which Event tells of it. Pure, so each is table-tested beside its action.
+pub type Record = fn(&mut HelmReleaseStatus, &Outcome, Option<i64>) -> Note;
+
+/// What an action's outcome touches in status; each action's `record` says its own.
+struct Owns {
+    /// Its condition, True on success and False on failure (None: it has none).
+    condition: Option<&'static str>,
+    /// Its success makes the release Ready (a remediation leaves that to the next step).
+    ready: bool,
+    /// Whose retries a failure (or an operator's cancel) uses up, besides `failures`.
+    counts_against: Option<ReleaseAction>,
+}
+
+/// A remediation (rollback, uninstall) owns Remediated and leaves Ready to the step after
+/// it: the planner looks again (tests, or an attempt at the desired state). It is not an
+/// attempt at the desired state, so a failure uses up no install or upgrade retry.
+const REMEDIATION: Owns = Owns {
+    condition: Some(condition::REMEDIATED),
+    ready: false,
+    counts_against: None,
+};
+
+/// The bookkeeping all actions share, shaped by what the action owns.
+fn record_as(
+    owns: &Owns,
+    s: &mut HelmReleaseStatus,
+    outcome: &Outcome,
+    generation: Option<i64>,
+) -> Note {
+    match outcome {
+        Outcome::Succeeded { reason: r, message } => {
+            let ready = owns.ready.then_some(condition::READY);
+            for type_ in owns.condition.into_iter().chain(ready) {
+                status::set(s, type_, Truth::True, r, message.clone(), generation);
+            }
+            note(EventType::Normal, r, None, message)
+        }
+        Outcome::Failed { reason: r, message } => {
+            count_failure(s, owns.counts_against);
+            for type_ in owns.condition.into_iter().chain([condition::READY]) {
+                status::set(s, type_, Truth::False, r, message.clone(), generation);
+            }
+            note(EventType::Warning, r, None, message)
+        }
+        Outcome::Canceled {
+            by_operator,
+            message,
+        } => {
+            // Superseded by a newer desired state is no failure (DESIGN §4.4).
+            if *by_operator {
+                count_failure(s, owns.counts_against);
+            }
+            let r = reason::HEALTH_CHECK_CANCELED;
+            status::set(
+                s,
+                condition::READY,
+                Truth::False,
+                r,
+                message.clone(),
+                generation,
+            );
+            note(EventType::Warning, r, Some("Wait"), message)
+        }
+    }
+}
+
+fn count_failure(s: &mut HelmReleaseStatus, against: Option<ReleaseAction>) {
+    s.failures += 1;
+    match against {
+        Some(ReleaseAction::Install) => s.install_failures += 1,
+        Some(ReleaseAction::Upgrade) => s.upgrade_failures += 1,
+        None => {}
+    }
+}
+
+fn note(
+    type_: EventType,
+    reason: &'static str,
+    action: Option<&'static str>,
+    message: &str,
+) -> Note {
+    Note {
+        type_,
+        reason,
+        action,
+        message: message.to_owned(),
+    }
+}
+
+pub const OWNER_LABEL: &str = "wheelhouse.dev/owner";
+
+fn new_release(
+    run: &Run<'_>,
+    version: i32,
+    chart: Chart,
+    config: serde_json::Map<String, serde_json::Value>,
+    status: Status,
+    description: &str,
+) -> Release {
+    let now = Timestamp::now();
+    let mut rel = Release {
+        name: run.release_name.clone(),
+        namespace: run.target_namespace.clone(),
+        version,
+        info: Some(Info {
+            first_deployed: Some(now),
+            last_deployed: Some(now),
+            deleted: None,
+            description: description.into(),
+            status,
+            ..Info::default()
+        }),
+        chart: Some(chart),
+        config,
+        apply_method: Some("ssa".into()),
+        ..Release::default()
+    };
+    rel.labels
+        .insert(OWNER_LABEL.into(), run.ctx.identity_label.clone());
+    rel.labels.extend(super::claim::labels(&run.hr));
+    rel
+}
+
+/// Marks the revision failed in Helm storage and reports the failure.
+async fn record_failure(
+    run: &Run<'_>,
+    rel: &mut Release,
+    description: String,
+    reason: &'static str,
+    message: String,
+) -> crate::Result<Outcome> {
+    set_status(rel, Status::Failed, description);
+    run.storage.update(rel).await?;
+    Ok(Outcome::Failed { reason, message })
+}
+
+fn set_status(rel: &mut Release, status: Status, description: impl Into<String>) {
+    // Ownership only matters while the revision is pending (see `unlock`).
+    if !status.is_pending() {
+        rel.labels.remove(OWNER_LABEL);
+    }
+    let info = rel.info.get_or_insert_with(Info::default);
+    info.status = status;
+    info.description = description.into();
+    info.last_deployed = Some(Timestamp::now());
+}
+
+/// Marks `superseded` the revisions in `history` that `replaced` says the new, deployed
+/// revision replaces; their times stay as they were.
+async fn supersede(
+    run: &Run<'_>,
+    history: &[Release],
+    replaced: impl Fn(&Release) -> bool,
+) -> crate::Result<()> {
+    for old in history.iter().filter(|r| replaced(r)) {
+        let mut old = old.clone();
+        if let Some(info) = old.info.as_mut() {
+            info.status = Status::Superseded;
+        }
+        run.storage.update(&old).await?;
+    }
+    Ok(())
+}
+
+fn is_deployed(rel: &Release) -> bool {
+    rel.info
+        .as_ref()
+        .is_some_and(|i| i.status == Status::Deployed)
+}
+
+/// The table the actions' bookkeeping is tested with.
+#[cfg(test)]
+mod testing {
+    use super::*;
+
+    /// One row: a status before, an outcome, and what the bookkeeping makes of them.
+    pub struct Case {
+        pub name: &'static str,
+        pub before: HelmReleaseStatus,
+        pub outcome: Outcome,
+        /// (type, status, reason) of every condition after, in order.
+        pub conditions: &'static [(&'static str, &'static str, &'static str)],
+        /// (failures, installFailures, upgradeFailures) after.
+        pub counters: (i64, i64, i64),
+        /// The Event: type, reason, and its action when not the action that ran.
+        pub event: (EventType, &'static str, Option<&'static str>),
+    }
+
+    /// A status with `conditions` (type, status, reason), the counters
+    /// (failures, installFailures, upgradeFailures), and `action` last attempted.
+    pub fn before(
+        conditions: &[(&str, Truth, &str)],
+        counters: (i64, i64, i64),
+        action: Option<ReleaseAction>,
+    ) -> HelmReleaseStatus {
+        let mut s = HelmReleaseStatus {
+            failures: counters.0,
+            install_failures: counters.1,
+            upgrade_failures: counters.2,
+            last_attempted_release_action: action,
+            ..HelmReleaseStatus::default()
+        };
+        for (type_, truth, reason) in conditions {
+            status::set(&mut s, type_, *truth, reason, "before", Some(1));
+        }
+        s
+    }
+
+    pub fn succeeded(reason: &'static str) -> Outcome {
+        Outcome::Succeeded {
+            reason,
+            message: "it worked".into(),
+        }
+    }
+
+    pub fn failed(reason: &'static str) -> Outcome {
+        Outcome::Failed {
+            reason,
+            message: "it broke".into(),
+        }
+    }
+
+    pub fn canceled(by_operator: bool) -> Outcome {
+        Outcome::Canceled {
+            by_operator,
+            message: "health check canceled".into(),
+        }
+    }
+
+    /// Runs `record` over `cases`. Conditions it sets carry the outcome's message and
+    /// the generation it is given; nothing but conditions and counters changes.
+    pub fn check(record: Record, cases: Vec<Case>) {
+        for c in cases {
+            let mut s = c.before.clone();
+            let note = record(&mut s, &c.outcome, Some(2));
+            let name = c.name;
+            let got: Vec<_> = s
+                .conditions
+                .iter()
+                .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+                .collect();
+            assert_eq!(got, c.conditions, "{name}: conditions");
+            let counters = (s.failures, s.install_failures, s.upgrade_failures);
+            assert_eq!(counters, c.counters, "{name}: counters");
+            assert_eq!(
+                (note.type_, note.reason, note.action),
+                c.event,
+                "{name}: event"
+            );
+            let (Outcome::Succeeded { message, .. }
+            | Outcome::Failed { message, .. }
+            | Outcome::Canceled { message, .. }) = &c.outcome;
+            assert_eq!(&note.message, message, "{name}: event message");
+            for cond in s.conditions.iter().filter(|c| c.message != "before") {
+                assert_eq!(&cond.message, message, "{name}: {} message", cond.type_);
+                assert_eq!(cond.observed_generation, Some(2), "{name}: {}", cond.type_);
+            }
+            s.conditions.clone_from(&c.before.conditions);
+            (s.failures, s.install_failures, s.upgrade_failures) = (
+                c.before.failures,
+                c.before.install_failures,
+                c.before.upgrade_failures,
+            );
+            assert_eq!(s, c.before, "{name}: nothing else changes");
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Rollback, the remediation of a failed upgrade (strategy `rollback`): as Helm does, a
+//! new revision with an earlier revision's chart, values and manifest.
+
+use super::{
+    Note, Outcome, REMEDIATION, is_deployed, new_release, record_as, record_failure, set_status,
+    supersede,
+};
+use crate::api::HelmReleaseStatus;
+use crate::apply::Owner;
+use crate::engine::Phase;
+use crate::engine::status::reason;
+use crate::engine::worker::{Run, WaitEnd};
+use crate::release::{Release, Status, hook_event};
+
+/// Rolls back to revision `to` as Helm does: a new revision with `to`'s chart, values
+/// and manifest.
+pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate::Result<Outcome> {
+    run.set_phase(Phase::RollingBack);
+    let failed = |message: String| Outcome::Failed {
+        reason: reason::ROLLBACK_FAILED,
+        message,
+    };
+    let Some(target) = history.iter().find(|r| r.version == to) else {
+        return Ok(failed(format!("revision {to} is not in Helm storage")));
+    };
+    let Some(current) = history.last() else {
+        return Ok(failed("no revision to roll back from".into()));
+    };
+    let version = current.version + 1;
+    let spec = run.hr.spec.rollback.clone().unwrap_or_default();
+    let timeout = spec.timeout.unwrap_or(run.hr.spec.timeout).as_std();
+    let mut rel = new_release(
+        run,
+        version,
+        target.chart.clone().unwrap_or_default(),
+        target.config.clone(),
+        Status::PendingRollback,
+        &format!("Rollback to {to}"),
+    );
+    rel.manifest = target.manifest.clone();
+    rel.hooks = target.hooks.clone();
+    rel.info.as_mut().unwrap().rollback_revision = to;
+    if let Some(first) = history.iter().find_map(|r| r.info.as_ref()?.first_deployed) {
+        rel.info.as_mut().unwrap().first_deployed = Some(first);
+    }
+    let ns = run.target_namespace.clone();
+    let release_name = run.release_name.clone();
+    let take_ownership = run
+        .hr
+        .spec
+        .upgrade
+        .as_ref()
+        .is_some_and(|u| u.take_ownership);
+    let owner = Owner::new(&release_name, &ns)
+        .previous(Some(&current.manifest))
+        .take_ownership(take_ownership);
+    if let Err(e) = run.ctx.applier.check_adoption(&rel.manifest, &owner).await {
+        return Ok(failed(format!("Helm rollback failed: {e}")));
+    }
+    run.storage.create(&rel).await?;
+    let steps = async {
+        if !spec.disable_hooks {
+            run.ctx
+                .applier
+                .run_hooks(&mut rel.hooks, hook_event::PRE_ROLLBACK, &ns, timeout)
+                .await?;
+        }
+        run.ctx.applier.apply_release(&rel.manifest, &owner).await?;
+        run.ctx
+            .applier
+            .prune(&current.manifest, &rel.manifest, &owner)
+            .await?;
+        Ok::<_, crate::Error>(())
+    }
+    .await;
+    if let Err(e) = steps {
+        return failed_because(run, &mut rel, e.to_string()).await;
+    }
+    if !spec.disable_wait {
+        match run.wait_for(&rel, timeout).await? {
+            WaitEnd::Ready => {}
+            WaitEnd::Stopped => return Err(crate::Error::Stopped),
+            WaitEnd::Failed(why) | WaitEnd::Canceled { why, .. } | WaitEnd::Abandoned(why) => {
+                return failed_because(run, &mut rel, why).await;
+            }
+        }
+    }
+    if !spec.disable_hooks
+        && let Err(e) = run
+            .ctx
+            .applier
+            .run_hooks(&mut rel.hooks, hook_event::POST_ROLLBACK, &ns, timeout)
+            .await
+    {
+        return failed_because(run, &mut rel, e.to_string()).await;
+    }
+    // As Helm: the revision rolled back from and any deployed one become superseded.
+    supersede(run, history, |r| {
+        r.version == current.version || is_deployed(r)
+    })
+    .await?;
+    set_status(&mut rel, Status::Deployed, format!("Rollback to {to}"));
+    run.storage.update(&rel).await?;
+    run.prune_history().await;
+    Ok(Outcome::Succeeded {
+        reason: reason::ROLLBACK_SUCCEEDED,
+        message: format!(
+            "Helm rollback to revision {to} succeeded for release {ns}/{}.v{version}",
+            run.release_name
+        ),
+    })
+}
+
+/// Marks the rollback's revision failed because of `why`.
+async fn failed_because(run: &Run<'_>, rel: &mut Release, why: String) -> crate::Result<Outcome> {
+    let description = format!("Rollback \"{}\" failed: {why}", run.release_name);
+    record_failure(run, rel, description, reason::ROLLBACK_FAILED, why).await
+}
+
+/// A rollback is a `REMEDIATION`: Remediated, and Ready left to the step after it.
+pub fn record(s: &mut HelmReleaseStatus, outcome: &Outcome, generation: Option<i64>) -> Note {
+    record_as(&REMEDIATION, s, outcome, generation)
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::events::EventType::{Normal, Warning};
+
+    use super::*;
+    use crate::api::ReleaseAction;
+    use crate::engine::actions::testing::{Case, before, check, failed, succeeded};
+    use crate::engine::status::Truth::False;
+    use crate::engine::status::condition;
+    use crate::engine::status::reason::*;
+
+    #[test]
+    fn rollback_outcomes_are_recorded() {
+        // As a failed upgrade leaves a release the planner rolls back.
+        let upgrade_failed = || {
+            before(
+                &[
+                    (condition::READY, False, UPGRADE_FAILED),
+                    (condition::RELEASED, False, UPGRADE_FAILED),
+                ],
+                (1, 0, 1),
+                Some(ReleaseAction::Upgrade),
+            )
+        };
+        check(
+            record,
+            vec![
+                Case {
+                    name: "rollback succeeds: Remediated, Ready still says why",
+                    before: upgrade_failed(),
+                    outcome: succeeded(ROLLBACK_SUCCEEDED),
+                    conditions: &[
+                        ("Ready", "False", UPGRADE_FAILED),
+                        ("Released", "False", UPGRADE_FAILED),
+                        ("Remediated", "True", ROLLBACK_SUCCEEDED),
+                    ],
+                    counters: (1, 0, 1),
+                    event: (Normal, ROLLBACK_SUCCEEDED, None),
+                },
+                Case {
+                    name: "rollback fails: a failure, but no upgrade retry used",
+                    before: upgrade_failed(),
+                    outcome: failed(ROLLBACK_FAILED),
+                    conditions: &[
+                        ("Ready", "False", ROLLBACK_FAILED),
+                        ("Released", "False", UPGRADE_FAILED),
+                        ("Remediated", "False", ROLLBACK_FAILED),
+                    ],
+                    counters: (2, 0, 1),
+                    event: (Warning, ROLLBACK_FAILED, None),
+                },
+            ],
+        );
+    }
+}

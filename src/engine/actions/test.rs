@@ -1,0 +1,144 @@
+//! Helm test: the chart's test hooks against the newest revision, their results stored
+//! in it (which is how the planner later sees them, as Flux does).
+
+use super::{Note, Outcome, Owns, record_as};
+use crate::api::{HelmReleaseStatus, ReleaseAction};
+use crate::engine::Phase;
+use crate::engine::status::{condition, reason};
+use crate::engine::worker::Run;
+use crate::release::{Release, hook_event};
+
+/// Runs the chart's tests (hooks with `helm.sh/hook: test`) against the newest revision
+/// and records their results in it.
+pub async fn test(run: &mut Run<'_>, mut latest: Release) -> crate::Result<Outcome> {
+    run.set_phase(Phase::Testing);
+    let timeout = run
+        .hr
+        .spec
+        .test
+        .as_ref()
+        .and_then(|t| t.timeout)
+        .unwrap_or(run.hr.spec.timeout)
+        .as_std();
+    let ns = run.target_namespace.clone();
+    let result = run
+        .ctx
+        .applier
+        .run_hooks(&mut latest.hooks, hook_event::TEST, &ns, timeout)
+        .await;
+    run.storage.update(&latest).await?;
+    Ok(match result {
+        Ok(()) => Outcome::Succeeded {
+            reason: reason::TEST_SUCCEEDED,
+            message: format!(
+                "Helm test succeeded for release {ns}/{}.v{}",
+                run.release_name, latest.version
+            ),
+        },
+        Err(e) => Outcome::Failed {
+            reason: reason::TEST_FAILED,
+            message: format!(
+                "Helm test failed for release {ns}/{}.v{}: {e}",
+                run.release_name, latest.version
+            ),
+        },
+    })
+}
+
+/// A test owns TestSuccess; passing makes the release Ready. A failure counts against the
+/// retries of the action that deployed the tested revision (an install, else an
+/// upgrade), whether or not `test.ignoreFailures` is set: that setting is the planner's,
+/// which then leaves the failed tests alone instead of remediating them.
+pub fn record(s: &mut HelmReleaseStatus, outcome: &Outcome, generation: Option<i64>) -> Note {
+    let tested = match s.last_attempted_release_action {
+        Some(ReleaseAction::Install) => ReleaseAction::Install,
+        _ => ReleaseAction::Upgrade,
+    };
+    let owns = Owns {
+        condition: Some(condition::TEST_SUCCESS),
+        ready: true,
+        counts_against: Some(tested),
+    };
+    record_as(&owns, s, outcome, generation)
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::events::EventType::{Normal, Warning};
+
+    use super::*;
+    use crate::engine::actions::testing::{Case, before, check, failed, succeeded};
+    use crate::engine::status::Truth::True;
+    use crate::engine::status::reason::*;
+
+    /// As an install or upgrade leaves a release whose tests are next.
+    fn deployed(action: Option<ReleaseAction>, counters: (i64, i64, i64)) -> HelmReleaseStatus {
+        let r = match action {
+            Some(ReleaseAction::Install) => INSTALL_SUCCEEDED,
+            _ => UPGRADE_SUCCEEDED,
+        };
+        before(
+            &[(condition::READY, True, r), (condition::RELEASED, True, r)],
+            counters,
+            action,
+        )
+    }
+
+    #[test]
+    fn test_outcomes_are_recorded() {
+        use ReleaseAction::{Install, Upgrade};
+        check(
+            record,
+            vec![
+                Case {
+                    name: "tests pass: TestSuccess and Ready",
+                    before: deployed(Some(Upgrade), (0, 0, 0)),
+                    outcome: succeeded(TEST_SUCCEEDED),
+                    conditions: &[
+                        ("Ready", "True", TEST_SUCCEEDED),
+                        ("Released", "True", UPGRADE_SUCCEEDED),
+                        ("TestSuccess", "True", TEST_SUCCEEDED),
+                    ],
+                    counters: (0, 0, 0),
+                    event: (Normal, TEST_SUCCEEDED, None),
+                },
+                Case {
+                    name: "tests of an install fail: an install retry used",
+                    before: deployed(Some(Install), (0, 0, 0)),
+                    outcome: failed(TEST_FAILED),
+                    conditions: &[
+                        ("Ready", "False", TEST_FAILED),
+                        ("Released", "True", INSTALL_SUCCEEDED),
+                        ("TestSuccess", "False", TEST_FAILED),
+                    ],
+                    counters: (1, 1, 0),
+                    event: (Warning, TEST_FAILED, None),
+                },
+                Case {
+                    name: "tests of an upgrade fail: an upgrade retry used",
+                    before: deployed(Some(Upgrade), (1, 0, 1)),
+                    outcome: failed(TEST_FAILED),
+                    conditions: &[
+                        ("Ready", "False", TEST_FAILED),
+                        ("Released", "True", UPGRADE_SUCCEEDED),
+                        ("TestSuccess", "False", TEST_FAILED),
+                    ],
+                    counters: (2, 0, 2),
+                    event: (Warning, TEST_FAILED, None),
+                },
+                Case {
+                    name: "no attempt recorded: counted as an upgrade's",
+                    before: deployed(None, (0, 0, 0)),
+                    outcome: failed(TEST_FAILED),
+                    conditions: &[
+                        ("Ready", "False", TEST_FAILED),
+                        ("Released", "True", UPGRADE_SUCCEEDED),
+                        ("TestSuccess", "False", TEST_FAILED),
+                    ],
+                    counters: (1, 0, 1),
+                    event: (Warning, TEST_FAILED, None),
+                },
+            ],
+        );
+    }
+}

@@ -1,0 +1,174 @@
+//! What a worker sees of the world: the engine-wide [`Context`] all workers share, and
+//! the [`Run`] of one reconcile, which the actions borrow.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::{Api, Client, Resource};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::Inbox;
+use crate::api::{HelmRelease, HelmReleaseStatus};
+use crate::apply::Applier;
+use crate::engine::actions::Note;
+use crate::engine::handle::{LiveState, Phase, ReleaseKey};
+use crate::engine::status;
+use crate::release::Storage;
+use crate::render::Renderer;
+use crate::source::ChartSource;
+
+/// Shared by all workers of one engine.
+pub struct Context {
+    pub client: Client,
+    pub source: ChartSource,
+    pub renderer: Arc<dyn Renderer>,
+    pub applier: Applier,
+    pub recorder: Recorder,
+    /// This engine's identity, in a form valid as a label value.
+    pub identity_label: String,
+    pub live: watch::Sender<Arc<BTreeMap<ReleaseKey, LiveState>>>,
+    /// Engine-wide switch: supersede waits by newer desired states (DESIGN §4).
+    pub cancel_on_new_revision: bool,
+    /// How often a running wait asks a chart repository for a newer version.
+    pub chart_poll: Duration,
+}
+
+impl Context {
+    pub fn new(
+        client: Client,
+        source: ChartSource,
+        renderer: Arc<dyn Renderer>,
+        recorder: Recorder,
+        identity: &str,
+        live: watch::Sender<Arc<BTreeMap<ReleaseKey, LiveState>>>,
+    ) -> Self {
+        Self {
+            applier: Applier::new(client.clone()),
+            client,
+            source,
+            renderer,
+            recorder,
+            identity_label: label_value(identity),
+            live,
+            cancel_on_new_revision: true,
+            chart_poll: Duration::from_secs(15),
+        }
+    }
+}
+
+/// `identity` as a label value: at most 63 of `[A-Za-z0-9-_.]`, alphanumeric at both ends.
+fn label_value(identity: &str) -> String {
+    let label: String = identity
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(63)
+        .collect();
+    label
+        .trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_owned()
+}
+
+/// What one reconcile needs to see of the world; the actions borrow it.
+pub struct Run<'a> {
+    pub ctx: &'a Context,
+    pub hr: Arc<HelmRelease>,
+    pub key: ReleaseKey,
+    pub release_name: String,
+    pub target_namespace: String,
+    pub storage: Storage,
+    pub status: HelmReleaseStatus,
+    pub(super) api: Api<HelmRelease>,
+    pub(super) inbox: &'a mut Inbox,
+    pub(super) stop: &'a CancellationToken,
+    pub(super) live: Mutex<LiveState>,
+    /// The desired state this reconcile works towards, and where its values came from.
+    pub(super) desired_digest: String,
+    pub(super) desired_sources: Vec<crate::values::ValuesSourceRef>,
+}
+
+impl Run<'_> {
+    pub fn set_phase(&self, phase: Phase) {
+        let mut live = self.live.lock().unwrap();
+        live.phase = phase;
+        if phase != Phase::Waiting {
+            live.wait = None;
+        }
+        self.publish(&live);
+    }
+
+    pub(super) fn publish(&self, live: &LiveState) {
+        let key = self.key.clone();
+        let live = live.clone();
+        self.ctx.live.send_modify(|m| {
+            Arc::make_mut(m).insert(key, live);
+        });
+    }
+
+    pub(crate) async fn write_status(&self) {
+        if let Err(e) = status::write(&self.api, &self.key.name, &self.status).await {
+            tracing::warn!(release = %self.key, error = %e, "cannot write status");
+        }
+    }
+
+    pub(super) async fn event(&self, type_: EventType, reason: &str, action: &str, note: String) {
+        let reference = self.hr.object_ref(&());
+        let ev = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note),
+            action: action.into(),
+            secondary: None,
+        };
+        if let Err(e) = self.ctx.recorder.publish(&ev, &reference).await {
+            tracing::debug!(release = %self.key, error = %e, "cannot publish event");
+        }
+    }
+
+    /// Publishes the Event an action's bookkeeping asked for; `action` names it when the
+    /// note does not.
+    pub(super) async fn publish_note(&self, note: Note, action: &str) {
+        self.event(
+            note.type_,
+            note.reason,
+            note.action.unwrap_or(action),
+            note.message,
+        )
+        .await;
+    }
+
+    pub async fn prune_history(&self) {
+        let max = usize::try_from(self.hr.spec.max_history).unwrap_or(0);
+        if let Err(e) = self.storage.prune(&self.release_name, max).await {
+            tracing::warn!(release = %self.key, error = %e, "cannot prune Helm history");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identities_become_valid_label_values() {
+        let long = "a".repeat(70);
+        let cases: &[(&str, &str)] = &[
+            ("host-1.example", "host-1.example"),
+            ("host_1 pid:42", "host_1_pid_42"),
+            ("-leading and trailing-", "leading_and_trailing"),
+            ("::", ""),
+            (&long, &long[..63]),
+        ];
+        for (identity, label) in cases {
+            assert_eq!(label_value(identity), *label, "identity {identity:?}");
+        }
+    }
+}

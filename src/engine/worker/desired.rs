@@ -1,0 +1,188 @@
+//! The desired state of a release: its chart resolved and loaded, its values composed, and
+//! a digest of both, so a trigger that leaves the digest unchanged never cancels a wait.
+
+use std::sync::Arc;
+
+use super::Context;
+use crate::api::HelmRelease;
+use crate::chart::Chart;
+use crate::engine::plan::Desired;
+use crate::engine::status::reason;
+use crate::release::Release;
+use crate::render::{Previous, RenderRequest, Rendered};
+use crate::source::{RepoAuth, ResolvedChart};
+use crate::values::ComposedValues;
+
+/// Everything an install or upgrade needs, resolved before the action starts.
+pub struct Prepared {
+    pub resolved: ResolvedChart,
+    pub chart: Chart,
+    pub values: ComposedValues,
+}
+
+impl Prepared {
+    /// The desired state this stands for: chart (name, version, content digest) and
+    /// merged values. Two preparations with the same digest would apply the same thing,
+    /// so a trigger that leaves it unchanged never cancels a wait.
+    pub fn digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut h = Sha256::new();
+        for part in [
+            self.resolved.name.as_str(),
+            self.resolved.version.as_str(),
+            self.resolved.digest.as_str(),
+            self.values.digest.as_str(),
+        ] {
+            h.update(part.as_bytes());
+            h.update([0]);
+        }
+        format!("sha256:{}", hex::encode(h.finalize()))
+    }
+
+    /// What the planner compares the newest revision with.
+    pub fn desired(&self) -> Desired {
+        Desired {
+            chart_name: self.resolved.name.clone(),
+            chart_version: self.resolved.version.clone(),
+            config_digest: self.values.digest.clone(),
+        }
+    }
+}
+
+/// A newer desired state, prepared (resolved and rendered) while a wait was running.
+pub struct Candidate {
+    pub prepared: Prepared,
+    pub rendered: Rendered,
+    pub generation: Option<i64>,
+}
+
+/// Resolves the chart and composes the values; an error carries the Ready reason.
+pub(super) async fn prepare(
+    ctx: &Context,
+    hr: &HelmRelease,
+) -> Result<Prepared, (&'static str, String)> {
+    let namespace = hr.object_namespace();
+    let auth = match &hr.spec.chart.secret_ref {
+        Some(secret) => RepoAuth::from_secret(&ctx.client, &namespace, &secret.name)
+            .await
+            .map_err(|e| (reason::ARTIFACT_FAILED, e.to_string()))?,
+        None => RepoAuth::default(),
+    };
+    let resolved = ctx
+        .source
+        .resolve(&hr.spec.chart, &auth)
+        .await
+        .map_err(|e| (reason::ARTIFACT_FAILED, e.to_string()))?;
+    let path = resolved.path.clone();
+    let chart = tokio::task::spawn_blocking(move || crate::chart::load(&path))
+        .await
+        .map_err(|e| (reason::ARTIFACT_FAILED, e.to_string()))?
+        .map_err(|e| (reason::ARTIFACT_FAILED, e.to_string()))?;
+    let values = crate::values::compose(&ctx.client, hr)
+        .await
+        .map_err(|e| (reason::INIT_FAILED, e.to_string()))?;
+    Ok(Prepared {
+        resolved,
+        chart,
+        values,
+    })
+}
+
+/// Prepares `hr`'s desired state and renders it as the upgrade after `waiting` (the
+/// revision whose wait runs), as the next action would; used while a wait runs, so the
+/// wait is only cancelled for something ready to apply.
+pub(super) async fn prepare_candidate(
+    ctx: &Context,
+    hr: Arc<HelmRelease>,
+    waiting: &Release,
+) -> Result<Candidate, String> {
+    let prepared = prepare(ctx, &hr).await.map_err(|(_, m)| m)?;
+    let rendered = render(
+        ctx,
+        &hr.release_name(),
+        &hr.target_namespace(),
+        &prepared,
+        Some(waiting),
+    )
+    .await
+    .map_err(|e| e.to_string())?;
+    Ok(Candidate {
+        prepared,
+        rendered,
+        generation: hr.metadata.generation,
+    })
+}
+
+/// Renders the chart as `helm install`/`helm upgrade` would after `previous`, the
+/// release's newest stored revision (none: a first install).
+pub async fn render(
+    ctx: &Context,
+    release_name: &str,
+    namespace: &str,
+    prepared: &Prepared,
+    previous: Option<&Release>,
+) -> crate::Result<Rendered> {
+    // Never render (and so never prune) from partial capabilities.
+    crate::render::check_discovery(&ctx.client).await?;
+    Ok(ctx
+        .renderer
+        .render(RenderRequest {
+            release_name,
+            namespace,
+            chart_path: &prepared.resolved.path,
+            values: &prepared.values.values,
+            previous: previous.map(Previous::of),
+        })
+        .await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Chart name, version and content digest, and values digest.
+    fn prepared([name, version, chart, values]: [&str; 4]) -> Prepared {
+        Prepared {
+            resolved: ResolvedChart {
+                name: name.into(),
+                version: version.into(),
+                app_version: None,
+                digest: chart.into(),
+                path: "/charts/app".into(),
+            },
+            chart: Chart::default(),
+            values: ComposedValues {
+                values: serde_json::Map::new(),
+                digest: values.into(),
+                sources: Vec::new(),
+            },
+        }
+    }
+
+    #[test]
+    fn the_digest_changes_with_chart_or_values_only() {
+        let parts = ["app", "1.0.0", "sha256:c", "sha256:v"];
+        let base = prepared(parts).digest();
+        assert!(base.starts_with("sha256:"));
+        // Where the chart was cached, or its appVersion, is not the desired state.
+        let mut elsewhere = prepared(parts);
+        elsewhere.resolved.path = "/other/cache/app".into();
+        elsewhere.resolved.app_version = Some("2".into());
+        assert_eq!(elsewhere.digest(), base);
+        // (what changes, which part, to what)
+        let cases = [
+            ("chart name", 0, "web"),
+            ("chart version", 1, "1.0.1"),
+            ("chart content", 2, "sha256:d"),
+            ("values", 3, "sha256:w"),
+        ];
+        for (what, part, value) in cases {
+            let mut changed = parts;
+            changed[part] = value;
+            assert_ne!(prepared(changed).digest(), base, "{what}");
+        }
+        // Parts are separated: moving a character across a boundary is a change.
+        let moved = prepared(["ap", "p1.0.0", "sha256:c", "sha256:v"]);
+        assert_ne!(moved.digest(), base);
+    }
+}

@@ -1,0 +1,238 @@
+//! What keeps a release from being acted on, checked before anything is planned: another
+//! HelmRelease manages its Helm release, its dependsOn leads back to itself, or a
+//! dependency is not Ready yet. The first two stall it; the last is waited for.
+
+use std::time::Duration;
+
+use kube::Api;
+use kube::runtime::events::EventType;
+
+use super::Run;
+use crate::api::{HelmRelease, HelmReleaseStatus};
+use crate::engine::claim;
+use crate::engine::handle::ReleaseKey;
+use crate::engine::status::{self, Truth, condition};
+
+/// Ready=False and Stalled=True with `reason`, an Event, and the next look after
+/// `interval` (what would lift it may happen elsewhere, e.g. another object is deleted).
+pub(super) async fn stall(
+    run: &mut Run<'_>,
+    why: &'static str,
+    message: String,
+    interval: Duration,
+) -> Duration {
+    let generation = run.hr.metadata.generation;
+    let changed = run
+        .hr
+        .condition(condition::STALLED)
+        .is_none_or(|c| c.reason != why || c.message != message);
+    stalled(&mut run.status, why, &message, generation);
+    run.write_status().await;
+    if changed {
+        tracing::warn!(release = %run.key, reason = why, "{message}");
+        run.event(EventType::Warning, why, "Reconcile", message)
+            .await;
+    }
+    interval
+}
+
+/// Why this HelmRelease must leave its Helm release alone, if it must: another
+/// HelmRelease that still exists manages it. An unclaimed release (the helm CLI's, or
+/// one whose HelmRelease is gone) is claimed here, before anything is done to it.
+pub(super) async fn claimed_elsewhere(run: &mut Run<'_>) -> crate::Result<Option<String>> {
+    let uid = run.hr.metadata.uid.clone().unwrap_or_default();
+    let history = run.storage.history(&run.release_name).await?;
+    let claim = claim::Claim::of(history.last(), &uid);
+    let free = match &claim {
+        claim::Claim::Ours => return Ok(None),
+        claim::Claim::Unclaimed => true,
+        other => !claim::holder_exists(&run.ctx.client, other).await?,
+    };
+    if free {
+        if let Some(newest) = history.last() {
+            claim::stamp(&run.ctx.client, run.storage.namespace(), newest, &run.hr).await?;
+        }
+        return Ok(None);
+    }
+    Ok(Some(format!(
+        "Helm release {}/{} is managed by {}; this HelmRelease does nothing to it, and deleting it uninstalls nothing, until it names another release (spec.releaseName, spec.storageNamespace) or that HelmRelease is gone",
+        run.storage.namespace(),
+        run.release_name,
+        claim.describe_owner()
+    )))
+}
+
+/// The releases `hr` (in namespace `ns`) depends on; a dependency without a namespace
+/// is in the release's own.
+fn deps(hr: &HelmRelease, ns: &str) -> Vec<ReleaseKey> {
+    hr.spec
+        .depends_on
+        .iter()
+        .map(|d| ReleaseKey {
+            namespace: d.namespace.clone().unwrap_or_else(|| ns.to_string()),
+            name: d.name.clone(),
+        })
+        .collect()
+}
+
+/// A dependsOn path that leads back to this release, as `a/x -> a/y -> a/x`.
+pub(super) async fn dependency_cycle(run: &Run<'_>) -> Option<String> {
+    if run.hr.spec.depends_on.is_empty() {
+        return None;
+    }
+    let start = run.key.clone();
+    // Depth-first over the dependency graph as the API shows it, bounded so a huge graph
+    // costs a bounded number of reads.
+    let mut stack: Vec<(ReleaseKey, Vec<ReleaseKey>)> =
+        vec![(start.clone(), deps(&run.hr, &start.namespace))];
+    let mut done = std::collections::HashSet::new();
+    let mut reads = 0;
+    while let Some((_, pending)) = stack.last_mut() {
+        let Some(next) = pending.pop() else {
+            let (key, _) = stack.pop().expect("not empty");
+            done.insert(key);
+            continue;
+        };
+        if let Some(at) = stack.iter().position(|(k, _)| *k == next) {
+            let path: Vec<String> = stack[at..]
+                .iter()
+                .map(|(k, _)| k.to_string())
+                .chain([next.to_string()])
+                .collect();
+            return Some(format!("dependsOn forms a cycle: {}", path.join(" -> ")));
+        }
+        if done.contains(&next) || reads >= 256 {
+            continue;
+        }
+        reads += 1;
+        let api: Api<HelmRelease> = Api::namespaced(run.ctx.client.clone(), &next.namespace);
+        if let Ok(Some(hr)) = api.get_opt(&next.name).await {
+            let children = deps(&hr, &next.namespace);
+            stack.push((next, children));
+        } else {
+            done.insert(next);
+        }
+    }
+    None
+}
+
+/// The first dependency that is not Ready, described for the status message.
+pub(super) async fn unready_dependency(run: &Run<'_>) -> Option<String> {
+    for dep in deps(&run.hr, &run.key.namespace) {
+        let api: Api<HelmRelease> = Api::namespaced(run.ctx.client.clone(), &dep.namespace);
+        let ready = matches!(api.get_opt(&dep.name).await, Ok(Some(d)) if is_ready(&d));
+        if !ready {
+            return Some(format!("dependency '{dep}' is not ready"));
+        }
+    }
+    None
+}
+
+/// Ready=False and Stalled=True with `why`: the status part of [`stall`].
+fn stalled(s: &mut HelmReleaseStatus, why: &str, message: &str, generation: Option<i64>) {
+    status::set(s, condition::READY, Truth::False, why, message, generation);
+    status::set(s, condition::STALLED, Truth::True, why, message, generation);
+    status::remove(s, condition::RECONCILING);
+    s.observed_generation = generation;
+}
+
+/// A dependency is ready once its status speaks of its current generation and says Ready.
+fn is_ready(dependency: &HelmRelease) -> bool {
+    let observed = dependency
+        .status
+        .as_ref()
+        .and_then(|s| s.observed_generation)
+        == dependency.metadata.generation;
+    observed
+        && dependency
+            .condition(condition::READY)
+            .is_some_and(|c| c.status == "True")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::status::reason;
+    use crate::engine::worker::test_release;
+
+    #[test]
+    fn dependencies_default_to_the_release_namespace() {
+        let cases: &[(&str, &[&str])] = &[
+            ("[]", &[]),
+            ("[{name: db}]", &["apps/db"]),
+            (
+                "[{name: db, namespace: data}, {name: cache}]",
+                &["data/db", "apps/cache"],
+            ),
+        ];
+        for (depends_on, keys) in cases {
+            let hr = test_release(&format!("dependsOn: {depends_on}"));
+            let got: Vec<String> = deps(&hr, "apps").iter().map(ToString::to_string).collect();
+            assert_eq!(got, *keys, "{depends_on}");
+        }
+    }
+
+    #[test]
+    fn a_dependency_is_ready_when_its_current_generation_is() {
+        let with = |observed: Option<i64>, ready: Option<&str>| {
+            let mut hr = test_release("");
+            hr.metadata.generation = Some(2);
+            let mut s = HelmReleaseStatus {
+                observed_generation: observed,
+                ..HelmReleaseStatus::default()
+            };
+            if let Some(truth) = ready {
+                let truth = if truth == "True" {
+                    Truth::True
+                } else {
+                    Truth::False
+                };
+                status::set(&mut s, condition::READY, truth, "R", "", Some(2));
+            }
+            hr.status = Some(s);
+            hr
+        };
+        let cases = [
+            ("ready, current", with(Some(2), Some("True")), true),
+            (
+                "ready, older generation",
+                with(Some(1), Some("True")),
+                false,
+            ),
+            ("not ready", with(Some(2), Some("False")), false),
+            ("no Ready condition", with(Some(2), None), false),
+            ("no status", test_release(""), false),
+        ];
+        for (what, dependency, ready) in cases {
+            assert_eq!(is_ready(&dependency), ready, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_stall_says_why_on_ready_and_stalled_and_ends_reconciling() {
+        let mut s = HelmReleaseStatus::default();
+        status::set(
+            &mut s,
+            condition::RECONCILING,
+            Truth::True,
+            reason::PROGRESSING,
+            "",
+            Some(1),
+        );
+        stalled(&mut s, reason::DEPENDENCY_CYCLE, "a -> b -> a", Some(3));
+        let got: Vec<_> = s
+            .conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("Ready", "False", reason::DEPENDENCY_CYCLE),
+                ("Stalled", "True", reason::DEPENDENCY_CYCLE),
+            ]
+        );
+        assert!(s.conditions.iter().all(|c| c.message == "a -> b -> a"));
+        assert_eq!(s.observed_generation, Some(3));
+    }
+}

@@ -1,0 +1,267 @@
+//! One worker per HelmRelease: waits for a trigger, then observes, asks the planner for
+//! the next action, runs it, records the result, and asks again until the release is in
+//! sync or stalled. During a health wait it keeps reading its inbox, so an operator's
+//! cancel (or a newer spec) reaches the wait at once.
+//!
+//! This file is the loop (inbox, requeue, backoff). The rest, in the order a reconcile
+//! meets it: `triggers` (what wakes the worker), `finalize` (a HelmRelease being
+//! deleted), `guards` (claim, dependency cycle, dependencies not ready), `desired` (the
+//! chart and values to apply), `reconcile` (observe → plan → run the action → record),
+//! `wait` (the cancellable health check), `context` (what all of them see). The actions
+//! themselves, each with how its outcome is recorded, are in `super::actions`.
+
+mod context;
+mod desired;
+mod finalize;
+mod guards;
+mod reconcile;
+mod triggers;
+mod wait;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::{Api, ResourceExt};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+pub use context::{Context, Run};
+pub use desired::{Candidate, Prepared, render};
+pub use wait::WaitEnd;
+
+use super::handle::{Command, LiveState, ReleaseKey};
+use super::status::{self, Truth, condition, reason};
+use crate::api::{FINALIZER, HelmRelease, HelmReleaseStatus};
+use crate::release::Storage;
+use triggers::Trigger;
+
+/// What reaches a worker.
+pub enum Msg {
+    Updated(Arc<HelmRelease>),
+    Deleted,
+    /// A command from a front end in this process, with the token it wrote.
+    Command(Command, String),
+}
+
+/// The worker's mailbox, read between actions and during waits.
+pub struct Inbox {
+    rx: mpsc::UnboundedReceiver<Msg>,
+    pub newest: Arc<HelmRelease>,
+    pub deleted: bool,
+    /// cancelWaitAt tokens handled by a direct command before the watch echoed them.
+    handled_cancel: Option<String>,
+    /// The newer desired state that superseded the last wait, ready to apply.
+    pub candidate: Option<Candidate>,
+    /// The status this worker last computed. The worker is its only writer, and the
+    /// watched object may not show our latest write yet, so this is what the next
+    /// reconcile starts from.
+    last_status: Option<HelmReleaseStatus>,
+    /// Reconciles in a row that ended in an error or a failure: the retry backs off.
+    failing: u32,
+}
+
+impl Inbox {
+    pub fn new(rx: mpsc::UnboundedReceiver<Msg>, hr: Arc<HelmRelease>) -> Self {
+        Self {
+            rx,
+            newest: hr,
+            deleted: false,
+            handled_cancel: None,
+            candidate: None,
+            last_status: None,
+            failing: 0,
+        }
+    }
+}
+
+/// The worker loop of one release until `stop` or the release is gone.
+pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: CancellationToken) {
+    let mut next_run = Instant::now();
+    let mut last: Option<Trigger> = None;
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep_until(next_run) => {}
+            msg = inbox.rx.recv() => {
+                match msg {
+                    None => break,
+                    Some(Msg::Updated(hr)) => inbox.newest = hr,
+                    Some(Msg::Deleted) => break,
+                    Some(Msg::Command(Command::CancelWait(_), t)) => {
+                        // No wait is running: remember the token so its echo is ignored.
+                        inbox.handled_cancel = Some(t);
+                        continue;
+                    }
+                    Some(Msg::Command(..)) => { last = None; }
+                }
+                if last.as_ref() == Some(&Trigger::of(&inbox.newest)) {
+                    continue;
+                }
+            }
+        }
+        let hr = inbox.newest.clone();
+        last = Some(Trigger::of(&hr));
+        let requeue = reconcile_once(&ctx, &key, hr, &mut inbox, &stop).await;
+        ctx.live.send_modify(|m| {
+            Arc::make_mut(m).insert(key.clone(), LiveState::default());
+        });
+        if inbox.deleted {
+            break;
+        }
+        next_run = Instant::now() + requeue;
+    }
+    ctx.live.send_modify(|m| {
+        Arc::make_mut(m).remove(&key);
+    });
+}
+
+const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
+/// Retry of the finalizer's bookkeeping (not of an action, which backs off).
+const RETRY: Duration = Duration::from_secs(10);
+
+/// One look at a release: finalize it, or reconcile it; then when to look again.
+async fn reconcile_once(
+    ctx: &Context,
+    key: &ReleaseKey,
+    hr: Arc<HelmRelease>,
+    inbox: &mut Inbox,
+    stop: &CancellationToken,
+) -> Duration {
+    let api: Api<HelmRelease> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    let mut run = Run {
+        ctx,
+        key: key.clone(),
+        release_name: hr.release_name(),
+        target_namespace: hr.target_namespace(),
+        storage: Storage::new(ctx.client.clone(), &hr.storage_namespace()),
+        status: inbox
+            .last_status
+            .clone()
+            .or_else(|| hr.status.clone())
+            .unwrap_or_default(),
+        hr: hr.clone(),
+        api,
+        inbox,
+        stop,
+        live: Mutex::new(LiveState::default()),
+        desired_digest: String::new(),
+        desired_sources: Vec::new(),
+    };
+    if hr.metadata.deletion_timestamp.is_some() {
+        return finalize::finalize(&mut run).await;
+    }
+    if !hr.finalizers().iter().any(|f| f == FINALIZER)
+        && let Err(e) = finalize::add_finalizer(&run).await
+    {
+        tracing::warn!(release = %key, error = %e, "cannot add finalizer");
+        return RETRY;
+    }
+    let requeue = match reconcile::reconcile_release(&mut run).await {
+        Ok(requeue) => requeue,
+        // Nothing to record: the status keeps saying what was running, as after a kill.
+        Err(crate::Error::Stopped) => return NEVER,
+        Err(e) => {
+            let generation = hr.metadata.generation;
+            status::set(
+                &mut run.status,
+                condition::READY,
+                Truth::False,
+                reason::PROGRESSING,
+                e.to_string(),
+                generation,
+            );
+            run.write_status().await;
+            tracing::warn!(release = %key, error = %e, "reconcile failed");
+            Requeue::Failed
+        }
+    };
+    run.inbox.last_status = Some(run.status.clone());
+    let interval = hr.spec.interval.as_std();
+    match requeue {
+        Requeue::After(d) => {
+            run.inbox.failing = 0;
+            d
+        }
+        Requeue::Failed => {
+            run.inbox.failing = run.inbox.failing.saturating_add(1);
+            backoff(run.inbox.failing, interval)
+        }
+    }
+}
+
+/// When a release is looked at next.
+enum Requeue {
+    /// After this long (the interval, or at once, or never).
+    After(Duration),
+    /// It failed: again after an exponential backoff.
+    Failed,
+}
+
+/// The delay before retry number `failing` (1 = the first): 5 s doubling, capped at the
+/// interval, with ±10 % jitter so releases failing together do not retry in lockstep.
+fn backoff(failing: u32, interval: Duration) -> Duration {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    backoff_at(failing, interval, nanos)
+}
+
+/// [`backoff`] with the jitter drawn from `nanos` (the clock's, there): 0 is −10 %,
+/// 1000 none, 2000 +10 %, and so on round.
+fn backoff_at(failing: u32, interval: Duration, nanos: u32) -> Duration {
+    let base = Duration::from_secs(5).saturating_mul(1 << failing.saturating_sub(1).min(16));
+    let capped = base.min(interval).max(Duration::from_secs(1));
+    let jitter = f64::from(nanos % 2001) / 10_000.0 - 0.1;
+    capped.mul_f64(1.0 + jitter)
+}
+
+/// A HelmRelease `apps/a` for tests; `spec` holds entries added to its spec's flow
+/// mapping, as `dependsOn: [{name: db}]`.
+#[cfg(test)]
+fn test_release(spec: &str) -> HelmRelease {
+    let sep = if spec.is_empty() { "" } else { ", " };
+    serde_yaml::from_str(&format!(
+        "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: a, namespace: apps}}\nspec: {{chart: {{path: ./c}}{sep}{spec}}}"
+    ))
+    .unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_exponentially_up_to_the_interval() {
+        let interval = Duration::from_secs(600);
+        // (failing, interval, expected before jitter)
+        let cases = [
+            (1, interval, 5.0),
+            (2, interval, 10.0),
+            (3, interval, 20.0),
+            (4, interval, 40.0),
+            (8, interval, 600.0),
+            (10, interval, 600.0),
+            (u32::MAX, interval, 600.0),
+            (3, Duration::from_secs(8), 8.0),
+            // Never faster than once a second, however short the interval.
+            (1, Duration::ZERO, 1.0),
+            // 0 is not a retry, but must not underflow.
+            (0, interval, 5.0),
+        ];
+        for (failing, interval, secs) in cases {
+            for (nanos, factor) in [(0, 0.9), (1000, 1.0), (2000, 1.1), (2001, 0.9)] {
+                let got = backoff_at(failing, interval, nanos).as_secs_f64();
+                assert!(
+                    (got - secs * factor).abs() < 1e-6,
+                    "failing {failing}, interval {interval:?}, nanos {nanos}: {got}"
+                );
+            }
+            let got = backoff(failing, interval).as_secs_f64();
+            assert!(
+                got >= secs * 0.9 - 1e-9 && got <= secs * 1.1 + 1e-9,
+                "failing {failing}: {got} outside ±10 % of {secs}"
+            );
+        }
+    }
+}

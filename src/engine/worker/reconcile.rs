@@ -1,0 +1,812 @@
+//! One reconcile of a release: take the request tokens, check the guards, prepare the
+//! desired state, then observe → plan → run the action → record its outcome, until the
+//! planner says in sync or stalled. Each action's file says how its outcome is recorded;
+//! what is recorded here is what no action owns: the tokens, fresh retries for a new
+//! desired state, in sync, stalled, and status.history.
+
+use std::time::Duration;
+
+use kube::runtime::events::EventType;
+
+use super::desired::prepare;
+use super::guards::{claimed_elsewhere, dependency_cycle, stall, unready_dependency};
+use super::triggers::new_token;
+use super::{NEVER, Requeue, Run};
+use crate::api::{HelmRelease, HelmReleaseStatus, annotations};
+use crate::engine::actions::{self, Outcome};
+use crate::engine::handle::Phase;
+use crate::engine::plan::{self, Desired, Latest, Next, Observed, Policy, TestState};
+use crate::engine::status::{self, Truth, condition, reason};
+use crate::release::{Release, Status};
+
+pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeue> {
+    let hr = run.hr.clone();
+    let generation = hr.metadata.generation;
+    let interval = hr.spec.interval.as_std();
+
+    take_tokens(&mut run.status, &hr);
+    if hr.spec.suspend {
+        run.write_status().await;
+        return Ok(Requeue::After(NEVER));
+    }
+    if let Some(message) = claimed_elsewhere(run).await? {
+        return Ok(Requeue::After(
+            stall(run, reason::RELEASE_CONFLICT, message, interval).await,
+        ));
+    }
+    if let Some(cycle) = dependency_cycle(run).await {
+        return Ok(Requeue::After(
+            stall(run, reason::DEPENDENCY_CYCLE, cycle, interval).await,
+        ));
+    }
+    if let Some(waiting) = unready_dependency(run).await {
+        status::set(
+            &mut run.status,
+            condition::READY,
+            Truth::False,
+            reason::DEPENDENCY_NOT_READY,
+            waiting,
+            generation,
+        );
+        run.write_status().await;
+        return Ok(Requeue::After(Duration::from_secs(5)));
+    }
+
+    run.set_phase(Phase::Resolving);
+    // A wait superseded by a newer desired state handed over that state, ready to apply.
+    let candidate = run
+        .inbox
+        .candidate
+        .take()
+        .filter(|c| c.generation == generation);
+    let (prepared, mut rendered) = match candidate {
+        Some(c) => (Ok(c.prepared), Some(c.rendered)),
+        None => (prepare(run.ctx, &hr).await, None),
+    };
+    let prepared = match prepared {
+        Ok(p) => p,
+        Err((reason, message)) => {
+            status::set(
+                &mut run.status,
+                condition::READY,
+                Truth::False,
+                reason,
+                &message,
+                generation,
+            );
+            status::remove(&mut run.status, condition::RECONCILING);
+            run.write_status().await;
+            run.event(EventType::Warning, reason, "Reconcile", message)
+                .await;
+            return Ok(Requeue::Failed);
+        }
+    };
+    run.desired_digest = prepared.digest();
+    run.desired_sources = prepared.values.sources.clone();
+    let desired = prepared.desired();
+    fresh_retries(&mut run.status, &desired, generation);
+    let mut force = new_token(
+        &hr,
+        annotations::FORCE_AT,
+        run.status.last_handled_force_at.as_deref(),
+    );
+
+    for _ in 0..8 {
+        let history = run.storage.history(&run.release_name).await?;
+        let observed = observe(&run.status, &run.hr, &history, &desired, force.is_some());
+        let next = plan::next(&observed);
+        tracing::info!(release = %run.key, action = ?next, "planned");
+        let latest = history.last().cloned();
+        let stored_before = latest.as_ref().map(|r| r.version);
+        // Each action comes with the bookkeeping of its outcome.
+        let (outcome, record): (Outcome, actions::Record) = match &next {
+            Next::InSync => {
+                in_sync(&mut run.status, latest.as_ref(), generation);
+                record_history(run, &history);
+                run.write_status().await;
+                return Ok(Requeue::After(interval));
+            }
+            Next::Stalled { reason: r, message } => {
+                nothing_more_to_try(&mut run.status, r, message, generation);
+                record_history(run, &history);
+                run.write_status().await;
+                run.event(EventType::Warning, r, "Reconcile", message.clone())
+                    .await;
+                return Ok(Requeue::After(NEVER));
+            }
+            Next::Install | Next::Upgrade => {
+                let outcome = actions::install_or_upgrade(
+                    run,
+                    &prepared,
+                    rendered.take(),
+                    latest.as_ref(),
+                    &history,
+                )
+                .await?;
+                if let Some(t) = force.take() {
+                    run.status.last_handled_force_at = Some(t);
+                }
+                (outcome, actions::install_or_upgrade::record)
+            }
+            Next::Test => (
+                actions::test(run, latest.expect("planner tests an existing revision")).await?,
+                actions::test::record,
+            ),
+            Next::Rollback { to } => (
+                actions::rollback(run, &history, *to).await?,
+                actions::rollback::record,
+            ),
+            Next::Uninstall => (
+                actions::uninstall(run, &history).await?,
+                actions::uninstall::record,
+            ),
+            Next::Unlock { .. } => (
+                actions::unlock(run, latest.expect("planner unlocks an existing revision")).await?,
+                actions::unlock::record,
+            ),
+        };
+        run.set_phase(Phase::Idle);
+        let history = run.storage.history(&run.release_name).await?;
+        record_history(run, &history);
+        let note = record(&mut run.status, &outcome, generation);
+        run.publish_note(note, &format!("{next:?}")).await;
+        run.write_status().await;
+        // An install or upgrade that failed before storing a revision (render error,
+        // `required`/`fail`, a refused object, too large) has nothing to remediate: it is
+        // tried again after a backoff, or stalls once its retries are used up.
+        if matches!(outcome, Outcome::Failed { .. })
+            && matches!(next, Next::Install | Next::Upgrade)
+            && history.last().map(|r| r.version) == stored_before
+        {
+            let observed = observe(&run.status, &run.hr, &history, &desired, false);
+            if let Next::Stalled { .. } = plan::next(&observed) {
+                continue;
+            }
+            return Ok(Requeue::Failed);
+        }
+        if matches!(
+            outcome,
+            Outcome::Canceled {
+                by_operator: false,
+                ..
+            }
+        ) {
+            // Superseded by a newer desired state: start over with it right away.
+            return Ok(Requeue::After(Duration::ZERO));
+        }
+        if run.inbox.newest.metadata.generation != generation
+            || run.inbox.deleted
+            || run.stop.is_cancelled()
+        {
+            return Ok(Requeue::After(Duration::ZERO));
+        }
+        if run.inbox.newest.spec.suspend {
+            // Suspend lets a running action finish but starts nothing new.
+            return Ok(Requeue::After(NEVER));
+        }
+    }
+    Ok(Requeue::After(interval))
+}
+
+/// Takes the request annotations not handled yet: resetAt gives fresh retries;
+/// requestedAt (this reconcile is its answer) and a cancelWaitAt with no wait running are
+/// simply recorded as handled.
+fn take_tokens(s: &mut HelmReleaseStatus, hr: &HelmRelease) {
+    if let Some(t) = new_token(
+        hr,
+        annotations::RESET_AT,
+        s.last_handled_reset_at.as_deref(),
+    ) {
+        reset_failures(s);
+        s.last_handled_reset_at = Some(t);
+    }
+    if let Some(t) = new_token(
+        hr,
+        annotations::RECONCILE_REQUESTED_AT,
+        s.last_handled_reconcile_at.as_deref(),
+    ) {
+        s.last_handled_reconcile_at = Some(t);
+    }
+    if let Some(t) = new_token(
+        hr,
+        annotations::CANCEL_WAIT_AT,
+        s.last_handled_cancel_wait_at.as_deref(),
+    ) {
+        s.last_handled_cancel_wait_at = Some(t);
+    }
+}
+
+/// A new desired state (generation, chart version or values) gets a fresh set of
+/// retries, as in Flux.
+fn fresh_retries(s: &mut HelmReleaseStatus, desired: &Desired, generation: Option<i64>) {
+    if s.last_attempted_generation != generation
+        || s.last_attempted_revision.as_deref() != Some(desired.chart_version.as_str())
+        || s.last_attempted_config_digest.as_deref() != Some(desired.config_digest.as_str())
+    {
+        reset_failures(s);
+    }
+}
+
+/// Zero failure counters; whatever stalled the release on them no longer holds.
+fn reset_failures(s: &mut HelmReleaseStatus) {
+    s.failures = 0;
+    s.install_failures = 0;
+    s.upgrade_failures = 0;
+    status::remove(s, condition::STALLED);
+}
+
+/// Nothing to do: Ready=True with the reason of what made it so.
+fn in_sync(s: &mut HelmReleaseStatus, latest: Option<&Release>, generation: Option<i64>) {
+    let (r, m) = success_reason(s, latest);
+    status::set(s, condition::READY, Truth::True, r, m, generation);
+    status::remove(s, condition::RECONCILING);
+    status::remove(s, condition::STALLED);
+    s.observed_generation = generation;
+}
+
+/// The planner gave up (retries used up, nothing to roll back to): Stalled=True.
+fn nothing_more_to_try(
+    s: &mut HelmReleaseStatus,
+    why: &str,
+    message: &str,
+    generation: Option<i64>,
+) {
+    status::set(s, condition::STALLED, Truth::True, why, message, generation);
+    // As Flux: Ready keeps the failure that used up the retries, so the operator reads
+    // why, not only that nothing more will be tried.
+    let failed = s.conditions.iter().any(|c| {
+        c.type_ == condition::READY
+            && c.status == "False"
+            && c.reason != reason::PROGRESSING
+            && c.reason != reason::DEPENDENCY_NOT_READY
+    });
+    if !failed {
+        status::set(s, condition::READY, Truth::False, why, message, generation);
+    }
+    status::remove(s, condition::RECONCILING);
+    s.observed_generation = generation;
+}
+
+/// What the planner decides from: the newest stored revision, what to roll back to, the
+/// desired state and the failure counters.
+fn observe(
+    s: &HelmReleaseStatus,
+    hr: &HelmRelease,
+    history: &[Release],
+    desired: &Desired,
+    force: bool,
+) -> Observed {
+    let latest = history.last().map(|r| {
+        let info = r.info.clone().unwrap_or_default();
+        let meta = r
+            .chart
+            .as_ref()
+            .and_then(|c| c.metadata.clone())
+            .unwrap_or_default();
+        Latest {
+            version: r.version,
+            status: info.status,
+            chart_name: meta.name,
+            chart_version: meta.version,
+            config_digest: crate::values::digest(&r.config),
+            tests: TestState::of(r),
+            interrupted: info.status == Status::Failed
+                && info
+                    .description
+                    .starts_with(actions::unlock::INTERRUPTED_PREFIX),
+        }
+    });
+    let rollback_target = history
+        .iter()
+        .rev()
+        .skip(1)
+        .find(|r| {
+            r.info
+                .as_ref()
+                .is_some_and(|i| matches!(i.status, Status::Deployed | Status::Superseded))
+        })
+        .map(|r| r.version);
+    Observed {
+        latest,
+        rollback_target,
+        desired: desired.clone(),
+        force,
+        install_failures: s.install_failures,
+        upgrade_failures: s.upgrade_failures,
+        last_action: s.last_attempted_release_action,
+        policy: Policy::from_spec(hr),
+    }
+}
+
+fn record_history(run: &mut Run<'_>, history: &[Release]) {
+    let max = usize::try_from(run.hr.spec.max_history).unwrap_or(0);
+    run.status.history = status::history(history, max, |r| crate::values::digest(&r.config));
+}
+
+/// Why the release is Ready: what the last action that made it so said, or else what the
+/// newest revision says (a first one was installed, a later one upgraded).
+fn success_reason(status: &HelmReleaseStatus, latest: Option<&Release>) -> (&'static str, String) {
+    if let Some(ready) = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == condition::READY && c.status == "True")
+    {
+        let r = match ready.reason.as_str() {
+            reason::INSTALL_SUCCEEDED => reason::INSTALL_SUCCEEDED,
+            reason::TEST_SUCCEEDED => reason::TEST_SUCCEEDED,
+            reason::ROLLBACK_SUCCEEDED => reason::ROLLBACK_SUCCEEDED,
+            _ => reason::UPGRADE_SUCCEEDED,
+        };
+        return (r, ready.message.clone());
+    }
+    let version = latest.map_or(0, |r| r.version);
+    let r = if version <= 1 {
+        reason::INSTALL_SUCCEEDED
+    } else {
+        reason::UPGRADE_SUCCEEDED
+    };
+    (r, format!("Helm release revision {version} is deployed"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ReleaseAction;
+    use crate::chart::{Chart, Metadata};
+    use crate::engine::actions::install_or_upgrade;
+    use crate::engine::worker::test_release;
+    use crate::release::Info;
+
+    fn desired() -> Desired {
+        Desired {
+            chart_name: "app".into(),
+            chart_version: "1.0.0".into(),
+            config_digest: crate::values::digest(&serde_json::Map::new()),
+        }
+    }
+
+    /// Revision `version` of chart app@1.0.0 with no values, `status`, described so.
+    fn stored(version: i32, status: Status, description: &str) -> Release {
+        Release {
+            version,
+            info: Some(Info {
+                status,
+                description: description.into(),
+                ..Info::default()
+            }),
+            chart: Some(Chart {
+                metadata: Some(Metadata {
+                    name: "app".into(),
+                    version: "1.0.0".into(),
+                    ..Metadata::default()
+                }),
+                ..Chart::default()
+            }),
+            ..Release::default()
+        }
+    }
+
+    fn conditions(s: &HelmReleaseStatus) -> Vec<(&str, &str, &str)> {
+        s.conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+            .collect()
+    }
+
+    fn with(conditions: &[(&str, Truth, &str)], counters: (i64, i64, i64)) -> HelmReleaseStatus {
+        let mut s = HelmReleaseStatus {
+            failures: counters.0,
+            install_failures: counters.1,
+            upgrade_failures: counters.2,
+            ..HelmReleaseStatus::default()
+        };
+        for (type_, truth, r) in conditions {
+            status::set(&mut s, type_, *truth, r, "before", Some(1));
+        }
+        s
+    }
+
+    fn counters(s: &HelmReleaseStatus) -> (i64, i64, i64) {
+        (s.failures, s.install_failures, s.upgrade_failures)
+    }
+
+    #[test]
+    fn request_tokens_are_taken_once() {
+        let stalled = || {
+            with(
+                &[(condition::STALLED, Truth::True, reason::RETRIES_EXCEEDED)],
+                (3, 1, 2),
+            )
+        };
+        let handled = |mut s: HelmReleaseStatus| {
+            s.last_handled_reset_at = Some("r1".into());
+            s.last_handled_reconcile_at = Some("q1".into());
+            s.last_handled_cancel_wait_at = Some("c1".into());
+            s
+        };
+        // (annotations, status before, counters after, still stalled, handled tokens after)
+        let cases = [
+            ("", stalled(), (3, 1, 2), true, [None, None, None]),
+            (
+                "resetAt: r1",
+                stalled(),
+                (0, 0, 0),
+                false,
+                [Some("r1"), None, None],
+            ),
+            (
+                "resetAt: r1",
+                handled(stalled()),
+                (3, 1, 2),
+                true,
+                [Some("r1"), Some("q1"), Some("c1")],
+            ),
+            (
+                "resetAt: r2, requestedAt: q2, cancelWaitAt: c2",
+                handled(stalled()),
+                (0, 0, 0),
+                false,
+                [Some("r2"), Some("q2"), Some("c2")],
+            ),
+            (
+                "requestedAt: q1, cancelWaitAt: c1",
+                stalled(),
+                (3, 1, 2),
+                true,
+                [None, Some("q1"), Some("c1")],
+            ),
+        ];
+        for (tokens, before, after, still_stalled, handled) in cases {
+            let mut hr = test_release("");
+            let yaml = tokens
+                .replace("resetAt", annotations::RESET_AT)
+                .replace("requestedAt", annotations::RECONCILE_REQUESTED_AT)
+                .replace("cancelWaitAt", annotations::CANCEL_WAIT_AT);
+            hr.metadata.annotations = serde_yaml::from_str(&format!("{{{yaml}}}")).unwrap();
+            let mut s = before;
+            take_tokens(&mut s, &hr);
+            assert_eq!(counters(&s), after, "{tokens}");
+            let stalled = s.conditions.iter().any(|c| c.type_ == condition::STALLED);
+            assert_eq!(stalled, still_stalled, "{tokens}");
+            let got = [
+                s.last_handled_reset_at.as_deref(),
+                s.last_handled_reconcile_at.as_deref(),
+                s.last_handled_cancel_wait_at.as_deref(),
+            ];
+            assert_eq!(got, handled, "{tokens}");
+        }
+    }
+
+    #[test]
+    fn a_new_desired_state_gets_fresh_retries() {
+        let attempted = |generation: i64, version: &str, digest: &str| {
+            let mut s = with(
+                &[(condition::STALLED, Truth::True, reason::RETRIES_EXCEEDED)],
+                (2, 0, 2),
+            );
+            s.last_attempted_generation = Some(generation);
+            s.last_attempted_revision = Some(version.into());
+            s.last_attempted_config_digest = Some(digest.into());
+            s
+        };
+        let same = desired().config_digest;
+        let cases = [
+            ("same desired state", attempted(3, "1.0.0", &same), false),
+            ("new generation", attempted(2, "1.0.0", &same), true),
+            ("new chart version", attempted(3, "0.9.0", &same), true),
+            ("new values", attempted(3, "1.0.0", "sha256:old"), true),
+            ("nothing attempted yet", HelmReleaseStatus::default(), true),
+        ];
+        for (what, mut s, fresh) in cases {
+            fresh_retries(&mut s, &desired(), Some(3));
+            let reset = counters(&s) == (0, 0, 0)
+                && !s.conditions.iter().any(|c| c.type_ == condition::STALLED);
+            assert_eq!(reset, fresh, "{what}");
+        }
+    }
+
+    #[test]
+    fn in_sync_keeps_the_reason_of_what_made_it_ready() {
+        let ready = |r: &str| {
+            let mut s = with(
+                &[
+                    (condition::READY, Truth::True, r),
+                    (condition::RECONCILING, Truth::True, reason::PROGRESSING),
+                    (condition::STALLED, Truth::True, reason::RETRIES_EXCEEDED),
+                ],
+                (0, 0, 0),
+            );
+            s.conditions[0].message = "what it said".into();
+            s
+        };
+        let not_ready = || {
+            with(
+                &[(condition::READY, Truth::False, reason::TEST_FAILED)],
+                (0, 0, 0),
+            )
+        };
+        // (status before, newest version, Ready reason and message after)
+        let cases = [
+            (
+                ready(reason::INSTALL_SUCCEEDED),
+                1,
+                reason::INSTALL_SUCCEEDED,
+                "what it said",
+            ),
+            (
+                ready(reason::TEST_SUCCEEDED),
+                2,
+                reason::TEST_SUCCEEDED,
+                "what it said",
+            ),
+            (
+                ready(reason::ROLLBACK_SUCCEEDED),
+                3,
+                reason::ROLLBACK_SUCCEEDED,
+                "what it said",
+            ),
+            (
+                ready(reason::UNLOCKED),
+                3,
+                reason::UPGRADE_SUCCEEDED,
+                "what it said",
+            ),
+            (
+                not_ready(),
+                1,
+                reason::INSTALL_SUCCEEDED,
+                "Helm release revision 1 is deployed",
+            ),
+            (
+                not_ready(),
+                4,
+                reason::UPGRADE_SUCCEEDED,
+                "Helm release revision 4 is deployed",
+            ),
+            (
+                HelmReleaseStatus::default(),
+                0,
+                reason::INSTALL_SUCCEEDED,
+                "Helm release revision 0 is deployed",
+            ),
+        ];
+        for (mut s, version, r, message) in cases {
+            let latest = (version > 0).then(|| stored(version, Status::Deployed, ""));
+            in_sync(&mut s, latest.as_ref(), Some(5));
+            assert_eq!(conditions(&s), [("Ready", "True", r)], "{r} v{version}");
+            assert_eq!(s.conditions[0].message, message);
+            assert_eq!(s.observed_generation, Some(5));
+        }
+    }
+
+    #[test]
+    fn a_stall_keeps_the_failure_that_caused_it_on_ready() {
+        let stall = reason::RETRIES_EXCEEDED;
+        // (Ready before, Ready reason after)
+        let cases = [
+            (
+                Some((Truth::False, reason::UPGRADE_FAILED)),
+                reason::UPGRADE_FAILED,
+            ),
+            (
+                Some((Truth::False, reason::TEST_FAILED)),
+                reason::TEST_FAILED,
+            ),
+            (Some((Truth::False, reason::PROGRESSING)), stall),
+            (Some((Truth::False, reason::DEPENDENCY_NOT_READY)), stall),
+            (Some((Truth::True, reason::UPGRADE_SUCCEEDED)), stall),
+            (None, stall),
+        ];
+        for (ready, after) in cases {
+            let mut s = with(
+                &[(condition::RECONCILING, Truth::True, reason::PROGRESSING)],
+                (1, 0, 1),
+            );
+            if let Some((truth, r)) = ready {
+                status::set(&mut s, condition::READY, truth, r, "before", Some(1));
+            }
+            nothing_more_to_try(&mut s, stall, "no retries are left", Some(2));
+            let mut got = conditions(&s);
+            got.sort_unstable();
+            assert_eq!(
+                got,
+                [("Ready", "False", after), ("Stalled", "True", stall)],
+                "{ready:?}"
+            );
+            assert_eq!(s.observed_generation, Some(2));
+        }
+    }
+
+    #[test]
+    fn observe_reads_the_newest_revision_and_the_rollback_target() {
+        let interrupted = crate::engine::actions::unlock::description(Status::PendingUpgrade);
+        // (history, newest version and status, interrupted, rollback target)
+        let cases = [
+            (vec![], None, false, None),
+            (
+                vec![stored(1, Status::Deployed, "Install complete")],
+                Some((1, Status::Deployed)),
+                false,
+                None,
+            ),
+            (
+                vec![
+                    stored(1, Status::Superseded, ""),
+                    stored(2, Status::Deployed, ""),
+                    stored(3, Status::Failed, "Upgrade \"a\" failed"),
+                ],
+                Some((3, Status::Failed)),
+                false,
+                Some(2),
+            ),
+            (
+                vec![
+                    stored(1, Status::Superseded, ""),
+                    stored(2, Status::Failed, ""),
+                    stored(3, Status::Failed, &interrupted),
+                ],
+                Some((3, Status::Failed)),
+                true,
+                Some(1),
+            ),
+            (
+                vec![stored(1, Status::Failed, ""), stored(2, Status::Failed, "")],
+                Some((2, Status::Failed)),
+                false,
+                None,
+            ),
+        ];
+        let hr = test_release("");
+        for (history, newest, was_interrupted, target) in cases {
+            let s = HelmReleaseStatus {
+                install_failures: 1,
+                upgrade_failures: 2,
+                last_attempted_release_action: Some(ReleaseAction::Upgrade),
+                ..HelmReleaseStatus::default()
+            };
+            let o = observe(&s, &hr, &history, &desired(), true);
+            let latest = o.latest.as_ref();
+            assert_eq!(latest.map(|l| (l.version, l.status)), newest);
+            assert_eq!(latest.is_some_and(|l| l.interrupted), was_interrupted);
+            // Stored with the desired chart and values: in sync.
+            assert!(latest.is_none_or(|l| l.config_digest == desired().config_digest));
+            assert_eq!(o.rollback_target, target, "{newest:?}");
+            assert_eq!((o.install_failures, o.upgrade_failures), (1, 2));
+            assert_eq!(o.last_action, Some(ReleaseAction::Upgrade));
+            assert!(o.force);
+        }
+    }
+
+    /// An install or upgrade failure as the worker goes through it: recorded by the
+    /// action, observed, planned; a stall recorded as the planner says.
+    #[test]
+    fn a_failure_is_remediated_while_retries_remain_then_stalls() {
+        use ReleaseAction::{Install, Upgrade};
+        let upgrade_history = || {
+            vec![
+                stored(1, Status::Superseded, ""),
+                stored(2, Status::Failed, "Upgrade \"a\" failed"),
+            ]
+        };
+        let install_history = || vec![stored(1, Status::Failed, "Install \"a\" failed")];
+        let retries_exceeded = |what: &str| Next::Stalled {
+            reason: reason::RETRIES_EXCEEDED,
+            message: format!(
+                "{what} failed 1 time(s) and no retries are left; change the spec or set the resetAt annotation to try again"
+            ),
+        };
+        // (spec, action, history, counters before, next, Ready and Stalled reasons after)
+        let cases = [
+            (
+                "upgrade: {remediation: {retries: 1}}",
+                Upgrade,
+                upgrade_history(),
+                (0, 0, 0),
+                Next::Rollback { to: 1 },
+                (reason::UPGRADE_FAILED, None),
+            ),
+            (
+                // The last failure is remediated too, as retries are configured.
+                "upgrade: {remediation: {retries: 1}}",
+                Upgrade,
+                upgrade_history(),
+                (1, 0, 1),
+                Next::Rollback { to: 1 },
+                (reason::UPGRADE_FAILED, None),
+            ),
+            (
+                "upgrade: {remediation: {retries: -1}}",
+                Upgrade,
+                upgrade_history(),
+                (9, 0, 9),
+                Next::Rollback { to: 1 },
+                (reason::UPGRADE_FAILED, None),
+            ),
+            (
+                "",
+                Upgrade,
+                upgrade_history(),
+                (0, 0, 0),
+                retries_exceeded("upgrade"),
+                (reason::UPGRADE_FAILED, Some(reason::RETRIES_EXCEEDED)),
+            ),
+            (
+                "install: {remediation: {retries: 2}}",
+                Install,
+                install_history(),
+                (0, 0, 0),
+                Next::Uninstall,
+                (reason::INSTALL_FAILED, None),
+            ),
+            (
+                "",
+                Install,
+                install_history(),
+                (0, 0, 0),
+                retries_exceeded("install"),
+                (reason::INSTALL_FAILED, Some(reason::RETRIES_EXCEEDED)),
+            ),
+        ];
+        for (spec, action, history, before, next, (ready, stalled)) in cases {
+            let hr = test_release(spec);
+            let mut s = with(&[], before);
+            s.last_attempted_release_action = Some(action);
+            let failed_reason = if action == Install {
+                reason::INSTALL_FAILED
+            } else {
+                reason::UPGRADE_FAILED
+            };
+            let failure = Outcome::Failed {
+                reason: failed_reason,
+                message: "it broke".into(),
+            };
+            install_or_upgrade::record(&mut s, &failure, Some(1));
+            let planned = plan::next(&observe(&s, &hr, &history, &desired(), false));
+            assert_eq!(planned, next, "{spec} {action:?} {before:?}");
+            if let Next::Stalled { reason: r, message } = &planned {
+                nothing_more_to_try(&mut s, r, message, Some(1));
+            }
+            let reason_of = |type_: &str| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == type_)
+                    .map(|c| c.reason.as_str())
+            };
+            assert_eq!(reason_of(condition::READY), Some(ready), "{spec}");
+            assert_eq!(reason_of(condition::STALLED), stalled, "{spec}");
+        }
+    }
+
+    /// Failed tests count against the retries either way; `test.ignoreFailures` decides
+    /// whether they are remediated or the release is left in sync.
+    #[test]
+    fn failed_tests_are_remediated_unless_ignored() {
+        let mut tested = stored(2, Status::Deployed, "Upgrade complete");
+        tested.hooks = vec![crate::release::Hook {
+            events: vec![crate::release::hook_event::TEST.into()],
+            last_run: crate::release::HookExecution {
+                phase: crate::release::HookPhase::Failed,
+                ..Default::default()
+            },
+            ..Default::default()
+        }];
+        let history = vec![stored(1, Status::Superseded, ""), tested];
+        let cases = [
+            ("test: {enable: true}", Next::Rollback { to: 1 }),
+            ("test: {enable: true, ignoreFailures: true}", Next::InSync),
+        ];
+        for (spec, next) in cases {
+            let hr = test_release(&format!("{spec}, upgrade: {{remediation: {{retries: 3}}}}"));
+            let mut s = with(&[], (0, 0, 0));
+            s.last_attempted_release_action = Some(ReleaseAction::Upgrade);
+            let failure = Outcome::Failed {
+                reason: reason::TEST_FAILED,
+                message: "it broke".into(),
+            };
+            crate::engine::actions::test::record(&mut s, &failure, Some(1));
+            assert_eq!(counters(&s), (1, 0, 1), "{spec}");
+            let planned = plan::next(&observe(&s, &hr, &history, &desired(), false));
+            assert_eq!(planned, next, "{spec}");
+        }
+    }
+}

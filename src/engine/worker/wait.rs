@@ -1,0 +1,414 @@
+//! The health check of a revision (DESIGN §4): the one step that can be cancelled. While
+//! it runs the worker keeps reading its inbox, so an operator's cancel, a deletion or a
+//! newer desired state reaches the wait at once; a newer desired state is prepared first
+//! and the wait is cancelled only once it is ready to apply.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::events::EventType;
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::desired::{Candidate, prepare_candidate};
+use super::triggers::{new_token, values_source_events};
+use super::{Msg, Run};
+use crate::api::{WaitStatus, annotations};
+use crate::engine::handle::{Command, Phase, WaitView};
+use crate::engine::status::{self, Truth, condition, reason};
+use crate::health::{self, Progress, Target};
+use crate::release::Release;
+
+pub enum WaitEnd {
+    Ready,
+    Failed(String),
+    Canceled {
+        by_operator: bool,
+        why: String,
+    },
+    /// The engine is shutting down (or lost the lease): the revision stays pending, and
+    /// the next engine unlocks it and applies the same desired state again.
+    Stopped,
+    /// The HelmRelease is being deleted: the revision is recorded failed (its outcome is
+    /// unknown) and the finalizer runs next. No failure is counted.
+    Abandoned(String),
+}
+
+/// Why the worker cancelled a running health check, as it saw it while the wait ran.
+#[derive(Default)]
+struct Interrupted {
+    /// The engine is stopping.
+    stopped: bool,
+    /// The HelmRelease is being deleted, or is gone.
+    abandoned: Option<String>,
+    /// By the operator (true), or superseded by a newer desired state (false).
+    canceled: Option<(bool, String)>,
+}
+
+impl Run<'_> {
+    /// The health check of a revision: watches its objects until ready, failed, timed
+    /// out or cancelled, publishing progress to front ends and to status.wait. While it
+    /// runs it watches for a newer desired state (spec, valuesFrom data, chart versions);
+    /// one that really differs is prepared first and the wait is cancelled only once it
+    /// is ready to apply.
+    pub async fn wait_for(&mut self, rel: &Release, timeout: Duration) -> crate::Result<WaitEnd> {
+        let refs = self
+            .ctx
+            .applier
+            .objects(&rel.manifest, &self.target_namespace)
+            .await?;
+        let mut targets = Vec::with_capacity(refs.len());
+        for r in refs {
+            if let Some((resource, namespaced)) = self
+                .ctx
+                .applier
+                .find_resource(&r.api_version, &r.kind)
+                .await?
+            {
+                targets.push(Target {
+                    resource,
+                    namespace: if namespaced {
+                        r.namespace.clone()
+                    } else {
+                        None
+                    },
+                    name: r.name.clone(),
+                });
+            }
+        }
+        let started = Timestamp::now();
+        let deadline_at = started + timeout;
+        let deadline = Instant::now() + timeout;
+        self.status.wait = Some(WaitStatus {
+            revision: rel.version,
+            started_at: Time(started),
+            deadline: Time(deadline_at),
+            ready: 0,
+            total: targets.len() as i32,
+        });
+        self.write_status().await;
+        {
+            let mut live = self.live.lock().unwrap();
+            live.phase = Phase::Waiting;
+            live.wait = Some(WaitView {
+                revision: rel.version,
+                started_at: started,
+                deadline: deadline_at,
+                progress: Progress {
+                    total: targets.len(),
+                    ..Progress::default()
+                },
+            });
+            self.publish(&live);
+        }
+
+        let token = CancellationToken::new();
+        let (progress_tx, mut progress_rx) = watch::channel(Progress::default());
+        let client = self.ctx.client.clone();
+        let health_check = self.hr.spec.health_check.clone().unwrap_or_default();
+        let options = health::WaitOptions {
+            fail_fast: health_check.fail_fast,
+            started_at: started,
+            strictness: health::Strictness {
+                load_balancer_address: health_check.wait_for_load_balancer_address,
+            },
+            ..health::WaitOptions::default()
+        };
+        let wait = health::wait(&client, &targets, deadline, &token, &options, |p| {
+            progress_tx.send_replace(p.clone());
+        });
+        tokio::pin!(wait);
+
+        // Superseding: what to compare a newer desired state against, and its sources.
+        let supersede = self.ctx.cancel_on_new_revision
+            && self
+                .hr
+                .spec
+                .health_check
+                .clone()
+                .unwrap_or_default()
+                .cancel_on_new_revision;
+        let ctx = self.ctx;
+        let mut sources = if supersede {
+            values_source_events(ctx, &self.hr, &self.desired_sources)
+        } else {
+            futures::stream::select_all(Vec::new())
+        };
+        let mut chart_poll =
+            tokio::time::interval_at(Instant::now() + ctx.chart_poll, ctx.chart_poll);
+        let polls_chart = supersede && self.hr.spec.chart.repository.is_some();
+        type Check<'c> = std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<Candidate, String>> + Send + 'c>,
+        >;
+        let mut check: Option<(Check<'_>, String)> = None;
+        let mut again: Option<String> = None;
+        let mut last_generation = self.hr.metadata.generation;
+
+        let mut interrupted = Interrupted::default();
+        let outcome = loop {
+            // Start a pending check when none runs.
+            if check.is_none()
+                && let Some(trigger) = again.take()
+            {
+                let hr = self.inbox.newest.clone();
+                check = Some((Box::pin(prepare_candidate(ctx, hr, rel)), trigger));
+            }
+            tokio::select! {
+                outcome = &mut wait => break outcome,
+                Ok(()) = progress_rx.changed() => {
+                    let p = progress_rx.borrow_and_update().clone();
+                    let changed_count = self.status.wait.as_ref().is_some_and(|w| w.ready != p.ready as i32);
+                    if let Some(w) = self.status.wait.as_mut() {
+                        w.ready = p.ready as i32;
+                        w.total = p.total as i32;
+                    }
+                    {
+                        let mut live = self.live.lock().unwrap();
+                        if let Some(w) = live.wait.as_mut() {
+                            w.progress = p;
+                        }
+                        self.publish(&live);
+                    }
+                    if changed_count {
+                        self.write_status().await;
+                    }
+                }
+                result = async { check.as_mut().expect("guarded").0.as_mut().await }, if check.is_some() => {
+                    let (_, trigger) = check.take().expect("guarded");
+                    match result {
+                        Ok(candidate) if candidate.prepared.digest() != self.desired_digest => {
+                            let why = format!(
+                                "superseded by a newer desired state ({trigger}): chart {}@{}, values {}",
+                                candidate.prepared.resolved.name,
+                                candidate.prepared.resolved.version,
+                                short(&candidate.prepared.values.digest),
+                            );
+                            self.inbox.candidate = Some(candidate);
+                            interrupted.canceled = Some((false, why));
+                            token.cancel();
+                        }
+                        // Same desired state: a spurious trigger; the wait goes on.
+                        Ok(_) => tracing::debug!(release = %self.key, %trigger, "trigger without a new desired state"),
+                        Err(e) => {
+                            // A fix that cannot be prepared leaves the running wait alone.
+                            let message = format!("waiting for revision {}; the newer desired state ({trigger}) cannot be applied: {e}", rel.version);
+                            status::set(&mut self.status, condition::READY, Truth::Unknown, reason::PROGRESSING, &message, self.hr.metadata.generation);
+                            self.write_status().await;
+                            self.event(EventType::Warning, reason::ARTIFACT_FAILED, "Wait", message).await;
+                        }
+                    }
+                }
+                Some(changed) = futures::StreamExt::next(&mut sources), if supersede => {
+                    again = Some(changed);
+                }
+                _ = chart_poll.tick(), if polls_chart => {
+                    again.get_or_insert_with(|| "chart repository checked for new versions".into());
+                }
+                msg = self.inbox.rx.recv() => match msg {
+                    // Deleting the HelmRelease ends the wait at once so the uninstall (or,
+                    // when suspended, the release of the object) is not held up by it.
+                    Some(Msg::Updated(hr)) if hr.metadata.deletion_timestamp.is_some() => {
+                        interrupted.abandoned = Some("health check canceled: the HelmRelease is being deleted".into());
+                        token.cancel();
+                        self.inbox.newest = hr;
+                    }
+                    Some(Msg::Deleted) => {
+                        self.inbox.deleted = true;
+                        interrupted.abandoned = Some("health check canceled: the HelmRelease was deleted".into());
+                        token.cancel();
+                    }
+                    Some(Msg::Updated(hr)) => {
+                        if let Some(t) = new_token(&hr, annotations::CANCEL_WAIT_AT, self.status.last_handled_cancel_wait_at.as_deref())
+                            && self.inbox.handled_cancel.as_deref() != Some(t.as_str())
+                        {
+                            self.status.last_handled_cancel_wait_at = Some(t);
+                            interrupted.canceled = Some((true, "health check canceled by operator".into()));
+                            token.cancel();
+                        }
+                        if supersede {
+                            if hr.metadata.generation != last_generation {
+                                last_generation = hr.metadata.generation;
+                                again = Some(format!("generation {}", last_generation.unwrap_or_default()));
+                            } else if let Some(t) = new_token(&hr, annotations::RECONCILE_REQUESTED_AT, self.status.last_handled_reconcile_at.as_deref()) {
+                                self.status.last_handled_reconcile_at = Some(t.clone());
+                                again = Some(format!("reconcile requested at {t}"));
+                            }
+                        }
+                        self.inbox.newest = hr;
+                    }
+                    // The same token may already have arrived through the watch (the
+                    // annotation is written before the command is sent): handle it once.
+                    Some(Msg::Command(Command::CancelWait(_), t))
+                        if self.status.last_handled_cancel_wait_at.as_deref() != Some(t.as_str()) =>
+                    {
+                        self.status.last_handled_cancel_wait_at = Some(t.clone());
+                        self.inbox.handled_cancel = Some(t);
+                        interrupted.canceled = Some((true, "health check canceled by operator".into()));
+                        token.cancel();
+                    }
+                    Some(Msg::Command(..)) => {}
+                    // The engine is going away; leave the revision pending for the next one.
+                    None => {
+                        interrupted.stopped = true;
+                        token.cancel();
+                    }
+                },
+                () = self.stop.cancelled(), if !token.is_cancelled() => {
+                    interrupted.stopped = true;
+                    token.cancel();
+                }
+            }
+        };
+        self.status.wait = None;
+        self.set_phase(Phase::Idle);
+        Ok(end(outcome, timeout, interrupted))
+    }
+}
+
+/// How a wait ended: the health check's outcome, and for a cancelled one, why the worker
+/// cancelled it (a stopping engine first, then a deletion, then an operator or a newer
+/// desired state).
+fn end(outcome: health::Outcome, timeout: Duration, interrupted: Interrupted) -> WaitEnd {
+    match outcome {
+        health::Outcome::Ready => WaitEnd::Ready,
+        health::Outcome::TimedOut(p) => WaitEnd::Failed(format!(
+            "timed out after {} waiting for {}",
+            crate::api::Duration(timeout),
+            p.pending
+                .iter()
+                .map(|(o, why)| format!("{o} ({why})"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        health::Outcome::Failed { object, reason } => {
+            WaitEnd::Failed(format!("{object}: {reason}"))
+        }
+        health::Outcome::Canceled if interrupted.stopped => WaitEnd::Stopped,
+        health::Outcome::Canceled if interrupted.abandoned.is_some() => {
+            WaitEnd::Abandoned(interrupted.abandoned.unwrap_or_default())
+        }
+        health::Outcome::Canceled => {
+            let (by_operator, why) = interrupted.canceled.unwrap_or((false, "canceled".into()));
+            WaitEnd::Canceled { by_operator, why }
+        }
+    }
+}
+
+fn short(digest: &str) -> &str {
+    let hex = digest.strip_prefix("sha256:").unwrap_or(digest);
+    &hex[..hex.len().min(12)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn canceled(interrupted: Interrupted) -> WaitEnd {
+        end(health::Outcome::Canceled, Duration::ZERO, interrupted)
+    }
+
+    #[test]
+    fn a_wait_ends_as_its_health_check_did() {
+        let timed_out = health::Outcome::TimedOut(Progress {
+            ready: 1,
+            total: 3,
+            pending: vec![
+                ("Deployment/web".into(), "1/2 updated".into()),
+                ("Job/migrate".into(), "not complete".into()),
+            ],
+        });
+        let failed = health::Outcome::Failed {
+            object: "Deployment/web".into(),
+            reason: "ProgressDeadlineExceeded".into(),
+        };
+        let cases = [
+            (health::Outcome::Ready, None),
+            (
+                timed_out,
+                Some(
+                    "timed out after 5m waiting for Deployment/web (1/2 updated), Job/migrate (not complete)",
+                ),
+            ),
+            (failed, Some("Deployment/web: ProgressDeadlineExceeded")),
+        ];
+        for (outcome, failure) in cases {
+            let what = format!("{outcome:?}");
+            match end(outcome, Duration::from_secs(300), Interrupted::default()) {
+                WaitEnd::Ready => assert_eq!(failure, None, "{what}"),
+                WaitEnd::Failed(why) => assert_eq!(Some(why.as_str()), failure, "{what}"),
+                _ => panic!("{what}: neither ready nor failed"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_cancelled_wait_says_who_cancelled_it_stopping_first() {
+        let operator = || Some((true, "health check canceled by operator".to_owned()));
+        let deleted = || Some("the HelmRelease was deleted".to_owned());
+        // (stopped, abandoned, canceled) → Stopped / Abandoned(why) / Canceled(by_operator, why)
+        let cases: Vec<(Interrupted, &str)> = vec![
+            (
+                Interrupted {
+                    stopped: true,
+                    abandoned: deleted(),
+                    canceled: operator(),
+                },
+                "stopped",
+            ),
+            (
+                Interrupted {
+                    abandoned: deleted(),
+                    canceled: operator(),
+                    ..Interrupted::default()
+                },
+                "abandoned: the HelmRelease was deleted",
+            ),
+            (
+                Interrupted {
+                    canceled: operator(),
+                    ..Interrupted::default()
+                },
+                "canceled by operator: health check canceled by operator",
+            ),
+            (
+                Interrupted {
+                    canceled: Some((false, "superseded".into())),
+                    ..Interrupted::default()
+                },
+                "superseded: superseded",
+            ),
+            (Interrupted::default(), "superseded: canceled"),
+        ];
+        for (interrupted, expected) in cases {
+            let got = match canceled(interrupted) {
+                WaitEnd::Stopped => "stopped".to_owned(),
+                WaitEnd::Abandoned(why) => format!("abandoned: {why}"),
+                WaitEnd::Canceled {
+                    by_operator: true,
+                    why,
+                } => format!("canceled by operator: {why}"),
+                WaitEnd::Canceled {
+                    by_operator: false,
+                    why,
+                } => format!("superseded: {why}"),
+                WaitEnd::Ready | WaitEnd::Failed(_) => "not cancelled".to_owned(),
+            };
+            assert_eq!(got, expected);
+        }
+    }
+
+    #[test]
+    fn digests_are_shortened_for_messages() {
+        let cases = [
+            ("sha256:0123456789abcdef", "0123456789ab"),
+            ("0123456789abcdef", "0123456789ab"),
+            ("sha256:abc", "abc"),
+            ("", ""),
+        ];
+        for (digest, shown) in cases {
+            assert_eq!(short(digest), shown, "{digest}");
+        }
+    }
+}
