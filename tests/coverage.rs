@@ -8,7 +8,6 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -17,8 +16,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
+use support::controller::Controller;
 use support::engine::{self as eng, condition, set_values, wait_for, webapp};
-use support::{PATIENCE, TestNamespace, client, install_crd, kubeconfig_path, testbin};
+use support::{PATIENCE, TestNamespace, client, install_crd};
 use wheelhouse::api::HelmRelease;
 use wheelhouse::client::Scope;
 use wheelhouse::engine::{self, Coverage, EngineHandle, Role, SHARD_LABEL};
@@ -56,60 +56,14 @@ fn ready(hr: &HelmRelease) -> bool {
     condition(hr, "Ready").is_some_and(|(s, _)| s == "True")
 }
 
-/// `wheelhouse controller` as a child process, killed when dropped.
-struct Controller {
-    child: Child,
-    log: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Controller {
-    fn start(ns: &str, shard: Option<&str>) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("controller.log");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_wheelhouse"));
-        cmd.arg("controller")
-            .args(["--namespace", ns, "--lease-namespace", ns])
-            .arg("--kubeconfig")
-            .arg(kubeconfig_path())
-            .arg("--chart-cache")
-            .arg(dir.path().join("charts"));
-        if let Some(shard) = shard {
-            cmd.args(["--shard", shard]);
-        }
-        let child = cmd
-            .env("WHEELHOUSE_HELM", testbin().join("helm"))
-            .env("WHEELHOUSE_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("wheelhouse controller starts");
-        Self {
-            child,
-            log,
-            _dir: dir,
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-}
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test]
 async fn two_shards_and_an_unsharded_controller_each_reconcile_only_their_releases() {
     let (client, ns, api) = setup("cov-shards").await;
+    let scope = ["--namespace", &ns.name, "--lease-namespace", &ns.name];
     let controllers = [
-        Controller::start(&ns.name, None),
-        Controller::start(&ns.name, Some("a")),
-        Controller::start(&ns.name, Some("b")),
+        Controller::start(&scope),
+        Controller::start(&[&scope[..], &["--shard", "a"]].concat()),
+        Controller::start(&[&scope[..], &["--shard", "b"]].concat()),
     ];
     let releases = [
         ("plain-1", None),

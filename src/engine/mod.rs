@@ -156,6 +156,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     );
     ctx.cancel_on_new_revision = config.cancel_on_new_revision;
     ctx.chart_poll = config.chart_poll;
+    ctx.metrics = config.metrics.clone();
     let ctx = Arc::new(ctx);
     let coverage = config.coverage.clone();
     let dispatcher = Dispatcher {

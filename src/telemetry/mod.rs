@@ -126,13 +126,13 @@ impl Metrics {
         });
         registry.register(
             "gotk_reconcile_duration_seconds",
-            "The duration in seconds of a HelmRelease reconcile (as Flux's).",
+            "The duration in seconds of a HelmRelease reconcile (as Flux's)",
             reconcile_duration.clone(),
         );
         let reconciles = Family::<ResultLabels, Counter>::default();
         registry.register(
             "controller_runtime_reconcile",
-            "Reconciles by result (success, failure of an action, error).",
+            "Reconciles by result (success, failure of an action, error)",
             reconciles.clone(),
         );
         let wait_duration = Family::<OutcomeLabels, Histogram>::new_with_constructor(|| {
@@ -140,37 +140,37 @@ impl Metrics {
         });
         registry.register(
             "wheelhouse_wait_duration_seconds",
-            "Health-check waits by how they ended (ready, failed, timeout, canceled, stopped).",
+            "Health-check waits by how they ended (ready, failed, timeout, canceled, stopped)",
             wait_duration.clone(),
         );
         let cancellations = Family::<TriggerLabels, Counter>::default();
         registry.register(
             "wheelhouse_wait_cancellations",
-            "Health-check waits cancelled, by trigger (new_revision, operator, deleted).",
+            "Health-check waits cancelled, by trigger (new_revision, operator, deleted)",
             cancellations.clone(),
         );
         let fail_fast = Family::<ReasonLabels, Counter>::default();
         registry.register(
             "wheelhouse_fail_fast",
-            "Waits ended early because they could no longer succeed, by pod reason.",
+            "Waits ended early because they could no longer succeed, by pod reason",
             fail_fast.clone(),
         );
         let fix_applied = Histogram::new(duration_buckets());
         registry.register(
             "wheelhouse_trigger_to_fix_applied_seconds",
-            "From the event that superseded a running wait to the start of the new apply.",
+            "From the event that superseded a running wait to the start of the new apply",
             fix_applied.clone(),
         );
         let queue_depth = Gauge::default();
         registry.register(
             "wheelhouse_queue_depth",
-            "Reconciles waiting for a render slot (--concurrent).",
+            "Reconciles waiting for a render slot (--concurrent)",
             queue_depth.clone(),
         );
         let in_flight = Gauge::default();
         registry.register(
             "wheelhouse_reconciles_in_flight",
-            "Reconciles running now.",
+            "Reconciles running now",
             in_flight.clone(),
         );
         Self {

@@ -202,6 +202,9 @@ pub async fn install_or_upgrade(
     } else {
         Phase::Installing
     });
+    if let Some(at) = run.fix_triggered_at.take() {
+        run.ctx.metrics.fix_applied(at.elapsed());
+    }
 
     let timeout = spec.timeout.as_std();
     let steps = async {

@@ -34,6 +34,7 @@ pub struct Context {
     pub cancel_on_new_revision: bool,
     /// How often a running wait asks a chart repository for a newer version.
     pub chart_poll: Duration,
+    pub metrics: crate::telemetry::Metrics,
 }
 
 impl Context {
@@ -55,6 +56,7 @@ impl Context {
             live,
             cancel_on_new_revision: true,
             chart_poll: Duration::from_secs(15),
+            metrics: crate::telemetry::Metrics::new(),
         }
     }
 }
@@ -93,6 +95,9 @@ pub struct Run<'a> {
     /// The desired state this reconcile works towards, and where its values came from.
     pub(super) desired_digest: String,
     pub(super) desired_sources: Vec<crate::values::ValuesSourceRef>,
+    /// When the event arrived whose desired state this reconcile applies, if it
+    /// superseded a wait (for the trigger-to-fix metric).
+    pub fix_triggered_at: Option<tokio::time::Instant>,
 }
 
 impl Run<'_> {

@@ -54,6 +54,8 @@ pub struct Candidate {
     pub prepared: Prepared,
     pub rendered: Rendered,
     pub generation: Option<i64>,
+    /// When the event that led to it arrived.
+    pub triggered_at: Option<tokio::time::Instant>,
 }
 
 /// Resolves the chart and composes the values; an error carries the Ready reason.
@@ -110,6 +112,7 @@ pub(super) async fn prepare_candidate(
         prepared,
         rendered,
         generation: hr.metadata.generation,
+        triggered_at: None,
     })
 }
 

@@ -25,6 +25,7 @@ use kube::{Api, ResourceExt};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 pub use context::{Context, Run};
 pub use desired::{Candidate, Prepared, render};
@@ -34,6 +35,7 @@ use super::handle::{Command, LiveState, ReleaseKey};
 use super::status::{self, Truth, condition, reason};
 use crate::api::{FINALIZER, HelmRelease, HelmReleaseStatus};
 use crate::release::Storage;
+use crate::telemetry::ReconcileResult;
 use triggers::Trigger;
 
 /// What reaches a worker.
@@ -102,7 +104,18 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
         }
         let hr = inbox.newest.clone();
         last = Some(Trigger::of(&hr));
-        let requeue = reconcile_once(&ctx, &key, hr, &mut inbox, &stop).await;
+        let span =
+            tracing::info_span!("reconcile", release = %key, generation = hr.metadata.generation);
+        ctx.metrics.in_flight.inc();
+        let started = std::time::Instant::now();
+        let (requeue, result) = reconcile_once(&ctx, &key, hr, &mut inbox, &stop)
+            .instrument(span)
+            .await;
+        ctx.metrics.in_flight.dec();
+        if let Some(result) = result {
+            ctx.metrics
+                .reconciled(&key.namespace, &key.name, started.elapsed(), result);
+        }
         ctx.live.send_modify(|m| {
             Arc::make_mut(m).insert(key.clone(), LiveState::default());
         });
@@ -120,14 +133,15 @@ const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
 /// Retry of the finalizer's bookkeeping (not of an action, which backs off).
 const RETRY: Duration = Duration::from_secs(10);
 
-/// One look at a release: finalize it, or reconcile it; then when to look again.
+/// One look at a release: finalize it, or reconcile it; then when to look again, and how
+/// it went (none: the engine stopped it midway).
 async fn reconcile_once(
     ctx: &Context,
     key: &ReleaseKey,
     hr: Arc<HelmRelease>,
     inbox: &mut Inbox,
     stop: &CancellationToken,
-) -> Duration {
+) -> (Duration, Option<ReconcileResult>) {
     let api: Api<HelmRelease> = Api::namespaced(ctx.client.clone(), &key.namespace);
     let mut run = Run {
         ctx,
@@ -147,20 +161,40 @@ async fn reconcile_once(
         live: Mutex::new(LiveState::default()),
         desired_digest: String::new(),
         desired_sources: Vec::new(),
+        fix_triggered_at: None,
     };
     if hr.metadata.deletion_timestamp.is_some() {
-        return finalize::finalize(&mut run).await;
+        return (
+            finalize::finalize(&mut run).await,
+            Some(ReconcileResult::Success),
+        );
     }
     if !hr.finalizers().iter().any(|f| f == FINALIZER)
         && let Err(e) = finalize::add_finalizer(&run).await
     {
         tracing::warn!(release = %key, error = %e, "cannot add finalizer");
-        return RETRY;
+        return (RETRY, Some(ReconcileResult::Error));
     }
-    let requeue = match reconcile::reconcile_release(&mut run).await {
-        Ok(requeue) => requeue,
+    let (requeue, result) = match reconcile::reconcile_release(&mut run).await {
+        // An action that failed counts as a failure even when the reconcile goes on at
+        // once to remediate it: Ready says how it ended.
+        Ok(requeue) => {
+            let ready = run
+                .status
+                .conditions
+                .iter()
+                .find(|c| c.type_ == condition::READY);
+            let failed =
+                matches!(requeue, Requeue::Failed) || ready.is_some_and(|c| c.status == "False");
+            let result = if failed {
+                ReconcileResult::Failure
+            } else {
+                ReconcileResult::Success
+            };
+            (requeue, result)
+        }
         // Nothing to record: the status keeps saying what was running, as after a kill.
-        Err(crate::Error::Stopped) => return NEVER,
+        Err(crate::Error::Stopped) => return (NEVER, None),
         Err(e) => {
             let generation = hr.metadata.generation;
             status::set(
@@ -173,12 +207,12 @@ async fn reconcile_once(
             );
             run.write_status().await;
             tracing::warn!(release = %key, error = %e, "reconcile failed");
-            Requeue::Failed
+            (Requeue::Failed, ReconcileResult::Error)
         }
     };
     run.inbox.last_status = Some(run.status.clone());
     let interval = hr.spec.interval.as_std();
-    match requeue {
+    let after = match requeue {
         Requeue::After(d) => {
             run.inbox.failing = 0;
             d
@@ -187,7 +221,8 @@ async fn reconcile_once(
             run.inbox.failing = run.inbox.failing.saturating_add(1);
             backoff(run.inbox.failing, interval)
         }
-    }
+    };
+    (after, Some(result))
 }
 
 /// When a release is looked at next.

@@ -60,7 +60,10 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         .take()
         .filter(|c| c.generation == generation);
     let (prepared, mut rendered) = match candidate {
-        Some(c) => (Ok(c.prepared), Some(c.rendered)),
+        Some(c) => {
+            run.fix_triggered_at = c.triggered_at;
+            (Ok(c.prepared), Some(c.rendered))
+        }
         None => (prepare(run.ctx, &hr).await, None),
     };
     let prepared = match prepared {

@@ -10,6 +10,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::EventType;
 use tokio::sync::watch;
 use tokio::time::Instant;
+
+use crate::telemetry::CancelTrigger;
 use tokio_util::sync::CancellationToken;
 
 use super::desired::{Candidate, prepare_candidate};
@@ -79,6 +81,7 @@ impl Run<'_> {
             }
         }
         let started = Timestamp::now();
+        let waited_since = std::time::Instant::now();
         let deadline_at = started + timeout;
         let deadline = Instant::now() + timeout;
         self.status.wait = Some(WaitStatus {
@@ -142,18 +145,19 @@ impl Run<'_> {
         type Check<'c> = std::pin::Pin<
             Box<dyn std::future::Future<Output = Result<Candidate, String>> + Send + 'c>,
         >;
-        let mut check: Option<(Check<'_>, String)> = None;
-        let mut again: Option<String> = None;
+        // A pending trigger, and when it arrived (for the trigger-to-fix metric).
+        let mut check: Option<(Check<'_>, String, Instant)> = None;
+        let mut again: Option<(String, Instant)> = None;
         let mut last_generation = self.hr.metadata.generation;
 
         let mut interrupted = Interrupted::default();
         let outcome = loop {
             // Start a pending check when none runs.
             if check.is_none()
-                && let Some(trigger) = again.take()
+                && let Some((trigger, at)) = again.take()
             {
                 let hr = self.inbox.newest.clone();
-                check = Some((Box::pin(prepare_candidate(ctx, hr, rel)), trigger));
+                check = Some((Box::pin(prepare_candidate(ctx, hr, rel)), trigger, at));
             }
             tokio::select! {
                 outcome = &mut wait => break outcome,
@@ -176,9 +180,10 @@ impl Run<'_> {
                     }
                 }
                 result = async { check.as_mut().expect("guarded").0.as_mut().await }, if check.is_some() => {
-                    let (_, trigger) = check.take().expect("guarded");
+                    let (_, trigger, at) = check.take().expect("guarded");
                     match result {
-                        Ok(candidate) if candidate.prepared.digest() != self.desired_digest => {
+                        Ok(mut candidate) if candidate.prepared.digest() != self.desired_digest => {
+                            candidate.triggered_at = Some(at);
                             let why = format!(
                                 "superseded by a newer desired state ({trigger}): chart {}@{}, values {}",
                                 candidate.prepared.resolved.name,
@@ -201,10 +206,10 @@ impl Run<'_> {
                     }
                 }
                 Some(changed) = futures::StreamExt::next(&mut sources), if supersede => {
-                    again = Some(changed);
+                    again = Some((changed, Instant::now()));
                 }
                 _ = chart_poll.tick(), if polls_chart => {
-                    again.get_or_insert_with(|| "chart repository checked for new versions".into());
+                    again.get_or_insert_with(|| ("chart repository checked for new versions".into(), Instant::now()));
                 }
                 msg = self.inbox.rx.recv() => match msg {
                     // Deleting the HelmRelease ends the wait at once so the uninstall (or,
@@ -230,10 +235,10 @@ impl Run<'_> {
                         if supersede {
                             if hr.metadata.generation != last_generation {
                                 last_generation = hr.metadata.generation;
-                                again = Some(format!("generation {}", last_generation.unwrap_or_default()));
+                                again = Some((format!("generation {}", last_generation.unwrap_or_default()), Instant::now()));
                             } else if let Some(t) = new_token(&hr, annotations::RECONCILE_REQUESTED_AT, self.status.last_handled_reconcile_at.as_deref()) {
                                 self.status.last_handled_reconcile_at = Some(t.clone());
-                                again = Some(format!("reconcile requested at {t}"));
+                                again = Some((format!("reconcile requested at {t}"), Instant::now()));
                             }
                         }
                         self.inbox.newest = hr;
@@ -263,7 +268,30 @@ impl Run<'_> {
         };
         self.status.wait = None;
         self.set_phase(Phase::Idle);
-        Ok(end(outcome, timeout, interrupted))
+        let metrics = &self.ctx.metrics;
+        if let health::Outcome::Failed { reason, .. } = &outcome {
+            metrics.failed_fast(fail_fast_reason(reason));
+        }
+        let ended = end(outcome, timeout, interrupted);
+        let (result, trigger) = match &ended {
+            WaitEnd::Ready => ("ready", None),
+            WaitEnd::Failed(why) if why.starts_with("timed out") => ("timeout", None),
+            WaitEnd::Failed(_) => ("failed", None),
+            WaitEnd::Stopped => ("stopped", None),
+            WaitEnd::Abandoned(_) => ("canceled", Some(CancelTrigger::Deleted)),
+            WaitEnd::Canceled {
+                by_operator: true, ..
+            } => ("canceled", Some(CancelTrigger::Operator)),
+            WaitEnd::Canceled { .. } => ("canceled", Some(CancelTrigger::NewRevision)),
+        };
+        metrics.wait_ended(
+            std::time::Instant::now().duration_since(waited_since),
+            result,
+        );
+        if let Some(trigger) = trigger {
+            metrics.wait_canceled(trigger);
+        }
+        Ok(ended)
     }
 }
 
@@ -294,6 +322,15 @@ fn end(outcome: health::Outcome, timeout: Duration, interrupted: Interrupted) ->
             WaitEnd::Canceled { by_operator, why }
         }
     }
+}
+
+/// The pod reason a fail-fast verdict names (`CrashLoopBackOff`, `ImagePullBackOff`...),
+/// as a metric label: its first word.
+fn fail_fast_reason(reason: &str) -> &str {
+    reason
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .find(|w| !w.is_empty())
+        .unwrap_or("unknown")
 }
 
 fn short(digest: &str) -> &str {

@@ -1,0 +1,51 @@
+//! `wheelhouse controller` as a child process against the local control plane, killed
+//! when dropped; its structured log is kept for assertions and failure messages.
+
+use std::process::{Child, Command, Stdio};
+
+use super::{kubeconfig_path, testbin};
+
+pub struct Controller {
+    child: Child,
+    log: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Controller {
+    /// Starts `wheelhouse controller` with `args` (and the test cluster's kubeconfig, the
+    /// pinned helm and a chart cache of its own).
+    pub fn start(args: &[&str]) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("controller.log");
+        let child = Command::new(env!("CARGO_BIN_EXE_wheelhouse"))
+            .arg("controller")
+            .args(args)
+            .arg("--kubeconfig")
+            .arg(kubeconfig_path())
+            .arg("--chart-cache")
+            .arg(dir.path().join("charts"))
+            .env("WHEELHOUSE_HELM", testbin().join("helm"))
+            .env("WHEELHOUSE_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("wheelhouse controller starts");
+        Self {
+            child,
+            log,
+            _dir: dir,
+        }
+    }
+
+    /// What it logged so far (JSON lines).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
