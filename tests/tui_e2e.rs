@@ -158,7 +158,7 @@ async fn dashboard_drives_releases() {
 
     let dash = Dashboard::start(&ns.name);
     dash.wait_for("the header with the engine running here", |s| {
-        s.contains("engine: running here") && s.contains(&ns.name)
+        s.contains("engine here: all ns") && s.contains(&ns.name)
     })
     .await;
     api.create(&PostParams::default(), &web).await.unwrap();

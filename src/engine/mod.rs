@@ -209,6 +209,9 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
 /// Below Kubernetes' default termination grace period of 30 s.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 
+/// The most often the views are rebuilt (a change reaches the screen within this).
+const PUBLISH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
+
 /// How often the API server is probed, and how long it may take to answer.
 const PROBE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -277,9 +280,18 @@ impl Dispatcher {
         let mut probe = tokio::time::interval(PROBE_EVERY);
         probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (mut watch_failing, mut probe_failing) = (false, false);
+        // The views are rebuilt at most once per PUBLISH_EVERY, however many events
+        // arrived: a list of thousands of releases costs one rebuild, not one per release.
+        let mut dirty = false;
+        let mut publish = tokio::time::interval(PUBLISH_EVERY);
+        publish.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 () = self.stop.cancelled() => break,
+                _ = publish.tick(), if dirty => {
+                    self.publish(&store);
+                    dirty = false;
+                }
                 event = events.next() => {
                     let Some(event) = event else { break };
                     // The watch failing (and recovering) is what the front ends show as
@@ -335,12 +347,12 @@ impl Dispatcher {
                         Err(e) => tracing::warn!(error = %e, "HelmRelease watch error"),
                     }
                     self.share_ownership(&store, &workers);
-                    self.publish(&store);
+                    dirty = true;
                 }
                 Some(event) = leases.next() => {
                     self.held.observe(event, &self.identity);
                     self.start_eligible(&store, &mut workers, term.as_ref());
-                    self.publish(&store);
+                    dirty = true;
                 }
                 Ok(()) = self.role.changed() => {
                     let leader = *self.role.borrow_and_update() == Role::Leader;
@@ -387,7 +399,7 @@ impl Dispatcher {
                                 t.0.child_token(),
                             );
                             term = Some(t);
-                            self.publish(&store);
+                            dirty = true;
                         }
                         (Some((t, tracker)), false) => {
                             tracing::info!(role = ?*self.role.borrow(), "not holding the engine lease: observing only");
@@ -402,7 +414,7 @@ impl Dispatcher {
                             workers.clear();
                             term = None;
                             self.share_ownership(&store, &workers);
-                            self.publish(&store);
+                            dirty = true;
                         }
                         _ => {}
                     }
@@ -425,12 +437,12 @@ impl Dispatcher {
                     // Namespace Leases also expire without any event.
                     if self.held.refresh(&self.identity) {
                         self.start_eligible(&store, &mut workers, term.as_ref());
-                        self.publish(&store);
+                        dirty = true;
                     }
                 }
                 Ok(()) = self.live.changed() => {
                     self.live.borrow_and_update();
-                    self.publish(&store);
+                    dirty = true;
                 }
             }
         }

@@ -58,6 +58,7 @@ pub(super) fn values_source_events(
 ) -> futures::stream::SelectAll<futures::stream::BoxStream<'static, String>> {
     use futures::StreamExt;
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use kube::api::PartialObjectMeta;
 
     let ns = hr.object_namespace();
     let streams = known.iter().map(|src| {
@@ -66,17 +67,19 @@ pub(super) fn values_source_events(
         let fields = format!("metadata.name={}", src.name);
         let config = watcher::Config::default().fields(&fields);
         let versions: futures::stream::BoxStream<'static, Option<String>> = match src.kind {
+            // Metadata only: the resourceVersion is all a trigger needs.
             crate::api::ValuesKind::ConfigMap => watcher(
-                Api::<ConfigMap>::namespaced(ctx.client.clone(), &ns),
+                Api::<PartialObjectMeta<ConfigMap>>::namespaced(ctx.client.clone(), &ns),
                 config,
             )
             .filter_map(|e| async move { version_of(e.ok()?) })
             .boxed(),
-            crate::api::ValuesKind::Secret => {
-                watcher(Api::<Secret>::namespaced(ctx.client.clone(), &ns), config)
-                    .filter_map(|e| async move { version_of(e.ok()?) })
-                    .boxed()
-            }
+            crate::api::ValuesKind::Secret => watcher(
+                Api::<PartialObjectMeta<Secret>>::namespaced(ctx.client.clone(), &ns),
+                config,
+            )
+            .filter_map(|e| async move { version_of(e.ok()?) })
+            .boxed(),
         };
         versions
             .filter_map(move |v| {
