@@ -112,7 +112,12 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
     if app.stale_for().is_some() {
         counts = format!("last known: {counts}");
     }
-    let mut title = format!(" Releases {} ", app.rows.len());
+    // The sort order sits in the top border, which has room for it at 80 columns.
+    let mut title = format!(
+        " Releases {} · {} ",
+        app.rows.len(),
+        sort_title(app.sort, app.reverse)
+    );
     if !app.filter.is_empty() {
         title.push_str(&format!("(filter: {}) ", app.filter));
     }
@@ -123,13 +128,7 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
         .borders(Borders::ALL)
         .border_style(t.base().fg(t.border))
         .title(Span::styled(title, t.header()))
-        .title_bottom(
-            Line::from(format!(
-                " {counts} · {} ",
-                sort_title(app.sort, app.reverse)
-            ))
-            .style(t.muted()),
-        );
+        .title_bottom(Line::from(format!(" {counts} ")).style(t.muted()));
     let inner = block.inner(area);
     f.render_widget(block, area);
     if app.rows.is_empty() {
