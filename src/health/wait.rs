@@ -7,10 +7,12 @@ use std::fmt;
 use std::time::Duration;
 
 use futures::StreamExt;
-use futures::stream::select_all;
+use futures::stream::{BoxStream, SelectAll, select_all};
 use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{ApiResource, DynamicObject};
+use kube::core::Selector;
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio::time::Instant;
@@ -116,22 +118,12 @@ pub async fn wait(
         watcher(api, config).map(move |event| (i, event)).boxed()
     });
     let mut events = select_all(streams);
-    // And one pod watch per namespace holding a workload, for fail-fast.
-    let pod_namespaces: BTreeSet<&str> = targets
-        .iter()
-        .filter(|t| WORKLOADS.contains(&t.resource.kind.as_str()))
-        .filter_map(|t| t.namespace.as_deref())
-        .collect();
-    let has_pod_watches = options.fail_fast && !pod_namespaces.is_empty();
-    let mut pod_events = select_all(pod_namespaces.iter().filter(|_| options.fail_fast).map(
-        |ns| {
-            watcher(
-                Api::<Pod>::namespaced(client.clone(), ns),
-                watcher::Config::default(),
-            )
-            .boxed()
-        },
-    ));
+    // And, for fail-fast, one pod watch per workload, selected by the workload's own pod
+    // selector once its first event shows it: a wait holds its own pods only, never a
+    // whole namespace's (a thousand waits in one namespace would each hold them all).
+    let mut pod_events: SelectAll<BoxStream<'static, watcher::Result<watcher::Event<Pod>>>> =
+        SelectAll::new();
+    let mut watching_pods: BTreeSet<usize> = BTreeSet::new();
     let mut selectors: BTreeMap<usize, serde_json::Value> = BTreeMap::new();
     let mut pods: BTreeMap<(String, String), serde_json::Value> = BTreeMap::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -169,6 +161,7 @@ pub async fn wait(
         if progress.ready == progress.total {
             return Outcome::Ready;
         }
+        let has_pod_watches = !pod_events.is_empty();
         tokio::select! {
             biased;
             () = cancel.cancelled() => return Outcome::Canceled,
@@ -178,6 +171,12 @@ pub async fn wait(
                     states.insert(i, readiness_of(&targets[i], &obj, options.strictness));
                     if WORKLOADS.contains(&targets[i].resource.kind.as_str()) {
                         let selector = obj.data["spec"]["selector"].clone();
+                        if options.fail_fast
+                            && let Some(ns) = &targets[i].namespace
+                            && watching_pods.insert(i)
+                        {
+                            pod_events.push(pod_watch(client, ns, &selector));
+                        }
                         selectors.insert(i, selector);
                     }
                 }
@@ -197,7 +196,13 @@ pub async fn wait(
                     let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
                     // A little slack for clock skew between us and the API server.
                     let slack = std::time::Duration::from_secs(2);
-                    if created.is_some_and(|c| c + slack >= options.started_at) {
+                    let labels = serde_json::to_value(&pod.metadata.labels).unwrap_or_default();
+                    let ns = pod.metadata.namespace.as_deref();
+                    // A namespace-wide fallback watch also sees other releases' pods.
+                    let owned = selectors.iter().any(|(i, selector)| {
+                        targets[*i].namespace.as_deref() == ns && failfast::selects(selector, &labels)
+                    });
+                    if owned && created.is_some_and(|c| c + slack >= options.started_at) {
                         let key = (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
                         pods.insert(key, serde_json::to_value(&pod).unwrap_or_default());
                     }
@@ -211,6 +216,24 @@ pub async fn wait(
             _ = tick.tick(), if has_pod_watches => {}
         }
     }
+}
+
+/// The pods of one workload: selected by its pod selector (or, for a selector the API
+/// cannot express as a label selector, the whole namespace, filtered on arrival).
+fn pod_watch(
+    client: &Client,
+    namespace: &str,
+    selector: &serde_json::Value,
+) -> BoxStream<'static, watcher::Result<watcher::Event<Pod>>> {
+    let api = Api::<Pod>::namespaced(client.clone(), namespace);
+    let config = serde_json::from_value::<LabelSelector>(selector.clone())
+        .ok()
+        .and_then(|s| Selector::try_from(s).ok())
+        .filter(|s| !s.selects_all())
+        .map_or_else(watcher::Config::default, |s| {
+            watcher::Config::default().labels_from(&s)
+        });
+    watcher(api, config).boxed()
 }
 
 /// The first pod of a workload in `targets` that cannot become ready, with the reason.
