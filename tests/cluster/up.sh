@@ -156,6 +156,8 @@ wait_for etcd 30 curl -sf "http://127.0.0.1:$ETCD_CLIENT_PORT/health"
 
 log "starting kube-apiserver"
 # --endpoint-reconciler-type=none: the `kubernetes` Service may not point at loopback.
+# --service-cluster-ip-range: a /16 (65,534 Services, the `kubernetes` Service at 10.0.0.1
+# as in the certificate above), so scale benchmarks with 1,000 releases do not run out.
 start kube-apiserver "$bin/kube-apiserver" \
   --etcd-servers "http://127.0.0.1:$ETCD_CLIENT_PORT" \
   --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" \
@@ -164,7 +166,7 @@ start kube-apiserver "$bin/kube-apiserver" \
   --service-account-key-file "$pki/sa.pub" \
   --service-account-signing-key-file "$pki/sa.key" \
   --service-account-issuer https://kubernetes.default.svc \
-  --service-cluster-ip-range 10.0.0.0/24 \
+  --service-cluster-ip-range 10.0.0.0/16 \
   --authorization-mode RBAC \
   --endpoint-reconciler-type none \
   --allow-privileged
@@ -208,8 +210,8 @@ metadata:
     kubernetes.io/arch: amd64
     type: kwok
 status:
-  allocatable: {cpu: "64", memory: 256Gi, pods: "1000"}
-  capacity: {cpu: "64", memory: 256Gi, pods: "1000"}
+  allocatable: {cpu: "64", memory: 256Gi, pods: "10000"}
+  capacity: {cpu: "64", memory: 256Gi, pods: "10000"}
 EOF
 wait_for "the fake node to be Ready" 60 "${kubectl[@]}" wait --for=condition=Ready node/kwok-node-0 --timeout=1s
 wait_for "the default ServiceAccount" 60 "${kubectl[@]}" get serviceaccount default -n default

@@ -1,0 +1,725 @@
+//! Scale benchmark (issue #11, DESIGN §8) against the local control plane; run it with
+//! `tests/bench.sh scale`. It measures the real `wheelhouse controller` process (the
+//! release binary, all namespaces, default `--concurrent`):
+//!   - setup, before the controller starts: Secrets of 100 KiB and ConfigMaps of 10 KiB
+//!     that no release uses, in two namespaces of their own (still inside the
+//!     controller's all-namespaces scope), and the release namespaces (100 releases each);
+//!   - then the controller is started, and once it holds the lease the HelmReleases of
+//!     the `webapp` test chart (`replicaCount: 1`: a ConfigMap, a Deployment and a
+//!     Service each) are created, 32 at a time;
+//!   - time from the first HelmRelease created until all are Ready (listed every second),
+//!     the controller's peak RSS (VmHWM) and CPU seconds until then, the CPU of its helm
+//!     children (the renders; cutime+cstime, which counts the children it has reaped)
+//!     separately, then CPU per minute over 60 idle seconds and the RSS at the end.
+//!
+//! Counts: `WHEELHOUSE_BENCH_RELEASES` (default 1000), `WHEELHOUSE_BENCH_SECRETS` (2000),
+//! `WHEELHOUSE_BENCH_CONFIGMAPS` (2000); `WHEELHOUSE_BENCH_CONCURRENT` passes
+//! `--concurrent N` (unset: the controller's default). Figures are printed against the
+//! targets, never asserted; the benchmark fails only when the releases do not all become
+//! Ready within 20 minutes (with the controller's log tail) or the controller exits.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use support::engine::webapp;
+use support::{TestNamespace, client, install_crd, kubeconfig_path, testbin};
+use wheelhouse::api::HelmRelease;
+
+const RELEASES_PER_NAMESPACE: usize = 100;
+const DATA_NAMESPACES: usize = 2;
+const SECRET_BYTES: usize = 100 * 1024;
+const CONFIGMAP_BYTES: usize = 10 * 1024;
+/// Requests in flight while creating objects.
+const IN_FLIGHT: usize = 32;
+const READY_LIMIT: Duration = Duration::from_secs(20 * 60);
+const IDLE_WINDOW: Duration = Duration::from_secs(60);
+const SAMPLE_EVERY: Duration = Duration::from_millis(500);
+const BENCH_LABEL: &str = "wheelhouse.dev/bench";
+const TARGET_RSS_MB: f64 = 150.0;
+const TARGET_IDLE_CPU_PER_MIN: f64 = 1.0;
+
+fn env_count(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v:?} is not a count")),
+        Err(_) => default,
+    }
+}
+
+/// Clock ticks per second of /proc/PID/stat, from `getconf CLK_TCK` (libc is not a
+/// direct dependency); 100, the Linux value, if getconf is missing.
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// CPU of a process from /proc/PID/stat, in clock ticks.
+#[derive(Debug, Clone, Copy, Default)]
+struct Cpu {
+    /// utime + stime: the process itself (all its threads).
+    own: u64,
+    /// cutime + cstime: its children that it has waited for (the helm renders).
+    children: u64,
+}
+
+fn read_cpu(pid: u32) -> Option<Cpu> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name is in parentheses and may contain spaces: fields follow the last ')'.
+    // After it: state (field 3), ... utime 14, stime 15, cutime 16, cstime 17.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let n = |i: usize| f.get(i - 3).and_then(|v| v.parse::<u64>().ok());
+    Some(Cpu {
+        own: n(14)? + n(15)?,
+        children: n(16)? + n(17)?,
+    })
+}
+
+/// (VmRSS, VmHWM) in KiB from /proc/PID/status.
+fn read_rss(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// What the controller's memory and connections consist of, for reading a high RSS:
+/// anonymous and file-backed RSS, threads, open sockets.
+fn shape(pid: u32) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(|v| v.trim().trim_end_matches("kB").trim().to_owned())
+            .unwrap_or_default()
+    };
+    let kib = |name: &str| field(name).parse::<u64>().map_or(0.0, mb);
+    let sockets = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|dir| {
+            dir.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter(|target| target.to_string_lossy().starts_with("socket:"))
+                .count()
+        })
+        .unwrap_or(0);
+    format!(
+        "anonymous {:.1} MB, file-backed {:.1} MB; {} threads, {sockets} open sockets",
+        kib("RssAnon:"),
+        kib("RssFile:"),
+        field("Threads:")
+    )
+}
+
+fn mb(kib: u64) -> f64 {
+    kib as f64 * 1024.0 / 1e6
+}
+
+/// The controller under test: `wheelhouse controller` as a child process (no shell),
+/// killed when dropped, its stderr (JSON logs) in a file.
+struct Controller {
+    child: Child,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Controller {
+    fn start(lease_namespace: &str, concurrent: Option<usize>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("controller.log");
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_wheelhouse"));
+        cmd.arg("controller")
+            .arg("--kubeconfig")
+            .arg(kubeconfig_path())
+            .args(["--lease-namespace", lease_namespace])
+            .arg("--chart-cache")
+            .arg(dir.path().join("charts"));
+        if let Some(n) = concurrent {
+            cmd.args(["--concurrent", &n.to_string()]);
+        }
+        let child = cmd
+            .env("WHEELHOUSE_HELM", testbin().join("helm"))
+            // The controller's default logging (JSON at info) is what is measured.
+            .env_remove("WHEELHOUSE_LOG")
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("wheelhouse controller starts");
+        Self {
+            child,
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn log_tail(&self, lines: usize) -> String {
+        let log = self.log();
+        let all: Vec<&str> = log.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// Panics with the log tail if the controller has exited.
+    fn check_running(&mut self) {
+        if let Some(status) = self.child.try_wait().unwrap() {
+            panic!(
+                "wheelhouse controller exited ({status}); the tail of its stderr:\n{}",
+                self.log_tail(60)
+            );
+        }
+    }
+
+    /// Log lines per level ("INFO", "WARN", "ERROR", ...).
+    fn levels(&self) -> BTreeMap<String, usize> {
+        let mut counts = BTreeMap::new();
+        for line in self.log().lines() {
+            let level = serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .and_then(|v| v["level"].as_str().map(str::to_owned))
+                .unwrap_or_else(|| "(not JSON)".into());
+            *counts.entry(level).or_default() += 1;
+        }
+        counts
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// RSS samples of the controller, every 500 ms while the benchmark runs.
+#[derive(Debug, Default)]
+struct Samples {
+    count: usize,
+    max_rss_kib: u64,
+}
+
+fn sample(pid: u32) -> (Arc<Mutex<Samples>>, tokio::task::JoinHandle<()>) {
+    let samples = Arc::new(Mutex::new(Samples::default()));
+    let task = {
+        let samples = samples.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(SAMPLE_EVERY);
+            loop {
+                tick.tick().await;
+                let Some((rss, _)) = read_rss(pid) else {
+                    return;
+                };
+                let mut s = samples.lock().unwrap();
+                s.count += 1;
+                s.max_rss_kib = s.max_rss_kib.max(rss);
+            }
+        })
+    };
+    (samples, task)
+}
+
+/// The local control plane's own processes (from the `pids` file beside the kubeconfig,
+/// written by tests/cluster/up.sh), for context: what the API server and etcd spent.
+fn cluster_pids() -> Vec<(String, u32)> {
+    let pids = kubeconfig_path().with_file_name("pids");
+    std::fs::read_to_string(pids)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| {
+            let (name, pid) = l.split_once(' ')?;
+            Some((name.to_owned(), pid.trim().parse().ok()?))
+        })
+        .filter(|(name, _)| name == "kube-apiserver" || name == "etcd")
+        .collect()
+}
+
+fn cluster_cpu(pids: &[(String, u32)]) -> Vec<u64> {
+    pids.iter()
+        .map(|(_, pid)| read_cpu(*pid).map_or(0, |c| c.own))
+        .collect()
+}
+
+/// Deterministic bytes that do not compress (xorshift64*), different per seed.
+fn noise(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        out.extend_from_slice(&x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+fn meta(name: String) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        labels: Some(BTreeMap::from([(BENCH_LABEL.into(), "scale".into())])),
+        ..Default::default()
+    }
+}
+
+/// Creates the unrelated Secrets and ConfigMaps, spread over `namespaces`.
+async fn create_data(client: &Client, namespaces: &[String], secrets: usize, configmaps: usize) {
+    let secret_jobs = (0..secrets).map(|i| {
+        let api: Api<Secret> = Api::namespaced(client.clone(), &namespaces[i % namespaces.len()]);
+        async move {
+            let secret = Secret {
+                metadata: meta(format!("blob-{i:05}")),
+                data: Some(BTreeMap::from([(
+                    "blob".into(),
+                    ByteString(noise(i as u64 + 1, SECRET_BYTES)),
+                )])),
+                ..Default::default()
+            };
+            api.create(&PostParams::default(), &secret).await.map(drop)
+        }
+        .boxed()
+    });
+    let configmap_jobs = (0..configmaps).map(|i| {
+        let api: Api<ConfigMap> =
+            Api::namespaced(client.clone(), &namespaces[i % namespaces.len()]);
+        async move {
+            let text: String = noise(i as u64 + 1_000_003, CONFIGMAP_BYTES / 2)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            let cm = ConfigMap {
+                metadata: meta(format!("settings-{i:05}")),
+                data: Some(BTreeMap::from([("settings".into(), text)])),
+                ..Default::default()
+            };
+            api.create(&PostParams::default(), &cm).await.map(drop)
+        }
+        .boxed()
+    });
+    futures::stream::iter(secret_jobs.chain(configmap_jobs))
+        .buffer_unordered(IN_FLIGHT)
+        .try_collect::<Vec<()>>()
+        .await
+        .expect("create the unrelated Secrets and ConfigMaps");
+}
+
+/// Waits until the controller holds the engine Lease in `namespace`.
+async fn wait_for_lease(client: &Client, namespace: &str, controller: &mut Controller) {
+    let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let limit = Instant::now() + Duration::from_secs(120);
+    loop {
+        controller.check_running();
+        let held = api
+            .get_opt("wheelhouse-engine")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|l| l.spec?.holder_identity)
+            .is_some_and(|h| !h.is_empty());
+        if held {
+            return;
+        }
+        assert!(
+            Instant::now() < limit,
+            "the controller did not take the lease in 2 minutes; the tail of its stderr:\n{}",
+            controller.log_tail(60)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn ready(hr: &HelmRelease) -> bool {
+    hr.condition("Ready").is_some_and(|c| c.status == "True")
+}
+
+async fn list_releases(api: &Api<HelmRelease>) -> Vec<HelmRelease> {
+    api.list(&ListParams::default().labels(&format!("{BENCH_LABEL}=scale")))
+        .await
+        .expect("list the benchmark's HelmReleases")
+        .items
+}
+
+/// What the releases that are not Ready say, grouped by Ready status and reason.
+fn not_ready_report(releases: &[HelmRelease]) -> String {
+    let mut groups: BTreeMap<String, Vec<&HelmRelease>> = BTreeMap::new();
+    for hr in releases.iter().filter(|h| !ready(h)) {
+        let key = hr
+            .condition("Ready")
+            .map_or("no Ready condition".into(), |c| {
+                format!("Ready={} {}", c.status, c.reason)
+            });
+        groups.entry(key).or_default().push(hr);
+    }
+    let mut out = String::new();
+    for (key, hrs) in groups {
+        out += &format!("  {key}: {} releases, e.g.\n", hrs.len());
+        for hr in hrs.iter().take(3) {
+            out += &format!(
+                "    {}/{}: {}\n",
+                hr.metadata.namespace.as_deref().unwrap_or_default(),
+                hr.metadata.name.as_deref().unwrap_or_default(),
+                hr.condition("Ready").map_or("", |c| c.message.as_str())
+            );
+        }
+    }
+    out
+}
+
+fn secs(ticks: u64, hz: f64) -> f64 {
+    ticks as f64 / hz
+}
+
+fn duration(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s < 60.0 {
+        format!("{s:.1} s")
+    } else {
+        format!("{}m {:04.1}s", (s / 60.0).floor(), s % 60.0)
+    }
+}
+
+fn verdict(pass: bool) -> &'static str {
+    if pass { "PASS" } else { "MISS" }
+}
+
+/// Lets the namespaces go: the controller is stopped, so the finalizers it put on the
+/// HelmReleases are removed first (nothing is uninstalled; the namespaces take it all).
+async fn clean_up(client: &Client, releases: &[HelmRelease], namespaces: Vec<TestNamespace>) {
+    let unfinalize = Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
+    futures::stream::iter(releases.iter().map(|hr| {
+        let api: Api<HelmRelease> =
+            Api::namespaced(client.clone(), hr.metadata.namespace.as_deref().unwrap());
+        let name = hr.metadata.name.clone().unwrap();
+        let patch = &unfinalize;
+        async move {
+            let _ = api.patch(&name, &PatchParams::default(), patch).await;
+        }
+    }))
+    .buffer_unordered(IN_FLIGHT)
+    .collect::<Vec<()>>()
+    .await;
+    // Deleted now rather than with their namespaces (which takes a while), so the next
+    // run on the same cluster does not find them.
+    for ns in &namespaces {
+        let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
+        let _ = api
+            .delete_collection(
+                &DeleteParams::default(),
+                &ListParams::default().labels(&format!("{BENCH_LABEL}=scale")),
+            )
+            .await;
+    }
+    for ns in namespaces {
+        ns.delete().await;
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let releases = env_count("WHEELHOUSE_BENCH_RELEASES", 1000);
+    let secrets = env_count("WHEELHOUSE_BENCH_SECRETS", 2000);
+    let configmaps = env_count("WHEELHOUSE_BENCH_CONFIGMAPS", 2000);
+    let concurrent = std::env::var("WHEELHOUSE_BENCH_CONCURRENT").ok().map(|v| {
+        v.parse::<usize>()
+            .expect("WHEELHOUSE_BENCH_CONCURRENT is a count")
+    });
+    assert!(releases > 0, "WHEELHOUSE_BENCH_RELEASES must be at least 1");
+    let hz = clock_ticks();
+    let client = client().await;
+    install_crd(&client).await;
+
+    // The controller watches every namespace: releases left by another run would be
+    // reconciled too and skew every figure.
+    let all: Api<HelmRelease> = Api::all(client.clone());
+    if let Some(other) = all
+        .list(&ListParams::default().limit(1))
+        .await
+        .expect("list HelmReleases")
+        .items
+        .first()
+    {
+        panic!(
+            "the scale benchmark needs a cluster without HelmReleases (its controller watches \
+             every namespace), but {}/{} exists: run it with tests/bench.sh scale, which \
+             starts a fresh local control plane",
+            other.metadata.namespace.as_deref().unwrap_or_default(),
+            other.metadata.name.as_deref().unwrap_or_default()
+        );
+    }
+
+    let release_namespaces = releases.div_ceil(RELEASES_PER_NAMESPACE);
+    println!(
+        "Scale benchmark: {releases} HelmReleases of the webapp test chart (replicaCount 1: a \
+         ConfigMap, a Deployment, a Service) in {release_namespaces} namespace(s), beside \
+         {secrets} Secrets of {} KiB and {configmaps} ConfigMaps of {} KiB in {DATA_NAMESPACES} \
+         other namespaces; `wheelhouse controller` {} (release build, all namespaces, {}), \
+         local control plane (kwok node), {} CPUs",
+        SECRET_BYTES / 1024,
+        CONFIGMAP_BYTES / 1024,
+        env!("CARGO_PKG_VERSION"),
+        concurrent.map_or("default --concurrent".into(), |n| format!(
+            "--concurrent {n}"
+        )),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+    );
+
+    // --- setup, before the controller runs ---------------------------------------------
+    let setup = Instant::now();
+    let system = TestNamespace::new(&client, "scale-system").await;
+    let mut data = Vec::new();
+    for i in 0..DATA_NAMESPACES {
+        data.push(TestNamespace::new(&client, &format!("scale-data-{i}")).await);
+    }
+    let mut release_ns = Vec::new();
+    for i in 0..release_namespaces {
+        release_ns.push(TestNamespace::new(&client, &format!("scale-rel-{i:02}")).await);
+    }
+    let data_names: Vec<String> = data.iter().map(|n| n.name.clone()).collect();
+    create_data(&client, &data_names, secrets, configmaps).await;
+    println!(
+        "setup: {secrets} Secrets + {configmaps} ConfigMaps ({:.0} MB of Secret data) and \
+         {} namespaces created in {}",
+        (secrets * SECRET_BYTES) as f64 / 1e6,
+        DATA_NAMESPACES + release_namespaces + 1,
+        duration(setup.elapsed())
+    );
+
+    // --- the controller --------------------------------------------------------------
+    let mut controller = Controller::start(&system.name, concurrent);
+    let pid = controller.pid();
+    let (samples, sampler) = sample(pid);
+    let started = Instant::now();
+    wait_for_lease(&client, &system.name, &mut controller).await;
+    let lease_after = started.elapsed();
+    // Let the initial lists and watches (Secrets and ConfigMaps among them) settle.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    controller.check_running();
+    let before = read_cpu(pid).expect("controller stat");
+    let (rss_before, _) = read_rss(pid).expect("controller status");
+    println!(
+        "controller: lease held {} after start; 5 s later, before any HelmRelease: RSS {:.1} MB, \
+         CPU {:.2} s since start",
+        duration(lease_after),
+        mb(rss_before),
+        secs(before.own, hz)
+    );
+
+    // --- the releases ----------------------------------------------------------------
+    let cluster = cluster_pids();
+    let cluster_before = cluster_cpu(&cluster);
+    let first_created = Instant::now();
+    futures::stream::iter((0..releases).map(|i| {
+        let ns = &release_ns[i / RELEASES_PER_NAMESPACE].name;
+        let api: Api<HelmRelease> = Api::namespaced(client.clone(), ns);
+        let mut hr = webapp(
+            &format!("web-{i:04}"),
+            serde_json::json!({"timeout": "5m", "values": {"replicaCount": 1}}),
+        );
+        hr.metadata.labels = Some(BTreeMap::from([(BENCH_LABEL.into(), "scale".into())]));
+        async move { api.create(&PostParams::default(), &hr).await.map(drop) }
+    }))
+    .buffer_unordered(IN_FLIGHT)
+    .try_collect::<Vec<()>>()
+    .await
+    .expect("create the HelmReleases");
+    let created = first_created.elapsed();
+    println!(
+        "{releases} HelmReleases created in {} (32 requests in flight)",
+        duration(created)
+    );
+
+    let mut last_report = Instant::now();
+    loop {
+        controller.check_running();
+        let listed = list_releases(&all).await;
+        let n = listed.iter().filter(|h| ready(h)).count();
+        if n == releases {
+            break;
+        }
+        if first_created.elapsed() > READY_LIMIT {
+            panic!(
+                "only {n} of {releases} HelmReleases became Ready within {}; the others:\n{}\
+                 The namespaces are left for inspection. The tail of the controller's stderr:\n{}",
+                duration(READY_LIMIT),
+                not_ready_report(&listed),
+                controller.log_tail(60)
+            );
+        }
+        if last_report.elapsed() >= Duration::from_secs(15) {
+            last_report = Instant::now();
+            let cpu = read_cpu(pid).unwrap_or_default();
+            let (rss, _) = read_rss(pid).unwrap_or_default();
+            eprintln!(
+                "  {:>7}: {n}/{releases} Ready; controller RSS {:.1} MB, CPU {:.1} s, helm {:.1} s",
+                duration(first_created.elapsed()),
+                mb(rss),
+                secs(cpu.own - before.own, hz),
+                secs(cpu.children - before.children, hz)
+            );
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let to_ready = first_created.elapsed();
+    let at_ready = read_cpu(pid).expect("controller stat");
+    let cluster_at_ready = cluster_cpu(&cluster);
+    let (rss_at_ready, hwm_at_ready) = read_rss(pid).expect("controller status");
+    let shape_at_ready = shape(pid);
+
+    // --- idle ------------------------------------------------------------------------
+    let idle_start = Instant::now();
+    tokio::time::sleep(IDLE_WINDOW).await;
+    controller.check_running();
+    let idle_elapsed = idle_start.elapsed();
+    let after = read_cpu(pid).expect("controller stat");
+    let (rss_end, hwm_end) = read_rss(pid).expect("controller status");
+    let shape_end = shape(pid);
+    sampler.abort();
+    let samples = std::mem::take(&mut *samples.lock().unwrap());
+    let still_ready = list_releases(&all).await;
+    let still = still_ready.iter().filter(|h| ready(h)).count();
+
+    let per_min = |ticks: u64| secs(ticks, hz) * 60.0 / idle_elapsed.as_secs_f64();
+    let peak = mb(hwm_end);
+    let idle = per_min(after.own - at_ready.own);
+    println!();
+    println!("{:<62} {:>12}   target", "", "measured");
+    println!(
+        "{:<62} {:>12}   ({:.1} releases/s)",
+        format!("time from the first HelmRelease created to all {releases} Ready"),
+        duration(to_ready),
+        releases as f64 / to_ready.as_secs_f64()
+    );
+    println!(
+        "{:<62} {:>9.1} MB   < {TARGET_RSS_MB:.0} MB    {}",
+        "controller peak RSS (VmHWM)",
+        peak,
+        verdict(peak < TARGET_RSS_MB)
+    );
+    println!(
+        "{:<62} {:>10.1} s",
+        "controller CPU, first HelmRelease to all Ready",
+        secs(at_ready.own - before.own, hz)
+    );
+    println!(
+        "{:<62} {:>10.1} s   (helm processes, reaped; not in the line above)",
+        "helm renders' CPU, same period (cutime+cstime)",
+        secs(at_ready.children - before.children, hz)
+    );
+    println!(
+        "{:<62} {:>6.2} s/min   < {TARGET_IDLE_CPU_PER_MIN:.0} s/min   {}",
+        format!(
+            "controller idle CPU after all Ready ({:.0} s window)",
+            idle_elapsed.as_secs_f64()
+        ),
+        idle,
+        verdict(idle < TARGET_IDLE_CPU_PER_MIN)
+    );
+    println!(
+        "{:<62} {:>6.2} s/min",
+        "helm renders' CPU in the same window",
+        per_min(after.children - at_ready.children)
+    );
+    println!(
+        "{:<62} {:>9.1} MB   (peak by then {:.1} MB; before the releases {:.1} MB)",
+        "controller RSS when all were Ready",
+        mb(rss_at_ready),
+        mb(hwm_at_ready),
+        mb(rss_before)
+    );
+    println!(
+        "{:<62} {:>9.1} MB",
+        "controller RSS at the end of the idle window",
+        mb(rss_end)
+    );
+    println!("controller when all were Ready: RSS {shape_at_ready}");
+    println!("controller at the end:          RSS {shape_end}");
+    println!(
+        "{:<62} {:>12}",
+        "still Ready at the end of the idle window",
+        format!("{still}/{releases}")
+    );
+    for ((name, _), (b, a)) in cluster
+        .iter()
+        .zip(cluster_before.iter().zip(&cluster_at_ready))
+    {
+        println!(
+            "{:<62} {:>10.1} s",
+            format!("for context: {name} CPU, same period"),
+            secs(a - b, hz)
+        );
+    }
+    let levels = controller.levels();
+    println!(
+        "controller log lines: {}; RSS sampled {} times every {} ms (max sampled {:.1} MB); \
+         CPU from /proc/PID/stat at {hz:.0} ticks/s",
+        levels
+            .iter()
+            .map(|(l, n)| format!("{n} {l}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        samples.count,
+        SAMPLE_EVERY.as_millis(),
+        mb(samples.max_rss_kib)
+    );
+    println!(
+        "for comparison: Flux's helm-controller + source-controller use about 205 MB resident \
+         with 50 releases"
+    );
+    if still < releases {
+        println!(
+            "note: {} releases left Ready during the idle window:\n{}",
+            releases - still,
+            not_ready_report(&still_ready)
+        );
+    }
+    let warnings: BTreeSet<String> = controller
+        .log()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| matches!(v["level"].as_str(), Some("WARN" | "ERROR")))
+        .filter_map(|v| v["fields"]["message"].as_str().map(str::to_owned))
+        .collect();
+    if !warnings.is_empty() {
+        println!("distinct controller warnings/errors:");
+        for w in warnings.iter().take(10) {
+            println!("  {w}");
+        }
+    }
+
+    drop(controller);
+    clean_up(&client, &still_ready, {
+        let mut all_ns = release_ns;
+        all_ns.extend(data);
+        all_ns.push(system);
+        all_ns
+    })
+    .await;
+}
