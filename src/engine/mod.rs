@@ -342,6 +342,14 @@ impl Dispatcher {
                                 namespace: raw.metadata.namespace.clone().unwrap_or_default(),
                                 name: raw.metadata.name.clone().unwrap_or_default(),
                             };
+                            // A shard's watch also reports a release relabelled to another
+                            // shard as deleted: that one only leaves (its worker stops as on
+                            // a lost lease), it is not gone.
+                            let left = !self.coverage.covers(&key.namespace, raw.metadata.labels.as_ref());
+                            if left && let Some(w) = workers.remove(&key) {
+                                tracing::info!(release = %key, "relabelled to another shard: its worker stops after its current step");
+                                w.stop.cancel();
+                            }
                             forget(&mut store, &mut workers, &key);
                         }
                         Err(e) => tracing::warn!(error = %e, "HelmRelease watch error"),

@@ -1,8 +1,10 @@
 //! Health checks: readiness rules per kind and the cancellable wait after an action.
 
 pub mod failfast;
+pub mod hub;
 pub mod readiness;
 pub mod wait;
 
+pub use hub::WatchHub;
 pub use readiness::{Readiness, Strictness};
 pub use wait::{Outcome, Progress, Target, WaitOptions, wait};

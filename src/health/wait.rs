@@ -2,23 +2,21 @@
 //! are ready, one fails, the deadline passes, or the wait is cancelled. Only waits are
 //! cancellable (DESIGN §4.6); the token is checked here and nowhere in apply or hooks.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::{BoxStream, SelectAll, select_all};
 use k8s_openapi::api::core::v1::Pod;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::jiff::Timestamp;
+use kube::Client;
 use kube::api::{ApiResource, DynamicObject};
-use kube::core::Selector;
-use kube::runtime::watcher;
-use kube::{Api, Client};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::failfast;
+use super::hub::{Change, Store, WatchHub};
 use super::readiness::{self, Readiness};
 
 /// How a wait judges what it sees.
@@ -33,6 +31,8 @@ pub struct WaitOptions {
     pub started_at: Timestamp,
     /// Checks stricter than Helm 4's `--wait`, opted into per release.
     pub strictness: readiness::Strictness,
+    /// The engine's shared watches (none: this wait starts its own).
+    pub hub: Option<WatchHub>,
 }
 
 impl Default for WaitOptions {
@@ -42,6 +42,7 @@ impl Default for WaitOptions {
             unschedulable_grace: Duration::from_secs(30),
             started_at: Timestamp::now(),
             strictness: readiness::Strictness::default(),
+            hub: None,
         }
     }
 }
@@ -96,7 +97,8 @@ pub enum Outcome {
 }
 
 /// Waits for every target to be ready. `on_progress` is called whenever the picture
-/// changes, so front ends can show it live.
+/// changes, so front ends can show it live. Watches come from `options.hub` (shared with
+/// every other wait of the engine), or from a hub of this wait's own.
 pub async fn wait(
     client: &Client,
     targets: &[Target],
@@ -108,33 +110,70 @@ pub async fn wait(
     if targets.is_empty() {
         return Outcome::Ready;
     }
-    // One watch per object, selected by name, so a change reaches us at once.
-    let streams = targets.iter().enumerate().map(|(i, t)| {
-        let api: Api<DynamicObject> = match &t.namespace {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, &t.resource),
-            None => Api::all_with(client.clone(), &t.resource),
-        };
-        let config = watcher::Config::default().fields(&format!("metadata.name={}", t.name));
-        watcher(api, config).map(move |event| (i, event)).boxed()
-    });
+    let hub = options
+        .hub
+        .clone()
+        .unwrap_or_else(|| WatchHub::new(client.clone()));
+    // One shared watch per (kind, namespace) of the targets; `group[i]` is target i's.
+    let mut stores: Vec<Store> = Vec::new();
+    let mut streams = Vec::new();
+    let mut keys: Vec<(ApiResource, Option<String>)> = Vec::new();
+    let group: Vec<usize> = targets
+        .iter()
+        .map(|t| {
+            let key = (t.resource.clone(), t.namespace.clone());
+            if let Some(g) = keys.iter().position(|k| *k == key) {
+                return g;
+            }
+            let (store, changes) = hub.subscribe(&t.resource, t.namespace.as_deref());
+            let g = stores.len();
+            stores.push(store);
+            streams.push(changes.map(move |c| (g, c)).boxed());
+            keys.push(key);
+            g
+        })
+        .collect();
     let mut events = select_all(streams);
-    // And, for fail-fast, one pod watch per workload, selected by the workload's own pod
-    // selector once its first event shows it: a wait holds its own pods only, never a
-    // whole namespace's (a thousand waits in one namespace would each hold them all).
-    let mut pod_events: SelectAll<BoxStream<'static, watcher::Result<watcher::Event<Pod>>>> =
-        SelectAll::new();
-    let mut watching_pods: BTreeSet<usize> = BTreeSet::new();
+    // For fail-fast: the shared pod watch of each namespace holding a workload; this wait
+    // keeps only its own workloads' pods.
+    let pod_resource = ApiResource::erase::<Pod>(&());
+    let mut pod_stores: BTreeMap<String, Store> = BTreeMap::new();
+    let mut pod_events: SelectAll<BoxStream<'static, (String, Change)>> = SelectAll::new();
+    if options.fail_fast {
+        for ns in targets
+            .iter()
+            .filter(|t| WORKLOADS.contains(&t.resource.kind.as_str()))
+            .filter_map(|t| t.namespace.clone())
+        {
+            if let std::collections::btree_map::Entry::Vacant(slot) = pod_stores.entry(ns) {
+                let (store, changes) = hub.subscribe(&pod_resource, Some(slot.key()));
+                let name = slot.key().clone();
+                pod_events.push(changes.map(move |c| (name.clone(), c)).boxed());
+                slot.insert(store);
+            }
+        }
+    }
+    let has_pod_watches = !pod_stores.is_empty();
     let mut selectors: BTreeMap<usize, serde_json::Value> = BTreeMap::new();
     let mut pods: BTreeMap<(String, String), serde_json::Value> = BTreeMap::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let mut states: BTreeMap<usize, Readiness> = (0..targets.len())
-        .map(|i| {
-            (
-                i,
-                Readiness::InProgress("waiting for the object to exist".into()),
-            )
-        })
-        .collect();
+    let mut states: BTreeMap<usize, Readiness> = BTreeMap::new();
+    // What the shared stores hold already (another wait may have listed them).
+    for i in 0..targets.len() {
+        observe(
+            targets,
+            i,
+            stores[group[i]].get(&targets[i].name),
+            options,
+            &mut states,
+            &mut selectors,
+        );
+    }
+    for store in pod_stores.values() {
+        for pod in store.all() {
+            keep_pod(targets, &selectors, &pod, options, &mut pods);
+        }
+    }
     let mut last = None;
 
     loop {
@@ -161,56 +200,38 @@ pub async fn wait(
         if progress.ready == progress.total {
             return Outcome::Ready;
         }
-        let has_pod_watches = !pod_events.is_empty();
         tokio::select! {
             biased;
             () = cancel.cancelled() => return Outcome::Canceled,
             () = tokio::time::sleep_until(deadline) => return Outcome::TimedOut(progress),
             event = events.next() => match event {
-                Some((i, Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)))) => {
-                    states.insert(i, readiness_of(&targets[i], &obj, options.strictness));
-                    if WORKLOADS.contains(&targets[i].resource.kind.as_str()) {
-                        let selector = obj.data["spec"]["selector"].clone();
-                        if options.fail_fast
-                            && let Some(ns) = &targets[i].namespace
-                            && watching_pods.insert(i)
-                        {
-                            pod_events.push(pod_watch(client, ns, &selector));
+                Some((g, change)) => {
+                    // The targets this change concerns: by name, or all of the group.
+                    let name = match &change {
+                        Change::Applied(obj) => obj.metadata.name.clone(),
+                        Change::Deleted(name) => Some(name.clone()),
+                        Change::Resync => None,
+                    };
+                    for i in (0..targets.len()).filter(|&i| group[i] == g) {
+                        if name.as_ref().is_none_or(|n| *n == targets[i].name) {
+                            observe(targets, i, stores[g].get(&targets[i].name), options, &mut states, &mut selectors);
                         }
-                        selectors.insert(i, selector);
                     }
-                }
-                Some((i, Ok(watcher::Event::Delete(_)))) => {
-                    states.insert(i, Readiness::InProgress("the object was deleted".into()));
-                }
-                Some((_, Ok(watcher::Event::Init | watcher::Event::InitDone))) => {}
-                // The watcher retries by itself; a transient API error only delays us.
-                Some((i, Err(e))) => {
-                    tracing::debug!(object = %targets[i], error = %e, "watch error during wait");
-                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                 }
                 None => return Outcome::TimedOut(progress),
             },
             event = pod_events.next(), if has_pod_watches => match event {
-                Some(Ok(watcher::Event::Apply(pod) | watcher::Event::InitApply(pod))) => {
-                    let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
-                    // A little slack for clock skew between us and the API server.
-                    let slack = std::time::Duration::from_secs(2);
-                    let labels = serde_json::to_value(&pod.metadata.labels).unwrap_or_default();
-                    let ns = pod.metadata.namespace.as_deref();
-                    // A namespace-wide fallback watch also sees other releases' pods.
-                    let owned = selectors.iter().any(|(i, selector)| {
-                        targets[*i].namespace.as_deref() == ns && failfast::selects(selector, &labels)
-                    });
-                    if owned && created.is_some_and(|c| c + slack >= options.started_at) {
-                        let key = (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
-                        pods.insert(key, serde_json::to_value(&pod).unwrap_or_default());
+                Some((_, Change::Applied(pod))) => keep_pod(targets, &selectors, &pod, options, &mut pods),
+                Some((ns, Change::Deleted(name))) => {
+                    pods.remove(&(ns, name));
+                }
+                Some((ns, Change::Resync)) => {
+                    pods.retain(|(n, _), _| *n != ns);
+                    for pod in pod_stores[&ns].all() {
+                        keep_pod(targets, &selectors, &pod, options, &mut pods);
                     }
                 }
-                Some(Ok(watcher::Event::Delete(pod))) => {
-                    pods.remove(&(pod.metadata.namespace.unwrap_or_default(), pod.metadata.name.unwrap_or_default()));
-                }
-                _ => {}
+                None => {}
             },
             // Unschedulable pods fail only after a grace period: look again now and then.
             _ = tick.tick(), if has_pod_watches => {}
@@ -218,22 +239,58 @@ pub async fn wait(
     }
 }
 
-/// The pods of one workload: selected by its pod selector (or, for a selector the API
-/// cannot express as a label selector, the whole namespace, filtered on arrival).
-fn pod_watch(
-    client: &Client,
-    namespace: &str,
-    selector: &serde_json::Value,
-) -> BoxStream<'static, watcher::Result<watcher::Event<Pod>>> {
-    let api = Api::<Pod>::namespaced(client.clone(), namespace);
-    let config = serde_json::from_value::<LabelSelector>(selector.clone())
-        .ok()
-        .and_then(|s| Selector::try_from(s).ok())
-        .filter(|s| !s.selects_all())
-        .map_or_else(watcher::Config::default, |s| {
-            watcher::Config::default().labels_from(&s)
-        });
-    watcher(api, config).boxed()
+/// Judges target `i` as the shared store shows it now (`None`: it does not exist).
+fn observe(
+    targets: &[Target],
+    i: usize,
+    obj: Option<std::sync::Arc<DynamicObject>>,
+    options: &WaitOptions,
+    states: &mut BTreeMap<usize, Readiness>,
+    selectors: &mut BTreeMap<usize, serde_json::Value>,
+) {
+    let Some(obj) = obj else {
+        states.insert(
+            i,
+            Readiness::InProgress("waiting for the object to exist".into()),
+        );
+        return;
+    };
+    states.insert(i, readiness_of(&targets[i], &obj, options.strictness));
+    if WORKLOADS.contains(&targets[i].resource.kind.as_str()) {
+        selectors.insert(i, obj.data["spec"]["selector"].clone());
+    }
+}
+
+/// Keeps a pod of the shared namespace watch when one of this wait's workloads selects
+/// it and it was created for this revision.
+fn keep_pod(
+    targets: &[Target],
+    selectors: &BTreeMap<usize, serde_json::Value>,
+    pod: &DynamicObject,
+    options: &WaitOptions,
+    pods: &mut BTreeMap<(String, String), serde_json::Value>,
+) {
+    let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    // A little slack for clock skew between us and the API server.
+    let slack = std::time::Duration::from_secs(2);
+    if created.is_none_or(|c| c + slack < options.started_at) {
+        return;
+    }
+    let labels = serde_json::to_value(&pod.metadata.labels).unwrap_or_default();
+    let ns = pod.metadata.namespace.as_deref();
+    let owned = selectors.iter().any(|(i, selector)| {
+        targets[*i].namespace.as_deref() == ns && failfast::selects(selector, &labels)
+    });
+    if owned {
+        let key = (
+            ns.unwrap_or_default().to_owned(),
+            pod.metadata.name.clone().unwrap_or_default(),
+        );
+        let mut value = serde_json::to_value(pod).unwrap_or_default();
+        value["apiVersion"] = "v1".into();
+        value["kind"] = "Pod".into();
+        pods.insert(key, value);
+    }
 }
 
 /// The first pod of a workload in `targets` that cannot become ready, with the reason.

@@ -35,6 +35,8 @@ pub struct Context {
     /// How often a running wait asks a chart repository for a newer version.
     pub chart_poll: Duration,
     pub metrics: crate::telemetry::Metrics,
+    /// Watches shared by every running wait of this engine.
+    pub watches: crate::health::WatchHub,
 }
 
 impl Context {
@@ -48,6 +50,7 @@ impl Context {
     ) -> Self {
         Self {
             applier: Applier::new(client.clone()),
+            watches: crate::health::WatchHub::new(client.clone()),
             client,
             source,
             renderer,

@@ -117,6 +117,7 @@ impl Run<'_> {
             strictness: health::Strictness {
                 load_balancer_address: health_check.wait_for_load_balancer_address,
             },
+            hub: Some(self.ctx.watches.clone()),
             ..health::WaitOptions::default()
         };
         let wait = health::wait(&client, &targets, deadline, &token, &options, |p| {

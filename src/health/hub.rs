@@ -1,0 +1,229 @@
+//! Watches shared by every running wait: one watch per (kind, namespace), started when a
+//! wait first needs it and stopped when the last wait using it ends. A thousand releases
+//! waiting in one namespace then cost one Deployment watch and one Pod watch, not a
+//! thousand of each (each its own connection and its own copy of the namespace's pods).
+//!
+//! ConfigMaps and Secrets are watched by metadata only: a wait needs to know that they
+//! exist, never their data.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, RwLock, Weak};
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use kube::api::{ApiResource, DynamicObject, PartialObjectMeta};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client};
+use tokio::sync::{broadcast, watch};
+
+/// A change to one watched object, by name.
+#[derive(Debug, Clone)]
+pub enum Change {
+    Applied(Arc<DynamicObject>),
+    Deleted(String),
+    /// The watch missed changes (a subscriber fell behind): look at the store again.
+    Resync,
+}
+
+type Key = (String, String, String, Option<String>);
+
+/// Cloning shares the hub.
+#[derive(Clone)]
+pub struct WatchHub {
+    client: Client,
+    shared: Arc<Mutex<HashMap<Key, Weak<Shared>>>>,
+}
+
+struct Shared {
+    objects: Arc<RwLock<BTreeMap<String, Arc<DynamicObject>>>>,
+    changes: broadcast::Sender<Change>,
+    listed: watch::Receiver<bool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A wait's view of one shared watch: the current objects. The watch runs while a
+/// `Store` or its change stream lives.
+#[derive(Clone)]
+pub struct Store(Arc<Shared>);
+
+impl Store {
+    /// Waits for the watch's first list.
+    pub async fn listed(&self) {
+        let mut listed = self.0.listed.clone();
+        let _ = listed.wait_for(|l| *l).await;
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<DynamicObject>> {
+        self.read().get(name).cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<DynamicObject>> {
+        self.read().values().cloned().collect()
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<DynamicObject>>> {
+        self.0.objects.read().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl std::fmt::Debug for WatchHub {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let running = self
+            .shared
+            .lock()
+            .map_or(0, |m| m.values().filter(|w| w.strong_count() > 0).count());
+        write!(f, "WatchHub({running} watches)")
+    }
+}
+
+impl WatchHub {
+    pub fn new(client: Client) -> Self {
+        Self {
+            client,
+            shared: Arc::default(),
+        }
+    }
+
+    /// Subscribes to the objects of `resource` in `namespace` (all namespaces: `None`):
+    /// their store, and every change from now on (a subscriber that falls behind gets
+    /// `Resync` and reads the store again).
+    pub fn subscribe(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+    ) -> (Store, BoxStream<'static, Change>) {
+        let key = (
+            resource.group.clone(),
+            resource.version.clone(),
+            resource.kind.clone(),
+            namespace.map(str::to_owned),
+        );
+        let shared = {
+            let mut map = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+            map.retain(|_, w| w.strong_count() > 0);
+            match map.get(&key).and_then(Weak::upgrade) {
+                Some(shared) => shared,
+                None => {
+                    let shared = Arc::new(start(self.client.clone(), resource, namespace));
+                    map.insert(key, Arc::downgrade(&shared));
+                    shared
+                }
+            }
+        };
+        let rx = shared.changes.subscribe();
+        let changes = futures::stream::unfold((rx, shared.clone()), |(mut rx, keep)| async move {
+            let change = match rx.recv().await {
+                Ok(change) => change,
+                Err(broadcast::error::RecvError::Lagged(_)) => Change::Resync,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            };
+            Some((change, (rx, keep)))
+        })
+        .boxed();
+        (Store(shared), changes)
+    }
+}
+
+/// Kinds whose readiness is their existence and whose data can be large.
+fn metadata_only(resource: &ApiResource) -> bool {
+    resource.group.is_empty() && matches!(resource.kind.as_str(), "ConfigMap" | "Secret")
+}
+
+fn start(client: Client, resource: &ApiResource, namespace: Option<&str>) -> Shared {
+    let (changes, _) = broadcast::channel(1024);
+    let (listed_tx, listed) = watch::channel(false);
+    let objects: Arc<RwLock<BTreeMap<String, Arc<DynamicObject>>>> = Arc::default();
+    let events: BoxStream<'static, watcher::Result<watcher::Event<DynamicObject>>> =
+        if metadata_only(resource) {
+            let api: Api<PartialObjectMeta<DynamicObject>> = match namespace {
+                Some(ns) => Api::namespaced_with(client, ns, resource),
+                None => Api::all_with(client, resource),
+            };
+            let types = kube::api::TypeMeta {
+                api_version: resource.api_version.clone(),
+                kind: resource.kind.clone(),
+            };
+            let dynamic = move |m: PartialObjectMeta<DynamicObject>| DynamicObject {
+                types: Some(types.clone()),
+                metadata: m.metadata,
+                data: serde_json::Value::Null,
+            };
+            watcher(api, watcher::Config::default())
+                .default_backoff()
+                .map(move |e| {
+                    e.map(|e| match e {
+                        watcher::Event::Apply(m) => watcher::Event::Apply(dynamic(m)),
+                        watcher::Event::InitApply(m) => watcher::Event::InitApply(dynamic(m)),
+                        watcher::Event::Delete(m) => watcher::Event::Delete(dynamic(m)),
+                        watcher::Event::Init => watcher::Event::Init,
+                        watcher::Event::InitDone => watcher::Event::InitDone,
+                    })
+                })
+                .boxed()
+        } else {
+            let api: Api<DynamicObject> = match namespace {
+                Some(ns) => Api::namespaced_with(client, ns, resource),
+                None => Api::all_with(client, resource),
+            };
+            watcher(api, watcher::Config::default())
+                .default_backoff()
+                .boxed()
+        };
+    let task = {
+        let (objects, changes) = (objects.clone(), changes.clone());
+        tokio::spawn(async move {
+            let mut events = events;
+            // Names seen in the list being received (a relist replaces the store).
+            let mut relisting: Option<Vec<String>> = None;
+            while let Some(event) = events.next().await {
+                let Ok(event) = event else { continue };
+                let mut store = objects.write().unwrap_or_else(|e| e.into_inner());
+                match event {
+                    watcher::Event::Init => relisting = Some(Vec::new()),
+                    watcher::Event::InitApply(obj) | watcher::Event::Apply(obj) => {
+                        let name = obj.metadata.name.clone().unwrap_or_default();
+                        if let Some(seen) = relisting.as_mut() {
+                            seen.push(name.clone());
+                        }
+                        let obj = Arc::new(obj);
+                        store.insert(name, obj.clone());
+                        let _ = changes.send(Change::Applied(obj));
+                    }
+                    watcher::Event::Delete(obj) => {
+                        let name = obj.metadata.name.clone().unwrap_or_default();
+                        store.remove(&name);
+                        let _ = changes.send(Change::Deleted(name));
+                    }
+                    watcher::Event::InitDone => {
+                        if let Some(seen) = relisting.take() {
+                            let seen: std::collections::HashSet<String> =
+                                seen.into_iter().collect();
+                            let gone: Vec<String> = store
+                                .keys()
+                                .filter(|k| !seen.contains(*k))
+                                .cloned()
+                                .collect();
+                            for name in gone {
+                                store.remove(&name);
+                                let _ = changes.send(Change::Deleted(name));
+                            }
+                        }
+                        listed_tx.send_replace(true);
+                    }
+                }
+            }
+        })
+    };
+    Shared {
+        objects,
+        changes,
+        listed,
+        task,
+    }
+}
