@@ -186,7 +186,9 @@ fn start(client: Client, resource: &ApiResource, namespace: Option<&str>) -> Sha
                 let mut store = objects.write().unwrap_or_else(|e| e.into_inner());
                 match event {
                     watcher::Event::Init => relisting = Some(Vec::new()),
-                    watcher::Event::InitApply(obj) | watcher::Event::Apply(obj) => {
+                    watcher::Event::InitApply(mut obj) | watcher::Event::Apply(mut obj) => {
+                        // Readiness never reads them, and they are often half an object.
+                        obj.metadata.managed_fields = None;
                         let name = obj.metadata.name.clone().unwrap_or_default();
                         if let Some(seen) = relisting.as_mut() {
                             seen.push(name.clone());

@@ -319,7 +319,9 @@ pub fn start(
         workloads.insert(kind, writer.as_reader());
         let stream = reflector::reflector(
             writer,
-            watcher(api, watcher::Config::default()).default_backoff(),
+            watcher(api, watcher::Config::default())
+                .default_backoff()
+                .modify(|o| o.managed_fields_mut().clear()),
         )
         .map(move |event| match event {
             Ok(event) => Signal::Workload(kind, Box::new(event)),
@@ -335,7 +337,8 @@ pub fn start(
                 scope.api::<PartialObjectMeta<ConfigMap>>(client.clone()),
                 watcher::Config::default(),
             )
-            .default_backoff(),
+            .default_backoff()
+            .modify(|o| o.managed_fields_mut().clear()),
         )
         .map(|event| match event {
             Ok(event) => config_signal(ConfigKind::ConfigMap, event),
@@ -352,7 +355,8 @@ pub fn start(
                 scope.api::<PartialObjectMeta<Secret>>(client.clone()),
                 watcher::Config::default().labels("owner!=helm"),
             )
-            .default_backoff(),
+            .default_backoff()
+            .modify(|o| o.managed_fields_mut().clear()),
         )
         .map(|event| match event {
             Ok(event) => config_signal(ConfigKind::Secret, event),

@@ -108,7 +108,9 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
             tracing::info_span!("reconcile", release = %key, generation = hr.metadata.generation);
         ctx.metrics.in_flight.inc();
         let started = std::time::Instant::now();
-        let (requeue, result) = reconcile_once(&ctx, &key, hr, &mut inbox, &stop)
+        // Boxed: the reconcile's state machine is large, and an idle worker (most of a
+        // thousand) should not carry it between reconciles.
+        let (requeue, result) = Box::pin(reconcile_once(&ctx, &key, hr, &mut inbox, &stop))
             .instrument(span)
             .await;
         ctx.metrics.in_flight.dec();
