@@ -157,6 +157,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     ctx.cancel_on_new_revision = config.cancel_on_new_revision;
     ctx.chart_poll = config.chart_poll;
     ctx.metrics = config.metrics.clone();
+    ctx.loads = tokio::sync::Semaphore::new(config.concurrent.max(1));
     let ctx = Arc::new(ctx);
     let coverage = config.coverage.clone();
     let dispatcher = Dispatcher {

@@ -37,6 +37,8 @@ pub struct Context {
     pub metrics: crate::telemetry::Metrics,
     /// Watches shared by every running wait of this engine.
     pub watches: crate::health::WatchHub,
+    /// Slots for resolving and loading charts (as many as for rendering).
+    pub loads: tokio::sync::Semaphore,
 }
 
 impl Context {
@@ -60,6 +62,7 @@ impl Context {
             cancel_on_new_revision: true,
             chart_poll: Duration::from_secs(15),
             metrics: crate::telemetry::Metrics::new(),
+            loads: tokio::sync::Semaphore::new(4),
         }
     }
 }

@@ -63,6 +63,13 @@ pub(super) async fn prepare(
     ctx: &Context,
     hr: &HelmRelease,
 ) -> Result<Prepared, (&'static str, String)> {
+    // Loading charts is bounded like rendering: a thousand releases starting together
+    // would otherwise each hold a chart in memory at once.
+    let _slot = ctx
+        .loads
+        .acquire()
+        .await
+        .expect("the semaphore is never closed");
     let namespace = hr.object_namespace();
     let auth = match &hr.spec.chart.secret_ref {
         Some(secret) => RepoAuth::from_secret(&ctx.client, &namespace, &secret.name)
