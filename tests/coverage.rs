@@ -13,33 +13,20 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::events::v1::Event;
-use kube::api::{ListParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, Client};
 use support::controller::Controller;
-use support::engine::{self as eng, condition, set_values, wait_for, webapp};
-use support::{PATIENCE, TestNamespace, client, install_crd};
+use support::engine::{self as eng, condition, events_about, set_values, setup, wait_for, webapp};
+use support::PATIENCE;
 use wheelhouse::api::HelmRelease;
 use wheelhouse::client::Scope;
 use wheelhouse::engine::{self, Coverage, EngineHandle, Role, SHARD_LABEL};
 
-async fn setup(prefix: &str) -> (Client, TestNamespace, Api<HelmRelease>) {
-    let client = client().await;
-    install_crd(&client).await;
-    let ns = TestNamespace::new(&client, prefix).await;
-    let api = Api::namespaced(client.clone(), &ns.name);
-    (client, ns, api)
-}
-
 /// The identities that recorded Events about the HelmRelease `name`.
 async fn actors(client: &Client, ns: &str, name: &str) -> BTreeSet<String> {
-    Api::<Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
+    events_about(client, ns, name)
         .await
-        .unwrap()
-        .items
         .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
         .filter_map(|e| e.reporting_instance)
         .collect()
 }

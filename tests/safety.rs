@@ -11,9 +11,9 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use support::engine::{
-    chart, delete_and_await_uninstall, helm, helm_history, is, set_values, start, wait_for,
+    chart, delete_and_await_uninstall, helm, helm_history, is, set_values, setup, start, wait_for,
 };
-use support::{PATIENCE, TestNamespace, client, install_crd, kubeconfig_path, testbin};
+use support::{PATIENCE, kubeconfig_path, testbin};
 use wheelhouse::api::{HelmRelease, RawHelmRelease};
 use wheelhouse::client::Scope;
 use wheelhouse::engine::{self, Role};
@@ -22,14 +22,6 @@ use wheelhouse::render::HelmRenderer;
 /// A HelmRelease of the `shared` test chart with `spec` merged in.
 fn shared(name: &str, spec: serde_json::Value) -> HelmRelease {
     support::engine::release(name, "shared", spec)
-}
-
-async fn setup(prefix: &str) -> (Client, TestNamespace, Api<HelmRelease>) {
-    let client = client().await;
-    install_crd(&client).await;
-    let ns = TestNamespace::new(&client, prefix).await;
-    let api = Api::namespaced(client.clone(), &ns.name);
-    (client, ns, api)
 }
 
 async fn storage_of(client: &Client, ns: &str, release: &str) -> Vec<Secret> {

@@ -230,17 +230,11 @@ pub async fn waiting_on(api: &Api<HelmRelease>, name: &str, revision: i32) -> He
 
 /// Events recorded about the HelmRelease `name`, as "Reason: note".
 pub async fn events_of(client: &Client, ns: &str, name: &str) -> Vec<String> {
-    use k8s_openapi::api::events::v1::Event;
-    use kube::api::ListParams;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     loop {
-        let events: Vec<String> = Api::<Event>::namespaced(client.clone(), ns)
-            .list(&ListParams::default())
+        let events: Vec<String> = events_about(client, ns, name)
             .await
-            .unwrap()
-            .items
             .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
             .map(|e| {
                 format!(
                     "{}: {}",
@@ -255,6 +249,31 @@ pub async fn events_of(client: &Client, ns: &str, name: &str) -> Vec<String> {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The Events (events.k8s.io) about the object `name` in `ns`, as they are now.
+pub async fn events_about(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> Vec<k8s_openapi::api::events::v1::Event> {
+    Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), ns)
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect()
+}
+
+/// A client, the CRD, a fresh namespace and the HelmReleases API in it.
+pub async fn setup(prefix: &str) -> (Client, super::TestNamespace, Api<HelmRelease>) {
+    let client = super::client().await;
+    super::install_crd(&client).await;
+    let ns = super::TestNamespace::new(&client, prefix).await;
+    let api = Api::namespaced(client.clone(), &ns.name);
+    (client, ns, api)
 }
 
 /// Sets one annotation on the HelmRelease (a `requestedAt`/`resetAt` token, say).
