@@ -160,7 +160,7 @@ pub async fn wait(
     let mut states: BTreeMap<usize, Readiness> = BTreeMap::new();
     // What the shared stores hold already (another wait may have listed them).
     for i in 0..targets.len() {
-        observe(
+        let _ = observe(
             targets,
             i,
             stores[group[i]].get(&targets[i].name),
@@ -212,9 +212,16 @@ pub async fn wait(
                         Change::Deleted(name) => Some(name.clone()),
                         Change::Resync => None,
                     };
+                    let mut selected = false;
                     for i in (0..targets.len()).filter(|&i| group[i] == g) {
                         if name.as_ref().is_none_or(|n| *n == targets[i].name) {
-                            observe(targets, i, stores[g].get(&targets[i].name), options, &mut states, &mut selectors);
+                            selected |= observe(targets, i, stores[g].get(&targets[i].name), options, &mut states, &mut selectors);
+                        }
+                    }
+                    // Pods that arrived before their workload's selector was known.
+                    if selected {
+                        for pod in pod_stores.values().flat_map(Store::all) {
+                            keep_pod(targets, &selectors, &pod, options, &mut pods);
                         }
                     }
                 }
@@ -240,6 +247,8 @@ pub async fn wait(
 }
 
 /// Judges target `i` as the shared store shows it now (`None`: it does not exist).
+/// True when it made a workload's pod selector known (or changed it): the pods already
+/// seen must then be looked at again.
 fn observe(
     targets: &[Target],
     i: usize,
@@ -247,18 +256,23 @@ fn observe(
     options: &WaitOptions,
     states: &mut BTreeMap<usize, Readiness>,
     selectors: &mut BTreeMap<usize, serde_json::Value>,
-) {
+) -> bool {
     let Some(obj) = obj else {
         states.insert(
             i,
             Readiness::InProgress("waiting for the object to exist".into()),
         );
-        return;
+        return false;
     };
     states.insert(i, readiness_of(&targets[i], &obj, options.strictness));
     if WORKLOADS.contains(&targets[i].resource.kind.as_str()) {
-        selectors.insert(i, obj.data["spec"]["selector"].clone());
+        let selector = obj.data["spec"]["selector"].clone();
+        if selectors.get(&i) != Some(&selector) {
+            selectors.insert(i, selector);
+            return true;
+        }
     }
+    false
 }
 
 /// Keeps a pod of the shared namespace watch when one of this wait's workloads selects
