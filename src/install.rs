@@ -366,6 +366,7 @@ fn value<K: Serialize>(obj: &K) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rbac::tests::kinds;
 
     fn opts(shards: &[&str]) -> InstallOptions {
         InstallOptions {
@@ -373,19 +374,6 @@ mod tests {
             image: "registry.example/wheelhouse:dev".into(),
             shards: shards.iter().map(|s| (*s).to_owned()).collect(),
         }
-    }
-
-    fn kinds(objects: &[serde_json::Value]) -> Vec<String> {
-        objects
-            .iter()
-            .map(|o| {
-                format!(
-                    "{}/{}",
-                    o["kind"].as_str().unwrap(),
-                    o["metadata"]["name"].as_str().unwrap()
-                )
-            })
-            .collect()
     }
 
     fn find<'a>(objects: &'a [serde_json::Value], kind_name: &str) -> &'a serde_json::Value {

@@ -227,7 +227,7 @@ pub fn yaml(opts: &RbacOptions) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn opts(scope: Scope) -> RbacOptions {
@@ -240,7 +240,8 @@ mod tests {
         }
     }
 
-    fn kinds(objects: &[serde_json::Value]) -> Vec<String> {
+    /// `Kind/name` of each object, in order (shared with the install tests).
+    pub(crate) fn kinds(objects: &[serde_json::Value]) -> Vec<String> {
         objects
             .iter()
             .map(|o| {
