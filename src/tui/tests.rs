@@ -505,3 +505,34 @@ fn a_namespace_engine_refuses_views_it_cannot_show() {
     };
     assert!(why.contains("reconciles) namespace apps only"), "{why}");
 }
+
+#[test]
+fn history_columns_line_up_whatever_the_widths() {
+    let mut app = app(false);
+    let mut views = (*app.views).clone();
+    let view = views.get_mut(&k("apps", "api")).unwrap();
+    let hr = std::sync::Arc::make_mut(&mut view.release);
+    let history = &mut hr.status.as_mut().unwrap().history;
+    history[0].status = "pending-rollback".into();
+    history[0].chart_name = "a-much-longer-chart-name".into();
+    app.set_views(std::sync::Arc::new(views));
+    select(&mut app, "api");
+    app.on_key(key('h'));
+    app.on_io(IoResult::Detail {
+        key: k("apps", "api"),
+        data: detail_data(),
+    });
+    let screen = render(&app, 120, 30).backend().to_string();
+    let column = |l: &str, what: &str| l.find(what).map(|b| l[..b].chars().count());
+    let digests: Vec<usize> = screen
+        .lines()
+        .filter_map(|l| column(l, "sha256:"))
+        .collect();
+    assert!(digests.len() >= 2, "{screen}");
+    assert!(digests.windows(2).all(|w| w[0] == w[1]), "{screen}");
+    let header = screen
+        .lines()
+        .find_map(|l| column(l, "DIGEST"))
+        .expect("a header");
+    assert_eq!(header, digests[0], "{screen}");
+}

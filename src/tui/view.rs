@@ -540,10 +540,46 @@ fn history<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
     if history.is_empty() && in_flight.is_none() {
         return Text::styled("  no revisions yet", t.muted());
     }
+    // Columns as wide as their widest cell (a `pending-rollback` status or a long chart
+    // name would otherwise push the rest of its row out of line).
+    let chart_of = |h: &crate::api::Snapshot| format!("{}-{}", h.chart_name, h.chart_version);
+    let rev_w = history
+        .iter()
+        .map(|h| h.version.to_string().len())
+        .chain(in_flight.map(|h| h.revision.to_string().len()))
+        .chain([3])
+        .max()
+        .unwrap_or(3);
+    let status_w = history
+        .iter()
+        .map(|h| h.status.len())
+        .chain(in_flight.map(|h| h.status.len()))
+        .chain([6])
+        .max()
+        .unwrap_or(6);
+    let chart_w = history
+        .iter()
+        .map(|h| chart_of(h).len())
+        .chain(in_flight.map(|h| h.chart.len()))
+        .chain([5])
+        .max()
+        .unwrap_or(5);
+    let action_w = history
+        .iter()
+        .map(|h| h.action.as_deref().unwrap_or_default().len())
+        .chain([6])
+        .max()
+        .unwrap_or(6);
     let mut lines = vec![Line::styled(
         format!(
-            "  {:<4} {:<17} {:<24} {:<10} {:>8}  {}",
-            "REV", "STATUS", "CHART", "ACTION", "DEPLOYED", "DIGEST"
+            "  {:<rev_w$} {:<sw$} {:<chart_w$} {:<action_w$} {:>8}  {}",
+            "REV",
+            "STATUS",
+            "CHART",
+            "ACTION",
+            "DEPLOYED",
+            "DIGEST",
+            sw = status_w + 2,
         ),
         t.muted(),
     )];
@@ -554,12 +590,12 @@ fn history<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
             State::Unknown
         };
         lines.push(Line::from(vec![
-            Span::raw(format!("  {:<4} ", h.revision)),
+            Span::raw(format!("  {:<rev_w$} ", h.revision)),
             Span::styled(
-                format!("{} {:<15} ", state.symbol(), h.status),
+                format!("{} {:<status_w$} ", state.symbol(), h.status),
                 t.state(state),
             ),
-            Span::raw(format!("{:<24} ", h.chart)),
+            Span::raw(format!("{:<chart_w$} ", h.chart)),
             Span::styled(h.description.clone(), t.muted()),
         ]));
     }
@@ -572,14 +608,14 @@ fn history<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
         };
         let digest: String = h.config_digest.chars().take(15).collect();
         lines.push(Line::from(vec![
-            Span::raw(format!("  {:<4} ", h.version)),
+            Span::raw(format!("  {:<rev_w$} ", h.version)),
             Span::styled(
-                format!("{} {:<15} ", state.symbol(), h.status),
+                format!("{} {:<status_w$} ", state.symbol(), h.status),
                 t.state(state),
             ),
             Span::raw(format!(
-                "{:<24} {:<10} {:>8}  {digest}",
-                format!("{}-{}", h.chart_name, h.chart_version),
+                "{:<chart_w$} {:<action_w$} {:>8}  {digest}",
+                chart_of(h),
                 h.action.clone().unwrap_or_default(),
                 h.last_deployed
                     .as_ref()
