@@ -290,6 +290,9 @@ impl Dispatcher {
             tokio::select! {
                 () = self.stop.cancelled() => break,
                 _ = publish.tick(), if dirty => {
+                    // Coalesced like the views: the tracker learns which releases are
+                    // ours at most once per tick, not once per event.
+                    self.share_ownership(&store, &workers);
                     self.publish(&store);
                     dirty = false;
                 }
@@ -355,7 +358,6 @@ impl Dispatcher {
                         }
                         Err(e) => tracing::warn!(error = %e, "HelmRelease watch error"),
                     }
-                    self.share_ownership(&store, &workers);
                     dirty = true;
                 }
                 Some(event) = leases.next() => {
@@ -422,7 +424,6 @@ impl Dispatcher {
                             });
                             workers.clear();
                             term = None;
-                            self.share_ownership(&store, &workers);
                             dirty = true;
                         }
                         _ => {}
