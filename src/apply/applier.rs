@@ -352,7 +352,9 @@ impl Applier {
                     Err(e) if is_status(&e, 409) => continue,
                     Err(e) => return Err(target.api_error("create")(e)),
                 },
-                CrdPolicy::CreateReplace => self.server_side_apply(&target).await?,
+                CrdPolicy::CreateReplace => {
+                    self.server_side_apply(&target).await?;
+                }
             }
             installed.push(target);
         }
@@ -415,14 +417,15 @@ impl Applier {
         Ok(())
     }
 
-    pub(super) async fn server_side_apply(&self, target: &Target) -> Result<(), Error> {
+    /// Returns the UID of the applied object.
+    pub(super) async fn server_side_apply(&self, target: &Target) -> Result<Option<String>, Error> {
         let params = PatchParams::apply(RELEASE_FIELD_MANAGER).force();
-        target
+        let applied = target
             .api(&self.client)
             .patch(target.name(), &params, &Patch::Apply(&target.obj))
             .await
             .map_err(target.api_error("apply"))?;
-        Ok(())
+        Ok(applied.metadata.uid)
     }
 
     /// Server-side applies every object of `manifest` for a new release that takes

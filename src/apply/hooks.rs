@@ -2,10 +2,11 @@
 
 use std::time::Duration;
 
+use futures::TryStreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::runtime::wait::await_condition;
+use kube::runtime::watcher;
 
 use super::Error;
 use super::applier::{Applier, Target};
@@ -152,22 +153,25 @@ impl Applier {
     /// the reason it failed.
     async fn execute_hook(&self, targets: &[Target], timeout: Duration) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + timeout;
+        let mut uids = Vec::with_capacity(targets.len());
         for target in targets {
-            self.server_side_apply(target)
-                .await
-                .map_err(|e| e.to_string())?;
+            uids.push(
+                self.server_side_apply(target)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            );
         }
-        for target in targets {
+        for (target, uid) in targets.iter().zip(uids) {
             let reference = &target.reference;
             let namespace = reference.namespace.as_deref().unwrap_or_default();
             let waited = match (reference.group(), reference.kind.as_str()) {
                 ("batch", "Job") => {
                     let api: Api<Job> = Api::namespaced(self.client.clone(), namespace);
-                    wait_for(api, &reference.name, deadline, job_outcome).await
+                    wait_for(api, &reference.name, uid, deadline, job_outcome).await
                 }
                 ("", "Pod") => {
                     let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-                    wait_for(api, &reference.name, deadline, pod_outcome).await
+                    wait_for(api, &reference.name, uid, deadline, pod_outcome).await
                 }
                 _ => continue,
             };
@@ -190,27 +194,48 @@ enum Waited {
     Failed(String),
 }
 
-/// Watches one object until `outcome` says it finished (or it goes away, or the deadline
-/// passes).
+/// Watches the object we created (`uid`) until `outcome` says it finished, it goes
+/// away, or the deadline passes. Events about an earlier object of the same name (the
+/// one `before-hook-creation` just deleted) are not about this run and are ignored.
 async fn wait_for<K>(
     api: Api<K>,
     name: &str,
+    uid: Option<String>,
     deadline: tokio::time::Instant,
     outcome: fn(&K) -> Option<Result<(), String>>,
 ) -> Result<(), Waited>
 where
     K: kube::Resource + Clone + std::fmt::Debug + Send + serde::de::DeserializeOwned + 'static,
 {
-    let finished = move |obj: Option<&K>| obj.is_none_or(|obj| outcome(obj).is_some());
-    match tokio::time::timeout_at(deadline, await_condition(api, name, finished)).await {
+    let ours = |obj: &K| uid.is_none() || obj.meta().uid == uid;
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = std::pin::pin!(watcher(api, config));
+    // Whether the current (re)list showed our object: a relist without it means it went
+    // while the watch was down.
+    let mut listed = false;
+    let watched = async {
+        while let Some(event) = events.try_next().await? {
+            match event {
+                watcher::Event::Init => listed = false,
+                watcher::Event::InitApply(obj) | watcher::Event::Apply(obj) if ours(&obj) => {
+                    listed = true;
+                    if let Some(result) = outcome(&obj) {
+                        return Ok(Some(result));
+                    }
+                }
+                watcher::Event::Delete(obj) if ours(&obj) => return Ok(None),
+                watcher::Event::InitDone if !listed => return Ok(None),
+                _ => {}
+            }
+        }
+        Ok::<_, watcher::Error>(None)
+    };
+    match tokio::time::timeout_at(deadline, watched).await {
         Err(_) => Err(Waited::TimedOut),
         Ok(Err(e)) => Err(Waited::Failed(format!("cannot watch it: {e}"))),
         Ok(Ok(None)) => Err(Waited::Deleted),
-        Ok(Ok(Some(obj))) => match outcome(&obj) {
-            Some(Ok(())) => Ok(()),
-            Some(Err(reason)) => Err(Waited::Failed(reason)),
-            None => unreachable!("the condition only lets finished objects through"),
-        },
+        Ok(Ok(Some(Ok(())))) => Ok(()),
+        Ok(Ok(Some(Err(reason)))) => Err(Waited::Failed(reason)),
     }
 }
 

@@ -107,12 +107,52 @@ pub async fn wait_for(
         Ok(Ok(Some(hr))) => hr,
         _ => {
             let last = api.get_opt(name).await.ok().flatten();
+            let events = namespace_events(api).await;
             panic!(
-                "{name}: gave up waiting for {what}; last status: {:#?}",
+                "{name}: gave up waiting for {what}; last status: {:#?}\nevents in the namespace:\n{events}",
                 last.and_then(|h| h.status)
             );
         }
     }
+}
+
+/// Every Event of the HelmRelease's namespace, one per line and oldest first, so a
+/// failure that depends on what else happened there (a pod deleted by the control
+/// plane, an eviction) says so.
+async fn namespace_events(api: &Api<HelmRelease>) -> String {
+    let Some(ns) = api.namespace() else {
+        return String::new();
+    };
+    let client = super::client().await;
+    let events = Api::<k8s_openapi::api::core::v1::Event>::namespaced(client, ns)
+        .list(&kube::api::ListParams::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    let mut lines: Vec<(String, String)> = events
+        .into_iter()
+        .map(|e| {
+            let when = e
+                .event_time
+                .map(|t| t.0.to_string())
+                .or(e.last_timestamp.map(|t| t.0.to_string()))
+                .unwrap_or_default();
+            let what = format!(
+                "{when} {}/{} {} {} (by {}): {}",
+                e.involved_object.kind.unwrap_or_default(),
+                e.involved_object.name.unwrap_or_default(),
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.reporting_component
+                    .or(e.source.and_then(|s| s.component))
+                    .unwrap_or_default(),
+                e.message.unwrap_or_default(),
+            );
+            (when, what)
+        })
+        .collect();
+    lines.sort();
+    lines.into_iter().map(|(_, l)| l + "\n").collect()
 }
 
 /// (status, reason) of a condition.
