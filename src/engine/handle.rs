@@ -3,7 +3,6 @@
 //! (spec.suspend, annotations) so every front end and every other operator sees them;
 //! when this process runs the engine it also acts on them at once.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -109,7 +108,61 @@ impl ReleaseView {
     }
 }
 
-pub type Views = BTreeMap<ReleaseKey, ReleaseView>;
+/// Equal when a front end would show nothing different. The release object is compared
+/// by identity, which is cheap: the watch hands over a new one for every change.
+impl PartialEq for ReleaseView {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.release, &other.release)
+            && self.live == other.live
+            && self.problem == other.problem
+            && self.elsewhere == other.elsewhere
+    }
+}
+
+/// Every release the engine's watch sees, as a persistent map: a snapshot costs O(1) to
+/// take, a change O(log n), and `diff` between two snapshots visits only what changed,
+/// so a front end follows thousands of releases without rebuilding anything per event.
+pub type ReleaseMap = imbl::OrdMap<ReleaseKey, ReleaseView>;
+
+/// What the workers are doing, per release; persistent for the same reasons.
+pub type LiveMap = imbl::OrdMap<ReleaseKey, LiveState>;
+
+/// A snapshot of the releases, and whether the watch's initial list has completed
+/// (until then the releases are the first pages of it).
+#[derive(Debug, Clone, Default)]
+pub struct Views {
+    releases: ReleaseMap,
+    pub listed: bool,
+}
+
+impl Views {
+    pub fn new(releases: ReleaseMap, listed: bool) -> Self {
+        Self { releases, listed }
+    }
+}
+
+impl std::ops::Deref for Views {
+    type Target = ReleaseMap;
+    fn deref(&self) -> &ReleaseMap {
+        &self.releases
+    }
+}
+
+impl std::ops::DerefMut for Views {
+    fn deref_mut(&mut self) -> &mut ReleaseMap {
+        &mut self.releases
+    }
+}
+
+impl FromIterator<ReleaseView> for Views {
+    /// A complete snapshot of the given views.
+    fn from_iter<I: IntoIterator<Item = ReleaseView>>(views: I) -> Self {
+        Self {
+            releases: views.into_iter().map(|v| (v.key.clone(), v)).collect(),
+            listed: true,
+        }
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
@@ -143,7 +196,7 @@ pub enum Connection {
 pub struct EngineHandle {
     pub(super) client: Client,
     pub(super) views: watch::Receiver<Arc<Views>>,
-    pub(super) live: watch::Receiver<Arc<BTreeMap<ReleaseKey, LiveState>>>,
+    pub(super) live: watch::Receiver<LiveMap>,
     pub(super) role: watch::Receiver<Role>,
     pub(super) connection: watch::Receiver<Connection>,
     pub(super) direct: mpsc::UnboundedSender<(Command, String)>,
@@ -193,7 +246,7 @@ impl EngineHandle {
     }
 
     /// Live state of a release's worker in this process (empty for followers).
-    pub fn live(&self) -> watch::Receiver<Arc<BTreeMap<ReleaseKey, LiveState>>> {
+    pub fn live(&self) -> watch::Receiver<LiveMap> {
         self.live.clone()
     }
 }

@@ -30,7 +30,8 @@ use tokio_util::task::TaskTracker;
 
 pub use coverage::{Coverage, SHARD_LABEL};
 pub use handle::{
-    Command, Connection, EngineHandle, LiveState, Phase, ReleaseKey, ReleaseView, Views, WaitView,
+    Command, Connection, EngineHandle, LiveMap, LiveState, Phase, ReleaseKey, ReleaseMap,
+    ReleaseView, Views, WaitView,
 };
 pub use lease::Role;
 
@@ -130,8 +131,8 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
             lease_stop.clone(),
         )
     };
-    let (live_tx, live_rx) = watch::channel(Arc::new(BTreeMap::new()));
-    let (views_tx, views_rx) = watch::channel(Arc::new(Views::new()));
+    let (live_tx, live_rx) = watch::channel(LiveMap::new());
+    let (views_tx, views_rx) = watch::channel(Arc::new(Views::default()));
     let (connection_tx, connection_rx) = watch::channel(Connection::Connected);
     let (direct_tx, direct_rx) = mpsc::unbounded_channel();
     let recorder = Recorder::new(
@@ -176,6 +177,9 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         held: HeldNamespaces::default(),
         acting: HashSet::new(),
         owned: tracking::Ownership::default(),
+        shown: ReleaseMap::new(),
+        seen_live: LiveMap::new(),
+        listed: false,
     };
     tokio::spawn(async move {
         let workers = dispatcher.workers.clone();
@@ -231,7 +235,7 @@ struct Dispatcher {
     /// Raw, so that one object that does not decode never fails the whole watch.
     api: Api<RawHelmRelease>,
     role: watch::Receiver<Role>,
-    live: watch::Receiver<Arc<BTreeMap<ReleaseKey, LiveState>>>,
+    live: watch::Receiver<LiveMap>,
     views: watch::Sender<Arc<Views>>,
     connection: watch::Sender<Connection>,
     direct: mpsc::UnboundedReceiver<(Command, String)>,
@@ -249,6 +253,12 @@ struct Dispatcher {
     acting: HashSet<String>,
     /// The releases this engine reconciles, for the config tracker.
     owned: tracking::Ownership,
+    /// The views as published next: kept up to date one release at a time.
+    shown: ReleaseMap,
+    /// The workers' live states the views were last brought up to date with.
+    seen_live: LiveMap,
+    /// Whether the watch's initial list has completed.
+    listed: bool,
 }
 
 /// The store of watched releases: decoded (or a stand-in) and, for those that do not
@@ -281,9 +291,12 @@ impl Dispatcher {
         let mut probe = tokio::time::interval(PROBE_EVERY);
         probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (mut watch_failing, mut probe_failing) = (false, false);
-        // The views are rebuilt at most once per PUBLISH_EVERY, however many events
-        // arrived: a list of thousands of releases costs one rebuild, not one per release.
+        // Each event updates the views of the releases it is about; the snapshot is
+        // published at most once per PUBLISH_EVERY, however many events arrived.
         let mut dirty = false;
+        // Which releases are ours changes with releases, Leases and terms, not with
+        // the workers' progress: the tracker learns it only then.
+        let mut ownership_stale = false;
         let mut publish = tokio::time::interval(PUBLISH_EVERY);
         publish.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -292,8 +305,11 @@ impl Dispatcher {
                 _ = publish.tick(), if dirty => {
                     // Coalesced like the views: the tracker learns which releases are
                     // ours at most once per tick, not once per event.
-                    self.share_ownership(&store, &workers);
-                    self.publish(&store);
+                    if ownership_stale {
+                        self.share_ownership(&store, &workers);
+                        ownership_stale = false;
+                    }
+                    self.publish();
                     dirty = false;
                 }
                 event = events.next() => {
@@ -303,6 +319,7 @@ impl Dispatcher {
                     watch_failing = event.is_err();
                     let error = event.as_ref().err().map(ToString::to_string);
                     self.report_connection(watch_failing || probe_failing, error);
+                    let mut touched: Option<ReleaseKey> = None;
                     match event {
                         Ok(watcher::Event::Init) => relisted = Some(HashSet::new()),
                         Ok(watcher::Event::InitApply(raw) | watcher::Event::Apply(raw)) => {
@@ -316,6 +333,7 @@ impl Dispatcher {
                                 seen.insert(key.clone());
                             }
                             store.releases.insert(key.clone(), hr.clone());
+                            touched = Some(key.clone());
                             match decoded {
                                 Ok(_) => {
                                     store.bad.remove(&key);
@@ -338,8 +356,10 @@ impl Dispatcher {
                                 let gone: Vec<_> = store.releases.keys().filter(|k| !seen.contains(k)).cloned().collect();
                                 for key in gone {
                                     forget(&mut store, &mut workers, &key);
+                                    self.refresh_view(&store, &key);
                                 }
                             }
+                            self.listed = true;
                         }
                         Ok(watcher::Event::Delete(raw)) => {
                             let key = ReleaseKey {
@@ -355,14 +375,21 @@ impl Dispatcher {
                                 w.stop.cancel();
                             }
                             forget(&mut store, &mut workers, &key);
+                            touched = Some(key);
                         }
                         Err(e) => tracing::warn!(error = %e, "HelmRelease watch error"),
+                    }
+                    if let Some(key) = touched {
+                        self.refresh_view(&store, &key);
+                        ownership_stale = true;
                     }
                     dirty = true;
                 }
                 Some(event) = leases.next() => {
                     self.held.observe(event, &self.identity);
                     self.start_eligible(&store, &mut workers, term.as_ref());
+                    self.refresh_all(&store);
+                    ownership_stale = true;
                     dirty = true;
                 }
                 Ok(()) = self.role.changed() => {
@@ -410,6 +437,8 @@ impl Dispatcher {
                                 t.0.child_token(),
                             );
                             term = Some(t);
+                            self.refresh_all(&store);
+                            ownership_stale = true;
                             dirty = true;
                         }
                         (Some((t, tracker)), false) => {
@@ -424,6 +453,8 @@ impl Dispatcher {
                             });
                             workers.clear();
                             term = None;
+                            self.refresh_all(&store);
+                            ownership_stale = true;
                             dirty = true;
                         }
                         _ => {}
@@ -447,11 +478,24 @@ impl Dispatcher {
                     // Namespace Leases also expire without any event.
                     if self.held.refresh(&self.identity) {
                         self.start_eligible(&store, &mut workers, term.as_ref());
+                        self.refresh_all(&store);
+                        ownership_stale = true;
                         dirty = true;
                     }
                 }
                 Ok(()) = self.live.changed() => {
-                    self.live.borrow_and_update();
+                    let live = self.live.borrow_and_update().clone();
+                    // Only the releases whose worker moved: the persistent maps share
+                    // everything else, and `diff` skips what they share.
+                    let moved: Vec<ReleaseKey> = self.seen_live.diff(&live).map(|d| match d {
+                        imbl::ordmap::DiffItem::Add(k, _)
+                        | imbl::ordmap::DiffItem::Update { new: (k, _), .. }
+                        | imbl::ordmap::DiffItem::Remove(k, _) => k.clone(),
+                    }).collect();
+                    self.seen_live = live;
+                    for key in moved {
+                        self.refresh_view(&store, &key);
+                    }
                     dirty = true;
                 }
             }
@@ -625,23 +669,44 @@ impl Dispatcher {
         });
     }
 
-    fn publish(&self, store: &Store) {
-        let live = self.live.borrow().clone();
-        let views: Views = store
-            .releases
-            .iter()
-            .map(|(key, hr)| {
-                let view = ReleaseView {
-                    key: key.clone(),
-                    release: hr.clone(),
-                    live: live.get(key).cloned().unwrap_or_default(),
-                    problem: store.bad.get(key).map(|(reason, _)| reason.clone()),
-                    elsewhere: self.elsewhere(key, hr),
-                };
-                (key.clone(), view)
-            })
-            .collect();
-        self.views.send_replace(Arc::new(views));
+    /// The view of one release as front ends should see it now.
+    fn view_of(&self, store: &Store, key: &ReleaseKey) -> Option<ReleaseView> {
+        let hr = store.releases.get(key)?;
+        Some(ReleaseView {
+            key: key.clone(),
+            release: hr.clone(),
+            live: self.seen_live.get(key).cloned().unwrap_or_default(),
+            problem: store.bad.get(key).map(|(reason, _)| reason.clone()),
+            elsewhere: self.elsewhere(key, hr),
+        })
+    }
+
+    /// Brings one release's view up to date: O(log n), and nothing when it shows the same.
+    fn refresh_view(&mut self, store: &Store, key: &ReleaseKey) {
+        match self.view_of(store, key) {
+            Some(view) => {
+                if self.shown.get(key) != Some(&view) {
+                    self.shown.insert(key.clone(), view);
+                }
+            }
+            None => {
+                self.shown.remove(key);
+            }
+        }
+    }
+
+    /// Every view again: for what touches all releases at once (the term starts or
+    /// ends, a namespace engine's Lease), which is rare.
+    fn refresh_all(&mut self, store: &Store) {
+        for key in store.releases.keys() {
+            self.refresh_view(store, key);
+        }
+    }
+
+    /// Publishes the current views: a snapshot of the persistent map, O(1).
+    fn publish(&self) {
+        self.views
+            .send_replace(Arc::new(Views::new(self.shown.clone(), self.listed)));
     }
 }
 

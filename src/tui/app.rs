@@ -14,6 +14,7 @@ use super::model::{DetailData, Row, SortBy, parse_values};
 use super::theme::Theme;
 use crate::client::Scope;
 use crate::engine::{Command, ReleaseKey, Role, Views};
+use imbl::ordmap::DiffItem;
 
 /// IO the run loop performs on a task.
 #[derive(Debug, Clone, PartialEq)]
@@ -146,6 +147,8 @@ pub struct App {
     pub views: Arc<Views>,
     /// Rows after filter and sort, in display order.
     pub rows: Vec<Row>,
+    /// The rows in `rows`, by release: what to look for when one of them changes.
+    row_cache: HashMap<ReleaseKey, Row>,
     pub selected: usize,
     pub marked: BTreeSet<ReleaseKey>,
     pub filter: String,
@@ -182,6 +185,7 @@ impl App {
             now,
             views: Arc::default(),
             rows: Vec::new(),
+            row_cache: HashMap::new(),
             selected: 0,
             marked: BTreeSet::new(),
             filter: String::new(),
@@ -198,30 +202,99 @@ impl App {
         }
     }
 
+    /// Takes a new snapshot of the views. Only the releases that changed since the last
+    /// snapshot are looked at (the persistent maps' `diff` skips what they share), and
+    /// each moves to its sorted place, so thousands of releases cost nothing per event.
     pub fn set_views(&mut self, views: Arc<Views>) {
-        self.views = views;
-        self.refresh_rows();
+        let old = std::mem::replace(&mut self.views, views);
+        let changed: Vec<ReleaseKey> = old
+            .diff(&self.views)
+            .map(|d| match d {
+                DiffItem::Add(k, _)
+                | DiffItem::Update { new: (k, _), .. }
+                | DiffItem::Remove(k, _) => k.clone(),
+            })
+            .collect();
+        // A first list, or most releases changing at once, is cheaper sorted in one go.
+        if changed.len() > 64 + self.rows.len() / 8 {
+            self.refresh_rows();
+            return;
+        }
+        let selected = self.rows.get(self.selected).map(|r| r.key.clone());
+        for key in &changed {
+            self.update_row(key);
+            if !self.views.contains_key(key) {
+                self.marked.remove(key);
+            }
+        }
+        if let Some(key) = selected {
+            self.select_key(&key);
+        }
+        self.selected = self.selected.min(self.rows.len().saturating_sub(1));
     }
 
+    /// Whether a release belongs in the table: its namespace is in view and it matches
+    /// the filter.
+    fn shown(&self, row: &Row) -> bool {
+        let in_view = match &self.scope {
+            Scope::All => true,
+            Scope::Namespace(ns) => *ns == row.key.namespace,
+        };
+        in_view && row.matches(&self.filter)
+    }
+
+    /// Moves one release's row to where it belongs now (or out of the table).
+    fn update_row(&mut self, key: &ReleaseKey) {
+        let order = |a: &Row, b: &Row| self.sort.compare(a, b, self.reverse);
+        if let Some(old) = self.row_cache.remove(key)
+            && let Ok(i) = self.rows.binary_search_by(|r| order(r, &old))
+        {
+            self.rows.remove(i);
+        }
+        let Some(view) = self.views.get(key) else {
+            return;
+        };
+        let row = Row::of(view);
+        if self.shown(&row) {
+            let i = self
+                .rows
+                .binary_search_by(|r| order(r, &row))
+                .unwrap_or_else(|i| i);
+            self.rows.insert(i, row.clone());
+            self.row_cache.insert(key.clone(), row);
+        }
+    }
+
+    /// Puts the cursor on a release's row, if it is in the table.
+    fn select_key(&mut self, key: &ReleaseKey) {
+        let found = match self.row_cache.get(key) {
+            Some(row) => self
+                .rows
+                .binary_search_by(|r| self.sort.compare(r, row, self.reverse))
+                .ok(),
+            None => None,
+        };
+        if let Some(i) = found {
+            self.selected = i;
+        }
+    }
+
+    /// Every row again: when the filter, the namespace in view or the sort order
+    /// change, or most releases changed at once.
     fn refresh_rows(&mut self) {
         let key = self.rows.get(self.selected).map(|r| r.key.clone());
         let mut rows: Vec<Row> = self
             .views
             .values()
-            .filter(|v| match &self.scope {
-                Scope::All => true,
-                Scope::Namespace(ns) => *ns == v.key.namespace,
-            })
             .map(Row::of)
-            .filter(|r| r.matches(&self.filter))
+            .filter(|r| self.shown(r))
             .collect();
-        self.sort.sort(&mut rows, self.reverse);
+        rows.sort_by(|a, b| self.sort.compare(a, b, self.reverse));
+        self.row_cache = rows.iter().map(|r| (r.key.clone(), r.clone())).collect();
         self.rows = rows;
         // Keep the cursor on the same release when rows move.
-        if let Some(key) = key
-            && let Some(i) = self.rows.iter().position(|r| r.key == key)
-        {
-            self.selected = i;
+        if let Some(key) = key {
+            self.select_key(&key);
         }
         self.selected = self.selected.min(self.rows.len().saturating_sub(1));
         self.marked.retain(|k| self.views.contains_key(k));

@@ -178,7 +178,7 @@ pub fn sample() -> Arc<Views> {
             LiveState::default(),
         ),
     ];
-    Arc::new(views.into_iter().map(|v| (v.key.clone(), v)).collect())
+    Arc::new(views.into_iter().collect())
 }
 
 /// `n` releases over 50 namespaces in a realistic mix of states, for the benchmark.
@@ -212,5 +212,5 @@ pub fn many(n: usize) -> Arc<Views> {
             live,
         )
     });
-    Arc::new(views.map(|v| (v.key.clone(), v)).collect())
+    Arc::new(views.collect())
 }

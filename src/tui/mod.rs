@@ -344,7 +344,7 @@ pub fn render(
 
 /// The shared views of a set of releases, for tests and the benchmark.
 pub fn views_of(views: impl IntoIterator<Item = engine::ReleaseView>) -> Arc<engine::Views> {
-    Arc::new(views.into_iter().map(|v| (v.key.clone(), v)).collect())
+    Arc::new(views.into_iter().collect())
 }
 
 #[cfg(test)]

@@ -208,25 +208,22 @@ impl SortBy {
         }
     }
 
-    pub fn sort(self, rows: &mut [Row], reverse: bool) {
-        match self {
-            Self::Name => rows.sort_by(|a, b| a.key.cmp(&b.key)),
-            Self::State => {
-                rows.sort_by(|a, b| a.state.cmp(&b.state).then_with(|| a.key.cmp(&b.key)))
-            }
+    /// The table's order: a total order (the release key breaks ties), so a changed
+    /// row finds its place by binary search.
+    pub fn compare(self, a: &Row, b: &Row, reverse: bool) -> std::cmp::Ordering {
+        let by_key = || a.key.cmp(&b.key);
+        let order = match self {
+            Self::Name => by_key(),
+            Self::State => a.state.cmp(&b.state).then_with(by_key),
             // Most recent first: that is what an operator scans for.
-            Self::LastChange => rows.sort_by(|a, b| {
-                b.last_change
-                    .cmp(&a.last_change)
-                    .then_with(|| a.key.cmp(&b.key))
-            }),
-            Self::Revision => {
-                rows.sort_by(|a, b| b.revision.cmp(&a.revision).then_with(|| a.key.cmp(&b.key)))
-            }
-        }
-        if reverse {
-            rows.reverse();
-        }
+            Self::LastChange => b.last_change.cmp(&a.last_change).then_with(by_key),
+            Self::Revision => b.revision.cmp(&a.revision).then_with(by_key),
+        };
+        if reverse { order.reverse() } else { order }
+    }
+
+    pub fn sort(self, rows: &mut [Row], reverse: bool) {
+        rows.sort_by(|a, b| self.compare(a, b, reverse));
     }
 }
 

@@ -113,11 +113,13 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
         counts = format!("last known: {counts}");
     }
     // The sort order sits in the top border, which has room for it at 80 columns.
-    let mut title = format!(
-        " Releases {} · {} ",
-        app.rows.len(),
-        sort_title(app.sort, app.reverse)
-    );
+    // Until the watch's first list completes, the count is only what has arrived.
+    let count = if app.views.listed {
+        app.rows.len().to_string()
+    } else {
+        format!("loading ({} so far)", app.views.len())
+    };
+    let mut title = format!(" Releases {count} · {} ", sort_title(app.sort, app.reverse));
     if !app.filter.is_empty() {
         title.push_str(&format!("(filter: {}) ", app.filter));
     }
@@ -132,7 +134,9 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
     let inner = block.inner(area);
     f.render_widget(block, area);
     if app.rows.is_empty() {
-        let msg = if app.views.is_empty() {
+        let msg = if !app.views.listed {
+            "Listing HelmReleases…"
+        } else if app.views.is_empty() {
             "No HelmReleases here (yet). The table fills in live as they appear."
         } else {
             "No release matches the filter (esc clears it)."

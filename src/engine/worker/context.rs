@@ -1,7 +1,6 @@
 //! What a worker sees of the world: the engine-wide [`Context`] all workers share, and
 //! the [`Run`] of one reconcile, which the actions borrow.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -14,7 +13,7 @@ use super::Inbox;
 use crate::api::{HelmRelease, HelmReleaseStatus};
 use crate::apply::Applier;
 use crate::engine::actions::Note;
-use crate::engine::handle::{LiveState, Phase, ReleaseKey};
+use crate::engine::handle::{LiveMap, LiveState, Phase, ReleaseKey};
 use crate::engine::status;
 use crate::release::Storage;
 use crate::render::Renderer;
@@ -29,7 +28,7 @@ pub struct Context {
     pub recorder: Recorder,
     /// This engine's identity, in a form valid as a label value.
     pub identity_label: String,
-    pub live: watch::Sender<Arc<BTreeMap<ReleaseKey, LiveState>>>,
+    pub live: watch::Sender<LiveMap>,
     /// Engine-wide switch: supersede waits by newer desired states (DESIGN §4).
     pub cancel_on_new_revision: bool,
     /// How often a running wait asks a chart repository for a newer version.
@@ -48,7 +47,7 @@ impl Context {
         renderer: Arc<dyn Renderer>,
         recorder: Recorder,
         identity: &str,
-        live: watch::Sender<Arc<BTreeMap<ReleaseKey, LiveState>>>,
+        live: watch::Sender<LiveMap>,
     ) -> Self {
         Self {
             applier: Applier::new(client.clone()),
@@ -120,7 +119,7 @@ impl Run<'_> {
         let key = self.key.clone();
         let live = live.clone();
         self.ctx.live.send_modify(|m| {
-            Arc::make_mut(m).insert(key, live);
+            m.insert(key, live);
         });
     }
 

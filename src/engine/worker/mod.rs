@@ -119,7 +119,7 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
                 .reconciled(&key.namespace, &key.name, started.elapsed(), result);
         }
         ctx.live.send_modify(|m| {
-            Arc::make_mut(m).insert(key.clone(), LiveState::default());
+            m.insert(key.clone(), LiveState::default());
         });
         if inbox.deleted {
             break;
@@ -127,7 +127,7 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
         next_run = Instant::now() + requeue;
     }
     ctx.live.send_modify(|m| {
-        Arc::make_mut(m).remove(&key);
+        m.remove(&key);
     });
 }
 
