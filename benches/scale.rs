@@ -34,6 +34,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use support::engine::webapp;
+use support::process::{clock_ticks, read_cpu, read_rss};
 use support::{TestNamespace, client, install_crd, kubeconfig_path, testbin};
 use wheelhouse::api::HelmRelease;
 
@@ -57,52 +58,6 @@ fn env_count(name: &str, default: usize) -> usize {
             .unwrap_or_else(|_| panic!("{name}={v:?} is not a count")),
         Err(_) => default,
     }
-}
-
-/// Clock ticks per second of /proc/PID/stat, from `getconf CLK_TCK` (libc is not a
-/// direct dependency); 100, the Linux value, if getconf is missing.
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// CPU of a process from /proc/PID/stat, in clock ticks.
-#[derive(Debug, Clone, Copy, Default)]
-struct Cpu {
-    /// utime + stime: the process itself (all its threads).
-    own: u64,
-    /// cutime + cstime: its children that it has waited for (the helm renders).
-    children: u64,
-}
-
-fn read_cpu(pid: u32) -> Option<Cpu> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name is in parentheses and may contain spaces: fields follow the last ')'.
-    // After it: state (field 3), ... utime 14, stime 15, cutime 16, cstime 17.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let n = |i: usize| f.get(i - 3).and_then(|v| v.parse::<u64>().ok());
-    Some(Cpu {
-        own: n(14)? + n(15)?,
-        children: n(16)? + n(17)?,
-    })
-}
-
-/// (VmRSS, VmHWM) in KiB from /proc/PID/status.
-fn read_rss(pid: u32) -> Option<(u64, u64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-    };
-    Some((field("VmRSS:")?, field("VmHWM:")?))
 }
 
 /// What the controller's memory and connections consist of, for reading a high RSS:

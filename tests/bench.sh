@@ -2,18 +2,21 @@
 # Benchmarks that need the local control plane: starts one, runs the benchmark, stops it.
 # Figures are printed; they are measured, not asserted (machines are shared and noisy).
 #
-# Usage: tests/bench.sh mttr|scale
+# Usage: tests/bench.sh mttr|scale|dashboard-live
 #   mttr    time to recovery and fail-fast (WHEELHOUSE_BENCH_RUNS=N for more runs; default 5)
 #   scale   1,000 releases beside 2,000 Secrets and 2,000 ConfigMaps: time to Ready, peak
 #           RSS, CPU and idle CPU of the real controller process (WHEELHOUSE_BENCH_RELEASES,
 #           WHEELHOUSE_BENCH_SECRETS, WHEELHOUSE_BENCH_CONFIGMAPS set smaller counts)
+#   dashboard-live  the real dashboard in tmux at 1,000 and 5,000 releases, engine on and
+#           --readonly: first rows, full list, change to screen, idle CPU, RSS
+#           (WHEELHOUSE_BENCH_SIZES=1000,5000 chooses the sizes)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-usage="usage: tests/bench.sh mttr|scale"
+usage="usage: tests/bench.sh mttr|scale|dashboard-live"
 bench=${1:?$usage}
 case "$bench" in
-  mttr | scale) ;;
+  mttr | scale | dashboard-live) ;;
   *) echo "$usage" >&2; exit 2 ;;
 esac
 "$root/tests/cluster/prereqs.sh"
@@ -22,4 +25,4 @@ cluster=$(mktemp -d "${TMPDIR:-/tmp}/wheelhouse-bench.XXXXXX")
 trap '"$root/tests/cluster/down.sh" "$cluster"' EXIT
 "$root/tests/cluster/up.sh" "$cluster"
 export WHEELHOUSE_TEST_KUBECONFIG="$cluster/kubeconfig" WHEELHOUSE_TESTBIN="$bin"
-cargo bench --locked --bench "$bench"
+cargo bench --locked --bench "${bench//-/_}"

@@ -13,6 +13,7 @@ use kube::{Api, Client, Config};
 
 pub mod controller;
 pub mod engine;
+pub mod process;
 pub mod source;
 
 /// Generous bound on things the cluster does in well under a second; it only turns a

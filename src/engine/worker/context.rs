@@ -124,8 +124,19 @@ impl Run<'_> {
     }
 
     pub(crate) async fn write_status(&self) {
-        if let Err(e) = status::write(&self.api, &self.key.name, &self.status).await {
-            tracing::warn!(release = %self.key, error = %e, "cannot write status");
+        // A worker that starts on an unchanged release (every release, when an engine
+        // starts) has nothing to write: the status it read is the one it would write. It
+        // must also equal what this worker last wrote, since the object read may predate
+        // that write.
+        let written = self.inbox.written.lock().unwrap().clone();
+        let unchanged = self.hr.status.as_ref() == Some(&self.status)
+            && written.as_ref().is_none_or(|w| *w == self.status);
+        if unchanged {
+            return;
+        }
+        match status::write(&self.api, &self.key.name, &self.status).await {
+            Ok(()) => *self.inbox.written.lock().unwrap() = Some(self.status.clone()),
+            Err(e) => tracing::warn!(release = %self.key, error = %e, "cannot write status"),
         }
     }
 

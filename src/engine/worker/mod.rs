@@ -59,6 +59,8 @@ pub struct Inbox {
     /// watched object may not show our latest write yet, so this is what the next
     /// reconcile starts from.
     last_status: Option<HelmReleaseStatus>,
+    /// The status this worker last wrote, so that writing it again can be skipped.
+    pub(super) written: Mutex<Option<HelmReleaseStatus>>,
     /// Reconciles in a row that ended in an error or a failure: the retry backs off.
     failing: u32,
 }
@@ -72,6 +74,7 @@ impl Inbox {
             handled_cancel: None,
             candidate: None,
             last_status: None,
+            written: Mutex::new(None),
             failing: 0,
         }
     }

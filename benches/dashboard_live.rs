@@ -1,0 +1,435 @@
+//! The dashboard at scale against the local control plane (issue #12); run it with
+//! `tests/bench.sh dashboard-live`. It drives the real release binary in tmux, as an
+//! operator would, and reads the screen:
+//!   - setup: N HelmReleases in namespaces of 100, with a realistic status (Ready, one
+//!     history entry). They are suspended, so that the dashboard's in-process engine
+//!     holds its Lease and runs one worker per release without installing N charts; and
+//!     they carry the engine's finalizer, as releases an engine manages do.
+//!   - baseline, same run: how long a plain paginated LIST of all HelmReleases takes
+//!     (500 per page, as the dashboard's watch lists).
+//!   - first rows: from starting the dashboard until a release row is on screen;
+//!   - full list: until the title counts all N (it says "loading (K so far)" before);
+//!     the figure that matters is how long after the API list time that is;
+//!   - change → screen: a filter shows one release; its chart path is patched and the
+//!     screen polled every 2 ms until the new chart name is drawn (10 changes, from the
+//!     moment the patch is sent, so the API's write is included);
+//!   - idle CPU over 30 s once everything settled, and RSS (VmRSS, VmHWM) at the end.
+//!
+//! Both with the engine running (the default dashboard) and `--readonly`, at 1,000 and
+//! 5,000 releases (`WHEELHOUSE_BENCH_SIZES=1000,5000` to choose). Figures are printed
+//! against the issue's targets, never asserted.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use support::engine::webapp;
+use support::process::{clock_ticks, read_cpu, read_rss};
+use support::{TestNamespace, client, install_crd, kubeconfig_path, testbin};
+use wheelhouse::api::{FINALIZER, HelmRelease};
+
+const PER_NAMESPACE: usize = 100;
+const IN_FLIGHT: usize = 32;
+const CHANGES: usize = 10;
+const SETTLE: Duration = Duration::from_secs(5);
+const IDLE_WINDOW: Duration = Duration::from_secs(30);
+const SCREEN_LIMIT: Duration = Duration::from_secs(180);
+const TARGET_FULL_AFTER_LIST_S: f64 = 1.0;
+const TARGET_CHANGE_MS: f64 = 200.0;
+const TARGET_IDLE_CPU_PCT: f64 = 2.0;
+const TARGET_RSS_MIB: f64 = 150.0;
+
+fn sizes() -> Vec<usize> {
+    std::env::var("WHEELHOUSE_BENCH_SIZES")
+        .unwrap_or_else(|_| "1000,5000".into())
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse()
+                .unwrap_or_else(|_| panic!("WHEELHOUSE_BENCH_SIZES: {s:?} is not a count"))
+        })
+        .collect()
+}
+
+fn name_of(i: usize) -> String {
+    format!("svc-{i:05}")
+}
+
+/// Creates releases `from..to` (suspended) and gives each a Ready status with one
+/// history entry, as an engine would have left it.
+async fn populate(client: &Client, namespaces: &mut Vec<TestNamespace>, from: usize, to: usize) {
+    while namespaces.len() * PER_NAMESPACE < to {
+        namespaces.push(TestNamespace::new(client, "dlive").await);
+    }
+    let jobs = (from..to).map(|i| {
+        let ns = namespaces[i / PER_NAMESPACE].name.clone();
+        let client = client.clone();
+        async move {
+            let api: Api<HelmRelease> = Api::namespaced(client, &ns);
+            let name = name_of(i);
+            let mut hr = webapp(&name, serde_json::json!({"suspend": true}));
+            // As an engine leaves the releases it manages.
+            hr.metadata.finalizers = Some(vec![FINALIZER.into()]);
+            api.create(&PostParams::default(), &hr)
+                .await
+                .unwrap_or_else(|e| panic!("create {ns}/{name}: {e}"));
+            let now = k8s_openapi::jiff::Timestamp::now().to_string();
+            let status = serde_json::json!({"status": {
+                "observedGeneration": 1,
+                "conditions": [
+                    {"type": "Ready", "status": "True", "reason": "UpgradeSucceeded",
+                     "message": format!("Helm upgrade succeeded for release {ns}/{name}.v3 with chart webapp@1.0.0"),
+                     "lastTransitionTime": now, "observedGeneration": 1},
+                    {"type": "Released", "status": "True", "reason": "UpgradeSucceeded",
+                     "message": format!("Helm upgrade succeeded for release {ns}/{name}.v3 with chart webapp@1.0.0"),
+                     "lastTransitionTime": now, "observedGeneration": 1},
+                ],
+                "history": [{
+                    "version": 3, "name": name, "namespace": ns, "chartName": "webapp",
+                    "chartVersion": "1.0.0", "appVersion": "1.0",
+                    "configDigest": "sha256:5f0c2b9e0d4a8c1e7b3f6a9d2c4e8b1a0f3d5c7e9b2a4c6e8d0f1a3b5c7d9e0f",
+                    "status": "deployed", "action": "Upgrade complete",
+                    "firstDeployed": now, "lastDeployed": now,
+                }],
+            }});
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+                .unwrap_or_else(|e| panic!("status of {ns}/{name}: {e}"));
+        }
+    });
+    futures::stream::iter(jobs)
+        .buffer_unordered(IN_FLIGHT)
+        .collect::<Vec<()>>()
+        .await;
+}
+
+/// A plain paginated LIST of every HelmRelease: the time the API needs to hand over what
+/// the dashboard's watch lists first.
+async fn list_all(client: &Client) -> (Duration, usize) {
+    let api: Api<HelmRelease> = Api::all(client.clone());
+    let started = Instant::now();
+    let mut params = ListParams::default().limit(500);
+    let mut count = 0;
+    loop {
+        let page = api.list(&params).await.expect("list HelmReleases");
+        count += page.items.len();
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => break,
+        }
+    }
+    (started.elapsed(), count)
+}
+
+/// The real dashboard in its own tmux server, 120x40.
+struct Dashboard {
+    socket: String,
+}
+
+impl Dashboard {
+    fn start(readonly: bool, lease_namespace: &str) -> Self {
+        let socket = format!("wheelhouse-bench-{}", std::process::id());
+        let helm = format!("WHEELHOUSE_HELM={}", testbin().join("helm").display());
+        let mut cmd = Command::new("tmux");
+        cmd.args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
+            .args(["-s", "dash", "-x", "120", "-y", "40"])
+            .args(["-e", &helm, "-e", "WHEELHOUSE_LOG=off"])
+            .args(["-e", "TERM=xterm-256color", "--"])
+            .arg(env!("CARGO_BIN_EXE_wheelhouse"))
+            .args(["--kubeconfig".as_ref(), kubeconfig_path().as_os_str()])
+            .args(["-A", "--lease-namespace", lease_namespace]);
+        if readonly {
+            cmd.arg("--readonly");
+        }
+        let status = cmd
+            .status()
+            .expect("tmux runs (install it: apt-get install tmux)");
+        assert!(status.success(), "tmux new-session failed");
+        Self { socket }
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .expect("tmux runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", "dash"])
+    }
+
+    fn pid(&self) -> u32 {
+        self.tmux(&["display-message", "-p", "-t", "dash", "#{pane_pid}"])
+            .trim()
+            .parse()
+            .expect("the pane's pid")
+    }
+
+    /// Polls the screen until `pred` holds; the time it first did, or None at the limit.
+    async fn until(&self, every: Duration, pred: impl Fn(&str) -> bool) -> Option<Instant> {
+        let started = Instant::now();
+        while started.elapsed() < SCREEN_LIMIT {
+            if pred(&self.screen()) {
+                return Some(Instant::now());
+            }
+            tokio::time::sleep(every).await;
+        }
+        None
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            self.tmux(&["send-keys", "-t", "dash", k]);
+            std::thread::sleep(Duration::from_millis(80));
+        }
+    }
+
+    /// Quits with `q` and waits for the process, so the engine hands its Lease back.
+    async fn quit(self, pid: u32) {
+        self.keys(&["q"]);
+        let started = Instant::now();
+        while std::path::Path::new(&format!("/proc/{pid}")).exists()
+            && started.elapsed() < Duration::from_secs(10)
+        {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        self.tmux(&["kill-server"]);
+    }
+}
+
+struct Figures {
+    releases: usize,
+    mode: &'static str,
+    list: Duration,
+    first_rows: Option<Duration>,
+    full: Option<Duration>,
+    changes: Vec<Duration>,
+    idle_cpu_pct: f64,
+    rss_mib: f64,
+    peak_mib: f64,
+}
+
+fn secs(d: Option<Duration>) -> String {
+    d.map_or("not within the limit".into(), |d| {
+        format!("{:.2} s", d.as_secs_f64())
+    })
+}
+
+fn mib(kib: u64) -> f64 {
+    kib as f64 / 1024.0
+}
+
+async fn measure(
+    client: &Client,
+    releases: usize,
+    readonly: bool,
+    namespaces: &[TestNamespace],
+) -> Figures {
+    let mode = if readonly { "--readonly" } else { "engine on" };
+    // All namespaces are shown: on a cluster that holds other HelmReleases too, the
+    // title counts those as well.
+    let (list, listed) = list_all(client).await;
+    assert!(
+        listed >= releases,
+        "{listed} HelmReleases listed, {releases} created"
+    );
+    let started = Instant::now();
+    let dash = Dashboard::start(readonly, &namespaces[0].name);
+    let first_rows = dash
+        .until(Duration::from_millis(5), |s| s.contains("svc-"))
+        .await
+        .map(|t| t - started);
+    let full_title = format!("Releases {listed} ·");
+    let full = dash
+        .until(Duration::from_millis(5), |s| s.contains(&full_title))
+        .await
+        .map(|t| t - started);
+    let pid = dash.pid();
+
+    // One release in view, changed CHANGES times.
+    let target = name_of(0);
+    dash.keys(&["/"]);
+    dash.tmux(&["send-keys", "-t", "dash", "-l", &target]);
+    dash.keys(&["Enter"]);
+    dash.until(Duration::from_millis(20), |s| {
+        s.contains("(filter: svc-00000)")
+    })
+    .await
+    .expect("the filter is applied");
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &namespaces[0].name);
+    let mut changes = Vec::new();
+    for i in 0..CHANGES {
+        let mark = format!("m{}x{i}", if readonly { "r" } else { "e" });
+        let patch = serde_json::json!({"spec": {"chart": {"path": format!("charts/{mark}")}}});
+        let sent = Instant::now();
+        api.patch(&target, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("patch the release");
+        let shown = dash
+            .until(Duration::from_millis(2), |s| {
+                s.lines().any(|l| l.contains(&target) && l.contains(&mark))
+            })
+            .await
+            .expect("the change reaches the screen");
+        changes.push(shown - sent);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+
+    tokio::time::sleep(SETTLE).await;
+    let hz = clock_ticks();
+    let before = read_cpu(pid).expect("dashboard stat");
+    tokio::time::sleep(IDLE_WINDOW).await;
+    let after = read_cpu(pid).expect("dashboard stat");
+    let idle_cpu_pct = (after.own - before.own) as f64 / hz / IDLE_WINDOW.as_secs_f64() * 100.0;
+    let (rss, peak) = read_rss(pid).expect("dashboard status");
+    dash.quit(pid).await;
+    Figures {
+        releases,
+        mode,
+        list,
+        first_rows,
+        full,
+        changes,
+        idle_cpu_pct,
+        rss_mib: mib(rss),
+        peak_mib: mib(peak),
+    }
+}
+
+fn report(f: &Figures) {
+    let mut changes = f.changes.clone();
+    changes.sort();
+    let median = changes[changes.len() / 2].as_secs_f64() * 1000.0;
+    let max = changes.last().unwrap().as_secs_f64() * 1000.0;
+    let after_list = f.full.map(|full| full.as_secs_f64() - f.list.as_secs_f64());
+    let verdict = |ok: bool| if ok { "PASS" } else { "MISS" };
+    println!("\n{} releases, {}:", f.releases, f.mode);
+    println!(
+        "  API: paginated LIST of all HelmReleases (baseline): {:.2} s",
+        f.list.as_secs_f64()
+    );
+    println!(
+        "  first rows on screen:  {} after start",
+        secs(f.first_rows)
+    );
+    println!(
+        "  full list on screen:   {} after start = {} after the API list time (target <= {TARGET_FULL_AFTER_LIST_S} s: {})",
+        secs(f.full),
+        after_list.map_or("-".into(), |d| format!("{d:.2} s")),
+        verdict(after_list.is_some_and(|d| d <= TARGET_FULL_AFTER_LIST_S))
+    );
+    println!(
+        "  change -> screen:      median {median:.0} ms, max {max:.0} ms over {} changes (target <= {TARGET_CHANGE_MS} ms: {})",
+        f.changes.len(),
+        verdict(max <= TARGET_CHANGE_MS)
+    );
+    println!(
+        "  idle CPU:              {:.2} % of a core over {} s (target < {TARGET_IDLE_CPU_PCT} %: {})",
+        f.idle_cpu_pct,
+        IDLE_WINDOW.as_secs(),
+        verdict(f.idle_cpu_pct < TARGET_IDLE_CPU_PCT)
+    );
+    println!(
+        "  RSS:                   {:.1} MiB, peak {:.1} MiB (target < {TARGET_RSS_MIB} MiB: {})",
+        f.rss_mib,
+        f.peak_mib,
+        verdict(f.peak_mib < TARGET_RSS_MIB)
+    );
+}
+
+#[tokio::main]
+async fn main() {
+    let client = client().await;
+    install_crd(&client).await;
+    let mut namespaces = Vec::new();
+    let mut all = Vec::new();
+    let mut created = 0;
+    for releases in sizes() {
+        let started = Instant::now();
+        populate(&client, &mut namespaces, created, releases).await;
+        created = releases;
+        println!(
+            "setup: {releases} suspended HelmReleases with a Ready status in {} namespaces ({:.0} s)",
+            namespaces.len(),
+            started.elapsed().as_secs_f64()
+        );
+        for readonly in [false, true] {
+            let figures = measure(&client, releases, readonly, &namespaces).await;
+            report(&figures);
+            all.push(figures);
+        }
+    }
+    println!(
+        "\n| releases | mode | API list | first rows | full list (after API list) | change → screen (median / max) | idle CPU | RSS (peak) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for f in &all {
+        let mut changes = f.changes.clone();
+        changes.sort();
+        println!(
+            "| {} | {} | {:.2} s | {} | {} ({}) | {:.0} / {:.0} ms | {:.2} % | {:.0} MiB ({:.0}) |",
+            f.releases,
+            f.mode,
+            f.list.as_secs_f64(),
+            secs(f.first_rows),
+            secs(f.full),
+            f.full.map_or("-".into(), |d| format!(
+                "{:+.2} s",
+                d.as_secs_f64() - f.list.as_secs_f64()
+            )),
+            changes[changes.len() / 2].as_secs_f64() * 1000.0,
+            changes.last().unwrap().as_secs_f64() * 1000.0,
+            f.idle_cpu_pct,
+            f.rss_mib,
+            f.peak_mib
+        );
+    }
+    // No engine runs any more to remove the finalizers.
+    let api: Api<HelmRelease> = Api::all(client.clone());
+    let releases = api.list(&ListParams::default()).await.expect("list");
+    let strip = releases
+        .items
+        .into_iter()
+        .filter(|hr| {
+            hr.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("svc-"))
+        })
+        .map(|hr| {
+            let api: Api<HelmRelease> = Api::namespaced(
+                client.clone(),
+                hr.metadata.namespace.as_deref().unwrap_or_default(),
+            );
+            async move {
+                let patch = serde_json::json!({"metadata": {"finalizers": null}});
+                let _ = api
+                    .patch(
+                        hr.metadata.name.as_deref().unwrap_or_default(),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await;
+            }
+        });
+    futures::stream::iter(strip)
+        .buffer_unordered(IN_FLIGHT)
+        .collect::<Vec<()>>()
+        .await;
+    for ns in namespaces {
+        ns.delete().await;
+    }
+}
