@@ -155,8 +155,9 @@ pub struct App {
     pub editor: Option<Editor>,
     pub overlay: Option<Overlay>,
     pub feedback: Vec<Feedback>,
-    /// Drafts of values edits left with esc, so nothing typed is lost.
-    pub drafts: HashMap<ReleaseKey, Vec<String>>,
+    /// Drafts of values edits left with esc, so nothing typed is lost: the whole text
+    /// area, so reopening also puts back the cursor, the scroll position and undo.
+    pub drafts: HashMap<ReleaseKey, TextArea<'static>>,
     /// Rows per page, from the last draw.
     pub page: usize,
     pub switching: Option<String>,
@@ -708,9 +709,9 @@ impl App {
             .values
             .clone()
             .unwrap_or_else(|| serde_json::json!({}));
-        let lines = self.drafts.remove(&key).unwrap_or_else(|| {
+        let text = self.drafts.remove(&key).unwrap_or_else(|| {
             let empty = original.as_object().is_none_or(serde_json::Map::is_empty);
-            if empty {
+            let lines = if empty {
                 vec![String::new()]
             } else {
                 serde_yaml::to_string(&original)
@@ -718,11 +719,12 @@ impl App {
                     .lines()
                     .map(str::to_owned)
                     .collect()
-            }
+            };
+            let mut text = TextArea::new(lines);
+            text.set_line_number_style(self.theme.muted());
+            text.set_cursor_line_style(ratatui::style::Style::default());
+            text
         });
-        let mut text = TextArea::new(lines);
-        text.set_line_number_style(self.theme.muted());
-        text.set_cursor_line_style(ratatui::style::Style::default());
         self.editor = Some(Editor {
             key,
             text,
@@ -760,8 +762,7 @@ impl App {
         }
         match keymap::lookup(Context::Editor, &ev) {
             Some(Action::Back) => {
-                let lines = ed.text.into_lines();
-                self.drafts.insert(ed.key, lines);
+                self.drafts.insert(ed.key, ed.text);
             }
             Some(Action::Save) => {
                 match parse_values(&ed.text.lines().join("\n")) {

@@ -299,6 +299,56 @@ fn leaving_the_editor_keeps_the_draft() {
     assert!(app.editor.as_ref().unwrap().text.lines()[0].starts_with('x'));
 }
 
+/// Replaces the values of a sample release.
+fn set_values(app: &mut App, name: &str, values: serde_json::Value) {
+    let mut views = (*app.views).clone();
+    let view = views.get_mut(&k("apps", name)).unwrap();
+    std::sync::Arc::make_mut(&mut view.release).spec.values = Some(values);
+    app.set_views(std::sync::Arc::new(views));
+}
+
+#[test]
+fn reopening_a_draft_puts_back_its_cursor_and_scroll_position() {
+    let mut app = app(false);
+    let long: serde_json::Map<String, serde_json::Value> = (0..40)
+        .map(|i| (format!("key{i:02}"), serde_json::json!(i)))
+        .collect();
+    set_values(&mut app, "web", long.into());
+    select(&mut app, "web");
+    press(&mut app, "e");
+    let text = &mut app.editor.as_mut().unwrap().text;
+    text.move_cursor(tui_textarea::CursorMove::Jump(30, 7));
+    // Drawn once, as the dashboard does after each key: the view follows the cursor.
+    render(&app, 80, 24);
+    // Scrolled back up a little, so the view is not simply "cursor at the bottom".
+    let text = &mut app.editor.as_mut().unwrap().text;
+    text.scroll((-3, 0));
+    render(&app, 80, 24);
+    // The cursor in the middle of the view: a fresh editor would scroll less to show it.
+    for _ in 0..5 {
+        app.on_key(code(KeyCode::Up));
+    }
+    press(&mut app, "X");
+    render(&app, 80, 24);
+    let text = &app.editor.as_ref().unwrap().text;
+    let (cursor, scroll) = (text.cursor(), text.scroll_offset());
+    assert_eq!(cursor, (22, 8));
+    assert_eq!(scroll.0, 9);
+    let before = render(&app, 80, 24).backend().to_string();
+
+    app.on_key(code(KeyCode::Esc));
+    assert!(app.editor.is_none());
+    render(&app, 80, 24);
+    press(&mut app, "e");
+    let text = &app.editor.as_ref().unwrap().text;
+    assert_eq!(text.cursor(), cursor);
+    let after = render(&app, 80, 24).backend().to_string();
+    assert_eq!(app.editor.as_ref().unwrap().text.scroll_offset(), scroll);
+    assert_eq!(after, before, "the same screen as when it was left");
+    assert!(after.contains("key22: X22"), "{after}");
+    insta::assert_snapshot!(after);
+}
+
 #[test]
 fn suspend_resume_reconcile_send_at_once_with_pending_feedback() {
     let mut app = app(false);
