@@ -9,6 +9,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use k8s_openapi::jiff::Timestamp;
 use tui_textarea::TextArea;
 
+use super::diff::{DiffLine, values_diff};
 use super::keymap::{self, Action, Context};
 use super::model::{DetailData, Row, SortBy, parse_values};
 use super::theme::Theme;
@@ -117,6 +118,8 @@ pub struct Editor {
     pub error: Option<String>,
     /// Valid values waiting for the operator's yes.
     pub confirm: Option<serde_json::Value>,
+    /// What the confirmation shows: the diff from the values the edit started from.
+    pub diff: Vec<DiffLine>,
     /// The patch in flight.
     pub saving: Option<u64>,
 }
@@ -731,6 +734,7 @@ impl App {
             original,
             error: None,
             confirm: None,
+            diff: Vec::new(),
             saving: None,
         });
     }
@@ -768,6 +772,7 @@ impl App {
                 match parse_values(&ed.text.lines().join("\n")) {
                     Ok(values) => {
                         ed.error = None;
+                        ed.diff = values_diff(&ed.original, &values);
                         ed.confirm = Some(values);
                     }
                     Err(e) => ed.error = Some(e),

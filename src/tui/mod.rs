@@ -7,6 +7,7 @@
 
 pub mod app;
 pub mod demo;
+pub mod diff;
 pub mod io;
 pub mod keymap;
 pub mod model;

@@ -349,6 +349,67 @@ fn reopening_a_draft_puts_back_its_cursor_and_scroll_position() {
     insta::assert_snapshot!(after);
 }
 
+/// Replaces the editor's text with `yaml` and presses ctrl-s.
+fn save_draft(app: &mut App, yaml: &str) -> Vec<Effect> {
+    let ed = app.editor.as_mut().unwrap();
+    ed.text = tui_textarea::TextArea::new(yaml.lines().map(str::to_owned).collect());
+    app.on_key(KeyEvent::new(KeyCode::Char('s'), KeyModifiers::CONTROL))
+}
+
+#[test]
+fn apply_confirmation_shows_the_values_diff_with_credentials_masked() {
+    let mut app = app(false);
+    select(&mut app, "web");
+    press(&mut app, "e");
+    let effects = save_draft(
+        &mut app,
+        "replicas: 3\nimage:\n  tag: 1.2.3\ndb:\n  password: correct-horse\nextra: true\n",
+    );
+    assert!(effects.is_empty(), "asks first: {effects:?}");
+    let screen = render(&app, 80, 24).backend().to_string();
+    for secret in ["hunter2", "correct-horse"] {
+        assert!(!screen.contains(secret), "{secret} shown:\n{screen}");
+    }
+    for line in [
+        "-replicas: 2",
+        "+replicas: 3",
+        "+extra: true",
+        "+  password: '*** (changed)'",
+        "y: apply",
+    ] {
+        assert!(screen.contains(line), "{line}:\n{screen}");
+    }
+    insta::assert_snapshot!(screen);
+    // Any other key goes back to the draft; y applies it.
+    press(&mut app, "n");
+    assert!(app.editor.as_ref().unwrap().confirm.is_none());
+    save_draft(&mut app, "replicas: 3\n");
+    assert!(matches!(
+        press(&mut app, "y").as_slice(),
+        [Effect::PatchValues { .. }]
+    ));
+}
+
+#[test]
+fn a_long_values_diff_is_cut_and_the_question_stays_visible_at_80x24() {
+    let mut app = app(false);
+    let old: serde_json::Map<String, serde_json::Value> = (0..40)
+        .map(|i| (format!("key{i:02}"), serde_json::json!(i)))
+        .collect();
+    set_values(&mut app, "web", old.into());
+    select(&mut app, "web");
+    press(&mut app, "e");
+    let new: String = (0..40).map(|i| format!("key{i:02}: {}\n", i + 1)).collect();
+    save_draft(&mut app, &new);
+    // One hunk header and 80 changed lines: far more than the screen holds.
+    assert_eq!(app.editor.as_ref().unwrap().diff.len(), 81);
+    let screen = render(&app, 80, 24).backend().to_string();
+    assert!(screen.contains("… 66 more lines"), "{screen}");
+    assert!(screen.contains("Apply these values"), "{screen}");
+    assert!(screen.contains("y: apply"), "{screen}");
+    insta::assert_snapshot!(screen);
+}
+
 #[test]
 fn suspend_resume_reconcile_send_at_once_with_pending_feedback() {
     let mut app = app(false);

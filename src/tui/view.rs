@@ -9,6 +9,7 @@ use ratatui::widgets::{
 };
 
 use super::app::{App, Detail, Overlay, Progress, Tab};
+use super::diff::DiffLine;
 use super::keymap;
 use super::model::{
     Fetch, Row, SortBy, State, Workload, age, left, mask_values, short_duration, spinner,
@@ -47,9 +48,68 @@ pub fn draw(f: &mut Frame, app: &App) {
     if let Some(ed) = &app.editor
         && ed.confirm.is_some()
     {
-        let q = format!("Apply these values to spec.values of {}?", ed.key);
-        draw_question(f, app, body, &q, "y: apply   any other key: keep editing");
+        draw_values_confirm(f, app, ed, body);
     }
+}
+
+/// The apply question of a values edit, above the diff of what it changes. A long diff
+/// is cut with "… N more lines" so the question and its answers always stay on screen.
+fn draw_values_confirm(f: &mut Frame, app: &App, ed: &super::app::Editor, area: Rect) {
+    let t = &app.theme;
+    let question = format!("Apply these values to spec.values of {}?", ed.key);
+    let answers = "y: apply   any other key: keep editing";
+    // Borders, a blank line, the question and its answers.
+    const AROUND: usize = 5;
+    let room = (area.height as usize).saturating_sub(AROUND);
+    let mut lines: Vec<Line> = ed
+        .diff
+        .iter()
+        .map(|l| {
+            let style = match l {
+                DiffLine::Hunk(_) => t.muted(),
+                DiffLine::Same(_) => t.base(),
+                DiffLine::Removed(_) => t.base().fg(t.failed),
+                DiffLine::Added(_) => t.base().fg(t.ready),
+            };
+            Line::styled(l.text(), style)
+        })
+        .collect();
+    if lines.is_empty() {
+        lines.push(Line::styled(
+            "(no change: these are the values the edit started from)",
+            t.muted(),
+        ));
+    }
+    if lines.len() > room {
+        let keep = room.saturating_sub(1);
+        let hidden = lines.len() - keep;
+        lines.truncate(keep);
+        lines.push(Line::styled(format!("… {hidden} more lines"), t.muted()));
+    }
+    let widest = lines
+        .iter()
+        .map(Line::width)
+        .chain([question.chars().count(), answers.len()])
+        .max()
+        .unwrap_or(0);
+    let width = (widest as u16 + 2).clamp(60, 100);
+    let rect = centered(area, width, (lines.len() + AROUND) as u16);
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(
+        question,
+        t.base().add_modifier(Modifier::BOLD),
+    ));
+    lines.push(Line::styled(answers, t.muted()));
+    f.render_widget(Clear, rect);
+    f.render_widget(
+        Paragraph::new(lines).style(t.base()).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(Style::default().fg(t.progressing))
+                .title(" Confirm: spec.values, old → new (credentials masked) "),
+        ),
+        rect,
+    );
 }
 
 fn draw_header(f: &mut Frame, app: &App, area: Rect) {
