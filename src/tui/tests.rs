@@ -200,7 +200,7 @@ fn readonly_says_so_and_refuses_writes() {
         app.feedback.last().unwrap().progress,
         Progress::Failed(_)
     ));
-    insta::assert_snapshot!(render(&app, 100, 10).backend());
+    insta::assert_snapshot!(render(&app, 100, 11).backend());
 }
 
 #[test]
@@ -455,7 +455,7 @@ fn cancel_wait_and_bulk_actions_ask_first() {
     select(&mut app, "api");
     assert!(press(&mut app, "c").is_empty());
     assert!(matches!(app.overlay, Some(Overlay::Confirm { .. })));
-    insta::assert_snapshot!(render(&app, 80, 12).backend());
+    insta::assert_snapshot!(render(&app, 80, 13).backend());
     assert!(press(&mut app, "n").is_empty());
     assert!(app.overlay.is_none());
     press(&mut app, "c");
@@ -481,13 +481,13 @@ fn disconnected_shows_a_banner_and_stale_rows_never_a_confident_ready() {
         since: app.now - std::time::Duration::from_secs(42),
         error: "client error (Connect)".into(),
     };
-    let screen = render(&app, 120, 12).backend().to_string();
+    let screen = render(&app, 120, 13).backend().to_string();
     assert!(screen.contains("API server unreachable since"), "{screen}");
     assert!(!screen.contains("✓ Ready"), "{screen}");
     assert!(screen.contains("? Ready (42s old)"), "{screen}");
     insta::assert_snapshot!(screen);
     app.connection = crate::engine::Connection::Connected;
-    let screen = render(&app, 120, 12).backend().to_string();
+    let screen = render(&app, 120, 13).backend().to_string();
     assert!(!screen.contains("unreachable"), "reconnecting clears it");
 }
 
@@ -518,7 +518,7 @@ fn bulk_suspend_says_what_happens_to_each_and_never_resumes() {
         question,
         "Suspend 2 (apps/web, apps/worker); apps/billing already suspended: unchanged? (y/n)"
     );
-    insta::assert_snapshot!(render(&app, 100, 12).backend());
+    insta::assert_snapshot!(render(&app, 100, 13).backend());
     assert!(
         app.marked.is_empty(),
         "marks are cleared once the action is asked"
@@ -584,9 +584,13 @@ fn commands_switch_namespace_and_context() {
     let all = app.rows.len();
     press(&mut app, ":");
     press(&mut app, "ns data");
-    // Only a view filter: the engine (and its coverage) stays as it is.
+    // Only a view filter: the engine (and its coverage) stays as it is; data joins the
+    // favourites.
     let effects = app.on_key(code(KeyCode::Enter));
-    assert!(effects.is_empty());
+    assert!(
+        matches!(&effects[..], [Effect::SaveFavourites(f)] if f.of("prod-eu") == ["data"]),
+        "{effects:?}"
+    );
     assert_eq!(app.scope, Scope::Namespace("data".into()));
     assert!(app.rows.iter().all(|r| r.key.namespace == "data"));
     assert!(app.rows.len() < all);
