@@ -19,10 +19,21 @@ use wheelhouse::api::HelmRelease;
 /// developer's tmux sessions and clean up everything with one kill-server.
 struct Dashboard {
     socket: String,
+    /// Its config directory (`XDG_CONFIG_HOME`), so the namespace favourites it writes
+    /// never touch the developer's.
+    config: tempfile::TempDir,
 }
 
 impl Dashboard {
     fn start(namespace: &str) -> Self {
+        Self::start_with(namespace, &[])
+    }
+
+    /// With extra flags (`--readonly`: a dashboard without an engine, so it never
+    /// reconciles another test's releases).
+    fn start_with(namespace: &str, flags: &[&str]) -> Self {
+        let config = tempfile::tempdir().expect("a config directory");
+        let xdg = format!("XDG_CONFIG_HOME={}", config.path().display());
         let socket = format!("wheelhouse-test-{namespace}");
         let binary = env!("CARGO_BIN_EXE_wheelhouse");
         let helm = format!("WHEELHOUSE_HELM={}", testbin().join("helm").display());
@@ -45,18 +56,21 @@ impl Dashboard {
                 "WHEELHOUSE_LOG=off",
                 "-e",
                 "TERM=xterm-256color",
+                "-e",
+                &xdg,
             ])
             .arg("--")
             .arg(binary)
             .args(["--kubeconfig".as_ref(), kubeconfig_path().as_os_str()])
             // The lease in the test namespace: parallel tests do not compete for it.
             .args(["-n", namespace, "--lease-namespace", namespace])
+            .args(flags)
             // Keep the pane after exit so a crash leaves its last screen to read.
             .args([";", "set-option", "-t", "dash", "remain-on-exit", "on"])
             .status()
             .expect("tmux runs");
         assert!(status.success(), "tmux new-session failed");
-        Self { socket }
+        Self { socket, config }
     }
 
     fn tmux(&self, args: &[&str]) -> String {
@@ -462,4 +476,89 @@ async fn dashboard_drives_releases() {
     }
     drop(dash);
     ns.delete().await;
+}
+
+/// The header's namespace and the rows shown, after a number key or `:ns`.
+fn shows(screen: &str, ns: &str, present: &[&str], absent: &[&str]) -> bool {
+    let header = screen.lines().next().unwrap_or_default();
+    header.contains(&format!(" ns {ns} "))
+        && present.iter().all(|n| line_of(screen, n).is_some())
+        && absent.iter().all(|n| line_of(screen, n).is_none())
+}
+
+#[tokio::test]
+async fn number_keys_switch_the_namespace_shown_and_0_shows_all() {
+    let client = client().await;
+    install_crd(&client).await;
+    let a = TestNamespace::new(&client, "tuinav").await;
+    let b = TestNamespace::new(&client, "tuinav").await;
+    // Suspended: the engine leaves them alone; the table lists them all the same.
+    for (ns, name) in [(&a.name, "alpha"), (&b.name, "beta")] {
+        let hr = support::from_yaml::<HelmRelease>(&format!(
+            "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: {name}}}\n\
+             spec:\n  suspend: true\n  chart: {{path: {}}}\n",
+            chart().display()
+        ));
+        Api::<HelmRelease>::namespaced(client.clone(), ns)
+            .create(&PostParams::default(), &hr)
+            .await
+            .unwrap();
+    }
+    // Read-only: switching the view needs no engine, and this one must not reconcile
+    // the releases of tests running beside it.
+    let dash = Dashboard::start_with(&a.name, &["--readonly"]);
+    dash.wait_for("alpha in the start namespace, which is favourite 1", |s| {
+        shows(s, &a.name, &["alpha"], &["beta"]) && s.contains(&format!("<1> [{}]", a.name))
+    })
+    .await;
+
+    // :ns with tab completion: the namespace list comes from the cluster.
+    dash.keys(&[":"]);
+    dash.type_text(&format!("ns {}", &b.name[..b.name.len() - 1]));
+    dash.keys(&["Tab"]);
+    dash.wait_for("the completed namespace", |s| {
+        s.contains(&format!(":ns {}", b.name)) && s.contains("namespaces: ")
+    })
+    .await;
+    dash.keys(&["Enter"]);
+    dash.wait_for("beta, and b as favourite 1 before a", |s| {
+        shows(s, &b.name, &["beta"], &["alpha"])
+            && s.contains(&format!("<1> [{}] <2> {}", b.name, a.name))
+    })
+    .await;
+
+    dash.keys(&["2"]);
+    dash.wait_for("2 showing a", |s| shows(s, &a.name, &["alpha"], &["beta"]))
+        .await;
+    dash.keys(&["0"]);
+    dash.wait_for("0 showing every namespace", |s| {
+        shows(s, "all namespaces", &["alpha", "beta"], &[])
+    })
+    .await;
+    dash.keys(&["1"]);
+    dash.wait_for("1 showing b", |s| shows(s, &b.name, &["beta"], &["alpha"]))
+        .await;
+
+    // Kept for the next run, most recent first.
+    let file = dash.config.path().join("wheelhouse/favourites.yaml");
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let (first, second) = (text.find(&b.name), text.find(&a.name));
+    assert!(
+        first.is_some() && second.is_some() && first < second,
+        "{text}"
+    );
+
+    dash.keys(&["q"]);
+    let start = Instant::now();
+    while !dash.exited() {
+        assert!(
+            start.elapsed() < PATIENCE,
+            "q did not quit:\n{}",
+            dash.screen()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(dash);
+    a.delete().await;
+    b.delete().await;
 }

@@ -9,6 +9,8 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use k8s_openapi::jiff::Timestamp;
 use tui_textarea::TextArea;
 
+use super::diff::{DiffLine, values_diff};
+use super::favourites::Favourites;
 use super::keymap::{self, Action, Context};
 use super::model::{DetailData, Row, SortBy, parse_values};
 use super::theme::Theme;
@@ -32,6 +34,12 @@ pub enum Effect {
         values: serde_json::Value,
     },
     SwitchContext(String),
+    /// What `:` completes: the cluster's namespaces (listed with a time limit; an
+    /// identity that may not list them gets the releases' namespaces only) and the
+    /// kubeconfig's contexts.
+    LoadCompletions,
+    /// Write the namespace favourites to the config directory.
+    SaveFavourites(Favourites),
     Redraw,
     Quit,
 }
@@ -49,6 +57,12 @@ pub enum IoResult {
     },
     /// A new session started (namespace or context switch), or failed to.
     Switched(Result<(String, Scope, crate::engine::Coverage), String>),
+    /// The cluster's namespaces, or why they cannot be listed.
+    Namespaces(Result<Vec<String>, String>),
+    /// The kubeconfig's contexts.
+    Contexts(Vec<String>),
+    /// The favourites were written, or why not.
+    FavouritesSaved(Result<(), String>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -118,14 +132,46 @@ pub struct Editor {
     pub error: Option<String>,
     /// Valid values waiting for the operator's yes.
     pub confirm: Option<serde_json::Value>,
+    /// What the confirmation shows: the diff from the values the edit started from.
+    pub diff: Vec<DiffLine>,
     /// The patch in flight.
     pub saving: Option<u64>,
+}
+
+/// The `:` command line.
+pub struct CommandLine {
+    pub text: TextArea<'static>,
+    /// While tab cycles: the text as typed before the first tab, and the match shown.
+    pub cycle: Option<(String, usize)>,
+}
+
+impl CommandLine {
+    /// The text completions are computed from: as typed, not as completed.
+    pub fn typed(&self) -> String {
+        match &self.cycle {
+            Some((typed, _)) => typed.clone(),
+            None => self.text.lines().concat(),
+        }
+    }
+}
+
+/// What the command line can complete for some text.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Completion {
+    /// What is completed: "command", "namespace" or "context" (empty: nothing).
+    pub kind: &'static str,
+    /// The text before the word being completed.
+    pub head: String,
+    /// The word being completed, as typed.
+    pub stem: String,
+    /// Candidates that start with the stem, sorted.
+    pub matches: Vec<String>,
 }
 
 pub enum Overlay {
     Help,
     Filter(TextArea<'static>),
-    Command(TextArea<'static>),
+    Command(CommandLine),
     Confirm {
         question: String,
         effects: Vec<Effect>,
@@ -158,11 +204,20 @@ pub struct App {
     pub editor: Option<Editor>,
     pub overlay: Option<Overlay>,
     pub feedback: Vec<Feedback>,
-    /// Drafts of values edits left with esc, so nothing typed is lost.
-    pub drafts: HashMap<ReleaseKey, Vec<String>>,
+    /// Drafts of values edits left with esc, so nothing typed is lost: the whole text
+    /// area, so reopening also puts back the cursor, the scroll position and undo.
+    pub drafts: HashMap<ReleaseKey, TextArea<'static>>,
     /// Rows per page, from the last draw.
     pub page: usize,
     pub switching: Option<String>,
+    /// Namespace favourites of every context (keys `1`..`9`), kept in the config dir.
+    pub favourites: Favourites,
+    /// The cluster's namespaces, when this identity may list them (else empty).
+    pub cluster_namespaces: Vec<String>,
+    /// The kubeconfig's contexts, for `:ctx` completion.
+    pub contexts: Vec<String>,
+    /// Saving the favourites failed once this session (said once, not on every switch).
+    favourites_unsaved: bool,
     next_id: u64,
 }
 
@@ -198,8 +253,99 @@ impl App {
             drafts: HashMap::new(),
             page: 10,
             switching: None,
+            favourites: Favourites::default(),
+            cluster_namespaces: Vec::new(),
+            contexts: Vec::new(),
+            favourites_unsaved: false,
             next_id: 0,
         }
+    }
+
+    /// What the dashboard does once it runs: the namespace in view joins the favourites,
+    /// and the completions load.
+    pub fn on_start(&mut self) -> Vec<Effect> {
+        let mut effects = self.remember_scope();
+        effects.push(Effect::LoadCompletions);
+        effects
+    }
+
+    /// The namespace in view joins this context's favourites (a save when that changed
+    /// them).
+    fn remember_scope(&mut self) -> Vec<Effect> {
+        match &self.scope {
+            Scope::Namespace(ns) if self.favourites.visit(&self.context, ns) => {
+                vec![Effect::SaveFavourites(self.favourites.clone())]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The namespaces `:ns` completes: the releases' and, when it could be listed, the
+    /// cluster's.
+    pub fn known_namespaces(&self) -> BTreeSet<String> {
+        self.views
+            .keys()
+            .map(|k| k.namespace.clone())
+            .chain(self.cluster_namespaces.iter().cloned())
+            .collect()
+    }
+
+    /// What the command line completes for `line`: the command word, then the namespace
+    /// of `ns` or the context of `ctx`.
+    pub fn completions(&self, line: &str) -> Completion {
+        let split = line.rfind(char::is_whitespace).map_or(0, |i| i + 1);
+        let (head, stem) = line.split_at(split);
+        let words: Vec<&str> = head.split_whitespace().collect();
+        let (kind, candidates): (&'static str, Vec<String>) = match words.as_slice() {
+            [] => (
+                "command",
+                ["all", "ctx", "ns", "quit"].map(str::to_owned).to_vec(),
+            ),
+            ["ns" | "namespace" | "n"] => {
+                let mut all = vec!["all".to_owned()];
+                all.extend(self.known_namespaces());
+                ("namespace", all)
+            }
+            ["ctx" | "context"] => ("context", self.contexts.clone()),
+            _ => return Completion::default(),
+        };
+        let mut matches: Vec<String> = candidates
+            .into_iter()
+            .filter(|c| c.starts_with(stem))
+            .collect();
+        if kind != "command" {
+            matches.sort();
+            matches.dedup();
+        }
+        Completion {
+            kind,
+            head: head.to_owned(),
+            stem: stem.to_owned(),
+            matches,
+        }
+    }
+
+    /// Tab on the command line: the first match, then the next one at each tab.
+    fn complete(&self, line: &mut CommandLine) {
+        let (typed, next) = match &line.cycle {
+            Some((typed, i)) => (typed.clone(), i + 1),
+            None => (line.text.lines().concat(), 0),
+        };
+        let c = self.completions(&typed);
+        if c.matches.is_empty() {
+            return;
+        }
+        let i = next % c.matches.len();
+        // A completed command word is followed by a space, ready for its argument.
+        let space = if c.kind == "command" && c.matches.len() == 1 {
+            " "
+        } else {
+            ""
+        };
+        let mut text = line_input(COMMAND_HINT);
+        text.insert_str(format!("{}{}{space}", c.head, c.matches[i]));
+        line.text = text;
+        line.cycle = (c.matches.len() > 1).then_some((typed, i));
     }
 
     /// Takes a new snapshot of the views. Only the releases that changed since the last
@@ -401,12 +547,17 @@ impl App {
                 }
                 Vec::new()
             }
-            Overlay::Command(mut text) => match ev.code {
+            Overlay::Command(mut line) => match ev.code {
                 KeyCode::Esc => Vec::new(),
-                KeyCode::Enter => self.run_command(&text.lines().concat()),
+                KeyCode::Enter => self.run_command(&line.text.lines().concat()),
                 _ => {
-                    text.input(ev);
-                    self.overlay = Some(Overlay::Command(text));
+                    if keymap::lookup(Context::Command, &ev) == Some(Action::Complete) {
+                        self.complete(&mut line);
+                    } else {
+                        line.text.input(ev);
+                        line.cycle = None;
+                    }
+                    self.overlay = Some(Overlay::Command(line));
                     Vec::new()
                 }
             },
@@ -448,10 +599,18 @@ impl App {
             (Scope::Namespace(_), Scope::All) => false,
         };
         if shown {
+            let known = match &scope {
+                Scope::Namespace(ns) => self.known_namespaces().contains(ns),
+                Scope::All => false,
+            };
             self.scope = scope;
             self.marked.clear();
             self.selected = 0;
             self.refresh_rows();
+            // Only namespaces that exist become favourites, not typos.
+            if known {
+                return self.remember_scope();
+            }
         } else {
             let Scope::Namespace(have) = &self.coverage.scope else {
                 unreachable!("a cluster-wide watch shows every namespace")
@@ -475,8 +634,26 @@ impl App {
             Action::Help => self.overlay = Some(Overlay::Help),
             Action::Redraw => return vec![Effect::Redraw],
             Action::Command => {
-                self.overlay = Some(Overlay::Command(line_input("ns NAME | ns all | ctx NAME")))
+                self.overlay = Some(Overlay::Command(CommandLine {
+                    text: line_input(COMMAND_HINT),
+                    cycle: None,
+                }));
+                return vec![Effect::LoadCompletions];
             }
+            Action::Namespace(0) => return self.switch_scope(Scope::All),
+            Action::Namespace(n) => {
+                let favourite = self.favourites.of(&self.context).get(n as usize - 1);
+                match favourite {
+                    Some(ns) => return self.switch_scope(Scope::Namespace(ns.clone())),
+                    None => {
+                        self.note(
+                            format!("no namespace on {n} yet: :ns NAME adds one"),
+                            Progress::Note,
+                        );
+                    }
+                }
+            }
+            Action::Complete => {}
             Action::Filter => {
                 // A new filter replaces the old one, as in k9s.
                 self.filter.clear();
@@ -781,9 +958,9 @@ impl App {
             .values
             .clone()
             .unwrap_or_else(|| serde_json::json!({}));
-        let lines = self.drafts.remove(&key).unwrap_or_else(|| {
+        let text = self.drafts.remove(&key).unwrap_or_else(|| {
             let empty = original.as_object().is_none_or(serde_json::Map::is_empty);
-            if empty {
+            let lines = if empty {
                 vec![String::new()]
             } else {
                 serde_yaml::to_string(&original)
@@ -791,17 +968,19 @@ impl App {
                     .lines()
                     .map(str::to_owned)
                     .collect()
-            }
+            };
+            let mut text = TextArea::new(lines);
+            text.set_line_number_style(self.theme.muted());
+            text.set_cursor_line_style(ratatui::style::Style::default());
+            text
         });
-        let mut text = TextArea::new(lines);
-        text.set_line_number_style(self.theme.muted());
-        text.set_cursor_line_style(ratatui::style::Style::default());
         self.editor = Some(Editor {
             key,
             text,
             original,
             error: None,
             confirm: None,
+            diff: Vec::new(),
             saving: None,
         });
     }
@@ -833,13 +1012,13 @@ impl App {
         }
         match keymap::lookup(Context::Editor, &ev) {
             Some(Action::Back) => {
-                let lines = ed.text.into_lines();
-                self.drafts.insert(ed.key, lines);
+                self.drafts.insert(ed.key, ed.text);
             }
             Some(Action::Save) => {
                 match parse_values(&ed.text.lines().join("\n")) {
                     Ok(values) => {
                         ed.error = None;
+                        ed.diff = values_diff(&ed.original, &values);
                         ed.confirm = Some(values);
                     }
                     Err(e) => ed.error = Some(e),
@@ -856,7 +1035,8 @@ impl App {
         Vec::new()
     }
 
-    pub fn on_io(&mut self, result: IoResult) {
+    /// Takes an IO result back; returns the IO it leads to.
+    pub fn on_io(&mut self, result: IoResult) -> Vec<Effect> {
         match result {
             IoResult::Done { id, result } => {
                 let now = self.now;
@@ -896,15 +1076,50 @@ impl App {
                         self.selected = 0;
                         self.role = Role::Unknown;
                         self.set_views(Arc::default());
+                        // Another cluster: its own namespaces and favourites.
+                        self.cluster_namespaces.clear();
+                        let mut effects = self.remember_scope();
+                        effects.push(Effect::LoadCompletions);
+                        return effects;
                     }
                     Err(e) => {
                         self.note("switching failed".into(), Progress::Failed(e));
                     }
                 }
             }
+            // Not allowed to list namespaces (or no answer): the releases' namespaces
+            // complete alone, without a notice about something the operator never asked.
+            IoResult::Namespaces(result) => self.cluster_namespaces = result.unwrap_or_default(),
+            IoResult::Contexts(contexts) => self.contexts = contexts,
+            IoResult::FavouritesSaved(Ok(())) => {}
+            IoResult::FavouritesSaved(Err(e)) => {
+                if !std::mem::replace(&mut self.favourites_unsaved, true) {
+                    self.note(
+                        "namespace favourites not saved (kept for this session)".into(),
+                        Progress::Failed(e),
+                    );
+                }
+            }
+        }
+        Vec::new()
+    }
+
+    /// The favourites as read at start, or why they could not be (said on the status
+    /// line; the dashboard starts with none).
+    pub fn set_favourites(&mut self, loaded: Result<Favourites, String>) {
+        match loaded {
+            Ok(f) => self.favourites = f,
+            Err(e) => {
+                self.note(
+                    "namespace favourites not read (starting with none)".into(),
+                    Progress::Failed(e),
+                );
+            }
         }
     }
 }
+
+const COMMAND_HINT: &str = "ns NAME | ns all | ctx NAME  (tab completes)";
 
 fn line_input(placeholder: &str) -> TextArea<'static> {
     let mut t = TextArea::default();

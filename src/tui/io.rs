@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Pod, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
@@ -55,6 +55,31 @@ fn human(error: &str) -> String {
 
 pub async fn send(handle: EngineHandle, command: Command) -> Result<(), String> {
     limited(handle.send(command)).await
+}
+
+/// The cluster's namespace names, for `:ns` completion (metadata only). An identity that
+/// may not list namespaces gets the API's refusal, which the dashboard does not show.
+pub async fn list_namespaces(client: Client) -> Result<Vec<String>, String> {
+    let api: Api<Namespace> = Api::all(client);
+    let list = limited(api.list_metadata(&ListParams::default())).await?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect())
+}
+
+/// The kubeconfig's context names, for `:ctx` completion (the file given with
+/// `--kubeconfig`, else `$KUBECONFIG` or `~/.kube/config` as kubectl reads them); none
+/// when it cannot be read.
+pub fn kubeconfig_contexts(path: Option<&std::path::Path>) -> Vec<String> {
+    let kubeconfig = match path {
+        Some(path) => kube::config::Kubeconfig::read_from(path),
+        None => kube::config::Kubeconfig::read(),
+    };
+    kubeconfig
+        .map(|k| k.contexts.into_iter().map(|c| c.name).collect())
+        .unwrap_or_default()
 }
 
 /// Applies an edited `spec.values`. Only a concurrent change to the values themselves

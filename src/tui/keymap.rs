@@ -12,6 +12,8 @@ pub enum Context {
     Table,
     Detail,
     Editor,
+    /// The `:` command line.
+    Command,
 }
 
 impl fmt::Display for Context {
@@ -21,6 +23,7 @@ impl fmt::Display for Context {
             Self::Table => "Release table",
             Self::Detail => "Detail view",
             Self::Editor => "Values editor",
+            Self::Command => "Command line (:)",
         })
     }
 }
@@ -39,6 +42,8 @@ pub enum Key {
     Esc,
     Tab,
     Space,
+    /// Any of `0`..`9`; the action gets the digit.
+    Digit,
 }
 
 impl Key {
@@ -47,6 +52,7 @@ impl Key {
         match (self, ev.code) {
             (Self::Ctrl(c), KeyCode::Char(k)) => ctrl && k.eq_ignore_ascii_case(&c),
             (Self::Space, KeyCode::Char(' ')) => !ctrl,
+            (Self::Digit, KeyCode::Char(k)) => !ctrl && k.is_ascii_digit(),
             (Self::Char(c), KeyCode::Char(k)) => !ctrl && k == c,
             (Self::Up, KeyCode::Up)
             | (Self::Down, KeyCode::Down)
@@ -77,6 +83,7 @@ impl fmt::Display for Key {
             Self::Esc => f.write_str("esc"),
             Self::Tab => f.write_str("tab"),
             Self::Space => f.write_str("space"),
+            Self::Digit => f.write_str("0-9"),
         }
     }
 }
@@ -113,6 +120,10 @@ pub enum Action {
     Events,
     NextTab,
     Save,
+    /// Namespace favourite `n` (`0`: every namespace).
+    Namespace(u8),
+    /// Complete the word under the command line's cursor, or the next match.
+    Complete,
 }
 
 pub struct Binding {
@@ -131,7 +142,7 @@ const fn b(context: Context, keys: &'static [Key], action: Action, help: &'stati
     }
 }
 
-use Context::{Detail, Editor, Global, Table};
+use Context::{Command, Detail, Editor, Global, Table};
 
 pub const KEYMAP: &[Binding] = &[
     b(
@@ -231,6 +242,12 @@ pub const KEYMAP: &[Binding] = &[
         "reverse the sort",
     ),
     b(Table, &[Key::Esc], Action::Back, "clear the filter"),
+    b(
+        Table,
+        &[Key::Digit],
+        Action::Namespace(0),
+        "ns: 0 all, 1-9 favourites",
+    ),
     b(Detail, &[Key::Char('d')], Action::Overview, "overview"),
     b(Detail, &[Key::Tab], Action::NextTab, "next tab"),
     b(Detail, &[Key::Esc], Action::Back, "back to the table"),
@@ -241,6 +258,12 @@ pub const KEYMAP: &[Binding] = &[
         "validate, confirm, apply",
     ),
     b(Editor, &[Key::Esc], Action::Back, "leave (draft kept)"),
+    b(
+        Command,
+        &[Key::Tab],
+        Action::Complete,
+        "complete ns/ctx (cycles)",
+    ),
 ];
 
 /// The action a key triggers in a context (its own bindings first, then global ones).
@@ -250,17 +273,22 @@ pub fn lookup(context: Context, ev: &KeyEvent) -> Option<Action> {
             .iter()
             .filter(|b| b.context == ctx)
             .find(|b| b.keys.iter().any(|k| k.matches(ev)))
-            .map(|b| b.action)
+            .map(|b| match (b.action, ev.code) {
+                (Action::Namespace(_), KeyCode::Char(c)) => {
+                    Action::Namespace(c.to_digit(10).unwrap_or(0) as u8)
+                }
+                (action, _) => action,
+            })
     };
     find(context).or_else(|| match context {
-        Context::Editor => None,
+        Context::Editor | Context::Command => None,
         _ => find(Context::Global),
     })
 }
 
 /// The help screen's lines, grouped by context: (heading, [(keys, help)]).
 pub fn help() -> Vec<(Context, Vec<(String, &'static str)>)> {
-    [Global, Table, Detail, Editor]
+    [Global, Table, Detail, Editor, Command]
         .into_iter()
         .map(|ctx| {
             let rows = KEYMAP
@@ -297,6 +325,24 @@ mod tests {
         assert_eq!(lookup(Context::Table, &c), Some(Action::CancelWait));
         let shift_e = key(KeyCode::Char('E'), KeyModifiers::SHIFT);
         assert_eq!(lookup(Context::Detail, &shift_e), Some(Action::Events));
+    }
+
+    #[test]
+    fn digits_carry_their_number_and_only_in_the_table() {
+        let digit = |c| key(KeyCode::Char(c), KeyModifiers::NONE);
+        assert_eq!(
+            lookup(Context::Table, &digit('0')),
+            Some(Action::Namespace(0))
+        );
+        assert_eq!(
+            lookup(Context::Table, &digit('7')),
+            Some(Action::Namespace(7))
+        );
+        assert_eq!(lookup(Context::Detail, &digit('1')), None);
+        let tab = key(KeyCode::Tab, KeyModifiers::NONE);
+        assert_eq!(lookup(Context::Command, &tab), Some(Action::Complete));
+        let q = key(KeyCode::Char('q'), KeyModifiers::NONE);
+        assert_eq!(lookup(Context::Command, &q), None, "typed, not a key");
     }
 
     #[test]

@@ -7,6 +7,8 @@
 
 pub mod app;
 pub mod demo;
+pub mod diff;
+pub mod favourites;
 pub mod io;
 pub mod keymap;
 pub mod model;
@@ -157,6 +159,10 @@ pub async fn run(opts: Options) -> Result<(), Error> {
         Timestamp::now(),
     );
     app.coverage = session.handle.coverage().clone();
+    app.set_favourites(match &config_dir {
+        Some(dir) => favourites::Favourites::load(dir),
+        None => Ok(Default::default()),
+    });
     // Raw mode and the alternate screen, with a panic hook that restores the terminal.
     let mut terminal = ratatui::try_init()?;
     let result = event_loop(&mut terminal, &mut app, session, &opts).await;
@@ -209,14 +215,16 @@ async fn event_loop(
     let mut detail_seen: Option<(engine::ReleaseKey, String)> = None;
     let mut detail_in_flight = false;
     let mut detail_loaded = Instant::now();
+    let mut startup = app.on_start();
     loop {
         let size = terminal.size()?;
-        app.page = size.height.saturating_sub(7).max(1) as usize;
+        // Header, favourites, table borders and column header, status and hints.
+        app.page = size.height.saturating_sub(8).max(1) as usize;
         terminal.draw(|f| view::draw(f, app))?;
-        let mut effects = Vec::new();
+        let mut effects = std::mem::take(&mut startup);
         tokio::select! {
             Some(ev) = input.recv() => match ev {
-                Event::Key(key) if key.kind != KeyEventKind::Release => effects = app.on_key(key),
+                Event::Key(key) if key.kind != KeyEventKind::Release => effects.extend(app.on_key(key)),
                 Event::Paste(text) => {
                     if let Some(ed) = &mut app.editor {
                         ed.text.insert_str(text);
@@ -233,7 +241,7 @@ async fn event_loop(
                 if let IoResult::Detail { .. } = &result {
                     detail_in_flight = false;
                 }
-                app.on_io(result);
+                effects.extend(app.on_io(result));
             }
             Some(next) = sessions.recv() => match next {
                 Ok(next) => {
@@ -243,11 +251,11 @@ async fn event_loop(
                     views = session.handle.views();
                     role = session.handle.role();
                     connection = session.handle.connection();
-                    app.on_io(IoResult::Switched(Ok((session.context.clone(), session.scope.clone(), session.handle.coverage().clone()))));
+                    effects.extend(app.on_io(IoResult::Switched(Ok((session.context.clone(), session.scope.clone(), session.handle.coverage().clone())))));
                     app.set_views(views.borrow_and_update().clone());
                     app.role = role.borrow_and_update().clone();
                 }
-                Err(e) => app.on_io(IoResult::Switched(Err(e))),
+                Err(e) => effects.extend(app.on_io(IoResult::Switched(Err(e)))),
             },
             _ = tick.tick() => app.now = Timestamp::now(),
             _ = tokio::signal::ctrl_c() => effects.push(Effect::Quit),
@@ -309,6 +317,27 @@ async fn event_loop(
                     tokio::spawn(async move {
                         let result = io::patch_values(client, key, original, values).await;
                         let _ = tx.send(IoResult::Done { id, result });
+                    });
+                }
+                Effect::LoadCompletions => {
+                    let (client, tx) = (session.client.clone(), io_tx.clone());
+                    tokio::spawn(async move {
+                        let _ = tx.send(IoResult::Namespaces(io::list_namespaces(client).await));
+                    });
+                    let (path, tx) = (opts.cluster.kubeconfig.clone(), io_tx.clone());
+                    tokio::task::spawn_blocking(move || {
+                        let _ =
+                            tx.send(IoResult::Contexts(io::kubeconfig_contexts(path.as_deref())));
+                    });
+                }
+                Effect::SaveFavourites(favourites) => {
+                    let tx = io_tx.clone();
+                    tokio::task::spawn_blocking(move || {
+                        let result = match theme::config_dir() {
+                            Some(dir) => favourites.save(&dir),
+                            None => Err("no config directory (is HOME set?)".to_owned()),
+                        };
+                        let _ = tx.send(IoResult::FavouritesSaved(result));
                     });
                 }
                 Effect::SwitchContext(context) => {

@@ -356,19 +356,7 @@ pub fn mask_values(values: &serde_json::Value) -> serde_json::Value {
         serde_json::Value::Object(map) => map
             .iter()
             .map(|(k, v)| {
-                let lower = k.to_lowercase();
-                let secret = [
-                    "password",
-                    "secret",
-                    "token",
-                    "apikey",
-                    "api_key",
-                    "privatekey",
-                    "private_key",
-                ]
-                .iter()
-                .any(|w| lower.contains(w));
-                let v = if secret && !v.is_object() && !v.is_array() && !v.is_null() {
+                let v = if is_secret_key(k) && is_masked_kind(v) {
                     serde_json::Value::String("***".into())
                 } else {
                     mask_values(v)
@@ -379,6 +367,28 @@ pub fn mask_values(values: &serde_json::Value) -> serde_json::Value {
         serde_json::Value::Array(items) => items.iter().map(mask_values).collect(),
         v => v.clone(),
     }
+}
+
+/// A key whose scalar value [`mask_values`] hides: it looks like it holds a credential.
+pub fn is_secret_key(key: &str) -> bool {
+    let lower = key.to_lowercase();
+    [
+        "password",
+        "secret",
+        "token",
+        "apikey",
+        "api_key",
+        "privatekey",
+        "private_key",
+    ]
+    .iter()
+    .any(|w| lower.contains(w))
+}
+
+/// The values [`mask_values`] hides under a secret key: scalars (maps and lists are
+/// walked instead, and null says nothing).
+pub fn is_masked_kind(value: &serde_json::Value) -> bool {
+    !value.is_object() && !value.is_array() && !value.is_null()
 }
 
 /// Validates an edited values draft: YAML whose top level is a mapping (empty means no

@@ -200,7 +200,7 @@ fn readonly_says_so_and_refuses_writes() {
         app.feedback.last().unwrap().progress,
         Progress::Failed(_)
     ));
-    insta::assert_snapshot!(render(&app, 100, 10).backend());
+    insta::assert_snapshot!(render(&app, 100, 11).backend());
 }
 
 #[test]
@@ -299,6 +299,117 @@ fn leaving_the_editor_keeps_the_draft() {
     assert!(app.editor.as_ref().unwrap().text.lines()[0].starts_with('x'));
 }
 
+/// Replaces the values of a sample release.
+fn set_values(app: &mut App, name: &str, values: serde_json::Value) {
+    let mut views = (*app.views).clone();
+    let view = views.get_mut(&k("apps", name)).unwrap();
+    std::sync::Arc::make_mut(&mut view.release).spec.values = Some(values);
+    app.set_views(std::sync::Arc::new(views));
+}
+
+#[test]
+fn reopening_a_draft_puts_back_its_cursor_and_scroll_position() {
+    let mut app = app(false);
+    let long: serde_json::Map<String, serde_json::Value> = (0..40)
+        .map(|i| (format!("key{i:02}"), serde_json::json!(i)))
+        .collect();
+    set_values(&mut app, "web", long.into());
+    select(&mut app, "web");
+    press(&mut app, "e");
+    let text = &mut app.editor.as_mut().unwrap().text;
+    text.move_cursor(tui_textarea::CursorMove::Jump(30, 7));
+    // Drawn once, as the dashboard does after each key: the view follows the cursor.
+    render(&app, 80, 24);
+    // Scrolled back up a little, so the view is not simply "cursor at the bottom".
+    let text = &mut app.editor.as_mut().unwrap().text;
+    text.scroll((-3, 0));
+    render(&app, 80, 24);
+    // The cursor in the middle of the view: a fresh editor would scroll less to show it.
+    for _ in 0..5 {
+        app.on_key(code(KeyCode::Up));
+    }
+    press(&mut app, "X");
+    render(&app, 80, 24);
+    let text = &app.editor.as_ref().unwrap().text;
+    let (cursor, scroll) = (text.cursor(), text.scroll_offset());
+    assert_eq!(cursor, (22, 8));
+    assert_eq!(scroll.0, 9);
+    let before = render(&app, 80, 24).backend().to_string();
+
+    app.on_key(code(KeyCode::Esc));
+    assert!(app.editor.is_none());
+    render(&app, 80, 24);
+    press(&mut app, "e");
+    let text = &app.editor.as_ref().unwrap().text;
+    assert_eq!(text.cursor(), cursor);
+    let after = render(&app, 80, 24).backend().to_string();
+    assert_eq!(app.editor.as_ref().unwrap().text.scroll_offset(), scroll);
+    assert_eq!(after, before, "the same screen as when it was left");
+    assert!(after.contains("key22: X22"), "{after}");
+    insta::assert_snapshot!(after);
+}
+
+/// Replaces the editor's text with `yaml` and presses ctrl-s.
+fn save_draft(app: &mut App, yaml: &str) -> Vec<Effect> {
+    let ed = app.editor.as_mut().unwrap();
+    ed.text = tui_textarea::TextArea::new(yaml.lines().map(str::to_owned).collect());
+    app.on_key(KeyEvent::new(KeyCode::Char('s'), KeyModifiers::CONTROL))
+}
+
+#[test]
+fn apply_confirmation_shows_the_values_diff_with_credentials_masked() {
+    let mut app = app(false);
+    select(&mut app, "web");
+    press(&mut app, "e");
+    let effects = save_draft(
+        &mut app,
+        "replicas: 3\nimage:\n  tag: 1.2.3\ndb:\n  password: correct-horse\nextra: true\n",
+    );
+    assert!(effects.is_empty(), "asks first: {effects:?}");
+    let screen = render(&app, 80, 24).backend().to_string();
+    for secret in ["hunter2", "correct-horse"] {
+        assert!(!screen.contains(secret), "{secret} shown:\n{screen}");
+    }
+    for line in [
+        "-replicas: 2",
+        "+replicas: 3",
+        "+extra: true",
+        "+  password: '*** (changed)'",
+        "y: apply",
+    ] {
+        assert!(screen.contains(line), "{line}:\n{screen}");
+    }
+    insta::assert_snapshot!(screen);
+    // Any other key goes back to the draft; y applies it.
+    press(&mut app, "n");
+    assert!(app.editor.as_ref().unwrap().confirm.is_none());
+    save_draft(&mut app, "replicas: 3\n");
+    assert!(matches!(
+        press(&mut app, "y").as_slice(),
+        [Effect::PatchValues { .. }]
+    ));
+}
+
+#[test]
+fn a_long_values_diff_is_cut_and_the_question_stays_visible_at_80x24() {
+    let mut app = app(false);
+    let old: serde_json::Map<String, serde_json::Value> = (0..40)
+        .map(|i| (format!("key{i:02}"), serde_json::json!(i)))
+        .collect();
+    set_values(&mut app, "web", old.into());
+    select(&mut app, "web");
+    press(&mut app, "e");
+    let new: String = (0..40).map(|i| format!("key{i:02}: {}\n", i + 1)).collect();
+    save_draft(&mut app, &new);
+    // One hunk header and 80 changed lines: far more than the screen holds.
+    assert_eq!(app.editor.as_ref().unwrap().diff.len(), 81);
+    let screen = render(&app, 80, 24).backend().to_string();
+    assert!(screen.contains("… 66 more lines"), "{screen}");
+    assert!(screen.contains("Apply these values"), "{screen}");
+    assert!(screen.contains("y: apply"), "{screen}");
+    insta::assert_snapshot!(screen);
+}
+
 #[test]
 fn suspend_resume_reconcile_send_at_once_with_pending_feedback() {
     let mut app = app(false);
@@ -344,7 +455,7 @@ fn cancel_wait_and_bulk_actions_ask_first() {
     select(&mut app, "api");
     assert!(press(&mut app, "c").is_empty());
     assert!(matches!(app.overlay, Some(Overlay::Confirm { .. })));
-    insta::assert_snapshot!(render(&app, 80, 12).backend());
+    insta::assert_snapshot!(render(&app, 80, 13).backend());
     assert!(press(&mut app, "n").is_empty());
     assert!(app.overlay.is_none());
     press(&mut app, "c");
@@ -370,13 +481,13 @@ fn disconnected_shows_a_banner_and_stale_rows_never_a_confident_ready() {
         since: app.now - std::time::Duration::from_secs(42),
         error: "client error (Connect)".into(),
     };
-    let screen = render(&app, 120, 12).backend().to_string();
+    let screen = render(&app, 120, 13).backend().to_string();
     assert!(screen.contains("API server unreachable since"), "{screen}");
     assert!(!screen.contains("✓ Ready"), "{screen}");
     assert!(screen.contains("? Ready (42s old)"), "{screen}");
     insta::assert_snapshot!(screen);
     app.connection = crate::engine::Connection::Connected;
-    let screen = render(&app, 120, 12).backend().to_string();
+    let screen = render(&app, 120, 13).backend().to_string();
     assert!(!screen.contains("unreachable"), "reconnecting clears it");
 }
 
@@ -407,7 +518,7 @@ fn bulk_suspend_says_what_happens_to_each_and_never_resumes() {
         question,
         "Suspend 2 (apps/web, apps/worker); apps/billing already suspended: unchanged? (y/n)"
     );
-    insta::assert_snapshot!(render(&app, 100, 12).backend());
+    insta::assert_snapshot!(render(&app, 100, 13).backend());
     assert!(
         app.marked.is_empty(),
         "marks are cleared once the action is asked"
@@ -473,9 +584,13 @@ fn commands_switch_namespace_and_context() {
     let all = app.rows.len();
     press(&mut app, ":");
     press(&mut app, "ns data");
-    // Only a view filter: the engine (and its coverage) stays as it is.
+    // Only a view filter: the engine (and its coverage) stays as it is; data joins the
+    // favourites.
     let effects = app.on_key(code(KeyCode::Enter));
-    assert!(effects.is_empty());
+    assert!(
+        matches!(&effects[..], [Effect::SaveFavourites(f)] if f.of("prod-eu") == ["data"]),
+        "{effects:?}"
+    );
     assert_eq!(app.scope, Scope::Namespace("data".into()));
     assert!(app.rows.iter().all(|r| r.key.namespace == "data"));
     assert!(app.rows.len() < all);
@@ -535,6 +650,172 @@ fn history_columns_line_up_whatever_the_widths() {
         .find_map(|l| column(l, "DIGEST"))
         .expect("a header");
     assert_eq!(header, digests[0], "{screen}");
+}
+
+/// The command line's text.
+fn command_text(app: &App) -> String {
+    match &app.overlay {
+        Some(Overlay::Command(line)) => line.text.lines().concat(),
+        _ => panic!("no command line"),
+    }
+}
+
+#[test]
+fn number_keys_switch_the_view_to_favourites_and_0_shows_all() {
+    let mut app = app(false);
+    for ns in ["data", "apps"] {
+        press(&mut app, ":");
+        press(&mut app, &format!("ns {ns}"));
+        let effects = app.on_key(code(KeyCode::Enter));
+        assert!(
+            matches!(&effects[..], [Effect::SaveFavourites(_)]),
+            "{effects:?}"
+        );
+    }
+    assert_eq!(app.favourites.of("prod-eu"), ["apps", "data"]);
+    // Only the view filter: no effect at all (no engine restart, and data keeps key 2).
+    assert!(press(&mut app, "2").is_empty());
+    assert_eq!(app.scope, Scope::Namespace("data".into()));
+    assert!(app.rows.iter().all(|r| r.key.namespace == "data"));
+    assert_eq!(app.favourites.of("prod-eu"), ["apps", "data"]);
+    assert!(press(&mut app, "0").is_empty());
+    assert_eq!(app.scope, Scope::All);
+    assert_eq!(app.rows.len(), 6);
+    press(&mut app, "1");
+    assert_eq!(app.scope, Scope::Namespace("apps".into()));
+    // No favourite 5 yet: a notice, and the view stays.
+    assert!(press(&mut app, "5").is_empty());
+    assert_eq!(app.scope, Scope::Namespace("apps".into()));
+    assert!(
+        app.feedback
+            .last()
+            .unwrap()
+            .what
+            .contains("no namespace on 5")
+    );
+    // A namespace nobody knows (a typo) is shown but never becomes a favourite.
+    assert!(app.run_command("ns dta").is_empty());
+    assert_eq!(app.scope, Scope::Namespace("dta".into()));
+    assert_eq!(app.favourites.of("prod-eu"), ["apps", "data"]);
+    // The start namespace joins them, and the completions load.
+    let mut fresh = App::new(
+        "prod-eu".into(),
+        Scope::Namespace("kube-system".into()),
+        false,
+        Theme::builtin("dark").unwrap(),
+        demo::now(),
+    );
+    fresh.set_favourites(Ok(app.favourites.clone()));
+    let effects = fresh.on_start();
+    assert!(
+        matches!(&effects[..], [Effect::SaveFavourites(f), Effect::LoadCompletions]
+            if f.of("prod-eu") == ["kube-system", "apps", "data"]),
+        "{effects:?}"
+    );
+}
+
+#[test]
+fn favourites_row_fits_80_columns_beside_the_read_only_header() {
+    let mut app = app(true);
+    app.cluster_namespaces = (1..=9).map(|i| format!("team-{i}-services")).collect();
+    for ns in app.cluster_namespaces.clone() {
+        app.run_command(&format!("ns {ns}"));
+    }
+    press(&mut app, "3");
+    assert_eq!(app.scope, Scope::Namespace("team-7-services".into()));
+    let screen = render(&app, 80, 24).backend().to_string();
+    let lines: Vec<&str> = screen.lines().collect();
+    assert!(lines[0].contains("ctx prod-eu"), "{screen}");
+    assert!(lines[0].contains("[READ-ONLY]"), "{screen}");
+    assert!(lines[1].contains("<0> all"), "{screen}");
+    assert!(lines[1].contains("<3> [team-7-services]"), "{screen}");
+    assert!(lines[1].contains('…'), "cut, not wrapped:\n{screen}");
+    insta::assert_snapshot!(screen);
+}
+
+#[test]
+fn command_line_completes_namespaces_and_contexts_with_tab() {
+    let mut app = app(false);
+    let tab = code(KeyCode::Tab);
+    assert_eq!(press(&mut app, ":"), vec![Effect::LoadCompletions]);
+    // Not allowed to list namespaces: no notice, the releases' namespaces complete.
+    let notices = app.feedback.len();
+    app.on_io(IoResult::Namespaces(Err("namespaces is forbidden".into())));
+    assert_eq!(app.feedback.len(), notices);
+    assert_eq!(app.completions("ns ").matches, ["all", "apps", "data"]);
+    app.on_io(IoResult::Namespaces(Ok(vec![
+        "apps".into(),
+        "data".into(),
+        "default".into(),
+        "kube-system".into(),
+    ])));
+    app.on_io(IoResult::Contexts(vec![
+        "prod-eu".into(),
+        "prod-us".into(),
+        "staging".into(),
+    ]));
+    press(&mut app, "ns d");
+    app.on_key(tab);
+    assert_eq!(command_text(&app), "ns data");
+    let screen = render(&app, 80, 24).backend().to_string();
+    assert!(
+        screen.contains("namespaces: [data] default"),
+        "suggestion line:\n{screen}"
+    );
+    insta::assert_snapshot!(screen);
+    app.on_key(tab);
+    assert_eq!(command_text(&app), "ns default");
+    app.on_key(tab);
+    assert_eq!(command_text(&app), "ns data", "tab cycles");
+    // Typing ends the cycle: completions start again from the new text.
+    app.on_key(code(KeyCode::Backspace));
+    app.on_key(code(KeyCode::Backspace));
+    app.on_key(code(KeyCode::Backspace));
+    app.on_key(tab);
+    assert_eq!(command_text(&app), "ns data");
+    app.on_key(code(KeyCode::Enter));
+    assert_eq!(app.scope, Scope::Namespace("data".into()));
+
+    press(&mut app, ":");
+    press(&mut app, "c");
+    app.on_key(tab);
+    assert_eq!(command_text(&app), "ctx ", "the one command, then a space");
+    press(&mut app, "prod");
+    app.on_key(tab);
+    app.on_key(tab);
+    assert_eq!(command_text(&app), "ctx prod-us");
+    assert_eq!(
+        app.on_key(code(KeyCode::Enter)),
+        vec![Effect::SwitchContext("prod-us".into())]
+    );
+    // Nothing matches: said on the suggestion line, tab leaves the text alone.
+    press(&mut app, ":");
+    press(&mut app, "ns zz");
+    app.on_key(tab);
+    assert_eq!(command_text(&app), "ns zz");
+    let screen = render(&app, 80, 24).backend().to_string();
+    assert!(
+        screen.contains("no namespace starts with \"zz\""),
+        "{screen}"
+    );
+}
+
+#[test]
+fn favourites_that_cannot_be_read_or_saved_are_a_notice_once() {
+    let mut app = app(false);
+    app.set_favourites(Err("favourites.yaml: permission denied".into()));
+    let Progress::Failed(e) = &app.feedback.last().unwrap().progress else {
+        panic!("a notice")
+    };
+    assert!(e.contains("permission denied"));
+    let notices = app.feedback.len();
+    for _ in 0..2 {
+        app.on_io(IoResult::FavouritesSaved(Err(
+            "read-only file system".into()
+        )));
+    }
+    assert_eq!(app.feedback.len(), notices + 1, "said once");
+    assert!(app.status_notice().unwrap().1.contains("not saved"));
 }
 
 /// Rows kept up to date one release at a time are exactly the rows a full rebuild gives,

@@ -9,6 +9,7 @@ use ratatui::widgets::{
 };
 
 use super::app::{App, Detail, Overlay, Progress, Tab};
+use super::diff::DiffLine;
 use super::keymap;
 use super::model::{
     Fetch, Row, SortBy, State, Workload, age, left, mask_values, short_duration, spinner,
@@ -20,14 +21,20 @@ use crate::tracking::Selection;
 pub fn draw(f: &mut Frame, app: &App) {
     let area = f.area();
     f.render_widget(Block::default().style(app.theme.base()), area);
-    let [header, body, status, hints] = Layout::vertical([
+    // The favourites row goes with the table, where the number keys work.
+    let table = app.editor.is_none() && app.detail.is_none();
+    let [header, favourites, body, status, hints] = Layout::vertical([
         Constraint::Length(1),
+        Constraint::Length(u16::from(table)),
         Constraint::Min(3),
         Constraint::Length(1),
         Constraint::Length(1),
     ])
     .areas(area);
     draw_header(f, app, header);
+    if table {
+        draw_favourites(f, app, favourites);
+    }
     if let Some(ed) = &app.editor {
         draw_editor(f, app, ed, body);
     } else if let Some(d) = &app.detail {
@@ -36,9 +43,21 @@ pub fn draw(f: &mut Frame, app: &App) {
         draw_table(f, app, body);
     }
     draw_status(f, app, status);
-    draw_hints(f, app, hints);
     match &app.overlay {
-        Some(Overlay::Help) => draw_help(f, app, body),
+        Some(Overlay::Command(line)) => draw_suggestions(f, app, line, hints),
+        _ => draw_hints(f, app, hints),
+    }
+    match &app.overlay {
+        // Everything under the header, so the whole keymap fits 80x24.
+        Some(Overlay::Help) => draw_help(
+            f,
+            app,
+            Rect {
+                y: header.bottom(),
+                height: area.height.saturating_sub(header.height),
+                ..area
+            },
+        ),
         Some(Overlay::Confirm { question, .. }) => {
             draw_question(f, app, body, question, "y: yes   n/esc: no")
         }
@@ -47,9 +66,68 @@ pub fn draw(f: &mut Frame, app: &App) {
     if let Some(ed) = &app.editor
         && ed.confirm.is_some()
     {
-        let q = format!("Apply these values to spec.values of {}?", ed.key);
-        draw_question(f, app, body, &q, "y: apply   any other key: keep editing");
+        draw_values_confirm(f, app, ed, body);
     }
+}
+
+/// The apply question of a values edit, above the diff of what it changes. A long diff
+/// is cut with "… N more lines" so the question and its answers always stay on screen.
+fn draw_values_confirm(f: &mut Frame, app: &App, ed: &super::app::Editor, area: Rect) {
+    let t = &app.theme;
+    let question = format!("Apply these values to spec.values of {}?", ed.key);
+    let answers = "y: apply   any other key: keep editing";
+    // Borders, a blank line, the question and its answers.
+    const AROUND: usize = 5;
+    let room = (area.height as usize).saturating_sub(AROUND);
+    let mut lines: Vec<Line> = ed
+        .diff
+        .iter()
+        .map(|l| {
+            let style = match l {
+                DiffLine::Hunk(_) => t.muted(),
+                DiffLine::Same(_) => t.base(),
+                DiffLine::Removed(_) => t.base().fg(t.failed),
+                DiffLine::Added(_) => t.base().fg(t.ready),
+            };
+            Line::styled(l.text(), style)
+        })
+        .collect();
+    if lines.is_empty() {
+        lines.push(Line::styled(
+            "(no change: these are the values the edit started from)",
+            t.muted(),
+        ));
+    }
+    if lines.len() > room {
+        let keep = room.saturating_sub(1);
+        let hidden = lines.len() - keep;
+        lines.truncate(keep);
+        lines.push(Line::styled(format!("… {hidden} more lines"), t.muted()));
+    }
+    let widest = lines
+        .iter()
+        .map(Line::width)
+        .chain([question.chars().count(), answers.len()])
+        .max()
+        .unwrap_or(0);
+    let width = (widest as u16 + 2).clamp(60, 100);
+    let rect = centered(area, width, (lines.len() + AROUND) as u16);
+    lines.push(Line::raw(""));
+    lines.push(Line::styled(
+        question,
+        t.base().add_modifier(Modifier::BOLD),
+    ));
+    lines.push(Line::styled(answers, t.muted()));
+    f.render_widget(Clear, rect);
+    f.render_widget(
+        Paragraph::new(lines).style(t.base()).block(
+            Block::default()
+                .borders(Borders::ALL)
+                .border_style(Style::default().fg(t.progressing))
+                .title(" Confirm: spec.values, old → new (credentials masked) "),
+        ),
+        rect,
+    );
 }
 
 fn draw_header(f: &mut Frame, app: &App, area: Rect) {
@@ -94,6 +172,126 @@ fn draw_header(f: &mut Frame, app: &App, area: Rect) {
         ));
     }
     f.render_widget(Paragraph::new(Line::from(spans)).style(t.base()), area);
+}
+
+/// The namespace favourites, as k9s shows them under its header: `<0> all  <1> apps …`,
+/// the one in view highlighted and bracketed. Cut with `…` when they do not fit.
+fn draw_favourites(f: &mut Frame, app: &App, area: Rect) {
+    let t = &app.theme;
+    let current = match &app.scope {
+        Scope::All => None,
+        Scope::Namespace(ns) => Some(ns.as_str()),
+    };
+    let items: Vec<(String, &str, bool)> =
+        std::iter::once(("0".to_owned(), "all", current.is_none()))
+            .chain(
+                app.favourites
+                    .of(&app.context)
+                    .iter()
+                    .enumerate()
+                    .map(|(i, ns)| {
+                        (
+                            (i + 1).to_string(),
+                            ns.as_str(),
+                            current == Some(ns.as_str()),
+                        )
+                    }),
+            )
+            .collect();
+    let width = area.width as usize;
+    let mut spans = Vec::new();
+    let mut used = 0;
+    for (i, (key, name, here)) in items.iter().enumerate() {
+        let name = if *here {
+            format!("[{name}]")
+        } else {
+            name.to_string()
+        };
+        let w = 2 + key.len() + 2 + name.chars().count();
+        let more = i + 1 < items.len();
+        if used + w + if more { 2 } else { 0 } > width {
+            spans.push(Span::styled(" …", t.muted()));
+            break;
+        }
+        used += w;
+        spans.push(Span::styled(format!(" <{key}>"), t.base().fg(t.accent)));
+        spans.push(Span::raw(" "));
+        spans.push(if *here {
+            Span::styled(name, t.header())
+        } else {
+            Span::styled(name, t.muted())
+        });
+    }
+    f.render_widget(Paragraph::new(Line::from(spans)).style(t.base()), area);
+}
+
+/// The command line's suggestions, under it as k9s shows them: what tab completes to,
+/// the one shown bracketed.
+fn draw_suggestions(f: &mut Frame, app: &App, line: &super::app::CommandLine, area: Rect) {
+    let t = &app.theme;
+    let c = app.completions(&line.typed());
+    let keys = "tab completes · enter runs · esc cancels";
+    let text = if c.kind.is_empty() {
+        Line::styled(keys, t.muted())
+    } else if c.matches.is_empty() {
+        Line::styled(
+            format!("no {} starts with {:?} · {keys}", c.kind, c.stem),
+            t.muted(),
+        )
+    } else {
+        let current = line.cycle.as_ref().map(|(_, i)| *i);
+        let width = area.width as usize;
+        let label = format!("{}s: ", c.kind);
+        let mut used = label.chars().count();
+        let mut spans = vec![Span::styled(label, t.muted())];
+        // Start at the match shown when the ones before it would push it out.
+        let fits = |from: usize, to: usize| {
+            c.matches[from..=to]
+                .iter()
+                .map(|m| m.chars().count() + 3)
+                .sum::<usize>()
+                + used
+                + 8
+                <= width
+        };
+        let mut start = 0;
+        if let Some(i) = current {
+            while start < i && !fits(start, i) {
+                start += 1;
+            }
+        }
+        if start > 0 {
+            spans.push(Span::styled("… ", t.muted()));
+            used += 2;
+        }
+        for (i, m) in c.matches.iter().enumerate().skip(start) {
+            let here = current == Some(i);
+            let shown = if here { format!("[{m}]") } else { m.clone() };
+            let w = shown.chars().count() + 1;
+            let rest = c.matches.len() - i - 1;
+            let tail = if rest > 0 {
+                format!("… +{rest}").len()
+            } else {
+                0
+            };
+            if used + w + tail > width {
+                spans.push(Span::styled(
+                    format!("… +{}", c.matches.len() - i),
+                    t.muted(),
+                ));
+                break;
+            }
+            used += w;
+            spans.push(if here {
+                Span::styled(shown, t.selected())
+            } else {
+                Span::styled(shown, t.base().fg(t.accent))
+            });
+            spans.push(Span::raw(" "));
+        }
+        Line::from(spans)
+    };
+    f.render_widget(Paragraph::new(text).style(t.base()), area);
 }
 
 fn sort_title(sort: SortBy, reverse: bool) -> String {
@@ -756,7 +954,7 @@ fn draw_status(f: &mut Frame, app: &App, area: Rect) {
     }
     let line = match &app.overlay {
         Some(Overlay::Filter(text)) => return draw_input(f, app, area, "/", text),
-        Some(Overlay::Command(text)) => return draw_input(f, app, area, ":", text),
+        Some(Overlay::Command(line)) => return draw_input(f, app, area, ":", &line.text),
         _ => match app.status_notice() {
             None => Line::raw(""),
             Some((progress, what, summary)) => {
@@ -902,7 +1100,11 @@ fn draw_help(f: &mut Frame, app: &App, area: Rect) {
         None,
     ));
     // Split at the middle; a context cut in two says so at the top of the second column.
-    let split = lines.len().div_ceil(2);
+    let mut split = lines.len().div_ceil(2);
+    // A heading never ends a column: it goes to the next one with its keys.
+    if split > 0 && lines[split - 1].1.is_none() {
+        split -= 1;
+    }
     let mut second: Vec<Line> = Vec::new();
     if let Some((_, Some(ctx))) = lines.get(split) {
         second.push(Line::styled(format!("{ctx} (continued)"), t.header()));
