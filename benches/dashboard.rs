@@ -1,5 +1,6 @@
-//! Dashboard with 5,000 releases (synthetic engine views): time to take a new views
-//! snapshot (rows, filter, sort), time to draw a frame, and the process's memory.
+//! Dashboard with 5,000 releases (synthetic engine views): time to take the whole list
+//! (rows, filter, sort), time to take a snapshot where 10 releases changed (the
+//! incremental path, as a ratio to the whole list), time to draw a frame, and memory.
 //!
 //! Run: `cargo bench --bench dashboard`
 
@@ -13,6 +14,8 @@ use wheelhouse::tui::{demo, render};
 
 const RELEASES: usize = 5_000;
 const ROUNDS: u32 = 200;
+/// Releases changed per snapshot in the incremental case.
+const CHANGED: usize = 10;
 
 /// Resident and peak resident memory from /proc (Linux), in MiB.
 fn memory() -> (f64, f64) {
@@ -44,12 +47,39 @@ fn main() {
     );
     app.role = Role::Leader;
 
-    // A new views snapshot arrives (one per watch event): rows rebuilt, filtered, sorted.
+    // The whole list arrives at once (the first list): every row built and sorted.
+    let empty = std::sync::Arc::new(wheelhouse::engine::Views::default());
     let start = Instant::now();
     for _ in 0..ROUNDS {
+        app.set_views(empty.clone());
         app.set_views(views.clone());
     }
     let update = start.elapsed();
+    // Measured before the incremental case, whose 200 prepared snapshots are not the app's.
+    let (rss, peak) = memory();
+
+    // A publish tick during a rollout: 10 releases changed since the last snapshot.
+    let keys: Vec<_> = views.keys().cloned().collect();
+    let snapshots: Vec<_> = (0..ROUNDS as usize)
+        .map(|round| {
+            let mut next = (*views).clone();
+            for i in 0..CHANGED {
+                let key = &keys[(round * 7919 + i * 104_729) % keys.len()];
+                let mut view = next[key].clone();
+                std::sync::Arc::make_mut(&mut view.release).spec.suspend ^= true;
+                next.insert(key.clone(), view);
+            }
+            std::sync::Arc::new(next)
+        })
+        .collect();
+    app.set_views(views.clone());
+    let start = Instant::now();
+    for snapshot in &snapshots {
+        app.set_views(snapshot.clone());
+    }
+    let incremental = start.elapsed();
+    app.set_views(views.clone());
+    drop(snapshots);
 
     let mut frames = Vec::new();
     for (w, h) in [(200, 60), (120, 40), (80, 24)] {
@@ -65,15 +95,20 @@ fn main() {
     app.filter = "team-07".into();
     let start = Instant::now();
     for _ in 0..ROUNDS {
+        app.set_views(empty.clone());
         app.set_views(views.clone());
     }
     let filtered = start.elapsed();
-    let (rss, peak) = memory();
 
     println!("dashboard benchmark: {RELEASES} releases, mean of {ROUNDS} rounds");
-    println!("  views update (rows, sort):        {}", per_round(update));
+    println!("  whole list arrives (rows, sort):  {}", per_round(update));
     println!(
-        "  views update with a filter:       {}",
+        "  {CHANGED} releases changed:             {} ({:.0}x less than the whole list)",
+        per_round(incremental),
+        update.as_secs_f64() / incremental.as_secs_f64()
+    );
+    println!(
+        "  whole list with a filter:         {}",
         per_round(filtered)
     );
     for ((w, h), t) in frames {
