@@ -220,6 +220,10 @@ const PUBLISH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 /// How often the API server is probed, and how long it may take to answer.
 const PROBE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How often the API server's liveness is probed: with the 2 s limit, a server that
+/// stops answering shows as disconnected within 3 s (the dashboard promises 5).
+const LIVENESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A running worker: its mailbox and its own stop token (a release that leaves this
 /// engine's coverage stops like a lost lease: the current step ends, nothing is undone).
 struct Worker {
@@ -287,9 +291,11 @@ impl Dispatcher {
         // regained lease never runs a second writer beside an apply still running.
         let mut term: Option<Term> = None;
         let mut draining: Option<TaskTracker> = None;
-        // A hung API server breaks no watch; an active probe notices it too.
-        let mut probe = tokio::time::interval(PROBE_EVERY);
-        probe.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // A hung API server breaks no watch; an active probe notices it too. It runs on
+        // its own task, so a slow answer never holds up events and views.
+        let mut probe = liveness_probe(self.ctx.client.clone(), self.stop.clone());
+        let mut leases_expire = tokio::time::interval(LIVENESS_EVERY);
+        leases_expire.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (mut watch_failing, mut probe_failing) = (false, false);
         // Each event updates the views of the releases it is about; the snapshot is
         // published at most once per PUBLISH_EVERY, however many events arrived.
@@ -466,15 +472,11 @@ impl Dispatcher {
                         let _ = w.inbox.send(Msg::Command(command, token));
                     }
                 }
-                _ = probe.tick() => {
-                    let answer = tokio::time::timeout(PROBE_EVERY, self.ctx.client.apiserver_version()).await;
-                    let error = match answer {
-                        Ok(Ok(_)) => None,
-                        Ok(Err(e)) => Some(e.to_string()),
-                        Err(_) => Some(format!("no answer within {}s", PROBE_EVERY.as_secs())),
-                    };
+                Some(error) = probe.recv() => {
                     probe_failing = error.is_some();
                     self.report_connection(watch_failing || probe_failing, error);
+                }
+                _ = leases_expire.tick() => {
                     // Namespace Leases also expire without any event.
                     if self.held.refresh(&self.identity) {
                         self.start_eligible(&store, &mut workers, term.as_ref());
@@ -708,6 +710,31 @@ impl Dispatcher {
         self.views
             .send_replace(Arc::new(Views::new(self.shown.clone(), self.listed)));
     }
+}
+
+/// Asks the API server for its version every LIVENESS_EVERY, each answer within
+/// PROBE_EVERY: `None` when it answered, else why not.
+fn liveness_probe(client: Client, stop: CancellationToken) -> mpsc::Receiver<Option<String>> {
+    let (tx, rx) = mpsc::channel(1);
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(LIVENESS_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = every.tick() => {}
+            }
+            let error = match tokio::time::timeout(PROBE_EVERY, client.apiserver_version()).await {
+                Ok(Ok(_)) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(_) => Some(format!("no answer within {}s", PROBE_EVERY.as_secs())),
+            };
+            if tx.send(error).await.is_err() {
+                return;
+            }
+        }
+    });
+    rx
 }
 
 /// A release is gone from the watch: its worker learns it was deleted.
