@@ -536,3 +536,54 @@ fn history_columns_line_up_whatever_the_widths() {
         .expect("a header");
     assert_eq!(header, digests[0], "{screen}");
 }
+
+/// The sample releases plus one with long names whose wait shows the longest time-left
+/// text there is (119m59s).
+fn app_with_a_long_wait() -> App {
+    let mut app = app(false);
+    let mut views = (*app.views).clone();
+    let hr = demo::release(
+        "payments-production",
+        "checkout-gateway-canary-eu-west",
+        "checkout-gateway-chart",
+        Some(("Unknown", "Progressing", "Running upgrade")),
+        2,
+        30,
+    );
+    let view = demo::view(hr, demo::waiting(1, 2 * 3600 - 1, 0, &[]));
+    views.insert(view.key.clone(), view);
+    app.set_views(std::sync::Arc::new(views));
+    app
+}
+
+#[test]
+fn state_column_never_cuts_the_time_left_at_80_columns_or_more() {
+    let mut app = app_with_a_long_wait();
+    let long = app
+        .rows
+        .iter()
+        .find(|r| r.key.name.starts_with("checkout"))
+        .unwrap()
+        .state_text(app.now);
+    assert!(long.ends_with("119m59s left"), "{long}");
+    let short = app
+        .rows
+        .iter()
+        .find(|r| r.key.name == "api")
+        .unwrap()
+        .state_text(app.now);
+    for scope in [Scope::All, Scope::Namespace("payments-production".into())] {
+        app.scope = scope.clone();
+        app.set_views(app.views.clone());
+        for width in 80..=220 {
+            let screen = render(&app, width, 24).backend().to_string();
+            assert!(screen.contains(&long), "{scope:?} {width}:\n{screen}");
+            if matches!(scope, Scope::All) {
+                assert!(screen.contains(&short), "{width}:\n{screen}");
+            }
+        }
+    }
+    app.scope = Scope::All;
+    app.set_views(app.views.clone());
+    insta::assert_snapshot!(render(&app, 80, 24).backend());
+}

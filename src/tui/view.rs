@@ -164,17 +164,19 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
         "CHANGED",
         "MESSAGE",
     ];
-    let mut widths = vec![
-        Constraint::Length(2),
-        Constraint::Length(w(&|r| r.key.namespace.len(), 9, 16)),
-        Constraint::Length(w(&|r| r.key.name.len(), 4, if wide { 28 } else { 18 })),
-        Constraint::Length(w(&|r| r.chart.len(), 5, 16)),
-        Constraint::Length(w(&|r| r.version.len(), 7, 10)),
-        Constraint::Length(3),
-        Constraint::Length(w(&|r| state_cell(app, r).chars().count(), 5, 28)),
-        Constraint::Length(5),
-        Constraint::Length(7),
-        Constraint::Fill(1),
+    // The state column is as wide as its widest text ("⣾ Progressing 119m59s left" is
+    // the longest, 26 columns) and never shrinks: the columns that give way when the
+    // terminal is narrow are namespace, name, chart and version (see `fit_columns`).
+    let mut widths: Vec<u16> = vec![
+        2,
+        w(&|r| r.key.namespace.len(), 9, 16),
+        w(&|r| r.key.name.len(), 4, if wide { 28 } else { 18 }),
+        w(&|r| r.chart.len(), 5, 16),
+        w(&|r| r.version.len(), 7, 10),
+        3,
+        w(&|r| state_cell(app, r).chars().count(), 5, 64),
+        w(&|r| r.ready_text().chars().count(), 5, 16),
+        7,
     ];
     let mut drop = Vec::new();
     if !show_ns {
@@ -183,10 +185,27 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
     if !wide {
         drop.push(4);
     }
+    // (column, narrowest it may become), in the order they give way: the name last.
+    let mut shrinkable = vec![(4, 5), (3, 5), (1, 6), (2, 8)];
+    shrinkable.retain(|(c, _)| !drop.contains(c));
     for i in drop.iter().rev() {
         header.remove(*i);
         widths.remove(*i);
+        for (c, _) in &mut shrinkable {
+            if *c > *i {
+                *c -= 1;
+            }
+        }
     }
+    // Spacing between every column, the message column included.
+    let spacing = widths.len() as u16;
+    let budget = inner.width.saturating_sub(spacing + MESSAGE_MIN);
+    fit_columns(&mut widths, &shrinkable, budget);
+    let widths: Vec<Constraint> = widths
+        .into_iter()
+        .map(Constraint::Length)
+        .chain([Constraint::Fill(1)])
+        .collect();
     let rows = visible.iter().enumerate().map(|(i, r)| {
         let marked = app.marked.contains(&r.key);
         let here = offset + i == app.selected;
@@ -233,6 +252,20 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
         .column_spacing(1)
         .style(t.base());
     f.render_widget(table, inner);
+}
+
+/// The message column keeps at least this much room when others give way.
+const MESSAGE_MIN: u16 = 5;
+
+/// Narrows the `shrinkable` columns (index, narrowest width), one after the other in the
+/// order given, until all `widths` fit in `budget`; other columns keep their width (the
+/// state column among them, so its time left is never cut).
+fn fit_columns(widths: &mut [u16], shrinkable: &[(usize, u16)], budget: u16) {
+    for &(c, min) in shrinkable {
+        let total: u16 = widths.iter().sum();
+        let excess = total.saturating_sub(budget);
+        widths[c] -= excess.min(widths[c].saturating_sub(min));
+    }
 }
 
 fn count_states(rows: &[Row]) -> String {
