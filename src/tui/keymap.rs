@@ -115,6 +115,21 @@ pub enum Action {
     Save,
 }
 
+impl Action {
+    /// The action changes something in the cluster: `--readonly` neither offers nor runs it.
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            Self::Suspend
+                | Self::Resume
+                | Self::Reconcile
+                | Self::CancelWait
+                | Self::Edit
+                | Self::Save
+        )
+    }
+}
+
 pub struct Binding {
     pub context: Context,
     pub keys: &'static [Key],
@@ -258,8 +273,9 @@ pub fn lookup(context: Context, ev: &KeyEvent) -> Option<Action> {
     })
 }
 
-/// The help screen's lines, grouped by context: (heading, [(keys, help)]).
-pub fn help() -> Vec<(Context, Vec<(String, &'static str)>)> {
+/// The help screen's lines, grouped by context: (heading, [(keys, help, action)]).
+/// Each row also carries its action, so a read-only help can leave out the writes.
+pub fn help() -> Vec<(Context, Vec<(String, &'static str, Action)>)> {
     [Global, Table, Detail, Editor]
         .into_iter()
         .map(|ctx| {
@@ -268,7 +284,7 @@ pub fn help() -> Vec<(Context, Vec<(String, &'static str)>)> {
                 .filter(|b| b.context == ctx)
                 .map(|b| {
                     let keys: Vec<String> = b.keys.iter().map(Key::to_string).collect();
-                    (keys.join(" "), b.help)
+                    (keys.join(" "), b.help, b.action)
                 })
                 .collect();
             (ctx, rows)

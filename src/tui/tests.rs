@@ -587,3 +587,60 @@ fn state_column_never_cuts_the_time_left_at_80_columns_or_more() {
     app.set_views(app.views.clone());
     insta::assert_snapshot!(render(&app, 80, 24).backend());
 }
+
+/// What the footer or help would offer if a write were offered in read-only mode.
+const WRITE_HINTS: [&str; 6] = [
+    "s suspend",
+    "r reconcile",
+    "c cancel",
+    "e edit",
+    "resume",
+    "edit spec.values",
+];
+
+#[test]
+fn readonly_at_80x24_keeps_its_marker_and_offers_no_write() {
+    let mut app = app(true);
+    // A long context (an EKS ARN) must not push the marker off the header.
+    app.context = "arn:aws:eks:eu-west-1:123456789012:cluster/production-main".into();
+    let screens = {
+        let table = render(&app, 80, 24).backend().to_string();
+        press(&mut app, "?");
+        let help = render(&app, 80, 24).backend().to_string();
+        press(&mut app, "x");
+        select(&mut app, "billing");
+        app.on_key(code(KeyCode::Enter));
+        app.on_io(IoResult::Detail {
+            key: k("apps", "billing"),
+            data: detail_data(),
+        });
+        let detail = render(&app, 80, 24).backend().to_string();
+        press(&mut app, "v");
+        let values = render(&app, 80, 24).backend().to_string();
+        press(&mut app, "?");
+        let detail_help = render(&app, 80, 24).backend().to_string();
+        [table, help, detail, values, detail_help]
+    };
+    for screen in &screens {
+        let header = screen.lines().next().unwrap();
+        assert!(header.contains("[READ-ONLY]"), "{screen}");
+        for hint in WRITE_HINTS {
+            assert!(!screen.contains(hint), "{hint:?} offered:\n{screen}");
+        }
+        assert!(!screen.contains("S resumes"), "{screen}");
+        assert!(!screen.contains("e edits"), "{screen}");
+        assert!(!screen.contains("cancel wait"), "{screen}");
+        assert!(!screen.contains("Values editor"), "{screen}");
+    }
+    // The read-only help still lists every key that does something here.
+    for b in super::keymap::KEYMAP
+        .iter()
+        .filter(|b| !b.action.writes() && b.context != super::keymap::Context::Editor)
+    {
+        assert!(screens[1].contains(b.help), "help lacks {:?}", b.help);
+    }
+    let [table, help, detail, _, _] = screens;
+    insta::assert_snapshot!("readonly_table_80x24", table);
+    insta::assert_snapshot!("readonly_help_80x24", help);
+    insta::assert_snapshot!("readonly_detail_80x24", detail);
+}

@@ -71,10 +71,19 @@ fn draw_header(f: &mut Frame, app: &App, area: Rect) {
     if elsewhere > 0 {
         role.push_str(&format!("; {elsewhere} by other engines"));
     }
+    let mut context = app.context.clone();
+    let mut scope = scope;
+    if app.readonly {
+        // " wheelhouse " + " ctx " + "  ns " + "  [READ-ONLY]": what is left is shared by
+        // the context and namespace names, the longer one shortened first, so the marker
+        // is never cut (an EKS context ARN alone is 50 columns).
+        let room = (area.width as usize).saturating_sub(12 + 5 + 5 + 13);
+        shorten_pair(&mut context, &mut scope, room);
+    }
     let mut spans = vec![
         Span::styled(" wheelhouse ", t.selected()),
         Span::styled(" ctx ", t.muted()),
-        Span::styled(app.context.clone(), t.header()),
+        Span::styled(context, t.header()),
         Span::styled("  ns ", t.muted()),
         Span::styled(scope, t.header()),
     ];
@@ -94,6 +103,20 @@ fn draw_header(f: &mut Frame, app: &App, area: Rect) {
         ));
     }
     f.render_widget(Paragraph::new(Line::from(spans)).style(t.base()), area);
+}
+
+/// Shortens the longer of two texts (then the other) with a trailing `…` until together
+/// they take at most `room` columns; each keeps at least 4.
+fn shorten_pair(a: &mut String, b: &mut String, room: usize) {
+    let len = |s: &String| s.chars().count();
+    while len(a) + len(b) > room {
+        let longer = if len(a) >= len(b) { &mut *a } else { &mut *b };
+        let n = len(longer);
+        if n <= 4 {
+            break;
+        }
+        *longer = longer.chars().take(n - 2).chain(['…']).collect();
+    }
 }
 
 fn sort_title(sort: SortBy, reverse: bool) -> String {
@@ -393,7 +416,11 @@ fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
     }
     if hr.spec.suspend {
         lines.push(Line::styled(
-            "Suspended: no new actions start (s resumes)",
+            if app.readonly {
+                "Suspended: no new actions start"
+            } else {
+                "Suspended: no new actions start (S resumes)"
+            },
             t.state(State::Suspended),
         ));
     }
@@ -668,7 +695,14 @@ fn values<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
         .as_ref()
         .map(|v| serde_yaml::to_string(&mask_values(v)).unwrap_or_default())
         .unwrap_or_else(|| "{}\n".into());
-    let mut lines = vec![section(app, "spec.values (e edits)")];
+    let mut lines = vec![section(
+        app,
+        if app.readonly {
+            "spec.values"
+        } else {
+            "spec.values (e edits)"
+        },
+    )];
     lines.extend(spec.lines().map(|l| Line::raw(format!("  {l}"))));
     lines.push(Line::raw(""));
     lines.push(section(
@@ -847,6 +881,14 @@ fn draw_input(
 fn draw_hints(f: &mut Frame, app: &App, area: Rect) {
     let hints: &[&str] = if app.editor.is_some() {
         &["ctrl-s validate", "esc leave (draft kept)", "arrows move"]
+    } else if app.detail.is_some() && app.readonly {
+        &[
+            "READ-ONLY",
+            "? help",
+            "esc back",
+            "tab/d h v m E views",
+            "q quit",
+        ]
     } else if app.detail.is_some() {
         &[
             "? help",
@@ -911,8 +953,16 @@ fn draw_help(f: &mut Frame, app: &App, area: Rect) {
     // Each line with the context it belongs to (None for headings and the legend).
     let mut lines: Vec<(Line, Option<String>)> = Vec::new();
     for (ctx, rows) in keymap::help() {
+        // Read-only: no write is offered, and the values editor cannot be opened.
+        let rows: Vec<_> = rows
+            .into_iter()
+            .filter(|(_, _, action)| !(app.readonly && action.writes()))
+            .collect();
+        if rows.is_empty() || (app.readonly && ctx == keymap::Context::Editor) {
+            continue;
+        }
         lines.push((Line::styled(ctx.to_string(), t.header()), None));
-        for (keys, help) in rows {
+        for (keys, help, _) in rows {
             lines.push((
                 Line::from(vec![
                     Span::styled(format!(" {keys:<12}"), t.base().fg(t.accent)),
