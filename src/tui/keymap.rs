@@ -273,9 +273,12 @@ pub fn lookup(context: Context, ev: &KeyEvent) -> Option<Action> {
     })
 }
 
+/// One line of the help: keys, what they do, and the action (so a read-only help can
+/// leave out the writes).
+pub type HelpRow = (String, &'static str, Action);
+
 /// The help screen's lines, grouped by context: (heading, [(keys, help, action)]).
-/// Each row also carries its action, so a read-only help can leave out the writes.
-pub fn help() -> Vec<(Context, Vec<(String, &'static str, Action)>)> {
+pub fn help() -> Vec<(Context, Vec<HelpRow>)> {
     [Global, Table, Detail, Editor]
         .into_iter()
         .map(|ctx| {
