@@ -497,6 +497,43 @@ mod tests {
         );
     }
 
+    /// Issue #12: an operator-cancelled wait reads Canceled until the next action, also
+    /// once the engine has stalled (retries used up) and through requeues.
+    #[test]
+    fn a_canceled_wait_reads_canceled_until_the_next_action() {
+        use crate::engine::LiveState;
+        use crate::tui::demo;
+        let canceled = |extra: serde_json::Value| {
+            let mut hr = demo::release(
+                "apps",
+                "web",
+                "webapp",
+                Some(("False", "HealthCheckCanceled", "canceled by operator")),
+                2,
+                60,
+            );
+            let status = hr.status.as_mut().unwrap();
+            for c in extra.as_array().unwrap() {
+                status
+                    .conditions
+                    .push(serde_json::from_value(c.clone()).unwrap());
+            }
+            Row::of(&demo::view(hr, LiveState::default()))
+        };
+        let at = "2026-03-01T11:59:00Z";
+        let stalled = serde_json::json!([{"type": "Stalled", "status": "True",
+            "reason": "RetriesExceeded", "message": "no retries are left",
+            "lastTransitionTime": at}]);
+        let row = canceled(stalled);
+        assert_eq!(row.state, State::Canceled);
+        assert_eq!(row.state_text(demo::now()), "⊘ Canceled");
+        assert_eq!(canceled(serde_json::json!([])).state, State::Canceled);
+        // A new action: Reconciling=True makes it Progressing again.
+        let acting = serde_json::json!([{"type": "Reconciling", "status": "True",
+            "reason": "Progressing", "message": "upgrading", "lastTransitionTime": at}]);
+        assert_eq!(canceled(acting).state, State::Progressing);
+    }
+
     #[test]
     fn durations_read_like_kubectl() {
         assert_eq!(short_duration(42), "42s");
