@@ -14,6 +14,7 @@ use super::model::{DetailData, Row, SortBy, parse_values};
 use super::theme::Theme;
 use crate::client::Scope;
 use crate::engine::{Command, ReleaseKey, Role, Views};
+use crate::health::replicas::ReplicaMap;
 
 /// IO the run loop performs on a task.
 #[derive(Debug, Clone, PartialEq)]
@@ -144,6 +145,8 @@ pub struct App {
     pub connection: crate::engine::Connection,
     pub now: Timestamp,
     pub views: Arc<Views>,
+    /// Ready and desired replicas of every Helm release's workloads (READY column).
+    pub replicas: Arc<ReplicaMap>,
     /// Rows after filter and sort, in display order.
     pub rows: Vec<Row>,
     pub selected: usize,
@@ -181,6 +184,7 @@ impl App {
             connection: crate::engine::Connection::Connected,
             now,
             views: Arc::default(),
+            replicas: Arc::default(),
             rows: Vec::new(),
             selected: 0,
             marked: BTreeSet::new(),
@@ -212,7 +216,7 @@ impl App {
                 Scope::All => true,
                 Scope::Namespace(ns) => *ns == v.key.namespace,
             })
-            .map(Row::of)
+            .map(|v| Row::with_replicas(v, &self.replicas))
             .filter(|r| r.matches(&self.filter))
             .collect();
         self.sort.sort(&mut rows, self.reverse);
@@ -225,6 +229,11 @@ impl App {
         }
         self.selected = self.selected.min(self.rows.len().saturating_sub(1));
         self.marked.retain(|k| self.views.contains_key(k));
+    }
+
+    pub fn set_replicas(&mut self, replicas: Arc<ReplicaMap>) {
+        self.replicas = replicas;
+        self.refresh_rows();
     }
 
     pub fn selected_key(&self) -> Option<&ReleaseKey> {

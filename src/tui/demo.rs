@@ -9,6 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use crate::api::HelmRelease;
 use crate::engine::{LiveState, Phase, ReleaseKey, ReleaseView, Views, WaitView};
 use crate::health::Progress;
+use crate::health::replicas::{Kind, ReleaseId, ReleaseReplicas, ReplicaMap, WorkloadReplicas};
 
 /// The moment the demo views are built around.
 pub fn now() -> Timestamp {
@@ -179,6 +180,52 @@ pub fn sample() -> Arc<Views> {
         ),
     ];
     Arc::new(views.into_iter().map(|v| (v.key.clone(), v)).collect())
+}
+
+/// Replica counts of the sample releases' workloads (queue has none).
+pub fn replicas() -> Arc<ReplicaMap> {
+    let w = |kind, name: &str, ready, desired| WorkloadReplicas {
+        kind,
+        namespace: String::new(),
+        name: name.to_owned(),
+        ready,
+        desired,
+    };
+    let release = |ns: &str, name: &str, workloads: Vec<WorkloadReplicas>| {
+        let workloads = workloads
+            .into_iter()
+            .map(|mut w| {
+                w.namespace = ns.to_owned();
+                w
+            })
+            .collect();
+        (ReleaseId::new(ns, name), ReleaseReplicas { workloads })
+    };
+    Arc::new(ReplicaMap::from([
+        release("apps", "web", vec![w(Kind::Deployment, "web", 2, 2)]),
+        release(
+            "apps",
+            "api",
+            vec![
+                w(Kind::Deployment, "api", 1, 3),
+                w(Kind::StatefulSet, "api-db", 1, 1),
+            ],
+        ),
+        release("apps", "worker", vec![w(Kind::Deployment, "worker", 0, 1)]),
+        release(
+            "apps",
+            "billing",
+            vec![w(Kind::Deployment, "billing", 2, 2)],
+        ),
+        release(
+            "data",
+            "cache",
+            vec![
+                w(Kind::StatefulSet, "cache", 3, 3),
+                w(Kind::DaemonSet, "cache-exporter", 4, 4),
+            ],
+        ),
+    ]))
 }
 
 /// `n` releases over 50 namespaces in a realistic mix of states, for the benchmark.

@@ -8,6 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::engine::status::{condition as conditions, reason as reasons};
 use crate::engine::{Phase, ReleaseKey, ReleaseView};
+use crate::health::replicas::{ReleaseId, ReleaseReplicas, ReplicaMap};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum State {
@@ -62,12 +63,40 @@ pub struct Row {
     pub phase: Phase,
     /// Deadline of the running wait, if any.
     pub deadline: Option<Timestamp>,
-    pub ready: Option<(usize, usize)>,
+    /// Resources ready and in all of the running wait (the detail view's Wait line).
+    pub wait_progress: Option<(usize, usize)>,
+    /// Ready and desired replicas summed over the release's Deployments, StatefulSets
+    /// and DaemonSets (the READY column); `None` when it has none.
+    pub ready: Option<(i32, i32)>,
     pub last_change: Option<Timestamp>,
     pub message: String,
 }
 
+/// The Helm release a HelmRelease manages, as the replica watches key it.
+pub fn release_id(view: &ReleaseView) -> ReleaseId {
+    ReleaseId::new(view.release.target_namespace(), view.release.release_name())
+}
+
+/// The replicas of a release's workloads, if it has any.
+pub fn replicas_of<'a>(view: &ReleaseView, map: &'a ReplicaMap) -> Option<&'a ReleaseReplicas> {
+    map.get(&release_id(view))
+        .filter(|r| !r.workloads.is_empty())
+}
+
 impl Row {
+    /// A row with the replicas of the release's workloads from `replicas`.
+    ///
+    /// While a health wait runs, READY still shows replicas, not the wait's count of
+    /// ready resources: one unit in the whole column is what an operator compares at a
+    /// glance (as k9s and kubectl show it), it moves live as pods become ready, and the
+    /// wait's own count stays on the detail view's Wait line beside what it waits for.
+    pub fn with_replicas(view: &ReleaseView, replicas: &ReplicaMap) -> Self {
+        let mut row = Self::of(view);
+        row.ready = replicas_of(view, replicas).map(ReleaseReplicas::total);
+        row
+    }
+
+    /// A row without replica counts.
     pub fn of(view: &ReleaseView) -> Self {
         let hr = &view.release;
         let status = hr.status.as_ref();
@@ -102,7 +131,7 @@ impl Row {
         let recorded = status
             .and_then(|s| s.wait.as_ref())
             .filter(|_| state == State::Progressing);
-        let (deadline, ready_count) = match (&view.live.wait, recorded) {
+        let (deadline, wait_progress) = match (&view.live.wait, recorded) {
             (Some(w), _) => (Some(w.deadline), Some((w.progress.ready, w.progress.total))),
             (None, Some(w)) => (
                 Some(w.deadline.0),
@@ -129,7 +158,8 @@ impl Row {
             state,
             phase: view.live.phase,
             deadline,
-            ready: ready_count,
+            wait_progress,
+            ready: None,
             last_change: ready.map(|c| c.last_transition_time.0),
             message: view.problem.clone().unwrap_or_else(|| hr.ready_message()),
         }

@@ -24,6 +24,7 @@ fn app(readonly: bool) -> App {
     );
     app.role = Role::Leader;
     app.set_views(demo::sample());
+    app.set_replicas(demo::replicas());
     app
 }
 
@@ -643,4 +644,56 @@ fn readonly_at_80x24_keeps_its_marker_and_offers_no_write() {
     insta::assert_snapshot!("readonly_table_80x24", table);
     insta::assert_snapshot!("readonly_help_80x24", help);
     insta::assert_snapshot!("readonly_detail_80x24", detail);
+}
+
+#[test]
+fn ready_counts_replicas_of_the_workloads_even_during_a_wait() {
+    use crate::health::replicas::{Kind, ReleaseId, ReleaseReplicas, WorkloadReplicas};
+    let mut app = app(false);
+    let mut map = (*app.replicas).clone();
+    map.insert(
+        ReleaseId::new("apps", "api"),
+        ReleaseReplicas {
+            workloads: vec![WorkloadReplicas {
+                kind: Kind::Deployment,
+                namespace: "apps".into(),
+                name: "api".into(),
+                ready: 0,
+                desired: 3,
+            }],
+        },
+    );
+    app.set_replicas(std::sync::Arc::new(map));
+    let ready = |app: &App, name: &str| {
+        app.rows
+            .iter()
+            .find(|r| r.key.name == name)
+            .unwrap()
+            .ready_text()
+    };
+    // api's wait counts 2 of 4 resources ready; READY counts its replicas.
+    assert_eq!(ready(&app, "api"), "0/3");
+    assert_eq!(
+        ready(&app, "cache"),
+        "7/7",
+        "StatefulSet 3/3 + DaemonSet 4/4"
+    );
+    assert_eq!(ready(&app, "queue"), "-", "no workloads");
+    let table = render(&app, 100, 12).backend().to_string();
+    insta::assert_snapshot!("ready_replicas_table", table);
+    select(&mut app, "api");
+    app.on_key(code(KeyCode::Enter));
+    app.on_io(IoResult::Detail {
+        key: k("apps", "api"),
+        data: detail_data(),
+    });
+    let detail = render(&app, 100, 14).backend().to_string();
+    assert!(detail.contains("Ready    0/3 replicas"), "{detail}");
+    assert!(detail.contains("2/4 resources ready"), "{detail}");
+    insta::assert_snapshot!("ready_replicas_detail", detail);
+    app.on_key(code(KeyCode::Esc));
+    select(&mut app, "queue");
+    app.on_key(code(KeyCode::Enter));
+    let detail = render(&app, 100, 10).backend().to_string();
+    assert!(detail.contains("Ready    - (no Deployment"), "{detail}");
 }

@@ -11,7 +11,8 @@ use ratatui::widgets::{
 use super::app::{App, Detail, Overlay, Progress, Tab};
 use super::keymap;
 use super::model::{
-    Fetch, Row, SortBy, State, Workload, age, left, mask_values, short_duration, spinner,
+    Fetch, Row, SortBy, State, Workload, age, left, mask_values, replicas_of, short_duration,
+    spinner,
 };
 use crate::client::Scope;
 use crate::engine::{Phase, ReleaseView, Role};
@@ -373,7 +374,7 @@ fn section<'a>(app: &App, title: &str) -> Line<'a> {
 
 fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
     let t = &app.theme;
-    let row = Row::of(view);
+    let row = Row::with_replicas(view, &app.replicas);
     let hr = &view.release;
     let mut lines = vec![
         Line::from(vec![
@@ -400,8 +401,9 @@ fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
             ),
         ]),
     ];
+    lines.extend(replica_lines(app, view, &row));
     if let Some(deadline) = row.deadline {
-        let (r, total) = row.ready.unwrap_or((0, 0));
+        let (r, total) = row.wait_progress.unwrap_or((0, 0));
         lines.push(Line::from(vec![
             Span::styled("Wait     ", t.muted()),
             Span::styled(
@@ -508,6 +510,44 @@ fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
     lines.push(section(app, "Events (E for all)"));
     lines.extend(events(app, d).lines.into_iter().take(5));
     Text::from(lines)
+}
+
+/// Ready replicas of the release's workloads: the READY column's sum, then each
+/// workload's own count.
+fn replica_lines<'a>(app: &App, view: &ReleaseView, row: &Row) -> Vec<Line<'a>> {
+    let t = &app.theme;
+    let Some(replicas) = replicas_of(view, &app.replicas) else {
+        return vec![Line::from(vec![
+            Span::styled("Ready    ", t.muted()),
+            Span::styled(
+                "- (no Deployment, StatefulSet or DaemonSet seen)",
+                t.muted(),
+            ),
+        ])];
+    };
+    let (ready, desired) = row.ready.unwrap_or_default();
+    let mut lines = vec![Line::from(vec![
+        Span::styled("Ready    ", t.muted()),
+        Span::raw(format!("{ready}/{desired} replicas")),
+    ])];
+    let release_ns = view.release.target_namespace();
+    for w in &replicas.workloads {
+        let state = if w.ready >= w.desired {
+            State::Ready
+        } else {
+            State::Progressing
+        };
+        let object = if w.namespace == release_ns {
+            format!("{}/{}", w.kind, w.name)
+        } else {
+            format!("{}/{}/{}", w.kind, w.namespace, w.name)
+        };
+        lines.push(Line::from(vec![
+            Span::styled(format!("         {} ", state.symbol()), t.state(state)),
+            Span::raw(format!("{object} {}/{}", w.ready, w.desired)),
+        ]));
+    }
+    lines
 }
 
 /// What config tracking looks after in one workload: each consumed object and whether it
