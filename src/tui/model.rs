@@ -316,50 +316,106 @@ pub struct Workload {
 }
 
 /// Replaces the values of every Secret's `data` and `stringData` in a multi-document
-/// manifest with `***`; other documents pass through as they are.
+/// manifest with `'***'`. Everything else stays byte for byte as Helm rendered it: the
+/// separators, comments, key order and quoting of every other document, and of the
+/// Secret's other lines.
 pub fn mask_manifest(manifest: &str) -> String {
-    let mut out = Vec::new();
-    for doc in split_documents(manifest) {
-        out.push(mask_document(doc));
-    }
-    out.join("---\n")
-}
-
-fn split_documents(manifest: &str) -> Vec<&str> {
-    let mut docs = Vec::new();
-    let mut start = 0;
-    let mut pos = 0;
+    let mut out = String::with_capacity(manifest.len());
+    let mut doc = String::new();
     for line in manifest.split_inclusive('\n') {
         if line.trim_end() == "---" {
-            docs.push(&manifest[start..pos]);
-            start = pos + line.len();
+            out.push_str(&mask_document(&doc));
+            doc.clear();
+            out.push_str(line);
+        } else {
+            doc.push_str(line);
         }
-        pos += line.len();
     }
-    docs.push(&manifest[start..]);
-    docs.into_iter().filter(|d| !d.trim().is_empty()).collect()
+    out.push_str(&mask_document(&doc));
+    out
 }
 
+const MASK: &str = "'***'";
+
 fn mask_document(doc: &str) -> String {
-    let is_secret = doc.lines().any(|l| l.trim_end() == "kind: Secret");
+    let parsed = crate::yaml::parse_documents(doc);
+    let secret = |v: &serde_json::Value| v.get("kind").and_then(|k| k.as_str()) == Some("Secret");
+    let is_secret = doc.lines().any(|l| l.trim_end() == "kind: Secret")
+        || parsed
+            .as_ref()
+            .map_or(doc.contains("Secret"), |docs| docs.iter().any(secret));
     if !is_secret {
         return doc.to_owned();
     }
-    // Line-based so comments (`# Source:`) and key order stay as Helm rendered them:
-    // inside a top-level data/stringData block every value becomes ***.
+    let masked = mask_lines(doc);
+    if is_masked(&masked) {
+        return masked;
+    }
+    // Not block style (JSON, flow mappings): written out again with the data masked.
+    match parsed {
+        Ok(docs) => {
+            let docs: Vec<String> = docs
+                .into_iter()
+                .map(|mut v| {
+                    if secret(&v) {
+                        for field in ["data", "stringData"] {
+                            if let Some(map) = v.get_mut(field).and_then(|d| d.as_object_mut()) {
+                                for value in map.values_mut() {
+                                    *value = serde_json::Value::String("***".into());
+                                }
+                            }
+                        }
+                    }
+                    serde_yaml::to_string(&v).unwrap_or_default()
+                })
+                .collect();
+            let comments: String = doc
+                .lines()
+                .take_while(|l| l.starts_with('#'))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            format!(
+                "{comments}# (Secret written out again to mask its data)\n{}",
+                docs.join("---\n")
+            )
+        }
+        Err(_) => "# (a Secret that cannot be read, so not shown)\n".to_owned(),
+    }
+}
+
+/// Every Secret of the masked text has nothing but `***` in `data` and `stringData`.
+fn is_masked(text: &str) -> bool {
+    let Ok(docs) = crate::yaml::parse_documents(text) else {
+        return false;
+    };
+    docs.iter()
+        .filter(|v| v.get("kind").and_then(|k| k.as_str()) == Some("Secret"))
+        .all(|v| {
+            ["data", "stringData"].iter().all(|f| match v.get(*f) {
+                None | Some(serde_json::Value::Null) => true,
+                Some(serde_json::Value::String(s)) => s == "***",
+                Some(serde_json::Value::Object(m)) => m.values().all(|x| x == "***"),
+                Some(_) => false,
+            })
+        })
+}
+
+/// Line-based, so comments (`# Source:`) and key order stay as Helm rendered them:
+/// inside a top-level data/stringData block every value becomes `'***'`.
+fn mask_lines(doc: &str) -> String {
     let mut out = String::new();
     let mut in_data = false;
     for line in doc.lines() {
         let top_level =
             !line.starts_with(' ') && !line.starts_with('\t') && !line.trim().is_empty();
-        if top_level {
+        if top_level && !line.starts_with('#') {
             in_data = matches!(line.trim_end(), "data:" | "stringData:")
                 || line.starts_with("data:")
                 || line.starts_with("stringData:");
             if in_data && !line.trim_end().ends_with(':') {
                 // Flow style on one line: `data: {a: b}`.
                 let key = line.split(':').next().unwrap_or_default();
-                out.push_str(&format!("{key}: ***\n"));
+                out.push_str(&format!("{key}: {MASK}\n"));
                 continue;
             }
             out.push_str(line);
@@ -371,14 +427,18 @@ fn mask_document(doc: &str) -> String {
                 && !key.trim().is_empty()
                 && key.starts_with("  ")
                 && !key[2..].starts_with(' ')
+                && !key.trim_start().starts_with('#')
             {
-                out.push_str(&format!("{key}: ***\n"));
+                out.push_str(&format!("{key}: {MASK}\n"));
             }
-            // Continuation lines of block scalars are dropped.
+            // Continuation lines of block scalars (and comments) are dropped.
             continue;
         }
         out.push_str(line);
         out.push('\n');
+    }
+    if !doc.ends_with('\n') && out.ends_with('\n') {
+        out.pop();
     }
     out
 }
@@ -488,13 +548,37 @@ mod tests {
         assert!(!masked.contains("aHVudGVyMg=="), "{masked}");
         assert!(!masked.contains("line one"), "{masked}");
         assert!(!masked.contains("abc"), "{masked}");
-        assert!(masked.contains("  password: ***"), "{masked}");
-        assert!(masked.contains("  token: ***"), "{masked}");
+        assert!(masked.contains("  password: '***'"), "{masked}");
+        assert!(masked.contains("  token: '***'"), "{masked}");
         assert!(masked.contains("type: Opaque"), "{masked}");
         assert!(masked.contains("key: visible"), "{masked}");
         assert!(masked.contains("# Source: c/templates/s.yaml"), "{masked}");
         let flow = mask_manifest("kind: Secret\ndata: {a: b}\n");
-        assert_eq!(flow, "kind: Secret\ndata: ***\n");
+        assert_eq!(flow, "kind: Secret\ndata: '***'\n");
+    }
+
+    #[test]
+    fn only_secret_data_changes_and_json_secrets_are_masked_too() {
+        // Everything but a Secret's data stays byte for byte, separators included.
+        let plain = "---\n# Source: c/templates/cm.yaml\n# a comment\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  zulu: \"1\"\n  alpha: 'x'   # why\n---\n# Source: c/templates/s.yaml\napiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n  # the key\n  k: dg==\ntype: Opaque\n";
+        let masked = mask_manifest(plain);
+        let (before, _) = plain.split_at(plain.find("# Source: c/templates/s.yaml").unwrap());
+        assert!(masked.starts_with(before), "{masked}");
+        assert!(
+            masked.ends_with("# Source: c/templates/s.yaml\napiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n  k: '***'\ntype: Opaque\n"),
+            "{masked}"
+        );
+        let no_secret = "---\n# Source: a\nkind: ConfigMap\ndata: {a: \"b\"}\n---\n# Source: b\n{\"kind\": \"Service\"}\n";
+        assert_eq!(mask_manifest(no_secret), no_secret);
+        // A Secret written as JSON has no `data:` line to mask: written out again.
+        let json = "---\n# Source: c/templates/s.json\n{\"apiVersion\": \"v1\", \"kind\": \"Secret\",\n \"data\": {\"k\": \"c2VjcmV0\"}}\n";
+        let masked = mask_manifest(json);
+        assert!(!masked.contains("c2VjcmV0"), "{masked}");
+        assert!(masked.contains("k: '***'"), "{masked}");
+        assert!(
+            masked.starts_with("---\n# Source: c/templates/s.json\n"),
+            "{masked}"
+        );
     }
 
     #[test]
