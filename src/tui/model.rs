@@ -422,6 +422,12 @@ fn mask_lines(doc: &str) -> String {
             out.push('\n');
             continue;
         }
+        if in_data && line.trim().is_empty() {
+            // Blank lines say nothing about the data and keep the layout.
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
         if in_data {
             if let Some((key, _)) = line.split_once(':')
                 && !key.trim().is_empty()
