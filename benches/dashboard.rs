@@ -43,6 +43,8 @@ fn main() {
         demo::now(),
     );
     app.role = Role::Leader;
+    // READY: replica counts of the releases' workloads, looked up per row.
+    app.set_replicas(demo::many_replicas(RELEASES));
 
     // A new views snapshot arrives (one per watch event): rows rebuilt, filtered, sorted.
     let start = Instant::now();

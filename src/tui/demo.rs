@@ -228,6 +228,33 @@ pub fn replicas() -> Arc<ReplicaMap> {
     ]))
 }
 
+/// Replica counts for [`many`]: one Deployment per release, a StatefulSet beside every
+/// third one.
+pub fn many_replicas(n: usize) -> Arc<ReplicaMap> {
+    let map = (0..n).map(|i| {
+        let ns = format!("team-{:02}", i % 50);
+        let name = format!("service-{i:05}");
+        let mut workloads = vec![WorkloadReplicas {
+            kind: Kind::Deployment,
+            namespace: ns.clone(),
+            name: name.clone(),
+            ready: (i % 3) as i32,
+            desired: 2,
+        }];
+        if i % 3 == 0 {
+            workloads.push(WorkloadReplicas {
+                kind: Kind::StatefulSet,
+                namespace: ns.clone(),
+                name: format!("{name}-db"),
+                ready: 1,
+                desired: 1,
+            });
+        }
+        (ReleaseId::new(ns, name), ReleaseReplicas { workloads })
+    });
+    Arc::new(map.collect())
+}
+
 /// `n` releases over 50 namespaces in a realistic mix of states, for the benchmark.
 pub fn many(n: usize) -> Arc<Views> {
     let views = (0..n).map(|i| {
