@@ -46,6 +46,8 @@ fn main() {
         demo::now(),
     );
     app.role = Role::Leader;
+    // READY: replica counts of the releases' workloads, looked up per row.
+    app.set_replicas(demo::many_replicas(RELEASES));
 
     // The whole list arrives at once (the first list): every row built and sorted.
     let empty = std::sync::Arc::new(wheelhouse::engine::Views::default());

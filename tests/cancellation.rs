@@ -434,3 +434,67 @@ async fn a_running_post_upgrade_hook_is_not_interrupted_by_a_newer_revision() {
     assert!(history[1].2.contains("web-migrate"), "{history:#?}");
     ns.delete().await;
 }
+
+/// Issue #12: an operator-cancelled wait reads `⊘ Canceled` (Ready reason
+/// HealthCheckCanceled) until the next action. Without retries the engine stalls after the
+/// cancel; neither the stall, the requeues at `interval` nor a reconcile request that plans
+/// nothing new may overwrite the reason.
+#[tokio::test]
+async fn an_operator_cancel_reads_canceled_until_the_next_action() {
+    use wheelhouse::tui::model::{Row, State};
+    let (_client, ns, api, engine) = setup("cancel-stays").await;
+    stuck(&api, serde_json::json!({"interval": "3s"})).await;
+    let key = ReleaseKey {
+        namespace: ns.name.clone(),
+        name: "web".into(),
+    };
+    engine.handle.send(Command::CancelWait(key)).await.unwrap();
+    let canceled = |h: &HelmRelease| {
+        is(h, "Ready", "False", "HealthCheckCanceled")
+            && h.status.as_ref().unwrap().wait.is_none()
+            && h.condition("Reconciling")
+                .is_none_or(|c| c.status != "True")
+    };
+    let hr = wait_for(&api, "web", "stalled after the cancel", |h| {
+        is(h, "Stalled", "True", "RetriesExceeded")
+    })
+    .await;
+    assert!(canceled(&hr), "{:#?}", hr.status);
+    let row = Row::of(&wheelhouse::tui::demo::view(
+        hr,
+        wheelhouse::engine::LiveState::default(),
+    ));
+    assert_eq!(row.state, State::Canceled, "{row:?}");
+
+    // A reconcile request plans nothing new (retries are used up): the reason stays.
+    eng::annotate(
+        &api,
+        "web",
+        "reconcile.wheelhouse.dev/requestedAt",
+        "2026-11-21T13:00:00Z",
+    )
+    .await;
+    let hr = wait_for(&api, "web", "the reconcile request handled", |h| {
+        h.status
+            .as_ref()
+            .unwrap()
+            .last_handled_reconcile_at
+            .as_deref()
+            == Some("2026-11-21T13:00:00Z")
+    })
+    .await;
+    assert!(canceled(&hr), "{:#?}", hr.status);
+    // Several requeues at the 3 s interval later, still the same, and no new revision.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let hr = api.get("web").await.unwrap();
+    assert!(canceled(&hr), "{:#?}", hr.status);
+    assert_eq!(helm_history(&ns.name, "web").len(), 2);
+
+    // The next action (a fix) replaces it.
+    set_values(&api, "web", serde_json::json!({"behavior": ""})).await;
+    wait_for(&api, "web", "the fix deployed", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+    })
+    .await;
+    ns.delete().await;
+}

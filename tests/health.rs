@@ -262,3 +262,54 @@ async fn pods_of_an_earlier_revision_do_not_fail_the_wait_of_a_fix() {
     assert_eq!(outcome, Outcome::Ready);
     ns.delete().await;
 }
+
+/// The dashboard's READY column: one watch per workload kind reports the replicas of a
+/// Helm release's workloads, keyed by (release namespace, release name), live.
+#[tokio::test]
+async fn replica_counts_per_helm_release() {
+    use std::sync::Arc;
+    use support::engine as eng;
+    use wheelhouse::client::Scope;
+    use wheelhouse::health::replicas::{ReleaseId, ReplicaMap, Replicas};
+    use wheelhouse::tui::model::Row;
+
+    let (client, ns, api) = eng::setup("replicas").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    let replicas = Replicas::start(client.clone(), &Scope::Namespace(ns.name.clone()));
+    let mut rx = replicas.subscribe();
+    let id = ReleaseId::new(ns.name.clone(), "web");
+    let until = |rx: &mut tokio::sync::watch::Receiver<Arc<ReplicaMap>>, want: (i32, i32)| {
+        let (rx, id) = (rx.clone(), id.clone());
+        async move {
+            let mut rx = rx;
+            let reached = tokio::time::timeout(support::PATIENCE, async {
+                loop {
+                    if rx.borrow_and_update().get(&id).map(|r| r.total()) == Some(want) {
+                        return;
+                    }
+                    rx.changed().await.unwrap();
+                }
+            })
+            .await;
+            let map = rx.borrow().clone();
+            assert!(reached.is_ok(), "never {want:?}: {map:#?}");
+            map
+        }
+    };
+
+    // webapp: one Deployment with replicas 2; kwok makes its pods Ready.
+    eng::install_webapp(&api, "web", serde_json::json!({})).await;
+    let map = until(&mut rx, (2, 2)).await;
+    let workloads = &map[&id].workloads;
+    assert_eq!(workloads.len(), 1, "{workloads:?}");
+    assert_eq!(workloads[0].name, "web");
+    let hr = api.get("web").await.unwrap();
+    let view = wheelhouse::tui::demo::view(hr, wheelhouse::engine::LiveState::default());
+    assert_eq!(Row::with_replicas(&view, &map).ready_text(), "2/2");
+
+    // Scaled by a values change: the count follows live.
+    eng::set_values(&api, "web", serde_json::json!({"replicaCount": 3})).await;
+    until(&mut rx, (3, 3)).await;
+    drop(rx);
+    ns.delete().await;
+}

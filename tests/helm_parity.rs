@@ -364,3 +364,67 @@ async fn render_failures_are_flux_failures_that_back_off_and_stall() {
     assert!(fixed.condition("Stalled").is_none(), "Stalled is cleared");
     ns.delete().await;
 }
+
+/// Issue #12: `helm get manifest` and the dashboard's Manifest tab show the YAML as Helm
+/// rendered it (comments, key order, quoting), never re-serialised JSON. Config tracking
+/// adds one line, the hash in the pod template's annotations; the tab masks the Secret's
+/// data and nothing else.
+#[tokio::test]
+async fn stored_manifest_and_the_manifest_tab_keep_the_rendered_yaml() {
+    use wheelhouse::tui::model::Fetch;
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::new(&client, "yamlkeep").await;
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
+    let _engine = start(&client, &ns.name).await;
+    api.create(
+        &PostParams::default(),
+        &release("keep", "yamlkeep", serde_json::json!({})),
+    )
+    .await
+    .unwrap();
+    let hr = wait_for(&api, "keep", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+
+    let rendered = helm(&ns.name, &["template", "keep", &chart("yamlkeep")]);
+    assert!(rendered.contains("    zeta: \"double-quoted\"   # an inline comment\n"));
+    let stored = helm(&ns.name, &["get", "manifest", "keep"]);
+    let hash_line = |l: &str| l.starts_with("        wheelhouse.dev/config-hash: \"");
+    assert_eq!(
+        stored.lines().filter(|l| hash_line(l)).count(),
+        1,
+        "{stored}"
+    );
+    assert!(
+        stored.contains("      annotations:\n        note: \"kept as written\"\n        wheelhouse.dev/config-hash: \""),
+        "{stored}"
+    );
+    let without_hash: String = stored
+        .lines()
+        .filter(|l| !hash_line(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_eq!(without_hash.trim_end(), rendered.trim_end());
+
+    // The Manifest tab: the stored text, the Secret's value masked and nothing else.
+    let view = wheelhouse::tui::demo::view(hr, wheelhouse::engine::LiveState::default());
+    let data = wheelhouse::tui::io::load_detail(client.clone(), view).await;
+    let Fetch::Loaded(h) = data.helm else {
+        panic!("{:?}", data.helm)
+    };
+    assert!(!h.manifest.contains("hunter2"), "{}", h.manifest);
+    let docs =
+        |t: &str| -> Vec<String> { t.trim_end().split("---\n").map(str::to_owned).collect() };
+    let (tab, stored) = (docs(&h.manifest), docs(&stored));
+    assert_eq!(tab.len(), stored.len(), "{}", h.manifest);
+    for (shown, kept) in tab.iter().zip(&stored) {
+        if kept.contains("\nkind: Secret\n") {
+            assert_eq!(shown, &kept.replace("\"hunter2\"", "'***'"));
+        } else {
+            assert_eq!(shown, kept);
+        }
+    }
+    ns.delete().await;
+}

@@ -3,6 +3,7 @@
 pub mod failfast;
 pub mod hub;
 pub mod readiness;
+pub mod replicas;
 pub mod wait;
 
 pub use hub::WatchHub;

@@ -20,6 +20,7 @@
 
 pub mod debounce;
 pub mod discovery;
+mod edit;
 pub mod hash;
 mod prepare;
 mod tracker;

@@ -54,8 +54,11 @@ pub async fn read_data(
 /// read from the cluster. A workload with a missing required object also gets the
 /// `wheelhouse.dev/config-pending` scheduling gate (not Jobs: their template is immutable).
 ///
-/// Documents without a change are kept byte for byte; changed ones are written as JSON
-/// (valid YAML that every YAML 1.1 reader types the same way).
+/// Documents without a change are kept byte for byte; in changed ones only the lines of
+/// the hash annotation (and the gate) are added or replaced, so `helm get manifest` shows
+/// the YAML as rendered. A changed document that is not block-style YAML along the pod
+/// template's path is written as JSON (valid YAML that every YAML 1.1 reader types the
+/// same way).
 pub async fn prepare_manifest(
     client: &Client,
     manifest: &str,
@@ -237,7 +240,7 @@ pub fn rewrite_manifest(
 ) -> Result<String, Error> {
     let docs = documents(manifest)?;
     let own = own_objects(&docs, namespace)?;
-    let mut changed: HashMap<usize, Value> = HashMap::new();
+    let mut changed: HashMap<usize, (WorkloadKind, Value)> = HashMap::new();
     for (i, kind, v) in workloads(&docs) {
         let ns = namespace_of(v, namespace);
         let objects =
@@ -265,7 +268,7 @@ pub fn rewrite_manifest(
         }
         let mut updated = v.clone();
         set_template(kind, &mut updated, &hash, gate);
-        changed.insert(i, updated);
+        changed.insert(i, (kind, updated));
     }
 
     let mut out = String::with_capacity(manifest.len() + 256);
@@ -276,9 +279,22 @@ pub fn rewrite_manifest(
             out.push_str(source);
             out.push('\n');
         }
-        match changed.get(&i) {
-            Some(v) => {
-                out.push_str(&serde_json::to_string_pretty(v).expect("JSON values serialize"));
+        let edited = changed.get(&i).map(|(kind, v)| {
+            let original = doc.value.as_ref().expect("changed documents parsed");
+            super::edit::edit_workload(doc.body, *kind, original, v)
+                .ok_or_else(|| serde_json::to_string_pretty(v).expect("JSON values serialize"))
+        });
+        match edited {
+            // The rendered YAML with the hash (and gate) lines added.
+            Some(Ok(text)) => {
+                out.push_str(&text);
+                if !text.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+            // Not block-style YAML along the template's path: written as JSON.
+            Some(Err(json)) => {
+                out.push_str(&json);
                 out.push('\n');
             }
             None => {
@@ -333,10 +349,19 @@ mod tests {
             LiveNeeds::default()
         );
         let out = rewrite_manifest(&manifest, "ns", &LiveState::default()).unwrap();
-        // The ConfigMap document is untouched; the workload's still has its Source line.
+        // The ConfigMap document is untouched; the workload's still has its Source line
+        // and stays YAML, with the hash added to the template's metadata.
         assert!(out.starts_with(CM), "{out}");
         assert!(
-            out.contains("---\n# Source: demo/templates/deploy.yaml\n{"),
+            out.contains(
+                "---\n# Source: demo/templates/deploy.yaml\napiVersion: apps/v1\nkind: Deployment\n"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "    metadata:\n      annotations:\n        wheelhouse.dev/config-hash: \""
+            ),
             "{out}"
         );
         let d = workload_of(&out);

@@ -12,10 +12,11 @@ use tui_textarea::TextArea;
 use super::diff::{DiffLine, values_diff};
 use super::favourites::Favourites;
 use super::keymap::{self, Action, Context};
-use super::model::{DetailData, Row, SortBy, parse_values};
+use super::model::{DetailData, Row, SortBy, parse_values, release_id};
 use super::theme::Theme;
 use crate::client::Scope;
 use crate::engine::{Command, ReleaseKey, Role, Views};
+use crate::health::replicas::{ReleaseId, ReplicaMap};
 use imbl::ordmap::DiffItem;
 
 /// IO the run loop performs on a task.
@@ -191,10 +192,15 @@ pub struct App {
     pub connection: crate::engine::Connection,
     pub now: Timestamp,
     pub views: Arc<Views>,
+    /// Ready and desired replicas of every Helm release's workloads (READY column).
+    pub replicas: Arc<ReplicaMap>,
     /// Rows after filter and sort, in display order.
     pub rows: Vec<Row>,
-    /// The rows in `rows`, by release: what to look for when one of them changes.
-    row_cache: HashMap<ReleaseKey, Row>,
+    /// The rows in `rows`, by release, with the Helm release each shows: what to look
+    /// for when one of them changes.
+    row_cache: HashMap<ReleaseKey, (Row, ReleaseId)>,
+    /// The rows in `rows` of each Helm release, for a change of its replica counts.
+    rows_of_release: HashMap<ReleaseId, BTreeSet<ReleaseKey>>,
     pub selected: usize,
     pub marked: BTreeSet<ReleaseKey>,
     pub filter: String,
@@ -239,8 +245,10 @@ impl App {
             connection: crate::engine::Connection::Connected,
             now,
             views: Arc::default(),
+            replicas: Arc::default(),
             rows: Vec::new(),
             row_cache: HashMap::new(),
+            rows_of_release: HashMap::new(),
             selected: 0,
             marked: BTreeSet::new(),
             filter: String::new(),
@@ -392,29 +400,40 @@ impl App {
     /// Moves one release's row to where it belongs now (or out of the table).
     fn update_row(&mut self, key: &ReleaseKey) {
         let order = |a: &Row, b: &Row| self.sort.compare(a, b, self.reverse);
-        if let Some(old) = self.row_cache.remove(key)
-            && let Ok(i) = self.rows.binary_search_by(|r| order(r, &old))
-        {
-            self.rows.remove(i);
+        if let Some((old, release)) = self.row_cache.remove(key) {
+            if let Ok(i) = self.rows.binary_search_by(|r| order(r, &old)) {
+                self.rows.remove(i);
+            }
+            if let Some(keys) = self.rows_of_release.get_mut(&release) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.rows_of_release.remove(&release);
+                }
+            }
         }
         let Some(view) = self.views.get(key) else {
             return;
         };
-        let row = Row::of(view);
+        let row = Row::with_replicas(view, &self.replicas);
         if self.shown(&row) {
             let i = self
                 .rows
                 .binary_search_by(|r| order(r, &row))
                 .unwrap_or_else(|i| i);
             self.rows.insert(i, row.clone());
-            self.row_cache.insert(key.clone(), row);
+            let release = release_id(view);
+            self.rows_of_release
+                .entry(release.clone())
+                .or_default()
+                .insert(key.clone());
+            self.row_cache.insert(key.clone(), (row, release));
         }
     }
 
     /// Puts the cursor on a release's row, if it is in the table.
     fn select_key(&mut self, key: &ReleaseKey) {
         let found = match self.row_cache.get(key) {
-            Some(row) => self
+            Some((row, _)) => self
                 .rows
                 .binary_search_by(|r| self.sort.compare(r, row, self.reverse))
                 .ok(),
@@ -429,21 +448,62 @@ impl App {
     /// change, or most releases changed at once.
     fn refresh_rows(&mut self) {
         let key = self.rows.get(self.selected).map(|r| r.key.clone());
-        let mut rows: Vec<Row> = self
+        let mut rows: Vec<(Row, ReleaseId)> = self
             .views
             .values()
-            .map(Row::of)
-            .filter(|r| self.shown(r))
+            .map(|v| (Row::with_replicas(v, &self.replicas), v))
+            .filter(|(r, _)| self.shown(r))
+            .map(|(r, v)| (r, release_id(v)))
             .collect();
-        rows.sort_by(|a, b| self.sort.compare(a, b, self.reverse));
-        self.row_cache = rows.iter().map(|r| (r.key.clone(), r.clone())).collect();
-        self.rows = rows;
+        rows.sort_by(|a, b| self.sort.compare(&a.0, &b.0, self.reverse));
+        self.rows_of_release.clear();
+        for (row, release) in &rows {
+            self.rows_of_release
+                .entry(release.clone())
+                .or_default()
+                .insert(row.key.clone());
+        }
+        self.rows = rows.iter().map(|(r, _)| r.clone()).collect();
+        self.row_cache = rows
+            .into_iter()
+            .map(|(r, id)| (r.key.clone(), (r, id)))
+            .collect();
         // Keep the cursor on the same release when rows move.
         if let Some(key) = key {
             self.select_key(&key);
         }
         self.selected = self.selected.min(self.rows.len().saturating_sub(1));
         self.marked.retain(|k| self.views.contains_key(k));
+    }
+
+    /// Takes a new snapshot of the workloads' replica counts: like the views, only the
+    /// rows of releases whose counts changed move.
+    pub fn set_replicas(&mut self, replicas: Arc<ReplicaMap>) {
+        let old = std::mem::replace(&mut self.replicas, replicas);
+        let keys: BTreeSet<ReleaseKey> = old
+            .diff(&self.replicas)
+            .filter_map(|d| {
+                let release = match d {
+                    DiffItem::Add(k, _)
+                    | DiffItem::Update { new: (k, _), .. }
+                    | DiffItem::Remove(k, _) => k,
+                };
+                self.rows_of_release.get(release)
+            })
+            .flatten()
+            .cloned()
+            .collect();
+        if keys.len() > 64 + self.rows.len() / 8 {
+            self.refresh_rows();
+            return;
+        }
+        let selected = self.rows.get(self.selected).map(|r| r.key.clone());
+        for key in &keys {
+            self.update_row(key);
+        }
+        if let Some(key) = selected {
+            self.select_key(&key);
+        }
     }
 
     pub fn selected_key(&self) -> Option<&ReleaseKey> {

@@ -9,6 +9,7 @@ use k8s_openapi::jiff::Timestamp;
 use crate::api::HelmRelease;
 use crate::engine::{LiveState, Phase, ReleaseKey, ReleaseView, Views, WaitView};
 use crate::health::Progress;
+use crate::health::replicas::{Kind, ReleaseId, ReleaseReplicas, ReplicaMap, WorkloadReplicas};
 
 /// The moment the demo views are built around.
 pub fn now() -> Timestamp {
@@ -179,6 +180,79 @@ pub fn sample() -> Arc<Views> {
         ),
     ];
     Arc::new(views.into_iter().collect())
+}
+
+/// Replica counts of the sample releases' workloads (queue has none).
+pub fn replicas() -> Arc<ReplicaMap> {
+    let w = |kind, name: &str, ready, desired| WorkloadReplicas {
+        kind,
+        namespace: String::new(),
+        name: name.to_owned(),
+        ready,
+        desired,
+    };
+    let release = |ns: &str, name: &str, workloads: Vec<WorkloadReplicas>| {
+        let workloads = workloads
+            .into_iter()
+            .map(|mut w| {
+                w.namespace = ns.to_owned();
+                w
+            })
+            .collect();
+        (ReleaseId::new(ns, name), ReleaseReplicas { workloads })
+    };
+    Arc::new(ReplicaMap::from_iter([
+        release("apps", "web", vec![w(Kind::Deployment, "web", 2, 2)]),
+        release(
+            "apps",
+            "api",
+            vec![
+                w(Kind::Deployment, "api", 1, 3),
+                w(Kind::StatefulSet, "api-db", 1, 1),
+            ],
+        ),
+        release("apps", "worker", vec![w(Kind::Deployment, "worker", 0, 1)]),
+        release(
+            "apps",
+            "billing",
+            vec![w(Kind::Deployment, "billing", 2, 2)],
+        ),
+        release(
+            "data",
+            "cache",
+            vec![
+                w(Kind::StatefulSet, "cache", 3, 3),
+                w(Kind::DaemonSet, "cache-exporter", 4, 4),
+            ],
+        ),
+    ]))
+}
+
+/// Replica counts for [`many`]: one Deployment per release, a StatefulSet beside every
+/// third one.
+pub fn many_replicas(n: usize) -> Arc<ReplicaMap> {
+    let map = (0..n).map(|i| {
+        let ns = format!("team-{:02}", i % 50);
+        let name = format!("service-{i:05}");
+        let mut workloads = vec![WorkloadReplicas {
+            kind: Kind::Deployment,
+            namespace: ns.clone(),
+            name: name.clone(),
+            ready: (i % 3) as i32,
+            desired: 2,
+        }];
+        if i % 3 == 0 {
+            workloads.push(WorkloadReplicas {
+                kind: Kind::StatefulSet,
+                namespace: ns.clone(),
+                name: format!("{name}-db"),
+                ready: 1,
+                desired: 1,
+            });
+        }
+        (ReleaseId::new(ns, name), ReleaseReplicas { workloads })
+    });
+    Arc::new(map.collect())
 }
 
 /// `n` releases over 50 namespaces in a realistic mix of states, for the benchmark.

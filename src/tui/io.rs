@@ -215,15 +215,13 @@ struct DocMeta {
     namespace: Option<String>,
 }
 
-/// Rollout progress of the release's Deployments, StatefulSets and DaemonSets, with the
-/// reason each of their pods is not ready and what config tracking looks after.
-async fn load_workloads(
-    client: Client,
-    manifest: &str,
-    default_ns: &str,
-) -> Result<Vec<Workload>, String> {
-    // Parsed up front: the YAML parser must not live across an await (it is not Send).
-    let objects: Vec<(WorkloadKind, String, String)> = serde_yaml::Deserializer::from_str(manifest)
+/// The Deployments, StatefulSets and DaemonSets of a manifest as (kind, name, namespace),
+/// each once: a manifest may hold the same object twice (two templates rendering it, or
+/// a namespace written out in one and left to the default in the other), and the
+/// rollout section lists every workload once, in manifest order.
+fn workload_refs(manifest: &str, default_ns: &str) -> Vec<(WorkloadKind, String, String)> {
+    let mut seen = std::collections::HashSet::new();
+    serde_yaml::Deserializer::from_str(manifest)
         .filter_map(|doc| match Doc::deserialize(doc) {
             Ok(Doc {
                 api_version: Some(api_version),
@@ -237,11 +235,25 @@ async fn load_workloads(
                 WorkloadKind::from_type(&api_version, &kind)
                     .filter(|k| SHOWN_WORKLOADS.contains(k))?,
                 name,
-                namespace.unwrap_or_else(|| default_ns.to_owned()),
+                namespace
+                    .filter(|ns| !ns.is_empty())
+                    .unwrap_or_else(|| default_ns.to_owned()),
             )),
             _ => None,
         })
-        .collect();
+        .filter(|object| seen.insert(object.clone()))
+        .collect()
+}
+
+/// Rollout progress of the release's Deployments, StatefulSets and DaemonSets, with the
+/// reason each of their pods is not ready and what config tracking looks after.
+async fn load_workloads(
+    client: Client,
+    manifest: &str,
+    default_ns: &str,
+) -> Result<Vec<Workload>, String> {
+    // Parsed up front: the YAML parser must not live across an await (it is not Send).
+    let objects = workload_refs(manifest, default_ns);
     let mut out = Vec::new();
     for (kind, name, ns) in objects {
         let api: Api<DynamicObject> =
@@ -430,6 +442,26 @@ pub fn pod_problem(pod: &Pod) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    use crate::tracking::WorkloadKind;
+
+    #[test]
+    fn each_workload_is_listed_once() {
+        let manifest = "---\n# Source: c/templates/a.yaml\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n---\n# Source: c/templates/b.yaml\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: apps\n---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: web\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: other\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\n---\napiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: web\n";
+        let refs = super::workload_refs(manifest, "apps");
+        let refs: Vec<(WorkloadKind, &str, &str)> = refs
+            .iter()
+            .map(|(k, n, ns)| (*k, n.as_str(), ns.as_str()))
+            .collect();
+        assert_eq!(
+            refs,
+            [
+                (WorkloadKind::Deployment, "web", "apps"),
+                (WorkloadKind::StatefulSet, "web", "apps"),
+                (WorkloadKind::Deployment, "web", "other"),
+            ]
+        );
+    }
+
     #[test]
     fn transport_failures_read_as_a_sentence() {
         assert_eq!(

@@ -126,6 +126,21 @@ pub enum Action {
     Complete,
 }
 
+impl Action {
+    /// The action changes something in the cluster: `--readonly` neither offers nor runs it.
+    pub fn writes(self) -> bool {
+        matches!(
+            self,
+            Self::Suspend
+                | Self::Resume
+                | Self::Reconcile
+                | Self::CancelWait
+                | Self::Edit
+                | Self::Save
+        )
+    }
+}
+
 pub struct Binding {
     pub context: Context,
     pub keys: &'static [Key],
@@ -286,8 +301,12 @@ pub fn lookup(context: Context, ev: &KeyEvent) -> Option<Action> {
     })
 }
 
-/// The help screen's lines, grouped by context: (heading, [(keys, help)]).
-pub fn help() -> Vec<(Context, Vec<(String, &'static str)>)> {
+/// One line of the help: keys, what they do, and the action (so a read-only help can
+/// leave out the writes).
+pub type HelpRow = (String, &'static str, Action);
+
+/// The help screen's lines, grouped by context: (heading, [(keys, help, action)]).
+pub fn help() -> Vec<(Context, Vec<HelpRow>)> {
     [Global, Table, Detail, Editor, Command]
         .into_iter()
         .map(|ctx| {
@@ -296,7 +315,7 @@ pub fn help() -> Vec<(Context, Vec<(String, &'static str)>)> {
                 .filter(|b| b.context == ctx)
                 .map(|b| {
                     let keys: Vec<String> = b.keys.iter().map(Key::to_string).collect();
-                    (keys.join(" "), b.help)
+                    (keys.join(" "), b.help, b.action)
                 })
                 .collect();
             (ctx, rows)

@@ -27,6 +27,7 @@ use tokio::sync::mpsc;
 use crate::cli::ClusterArgs;
 use crate::client::{self, Scope};
 use crate::engine::{self, EngineConfig, EngineHandle};
+use crate::health::replicas::Replicas;
 use crate::render::HelmRenderer;
 use app::{App, Effect, IoResult};
 use theme::Theme;
@@ -62,6 +63,8 @@ struct Session {
     context: String,
     scope: Scope,
     handle: EngineHandle,
+    /// Replica counts of the workloads in the engine's namespaces (READY column).
+    replicas: Replicas,
 }
 
 impl Session {
@@ -113,6 +116,7 @@ impl Session {
         scope: Scope,
         coverage: Scope,
     ) -> Result<Self, Error> {
+        let replicas = Replicas::start(client.clone(), &coverage);
         let mut config = EngineConfig::new(coverage);
         config.chart_root = args.chart_root.clone();
         // helm renders against the same cluster, as the same identity.
@@ -131,6 +135,7 @@ impl Session {
             context,
             scope,
             handle,
+            replicas,
         })
     }
 }
@@ -208,6 +213,8 @@ async fn event_loop(
     let mut views = session.handle.views();
     let mut role = session.handle.role();
     let mut connection = session.handle.connection();
+    let mut replicas = session.replicas.subscribe();
+    app.set_replicas(replicas.borrow_and_update().clone());
     app.set_views(views.borrow_and_update().clone());
     app.role = role.borrow_and_update().clone();
     app.connection = connection.borrow_and_update().clone();
@@ -235,6 +242,7 @@ async fn event_loop(
             Ok(()) = views.changed() => {
                 app.set_views(views.borrow_and_update().clone());
             }
+            Ok(()) = replicas.changed() => app.set_replicas(replicas.borrow_and_update().clone()),
             Ok(()) = role.changed() => app.role = role.borrow_and_update().clone(),
             Ok(()) = connection.changed() => app.connection = connection.borrow_and_update().clone(),
             Some(result) = io_rx.recv() => {
@@ -251,6 +259,8 @@ async fn event_loop(
                     views = session.handle.views();
                     role = session.handle.role();
                     connection = session.handle.connection();
+                    replicas = session.replicas.subscribe();
+                    app.set_replicas(replicas.borrow_and_update().clone());
                     effects.extend(app.on_io(IoResult::Switched(Ok((session.context.clone(), session.scope.clone(), session.handle.coverage().clone())))));
                     app.set_views(views.borrow_and_update().clone());
                     app.role = role.borrow_and_update().clone();

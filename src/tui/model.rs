@@ -8,6 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use crate::engine::status::{condition as conditions, reason as reasons};
 use crate::engine::{Phase, ReleaseKey, ReleaseView};
+use crate::health::replicas::{ReleaseId, ReleaseReplicas, ReplicaMap};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum State {
@@ -62,12 +63,40 @@ pub struct Row {
     pub phase: Phase,
     /// Deadline of the running wait, if any.
     pub deadline: Option<Timestamp>,
-    pub ready: Option<(usize, usize)>,
+    /// Resources ready and in all of the running wait (the detail view's Wait line).
+    pub wait_progress: Option<(usize, usize)>,
+    /// Ready and desired replicas summed over the release's Deployments, StatefulSets
+    /// and DaemonSets (the READY column); `None` when it has none.
+    pub ready: Option<(i32, i32)>,
     pub last_change: Option<Timestamp>,
     pub message: String,
 }
 
+/// The Helm release a HelmRelease manages, as the replica watches key it.
+pub fn release_id(view: &ReleaseView) -> ReleaseId {
+    ReleaseId::new(view.release.target_namespace(), view.release.release_name())
+}
+
+/// The replicas of a release's workloads, if it has any.
+pub fn replicas_of<'a>(view: &ReleaseView, map: &'a ReplicaMap) -> Option<&'a ReleaseReplicas> {
+    map.get(&release_id(view))
+        .filter(|r| !r.workloads.is_empty())
+}
+
 impl Row {
+    /// A row with the replicas of the release's workloads from `replicas`.
+    ///
+    /// While a health wait runs, READY still shows replicas, not the wait's count of
+    /// ready resources: one unit in the whole column is what an operator compares at a
+    /// glance (as k9s and kubectl show it), it moves live as pods become ready, and the
+    /// wait's own count stays on the detail view's Wait line beside what it waits for.
+    pub fn with_replicas(view: &ReleaseView, replicas: &ReplicaMap) -> Self {
+        let mut row = Self::of(view);
+        row.ready = replicas_of(view, replicas).map(ReleaseReplicas::total);
+        row
+    }
+
+    /// A row without replica counts.
     pub fn of(view: &ReleaseView) -> Self {
         let hr = &view.release;
         let status = hr.status.as_ref();
@@ -102,7 +131,7 @@ impl Row {
         let recorded = status
             .and_then(|s| s.wait.as_ref())
             .filter(|_| state == State::Progressing);
-        let (deadline, ready_count) = match (&view.live.wait, recorded) {
+        let (deadline, wait_progress) = match (&view.live.wait, recorded) {
             (Some(w), _) => (Some(w.deadline), Some((w.progress.ready, w.progress.total))),
             (None, Some(w)) => (
                 Some(w.deadline.0),
@@ -129,7 +158,8 @@ impl Row {
             state,
             phase: view.live.phase,
             deadline,
-            ready: ready_count,
+            wait_progress,
+            ready: None,
             last_change: ready.map(|c| c.last_transition_time.0),
             message: view.problem.clone().unwrap_or_else(|| hr.ready_message()),
         }
@@ -283,52 +313,114 @@ pub struct Workload {
 }
 
 /// Replaces the values of every Secret's `data` and `stringData` in a multi-document
-/// manifest with `***`; other documents pass through as they are.
+/// manifest with `'***'`. Everything else stays byte for byte as Helm rendered it: the
+/// separators, comments, key order and quoting of every other document, and of the
+/// Secret's other lines.
 pub fn mask_manifest(manifest: &str) -> String {
-    let mut out = Vec::new();
-    for doc in split_documents(manifest) {
-        out.push(mask_document(doc));
-    }
-    out.join("---\n")
-}
-
-fn split_documents(manifest: &str) -> Vec<&str> {
-    let mut docs = Vec::new();
-    let mut start = 0;
-    let mut pos = 0;
+    let mut out = String::with_capacity(manifest.len());
+    let mut doc = String::new();
     for line in manifest.split_inclusive('\n') {
         if line.trim_end() == "---" {
-            docs.push(&manifest[start..pos]);
-            start = pos + line.len();
+            out.push_str(&mask_document(&doc));
+            doc.clear();
+            out.push_str(line);
+        } else {
+            doc.push_str(line);
         }
-        pos += line.len();
     }
-    docs.push(&manifest[start..]);
-    docs.into_iter().filter(|d| !d.trim().is_empty()).collect()
+    out.push_str(&mask_document(&doc));
+    out
 }
 
+const MASK: &str = "'***'";
+
 fn mask_document(doc: &str) -> String {
-    let is_secret = doc.lines().any(|l| l.trim_end() == "kind: Secret");
+    let parsed = crate::yaml::parse_documents(doc);
+    let secret = |v: &serde_json::Value| v.get("kind").and_then(|k| k.as_str()) == Some("Secret");
+    let is_secret = doc.lines().any(|l| l.trim_end() == "kind: Secret")
+        || parsed
+            .as_ref()
+            .map_or(doc.contains("Secret"), |docs| docs.iter().any(secret));
     if !is_secret {
         return doc.to_owned();
     }
-    // Line-based so comments (`# Source:`) and key order stay as Helm rendered them:
-    // inside a top-level data/stringData block every value becomes ***.
+    let masked = mask_lines(doc);
+    if is_masked(&masked) {
+        return masked;
+    }
+    // Not block style (JSON, flow mappings): written out again with the data masked.
+    match parsed {
+        Ok(docs) => {
+            let docs: Vec<String> = docs
+                .into_iter()
+                .map(|mut v| {
+                    if secret(&v) {
+                        for field in ["data", "stringData"] {
+                            if let Some(map) = v.get_mut(field).and_then(|d| d.as_object_mut()) {
+                                for value in map.values_mut() {
+                                    *value = serde_json::Value::String("***".into());
+                                }
+                            }
+                        }
+                    }
+                    serde_yaml::to_string(&v).unwrap_or_default()
+                })
+                .collect();
+            let comments: String = doc
+                .lines()
+                .take_while(|l| l.starts_with('#'))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            format!(
+                "{comments}# (Secret written out again to mask its data)\n{}",
+                docs.join("---\n")
+            )
+        }
+        Err(_) => "# (a Secret that cannot be read, so not shown)\n".to_owned(),
+    }
+}
+
+/// Every Secret of the masked text has nothing but `***` in `data` and `stringData`.
+fn is_masked(text: &str) -> bool {
+    let Ok(docs) = crate::yaml::parse_documents(text) else {
+        return false;
+    };
+    docs.iter()
+        .filter(|v| v.get("kind").and_then(|k| k.as_str()) == Some("Secret"))
+        .all(|v| {
+            ["data", "stringData"].iter().all(|f| match v.get(*f) {
+                None | Some(serde_json::Value::Null) => true,
+                Some(serde_json::Value::String(s)) => s == "***",
+                Some(serde_json::Value::Object(m)) => m.values().all(|x| x == "***"),
+                Some(_) => false,
+            })
+        })
+}
+
+/// Line-based, so comments (`# Source:`) and key order stay as Helm rendered them:
+/// inside a top-level data/stringData block every value becomes `'***'`.
+fn mask_lines(doc: &str) -> String {
     let mut out = String::new();
     let mut in_data = false;
     for line in doc.lines() {
         let top_level =
             !line.starts_with(' ') && !line.starts_with('\t') && !line.trim().is_empty();
-        if top_level {
+        if top_level && !line.starts_with('#') {
             in_data = matches!(line.trim_end(), "data:" | "stringData:")
                 || line.starts_with("data:")
                 || line.starts_with("stringData:");
             if in_data && !line.trim_end().ends_with(':') {
                 // Flow style on one line: `data: {a: b}`.
                 let key = line.split(':').next().unwrap_or_default();
-                out.push_str(&format!("{key}: ***\n"));
+                out.push_str(&format!("{key}: {MASK}\n"));
                 continue;
             }
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        }
+        if in_data && line.trim().is_empty() {
+            // Blank lines say nothing about the data and keep the layout.
             out.push_str(line);
             out.push('\n');
             continue;
@@ -338,14 +430,18 @@ fn mask_document(doc: &str) -> String {
                 && !key.trim().is_empty()
                 && key.starts_with("  ")
                 && !key[2..].starts_with(' ')
+                && !key.trim_start().starts_with('#')
             {
-                out.push_str(&format!("{key}: ***\n"));
+                out.push_str(&format!("{key}: {MASK}\n"));
             }
-            // Continuation lines of block scalars are dropped.
+            // Continuation lines of block scalars (and comments) are dropped.
             continue;
         }
         out.push_str(line);
         out.push('\n');
+    }
+    if !doc.ends_with('\n') && out.ends_with('\n') {
+        out.pop();
     }
     out
 }
@@ -465,13 +561,37 @@ mod tests {
         assert!(!masked.contains("aHVudGVyMg=="), "{masked}");
         assert!(!masked.contains("line one"), "{masked}");
         assert!(!masked.contains("abc"), "{masked}");
-        assert!(masked.contains("  password: ***"), "{masked}");
-        assert!(masked.contains("  token: ***"), "{masked}");
+        assert!(masked.contains("  password: '***'"), "{masked}");
+        assert!(masked.contains("  token: '***'"), "{masked}");
         assert!(masked.contains("type: Opaque"), "{masked}");
         assert!(masked.contains("key: visible"), "{masked}");
         assert!(masked.contains("# Source: c/templates/s.yaml"), "{masked}");
         let flow = mask_manifest("kind: Secret\ndata: {a: b}\n");
-        assert_eq!(flow, "kind: Secret\ndata: ***\n");
+        assert_eq!(flow, "kind: Secret\ndata: '***'\n");
+    }
+
+    #[test]
+    fn only_secret_data_changes_and_json_secrets_are_masked_too() {
+        // Everything but a Secret's data stays byte for byte, separators included.
+        let plain = "---\n# Source: c/templates/cm.yaml\n# a comment\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  zulu: \"1\"\n  alpha: 'x'   # why\n---\n# Source: c/templates/s.yaml\napiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n  # the key\n  k: dg==\ntype: Opaque\n";
+        let masked = mask_manifest(plain);
+        let (before, _) = plain.split_at(plain.find("# Source: c/templates/s.yaml").unwrap());
+        assert!(masked.starts_with(before), "{masked}");
+        assert!(
+            masked.ends_with("# Source: c/templates/s.yaml\napiVersion: v1\nkind: Secret\nmetadata:\n  name: s\ndata:\n  k: '***'\ntype: Opaque\n"),
+            "{masked}"
+        );
+        let no_secret = "---\n# Source: a\nkind: ConfigMap\ndata: {a: \"b\"}\n---\n# Source: b\n{\"kind\": \"Service\"}\n";
+        assert_eq!(mask_manifest(no_secret), no_secret);
+        // A Secret written as JSON has no `data:` line to mask: written out again.
+        let json = "---\n# Source: c/templates/s.json\n{\"apiVersion\": \"v1\", \"kind\": \"Secret\",\n \"data\": {\"k\": \"c2VjcmV0\"}}\n";
+        let masked = mask_manifest(json);
+        assert!(!masked.contains("c2VjcmV0"), "{masked}");
+        assert!(masked.contains("k: '***'"), "{masked}");
+        assert!(
+            masked.starts_with("---\n# Source: c/templates/s.json\n"),
+            "{masked}"
+        );
     }
 
     #[test]
@@ -502,6 +622,43 @@ mod tests {
             merge_patch(&old, &new),
             json!({"b": {"c": 5, "d": null}, "e": null, "f": 6})
         );
+    }
+
+    /// Issue #12: an operator-cancelled wait reads Canceled until the next action, also
+    /// once the engine has stalled (retries used up) and through requeues.
+    #[test]
+    fn a_canceled_wait_reads_canceled_until_the_next_action() {
+        use crate::engine::LiveState;
+        use crate::tui::demo;
+        let canceled = |extra: serde_json::Value| {
+            let mut hr = demo::release(
+                "apps",
+                "web",
+                "webapp",
+                Some(("False", "HealthCheckCanceled", "canceled by operator")),
+                2,
+                60,
+            );
+            let status = hr.status.as_mut().unwrap();
+            for c in extra.as_array().unwrap() {
+                status
+                    .conditions
+                    .push(serde_json::from_value(c.clone()).unwrap());
+            }
+            Row::of(&demo::view(hr, LiveState::default()))
+        };
+        let at = "2026-03-01T11:59:00Z";
+        let stalled = serde_json::json!([{"type": "Stalled", "status": "True",
+            "reason": "RetriesExceeded", "message": "no retries are left",
+            "lastTransitionTime": at}]);
+        let row = canceled(stalled);
+        assert_eq!(row.state, State::Canceled);
+        assert_eq!(row.state_text(demo::now()), "⊘ Canceled");
+        assert_eq!(canceled(serde_json::json!([])).state, State::Canceled);
+        // A new action: Reconciling=True makes it Progressing again.
+        let acting = serde_json::json!([{"type": "Reconciling", "status": "True",
+            "reason": "Progressing", "message": "upgrading", "lastTransitionTime": at}]);
+        assert_eq!(canceled(acting).state, State::Progressing);
     }
 
     #[test]

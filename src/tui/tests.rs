@@ -24,6 +24,7 @@ fn app(readonly: bool) -> App {
     );
     app.role = Role::Leader;
     app.set_views(demo::sample());
+    app.set_replicas(demo::replicas());
     app
 }
 
@@ -819,7 +820,8 @@ fn favourites_that_cannot_be_read_or_saved_are_a_notice_once() {
 }
 
 /// Rows kept up to date one release at a time are exactly the rows a full rebuild gives,
-/// whatever changes, for every sort order, reversed or not, with a filter.
+/// whatever changes (releases and their workloads' replicas), for every sort order,
+/// reversed or not, with a filter.
 #[test]
 fn incremental_rows_match_a_full_rebuild() {
     use crate::engine::Phase;
@@ -846,6 +848,8 @@ fn incremental_rows_match_a_full_rebuild() {
             app.reverse = reverse;
             app.filter = "team-0".into();
             app.set_views(all.clone());
+            let mut replicas = (*demo::many_replicas(300)).clone();
+            app.set_replicas(Arc::new(replicas.clone()));
             let mut views = (*all).clone();
             for round in 0..40 {
                 // A handful of changes per snapshot, like a publish tick during a rollout.
@@ -876,6 +880,17 @@ fn incremental_rows_match_a_full_rebuild() {
                         }
                     }
                 }
+                // The workloads of a few releases scale.
+                for _ in 0..next(3) {
+                    let ids: Vec<_> = replicas.keys().cloned().collect();
+                    let id = &ids[next(ids.len())];
+                    let mut entry = replicas[id].clone();
+                    if let Some(w) = entry.workloads.first_mut() {
+                        w.ready = (w.ready + 1) % (w.desired + 1);
+                    }
+                    replicas.insert(id.clone(), entry);
+                }
+                app.set_replicas(Arc::new(replicas.clone()));
                 let selected = app.rows.get(app.selected).map(|r| r.key.clone());
                 app.set_views(Arc::new(views.clone()));
                 let incremental = app.rows.clone();
@@ -917,4 +932,164 @@ fn the_title_says_loading_until_the_first_list_completes() {
     app.set_views(demo::sample());
     let screen = render(&app, 80, 12).backend().to_string();
     assert!(!screen.contains("loading"), "{screen}");
+}
+
+/// The sample releases plus one with long names whose wait shows the longest time-left
+/// text there is (119m59s).
+fn app_with_a_long_wait() -> App {
+    let mut app = app(false);
+    let mut views = (*app.views).clone();
+    let hr = demo::release(
+        "payments-production",
+        "checkout-gateway-canary-eu-west",
+        "checkout-gateway-chart",
+        Some(("Unknown", "Progressing", "Running upgrade")),
+        2,
+        30,
+    );
+    let view = demo::view(hr, demo::waiting(1, 2 * 3600 - 1, 0, &[]));
+    views.insert(view.key.clone(), view);
+    app.set_views(std::sync::Arc::new(views));
+    app
+}
+
+#[test]
+fn state_column_never_cuts_the_time_left_at_80_columns_or_more() {
+    let mut app = app_with_a_long_wait();
+    let long = app
+        .rows
+        .iter()
+        .find(|r| r.key.name.starts_with("checkout"))
+        .unwrap()
+        .state_text(app.now);
+    assert!(long.ends_with("119m59s left"), "{long}");
+    let short = app
+        .rows
+        .iter()
+        .find(|r| r.key.name == "api")
+        .unwrap()
+        .state_text(app.now);
+    for scope in [Scope::All, Scope::Namespace("payments-production".into())] {
+        app.scope = scope.clone();
+        app.set_views(app.views.clone());
+        for width in 80..=220 {
+            let screen = render(&app, width, 24).backend().to_string();
+            assert!(screen.contains(&long), "{scope:?} {width}:\n{screen}");
+            if matches!(scope, Scope::All) {
+                assert!(screen.contains(&short), "{width}:\n{screen}");
+            }
+        }
+    }
+    app.scope = Scope::All;
+    app.set_views(app.views.clone());
+    insta::assert_snapshot!(render(&app, 80, 24).backend());
+}
+
+/// What the footer or help would offer if a write were offered in read-only mode.
+const WRITE_HINTS: [&str; 6] = [
+    "s suspend",
+    "r reconcile",
+    "c cancel",
+    "e edit",
+    "resume",
+    "edit spec.values",
+];
+
+#[test]
+fn readonly_at_80x24_keeps_its_marker_and_offers_no_write() {
+    let mut app = app(true);
+    // A long context (an EKS ARN) must not push the marker off the header.
+    app.context = "arn:aws:eks:eu-west-1:123456789012:cluster/production-main".into();
+    let screens = {
+        let table = render(&app, 80, 24).backend().to_string();
+        press(&mut app, "?");
+        let help = render(&app, 80, 24).backend().to_string();
+        press(&mut app, "x");
+        select(&mut app, "billing");
+        app.on_key(code(KeyCode::Enter));
+        app.on_io(IoResult::Detail {
+            key: k("apps", "billing"),
+            data: detail_data(),
+        });
+        let detail = render(&app, 80, 24).backend().to_string();
+        press(&mut app, "v");
+        let values = render(&app, 80, 24).backend().to_string();
+        press(&mut app, "?");
+        let detail_help = render(&app, 80, 24).backend().to_string();
+        [table, help, detail, values, detail_help]
+    };
+    for screen in &screens {
+        let header = screen.lines().next().unwrap();
+        assert!(header.contains("[READ-ONLY]"), "{screen}");
+        for hint in WRITE_HINTS {
+            assert!(!screen.contains(hint), "{hint:?} offered:\n{screen}");
+        }
+        assert!(!screen.contains("S resumes"), "{screen}");
+        assert!(!screen.contains("e edits"), "{screen}");
+        assert!(!screen.contains("cancel wait"), "{screen}");
+        assert!(!screen.contains("Values editor"), "{screen}");
+    }
+    // The read-only help still lists every key that does something here.
+    for b in super::keymap::KEYMAP
+        .iter()
+        .filter(|b| !b.action.writes() && b.context != super::keymap::Context::Editor)
+    {
+        assert!(screens[1].contains(b.help), "help lacks {:?}", b.help);
+    }
+    let [table, help, detail, _, _] = screens;
+    insta::assert_snapshot!("readonly_table_80x24", table);
+    insta::assert_snapshot!("readonly_help_80x24", help);
+    insta::assert_snapshot!("readonly_detail_80x24", detail);
+}
+
+#[test]
+fn ready_counts_replicas_of_the_workloads_even_during_a_wait() {
+    use crate::health::replicas::{Kind, ReleaseId, ReleaseReplicas, WorkloadReplicas};
+    let mut app = app(false);
+    let mut map = (*app.replicas).clone();
+    map.insert(
+        ReleaseId::new("apps", "api"),
+        ReleaseReplicas {
+            workloads: vec![WorkloadReplicas {
+                kind: Kind::Deployment,
+                namespace: "apps".into(),
+                name: "api".into(),
+                ready: 0,
+                desired: 3,
+            }],
+        },
+    );
+    app.set_replicas(std::sync::Arc::new(map));
+    let ready = |app: &App, name: &str| {
+        app.rows
+            .iter()
+            .find(|r| r.key.name == name)
+            .unwrap()
+            .ready_text()
+    };
+    // api's wait counts 2 of 4 resources ready; READY counts its replicas.
+    assert_eq!(ready(&app, "api"), "0/3");
+    assert_eq!(
+        ready(&app, "cache"),
+        "7/7",
+        "StatefulSet 3/3 + DaemonSet 4/4"
+    );
+    assert_eq!(ready(&app, "queue"), "-", "no workloads");
+    let table = render(&app, 100, 12).backend().to_string();
+    insta::assert_snapshot!("ready_replicas_table", table);
+    select(&mut app, "api");
+    app.on_key(code(KeyCode::Enter));
+    app.on_io(IoResult::Detail {
+        key: k("apps", "api"),
+        data: detail_data(),
+    });
+    let detail = render(&app, 100, 14).backend().to_string();
+    assert!(detail.contains("Ready    0/3 replicas"), "{detail}");
+    assert!(detail.contains("2/4 resources ready"), "{detail}");
+    insta::assert_snapshot!("ready_replicas_detail", detail);
+    app.on_key(code(KeyCode::Esc));
+    select(&mut app, "queue");
+    app.on_key(code(KeyCode::Enter));
+    let detail = render(&app, 100, 10).backend().to_string();
+    assert!(detail.contains("Ready    - (no Deployment"), "{detail}");
 }

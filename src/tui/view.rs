@@ -12,7 +12,8 @@ use super::app::{App, Detail, Overlay, Progress, Tab};
 use super::diff::DiffLine;
 use super::keymap;
 use super::model::{
-    Fetch, Row, SortBy, State, Workload, age, left, mask_values, short_duration, spinner,
+    Fetch, Row, SortBy, State, Workload, age, left, mask_values, replicas_of, short_duration,
+    spinner,
 };
 use crate::client::Scope;
 use crate::engine::{Phase, ReleaseView, Role};
@@ -149,10 +150,19 @@ fn draw_header(f: &mut Frame, app: &App, area: Rect) {
     if elsewhere > 0 {
         role.push_str(&format!("; {elsewhere} by other engines"));
     }
+    let mut context = app.context.clone();
+    let mut scope = scope;
+    if app.readonly {
+        // " wheelhouse " + " ctx " + "  ns " + "  [READ-ONLY]": what is left is shared by
+        // the context and namespace names, the longer one shortened first, so the marker
+        // is never cut (an EKS context ARN alone is 50 columns).
+        let room = (area.width as usize).saturating_sub(12 + 5 + 5 + 13);
+        shorten_pair(&mut context, &mut scope, room);
+    }
     let mut spans = vec![
         Span::styled(" wheelhouse ", t.selected()),
         Span::styled(" ctx ", t.muted()),
-        Span::styled(app.context.clone(), t.header()),
+        Span::styled(context, t.header()),
         Span::styled("  ns ", t.muted()),
         Span::styled(scope, t.header()),
     ];
@@ -294,6 +304,20 @@ fn draw_suggestions(f: &mut Frame, app: &App, line: &super::app::CommandLine, ar
     f.render_widget(Paragraph::new(text).style(t.base()), area);
 }
 
+/// Shortens the longer of two texts (then the other) with a trailing `…` until together
+/// they take at most `room` columns; each keeps at least 4.
+fn shorten_pair(a: &mut String, b: &mut String, room: usize) {
+    let len = |s: &String| s.chars().count();
+    while len(a) + len(b) > room {
+        let longer = if len(a) >= len(b) { &mut *a } else { &mut *b };
+        let n = len(longer);
+        if n <= 4 {
+            break;
+        }
+        *longer = longer.chars().take(n - 2).chain(['…']).collect();
+    }
+}
+
 fn sort_title(sort: SortBy, reverse: bool) -> String {
     let by = match sort {
         SortBy::Name => "name",
@@ -366,17 +390,19 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
         "CHANGED",
         "MESSAGE",
     ];
-    let mut widths = vec![
-        Constraint::Length(2),
-        Constraint::Length(w(&|r| r.key.namespace.len(), 9, 16)),
-        Constraint::Length(w(&|r| r.key.name.len(), 4, if wide { 28 } else { 18 })),
-        Constraint::Length(w(&|r| r.chart.len(), 5, 16)),
-        Constraint::Length(w(&|r| r.version.len(), 7, 10)),
-        Constraint::Length(3),
-        Constraint::Length(w(&|r| state_cell(app, r).chars().count(), 5, 28)),
-        Constraint::Length(5),
-        Constraint::Length(7),
-        Constraint::Fill(1),
+    // The state column is as wide as its widest text ("⣾ Progressing 119m59s left" is
+    // the longest, 26 columns) and never shrinks: the columns that give way when the
+    // terminal is narrow are namespace, name, chart and version (see `fit_columns`).
+    let mut widths: Vec<u16> = vec![
+        2,
+        w(&|r| r.key.namespace.len(), 9, 16),
+        w(&|r| r.key.name.len(), 4, if wide { 28 } else { 18 }),
+        w(&|r| r.chart.len(), 5, 16),
+        w(&|r| r.version.len(), 7, 10),
+        3,
+        w(&|r| state_cell(app, r).chars().count(), 5, 64),
+        w(&|r| r.ready_text().chars().count(), 5, 16),
+        7,
     ];
     let mut drop = Vec::new();
     if !show_ns {
@@ -385,10 +411,27 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
     if !wide {
         drop.push(4);
     }
+    // (column, narrowest it may become), in the order they give way: the name last.
+    let mut shrinkable = vec![(4, 5), (3, 5), (1, 6), (2, 8)];
+    shrinkable.retain(|(c, _)| !drop.contains(c));
     for i in drop.iter().rev() {
         header.remove(*i);
         widths.remove(*i);
+        for (c, _) in &mut shrinkable {
+            if *c > *i {
+                *c -= 1;
+            }
+        }
     }
+    // Spacing between every column, the message column included.
+    let spacing = widths.len() as u16;
+    let budget = inner.width.saturating_sub(spacing + MESSAGE_MIN);
+    fit_columns(&mut widths, &shrinkable, budget);
+    let widths: Vec<Constraint> = widths
+        .into_iter()
+        .map(Constraint::Length)
+        .chain([Constraint::Fill(1)])
+        .collect();
     let rows = visible.iter().enumerate().map(|(i, r)| {
         let marked = app.marked.contains(&r.key);
         let here = offset + i == app.selected;
@@ -435,6 +478,20 @@ fn draw_table(f: &mut Frame, app: &App, area: Rect) {
         .column_spacing(1)
         .style(t.base());
     f.render_widget(table, inner);
+}
+
+/// The message column keeps at least this much room when others give way.
+const MESSAGE_MIN: u16 = 5;
+
+/// Narrows the `shrinkable` columns (index, narrowest width), one after the other in the
+/// order given, until all `widths` fit in `budget`; other columns keep their width (the
+/// state column among them, so its time left is never cut).
+fn fit_columns(widths: &mut [u16], shrinkable: &[(usize, u16)], budget: u16) {
+    for &(c, min) in shrinkable {
+        let total: u16 = widths.iter().sum();
+        let excess = total.saturating_sub(budget);
+        widths[c] -= excess.min(widths[c].saturating_sub(min));
+    }
 }
 
 fn count_states(rows: &[Row]) -> String {
@@ -519,7 +576,7 @@ fn section<'a>(app: &App, title: &str) -> Line<'a> {
 
 fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
     let t = &app.theme;
-    let row = Row::of(view);
+    let row = Row::with_replicas(view, &app.replicas);
     let hr = &view.release;
     let mut lines = vec![
         Line::from(vec![
@@ -546,8 +603,9 @@ fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
             ),
         ]),
     ];
+    lines.extend(replica_lines(app, view, &row));
     if let Some(deadline) = row.deadline {
-        let (r, total) = row.ready.unwrap_or((0, 0));
+        let (r, total) = row.wait_progress.unwrap_or((0, 0));
         lines.push(Line::from(vec![
             Span::styled("Wait     ", t.muted()),
             Span::styled(
@@ -562,7 +620,11 @@ fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
     }
     if hr.spec.suspend {
         lines.push(Line::styled(
-            "Suspended: no new actions start (s resumes)",
+            if app.readonly {
+                "Suspended: no new actions start"
+            } else {
+                "Suspended: no new actions start (S resumes)"
+            },
             t.state(State::Suspended),
         ));
     }
@@ -650,6 +712,44 @@ fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
     lines.push(section(app, "Events (E for all)"));
     lines.extend(events(app, d).lines.into_iter().take(5));
     Text::from(lines)
+}
+
+/// Ready replicas of the release's workloads: the READY column's sum, then each
+/// workload's own count.
+fn replica_lines<'a>(app: &App, view: &ReleaseView, row: &Row) -> Vec<Line<'a>> {
+    let t = &app.theme;
+    let Some(replicas) = replicas_of(view, &app.replicas) else {
+        return vec![Line::from(vec![
+            Span::styled("Ready    ", t.muted()),
+            Span::styled(
+                "- (no Deployment, StatefulSet or DaemonSet seen)",
+                t.muted(),
+            ),
+        ])];
+    };
+    let (ready, desired) = row.ready.unwrap_or_default();
+    let mut lines = vec![Line::from(vec![
+        Span::styled("Ready    ", t.muted()),
+        Span::raw(format!("{ready}/{desired} replicas")),
+    ])];
+    let release_ns = view.release.target_namespace();
+    for w in &replicas.workloads {
+        let state = if w.ready >= w.desired {
+            State::Ready
+        } else {
+            State::Progressing
+        };
+        let object = if w.namespace == release_ns {
+            format!("{}/{}", w.kind, w.name)
+        } else {
+            format!("{}/{}/{}", w.kind, w.namespace, w.name)
+        };
+        lines.push(Line::from(vec![
+            Span::styled(format!("         {} ", state.symbol()), t.state(state)),
+            Span::raw(format!("{object} {}/{}", w.ready, w.desired)),
+        ]));
+    }
+    lines
 }
 
 /// What config tracking looks after in one workload: each consumed object and whether it
@@ -837,7 +937,14 @@ fn values<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
         .as_ref()
         .map(|v| serde_yaml::to_string(&mask_values(v)).unwrap_or_default())
         .unwrap_or_else(|| "{}\n".into());
-    let mut lines = vec![section(app, "spec.values (e edits)")];
+    let mut lines = vec![section(
+        app,
+        if app.readonly {
+            "spec.values"
+        } else {
+            "spec.values (e edits)"
+        },
+    )];
     lines.extend(spec.lines().map(|l| Line::raw(format!("  {l}"))));
     lines.push(Line::raw(""));
     lines.push(section(
@@ -1016,6 +1123,14 @@ fn draw_input(
 fn draw_hints(f: &mut Frame, app: &App, area: Rect) {
     let hints: &[&str] = if app.editor.is_some() {
         &["ctrl-s validate", "esc leave (draft kept)", "arrows move"]
+    } else if app.detail.is_some() && app.readonly {
+        &[
+            "READ-ONLY",
+            "? help",
+            "esc back",
+            "tab/d h v m E views",
+            "q quit",
+        ]
     } else if app.detail.is_some() {
         &[
             "? help",
@@ -1080,8 +1195,16 @@ fn draw_help(f: &mut Frame, app: &App, area: Rect) {
     // Each line with the context it belongs to (None for headings and the legend).
     let mut lines: Vec<(Line, Option<String>)> = Vec::new();
     for (ctx, rows) in keymap::help() {
+        // Read-only: no write is offered, and the values editor cannot be opened.
+        let rows: Vec<_> = rows
+            .into_iter()
+            .filter(|(_, _, action)| !(app.readonly && action.writes()))
+            .collect();
+        if rows.is_empty() || (app.readonly && ctx == keymap::Context::Editor) {
+            continue;
+        }
         lines.push((Line::styled(ctx.to_string(), t.header()), None));
-        for (keys, help) in rows {
+        for (keys, help, _) in rows {
             lines.push((
                 Line::from(vec![
                     Span::styled(format!(" {keys:<12}"), t.base().fg(t.accent)),

@@ -595,6 +595,12 @@ mod tests {
                 Some((Truth::False, reason::TEST_FAILED)),
                 reason::TEST_FAILED,
             ),
+            // An operator's cancel used up the retries: the dashboard keeps reading
+            // "Canceled" until the next action.
+            (
+                Some((Truth::False, reason::HEALTH_CHECK_CANCELED)),
+                reason::HEALTH_CHECK_CANCELED,
+            ),
             (Some((Truth::False, reason::PROGRESSING)), stall),
             (Some((Truth::False, reason::DEPENDENCY_NOT_READY)), stall),
             (Some((Truth::True, reason::UPGRADE_SUCCEEDED)), stall),
