@@ -2,7 +2,7 @@
 //! `tests/bench.sh dashboard-live`. It drives the real release binary in tmux, as an
 //! operator would, and reads the screen:
 //!   - setup: N HelmReleases in namespaces of 100, with a realistic status (Ready, one
-//!     history entry). They are suspended, so that the dashboard's in-process engine
+//!     history entry), each with its Deployment (Helm's annotations, scaled to zero). They are suspended, so that the dashboard's in-process engine
 //!     holds its Lease and runs one worker per release without installing N charts; and
 //!     they carry the engine's finalizer, as releases an engine manages do.
 //!   - baseline, same run: how long a plain paginated LIST of all HelmReleases takes
@@ -26,6 +26,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use support::engine::webapp;
@@ -100,6 +101,21 @@ async fn populate(client: &Client, namespaces: &mut Vec<TestNamespace>, from: us
             api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
                 .await
                 .unwrap_or_else(|e| panic!("status of {ns}/{name}: {e}"));
+            // Its workload, as Helm leaves it (scaled to zero: no pods to schedule), for
+            // the READY column's watch and the config tracker to hold.
+            let deployment: Deployment = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "Helm", "app": name},
+                    "annotations": {"meta.helm.sh/release-name": name, "meta.helm.sh/release-namespace": ns}},
+                "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
+                    "template": {"metadata": {"labels": {"app": name}},
+                        "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1",
+                            "envFrom": [{"configMapRef": {"name": format!("{name}-config")}}]}]}}},
+            }))
+            .unwrap();
+            Api::<Deployment>::namespaced(api.into_client(), &ns)
+                .create(&PostParams::default(), &deployment)
+                .await
+                .unwrap_or_else(|e| panic!("Deployment {ns}/{name}: {e}"));
         }
     });
     futures::stream::iter(jobs)

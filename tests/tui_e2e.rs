@@ -115,6 +115,20 @@ impl Dashboard {
         }
     }
 
+    /// Presses `q` and waits until the dashboard has exited.
+    async fn quit(self) {
+        self.keys(&["q"]);
+        let start = Instant::now();
+        while !self.exited() {
+            assert!(
+                start.elapsed() < PATIENCE,
+                "q did not quit:\n{}",
+                self.screen()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     fn exited(&self) -> bool {
         self.tmux(&["display-message", "-p", "-t", "dash", "#{pane_dead}"])
             .trim()
@@ -464,17 +478,7 @@ async fn dashboard_drives_releases() {
     dash.wait_for("the banner cleared", |s| !s.contains("unreachable"))
         .await;
 
-    dash.keys(&["q"]);
-    let start = Instant::now();
-    while !dash.exited() {
-        assert!(
-            start.elapsed() < PATIENCE,
-            "q did not quit:\n{}",
-            dash.screen()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    drop(dash);
+    dash.quit().await;
     ns.delete().await;
 }
 
@@ -548,17 +552,7 @@ async fn number_keys_switch_the_namespace_shown_and_0_shows_all() {
         "{text}"
     );
 
-    dash.keys(&["q"]);
-    let start = Instant::now();
-    while !dash.exited() {
-        assert!(
-            start.elapsed() < PATIENCE,
-            "q did not quit:\n{}",
-            dash.screen()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    drop(dash);
+    dash.quit().await;
     a.delete().await;
     b.delete().await;
 }

@@ -124,6 +124,22 @@ impl PartialEq for ReleaseView {
 /// so a front end follows thousands of releases without rebuilding anything per event.
 pub type ReleaseMap = imbl::OrdMap<ReleaseKey, ReleaseView>;
 
+/// The keys whose entries differ between two snapshots of a persistent map (added,
+/// changed or removed); `diff` skips the parts the snapshots share.
+pub fn changed_keys<K, V>(old: &imbl::OrdMap<K, V>, new: &imbl::OrdMap<K, V>) -> Vec<K>
+where
+    K: Ord + Clone,
+    V: Clone + PartialEq,
+{
+    old.diff(new)
+        .map(|d| match d {
+            imbl::ordmap::DiffItem::Add(k, _)
+            | imbl::ordmap::DiffItem::Update { new: (k, _), .. }
+            | imbl::ordmap::DiffItem::Remove(k, _) => k.clone(),
+        })
+        .collect()
+}
+
 /// What the workers are doing, per release; persistent for the same reasons.
 pub type LiveMap = imbl::OrdMap<ReleaseKey, LiveState>;
 

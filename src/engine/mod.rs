@@ -31,7 +31,7 @@ use tokio_util::task::TaskTracker;
 pub use coverage::{Coverage, SHARD_LABEL};
 pub use handle::{
     Command, Connection, EngineHandle, LiveMap, LiveState, Phase, ReleaseKey, ReleaseMap,
-    ReleaseView, Views, WaitView,
+    ReleaseView, Views, WaitView, changed_keys,
 };
 pub use lease::Role;
 
@@ -489,11 +489,7 @@ impl Dispatcher {
                     let live = self.live.borrow_and_update().clone();
                     // Only the releases whose worker moved: the persistent maps share
                     // everything else, and `diff` skips what they share.
-                    let moved: Vec<ReleaseKey> = self.seen_live.diff(&live).map(|d| match d {
-                        imbl::ordmap::DiffItem::Add(k, _)
-                        | imbl::ordmap::DiffItem::Update { new: (k, _), .. }
-                        | imbl::ordmap::DiffItem::Remove(k, _) => k.clone(),
-                    }).collect();
+                    let moved = changed_keys(&self.seen_live, &live);
                     self.seen_live = live;
                     for key in moved {
                         self.refresh_view(&store, &key);

@@ -15,9 +15,8 @@ use super::keymap::{self, Action, Context};
 use super::model::{DetailData, Row, SortBy, parse_values, release_id};
 use super::theme::Theme;
 use crate::client::Scope;
-use crate::engine::{Command, ReleaseKey, Role, Views};
+use crate::engine::{Command, ReleaseKey, Role, Views, changed_keys};
 use crate::health::replicas::{ReleaseId, ReplicaMap};
-use imbl::ordmap::DiffItem;
 
 /// IO the run loop performs on a task.
 #[derive(Debug, Clone, PartialEq)]
@@ -361,14 +360,7 @@ impl App {
     /// each moves to its sorted place, so thousands of releases cost nothing per event.
     pub fn set_views(&mut self, views: Arc<Views>) {
         let old = std::mem::replace(&mut self.views, views);
-        let changed: Vec<ReleaseKey> = old
-            .diff(&self.views)
-            .map(|d| match d {
-                DiffItem::Add(k, _)
-                | DiffItem::Update { new: (k, _), .. }
-                | DiffItem::Remove(k, _) => k.clone(),
-            })
-            .collect();
+        let changed = changed_keys(&old, &self.views);
         // A first list, or most releases changing at once, is cheaper sorted in one go.
         if changed.len() > 64 + self.rows.len() / 8 {
             self.refresh_rows();
@@ -480,16 +472,9 @@ impl App {
     /// rows of releases whose counts changed move.
     pub fn set_replicas(&mut self, replicas: Arc<ReplicaMap>) {
         let old = std::mem::replace(&mut self.replicas, replicas);
-        let keys: BTreeSet<ReleaseKey> = old
-            .diff(&self.replicas)
-            .filter_map(|d| {
-                let release = match d {
-                    DiffItem::Add(k, _)
-                    | DiffItem::Update { new: (k, _), .. }
-                    | DiffItem::Remove(k, _) => k,
-                };
-                self.rows_of_release.get(release)
-            })
+        let keys: BTreeSet<ReleaseKey> = changed_keys(&old, &self.replicas)
+            .iter()
+            .filter_map(|release| self.rows_of_release.get(release))
             .flatten()
             .cloned()
             .collect();
