@@ -321,7 +321,12 @@ pub fn start(
             writer,
             watcher(api, watcher::Config::default())
                 .default_backoff()
-                .modify(|o| o.managed_fields_mut().clear()),
+                .modify(move |o| {
+                    o.managed_fields_mut().clear();
+                    o.annotations_mut()
+                        .remove("kubectl.kubernetes.io/last-applied-configuration");
+                    super::workload::slim(kind, &mut o.data);
+                }),
         )
         .map(move |event| match event {
             Ok(event) => Signal::Workload(kind, Box::new(event)),

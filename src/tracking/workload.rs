@@ -102,6 +102,70 @@ fn annotations(obj: &Value, pointer: &str) -> BTreeMap<String, String> {
         .unwrap_or_default()
 }
 
+/// A watched workload cut down to what config tracking reads: its metadata (without
+/// managedFields and kubectl's last-applied copy) and, of its pod template, the metadata,
+/// each container's name, env and envFrom, the volumes and the scheduling gates. A
+/// release's workloads are mostly what the tracker holds in memory, and the rest
+/// (images, probes, resources, affinity, status) is most of each object.
+pub fn slim(kind: WorkloadKind, obj: &mut Value) {
+    let Some(root) = obj.as_object_mut() else {
+        return;
+    };
+    root.remove("status");
+    if let Some(meta) = root.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+        if let Some(a) = meta.get_mut("annotations").and_then(Value::as_object_mut) {
+            a.remove("kubectl.kubernetes.io/last-applied-configuration");
+        }
+    }
+    let template = obj.pointer(kind.template_pointer()).cloned();
+    let Some(template) = template else {
+        obj.as_object_mut().map(|o| o.remove("spec"));
+        return;
+    };
+    let mut kept = serde_json::Map::new();
+    if let Some(meta) = template.get("metadata") {
+        kept.insert("metadata".into(), meta.clone());
+    }
+    if let Some(spec) = template.get("spec").and_then(Value::as_object) {
+        let mut pod = serde_json::Map::new();
+        for field in ["containers", "initContainers"] {
+            if let Some(containers) = spec.get(field).and_then(Value::as_array) {
+                let containers = containers
+                    .iter()
+                    .map(|c| {
+                        let keep = ["name", "env", "envFrom"];
+                        Value::Object(
+                            c.as_object()
+                                .into_iter()
+                                .flatten()
+                                .filter(|(k, _)| keep.contains(&k.as_str()))
+                                .map(|(k, v)| (k.clone(), v.clone()))
+                                .collect(),
+                        )
+                    })
+                    .collect();
+                pod.insert(field.into(), Value::Array(containers));
+            }
+        }
+        for field in ["volumes", "schedulingGates"] {
+            if let Some(v) = spec.get(field) {
+                pod.insert(field.into(), v.clone());
+            }
+        }
+        kept.insert("spec".into(), Value::Object(pod));
+    }
+    // Rebuilt along the template's path (Deployments `spec.template`, CronJobs
+    // `spec.jobTemplate.spec.template`), with nothing else beside it.
+    let mut value = Value::Object(kept);
+    for key in kind.template_pointer().trim_start_matches('/').rsplit('/') {
+        value = serde_json::json!({ key: value });
+    }
+    if let (Some(root), Some(spec)) = (obj.as_object_mut(), value.get("spec").cloned()) {
+        root.insert("spec".into(), spec);
+    }
+}
+
 /// Whether the tracker looks after a live workload. Opted-in ones
 /// (`wheelhouse.dev/track-config: "true"`) always; release workloads (Helm's ownership
 /// annotation) once [`super::prepare_manifest`] has given their pod template a hash, so a
@@ -271,6 +335,63 @@ mod tests {
     use super::super::discovery::{ConfigKind, Selection};
     use super::super::hash::ObjectData;
     use super::*;
+
+    #[test]
+    fn a_slimmed_workload_reads_the_same_to_the_tracker() {
+        let full = json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "apps",
+                "annotations": {RELEASE_NAME_ANNOTATION: "web",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+                "managedFields": [{"manager": "helm"}]},
+            "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"},
+                        "annotations": {CONFIG_HASH_ANNOTATION: "abc"}},
+                    "spec": {
+                        "initContainers": [{"name": "init", "image": "i",
+                            "envFrom": [{"secretRef": {"name": "init-env"}}]}],
+                        "containers": [{"name": "app", "image": "x", "ports": [{"containerPort": 80}],
+                            "resources": {"limits": {"cpu": "1"}},
+                            "env": [{"name": "A", "valueFrom": {"configMapKeyRef": {"name": "cfg", "key": "a"}}}],
+                            "envFrom": [{"configMapRef": {"name": "env"}}]}],
+                        "volumes": [{"name": "v", "projected": {"sources": [{"secret": {"name": "tls"}}]}}],
+                        "schedulingGates": [{"name": CONFIG_PENDING_GATE}],
+                        "affinity": {"nodeAffinity": {}}, "tolerations": [{"key": "k"}]}}},
+            "status": {"readyReplicas": 3, "conditions": [{"type": "Available"}]}});
+        let mut slimmed = full.clone();
+        slim(WorkloadKind::Deployment, &mut slimmed);
+        let kind = WorkloadKind::Deployment;
+        assert_eq!(is_tracked(kind, &slimmed), is_tracked(kind, &full));
+        assert_eq!(
+            consumed_objects(kind, &slimmed),
+            consumed_objects(kind, &full)
+        );
+        assert_eq!(template_hash(kind, &slimmed), template_hash(kind, &full));
+        assert_eq!(is_gated(kind, &slimmed), is_gated(kind, &full));
+        assert!(is_tracked(kind, &full) && is_gated(kind, &full));
+        assert_eq!(consumed_objects(kind, &full).unwrap().len(), 4);
+        let text = slimmed.to_string();
+        for gone in [
+            "image",
+            "resources",
+            "affinity",
+            "status",
+            "managedFields",
+            "last-applied",
+            "replicas",
+        ] {
+            assert!(!text.contains(gone), "{gone} kept: {text}");
+        }
+        // A CronJob's template sits deeper.
+        let mut cron = json!({"metadata": {"name": "c"}, "spec": {"schedule": "* * * * *",
+            "jobTemplate": {"spec": {"backoffLimit": 1, "template": {"spec": {
+                "containers": [{"name": "a", "image": "x", "envFrom": [{"configMapRef": {"name": "cfg"}}]}]}}}}}});
+        let before = consumed_objects(WorkloadKind::CronJob, &cron);
+        slim(WorkloadKind::CronJob, &mut cron);
+        assert_eq!(consumed_objects(WorkloadKind::CronJob, &cron), before);
+        assert!(!cron.to_string().contains("schedule"));
+    }
 
     fn deployment(extra_meta: Value, template_spec: Value) -> Value {
         json!({

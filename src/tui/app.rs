@@ -210,8 +210,9 @@ pub struct App {
     pub overlay: Option<Overlay>,
     pub feedback: Vec<Feedback>,
     /// Drafts of values edits left with esc, so nothing typed is lost: the whole text
-    /// area, so reopening also puts back the cursor, the scroll position and undo.
-    pub drafts: HashMap<ReleaseKey, TextArea<'static>>,
+    /// area, so reopening also puts back the cursor, the scroll position and undo; and
+    /// the values the draft started from.
+    pub drafts: HashMap<ReleaseKey, (TextArea<'static>, serde_json::Value)>,
     /// Rows per page, from the last draw.
     pub page: usize,
     pub switching: Option<String>,
@@ -1003,7 +1004,21 @@ impl App {
             .values
             .clone()
             .unwrap_or_else(|| serde_json::json!({}));
-        let text = self.drafts.remove(&key).unwrap_or_else(|| {
+        // A draft started from other values than the release has now: someone changed
+        // them meanwhile. The draft is kept, and said to be older, so that applying it
+        // (whose diff is against the values of now) is never a silent overwrite.
+        let mut error = None;
+        let draft = self.drafts.remove(&key).map(|(text, started_from)| {
+            if started_from != original {
+                error = Some(
+                    "spec.values changed since this draft was started: the apply diff shows \
+                     what it changes now, including undoing that change"
+                        .to_owned(),
+                );
+            }
+            text
+        });
+        let text = draft.unwrap_or_else(|| {
             let empty = original.as_object().is_none_or(serde_json::Map::is_empty);
             let lines = if empty {
                 vec![String::new()]
@@ -1023,7 +1038,7 @@ impl App {
             key,
             text,
             original,
-            error: None,
+            error,
             confirm: None,
             diff: Vec::new(),
             saving: None,
@@ -1057,7 +1072,7 @@ impl App {
         }
         match keymap::lookup(Context::Editor, &ev) {
             Some(Action::Back) => {
-                self.drafts.insert(ed.key, ed.text);
+                self.drafts.insert(ed.key, (ed.text, ed.original));
             }
             Some(Action::Save) => {
                 match parse_values(&ed.text.lines().join("\n")) {

@@ -300,6 +300,33 @@ fn leaving_the_editor_keeps_the_draft() {
     assert!(app.editor.as_ref().unwrap().text.lines()[0].starts_with('x'));
 }
 
+#[test]
+fn a_draft_older_than_the_values_says_so_when_reopened() {
+    let mut app = app(false);
+    select(&mut app, "web");
+    press(&mut app, "e");
+    press(&mut app, "x");
+    app.on_key(code(KeyCode::Esc));
+    // Someone else changes the values while the draft waits.
+    set_values(&mut app, "web", serde_json::json!({"replicas": 5}));
+    select(&mut app, "web");
+    press(&mut app, "e");
+    let ed = app.editor.as_ref().unwrap();
+    assert!(ed.text.lines()[0].starts_with('x'), "the draft is kept");
+    assert_eq!(
+        ed.original,
+        serde_json::json!({"replicas": 5}),
+        "diffed against now"
+    );
+    assert!(
+        ed.error
+            .as_deref()
+            .is_some_and(|e| e.contains("changed since this draft was started")),
+        "{:?}",
+        ed.error
+    );
+}
+
 /// Replaces the values of a sample release.
 fn set_values(app: &mut App, name: &str, values: serde_json::Value) {
     let mut views = (*app.views).clone();
