@@ -419,7 +419,8 @@ impl Drop for Replicas {
 
 async fn run(apis: Vec<(Kind, Api<Slim>)>, tx: watch::Sender<Arc<ReplicaMap>>) {
     let streams = apis.into_iter().map(|(kind, api)| {
-        watcher::watcher(api, watcher::Config::default())
+        // Pages of 100: a page's response is held whole while it is read.
+        watcher::watcher(api, watcher::Config::default().page_size(100))
             .default_backoff()
             .map(move |event| (kind, event))
             .boxed()

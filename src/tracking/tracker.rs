@@ -32,6 +32,9 @@ use super::{CONFIG_PENDING_GATE, FIELD_MANAGER};
 use crate::apply::manifest::{RELEASE_NAME_ANNOTATION, RELEASE_NAMESPACE_ANNOTATION};
 use crate::client::Scope;
 
+/// Workloads per page of the initial list (the API server's default is 500).
+const WORKLOAD_PAGE: u32 = 50;
+
 #[derive(Debug, Clone)]
 pub struct TrackerConfig {
     /// Quiet time after the last change before a workload is rolled.
@@ -319,7 +322,9 @@ pub fn start(
         workloads.insert(kind, writer.as_reader());
         let stream = reflector::reflector(
             writer,
-            watcher(api, watcher::Config::default())
+            // Small pages: each page of full workloads is decoded whole before it is cut
+            // down, and the allocator keeps what a burst took.
+            watcher(api, watcher::Config::default().page_size(WORKLOAD_PAGE))
                 .default_backoff()
                 .modify(move |o| {
                     o.managed_fields_mut().clear();
