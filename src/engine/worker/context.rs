@@ -38,7 +38,14 @@ pub struct Context {
     pub watches: crate::health::WatchHub,
     /// Slots for resolving and loading charts (as many as for rendering).
     pub loads: tokio::sync::Semaphore,
+    /// Workers in their first reconcile at once (an engine starting over thousands).
+    pub starts: Arc<tokio::sync::Semaphore>,
 }
+
+/// Workers whose first reconcile runs at once; the rest queue. Enough to keep the API
+/// server and the render slots busy, few enough that an engine starting over 5,000
+/// releases does not hold 5,000 reconciles and connections in memory at once.
+const STARTS: usize = 32;
 
 impl Context {
     pub fn new(
@@ -62,6 +69,7 @@ impl Context {
             chart_poll: Duration::from_secs(15),
             metrics: crate::telemetry::Metrics::new(),
             loads: tokio::sync::Semaphore::new(4),
+            starts: Arc::new(tokio::sync::Semaphore::new(STARTS)),
         }
     }
 }
@@ -97,6 +105,9 @@ pub struct Run<'a> {
     pub(super) inbox: &'a mut Inbox,
     pub(super) stop: &'a CancellationToken,
     pub(super) live: Mutex<LiveState>,
+    /// A worker's first reconcile holds one of the engine's start slots until it waits
+    /// for health or ends (see `worker::run`).
+    pub(super) start_permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
     /// The desired state this reconcile works towards, and where its values came from.
     pub(super) desired_digest: String,
     pub(super) desired_sources: Vec<crate::values::ValuesSourceRef>,
@@ -107,6 +118,10 @@ pub struct Run<'a> {
 
 impl Run<'_> {
     pub fn set_phase(&self, phase: Phase) {
+        if phase == Phase::Waiting {
+            // A health wait may take minutes: it must not hold up other workers' start.
+            self.start_permit.lock().unwrap().take();
+        }
         let mut live = self.live.lock().unwrap();
         live.phase = phase;
         if phase != Phase::Waiting {
@@ -129,8 +144,11 @@ impl Run<'_> {
         // must also equal what this worker last wrote, since the object read may predate
         // that write.
         let written = self.inbox.written.lock().unwrap().clone();
-        let unchanged = self.hr.status.as_ref() == Some(&self.status)
-            && written.as_ref().is_none_or(|w| *w == self.status);
+        // No status at all reads as the empty one (which is what writing it would store).
+        let observed = self.hr.status.as_ref();
+        let unchanged = observed.map_or(self.status == HelmReleaseStatus::default(), |s| {
+            *s == self.status
+        }) && written.as_ref().is_none_or(|w| *w == self.status);
         if unchanged {
             return;
         }

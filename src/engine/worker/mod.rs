@@ -84,6 +84,7 @@ impl Inbox {
 pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: CancellationToken) {
     let mut next_run = Instant::now();
     let mut last: Option<Trigger> = None;
+    let mut first = true;
     loop {
         tokio::select! {
             () = stop.cancelled() => break,
@@ -105,6 +106,17 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
                 }
             }
         }
+        // The first reconcile of every worker comes at once when an engine starts (or
+        // takes the lease over): a few at a time, each until it applies or waits, so
+        // thousands of releases do not open thousands of requests and reconciles at once.
+        let permit = if std::mem::take(&mut first) {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                permit = ctx.starts.clone().acquire_owned() => permit.ok(),
+            }
+        } else {
+            None
+        };
         let hr = inbox.newest.clone();
         last = Some(Trigger::of(&hr));
         let span =
@@ -113,7 +125,7 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
         let started = std::time::Instant::now();
         // Boxed: the reconcile's state machine is large, and an idle worker (most of a
         // thousand) should not carry it between reconciles.
-        let (requeue, result) = Box::pin(reconcile_once(&ctx, &key, hr, &mut inbox, &stop))
+        let (requeue, result) = Box::pin(reconcile_once(&ctx, &key, hr, &mut inbox, &stop, permit))
             .instrument(span)
             .await;
         ctx.metrics.in_flight.dec();
@@ -146,6 +158,7 @@ async fn reconcile_once(
     hr: Arc<HelmRelease>,
     inbox: &mut Inbox,
     stop: &CancellationToken,
+    start_permit: Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> (Duration, Option<ReconcileResult>) {
     let api: Api<HelmRelease> = Api::namespaced(ctx.client.clone(), &key.namespace);
     let mut run = Run {
@@ -164,6 +177,7 @@ async fn reconcile_once(
         inbox,
         stop,
         live: Mutex::new(LiveState::default()),
+        start_permit: Mutex::new(start_permit),
         desired_digest: String::new(),
         desired_sources: Vec::new(),
         fix_triggered_at: None,
