@@ -469,7 +469,7 @@ impl Dispatcher {
                 Some((command, token)) = self.direct.recv() => {
                     let key = command.key().clone();
                     if let (Some(w), Some(_)) = (workers.get(&key), &term) {
-                        let _ = w.inbox.send(Msg::Command(command, token));
+                        let _ = w.inbox.send(Msg::Command(Box::new((command, token))));
                     }
                 }
                 Some(error) = probe.recv() => {

@@ -42,8 +42,9 @@ use triggers::Trigger;
 pub enum Msg {
     Updated(Arc<HelmRelease>),
     Deleted,
-    /// A command from a front end in this process, with the token it wrote.
-    Command(Command, String),
+    /// A command from a front end in this process, with the token it wrote. Boxed: the
+    /// mailbox of every worker (thousands) allocates room for a block of messages.
+    Command(Box<(Command, String)>),
 }
 
 /// The worker's mailbox, read between actions and during waits.
@@ -54,7 +55,7 @@ pub struct Inbox {
     /// cancelWaitAt tokens handled by a direct command before the watch echoed them.
     handled_cancel: Option<String>,
     /// The newer desired state that superseded the last wait, ready to apply.
-    pub candidate: Option<Candidate>,
+    pub candidate: Option<Box<Candidate>>,
     /// The status this worker last computed. The worker is its only writer, and the
     /// watched object may not show our latest write yet, so this is what the next
     /// reconcile starts from.
@@ -94,12 +95,14 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
                     None => break,
                     Some(Msg::Updated(hr)) => inbox.newest = hr,
                     Some(Msg::Deleted) => break,
-                    Some(Msg::Command(Command::CancelWait(_), t)) => {
-                        // No wait is running: remember the token so its echo is ignored.
-                        inbox.handled_cancel = Some(t);
-                        continue;
-                    }
-                    Some(Msg::Command(..)) => { last = None; }
+                    Some(Msg::Command(command)) => match *command {
+                        (Command::CancelWait(_), t) => {
+                            // No wait is running: remember the token so its echo is ignored.
+                            inbox.handled_cancel = Some(t);
+                            continue;
+                        }
+                        _ => last = None,
+                    },
                 }
                 if last.as_ref() == Some(&Trigger::of(&inbox.newest)) {
                     continue;

@@ -61,6 +61,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         .filter(|c| c.generation == generation);
     let (prepared, mut rendered) = match candidate {
         Some(c) => {
+            let c = *c;
             run.fix_triggered_at = c.triggered_at;
             (Ok(c.prepared), Some(c.rendered))
         }

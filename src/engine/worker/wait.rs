@@ -191,7 +191,7 @@ impl Run<'_> {
                                 candidate.prepared.resolved.version,
                                 short(&candidate.prepared.values.digest),
                             );
-                            self.inbox.candidate = Some(candidate);
+                            self.inbox.candidate = Some(Box::new(candidate));
                             interrupted.canceled = Some((false, why));
                             token.cancel();
                         }
@@ -246,15 +246,16 @@ impl Run<'_> {
                     }
                     // The same token may already have arrived through the watch (the
                     // annotation is written before the command is sent): handle it once.
-                    Some(Msg::Command(Command::CancelWait(_), t))
-                        if self.status.last_handled_cancel_wait_at.as_deref() != Some(t.as_str()) =>
-                    {
-                        self.status.last_handled_cancel_wait_at = Some(t.clone());
-                        self.inbox.handled_cancel = Some(t);
-                        interrupted.canceled = Some((true, "health check canceled by operator".into()));
-                        token.cancel();
+                    Some(Msg::Command(command)) => {
+                        if let (Command::CancelWait(_), t) = *command
+                            && self.status.last_handled_cancel_wait_at.as_deref() != Some(t.as_str())
+                        {
+                            self.status.last_handled_cancel_wait_at = Some(t.clone());
+                            self.inbox.handled_cancel = Some(t);
+                            interrupted.canceled = Some((true, "health check canceled by operator".into()));
+                            token.cancel();
+                        }
                     }
-                    Some(Msg::Command(..)) => {}
                     // The engine is going away; leave the revision pending for the next one.
                     None => {
                         interrupted.stopped = true;
