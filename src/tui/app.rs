@@ -362,17 +362,25 @@ impl App {
     pub fn set_views(&mut self, views: Arc<Views>) {
         let old = std::mem::replace(&mut self.views, views);
         let changed = changed_keys(&old, &self.views);
-        // A first list, or most releases changing at once, is cheaper sorted in one go.
-        if changed.len() > 64 + self.rows.len() / 8 {
+        for key in &changed {
+            if !self.views.contains_key(key) {
+                self.marked.remove(key);
+            }
+        }
+        self.update_rows(&changed);
+    }
+
+    /// Moves the rows of `keys` to where they belong now, keeping the cursor on its
+    /// release. A first list, or most releases changing at once, is cheaper sorted in
+    /// one go.
+    fn update_rows<'a>(&mut self, keys: impl IntoIterator<Item = &'a ReleaseKey> + Clone) {
+        if keys.clone().into_iter().count() > 64 + self.rows.len() / 8 {
             self.refresh_rows();
             return;
         }
         let selected = self.rows.get(self.selected).map(|r| r.key.clone());
-        for key in &changed {
+        for key in keys {
             self.update_row(key);
-            if !self.views.contains_key(key) {
-                self.marked.remove(key);
-            }
         }
         if let Some(key) = selected {
             self.select_key(&key);
@@ -479,17 +487,7 @@ impl App {
             .flatten()
             .cloned()
             .collect();
-        if keys.len() > 64 + self.rows.len() / 8 {
-            self.refresh_rows();
-            return;
-        }
-        let selected = self.rows.get(self.selected).map(|r| r.key.clone());
-        for key in &keys {
-            self.update_row(key);
-        }
-        if let Some(key) = selected {
-            self.select_key(&key);
-        }
+        self.update_rows(&keys);
     }
 
     pub fn selected_key(&self) -> Option<&ReleaseKey> {
