@@ -22,7 +22,6 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -31,7 +30,8 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use support::engine::webapp;
 use support::process::{clock_ticks, read_cpu, read_rss};
-use support::{TestNamespace, client, install_crd, kubeconfig_path, testbin};
+use support::tmux::Dashboard;
+use support::{TestNamespace, client, install_crd};
 use wheelhouse::api::{FINALIZER, HelmRelease};
 
 const PER_NAMESPACE: usize = 100;
@@ -142,90 +142,6 @@ async fn list_all(client: &Client) -> (Duration, usize) {
     (started.elapsed(), count)
 }
 
-/// The real dashboard in its own tmux server, 120x40.
-struct Dashboard {
-    socket: String,
-}
-
-impl Dashboard {
-    fn start(readonly: bool, lease_namespace: &str) -> Self {
-        let socket = format!("wheelhouse-bench-{}", std::process::id());
-        let helm = format!("WHEELHOUSE_HELM={}", testbin().join("helm").display());
-        let mut cmd = Command::new("tmux");
-        cmd.args(["-L", &socket, "-f", "/dev/null", "new-session", "-d"])
-            .args(["-s", "dash", "-x", "120", "-y", "40"])
-            .args(["-e", &helm, "-e", "WHEELHOUSE_LOG=off"])
-            .args(["-e", "TERM=xterm-256color", "--"])
-            .arg(env!("CARGO_BIN_EXE_wheelhouse"))
-            .args(["--kubeconfig".as_ref(), kubeconfig_path().as_os_str()])
-            .args(["-A", "--lease-namespace", lease_namespace]);
-        if readonly {
-            cmd.arg("--readonly");
-        }
-        let status = cmd
-            .status()
-            .expect("tmux runs (install it: apt-get install tmux)");
-        assert!(status.success(), "tmux new-session failed");
-        Self { socket }
-    }
-
-    fn tmux(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.socket])
-            .args(args)
-            .output()
-            .expect("tmux runs");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn screen(&self) -> String {
-        self.tmux(&["capture-pane", "-p", "-t", "dash"])
-    }
-
-    fn pid(&self) -> u32 {
-        self.tmux(&["display-message", "-p", "-t", "dash", "#{pane_pid}"])
-            .trim()
-            .parse()
-            .expect("the pane's pid")
-    }
-
-    /// Polls the screen until `pred` holds; the time it first did, or None at the limit.
-    async fn until(&self, every: Duration, pred: impl Fn(&str) -> bool) -> Option<Instant> {
-        let started = Instant::now();
-        while started.elapsed() < SCREEN_LIMIT {
-            if pred(&self.screen()) {
-                return Some(Instant::now());
-            }
-            tokio::time::sleep(every).await;
-        }
-        None
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        for k in keys {
-            self.tmux(&["send-keys", "-t", "dash", k]);
-            std::thread::sleep(Duration::from_millis(80));
-        }
-    }
-
-    /// Quits with `q` and waits for the process, so the engine hands its Lease back.
-    async fn quit(self, pid: u32) {
-        self.keys(&["q"]);
-        let started = Instant::now();
-        while std::path::Path::new(&format!("/proc/{pid}")).exists()
-            && started.elapsed() < Duration::from_secs(10)
-        {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-}
-
-impl Drop for Dashboard {
-    fn drop(&mut self) {
-        self.tmux(&["kill-server"]);
-    }
-}
-
 struct Figures {
     releases: usize,
     mode: &'static str,
@@ -263,14 +179,23 @@ async fn measure(
         "{listed} HelmReleases listed, {releases} created"
     );
     let started = Instant::now();
-    let dash = Dashboard::start(readonly, &namespaces[0].name);
+    let socket = format!("wheelhouse-bench-{}", std::process::id());
+    let mut args = vec!["-A", "--lease-namespace", &namespaces[0].name];
+    if readonly {
+        args.push("--readonly");
+    }
+    let dash = Dashboard::start(&socket, &args);
     let first_rows = dash
-        .until(Duration::from_millis(5), |s| s.contains("svc-"))
+        .until(Duration::from_millis(5), SCREEN_LIMIT, |s| {
+            s.contains("svc-")
+        })
         .await
         .map(|t| t - started);
     let full_title = format!("Releases {listed} ·");
     let full = dash
-        .until(Duration::from_millis(5), |s| s.contains(&full_title))
+        .until(Duration::from_millis(5), SCREEN_LIMIT, |s| {
+            s.contains(&full_title)
+        })
         .await
         .map(|t| t - started);
     let pid = dash.pid();
@@ -278,9 +203,9 @@ async fn measure(
     // One release in view, changed CHANGES times.
     let target = name_of(0);
     dash.keys(&["/"]);
-    dash.tmux(&["send-keys", "-t", "dash", "-l", &target]);
+    dash.type_text(&target);
     dash.keys(&["Enter"]);
-    dash.until(Duration::from_millis(20), |s| {
+    dash.until(Duration::from_millis(20), SCREEN_LIMIT, |s| {
         s.contains("(filter: svc-00000)")
     })
     .await
@@ -295,7 +220,7 @@ async fn measure(
             .await
             .expect("patch the release");
         let shown = dash
-            .until(Duration::from_millis(2), |s| {
+            .until(Duration::from_millis(2), SCREEN_LIMIT, |s| {
                 s.lines().any(|l| l.contains(&target) && l.contains(&mark))
             })
             .await
@@ -311,7 +236,7 @@ async fn measure(
     let after = read_cpu(pid).expect("dashboard stat");
     let idle_cpu_pct = (after.own - before.own) as f64 / hz / IDLE_WINDOW.as_secs_f64() * 100.0;
     let (rss, peak) = read_rss(pid).expect("dashboard status");
-    dash.quit(pid).await;
+    dash.quit().await;
     Figures {
         releases,
         mode,

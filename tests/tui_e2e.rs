@@ -4,7 +4,6 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -12,134 +11,16 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::PostParams;
 use kube::runtime::watcher;
-use support::{PATIENCE, TestNamespace, client, install_crd, kubeconfig_path, testbin};
+use support::tmux::Dashboard;
+use support::{PATIENCE, TestNamespace, client, install_crd};
 use wheelhouse::api::HelmRelease;
 
-/// A dashboard running in its own tmux server (socket), so tests never touch the
-/// developer's tmux sessions and clean up everything with one kill-server.
-struct Dashboard {
-    socket: String,
-    /// Its config directory (`XDG_CONFIG_HOME`), so the namespace favourites it writes
-    /// never touch the developer's.
-    config: tempfile::TempDir,
-}
-
-impl Dashboard {
-    fn start(namespace: &str) -> Self {
-        Self::start_with(namespace, &[])
-    }
-
-    /// With extra flags (`--readonly`: a dashboard without an engine, so it never
-    /// reconciles another test's releases).
-    fn start_with(namespace: &str, flags: &[&str]) -> Self {
-        let config = tempfile::tempdir().expect("a config directory");
-        let xdg = format!("XDG_CONFIG_HOME={}", config.path().display());
-        let socket = format!("wheelhouse-test-{namespace}");
-        let binary = env!("CARGO_BIN_EXE_wheelhouse");
-        let helm = format!("WHEELHOUSE_HELM={}", testbin().join("helm").display());
-        let status = Command::new("tmux")
-            .args([
-                "-L",
-                &socket,
-                "-f",
-                "/dev/null",
-                "new-session",
-                "-d",
-                "-s",
-                "dash",
-            ])
-            .args(["-x", "120", "-y", "40"])
-            .args([
-                "-e",
-                &helm,
-                "-e",
-                "WHEELHOUSE_LOG=off",
-                "-e",
-                "TERM=xterm-256color",
-                "-e",
-                &xdg,
-            ])
-            .arg("--")
-            .arg(binary)
-            .args(["--kubeconfig".as_ref(), kubeconfig_path().as_os_str()])
-            // The lease in the test namespace: parallel tests do not compete for it.
-            .args(["-n", namespace, "--lease-namespace", namespace])
-            .args(flags)
-            // Keep the pane after exit so a crash leaves its last screen to read.
-            .args([";", "set-option", "-t", "dash", "remain-on-exit", "on"])
-            .status()
-            .expect("tmux runs");
-        assert!(status.success(), "tmux new-session failed");
-        Self { socket, config }
-    }
-
-    fn tmux(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.socket])
-            .args(args)
-            .output()
-            .expect("tmux runs");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        for k in keys {
-            self.tmux(&["send-keys", "-t", "dash", k]);
-            // The UI handles keys in order anyway; a pause makes failures easier to read.
-            std::thread::sleep(Duration::from_millis(60));
-        }
-    }
-
-    /// Types text literally (no key-name lookup).
-    fn type_text(&self, text: &str) {
-        self.tmux(&["send-keys", "-t", "dash", "-l", text]);
-        std::thread::sleep(Duration::from_millis(100));
-    }
-
-    fn screen(&self) -> String {
-        self.tmux(&["capture-pane", "-p", "-t", "dash"])
-    }
-
-    async fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let screen = self.screen();
-            if pred(&screen) {
-                return screen;
-            }
-            assert!(
-                start.elapsed() < PATIENCE,
-                "screen never showed {what}:\n{screen}"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    /// Presses `q` and waits until the dashboard has exited.
-    async fn quit(self) {
-        self.keys(&["q"]);
-        let start = Instant::now();
-        while !self.exited() {
-            assert!(
-                start.elapsed() < PATIENCE,
-                "q did not quit:\n{}",
-                self.screen()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    fn exited(&self) -> bool {
-        self.tmux(&["display-message", "-p", "-t", "dash", "#{pane_dead}"])
-            .trim()
-            == "1"
-    }
-}
-
-impl Drop for Dashboard {
-    fn drop(&mut self) {
-        self.tmux(&["kill-server"]);
-    }
+/// The dashboard on one test namespace: its table filtered to it (`-n`) and its engine's
+/// Lease there, so parallel tests never compete for a Lease.
+fn dashboard(namespace: &str, flags: &[&str]) -> Dashboard {
+    let mut args = vec!["-n", namespace, "--lease-namespace", namespace];
+    args.extend_from_slice(flags);
+    Dashboard::start(&format!("wheelhouse-test-{namespace}"), &args)
 }
 
 fn line_of<'a>(screen: &'a str, name: &str) -> Option<&'a str> {
@@ -184,7 +65,7 @@ async fn dashboard_drives_releases() {
 
     let gated = create("gated", "  values: {externalConfig: gated-extra}\n");
 
-    let dash = Dashboard::start(&ns.name);
+    let dash = dashboard(&ns.name, &[]);
     dash.wait_for("the header with the engine running here", |s| {
         s.contains("engine here: all ns") && s.contains(&ns.name)
     })
@@ -510,7 +391,9 @@ async fn number_keys_switch_the_namespace_shown_and_0_shows_all() {
     }
     // Read-only: switching the view needs no engine, and this one must not reconcile
     // the releases of tests running beside it.
-    let dash = Dashboard::start_with(&a.name, &["--readonly"]);
+    // `--readonly`: a dashboard without an engine, so it never reconciles another test's
+    // releases.
+    let dash = dashboard(&a.name, &["--readonly"]);
     dash.wait_for("alpha in the start namespace, which is favourite 1", |s| {
         shows(s, &a.name, &["alpha"], &["beta"]) && s.contains(&format!("<1> [{}]", a.name))
     })
@@ -544,7 +427,7 @@ async fn number_keys_switch_the_namespace_shown_and_0_shows_all() {
         .await;
 
     // Kept for the next run, most recent first.
-    let file = dash.config.path().join("wheelhouse/favourites.yaml");
+    let file = dash.config_dir().join("wheelhouse/favourites.yaml");
     let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     let (first, second) = (text.find(&b.name), text.find(&a.name));
     assert!(

@@ -15,6 +15,7 @@ pub mod controller;
 pub mod engine;
 pub mod process;
 pub mod source;
+pub mod tmux;
 
 /// Generous bound on things the cluster does in well under a second; it only turns a
 /// hang into a readable failure.

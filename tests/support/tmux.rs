@@ -1,0 +1,156 @@
+//! The real dashboard binary driven through tmux, as an operator types: the e2e tests
+//! (tests/tui_e2e.rs) and the live benchmark (benches/dashboard_live.rs) share it.
+
+use std::ffi::OsStr;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::{PATIENCE, kubeconfig_path, testbin};
+
+/// A dashboard in its own tmux server (socket) at 120x40, so nothing touches the
+/// developer's tmux sessions and one kill-server cleans up everything.
+pub struct Dashboard {
+    socket: String,
+    /// Its config directory (`XDG_CONFIG_HOME`), so the namespace favourites it writes
+    /// never touch the developer's.
+    config: tempfile::TempDir,
+}
+
+impl Dashboard {
+    /// Starts `wheelhouse --kubeconfig <test cluster> <args>`; `socket` names the tmux
+    /// server and must be unique among dashboards running at once.
+    pub fn start<S: AsRef<OsStr>>(socket: &str, args: &[S]) -> Self {
+        let config = tempfile::tempdir().expect("a config directory");
+        let xdg = format!("XDG_CONFIG_HOME={}", config.path().display());
+        let helm = format!("WHEELHOUSE_HELM={}", testbin().join("helm").display());
+        let status = Command::new("tmux")
+            .args([
+                "-L",
+                socket,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                "dash",
+            ])
+            .args(["-x", "120", "-y", "40"])
+            .args(["-e", &helm, "-e", "WHEELHOUSE_LOG=off"])
+            .args(["-e", "TERM=xterm-256color", "-e", &xdg, "--"])
+            .arg(env!("CARGO_BIN_EXE_wheelhouse"))
+            .args(["--kubeconfig".as_ref(), kubeconfig_path().as_os_str()])
+            .args(args)
+            // Keep the pane after exit so a crash leaves its last screen to read.
+            .args([";", "set-option", "-t", "dash", "remain-on-exit", "on"])
+            .status()
+            .expect("tmux runs (install it: apt-get install tmux)");
+        assert!(status.success(), "tmux new-session failed");
+        Self {
+            socket: socket.to_owned(),
+            config,
+        }
+    }
+
+    fn tmux(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket])
+            .args(args)
+            .output()
+            .expect("tmux runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Sends tmux key names (`Enter`, `C-s`, `y`) one by one.
+    pub fn keys(&self, keys: &[&str]) {
+        for k in keys {
+            self.tmux(&["send-keys", "-t", "dash", k]);
+            // The UI handles keys in order anyway; a pause makes failures easier to read.
+            std::thread::sleep(Duration::from_millis(60));
+        }
+    }
+
+    /// Types text literally (no key-name lookup).
+    pub fn type_text(&self, text: &str) {
+        self.tmux(&["send-keys", "-t", "dash", "-l", text]);
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    pub fn screen(&self) -> String {
+        self.tmux(&["capture-pane", "-p", "-t", "dash"])
+    }
+
+    /// Where the dashboard keeps its configuration (`XDG_CONFIG_HOME`).
+    pub fn config_dir(&self) -> &std::path::Path {
+        self.config.path()
+    }
+
+    /// The dashboard's process id, to read its CPU time and memory.
+    pub fn pid(&self) -> u32 {
+        self.tmux(&["display-message", "-p", "-t", "dash", "#{pane_pid}"])
+            .trim()
+            .parse()
+            .expect("the pane's pid")
+    }
+
+    /// Waits until the screen satisfies `pred` and returns it; fails the test with the
+    /// last screen after PATIENCE.
+    pub async fn wait_for(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let screen = self.screen();
+            if pred(&screen) {
+                return screen;
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "screen never showed {what}:\n{screen}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// Polls the screen every `every` until `pred` holds: the moment it first did, or
+    /// None after `limit`. For measuring; tests use `wait_for`.
+    pub async fn until(
+        &self,
+        every: Duration,
+        limit: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> Option<Instant> {
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            if pred(&self.screen()) {
+                return Some(Instant::now());
+            }
+            tokio::time::sleep(every).await;
+        }
+        None
+    }
+
+    /// Presses `q` and waits until the dashboard has exited (its engine has handed its
+    /// Lease back by then).
+    pub async fn quit(self) {
+        self.keys(&["q"]);
+        let start = Instant::now();
+        while !self.exited() {
+            assert!(
+                start.elapsed() < PATIENCE,
+                "q did not quit:\n{}",
+                self.screen()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub fn exited(&self) -> bool {
+        self.tmux(&["display-message", "-p", "-t", "dash", "#{pane_dead}"])
+            .trim()
+            == "1"
+    }
+}
+
+impl Drop for Dashboard {
+    fn drop(&mut self) {
+        self.tmux(&["kill-server"]);
+    }
+}
