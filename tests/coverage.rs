@@ -254,3 +254,91 @@ async fn a_namespace_engine_defers_to_the_cluster_wide_engine_of_its_shard_and_t
     local.shutdown();
     ns.delete().await;
 }
+
+/// A release relabelled from shard a to shard b while a waits on its upgrade. a's watch
+/// sees the release leave: its worker stops after its step (the wait ends at once and its
+/// revision stays pending). b leaves that pending revision alone for the handover, in case
+/// a was still applying, then unlocks it and applies the newest desired state.
+#[tokio::test]
+async fn a_release_relabelled_mid_wait_moves_to_the_other_shard_without_two_writers() {
+    use kube::api::{Patch, PatchParams};
+    use support::engine::{helm_history, is, waiting_on};
+
+    let (_client, ns, api) = setup("cov-relabel").await;
+    let scope = ["--namespace", &ns.name, "--lease-namespace", &ns.name];
+    let a = Controller::start(&[&scope[..], &["--shard", "a"]].concat());
+    let b = Controller::start(&[&scope[..], &["--shard", "b"]].concat());
+    let mut hr = webapp("web", serde_json::json!({"timeout": "5m"}));
+    hr.metadata.labels = Some(BTreeMap::from([(SHARD_LABEL.into(), "a".into())]));
+    api.create(&PostParams::default(), &hr).await.unwrap();
+    wait_for(&api, "web", "installed by shard a", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    set_values(&api, "web", serde_json::json!({"behavior": "never-ready"})).await;
+    waiting_on(&api, "web", 2).await;
+
+    // One write moves the release to shard b and fixes its values.
+    let moved = tokio::time::Instant::now();
+    let patch = serde_json::json!({
+        "metadata": {"labels": {SHARD_LABEL: "b"}},
+        "spec": {"values": {"behavior": ""}},
+    });
+    api.patch("web", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let handover = wait_for(&api, "web", "b waiting out the handover", |h| {
+        h.condition("Reconciling").is_some_and(|c| {
+            c.message
+                .contains("left by the engine that acted on this release before")
+        })
+    })
+    .await;
+    let history = helm_history(&ns.name, "web");
+    assert_eq!(history[1].1, "pending-upgrade", "{history:?}");
+    assert!(
+        handover.status.as_ref().unwrap().wait.is_none(),
+        "b does not claim the wait a abandoned: {:?}",
+        handover.status
+    );
+    let recovered = tokio::time::timeout(
+        Duration::from_secs(90),
+        wait_for(&api, "web", "upgraded by shard b", |h| {
+            is(h, "Ready", "True", "UpgradeSucceeded")
+                && h.status.as_ref().unwrap().history[0].version == 3
+        }),
+    )
+    .await;
+    let logs = format!("--- shard a ---\n{}\n--- shard b ---\n{}", a.log(), b.log());
+    assert!(recovered.is_ok(), "not recovered within 90 s\n{logs}");
+    // The revision was unlocked only after the handover (15 s from the move).
+    assert!(
+        moved.elapsed() >= Duration::from_secs(14),
+        "unlocked after {:?}\n{logs}",
+        moved.elapsed()
+    );
+    let history = helm_history(&ns.name, "web");
+    assert_eq!(history.len(), 3, "{history:?}");
+    assert!(
+        history[1].2.starts_with("Release was left pending-upgrade"),
+        "{history:?}"
+    );
+    assert_eq!(history[2].1, "deployed", "{history:?}");
+
+    // Shard a planned nothing for the release after it left.
+    let key = format!("{}/web", ns.name);
+    let a_log = a.log();
+    let left = a_log
+        .lines()
+        .position(|l| l.contains("relabelled to another shard") && l.contains(&key))
+        .unwrap_or_else(|| panic!("shard a never saw the release leave\n{logs}"));
+    assert!(
+        !a_log
+            .lines()
+            .skip(left)
+            .any(|l| l.contains("\"planned\"") && l.contains(&key)),
+        "shard a acted after the release left\n{logs}"
+    );
+    drop((a, b));
+    ns.delete().await;
+}

@@ -11,6 +11,13 @@ log() { printf '[test] %s\n' "$*" >&2; }
 
 "$root/tests/cluster/prereqs.sh"
 
+log "checking formatting"
+cargo fmt --all -- --check
+
+# The control plane first: its one-time Go build needs about 7 GB of scratch space, freed
+# when it ends (tests/cluster/testbin.sh), so it never sits beside the Rust build.
+bin=$("$root/tests/cluster/testbin.sh")
+
 # A cold build of the suite writes about 4 GB under target/ (README, "Disk"). Say so before
 # cargo fails half-way with "No space left on device".
 target=${CARGO_TARGET_DIR:-$root/target}
@@ -23,11 +30,9 @@ elif ((free_mb < 1024)); then
   log "warning: only ${free_mb} MB free under $target; the build may run out of disk"
 fi
 
-log "checking formatting and lints"
-cargo fmt --all -- --check
+log "checking lints"
 cargo clippy --all-targets --locked -- -D warnings
 
-bin=$("$root/tests/cluster/testbin.sh")
 cluster=$(mktemp -d "${TMPDIR:-/tmp}/wheelhouse-test.XXXXXX")
 trap '"$root/tests/cluster/down.sh" "$cluster"' EXIT
 if ! "$root/tests/cluster/up.sh" "$cluster"; then

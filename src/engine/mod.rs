@@ -214,6 +214,11 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
 /// Below Kubernetes' default termination grace period of 30 s.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 
+/// How long a worker started while its term runs leaves a pending revision alone, for
+/// the engine (or worker) that acted on the release before to finish its step: as long
+/// as a lost Lease gives the last holder before another engine takes over.
+const HANDOVER: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// The most often the views are rebuilt (a change reaches the screen within this).
 const PUBLISH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
@@ -343,7 +348,7 @@ impl Dispatcher {
                             match decoded {
                                 Ok(_) => {
                                     store.bad.remove(&key);
-                                    self.dispatch(&mut workers, term.as_ref(), &key, &hr);
+                                    self.dispatch(&mut workers, term.as_ref(), &key, &hr, true);
                                 }
                                 Err(u) => {
                                     // Its worker (if it had one) stops; the rest go on.
@@ -372,10 +377,13 @@ impl Dispatcher {
                                 namespace: raw.metadata.namespace.clone().unwrap_or_default(),
                                 name: raw.metadata.name.clone().unwrap_or_default(),
                             };
-                            // A shard's watch also reports a release relabelled to another
-                            // shard as deleted: that one only leaves (its worker stops as on
-                            // a lost lease), it is not gone.
-                            let left = !self.coverage.covers(&key.namespace, raw.metadata.labels.as_ref());
+                            // A shard's watch reports a release relabelled to another shard as
+                            // deleted, and the API server sends it as it was, with our label.
+                            // One we manage is really gone only after it was marked for
+                            // deletion (our finalizer holds it until then). One that left
+                            // only stops, as on a lost lease: it writes nothing more.
+                            let left = raw.metadata.deletion_timestamp.is_none()
+                                && raw.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER);
                             if left && let Some(w) = workers.remove(&key) {
                                 tracing::info!(release = %key, "relabelled to another shard: its worker stops after its current step");
                                 w.stop.cancel();
@@ -393,7 +401,7 @@ impl Dispatcher {
                 }
                 Some(event) = leases.next() => {
                     self.held.observe(event, &self.identity);
-                    self.start_eligible(&store, &mut workers, term.as_ref());
+                    self.start_eligible(&store, &mut workers, term.as_ref(), true);
                     self.refresh_all(&store);
                     ownership_stale = true;
                     dirty = true;
@@ -429,7 +437,7 @@ impl Dispatcher {
                                     tokio::spawn(report_undecodable(self.ctx.clone(), key.clone(), Box::new(u)));
                                 }
                             }
-                            self.start_eligible(&store, &mut workers, Some(&t));
+                            self.start_eligible(&store, &mut workers, Some(&t), false);
                             self.share_ownership(&store, &workers);
                             // One writer rolls workloads on config changes: the lease holder,
                             // for the releases it reconciles.
@@ -479,7 +487,7 @@ impl Dispatcher {
                 _ = leases_expire.tick() => {
                     // Namespace Leases also expire without any event.
                     if self.held.refresh(&self.identity) {
-                        self.start_eligible(&store, &mut workers, term.as_ref());
+                        self.start_eligible(&store, &mut workers, term.as_ref(), true);
                         self.refresh_all(&store);
                         ownership_stale = true;
                         dirty = true;
@@ -532,13 +540,15 @@ impl Dispatcher {
     }
 
     /// Passes a changed release to its worker (starting one if needed), or stops the
-    /// worker of a release that left our coverage.
+    /// worker of a release that left our coverage. A worker started with `handover` (the
+    /// term was already running) leaves a pending revision alone for a while.
     fn dispatch(
         &mut self,
         workers: &mut HashMap<ReleaseKey, Worker>,
         term: Option<&Term>,
         key: &ReleaseKey,
         hr: &Arc<HelmRelease>,
+        handover: bool,
     ) {
         let Some(term) = term else { return };
         if !self.eligible(key, hr) {
@@ -556,7 +566,13 @@ impl Dispatcher {
         }
         self.acting.insert(key.namespace.clone());
         let (tx, rx) = mpsc::unbounded_channel();
-        let inbox = Inbox::new(rx, hr.clone());
+        let mut inbox = Inbox::new(rx, hr.clone());
+        // Started while the term runs: another engine (the shard it was relabelled from)
+        // or an earlier worker may still be in its step on this release. Workers of a new
+        // term need no such wait: the Lease already made the last holder stop first.
+        if handover {
+            inbox.handover_until = Some(tokio::time::Instant::now() + HANDOVER);
+        }
         let stop = term.0.child_token();
         self.workers.spawn(term.1.track_future(worker::run(
             self.ctx.clone(),
@@ -574,6 +590,7 @@ impl Dispatcher {
         store: &Store,
         workers: &mut HashMap<ReleaseKey, Worker>,
         term: Option<&Term>,
+        handover: bool,
     ) {
         if term.is_none() {
             return;
@@ -581,7 +598,7 @@ impl Dispatcher {
         for (key, hr) in &store.releases {
             if !workers.contains_key(key) && !store.bad.contains_key(key) && self.eligible(key, hr)
             {
-                self.dispatch(workers, term, key, hr);
+                self.dispatch(workers, term, key, hr, handover);
             }
         }
     }

@@ -49,10 +49,17 @@ if complete; then
   exit 0
 fi
 
+# The build's scratch space (sources, Go's caches) peaks near 7 GB, removed at the end.
+free_mb=$(($(df -Pk "$cache" | awk 'NR == 2 { print $4 }') / 1024))
+((free_mb >= 7500)) || die "${free_mb} MB free under $cache; building the control plane needs about 7500 MB for a while (0.5 GB stays)"
+
 mkdir -p "$bin"
 work=$(mktemp -d "$cache/build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-export GOFLAGS="-mod=mod -buildvcs=false"
+# Go's build and module caches for these builds grow to several GB; keep them in the work
+# directory, removed on exit, so they never sit beside the Rust build on a CI disk.
+export GOCACHE="$work/go-build" GOMODCACHE="$work/go-mod"
+export GOFLAGS="-mod=mod -buildvcs=false -modcacherw"
 export CGO_ENABLED=0
 
 k8s_minor=${KUBERNETES_VERSION#v1.}

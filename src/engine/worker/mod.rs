@@ -64,6 +64,10 @@ pub struct Inbox {
     pub(super) written: Mutex<Option<HelmReleaseStatus>>,
     /// Reconciles in a row that ended in an error or a failure: the retry backs off.
     failing: u32,
+    /// Until when a pending revision may still be another worker's step in progress: set
+    /// for a worker started while the term runs (a release relabelled into our shard, or
+    /// a worker replaced), whose predecessor elsewhere finishes its current step first.
+    pub handover_until: Option<Instant>,
 }
 
 impl Inbox {
@@ -77,7 +81,15 @@ impl Inbox {
             last_status: None,
             written: Mutex::new(None),
             failing: 0,
+            handover_until: None,
         }
+    }
+
+    /// How much longer a pending revision is left alone (see `handover_until`).
+    pub fn handover_left(&self) -> Option<Duration> {
+        self.handover_until
+            .map(|until| until.saturating_duration_since(Instant::now()))
+            .filter(|left| !left.is_zero())
     }
 }
 

@@ -144,6 +144,33 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
                 actions::uninstall(run, &history).await?,
                 actions::uninstall::record,
             ),
+            Next::Unlock { revision } if let Some(left) = run.inbox.handover_left() => {
+                // This release came from another engine (or worker) moments ago, and the
+                // pending revision may be its step still running: an apply or hook is
+                // never interrupted. Unlocking now would put a second writer beside it.
+                let message = format!(
+                    "revision {revision} is {}, left by the engine that acted on this release before; unlocking it in {}s unless that engine finishes it first",
+                    latest
+                        .as_ref()
+                        .and_then(|r| r.info.as_ref())
+                        .map(|i| i.status)
+                        .unwrap_or_default(),
+                    left.as_secs_f64().ceil()
+                );
+                status::set(
+                    &mut run.status,
+                    condition::RECONCILING,
+                    Truth::True,
+                    reason::PROGRESSING,
+                    &message,
+                    generation,
+                );
+                // The wait that engine recorded ended when it stopped; nobody waits now.
+                run.status.wait = None;
+                run.write_status().await;
+                tracing::info!(release = %run.key, revision, "pending revision left alone during the handover");
+                return Ok(Requeue::After(left));
+            }
             Next::Unlock { .. } => (
                 actions::unlock(run, latest.expect("planner unlocks an existing revision")).await?,
                 actions::unlock::record,
