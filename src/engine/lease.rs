@@ -345,10 +345,12 @@ pub fn run(
                 () = tokio::time::sleep(candidate.config.retry) => {}
             }
         }
+        // The workers are done by now (the engine stops this task only then): say we no
+        // longer lead before the Lease is let go, so nobody sees two leaders.
+        candidate.tx.send_replace(Role::Unknown);
         if candidate.holding {
             candidate.release().await;
         }
-        candidate.tx.send_replace(Role::Unknown);
     });
     (rx, task)
 }

@@ -348,7 +348,10 @@ impl Dispatcher {
                             match decoded {
                                 Ok(_) => {
                                     store.bad.remove(&key);
-                                    self.dispatch(&mut workers, term.as_ref(), &key, &hr, true);
+                                    // Releases of the first list start with the term;
+                                    // one that appears later may come from another shard.
+                                    let handover = self.listed;
+                                    self.dispatch(&mut workers, term.as_ref(), &key, &hr, handover);
                                 }
                                 Err(u) => {
                                     // Its worker (if it had one) stops; the rest go on.
