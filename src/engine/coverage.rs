@@ -18,6 +18,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
 use crate::client::Scope;
 
 /// The label that assigns a HelmRelease to a shard, as Flux's `sharding.fluxcd.io/key`.
@@ -113,6 +115,19 @@ pub fn shard_of(labels: Option<&BTreeMap<String, String>>) -> Option<&str> {
     labels.and_then(|l| l.get(SHARD_LABEL)).map(String::as_str)
 }
 
+/// Whether a release the watch reports deleted only left it (relabelled to another
+/// shard) rather than being gone. The API server sends such an object as it was, still
+/// with our label, so the labels cannot tell; but one we manage is gone only after it was
+/// marked for deletion, since our finalizer holds it until then.
+pub fn left_watch(meta: &ObjectMeta) -> bool {
+    meta.deletion_timestamp.is_none()
+        && meta
+            .finalizers
+            .iter()
+            .flatten()
+            .any(|f| f == crate::api::FINALIZER)
+}
+
 fn cluster_lease_name(shard: &Option<String>) -> String {
     match shard {
         Some(key) => format!("{LEASE_PREFIX}-shard-{key}"),
@@ -154,6 +169,29 @@ mod tests {
         shard
             .map(|k| [(SHARD_LABEL.to_owned(), k.to_owned())].into())
             .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_deleted_event_means_left_only_for_a_managed_release_not_marked_for_deletion() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let meta = |finalizer: bool, deleting: bool| ObjectMeta {
+            finalizers: finalizer.then(|| vec![crate::api::FINALIZER.to_owned()]),
+            deletion_timestamp: deleting.then(|| Time(Default::default())),
+            ..ObjectMeta::default()
+        };
+        // (our finalizer, marked for deletion) → left
+        for (finalizer, deleting, left) in [
+            (true, false, true),   // relabelled away: the old object, still managed
+            (true, true, false),   // marked for deletion: gone, or going
+            (false, true, false),  // deleted after we finalized it
+            (false, false, false), // never managed (deleted before the finalizer was added)
+        ] {
+            assert_eq!(
+                left_watch(&meta(finalizer, deleting)),
+                left,
+                "finalizer {finalizer}, deleting {deleting}"
+            );
+        }
     }
 
     #[test]

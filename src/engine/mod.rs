@@ -380,13 +380,10 @@ impl Dispatcher {
                                 namespace: raw.metadata.namespace.clone().unwrap_or_default(),
                                 name: raw.metadata.name.clone().unwrap_or_default(),
                             };
-                            // A shard's watch reports a release relabelled to another shard as
-                            // deleted, and the API server sends it as it was, with our label.
-                            // One we manage is really gone only after it was marked for
-                            // deletion (our finalizer holds it until then). One that left
-                            // only stops, as on a lost lease: it writes nothing more.
-                            let left = raw.metadata.deletion_timestamp.is_none()
-                                && raw.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER);
+                            // A shard's watch reports a release relabelled away as deleted.
+                            // One that left only stops, as on a lost lease: its current step
+                            // finishes and it writes nothing more.
+                            let left = coverage::left_watch(&raw.metadata);
                             if left && let Some(w) = workers.remove(&key) {
                                 tracing::info!(release = %key, "relabelled to another shard: its worker stops after its current step");
                                 w.stop.cancel();
