@@ -391,8 +391,6 @@ async fn number_keys_switch_the_namespace_shown_and_0_shows_all() {
     }
     // Read-only: switching the view needs no engine, and this one must not reconcile
     // the releases of tests running beside it.
-    // `--readonly`: a dashboard without an engine, so it never reconciles another test's
-    // releases.
     let dash = dashboard(&a.name, &["--readonly"]);
     dash.wait_for("alpha in the start namespace, which is favourite 1", |s| {
         shows(s, &a.name, &["alpha"], &["beta"]) && s.contains(&format!("<1> [{}]", a.name))
@@ -418,11 +416,16 @@ async fn number_keys_switch_the_namespace_shown_and_0_shows_all() {
     dash.wait_for("2 showing a", |s| shows(s, &a.name, &["alpha"], &["beta"]))
         .await;
     dash.keys(&["0"]);
+    // Every namespace holds other tests' releases too, more than a screen: a text filter
+    // on the two namespaces' common prefix brings both rows into view.
+    dash.keys(&["/"]);
+    dash.type_text("tuinav-");
+    dash.keys(&["Enter"]);
     dash.wait_for("0 showing every namespace", |s| {
         shows(s, "all namespaces", &["alpha", "beta"], &[])
     })
     .await;
-    dash.keys(&["1"]);
+    dash.keys(&["Escape", "1"]);
     dash.wait_for("1 showing b", |s| shows(s, &b.name, &["beta"], &["alpha"]))
         .await;
 

@@ -134,6 +134,10 @@ pub struct Editor {
     pub confirm: Option<serde_json::Value>,
     /// What the confirmation shows: the diff from the values the edit started from.
     pub diff: Vec<DiffLine>,
+    /// First diff line shown, when the diff is longer than the screen.
+    pub diff_scroll: usize,
+    /// How many diff lines the last draw had room for, so scrolling stops at the end.
+    pub diff_window: std::cell::Cell<usize>,
     /// The patch in flight.
     pub saving: Option<u64>,
 }
@@ -1039,6 +1043,8 @@ impl App {
             error,
             confirm: None,
             diff: Vec::new(),
+            diff_scroll: 0,
+            diff_window: std::cell::Cell::new(usize::MAX),
             saving: None,
         });
     }
@@ -1062,7 +1068,26 @@ impl App {
                     return vec![effect];
                 }
                 _ => {
-                    // Not confirmed: back to editing, draft intact.
+                    // The moving keys scroll a long diff; any other key goes back to
+                    // editing, draft intact.
+                    if let Some(action) = keymap::lookup(Context::Global, &ev) {
+                        let max = ed.diff.len().saturating_sub(ed.diff_window.get());
+                        let page = self.page.max(1);
+                        let scroll = ed.diff_scroll;
+                        let moved = match action {
+                            Action::Up => Some(scroll.saturating_sub(1)),
+                            Action::Down => Some(scroll + 1),
+                            Action::PageUp => Some(scroll.saturating_sub(page)),
+                            Action::PageDown => Some(scroll + page),
+                            Action::Top => Some(0),
+                            Action::Bottom => Some(max),
+                            _ => None,
+                        };
+                        if let Some(to) = moved {
+                            ed.diff_scroll = to.min(max);
+                            ed.confirm = Some(values);
+                        }
+                    }
                     self.editor = Some(ed);
                     return Vec::new();
                 }
@@ -1077,6 +1102,7 @@ impl App {
                     Ok(values) => {
                         ed.error = None;
                         ed.diff = values_diff(&ed.original, &values);
+                        ed.diff_scroll = 0;
                         ed.confirm = Some(values);
                     }
                     Err(e) => ed.error = Some(e),

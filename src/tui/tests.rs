@@ -419,7 +419,7 @@ fn apply_confirmation_shows_the_values_diff_with_credentials_masked() {
 }
 
 #[test]
-fn a_long_values_diff_is_cut_and_the_question_stays_visible_at_80x24() {
+fn a_long_values_diff_scrolls_and_the_question_stays_visible_at_80x24() {
     let mut app = app(false);
     let old: serde_json::Map<String, serde_json::Value> = (0..40)
         .map(|i| (format!("key{i:02}"), serde_json::json!(i)))
@@ -431,11 +431,30 @@ fn a_long_values_diff_is_cut_and_the_question_stays_visible_at_80x24() {
     save_draft(&mut app, &new);
     // One hunk header and 80 changed lines: far more than the screen holds.
     assert_eq!(app.editor.as_ref().unwrap().diff.len(), 81);
+    app.page = 16; // as the event loop sets it for 24 rows
     let screen = render(&app, 80, 24).backend().to_string();
-    assert!(screen.contains("… 66 more lines"), "{screen}");
+    assert!(screen.contains("(start of the diff)"), "{screen}");
+    assert!(screen.contains("more lines"), "{screen}");
     assert!(screen.contains("Apply these values"), "{screen}");
-    assert!(screen.contains("y: apply"), "{screen}");
+    assert!(screen.contains("pgup/pgdn g/G: scroll"), "{screen}");
     insta::assert_snapshot!(screen);
+
+    // The moving keys scroll it, and the question stays open.
+    press(&mut app, "G");
+    let end = render(&app, 80, 24).backend().to_string();
+    assert!(end.contains("(end of the diff)"), "{end}");
+    assert!(end.contains("+key39: 40"), "{end}");
+    assert!(end.contains("lines above"), "{end}");
+    assert!(end.contains("Apply these values"), "{end}");
+    insta::assert_snapshot!("a_long_values_diff_scrolled_to_its_end", end);
+    press(&mut app, "kk");
+    let up = render(&app, 80, 24).backend().to_string();
+    assert!(up.contains("… 2 more lines"), "{up}");
+    assert!(app.editor.as_ref().unwrap().confirm.is_some());
+
+    // Any other key goes back to editing, and nothing was sent.
+    assert!(press(&mut app, "x").is_empty());
+    assert!(app.editor.as_ref().unwrap().confirm.is_none());
 }
 
 #[test]

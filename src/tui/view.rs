@@ -71,12 +71,12 @@ pub fn draw(f: &mut Frame, app: &App) {
     }
 }
 
-/// The apply question of a values edit, above the diff of what it changes. A long diff
-/// is cut with "… N more lines" so the question and its answers always stay on screen.
+/// The apply question of a values edit, above the diff of what it changes. A diff longer
+/// than the screen scrolls between "N lines above" and "N more lines" markers, so the
+/// question and its answers always stay on screen.
 fn draw_values_confirm(f: &mut Frame, app: &App, ed: &super::app::Editor, area: Rect) {
     let t = &app.theme;
     let question = format!("Apply these values to spec.values of {}?", ed.key);
-    let answers = "y: apply   any other key: keep editing";
     // Borders, a blank line, the question and its answers.
     const AROUND: usize = 5;
     let room = (area.height as usize).saturating_sub(AROUND);
@@ -99,12 +99,37 @@ fn draw_values_confirm(f: &mut Frame, app: &App, ed: &super::app::Editor, area: 
             t.muted(),
         ));
     }
-    if lines.len() > room {
-        let keep = room.saturating_sub(1);
-        let hidden = lines.len() - keep;
-        lines.truncate(keep);
-        lines.push(Line::styled(format!("… {hidden} more lines"), t.muted()));
+    let long = lines.len() > room;
+    ed.diff_window.set(lines.len());
+    if long {
+        // A marker line above and below the part shown.
+        let window = room.saturating_sub(2).max(1);
+        ed.diff_window.set(window);
+        let start = ed.diff_scroll.min(lines.len().saturating_sub(window));
+        let below = lines.len().saturating_sub(start + window);
+        let mut shown: Vec<Line> = Vec::with_capacity(window + 2);
+        shown.push(Line::styled(
+            match start {
+                0 => "(start of the diff)".to_owned(),
+                n => format!("… {n} lines above"),
+            },
+            t.muted(),
+        ));
+        shown.extend(lines.drain(start..start + window.min(lines.len() - start)));
+        shown.push(Line::styled(
+            match below {
+                0 => "(end of the diff)".to_owned(),
+                n => format!("… {n} more lines"),
+            },
+            t.muted(),
+        ));
+        lines = shown;
     }
+    let answers = if long {
+        "y: apply   j/k pgup/pgdn g/G: scroll   other keys: keep editing"
+    } else {
+        "y: apply   any other key: keep editing"
+    };
     let widest = lines
         .iter()
         .map(Line::width)
