@@ -125,9 +125,11 @@ async fn two_shards_and_an_unsharded_controller_each_reconcile_only_their_releas
     ns.delete().await;
 }
 
-/// An engine and a way to tell, at any moment, whether it acts on `key`'s namespace.
+/// Whether an engine may act on `key` at this moment: its workers run (a term started, or
+/// one that ended is still finishing its step; holding the Lease alone is not acting) and
+/// it does not leave the release's namespace to another engine.
 fn acts_on(handle: &EngineHandle, key: &engine::ReleaseKey) -> bool {
-    *handle.role().borrow() == Role::Leader
+    handle.working()
         && handle
             .views()
             .borrow()
@@ -167,12 +169,23 @@ async fn a_namespace_engine_defers_to_the_cluster_wide_engine_of_its_shard_and_t
         name: "app".into(),
     };
     let both = Arc::new(AtomicUsize::new(0));
+    // Samples in which each engine acted: the sampler must see both at work, in turn.
+    let each = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
     let sampler = {
-        let (local, cluster, key, both) =
-            (local.clone(), cluster.clone(), key.clone(), both.clone());
+        let (local, cluster, key, both, each) = (
+            local.clone(),
+            cluster.clone(),
+            key.clone(),
+            both.clone(),
+            each.clone(),
+        );
         tokio::spawn(async move {
             loop {
-                if acts_on(&local, &key) && acts_on(&cluster, &key) {
+                let acting = [acts_on(&local, &key), acts_on(&cluster, &key)];
+                for (seen, acted) in each.iter().zip(acting) {
+                    seen.fetch_add(usize::from(acted), Ordering::Relaxed);
+                }
+                if acting == [true, true] {
                     both.fetch_add(1, Ordering::Relaxed);
                 }
                 tokio::time::sleep(Duration::from_millis(5)).await;
@@ -250,6 +263,11 @@ async fn a_namespace_engine_defers_to_the_cluster_wide_engine_of_its_shard_and_t
         both.load(Ordering::Relaxed),
         0,
         "both engines acted on the release at the same moment"
+    );
+    let each: Vec<usize> = each.iter().map(|n| n.load(Ordering::Relaxed)).collect();
+    assert!(
+        each.iter().all(|&n| n > 0),
+        "the sampler saw each engine act (namespace, cluster-wide): {each:?}"
     );
     local.shutdown();
     ns.delete().await;

@@ -218,6 +218,8 @@ pub struct EngineHandle {
     pub(super) direct: mpsc::UnboundedSender<(Command, String)>,
     pub(super) stop: CancellationToken,
     pub(super) coverage: super::Coverage,
+    /// True while no worker of this engine runs (see `working`).
+    pub(super) idle: watch::Receiver<bool>,
 }
 
 impl EngineHandle {
@@ -253,6 +255,14 @@ impl EngineHandle {
     }
 
     /// Stops the engine's workers and gives up the lease.
+    /// Whether this engine's workers may act: from the start of a term (once the namespace
+    /// engines' Leases were read and the views say which namespaces it leaves to them)
+    /// until the workers of a term that ended have finished their step. Holding the Lease
+    /// alone is not enough to act.
+    pub fn working(&self) -> bool {
+        !*self.idle.borrow()
+    }
+
     pub fn shutdown(&self) {
         self.stop.cancel();
     }

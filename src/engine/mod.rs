@@ -101,6 +101,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     // so no other engine starts on a release while this one still writes to it.
     let lease_stop = CancellationToken::new();
     let (idle_tx, idle_rx) = watch::channel(true);
+    let idle_seen = idle_rx.clone();
     let (role, lease_task) = if config.passive {
         let (_tx, rx) = watch::channel(Role::Follower {
             holder: "none (read-only)".into(),
@@ -183,6 +184,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     };
     tokio::spawn(async move {
         let workers = dispatcher.workers.clone();
+        let idle = dispatcher.idle.clone();
         dispatcher.run().await;
         workers.close();
         if tokio::time::timeout(SHUTDOWN_GRACE, workers.wait())
@@ -193,6 +195,8 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
                 "workers still busy after {}s; releasing the lease anyway",
                 SHUTDOWN_GRACE.as_secs()
             );
+        } else {
+            idle.send_replace(true);
         }
         lease_stop.cancel();
         let _ = lease_task.await;
@@ -206,6 +210,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         direct: direct_tx,
         stop,
         coverage,
+        idle: idle_seen,
     })
 }
 
@@ -428,8 +433,12 @@ impl Dispatcher {
                                 continue;
                             }
                             tracing::info!(coverage = %self.coverage, "holding the engine lease: reconciling");
-                            self.idle.send_replace(false);
+                            // The views say which namespaces we leave to namespace engines
+                            // before any worker may start.
                             self.acting.clear();
+                            self.refresh_all(&store);
+                            self.publish();
+                            self.idle.send_replace(false);
                             let t: Term = (self.stop.child_token(), TaskTracker::new());
                             for (key, hr) in &store.releases {
                                 if let Some((reason, _)) = store.bad.get(key) && self.eligible(key, hr) {
