@@ -184,7 +184,8 @@ async fn a_release_rolls_once_per_burst_of_config_changes_and_never_on_install()
 
     let prepared = prepare_manifest(&client, &release_manifest(), &ns.name)
         .await
-        .unwrap();
+        .unwrap()
+        .applied;
     applier.apply(&prepared, &ns.name, "web").await.unwrap();
     settles_with(&client, &ns.name, "web", 1).await;
     let first = template_hash(&deployments.get("web").await.unwrap())
@@ -203,7 +204,8 @@ async fn a_release_rolls_once_per_burst_of_config_changes_and_never_on_install()
     // The next upgrade prepares the same manifest against the live data: same hash.
     let again = prepare_manifest(&client, &release_manifest(), &ns.name)
         .await
-        .unwrap();
+        .unwrap()
+        .applied;
     assert_eq!(again, prepared);
     applier.apply(&again, &ns.name, "web").await.unwrap();
     settle().await;
@@ -323,7 +325,8 @@ async fn missing_config_holds_pods_with_the_gate_until_it_appears() {
 
     let prepared = prepare_manifest(&client, &gated_manifest(), &ns.name)
         .await
-        .unwrap();
+        .unwrap()
+        .applied;
     Applier::new(client.clone())
         .apply(&prepared, &ns.name, "late")
         .await
@@ -445,7 +448,8 @@ async fn missing_config_holds_pods_with_the_gate_until_it_appears() {
     // hash the tracker wrote, so its forced apply changes nothing and rolls nothing.
     let next = prepare_manifest(&client, &gated_manifest(), &ns.name)
         .await
-        .unwrap();
+        .unwrap()
+        .applied;
     assert!(!next.contains(CONFIG_PENDING_GATE));
     assert!(next.contains(&hash));
     Applier::new(client.clone())
@@ -643,7 +647,10 @@ async fn a_gated_stateful_set_runs_once_its_secret_appears() {
         \x20   metadata:\n      labels: {app: db}\n    spec:\n      containers:\n        - name: db\n\
         \x20         image: registry.invalid/db:1\n          env:\n            - name: PASSWORD\n\
         \x20             valueFrom: {secretKeyRef: {name: db-creds, key: password}}\n";
-    let prepared = prepare_manifest(&client, manifest, &ns.name).await.unwrap();
+    let prepared = prepare_manifest(&client, manifest, &ns.name)
+        .await
+        .unwrap()
+        .applied;
     assert!(prepared.contains(CONFIG_PENDING_GATE));
     Applier::new(client.clone())
         .apply(&prepared, &ns.name, "db")

@@ -21,6 +21,7 @@ use super::manifest::{
 use super::order::{INSTALL_ORDER, UNINSTALL_ORDER, sort_by_kind};
 use super::{Error, is_status};
 use crate::api::CrdPolicy;
+use crate::release::Elsewhere;
 
 /// Whose objects an apply, prune or uninstall works on, and what it may take over.
 #[derive(Debug, Clone, Copy)]
@@ -35,6 +36,9 @@ pub struct Owner<'a> {
     /// Helm 4's `--take-ownership`: adopt existing objects whatever their ownership
     /// metadata says.
     pub take_ownership: bool,
+    /// Other records deploying the same (release name, namespace) from another storage
+    /// namespace: their objects carry the same ownership metadata but are never ours.
+    pub others: &'a [Elsewhere],
 }
 
 impl<'a> Owner<'a> {
@@ -45,7 +49,13 @@ impl<'a> Owner<'a> {
             namespace,
             previous_manifest: None,
             take_ownership: false,
+            others: &[],
         }
+    }
+
+    pub fn others(mut self, others: &'a [Elsewhere]) -> Self {
+        self.others = others;
+        self
     }
 
     pub fn previous(mut self, manifest: Option<&'a str>) -> Self {
@@ -446,11 +456,12 @@ impl Applier {
     /// not. Reads only; run it before hooks and CRDs so a refusal changes nothing.
     pub async fn check_adoption(&self, manifest: &str, owner: &Owner<'_>) -> Result<(), Error> {
         let previous = self.previous_objects(owner).await?;
+        let foreign = self.foreign_objects(owner).await?;
         for obj in parse_manifest(manifest)? {
             // A kind not served yet has no objects to conflict with.
             if let Some(resource) = self.resolve(&obj).await? {
                 let target = Target::new(obj, resource, owner.namespace);
-                self.existing(&target, owner, &previous).await?;
+                self.existing(&target, owner, &previous, &foreign).await?;
             }
         }
         Ok(())
@@ -492,10 +503,11 @@ impl Applier {
         }
 
         let previous = self.previous_objects(owner).await?;
+        let foreign = self.foreign_objects(owner).await?;
         for (obj, resource) in &planned {
             let Some(resource) = resource else { continue };
             let target = Target::new(obj.clone(), resource.clone(), namespace);
-            if let Some(live) = self.existing(&target, owner, &previous).await? {
+            if let Some(live) = self.existing(&target, owner, &previous, &foreign).await? {
                 let rendered = previous.get(&identity(&target.reference));
                 self.hand_over_fields(&target, live, rendered).await?;
             }
@@ -542,13 +554,33 @@ impl Applier {
         Ok(objects)
     }
 
+    /// The objects of the other records deploying this (release name, namespace), each
+    /// with who owns it.
+    async fn foreign_objects(&self, owner: &Owner<'_>) -> Result<HashMap<Identity, String>, Error> {
+        let mut objects = HashMap::new();
+        for other in owner.others {
+            let Ok(parsed) = parse_manifest(&other.manifest) else {
+                continue;
+            };
+            for obj in parsed {
+                if let Some(resource) = self.resolve(&obj).await? {
+                    let target = Target::new(obj, resource, owner.namespace);
+                    objects.insert(identity(&target.reference), other.describe());
+                }
+            }
+        }
+        Ok(objects)
+    }
+
     /// The live object, if it exists, after Helm's ownership check for objects new to
-    /// the release.
+    /// the release. An object another record of the same identity owns is refused
+    /// whatever its metadata says (`take_ownership` included).
     async fn existing(
         &self,
         target: &Target,
         owner: &Owner<'_>,
         previous: &HashMap<Identity, Value>,
+        foreign: &HashMap<Identity, String>,
     ) -> Result<Option<DynamicObject>, Error> {
         let Some(live) = target
             .api(&self.client)
@@ -558,6 +590,12 @@ impl Applier {
         else {
             return Ok(None);
         };
+        if let Some(other) = foreign.get(&identity(&target.reference)) {
+            return Err(Error::Foreign {
+                object: helm_resource_string(&target.reference),
+                owner: other.clone(),
+            });
+        }
         let ours = previous.contains_key(&identity(&target.reference));
         if !ours
             && !owner.take_ownership
@@ -676,9 +714,14 @@ impl Applier {
         owner: &Owner<'_>,
     ) -> Result<Removed, Error> {
         sort_by_kind(&mut targets, |t| t.reference.kind.as_str(), UNINSTALL_ORDER);
+        let foreign = self.foreign_objects(owner).await?;
         let mut removed = Removed::default();
         for target in targets {
-            match self.delete_if_ours(&target, owner).await? {
+            let deletion = match foreign.get(&identity(&target.reference)) {
+                Some(other) => Deletion::Foreign(format!("belongs to {other}")),
+                None => self.delete_if_ours(&target, owner).await?,
+            };
+            match deletion {
                 Deletion::Deleted => removed.deleted.push(target.reference),
                 Deletion::Foreign(holder) => {
                     tracing::warn!(object = %target.reference, %holder, release = owner.release_name,

@@ -62,6 +62,13 @@ pub enum Error {
         holder: String,
     },
 
+    /// The object belongs to another release record deploying the same release name into
+    /// the same namespace: its ownership metadata cannot tell the two apart.
+    #[error(
+        "{object} belongs to {owner}, not to this release; nothing was applied (a release is its storage namespace and name: give this one another releaseName or targetNamespace, or uninstall the other)"
+    )]
+    Foreign { object: String, owner: String },
+
     #[error("cannot watch {object}: {message}")]
     Watch { object: String, message: String },
 

@@ -12,9 +12,10 @@ use kube::{Api, Client};
 use crate::api::HelmRelease;
 use crate::release::{Release, storage};
 
-pub const UID_LABEL: &str = "wheelhouse.dev/helmrelease-uid";
-pub const NAMESPACE_LABEL: &str = "wheelhouse.dev/helmrelease-namespace";
-pub const NAME_LABEL: &str = "wheelhouse.dev/helmrelease-name";
+pub use crate::release::{
+    CLAIM_NAME_LABEL as NAME_LABEL, CLAIM_NAMESPACE_LABEL as NAMESPACE_LABEL,
+    CLAIM_UID_LABEL as UID_LABEL,
+};
 
 /// Who manages a Helm release, as its newest revision says.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,10 +1,18 @@
 //! Helm releases: the record Helm stores, and its storage as Secrets.
 
+pub mod identity;
 mod model;
 pub mod storage;
 
+pub use identity::{Elsewhere, stored_elsewhere};
 pub use model::*;
 pub use storage::{MAX_RECORD_BYTES, Storage, check_size, decode, encode};
+
+/// Labels by which a HelmRelease claims the revisions it writes (`engine::claim`); the
+/// helm CLI carries them over to the revisions it writes by hand.
+pub const CLAIM_UID_LABEL: &str = "wheelhouse.dev/helmrelease-uid";
+pub const CLAIM_NAMESPACE_LABEL: &str = "wheelhouse.dev/helmrelease-namespace";
+pub const CLAIM_NAME_LABEL: &str = "wheelhouse.dev/helmrelease-name";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -30,7 +30,8 @@ use thiserror::Error;
 
 pub use discovery::{ConfigKind, ConsumedObject, ConsumedRef, Selection};
 pub use prepare::{
-    ConfigKey, LiveNeeds, LiveState, live_objects_needed, prepare_manifest, rewrite_manifest,
+    ConfigKey, LiveNeeds, LiveState, PreparedManifest, live_objects_needed, prepare_manifest,
+    rewrite, rewrite_manifest,
 };
 pub use tracker::{
     NamespaceFilter, Ownership, ReleaseId, TrackedObject, TrackedWorkload, TrackerConfig,

@@ -63,7 +63,7 @@ pub async fn prepare_manifest(
     client: &Client,
     manifest: &str,
     namespace: &str,
-) -> Result<String, Error> {
+) -> Result<PreparedManifest, Error> {
     let needed = live_objects_needed(manifest, namespace)?;
     let mut live = LiveState::default();
     for key in needed.objects {
@@ -88,7 +88,7 @@ pub async fn prepare_manifest(
             live.jobs.insert((ns, name), hash);
         }
     }
-    rewrite_manifest(manifest, namespace, &live)
+    rewrite(manifest, namespace, &live)
 }
 
 /// What [`rewrite_manifest`] needs from the cluster.
@@ -232,15 +232,36 @@ fn manifest_error(doc: &Doc<'_>, message: String) -> Error {
     }
 }
 
-/// The pure part of [`prepare_manifest`], given what exists in the cluster.
+/// A prepared manifest in its two forms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PreparedManifest {
+    /// What is applied: the hash, and the `config-pending` gate on workloads whose config
+    /// does not exist yet (wheelhouse lifts the gate when it appears).
+    pub applied: String,
+    /// What the revision stores: the same without the gate, because nothing but a running
+    /// wheelhouse lifts it, and a `helm rollback` by hand must end with schedulable pods.
+    pub stored: String,
+}
+
+/// The manifest as applied: [`rewrite`]'s `applied`.
 pub fn rewrite_manifest(
     manifest: &str,
     namespace: &str,
     live: &LiveState,
 ) -> Result<String, Error> {
+    rewrite(manifest, namespace, live).map(|m| m.applied)
+}
+
+/// The pure part of [`prepare_manifest`], given what exists in the cluster.
+pub fn rewrite(
+    manifest: &str,
+    namespace: &str,
+    live: &LiveState,
+) -> Result<PreparedManifest, Error> {
     let docs = documents(manifest)?;
     let own = own_objects(&docs, namespace)?;
-    let mut changed: HashMap<usize, (WorkloadKind, Value)> = HashMap::new();
+    // Per changed document: its kind, the object as applied, and as stored when they differ.
+    let mut changed: HashMap<usize, (WorkloadKind, Value, Option<Value>)> = HashMap::new();
     for (i, kind, v) in workloads(&docs) {
         let ns = namespace_of(v, namespace);
         let objects =
@@ -268,10 +289,36 @@ pub fn rewrite_manifest(
         }
         let mut updated = v.clone();
         set_template(kind, &mut updated, &hash, gate);
-        changed.insert(i, (kind, updated));
+        let stored = (gate && kind.can_gate()).then(|| {
+            let mut ungated = v.clone();
+            set_template(kind, &mut ungated, &hash, false);
+            ungated
+        });
+        changed.insert(i, (kind, updated, stored));
     }
 
-    let mut out = String::with_capacity(manifest.len() + 256);
+    let applied = write_documents(&docs, manifest.len(), |i| {
+        changed.get(&i).map(|(kind, v, _)| (*kind, v))
+    });
+    let stored = if changed.values().any(|(_, _, s)| s.is_some()) {
+        write_documents(&docs, manifest.len(), |i| {
+            changed
+                .get(&i)
+                .map(|(kind, v, stored)| (*kind, stored.as_ref().unwrap_or(v)))
+        })
+    } else {
+        applied.clone()
+    };
+    Ok(PreparedManifest { applied, stored })
+}
+
+/// The documents written out again, `changed(i)` giving the new object of document `i`.
+fn write_documents<'v>(
+    docs: &[Doc<'_>],
+    capacity: usize,
+    changed: impl Fn(usize) -> Option<(WorkloadKind, &'v Value)>,
+) -> String {
+    let mut out = String::with_capacity(capacity + 256);
     for (i, doc) in docs.iter().enumerate() {
         out.push_str("---\n");
         if let Some(source) = doc.source {
@@ -279,9 +326,9 @@ pub fn rewrite_manifest(
             out.push_str(source);
             out.push('\n');
         }
-        let edited = changed.get(&i).map(|(kind, v)| {
+        let edited = changed(i).map(|(kind, v)| {
             let original = doc.value.as_ref().expect("changed documents parsed");
-            super::edit::edit_workload(doc.body, *kind, original, v)
+            super::edit::edit_workload(doc.body, kind, original, v)
                 .ok_or_else(|| serde_json::to_string_pretty(v).expect("JSON values serialize"))
         });
         match edited {
@@ -305,7 +352,7 @@ pub fn rewrite_manifest(
             }
         }
     }
-    Ok(out)
+    out
 }
 
 #[cfg(test)]
@@ -392,6 +439,30 @@ mod tests {
             rewrite_manifest(&out, "ns", &LiveState::default()).unwrap(),
             out
         );
+    }
+
+    #[test]
+    fn the_stored_manifest_never_carries_the_gate() {
+        let manifest = format!(
+            "{}{CM}",
+            deployment("        - {name: c, configMap: {name: late}}\n")
+        );
+        let prepared = rewrite(&manifest, "ns", &LiveState::default()).unwrap();
+        let applied = workload_of(&prepared.applied);
+        let stored = workload_of(&prepared.stored);
+        assert!(is_gated(WorkloadKind::Deployment, &applied));
+        assert!(!is_gated(WorkloadKind::Deployment, &stored));
+        assert!(!prepared.stored.contains("schedulingGates"));
+        // The same hash in both, and everything else the same bytes.
+        assert_eq!(
+            template_hash(WorkloadKind::Deployment, &applied),
+            template_hash(WorkloadKind::Deployment, &stored)
+        );
+        assert!(prepared.stored.ends_with(CM));
+
+        let ungated = deployment("        - {name: c, configMap: {name: web}}\n") + CM;
+        let prepared = rewrite(&ungated, "ns", &LiveState::default()).unwrap();
+        assert_eq!(prepared.applied, prepared.stored);
     }
 
     #[test]

@@ -158,15 +158,20 @@ pub async fn install_or_upgrade(
     // Config tracking: hash the ConfigMaps/Secrets each workload consumes into its pod
     // template (and gate pods whose config does not exist yet) before the first apply, so
     // pods start once with it instead of restarting to receive it.
-    rel.manifest = if hr.spec.config_tracking.clone().unwrap_or_default().enabled {
-        crate::tracking::prepare_manifest(
+    // The revision stores the manifest without the config-pending gate: only a running
+    // wheelhouse lifts it, and `helm rollback` by hand must end with schedulable pods.
+    let applied_manifest = if hr.spec.config_tracking.clone().unwrap_or_default().enabled {
+        let prepared = crate::tracking::prepare_manifest(
             &run.ctx.client,
             &rendered.manifest,
             &run.target_namespace,
         )
         .await
-        .map_err(|e| crate::Error::Tracking(Box::new(e)))?
+        .map_err(|e| crate::Error::Tracking(Box::new(e)))?;
+        rel.manifest = prepared.stored;
+        prepared.applied
     } else {
+        rel.manifest = rendered.manifest.clone();
         rendered.manifest.clone()
     };
     rel.hooks = rendered.hooks.clone();
@@ -179,12 +184,19 @@ pub async fn install_or_upgrade(
     }
     let release_name = run.release_name.clone();
     let ns = run.target_namespace.clone();
+    let elsewhere = run.elsewhere.clone();
     let owner = Owner::new(&release_name, &ns)
         .previous(previous.filter(|_| is_upgrade).map(|p| p.manifest.as_str()))
-        .take_ownership(take_ownership);
+        .take_ownership(take_ownership)
+        .others(&elsewhere);
     // As Helm: objects that belong to someone else stop the action before anything is
     // stored, hooked or applied.
-    if let Err(e) = run.ctx.applier.check_adoption(&rel.manifest, &owner).await {
+    if let Err(e) = run
+        .ctx
+        .applier
+        .check_adoption(&applied_manifest, &owner)
+        .await
+    {
         return Ok(Outcome::Failed {
             reason: failed_reason,
             message: format!("{verb} failed: {e}"),
@@ -222,7 +234,10 @@ pub async fn install_or_upgrade(
                 .run_hooks(&mut rel.hooks, event, &ns, timeout)
                 .await?;
         }
-        run.ctx.applier.apply_release(&rel.manifest, &owner).await?;
+        run.ctx
+            .applier
+            .apply_release(&applied_manifest, &owner)
+            .await?;
         if let Some(prev) = previous.filter(|_| is_upgrade) {
             run.ctx
                 .applier

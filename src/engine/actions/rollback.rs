@@ -51,9 +51,11 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
         .upgrade
         .as_ref()
         .is_some_and(|u| u.take_ownership);
+    let elsewhere = run.elsewhere.clone();
     let owner = Owner::new(&release_name, &ns)
         .previous(Some(&current.manifest))
-        .take_ownership(take_ownership);
+        .take_ownership(take_ownership)
+        .others(&elsewhere);
     if let Err(e) = run.ctx.applier.check_adoption(&rel.manifest, &owner).await {
         return Ok(failed(format!("Helm rollback failed: {e}")));
     }

@@ -26,6 +26,18 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
     let spec = run.hr.spec.uninstall.clone().unwrap_or_default();
     let timeout = spec.timeout.unwrap_or(run.hr.spec.timeout).as_std();
     let ns = run.target_namespace.clone();
+    let release_name = run.release_name.clone();
+    // Objects another record of this (name, namespace) owns are never deleted, even when
+    // this release's records list them too (written before identities were checked).
+    let elsewhere = crate::release::stored_elsewhere(
+        &run.ctx.client,
+        run.storage.namespace(),
+        &release_name,
+        &ns,
+        run.hr.metadata.uid.as_deref(),
+    )
+    .await?
+    .unwrap_or_default();
     let mut rel = latest.clone();
     set_status(
         &mut rel,
@@ -33,8 +45,7 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
         "Deletion in progress (or silently failed)",
     );
     run.storage.update(&rel).await?;
-    let release_name = run.release_name.clone();
-    let owner = Owner::new(&release_name, &ns);
+    let owner = Owner::new(&release_name, &ns).others(&elsewhere);
     let steps = async {
         if !spec.disable_hooks {
             run.ctx

@@ -114,6 +114,9 @@ pub struct Run<'a> {
     /// When the event arrived whose desired state this reconcile applies, if it
     /// superseded a wait (for the trigger-to-fix metric).
     pub fix_triggered_at: Option<tokio::time::Instant>,
+    /// Other records deploying this (release name, target namespace) from another storage
+    /// namespace, as the guards found them: their objects are never this release's.
+    pub elsewhere: Vec<crate::release::Elsewhere>,
 }
 
 impl Run<'_> {

@@ -62,6 +62,34 @@ pub(super) async fn claimed_elsewhere(run: &mut Run<'_>) -> crate::Result<Option
     )))
 }
 
+/// Why this HelmRelease must leave its (release name, target namespace) alone, if it
+/// must: a live release stored in another namespace already deploys it (the helm CLI's
+/// release in the target namespace, or another HelmRelease's storage). Helm's ownership
+/// metadata cannot tell the two apart, so acting would overwrite its objects and
+/// deleting this HelmRelease would delete them. Keeps what it found in `run.elsewhere`
+/// for the actions, which refuse and never delete those objects.
+pub(super) async fn identity_taken_elsewhere(run: &mut Run<'_>) -> crate::Result<Option<String>> {
+    let found = crate::release::stored_elsewhere(
+        &run.ctx.client,
+        run.storage.namespace(),
+        &run.release_name,
+        &run.target_namespace,
+        run.hr.metadata.uid.as_deref(),
+    )
+    .await?;
+    run.elsewhere = found.unwrap_or_default();
+    let Some(first) = run.elsewhere.first() else {
+        return Ok(None);
+    };
+    Ok(Some(format!(
+        "release {:?} in namespace {} is already {}; this HelmRelease (stored in namespace {}) applies nothing to it, and deleting it deletes none of its objects, until it names another release (spec.releaseName, spec.targetNamespace) or that release is uninstalled",
+        run.release_name,
+        run.target_namespace,
+        first.describe(),
+        run.storage.namespace(),
+    )))
+}
+
 /// The releases `hr` (in namespace `ns`) depends on; a dependency without a namespace
 /// is in the release's own.
 fn deps(hr: &HelmRelease, ns: &str) -> Vec<ReleaseKey> {

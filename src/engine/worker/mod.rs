@@ -196,6 +196,7 @@ async fn reconcile_once(
         desired_digest: String::new(),
         desired_sources: Vec::new(),
         fix_triggered_at: None,
+        elsewhere: Vec::new(),
     };
     if hr.metadata.deletion_timestamp.is_some() {
         return (

@@ -9,7 +9,9 @@ use std::time::Duration;
 use kube::runtime::events::EventType;
 
 use super::desired::prepare;
-use super::guards::{claimed_elsewhere, dependency_cycle, stall, unready_dependency};
+use super::guards::{
+    claimed_elsewhere, dependency_cycle, identity_taken_elsewhere, stall, unready_dependency,
+};
 use super::triggers::new_token;
 use super::{NEVER, Requeue, Run};
 use crate::api::{HelmRelease, HelmReleaseStatus, annotations};
@@ -30,6 +32,11 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         return Ok(Requeue::After(NEVER));
     }
     if let Some(message) = claimed_elsewhere(run).await? {
+        return Ok(Requeue::After(
+            stall(run, reason::RELEASE_CONFLICT, message, interval).await,
+        ));
+    }
+    if let Some(message) = identity_taken_elsewhere(run).await? {
         return Ok(Requeue::After(
             stall(run, reason::RELEASE_CONFLICT, message, interval).await,
         ));
