@@ -193,6 +193,177 @@ async fn a_second_helmrelease_for_the_same_release_is_refused_and_its_deletion_u
     ns.delete().await;
 }
 
+/// The data, labels and annotations of every ConfigMap and the spec of every Deployment
+/// in `ns`: what a release stored elsewhere must never change.
+async fn objects_in(client: &Client, ns: &str) -> Vec<String> {
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let mut out = Vec::new();
+    for cm in cms.list(&ListParams::default()).await.unwrap().items {
+        if cm.name_any() == "kube-root-ca.crt" {
+            continue;
+        }
+        out.push(format!(
+            "ConfigMap {} {:?} {:?} {:?}",
+            cm.name_any(),
+            cm.data,
+            cm.labels(),
+            cm.annotations()
+        ));
+    }
+    for d in deployments
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
+        out.push(format!(
+            "Deployment {} {:?} {:?}",
+            d.name_any(),
+            serde_json::to_string(&d.spec).unwrap(),
+            d.annotations()
+        ));
+    }
+    out.sort();
+    out
+}
+
+/// A HelmRelease in namespace `a` deploying release `x` into `t`, where the helm CLI
+/// already has release `x`: Helm's ownership metadata (name x, namespace t) cannot tell
+/// the two apart, the storage namespace can. Refused as a ReleaseConflict naming the helm
+/// CLI's release; nothing stored or changed; deleting it deletes nothing of x.
+#[tokio::test]
+async fn a_helmrelease_stored_elsewhere_never_takes_or_deletes_a_helm_cli_release() {
+    let (client, ns, api) = setup("id-a").await;
+    let target = support::TestNamespace::new(&client, "id-t").await;
+    let _engine = start(&client, &ns.name).await;
+    helm(
+        &target.name,
+        &["install", "x", &chart("shared"), "--set", "value=cli"],
+    );
+    let before = objects_in(&client, &target.name).await;
+    assert_eq!(before.len(), 2, "{before:?}");
+
+    api.create(
+        &PostParams::default(),
+        &shared(
+            "x",
+            serde_json::json!({"releaseName": "x", "targetNamespace": target.name,
+                               "values": {"value": "mine"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let refused = wait_for(&api, "x", "ReleaseConflict", |h| {
+        is(h, "Ready", "False", "ReleaseConflict") && is(h, "Stalled", "True", "ReleaseConflict")
+    })
+    .await;
+    let message = ready_message(&refused);
+    assert!(
+        message.contains(&format!(
+            "is already Helm release x stored in namespace {} (revision 1, deployed; not managed by a HelmRelease",
+            target.name
+        )),
+        "{message}"
+    );
+    assert_eq!(
+        objects_in(&client, &target.name).await,
+        before,
+        "x's objects unchanged"
+    );
+    assert!(
+        storage_of(&client, &ns.name, "x").await.is_empty(),
+        "nothing stored"
+    );
+    let events = support::engine::events_of(&client, &ns.name, "x").await;
+    assert!(
+        events.iter().any(|e| e.starts_with("ReleaseConflict")),
+        "{events:?}"
+    );
+
+    // Deleting it: the finalizer let go (a positive sign it was handled), and x is whole.
+    api.delete("x", &DeleteParams::default()).await.unwrap();
+    wait_for_gone(&api, "x").await;
+    assert_eq!(
+        objects_in(&client, &target.name).await,
+        before,
+        "x's objects kept"
+    );
+    let status = helm(&target.name, &["status", "x", "-o", "json"]);
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(status["info"]["status"], "deployed");
+    ns.delete().await;
+    target.delete().await;
+}
+
+/// The same between two HelmReleases in two namespaces with the same target and release
+/// name: the second is refused naming the first, and deleting it deletes nothing of the
+/// first; deleting the first then uninstalls its objects (the check is not blanket).
+#[tokio::test]
+async fn two_helmreleases_stored_in_two_namespaces_never_share_a_release() {
+    let (client, first_ns, first) = setup("id-a").await;
+    let second_ns = support::TestNamespace::new(&client, "id-b").await;
+    let second: Api<HelmRelease> = Api::namespaced(client.clone(), &second_ns.name);
+    let target = support::TestNamespace::new(&client, "id-t").await;
+    let _first_engine = start(&client, &first_ns.name).await;
+    let _second_engine = start(&client, &second_ns.name).await;
+    let spec = |value: &str| {
+        serde_json::json!({"releaseName": "x", "targetNamespace": target.name,
+                           "values": {"value": value}})
+    };
+    first
+        .create(&PostParams::default(), &shared("web", spec("first")))
+        .await
+        .unwrap();
+    wait_for(&first, "web", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    let before = objects_in(&client, &target.name).await;
+
+    second
+        .create(&PostParams::default(), &shared("web", spec("second")))
+        .await
+        .unwrap();
+    let refused = wait_for(&second, "web", "ReleaseConflict", |h| {
+        is(h, "Ready", "False", "ReleaseConflict")
+    })
+    .await;
+    let message = ready_message(&refused);
+    assert!(
+        message.contains(&format!(
+            "Helm release x stored in namespace {} (revision 1, deployed; managed by HelmRelease {}/web)",
+            first_ns.name, first_ns.name
+        )),
+        "{message}"
+    );
+    assert_eq!(objects_in(&client, &target.name).await, before);
+    assert!(storage_of(&client, &second_ns.name, "x").await.is_empty());
+
+    second
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for_gone(&second, "web").await;
+    assert_eq!(
+        objects_in(&client, &target.name).await,
+        before,
+        "the first's objects kept"
+    );
+    assert_eq!(helm_history(&first_ns.name, "x")[0].1, "deployed");
+
+    first.delete("web", &DeleteParams::default()).await.unwrap();
+    wait_for_gone(&first, "web").await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &target.name);
+    assert!(
+        deployments.get_opt("x").await.unwrap().is_none(),
+        "its own uninstall deletes"
+    );
+    first_ns.delete().await;
+    second_ns.delete().await;
+    target.delete().await;
+}
+
 async fn wait_for_gone(api: &Api<HelmRelease>, name: &str) {
     let deadline = Instant::now() + PATIENCE;
     while api.get_opt(name).await.unwrap().is_some() {

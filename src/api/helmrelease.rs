@@ -216,6 +216,12 @@ pub struct Install {
     /// fails the install and nothing is applied.
     #[serde(default)]
     pub take_ownership: bool,
+    /// Overwrite fields another field manager holds with another value, and become
+    /// their sole manager (Helm 4's `--force-conflicts`). Off: such a field keeps the other
+    /// manager's value while the chart renders what it rendered before (an HPA keeps its
+    /// replicas), and a change of it fails the action with the manager and field named.
+    #[serde(default)]
+    pub force_conflicts: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remediation: Option<InstallRemediation>,
 }
@@ -228,6 +234,7 @@ impl Default for Install {
             disable_wait: false,
             disable_hooks: false,
             take_ownership: false,
+            force_conflicts: false,
             remediation: None,
         }
     }
@@ -258,6 +265,12 @@ pub struct Upgrade {
     /// ownership metadata says (Helm 4's `--take-ownership`).
     #[serde(default)]
     pub take_ownership: bool,
+    /// Overwrite fields another field manager holds with another value, and become
+    /// their sole manager (Helm 4's `--force-conflicts`). Off: such a field keeps the other
+    /// manager's value while the chart renders what it rendered before (an HPA keeps its
+    /// replicas), and a change of it fails the action with the manager and field named.
+    #[serde(default)]
+    pub force_conflicts: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remediation: Option<UpgradeRemediation>,
 }
@@ -270,6 +283,7 @@ impl Default for Upgrade {
             disable_hooks: false,
             cleanup_on_fail: false,
             take_ownership: false,
+            force_conflicts: false,
             remediation: None,
         }
     }
@@ -320,6 +334,12 @@ pub struct Rollback {
     pub disable_hooks: bool,
     #[serde(default)]
     pub disable_wait: bool,
+    /// Overwrite fields another field manager holds with another value, and become
+    /// their sole manager (Helm 4's `--force-conflicts`). Off: such a field keeps the other
+    /// manager's value while the chart renders what it rendered before (an HPA keeps its
+    /// replicas), and a change of it fails the action with the manager and field named.
+    #[serde(default)]
+    pub force_conflicts: bool,
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

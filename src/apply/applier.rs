@@ -39,6 +39,8 @@ pub struct Owner<'a> {
     /// Other records deploying the same (release name, namespace) from another storage
     /// namespace: their objects carry the same ownership metadata but are never ours.
     pub others: &'a [Elsewhere],
+    /// Helm 4's `--force-conflicts`: overwrite fields other managers hold.
+    pub force_conflicts: bool,
 }
 
 impl<'a> Owner<'a> {
@@ -50,7 +52,13 @@ impl<'a> Owner<'a> {
             previous_manifest: None,
             take_ownership: false,
             others: &[],
+            force_conflicts: false,
         }
+    }
+
+    pub fn force_conflicts(mut self, force: bool) -> Self {
+        self.force_conflicts = force;
+        self
     }
 
     pub fn others(mut self, others: &'a [Elsewhere]) -> Self {
@@ -427,6 +435,27 @@ impl Applier {
         Ok(())
     }
 
+    /// Server-side applies a release object; without `force`, a field another manager
+    /// holds fails the apply with the server's account of it, as in Helm 4.
+    async fn apply_object(&self, target: &Target, force: bool) -> Result<(), Error> {
+        if force {
+            return self.server_side_apply(target).await.map(drop);
+        }
+        let params = PatchParams::apply(RELEASE_FIELD_MANAGER);
+        match target
+            .api(&self.client)
+            .patch(target.name(), &params, &Patch::Apply(&target.obj))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 409) => Err(Error::FieldConflict {
+                object: helm_resource_string(&target.reference),
+                conflicts: super::api_message(&e),
+            }),
+            Err(e) => Err(target.api_error("apply")(e)),
+        }
+    }
+
     /// Returns the UID of the applied object.
     pub(super) async fn server_side_apply(&self, target: &Target) -> Result<Option<String>, Error> {
         let params = PatchParams::apply(RELEASE_FIELD_MANAGER).force();
@@ -460,8 +489,11 @@ impl Applier {
         for obj in parse_manifest(manifest)? {
             // A kind not served yet has no objects to conflict with.
             if let Some(resource) = self.resolve(&obj).await? {
-                let target = Target::new(obj, resource, owner.namespace);
-                self.existing(&target, owner, &previous, &foreign).await?;
+                let mut target = Target::new(obj, resource, owner.namespace);
+                if let Some(live) = self.existing(&target, owner, &previous, &foreign).await? {
+                    let rendered = previous.get(&identity(&target.reference));
+                    settle_conflicts(&mut target, &live, rendered, owner)?;
+                }
             }
         }
         Ok(())
@@ -504,11 +536,14 @@ impl Applier {
 
         let previous = self.previous_objects(owner).await?;
         let foreign = self.foreign_objects(owner).await?;
-        for (obj, resource) in &planned {
+        for (obj, resource) in &mut planned {
             let Some(resource) = resource else { continue };
-            let target = Target::new(obj.clone(), resource.clone(), namespace);
+            let mut target = Target::new(obj.clone(), resource.clone(), namespace);
             if let Some(live) = self.existing(&target, owner, &previous, &foreign).await? {
                 let rendered = previous.get(&identity(&target.reference));
+                if settle_conflicts(&mut target, &live, rendered, owner)? {
+                    *obj = target.obj.clone();
+                }
                 self.hand_over_fields(&target, live, rendered).await?;
             }
         }
@@ -525,7 +560,7 @@ impl Applier {
             };
             set_ownership(&mut obj, owner.release_name, namespace);
             let target = Target::new(obj, resource, namespace);
-            self.server_side_apply(&target).await?;
+            self.apply_object(&target, owner.force_conflicts).await?;
             if crd_defines(&target.obj).is_some_and(|gk| awaited_kinds.contains(&gk)) {
                 self.wait_crd_served(&target.obj).await?;
             }
@@ -787,6 +822,53 @@ impl Applier {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// Fields of `live` another manager holds with a value other than the one rendered now
+/// ([`fields::conflicts`]): where the chart renders what it rendered before, the other
+/// manager keeps its value (the field leaves the object to apply; returns true when one
+/// did); where the chart changed it, the apply fails naming manager and field. With
+/// `force_conflicts` the release takes them all, as `helm upgrade --force-conflicts`.
+fn settle_conflicts(
+    target: &mut Target,
+    live: &DynamicObject,
+    previous: Option<&Value>,
+    owner: &Owner<'_>,
+) -> Result<bool, Error> {
+    if owner.force_conflicts {
+        return Ok(false);
+    }
+    let live = serde_json::to_value(live).unwrap_or(Value::Null);
+    let mut rendered = serde_json::to_value(&target.obj).unwrap_or(Value::Null);
+    let found = fields::conflicts(&live, &rendered, previous);
+    let changed: Vec<String> = found
+        .iter()
+        .filter(|c| !c.unchanged)
+        .map(|c| format!("conflict with {:?}: {}", c.manager, c.path))
+        .collect();
+    if !changed.is_empty() {
+        return Err(Error::FieldConflict {
+            object: helm_resource_string(&target.reference),
+            conflicts: format!(
+                "the chart changed {} field(s) another manager holds ({})",
+                changed.len(),
+                changed.join(", ")
+            ),
+        });
+    }
+    if found.is_empty() {
+        return Ok(false);
+    }
+    for conflict in &found {
+        tracing::info!(object = %target.reference, manager = %conflict.manager, field = %conflict.path,
+            "keeping another manager's value: the chart renders what it rendered before");
+        fields::leave_to_them(&mut rendered, conflict);
+    }
+    target.obj = serde_json::from_value(rendered).map_err(|e| Error::Parse {
+        origin: target.reference.to_string(),
+        message: e.to_string(),
+    })?;
+    Ok(true)
 }
 
 enum Deletion {

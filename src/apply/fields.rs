@@ -97,6 +97,133 @@ pub fn migrate(live: &Value, previous: Option<&Value>, now: &str) -> Option<Vec<
     Some(entries)
 }
 
+/// A field of a live object that another manager holds with a value other than the one
+/// the release renders now: applying would take it from them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conflict {
+    pub manager: String,
+    /// `.spec.replicas`, `.spec.template.spec.containers[name=app].image`, ...
+    pub path: String,
+    /// Whether the previous revision rendered the same value there (the chart did not
+    /// change it): the other manager's value is then kept.
+    pub unchanged: bool,
+    leaf: Leaf,
+}
+
+/// The fields of `live` that a manager other than the release's (and those folded into
+/// it) holds with a value other than `rendered` has. `previous` is the object as the
+/// previous revision rendered it, if it did. Writes through the scale subresource count:
+/// they hold `.spec.replicas` of the object itself.
+pub fn conflicts(live: &Value, rendered: &Value, previous: Option<&Value>) -> Vec<Conflict> {
+    let Some(api_version) = live.get("apiVersion").and_then(Value::as_str) else {
+        return Vec::new();
+    };
+    let Some(entries) = live
+        .pointer("/metadata/managedFields")
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    let mut found: Vec<Conflict> = Vec::new();
+    for entry in entries {
+        let manager = text(entry, "manager");
+        let subresource = text(entry, "subresource");
+        if FOLDED_MANAGERS.contains(&manager)
+            || !(subresource.is_empty() || subresource == "scale")
+            || text(entry, "apiVersion") != api_version
+            || text(entry, "fieldsType") != "FieldsV1"
+        {
+            continue;
+        }
+        let Some(fields) = entry.get("fieldsV1").and_then(Value::as_object) else {
+            continue;
+        };
+        let mut leaves = Vec::new();
+        collect_leaves(fields, &mut Vec::new(), &mut leaves);
+        for leaf in leaves {
+            // The presence of a map or list item holds no value to disagree on.
+            if leaf.last().is_some_and(|k| k == ".")
+                || leaf.first().is_some_and(|k| k == "f:status")
+            {
+                continue;
+            }
+            let (Some(want), Some(have)) = (resolve(rendered, &leaf), resolve(live, &leaf)) else {
+                continue;
+            };
+            if want == have || found.iter().any(|c| c.leaf == leaf) {
+                continue;
+            }
+            let unchanged = previous.and_then(|p| resolve(p, &leaf)) == Some(want);
+            found.push(Conflict {
+                manager: manager.to_string(),
+                path: field_path(&leaf),
+                unchanged,
+                leaf,
+            });
+        }
+    }
+    found
+}
+
+/// Removes a conflict's field from the object about to be applied, so the other manager
+/// keeps its value.
+pub fn leave_to_them(obj: &mut Value, conflict: &Conflict) {
+    remove_value(obj, &conflict.leaf);
+}
+
+fn remove_value(value: &mut Value, path: &[String]) {
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    if rest.is_empty() {
+        if let (Some(field), Some(map)) = (first.strip_prefix("f:"), value.as_object_mut()) {
+            map.remove(field);
+        }
+        return;
+    }
+    let child = if let Some(field) = first.strip_prefix("f:") {
+        value.as_object_mut().and_then(|m| m.get_mut(field))
+    } else if let Some(keys) = first.strip_prefix("k:") {
+        let want: Map<String, Value> = serde_json::from_str(keys).unwrap_or_default();
+        value.as_array_mut().and_then(|items| {
+            items
+                .iter_mut()
+                .find(|item| want.iter().all(|(k, v)| item.get(k) == Some(v)))
+        })
+    } else {
+        None
+    };
+    if let Some(child) = child {
+        remove_value(child, rest);
+    }
+}
+
+/// A FieldsV1 path as people write it: `.spec.template.spec.containers[name=app].image`.
+fn field_path(leaf: &[String]) -> String {
+    let mut out = String::new();
+    for key in leaf {
+        if let Some(field) = key.strip_prefix("f:") {
+            out.push('.');
+            out.push_str(field);
+        } else if let Some(keys) = key.strip_prefix("k:") {
+            let keys: Map<String, Value> = serde_json::from_str(keys).unwrap_or_default();
+            let parts: Vec<String> = keys
+                .iter()
+                .map(|(k, v)| match v {
+                    Value::String(s) => format!("{k}={s}"),
+                    other => format!("{k}={other}"),
+                })
+                .collect();
+            out.push_str(&format!("[{}]", parts.join(",")));
+        } else if let Some(value) = key.strip_prefix("v:") {
+            out.push_str(&format!("[{value}]"));
+        } else if let Some(index) = key.strip_prefix("i:") {
+            out.push_str(&format!("[{index}]"));
+        }
+    }
+    out
+}
+
 fn text<'a>(entry: &'a Value, key: &str) -> &'a str {
     entry.get(key).and_then(Value::as_str).unwrap_or_default()
 }
@@ -353,5 +480,107 @@ mod tests {
             Some(&json!({"n": 2}))
         );
         assert_eq!(resolve(&v, &p(&["f:b", "k:{\"n\":3}"])), None);
+    }
+
+    fn scaled(replicas: i64, manager: &str, subresource: Option<&str>) -> Value {
+        let mut theirs = entry(manager, "Update", json!({"f:spec": {"f:replicas": {}}}));
+        if let Some(sub) = subresource {
+            theirs["subresource"] = json!(sub);
+        }
+        deployment(
+            json!({"replicas": replicas, "template": {"spec": {"containers": [
+                {"name": "app", "image": "web:1"}]}}}),
+            vec![
+                entry(
+                    "helm",
+                    "Apply",
+                    json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {
+                    "k:{\"name\":\"app\"}": {".": {}, "f:name": {}, "f:image": {}}}}}}}),
+                ),
+                theirs,
+            ],
+        )
+    }
+
+    fn render(replicas: i64, image: &str) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+               "spec": {"replicas": replicas, "template": {"spec": {"containers": [
+                   {"name": "app", "image": image}]}}}})
+    }
+
+    #[test]
+    fn a_scaled_replica_count_conflicts_and_is_kept_while_the_chart_renders_the_same() {
+        let live = scaled(5, "kubectl", Some("scale"));
+        let found = conflicts(&live, &render(2, "web:2"), Some(&render(2, "web:1")));
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].manager, "kubectl");
+        assert_eq!(found[0].path, ".spec.replicas");
+        assert!(found[0].unchanged);
+
+        let mut applied = render(2, "web:2");
+        leave_to_them(&mut applied, &found[0]);
+        assert_eq!(applied["spec"].get("replicas"), None);
+        assert_eq!(
+            applied["spec"]["template"]["spec"]["containers"][0]["image"],
+            "web:2"
+        );
+    }
+
+    #[test]
+    fn a_changed_rendered_value_is_a_real_conflict() {
+        let live = scaled(5, "hpa-controller", None);
+        let found = conflicts(&live, &render(3, "web:1"), Some(&render(2, "web:1")));
+        assert_eq!(found.len(), 1);
+        assert!(!found[0].unchanged);
+        // A new object (no previous rendering) is a real conflict as well.
+        assert!(!conflicts(&live, &render(3, "web:1"), None)[0].unchanged);
+    }
+
+    #[test]
+    fn the_same_value_or_our_own_fields_are_no_conflict() {
+        assert!(
+            conflicts(
+                &scaled(2, "kubectl", Some("scale")),
+                &render(2, "web:1"),
+                None
+            )
+            .is_empty()
+        );
+        // helm's own Update entries (the helm CLI's client-side apply) are ours.
+        assert!(conflicts(&scaled(5, "helm", None), &render(2, "web:1"), None).is_empty());
+        // Status writes hold nothing the chart renders.
+        assert!(
+            conflicts(
+                &scaled(5, "kubectl", Some("status")),
+                &render(2, "web:1"),
+                None
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn paths_read_as_people_write_them() {
+        let leaf: Leaf = [
+            "f:spec",
+            "f:template",
+            "f:spec",
+            "f:containers",
+            "k:{\"name\":\"app\"}",
+            "f:image",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        assert_eq!(
+            field_path(&leaf),
+            ".spec.template.spec.containers[name=app].image"
+        );
+        let mut obj = render(2, "web:1");
+        remove_value(&mut obj, &leaf);
+        assert_eq!(
+            obj["spec"]["template"]["spec"]["containers"][0],
+            json!({"name": "app"})
+        );
     }
 }

@@ -69,6 +69,13 @@ pub enum Error {
     )]
     Foreign { object: String, owner: String },
 
+    /// Fields another manager holds with another value, and the chart changed them: Helm 4
+    /// refuses such an apply without `--force-conflicts`, and so does the release.
+    #[error(
+        "{object}: {conflicts}; nothing was applied. Stop rendering the field (or render the value they set), or set forceConflicts: true to overwrite it as `helm upgrade --force-conflicts` does"
+    )]
+    FieldConflict { object: String, conflicts: String },
+
     #[error("cannot watch {object}: {message}")]
     Watch { object: String, message: String },
 

@@ -40,12 +40,13 @@ pub async fn install_or_upgrade(
     let spec = &hr.spec;
     let install = spec.install.clone().unwrap_or_default();
     let upgrade = spec.upgrade.clone().unwrap_or_default();
-    let (disable_hooks, disable_wait, crds, take_ownership) = if is_upgrade {
+    let (disable_hooks, disable_wait, crds, take_ownership, force_conflicts) = if is_upgrade {
         (
             upgrade.disable_hooks,
             upgrade.disable_wait,
             upgrade.crds,
             upgrade.take_ownership,
+            upgrade.force_conflicts,
         )
     } else {
         (
@@ -53,6 +54,7 @@ pub async fn install_or_upgrade(
             install.disable_wait,
             install.crds,
             install.take_ownership,
+            install.force_conflicts,
         )
     };
     let (pending, underway, failed_reason, ok_reason, done) = if is_upgrade {
@@ -188,6 +190,7 @@ pub async fn install_or_upgrade(
     let owner = Owner::new(&release_name, &ns)
         .previous(previous.filter(|_| is_upgrade).map(|p| p.manifest.as_str()))
         .take_ownership(take_ownership)
+        .force_conflicts(force_conflicts)
         .others(&elsewhere);
     // As Helm: objects that belong to someone else stop the action before anything is
     // stored, hooked or applied.

@@ -55,6 +55,7 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
     let owner = Owner::new(&release_name, &ns)
         .previous(Some(&current.manifest))
         .take_ownership(take_ownership)
+        .force_conflicts(spec.force_conflicts)
         .others(&elsewhere);
     if let Err(e) = run.ctx.applier.check_adoption(&rel.manifest, &owner).await {
         return Ok(failed(format!("Helm rollback failed: {e}")));
