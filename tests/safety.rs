@@ -364,6 +364,212 @@ async fn two_helmreleases_stored_in_two_namespaces_never_share_a_release() {
     target.delete().await;
 }
 
+/// The helm CLI beside the test: (success, stdout + stderr).
+fn helm_try(ns: &str, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(testbin().join("helm"))
+        .args(args)
+        .args(["--namespace", ns, "--kubeconfig"])
+        .arg(kubeconfig_path())
+        .output()
+        .expect("run helm");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// `kubectl scale` with the real kubectl: a write through the scale subresource.
+fn kubectl_scale(ns: &str, deployment: &str, replicas: u32) {
+    let out = std::process::Command::new(testbin().join("kubectl"))
+        .args([
+            "scale",
+            &format!("deployment/{deployment}"),
+            &format!("--replicas={replicas}"),
+        ])
+        .args(["--namespace", ns, "--kubeconfig"])
+        .arg(kubeconfig_path())
+        .output()
+        .expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// (replicas, image) of a Deployment.
+async fn replicas_and_image(client: &Client, ns: &str, name: &str) -> (i32, String) {
+    let d = Api::<Deployment>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap();
+    let spec = d.spec.unwrap();
+    let image = spec.template.spec.unwrap().containers[0]
+        .image
+        .clone()
+        .unwrap_or_default();
+    (spec.replicas.unwrap_or(1), image)
+}
+
+/// Waits for the HelmRelease's Ready condition to speak of its current generation.
+async fn settled(api: &Api<HelmRelease>, name: &str, reason: &str) -> HelmRelease {
+    wait_for(api, name, reason, |h| {
+        h.condition("Ready")
+            .is_some_and(|c| c.reason == reason && c.observed_generation == h.metadata.generation)
+    })
+    .await
+}
+
+/// Another manager's replica count, beside `helm upgrade` on the same cluster: a
+/// `kubectl scale` (scale subresource) and a server-side-apply manager `hpa-controller`.
+/// While the chart renders the replica count it rendered before, an upgrade keeps theirs
+/// (helm 4 fails with a conflict); when the chart changes it, both fail naming the
+/// manager and field; forceConflicts overwrites as `helm upgrade --force-conflicts`.
+#[tokio::test]
+async fn another_managers_replica_count_is_kept_or_reported_never_silently_overwritten() {
+    let (client, ns, api) = setup("fields").await;
+    let _engine = start(&client, &ns.name).await;
+    let webapp = chart("webapp");
+    helm(&ns.name, &["install", "cli", &webapp]);
+    support::engine::install_webapp(&api, "web", serde_json::json!({})).await;
+    kubectl_scale(&ns.name, "cli", 5);
+    kubectl_scale(&ns.name, "web", 5);
+
+    // The chart still renders replicas 2; only the image changes.
+    let (ok, out) = helm_try(
+        &ns.name,
+        &[
+            "upgrade",
+            "cli",
+            &webapp,
+            "--set",
+            "image=registry.invalid/web:2",
+        ],
+    );
+    assert!(!ok, "helm 4 refuses: {out}");
+    assert!(
+        out.contains(
+            r#"conflict with "kubectl" with subresource "scale" using apps/v1: .spec.replicas"#
+        ),
+        "{out}"
+    );
+    set_values(
+        &api,
+        "web",
+        serde_json::json!({"image": "registry.invalid/web:2"}),
+    )
+    .await;
+    settled(&api, "web", "UpgradeSucceeded").await;
+    assert_eq!(
+        replicas_and_image(&client, &ns.name, "web").await,
+        (5, "registry.invalid/web:2".to_string()),
+        "the scaled count is kept, the image rolled"
+    );
+
+    // The chart changes the replica count: a conflict for both, nothing applied.
+    let (ok, out) = helm_try(
+        &ns.name,
+        &["upgrade", "cli", &webapp, "--set", "replicaCount=3"],
+    );
+    assert!(!ok && out.contains(".spec.replicas"), "{out}");
+    let revisions = helm_history(&ns.name, "web").len();
+    set_values(
+        &api,
+        "web",
+        serde_json::json!({"replicaCount": 3, "image": "registry.invalid/web:3"}),
+    )
+    .await;
+    let failed = settled(&api, "web", "UpgradeFailed").await;
+    let message = ready_message(&failed);
+    assert!(
+        message.contains(r#"conflict with "kubectl" with subresource "scale": .spec.replicas"#)
+            && message.contains("forceConflicts"),
+        "{message}"
+    );
+    assert_eq!(
+        replicas_and_image(&client, &ns.name, "web").await,
+        (5, "registry.invalid/web:2".to_string()),
+        "nothing applied"
+    );
+    assert_eq!(
+        helm_history(&ns.name, "web").len(),
+        revisions,
+        "nothing stored"
+    );
+
+    // forceConflicts overwrites, as --force-conflicts does.
+    helm(
+        &ns.name,
+        &[
+            "upgrade",
+            "cli",
+            &webapp,
+            "--set",
+            "replicaCount=3",
+            "--force-conflicts",
+        ],
+    );
+    assert_eq!(replicas_and_image(&client, &ns.name, "cli").await.0, 3);
+    api.patch(
+        "web",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(
+            serde_json::json!({"spec": {"upgrade": {"forceConflicts": true}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    settled(&api, "web", "UpgradeSucceeded").await;
+    assert_eq!(
+        replicas_and_image(&client, &ns.name, "web").await,
+        (3, "registry.invalid/web:3".to_string())
+    );
+
+    // An HPA-style server-side-apply manager takes the count; the next upgrade (chart
+    // unchanged in replicas, forceConflicts off again) leaves it theirs.
+    for name in ["cli", "web"] {
+        support::apply_documents(
+            &client,
+            &[
+                serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": name, "namespace": ns.name}, "spec": {"replicas": 4}}),
+            ],
+            "hpa-controller",
+        )
+        .await;
+    }
+    let (ok, out) = helm_try(
+        &ns.name,
+        &[
+            "upgrade",
+            "cli",
+            &webapp,
+            "--set",
+            "replicaCount=3",
+            "--set",
+            "image=registry.invalid/web:4",
+        ],
+    );
+    assert!(
+        !ok && out.contains(r#"conflict with "hpa-controller": .spec.replicas"#),
+        "{out}"
+    );
+    api.patch(
+        "web",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"spec": {
+            "upgrade": {"forceConflicts": false},
+            "values": {"image": "registry.invalid/web:4"}}})),
+    )
+    .await
+    .unwrap();
+    settled(&api, "web", "UpgradeSucceeded").await;
+    assert_eq!(
+        replicas_and_image(&client, &ns.name, "web").await,
+        (4, "registry.invalid/web:4".to_string())
+    );
+    ns.delete().await;
+}
+
 async fn wait_for_gone(api: &Api<HelmRelease>, name: &str) {
     let deadline = Instant::now() + PATIENCE;
     while api.get_opt(name).await.unwrap().is_some() {

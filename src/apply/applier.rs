@@ -844,15 +844,15 @@ fn settle_conflicts(
     let changed: Vec<String> = found
         .iter()
         .filter(|c| !c.unchanged)
-        .map(|c| format!("conflict with {:?}: {}", c.manager, c.path))
+        .map(ToString::to_string)
         .collect();
     if !changed.is_empty() {
         return Err(Error::FieldConflict {
             object: helm_resource_string(&target.reference),
             conflicts: format!(
-                "the chart changed {} field(s) another manager holds ({})",
+                "Apply failed with {} conflict(s): {} (the chart changed a field another manager holds)",
                 changed.len(),
-                changed.join(", ")
+                changed.join("; ")
             ),
         });
     }

@@ -102,6 +102,8 @@ pub fn migrate(live: &Value, previous: Option<&Value>, now: &str) -> Option<Vec<
 #[derive(Debug, Clone, PartialEq)]
 pub struct Conflict {
     pub manager: String,
+    /// `scale` for a write through the scale subresource, else empty.
+    pub subresource: String,
     /// `.spec.replicas`, `.spec.template.spec.containers[name=app].image`, ...
     pub path: String,
     /// Whether the previous revision rendered the same value there (the chart did not
@@ -156,6 +158,7 @@ pub fn conflicts(live: &Value, rendered: &Value, previous: Option<&Value>) -> Ve
             let unchanged = previous.and_then(|p| resolve(p, &leaf)) == Some(want);
             found.push(Conflict {
                 manager: manager.to_string(),
+                subresource: subresource.to_string(),
                 path: field_path(&leaf),
                 unchanged,
                 leaf,
@@ -163,6 +166,18 @@ pub fn conflicts(live: &Value, rendered: &Value, previous: Option<&Value>) -> Ve
         }
     }
     found
+}
+
+impl std::fmt::Display for Conflict {
+    /// As the API server words it: `conflict with "kubectl" with subresource "scale":
+    /// .spec.replicas`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "conflict with {:?}", self.manager)?;
+        if !self.subresource.is_empty() {
+            write!(f, " with subresource {:?}", self.subresource)?;
+        }
+        write!(f, ": {}", self.path)
+    }
 }
 
 /// Removes a conflict's field from the object about to be applied, so the other manager
@@ -515,6 +530,10 @@ mod tests {
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].manager, "kubectl");
         assert_eq!(found[0].path, ".spec.replicas");
+        assert_eq!(
+            found[0].to_string(),
+            r#"conflict with "kubectl" with subresource "scale": .spec.replicas"#
+        );
         assert!(found[0].unchanged);
 
         let mut applied = render(2, "web:2");
