@@ -570,6 +570,88 @@ async fn another_managers_replica_count_is_kept_or_reported_never_silently_overw
     ns.delete().await;
 }
 
+/// A revision installed while its config was missing (pods held by the config-pending
+/// gate) is stored without the gate: `helm rollback` to it with no wheelhouse running
+/// ends with schedulable, Ready pods.
+#[tokio::test]
+async fn helm_rollback_to_a_revision_that_was_gated_works_without_wheelhouse() {
+    let (client, ns, api) = setup("gate-rollback").await;
+    let engine = start(&client, &ns.name).await;
+    api.create(
+        &PostParams::default(),
+        &support::engine::webapp(
+            "web",
+            serde_json::json!({"values": {"extraConfigMap": "late"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
+    let gated = |d: &Deployment| {
+        d.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|s| s.scheduling_gates.as_ref())
+            .is_some_and(|g| g.iter().any(|g| g.name == "wheelhouse.dev/config-pending"))
+    };
+    // Applied gated (a positive sign the gate was in play for revision 1) ...
+    let deadline = Instant::now() + PATIENCE;
+    while !deployments
+        .get_opt("web")
+        .await
+        .unwrap()
+        .is_some_and(|d| gated(&d))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "revision 1 was never applied gated"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // ... and stored without it.
+    let stored = helm(&ns.name, &["get", "manifest", "web", "--revision", "1"]);
+    assert!(stored.contains("wheelhouse.dev/config-hash"), "{stored}");
+    assert!(!stored.contains("schedulingGates"), "{stored}");
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    cms.create(
+        &PostParams::default(),
+        &support::from_yaml("metadata: {name: late}\ndata: {K: v}"),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    set_values(
+        &api,
+        "web",
+        serde_json::json!({"extraConfigMap": null, "message": "two"}),
+    )
+    .await;
+    settled(&api, "web", "UpgradeSucceeded").await;
+
+    // The engine stops (a positive sign: it no longer holds the lease); helm rolls back.
+    engine.handle.shutdown();
+    let mut role = engine.handle.role();
+    tokio::time::timeout(PATIENCE, role.wait_for(|r| *r != Role::Leader))
+        .await
+        .expect("the engine stopped")
+        .unwrap();
+    drop(engine);
+    helm(
+        &ns.name,
+        &["rollback", "web", "1", "--wait", "--timeout", "60s"],
+    );
+    let history = helm_history(&ns.name, "web");
+    assert_eq!(history.last().unwrap().1, "deployed", "{history:?}");
+    let d = deployments.get("web").await.unwrap();
+    assert!(!gated(&d), "no gate after the rollback");
+    let status = d.status.unwrap();
+    assert_eq!(status.ready_replicas, Some(2), "{status:?}");
+    ns.delete().await;
+}
+
 async fn wait_for_gone(api: &Api<HelmRelease>, name: &str) {
     let deadline = Instant::now() + PATIENCE;
     while api.get_opt(name).await.unwrap().is_some() {
