@@ -652,6 +652,60 @@ async fn helm_rollback_to_a_revision_that_was_gated_works_without_wheelhouse() {
     ns.delete().await;
 }
 
+/// The values editor writes `key: null` (Helm's way to remove a chart default) as null,
+/// so the default stays removed, exactly as `helm upgrade --set key=null` does.
+#[tokio::test]
+async fn the_values_editor_stores_null_and_the_chart_default_stays_removed() {
+    let (client, ns, api) = setup("values-null").await;
+    let _engine = start(&client, &ns.name).await;
+    let webapp = chart("webapp");
+    helm(
+        &ns.name,
+        &["install", "cli", &webapp, "--set", "message=custom"],
+    );
+    support::engine::install_webapp(
+        &api,
+        "web",
+        serde_json::json!({"values": {"message": "custom"}}),
+    )
+    .await;
+
+    let original = serde_json::json!({"message": "custom"});
+    let draft = wheelhouse::tui::model::parse_values("message: null\n").unwrap();
+    let key = wheelhouse::engine::ReleaseKey {
+        namespace: ns.name.clone(),
+        name: "web".into(),
+    };
+    wheelhouse::tui::io::patch_values(client.clone(), key, original, draft)
+        .await
+        .unwrap();
+    let stored = api.get("web").await.unwrap();
+    assert_eq!(
+        stored.spec.values,
+        Some(serde_json::json!({"message": null}))
+    );
+
+    helm(
+        &ns.name,
+        &["upgrade", "cli", &webapp, "--set", "message=null"],
+    );
+    settled(&api, "web", "UpgradeSucceeded").await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let ours = cms.get("web-config").await.unwrap().data;
+    let helms = cms.get("cli-config").await.unwrap().data;
+    assert_eq!(ours, helms, "rendered as the helm CLI renders it");
+    assert_ne!(
+        ours.unwrap()["MESSAGE"],
+        "hello",
+        "the default does not come back"
+    );
+    assert_eq!(
+        helm(&ns.name, &["get", "values", "web", "-o", "json"]),
+        helm(&ns.name, &["get", "values", "cli", "-o", "json"])
+    );
+    ns.delete().await;
+}
+
 async fn wait_for_gone(api: &Api<HelmRelease>, name: &str) {
     let deadline = Instant::now() + PATIENCE;
     while api.get_opt(name).await.unwrap().is_some() {

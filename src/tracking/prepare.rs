@@ -168,6 +168,7 @@ fn own_objects(docs: &[Doc<'_>], namespace: &str) -> Result<HashMap<ConfigKey, O
             origin: doc.source.unwrap_or("manifest").to_string(),
             message: e.to_string(),
         };
+        let v = &nulls_read_as_go(v);
         let data = match kind {
             ConfigKind::ConfigMap => {
                 config_map_data(&serde_json::from_value(v.clone()).map_err(invalid)?)
@@ -182,6 +183,21 @@ fn own_objects(docs: &[Doc<'_>], namespace: &str) -> Result<HashMap<ConfigKey, O
         own.insert(key, data);
     }
     Ok(own)
+}
+
+/// A ConfigMap or Secret with its null data values as the API server stores them: Go
+/// decodes a null into a string as the empty string (a template's `{{ .Values.x | quote }}`
+/// of a value set to null renders `key:` with nothing after it).
+fn nulls_read_as_go(object: &Value) -> Value {
+    let mut object = object.clone();
+    for field in ["data", "stringData", "binaryData"] {
+        if let Some(Value::Object(map)) = object.get_mut(field) {
+            for value in map.values_mut().filter(|v| v.is_null()) {
+                *value = Value::String(String::new());
+            }
+        }
+    }
+    object
 }
 
 /// The tracked workloads of the manifest and what they consume.
@@ -438,6 +454,26 @@ mod tests {
         assert_eq!(
             rewrite_manifest(&out, "ns", &LiveState::default()).unwrap(),
             out
+        );
+    }
+
+    #[test]
+    fn a_null_config_value_reads_as_the_empty_string_go_stores() {
+        let null_cm = "---\n# Source: demo/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  greeting:\n";
+        let empty_cm = "---\n# Source: demo/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  greeting: \"\"\n";
+        let workload = deployment("        - {name: c, configMap: {name: web}}\n");
+        let with_null =
+            rewrite_manifest(&format!("{workload}{null_cm}"), "ns", &LiveState::default())
+                .expect("a null value is no error");
+        let with_empty = rewrite_manifest(
+            &format!("{workload}{empty_cm}"),
+            "ns",
+            &LiveState::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            template_hash(WorkloadKind::Deployment, &workload_of(&with_null)),
+            template_hash(WorkloadKind::Deployment, &workload_of(&with_empty))
         );
     }
 

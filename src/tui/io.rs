@@ -11,9 +11,7 @@ use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde::Deserialize;
 
-use super::model::{
-    DetailData, EventLine, Fetch, HelmData, Workload, mask_manifest, mask_values, merge_patch,
-};
+use super::model::{DetailData, EventLine, Fetch, HelmData, Workload, mask_manifest, mask_values};
 use crate::api::{FIELD_MANAGER, HelmRelease};
 use crate::engine::{Command, EngineHandle, ReleaseKey, ReleaseView};
 use crate::release::Storage;
@@ -105,14 +103,18 @@ pub async fn patch_values(
                     .to_owned(),
             );
         }
-        // The resourceVersion read above makes a change between the read and this
-        // patch a conflict, which is then checked again.
-        let patch = serde_json::json!({
-            "metadata": {"resourceVersion": current.metadata.resource_version},
-            "spec": {"values": merge_patch(&original, &values)},
-        });
+        // The values are written whole by a JSON patch: a merge patch cannot write
+        // `key: null` (Helm's way to remove a chart default), it deletes the key. The
+        // resourceVersion read above, written back, makes a change between the read and
+        // this patch a conflict, which is then checked again.
+        let ops = serde_json::json!([
+            {"op": "replace", "path": "/metadata/resourceVersion",
+             "value": current.metadata.resource_version},
+            {"op": "add", "path": "/spec/values", "value": values},
+        ]);
+        let patch = Patch::<()>::Json(serde_json::from_value(ops).expect("a JSON patch"));
         let result = limited(async {
-            match api.patch(&key.name, &params, &Patch::Merge(patch)).await {
+            match api.patch(&key.name, &params, &patch).await {
                 Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
                 other => other.map(|_| true),
             }

@@ -503,35 +503,6 @@ pub fn parse_values(text: &str) -> Result<serde_json::Value, String> {
     }
 }
 
-/// A JSON merge patch (RFC 7386) that turns `old` into `new`: keys missing from `new` are
-/// set to null so they are removed, which a plain merge of `new` would not do.
-pub fn merge_patch(old: &serde_json::Value, new: &serde_json::Value) -> serde_json::Value {
-    use serde_json::Value;
-    match (old, new) {
-        (Value::Object(o), Value::Object(n)) => {
-            let mut patch = serde_json::Map::new();
-            for (k, v) in n {
-                match o.get(k) {
-                    Some(ov) if ov == v => {}
-                    Some(ov) => {
-                        patch.insert(k.clone(), merge_patch(ov, v));
-                    }
-                    None => {
-                        patch.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-            for k in o.keys() {
-                if !n.contains_key(k) {
-                    patch.insert(k.clone(), Value::Null);
-                }
-            }
-            Value::Object(patch)
-        }
-        (_, n) => n.clone(),
-    }
-}
-
 /// Duration until `deadline`, never negative.
 pub fn left(deadline: Timestamp, now: Timestamp) -> Duration {
     Duration::from_secs(deadline.duration_since(now).as_secs().max(0) as u64)
@@ -612,15 +583,10 @@ mod tests {
         assert_eq!(parse_values("  \n").unwrap(), json!({}));
         assert!(parse_values("a: [1\n").unwrap_err().contains("line"));
         assert!(parse_values("- 1\n").unwrap_err().contains("mapping"));
-    }
-
-    #[test]
-    fn merge_patch_removes_deleted_keys() {
-        let old = json!({"a": 1, "b": {"c": 2, "d": 3}, "e": 4});
-        let new = json!({"a": 1, "b": {"c": 5}, "f": 6});
+        // `key: null` is Helm's way to remove a chart default: kept, not dropped.
         assert_eq!(
-            merge_patch(&old, &new),
-            json!({"b": {"c": 5, "d": null}, "e": null, "f": 6})
+            parse_values("a: null\nb: {c: ~}\n").unwrap(),
+            json!({"a": null, "b": {"c": null}})
         );
     }
 
