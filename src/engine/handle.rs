@@ -194,6 +194,24 @@ impl Command {
             Self::Suspend(k) | Self::Resume(k) | Self::Reconcile(k) | Self::CancelWait(k) => k,
         }
     }
+
+    /// Whether `hr` shows this command, written with `token`: how a write whose answer
+    /// never came is found to have landed after all.
+    pub fn landed(&self, token: &str, hr: &HelmRelease) -> bool {
+        let annotation = |key: &str| {
+            hr.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(key))
+                .is_some_and(|v| v == token)
+        };
+        match self {
+            Self::Suspend(_) => hr.spec.suspend,
+            Self::Resume(_) => !hr.spec.suspend,
+            Self::Reconcile(_) => annotation(annotations::RECONCILE_REQUESTED_AT),
+            Self::CancelWait(_) => annotation(annotations::CANCEL_WAIT_AT),
+        }
+    }
 }
 
 /// Whether the engine's watch of HelmReleases reaches the API server.
@@ -246,7 +264,13 @@ impl EngineHandle {
     /// Carries out a command: writes it to the cluster, and hands it to the local engine
     /// when this process runs it.
     pub async fn send(&self, command: Command) -> Result<(), kube::Error> {
-        let token = write_command(&self.client, &command).await?;
+        self.send_as(command, new_token()).await
+    }
+
+    /// [`EngineHandle::send`] with the token the caller chose, so a caller that never got
+    /// an answer can still tell whether the write landed ([`Command::landed`]).
+    pub async fn send_as(&self, command: Command, token: String) -> Result<(), kube::Error> {
+        write_command(&self.client, &command, &token).await?;
         if *self.role.borrow() == Role::Leader {
             // The worker reacts now instead of after the watch round trip.
             let _ = self.direct.send((command, token));
@@ -277,11 +301,22 @@ impl EngineHandle {
     }
 }
 
-/// Writes a command where every engine and operator sees it; returns the token written.
-pub async fn write_command(client: &Client, command: &Command) -> Result<String, kube::Error> {
+/// A new token for a command's annotation: the time, as Flux's `reconcile.fluxcd.io`
+/// tokens are.
+pub fn new_token() -> String {
+    Timestamp::now().to_string()
+}
+
+/// Writes a command where every engine and operator sees it, with `token` as the value
+/// of a reconcile or cancel-wait annotation.
+pub async fn write_command(
+    client: &Client,
+    command: &Command,
+    token: &str,
+) -> Result<(), kube::Error> {
     let key = command.key();
     let api: Api<HelmRelease> = Api::namespaced(client.clone(), &key.namespace);
-    let now = Timestamp::now().to_string();
+    let now = token;
     let patch = match command {
         Command::Suspend(_) => serde_json::json!({"spec": {"suspend": true}}),
         Command::Resume(_) => serde_json::json!({"spec": {"suspend": false}}),
@@ -299,5 +334,5 @@ pub async fn write_command(client: &Client, command: &Command) -> Result<String,
         &Patch::Merge(patch),
     )
     .await?;
-    Ok(now)
+    Ok(())
 }

@@ -31,7 +31,7 @@ use tokio_util::task::TaskTracker;
 pub use coverage::{Coverage, SHARD_LABEL};
 pub use handle::{
     Command, Connection, EngineHandle, LiveMap, LiveState, Phase, ReleaseKey, ReleaseMap,
-    ReleaseView, Views, WaitView, changed_keys,
+    ReleaseView, Views, WaitView, changed_keys, new_token,
 };
 pub use lease::Role;
 

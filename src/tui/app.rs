@@ -51,6 +51,13 @@ pub enum IoResult {
         id: u64,
         result: Result<(), String>,
     },
+    /// A write whose answer never came: it may still be applied; `expect` says what the
+    /// object shows once it is.
+    Unknown {
+        id: u64,
+        why: String,
+        expect: super::io::Expect,
+    },
     Detail {
         key: ReleaseKey,
         data: DetailData,
@@ -65,6 +72,18 @@ pub enum IoResult {
     FavouritesSaved(Result<(), String>),
 }
 
+impl IoResult {
+    /// How a write ended, as the UI loop hears it.
+    pub fn written(id: u64, result: Result<(), super::io::WriteError>) -> Self {
+        use super::io::WriteError;
+        match result {
+            Ok(()) => Self::Done { id, result: Ok(()) },
+            Err(WriteError::Refused(e)) => Self::Done { id, result: Err(e) },
+            Err(WriteError::Unknown { why, expect }) => Self::Unknown { id, why, expect },
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Progress {
     /// Information only (nothing was sent).
@@ -72,6 +91,10 @@ pub enum Progress {
     Pending,
     Done,
     Failed(String),
+    /// No answer came: it may still be applied (why). Watched until the object shows it.
+    Unknown(String),
+    /// A write whose answer never came, seen applied on the object afterwards.
+    Landed,
 }
 
 /// Feedback for one write: pending, then done or failed with the error.
@@ -84,7 +107,14 @@ pub struct Feedback {
     pub group: Option<(u64, String)>,
     /// When it was noted or last changed; finished notices expire.
     pub at: Timestamp,
+    /// For a write whose outcome is unknown: what the object shows once it landed.
+    pub watch: Option<super::io::Expect>,
 }
+
+/// How long after the API server answers again a write of unknown outcome may still not
+/// show on its object before the dashboard says it was not applied (it keeps watching, and
+/// says so if it lands after all).
+pub const UNSEEN_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How long a finished notice stays on the status line.
 pub const NOTICE_TTL: std::time::Duration = std::time::Duration::from_secs(10);
@@ -193,6 +223,8 @@ pub struct App {
     pub role: Role,
     /// Whether the API server answers the HelmRelease watch.
     pub connection: crate::engine::Connection,
+    /// When the API server answered again after it last did not.
+    pub answering_since: Option<Timestamp>,
     pub now: Timestamp,
     pub views: Arc<Views>,
     /// Ready and desired replicas of every Helm release's workloads (READY column).
@@ -247,6 +279,7 @@ impl App {
             theme,
             role: Role::Unknown,
             connection: crate::engine::Connection::Connected,
+            answering_since: None,
             now,
             views: Arc::default(),
             replicas: Arc::default(),
@@ -372,6 +405,64 @@ impl App {
             }
         }
         self.update_rows(&changed);
+        self.resolve_unknown();
+    }
+
+    /// The clock moved on: a write of unknown outcome that the object still does not show
+    /// a while after the API server answers again is reported not applied (and still
+    /// watched).
+    pub fn tick(&mut self, now: Timestamp) {
+        self.now = now;
+        if let crate::engine::Connection::Disconnected { .. } = self.connection {
+            return;
+        }
+        let since = self.answering_since;
+        for f in &mut self.feedback {
+            let Progress::Unknown(_) = f.progress else {
+                continue;
+            };
+            let from = since.map_or(f.at, |s| s.max(f.at));
+            if now.duration_since(from).as_secs() >= UNSEEN_AFTER.as_secs() as i64 {
+                let key = f
+                    .watch
+                    .as_ref()
+                    .map(|e| e.key().to_string())
+                    .unwrap_or_default();
+                f.progress = Progress::Failed(format!(
+                    "not applied: the API server answers again and {key} does not show it (still watching; try again if it is still needed)"
+                ));
+                f.at = now;
+            }
+        }
+    }
+
+    /// Whether the API server answers, and since when.
+    pub fn set_connection(&mut self, connection: crate::engine::Connection) {
+        let was_down = matches!(
+            self.connection,
+            crate::engine::Connection::Disconnected { .. }
+        );
+        if was_down && connection == crate::engine::Connection::Connected {
+            self.answering_since = Some(self.now);
+        }
+        self.connection = connection;
+    }
+
+    /// Writes of unknown outcome that the objects now show are reported applied.
+    fn resolve_unknown(&mut self) {
+        let now = self.now;
+        for f in &mut self.feedback {
+            let Some(expect) = &f.watch else { continue };
+            let shown = self
+                .views
+                .get(expect.key())
+                .is_some_and(|v| expect.landed(&v.release));
+            if shown {
+                f.progress = Progress::Landed;
+                f.watch = None;
+                f.at = now;
+            }
+        }
     }
 
     /// Moves the rows of `keys` to where they belong now, keeping the cursor on its
@@ -525,6 +616,7 @@ impl App {
             progress,
             group: None,
             at,
+            watch: None,
         });
         if self.feedback.len() > 50 {
             self.feedback.remove(0);
@@ -921,6 +1013,7 @@ impl App {
                 progress: Progress::Pending,
                 group,
                 at,
+                watch: None,
             });
         }
     }
@@ -941,7 +1034,7 @@ impl App {
     pub fn status_notice(&self) -> Option<(Progress, String, bool)> {
         let last = self.feedback.last()?;
         let Some((group, label)) = &last.group else {
-            let expired = last.progress != Progress::Pending
+            let expired = !matches!(last.progress, Progress::Pending | Progress::Unknown(_))
                 && self.now.duration_since(last.at).as_secs() >= NOTICE_TTL.as_secs() as i64;
             return (!expired).then(|| (last.progress.clone(), last.what.clone(), false));
         };
@@ -952,7 +1045,8 @@ impl App {
             .collect();
         let count = |p: fn(&Progress) -> bool| members.iter().filter(|f| p(&f.progress)).count();
         let pending = count(|p| *p == Progress::Pending);
-        let done = count(|p| *p == Progress::Done);
+        let unknown = count(|p| matches!(p, Progress::Unknown(_)));
+        let done = count(|p| matches!(p, Progress::Done | Progress::Landed));
         let failed: Vec<String> = members
             .iter()
             .filter_map(|f| match &f.progress {
@@ -961,13 +1055,19 @@ impl App {
             })
             .collect();
         let newest = members.iter().map(|f| f.at).max().unwrap_or(self.now);
-        if pending == 0 && self.now.duration_since(newest).as_secs() >= NOTICE_TTL.as_secs() as i64
+        if pending + unknown == 0
+            && self.now.duration_since(newest).as_secs() >= NOTICE_TTL.as_secs() as i64
         {
             return None;
         }
         let mut text = format!("{label}: {done} done");
         if pending > 0 {
             text.push_str(&format!(", {pending} pending"));
+        }
+        if unknown > 0 {
+            text.push_str(&format!(
+                ", {unknown} outcome unknown (no answer; they may still be applied, watching)"
+            ));
         }
         if !failed.is_empty() {
             text.push_str(&format!(
@@ -978,6 +1078,8 @@ impl App {
         }
         let progress = if pending > 0 {
             Progress::Pending
+        } else if unknown > 0 {
+            Progress::Unknown(String::new())
         } else if failed.is_empty() {
             Progress::Done
         } else {
@@ -1122,6 +1224,24 @@ impl App {
     /// Takes an IO result back; returns the IO it leads to.
     pub fn on_io(&mut self, result: IoResult) -> Vec<Effect> {
         match result {
+            IoResult::Unknown { id, why, expect } => {
+                let now = self.now;
+                if let Some(f) = self.feedback.iter_mut().find(|f| f.id == id) {
+                    f.progress = Progress::Unknown(why.clone());
+                    f.watch = Some(expect);
+                    f.at = now;
+                }
+                if let Some(ed) = &mut self.editor
+                    && ed.saving == Some(id)
+                {
+                    ed.saving = None;
+                    ed.error = Some(format!(
+                        "outcome unknown: {why}; your draft is kept and the release is watched"
+                    ));
+                }
+                // It may have landed before the answer was given up on.
+                self.resolve_unknown();
+            }
             IoResult::Done { id, result } => {
                 let now = self.now;
                 if let Some(f) = self.feedback.iter_mut().find(|f| f.id == id) {

@@ -33,17 +33,85 @@ async fn limited<T, E: std::fmt::Display>(
     }
 }
 
-/// A transport failure said the way an operator needs it; API answers stay as they are.
-fn human(error: &str) -> String {
-    let unreachable = [
+/// How a write ended when it did not succeed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteError {
+    /// The API server refused it, or it never left: nothing was changed.
+    Refused(String),
+    /// No answer came (a time-out, a connection lost mid-request): it may still be
+    /// applied. `expect` tells the dashboard what to look for on the object.
+    Unknown { why: String, expect: Expect },
+}
+
+/// What an object shows once a write whose answer never came has landed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expect {
+    Command {
+        command: Command,
+        token: String,
+    },
+    Values {
+        key: ReleaseKey,
+        values: serde_json::Value,
+    },
+}
+
+impl Expect {
+    pub fn key(&self) -> &ReleaseKey {
+        match self {
+            Self::Command { command, .. } => command.key(),
+            Self::Values { key, .. } => key,
+        }
+    }
+
+    /// Whether `hr` shows the write.
+    pub fn landed(&self, hr: &HelmRelease) -> bool {
+        match self {
+            Self::Command { command, token } => command.landed(token, hr),
+            Self::Values { values, .. } => hr.spec.values.as_ref() == Some(values),
+        }
+    }
+}
+
+/// A write under the time limit: an API answer or a connection never made is a refusal;
+/// no answer, or a connection lost after the request may have gone out, is unknown.
+async fn limited_write<T>(
+    f: impl Future<Output = Result<T, kube::Error>>,
+    expect: Expect,
+) -> Result<T, WriteError> {
+    let unknown = |why: String| WriteError::Unknown {
+        why,
+        expect: expect.clone(),
+    };
+    match tokio::time::timeout(LIMIT, f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(kube::Error::Api(e))) => Err(WriteError::Refused(e.message)),
+        Ok(Err(e)) if never_sent(&e.to_string()) => Err(WriteError::Refused(human(&e.to_string()))),
+        Ok(Err(e)) => Err(unknown(format!(
+            "the connection failed mid-request ({e}); it may still be applied"
+        ))),
+        Err(_) => Err(unknown(format!(
+            "no answer from the API server within {}s; it may still be applied",
+            LIMIT.as_secs()
+        ))),
+    }
+}
+
+/// A transport error that means the request never reached the API server.
+fn never_sent(error: &str) -> bool {
+    [
         "Connect",
         "connection refused",
         "error trying to connect",
         "tcp connect",
     ]
     .iter()
-    .any(|needle| error.contains(needle));
-    if unreachable {
+    .any(|needle| error.contains(needle))
+}
+
+/// A transport failure said the way an operator needs it; API answers stay as they are.
+fn human(error: &str) -> String {
+    if never_sent(error) {
         "the API server cannot be reached; nothing was changed (the dashboard keeps retrying)"
             .into()
     } else {
@@ -51,8 +119,13 @@ fn human(error: &str) -> String {
     }
 }
 
-pub async fn send(handle: EngineHandle, command: Command) -> Result<(), String> {
-    limited(handle.send(command)).await
+pub async fn send(handle: EngineHandle, command: Command) -> Result<(), WriteError> {
+    let token = crate::engine::new_token();
+    let expect = Expect::Command {
+        command: command.clone(),
+        token: token.clone(),
+    };
+    limited_write(handle.send_as(command, token), expect).await
 }
 
 /// The cluster's namespace names, for `:ns` completion (metadata only). An identity that
@@ -88,20 +161,27 @@ pub async fn patch_values(
     key: ReleaseKey,
     original: serde_json::Value,
     values: serde_json::Value,
-) -> Result<(), String> {
+) -> Result<(), WriteError> {
     let api: Api<HelmRelease> = Api::namespaced(client, &key.namespace);
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..PatchParams::default()
     };
+    let expect = Expect::Values {
+        key: key.clone(),
+        values: values.clone(),
+    };
     for _ in 0..3 {
-        let current = limited(api.get(&key.name)).await?;
+        // A read that fails changed nothing.
+        let current = limited(api.get(&key.name))
+            .await
+            .map_err(WriteError::Refused)?;
         if current.spec.values.unwrap_or_else(|| serde_json::json!({})) != original {
-            return Err(
+            return Err(WriteError::Refused(
                 "spec.values changed since the editor opened; your draft is kept, reopen the \
                  editor to see the new values"
                     .to_owned(),
-            );
+            ));
         }
         // The values are written whole by a JSON patch: a merge patch cannot write
         // `key: null` (Helm's way to remove a chart default), it deletes the key. The
@@ -113,17 +193,22 @@ pub async fn patch_values(
             {"op": "add", "path": "/spec/values", "value": values},
         ]);
         let patch = Patch::<()>::Json(serde_json::from_value(ops).expect("a JSON patch"));
-        let result = limited(async {
-            match api.patch(&key.name, &params, &patch).await {
-                Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
-                other => other.map(|_| true),
-            }
-        });
+        let result = limited_write(
+            async {
+                match api.patch(&key.name, &params, &patch).await {
+                    Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+                    other => other.map(|_| true),
+                }
+            },
+            expect.clone(),
+        );
         if result.await? {
             return Ok(());
         }
     }
-    Err("the release kept changing while the values were applied; try again".to_owned())
+    Err(WriteError::Refused(
+        "the release kept changing while the values were applied; try again".to_owned(),
+    ))
 }
 
 /// Everything the detail view fetches: the last Helm release, events, workloads.

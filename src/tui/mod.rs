@@ -217,7 +217,7 @@ async fn event_loop(
     app.set_replicas(replicas.borrow_and_update().clone());
     app.set_views(views.borrow_and_update().clone());
     app.role = role.borrow_and_update().clone();
-    app.connection = connection.borrow_and_update().clone();
+    app.set_connection(connection.borrow_and_update().clone());
     // The detail view's data is fetched when it opens and again when the release changes.
     let mut detail_seen: Option<(engine::ReleaseKey, String)> = None;
     let mut detail_in_flight = false;
@@ -244,7 +244,7 @@ async fn event_loop(
             }
             Ok(()) = replicas.changed() => app.set_replicas(replicas.borrow_and_update().clone()),
             Ok(()) = role.changed() => app.role = role.borrow_and_update().clone(),
-            Ok(()) = connection.changed() => app.connection = connection.borrow_and_update().clone(),
+            Ok(()) = connection.changed() => app.set_connection(connection.borrow_and_update().clone()),
             Some(result) = io_rx.recv() => {
                 if let IoResult::Detail { .. } = &result {
                     detail_in_flight = false;
@@ -267,7 +267,7 @@ async fn event_loop(
                 }
                 Err(e) => effects.extend(app.on_io(IoResult::Switched(Err(e)))),
             },
-            _ = tick.tick() => app.now = Timestamp::now(),
+            _ = tick.tick() => app.tick(Timestamp::now()),
             _ = tokio::signal::ctrl_c() => effects.push(Effect::Quit),
             _ = term.recv() => effects.push(Effect::Quit),
             _ = hangup.recv() => effects.push(Effect::Quit),
@@ -314,7 +314,7 @@ async fn event_loop(
                     let (handle, tx) = (session.handle.clone(), io_tx.clone());
                     tokio::spawn(async move {
                         let result = io::send(handle, command).await;
-                        let _ = tx.send(IoResult::Done { id, result });
+                        let _ = tx.send(IoResult::written(id, result));
                     });
                 }
                 Effect::PatchValues {
@@ -326,7 +326,7 @@ async fn event_loop(
                     let (client, tx) = (session.client.clone(), io_tx.clone());
                     tokio::spawn(async move {
                         let result = io::patch_values(client, key, original, values).await;
-                        let _ = tx.send(IoResult::Done { id, result });
+                        let _ = tx.send(IoResult::written(id, result));
                     });
                 }
                 Effect::LoadCompletions => {

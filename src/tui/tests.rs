@@ -496,6 +496,123 @@ fn suspend_resume_reconcile_send_at_once_with_pending_feedback() {
     );
 }
 
+/// The line of the screen (160x24) that speaks of `what`.
+fn line_about(app: &App, what: &str) -> String {
+    let terminal = render(app, 160, 24);
+    let buffer = terminal.backend().buffer();
+    (0..buffer.area.height)
+        .map(|y| {
+            (0..buffer.area.width)
+                .map(|x| buffer[(x, y)].symbol())
+                .collect::<String>()
+        })
+        .find(|line| line.contains(what))
+        .unwrap_or_default()
+        .trim_end()
+        .to_string()
+}
+
+/// Issue #16: a write whose answer never came is "outcome unknown", never "failed"; the
+/// dashboard watches the release and reports the real outcome once it shows.
+#[test]
+fn a_write_without_an_answer_is_unknown_until_the_release_shows_it() {
+    use super::io::Expect;
+    let mut app = app(false);
+    select(&mut app, "web");
+    let effects = press(&mut app, "s");
+    let [Effect::Send { id, command }] = effects.as_slice() else {
+        panic!("{effects:?}")
+    };
+    app.set_connection(crate::engine::Connection::Disconnected {
+        since: demo::now(),
+        error: "no answer".into(),
+    });
+    app.on_io(IoResult::Unknown {
+        id: *id,
+        why: "no answer from the API server within 15s; it may still be applied".into(),
+        expect: Expect::Command {
+            command: command.clone(),
+            token: "t1".into(),
+        },
+    });
+    let banner = line_about(&app, "suspend apps/web");
+    assert!(
+        banner.starts_with("⚠ API server unreachable")
+            && banner.ends_with("suspend apps/web: outcome unknown, it may still be applied"),
+        "{banner}"
+    );
+    // A long wait without the API server changes nothing: it may still be applied.
+    app.tick(demo::now() + std::time::Duration::from_secs(300));
+    app.set_connection(crate::engine::Connection::Connected);
+    let footer = line_about(&app, "suspend apps/web");
+    assert!(
+        footer.starts_with("⚠ suspend apps/web: outcome unknown, no answer from the API server"),
+        "{footer}"
+    );
+    assert!(matches!(
+        app.feedback.last().unwrap().progress,
+        Progress::Unknown(_)
+    ));
+
+    // The suspend lands.
+    let mut views = (*app.views).clone();
+    let view = views.get_mut(&k("apps", "web")).unwrap();
+    std::sync::Arc::make_mut(&mut view.release).spec.suspend = true;
+    app.set_views(std::sync::Arc::new(views));
+    assert_eq!(app.feedback.last().unwrap().progress, Progress::Landed);
+    let footer = line_about(&app, "suspend apps/web");
+    assert!(
+        footer.starts_with("✓ suspend apps/web: applied after the API server answered again"),
+        "{footer}"
+    );
+}
+
+/// ... and when the API server answers again and the release does not show it for a
+/// while, it was not applied; a late landing still turns it into applied.
+#[test]
+fn an_unknown_write_the_release_never_shows_is_not_applied_until_it_lands() {
+    use super::io::Expect;
+    let mut app = app(false);
+    select(&mut app, "web");
+    let effects = press(&mut app, "r");
+    let [Effect::Send { id, command }] = effects.as_slice() else {
+        panic!("{effects:?}")
+    };
+    app.on_io(IoResult::Unknown {
+        id: *id,
+        why: "no answer".into(),
+        expect: Expect::Command {
+            command: command.clone(),
+            token: "t2".into(),
+        },
+    });
+    app.tick(demo::now() + std::time::Duration::from_secs(29));
+    assert!(matches!(
+        app.feedback.last().unwrap().progress,
+        Progress::Unknown(_)
+    ));
+    app.tick(demo::now() + std::time::Duration::from_secs(31));
+    let Progress::Failed(why) = &app.feedback.last().unwrap().progress else {
+        panic!("{:?}", app.feedback.last())
+    };
+    assert!(
+        why.starts_with("not applied: the API server answers again and apps/web does not show it"),
+        "{why}"
+    );
+    let mut views = (*app.views).clone();
+    let view = views.get_mut(&k("apps", "web")).unwrap();
+    std::sync::Arc::make_mut(&mut view.release)
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(
+            crate::api::annotations::RECONCILE_REQUESTED_AT.into(),
+            "t2".into(),
+        );
+    app.set_views(std::sync::Arc::new(views));
+    assert_eq!(app.feedback.last().unwrap().progress, Progress::Landed);
+}
+
 #[test]
 fn cancel_wait_and_bulk_actions_ask_first() {
     let mut app = app(false);

@@ -1071,10 +1071,17 @@ fn draw_status(f: &mut Frame, app: &App, area: Rect) {
     {
         let age = app.stale_for().unwrap_or_default();
         let clock = since.strftime("%H:%M:%S UTC");
-        let banner = format!(
+        let mut banner = format!(
             "⚠ API server unreachable since {clock} ({} ago): retrying the watch; rows show the last known state",
             short_age(age)
         );
+        // A write that got no answer is not hidden by the banner: it may still land.
+        if let Some((Progress::Unknown(_), what, _)) = app.status_notice() {
+            banner = format!(
+                "⚠ API server unreachable for {} · {what}: outcome unknown, it may still be applied",
+                short_age(age)
+            );
+        }
         f.render_widget(
             Paragraph::new(Line::styled(
                 banner,
@@ -1121,6 +1128,17 @@ fn draw_status(f: &mut Frame, app: &App, area: Rect) {
                     Progress::Failed(e) => {
                         Line::styled(format!("✗ {what}: {e}{more}"), t.base().fg(t.error))
                     }
+                    Progress::Unknown(_) if summary => {
+                        Line::styled(format!("⚠ {what}"), t.state(State::Progressing))
+                    }
+                    Progress::Unknown(why) => Line::styled(
+                        format!("⚠ {what}: outcome unknown, {why} (watching){more}"),
+                        t.state(State::Progressing),
+                    ),
+                    Progress::Landed => Line::styled(
+                        format!("✓ {what}: applied after the API server answered again{more}"),
+                        t.state(State::Ready),
+                    ),
                 }
             }
         },
