@@ -44,8 +44,12 @@ async fn poll<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
     }
 }
 
+/// The freeze test stops the API server that every test here uses: it runs alone.
+static API_SERVER: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
 #[tokio::test]
 async fn dashboard_drives_releases() {
+    let _shared = API_SERVER.read().await;
     let client = client().await;
     install_crd(&client).await;
     let ns = TestNamespace::new(&client, "tui").await;
@@ -373,6 +377,7 @@ fn shows(screen: &str, ns: &str, present: &[&str], absent: &[&str]) -> bool {
 
 #[tokio::test]
 async fn number_keys_switch_the_namespace_shown_and_0_shows_all() {
+    let _shared = API_SERVER.read().await;
     let client = client().await;
     install_crd(&client).await;
     let a = TestNamespace::new(&client, "tuinav").await;
@@ -441,4 +446,85 @@ async fn number_keys_switch_the_namespace_shown_and_0_shows_all() {
     dash.quit().await;
     a.delete().await;
     b.delete().await;
+}
+
+/// The local control plane's kube-apiserver process, from the pids file the cluster
+/// scripts write beside the kubeconfig.
+fn api_server_pid() -> String {
+    let pids = support::kubeconfig_path().with_file_name("pids");
+    let text = std::fs::read_to_string(&pids).unwrap_or_else(|e| panic!("{}: {e}", pids.display()));
+    text.lines()
+        .find_map(|l| l.strip_prefix("kube-apiserver "))
+        .unwrap_or_else(|| panic!("no kube-apiserver in {}", pids.display()))
+        .trim()
+        .to_string()
+}
+
+fn signal(pid: &str, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([signal, pid])
+        .status()
+        .expect("kill runs");
+    assert!(status.success(), "kill {signal} {pid}");
+}
+
+/// Sends SIGCONT when dropped, so a failing test never leaves the API server stopped.
+struct Frozen(String);
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        signal(&self.0, "-CONT");
+    }
+}
+
+/// Issue #16: a suspend sent while the API server is frozen (SIGSTOP) gets no answer; the
+/// dashboard says its outcome is unknown (never failed), keeps watching, and reports it
+/// applied once the server answers again and the release shows it.
+#[tokio::test]
+async fn a_suspend_without_an_answer_is_reported_when_it_lands() {
+    let _alone = API_SERVER.write().await;
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::new(&client, "tuifreeze").await;
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
+    let billing = support::from_yaml::<HelmRelease>(&format!(
+        "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: billing}}\n\
+         spec:\n  chart: {{path: {}}}\n",
+        chart().display()
+    ));
+    api.create(&PostParams::default(), &billing).await.unwrap();
+    let dash = dashboard(&ns.name, &[]);
+    dash.wait_for("billing Ready", |s| {
+        line_of(s, "billing").is_some_and(|l| l.contains("✓ Ready"))
+    })
+    .await;
+
+    let pid = api_server_pid();
+    signal(&pid, "-STOP");
+    let frozen = Frozen(pid);
+    dash.keys(&["s"]);
+    let what = format!("suspend {}/billing", ns.name);
+    let unknown = dash
+        .wait_for("the suspend's outcome unknown", |s| {
+            s.contains(&format!("{what}: outcome unknown"))
+        })
+        .await;
+    assert!(!unknown.contains(&format!("✗ {what}")), "{unknown}");
+    drop(frozen);
+
+    let landed = dash
+        .wait_for("the suspend reported applied", |s| {
+            s.contains(&format!(
+                "✓ {what}: applied after the API server answered again"
+            ))
+        })
+        .await;
+    assert!(!landed.contains(&format!("✗ {what}")), "{landed}");
+    assert!(api.get("billing").await.unwrap().spec.suspend);
+    dash.wait_for("billing shown suspended", |s| {
+        line_of(s, "billing").is_some_and(|l| l.contains("Suspended"))
+    })
+    .await;
+    dash.quit().await;
+    ns.delete().await;
 }
