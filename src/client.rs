@@ -25,6 +25,24 @@ pub async fn connect(args: &ClusterArgs) -> Result<(Client, String)> {
     Ok((Client::try_from(config)?, namespace))
 }
 
+/// The kubeconfig context a connection made with `kubeconfig` and `context` uses: the
+/// one given, else the kubeconfig's current context (the file given, else `$KUBECONFIG`
+/// or `~/.kube/config`, as [`connect`] reads them); `None` in a pod without a kubeconfig.
+/// Child processes (helm) are given it explicitly, so they reach the same cluster.
+pub fn selected_context(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+) -> Option<String> {
+    if let Some(context) = context {
+        return Some(context.to_string());
+    }
+    let config = match kubeconfig {
+        Some(path) => Kubeconfig::read_from(path),
+        None => Kubeconfig::read(),
+    };
+    config.ok()?.current_context.filter(|c| !c.is_empty())
+}
+
 /// Which namespaces a front end looks at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope {

@@ -706,6 +706,26 @@ async fn the_values_editor_stores_null_and_the_chart_default_stays_removed() {
     ns.delete().await;
 }
 
+/// helm's own cluster settings in the controller's environment (a context that does not
+/// exist, an API server nobody listens on, a token) never reach the helm child: it
+/// renders against the cluster the engine applies to, from the kubeconfig and context
+/// the engine passes.
+#[tokio::test]
+async fn the_helm_child_reaches_only_the_cluster_the_engine_passes() {
+    let (_client, ns, api) = setup("helm-env").await;
+    let _controller = support::controller::Controller::start_with_env(
+        &["--namespace", &ns.name, "--lease-namespace", &ns.name],
+        &[
+            ("HELM_KUBECONTEXT", "another-cluster"),
+            ("HELM_KUBEAPISERVER", "https://127.0.0.1:9"),
+            ("HELM_KUBETOKEN", "not-the-engines-token"),
+        ],
+    );
+    support::engine::install_webapp(&api, "web", serde_json::json!({})).await;
+    assert_eq!(helm_history(&ns.name, "web")[0].1, "deployed");
+    ns.delete().await;
+}
+
 async fn wait_for_gone(api: &Api<HelmRelease>, name: &str) {
     let deadline = Instant::now() + PATIENCE;
     while api.get_opt(name).await.unwrap().is_some() {

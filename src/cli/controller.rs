@@ -71,8 +71,10 @@ pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
         Some(helm) => HelmRenderer::new(helm, HelmRenderer::DEFAULT_TIMEOUT),
         None => HelmRenderer::from_env(),
     };
+    let context =
+        client::selected_context(cluster.kubeconfig.as_deref(), cluster.context.as_deref());
     config.renderer =
-        Arc::new(renderer.with_cluster(cluster.kubeconfig.as_deref(), cluster.context.as_deref()));
+        Arc::new(renderer.with_cluster(cluster.kubeconfig.as_deref(), context.as_deref()));
     if let Some(dir) = args.chart_cache {
         config.chart_cache = dir;
     }

@@ -22,7 +22,6 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -130,7 +129,16 @@ impl HelmRenderer {
             helm: self.helm.display().to_string(),
             source,
         };
-        let mut child = Command::new(&self.helm)
+        let mut command = Command::new(&self.helm);
+        // The cluster comes only from the arguments the engine passes: helm's own
+        // HELM_KUBE* settings (context, API server, token, ...) could point `lookup` and
+        // `.Capabilities` at another cluster than the one applied to.
+        for (name, _) in std::env::vars_os() {
+            if is_cluster_setting(&name) {
+                command.env_remove(name);
+            }
+        }
+        let mut child = command
             .args(self.args(&req))
             .env("HELM_DRIVER", "memory")
             .env("HELM_MEMORY_DRIVER_DATA", &seed.path)
@@ -276,22 +284,35 @@ fn seed(req: &RenderRequest<'_>) -> serde_json::Value {
     }])
 }
 
-/// The seed, in a file of its own (no values in it) removed when dropped.
+/// Environment variables by which helm picks a cluster or identity other than its
+/// arguments say (`HELM_KUBECONTEXT`, `HELM_KUBEAPISERVER`, `HELM_KUBETOKEN`,
+/// `HELM_KUBEASUSER`, `HELM_KUBECAFILE`, ...), and `HELM_NAMESPACE`.
+fn is_cluster_setting(name: &std::ffi::OsStr) -> bool {
+    name.to_str()
+        .is_some_and(|n| n.starts_with("HELM_KUBE") || n == "HELM_NAMESPACE")
+}
+
+/// The seed, in a file of its own (no values in it) in a private temporary directory
+/// (mode 0700, a random name: nobody else can read it or plant a file where it goes),
+/// removed when dropped.
 struct SeedFile {
     path: PathBuf,
+    _dir: tempfile::TempDir,
 }
 
 impl SeedFile {
     fn write(seed: &serde_json::Value) -> Result<Self, Error> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "wheelhouse-render-{}-{}.json",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::write(&path, seed.to_string())
-            .map_err(|e| Error::Output(format!("cannot write {}: {e}", path.display())))?;
-        Ok(Self { path })
+        let failed =
+            |e: std::io::Error| Error::Output(format!("cannot write the render's seed: {e}"));
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::Builder::new()
+            .prefix("wheelhouse-render-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .map_err(failed)?;
+        let path = dir.path().join("seed.json");
+        std::fs::write(&path, seed.to_string()).map_err(failed)?;
+        Ok(Self { path, _dir: dir })
     }
 }
 
@@ -326,6 +347,33 @@ mod tests {
             values,
             previous,
         }
+    }
+
+    #[test]
+    fn helms_own_cluster_settings_are_never_inherited() {
+        for name in [
+            "HELM_KUBECONTEXT",
+            "HELM_KUBEAPISERVER",
+            "HELM_KUBETOKEN",
+            "HELM_KUBEASUSER",
+            "HELM_NAMESPACE",
+        ] {
+            assert!(is_cluster_setting(std::ffi::OsStr::new(name)), "{name}");
+        }
+        for name in ["HELM_DRIVER", "PATH", "HOME", "HELM_CACHE_HOME"] {
+            assert!(!is_cluster_setting(std::ffi::OsStr::new(name)), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_seed_lives_in_a_private_directory() {
+        use std::os::unix::fs::PermissionsExt;
+        let seed = SeedFile::write(&serde_json::json!([])).unwrap();
+        let dir = seed.path.parent().unwrap().to_path_buf();
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{}", dir.display());
+        drop(seed);
+        assert!(!dir.exists());
     }
 
     #[test]

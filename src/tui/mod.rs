@@ -120,9 +120,10 @@ impl Session {
         let mut config = EngineConfig::new(coverage);
         config.chart_root = args.chart_root.clone();
         // helm renders against the same cluster, as the same identity.
+        let selected =
+            client::selected_context(args.kubeconfig.as_deref(), args.context.as_deref());
         config.renderer = Arc::new(
-            HelmRenderer::from_env()
-                .with_cluster(args.kubeconfig.as_deref(), args.context.as_deref()),
+            HelmRenderer::from_env().with_cluster(args.kubeconfig.as_deref(), selected.as_deref()),
         );
         config.passive = opts.readonly;
         if let Some(ns) = &opts.lease_namespace {

@@ -15,6 +15,11 @@ impl Controller {
     /// Starts `wheelhouse controller` with `args` (and the test cluster's kubeconfig, the
     /// pinned helm and a chart cache of its own).
     pub fn start(args: &[&str]) -> Self {
+        Self::start_with_env(args, &[])
+    }
+
+    /// [`Controller::start`] with extra environment variables.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("controller.log");
         let child = Command::new(env!("CARGO_BIN_EXE_wheelhouse"))
@@ -26,6 +31,7 @@ impl Controller {
             .arg(dir.path().join("charts"))
             .env("WHEELHOUSE_HELM", testbin().join("helm"))
             .env("WHEELHOUSE_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
