@@ -10,7 +10,13 @@ async fn main() -> ExitCode {
     // The headless controller logs structured JSON at info; interactive commands stay
     // quiet unless asked (WHEELHOUSE_LOG takes tracing's filter syntax).
     let controller = matches!(cli.command, Some(Command::Controller(_)));
-    let default = if controller { "info,kube=warn" } else { "warn" };
+    // kube's client logs a whole response body at warn when it does not decode: a
+    // HelmRelease with its inline values, a Secret. Bodies are never logged by default.
+    let default = if controller {
+        "info,kube=warn,kube_client::client=error"
+    } else {
+        "warn,kube_client::client=error"
+    };
     let filter = EnvFilter::try_from_env("WHEELHOUSE_LOG").unwrap_or_else(|_| default.into());
     let logs = tracing_subscriber::fmt().with_env_filter(filter);
     if controller {

@@ -726,6 +726,89 @@ async fn the_helm_child_reaches_only_the_cluster_the_engine_passes() {
     ns.delete().await;
 }
 
+/// Values nested 120 to 125 levels deep: the spec alone would decode, the object as the
+/// API server returns it (its managedFields mirror the values, deeper) would not. Handled
+/// as deeper values are: InvalidSpec, a short log line, and never the body (which holds an
+/// inline password) in the controller's log.
+#[tokio::test]
+async fn values_nested_just_below_the_decoders_limit_are_invalid_and_never_logged() {
+    let (client, ns, api) = setup("safe-band").await;
+    let controller = support::controller::Controller::start(&[
+        "--namespace",
+        &ns.name,
+        "--lease-namespace",
+        &ns.name,
+    ]);
+    let raw_api: Api<RawHelmRelease> = Api::namespaced(client.clone(), &ns.name);
+    for depth in [120, 123, 125] {
+        let mut deep = String::from(r#"{"password":"hunter2-in-band"}"#);
+        for _ in 0..depth - 1 {
+            deep = format!("{{\"a\":{deep}}}");
+        }
+        let text = format!(
+            r#"{{"apiVersion":"wheelhouse.dev/v1alpha1","kind":"HelmRelease","metadata":{{"name":"band-{depth}"}},"spec":{{"chart":{{"path":"{}"}},"values":{deep}}}}}"#,
+            chart("shared")
+        );
+        raw_api
+            .create(
+                &PostParams::default(),
+                &serde_json::from_str(&text).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+    api.create(
+        &PostParams::default(),
+        &shared("fine", serde_json::json!({})),
+    )
+    .await
+    .unwrap();
+    for depth in [120, 123, 125] {
+        let name = format!("band-{depth}");
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let raw = raw_api.get(&name).await.unwrap();
+            let status: Option<wheelhouse::api::HelmReleaseStatus> = raw
+                .status
+                .as_deref()
+                .and_then(|s| serde_json::from_str(s.get()).ok());
+            let ready = status.and_then(|s| s.conditions.into_iter().find(|c| c.type_ == "Ready"));
+            if let Some(c) = ready.filter(|c| c.reason == "InvalidSpec") {
+                assert!(c.message.contains("nests deeper"), "{}", c.message);
+                break;
+            }
+            assert!(Instant::now() < deadline, "{name} never got InvalidSpec");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+    wait_for(&api, "fine", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    // A positive sign that time passed with the engine at work: a reconcile of the
+    // healthy release, requested and handled.
+    support::engine::annotate(&api, "fine", "reconcile.wheelhouse.dev/requestedAt", "t1").await;
+    wait_for(&api, "fine", "the reconcile handled", |h| {
+        h.status
+            .as_ref()
+            .and_then(|s| s.last_handled_reconcile_at.as_deref())
+            == Some("t1")
+    })
+    .await;
+    let log = controller.log();
+    assert!(!log.contains("hunter2"), "a body reached the log");
+    for depth in [120, 123, 125] {
+        let lines: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(&format!("band-{depth}")))
+            .collect();
+        assert!(!lines.is_empty() && lines.len() <= 2, "{lines:#?}");
+        assert!(lines.iter().all(|l| l.len() < 600), "{lines:#?}");
+        assert!(!log.contains("recursion limit"), "{log}");
+    }
+    ns.delete().await;
+}
+
 async fn wait_for_gone(api: &Api<HelmRelease>, name: &str) {
     let deadline = Instant::now() + PATIENCE;
     while api.get_opt(name).await.unwrap().is_some() {

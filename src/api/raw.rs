@@ -82,11 +82,20 @@ impl RawHelmRelease {
                 })
                 .ok()
         });
+        let too_deep = || {
+            format!(
+                "its spec nests deeper than the {MAX_SPEC_DEPTH} levels wheelhouse reads (look for deeply nested values)"
+            )
+        };
         let spec = match self.spec.as_deref() {
             None => Err("it has no spec".to_string()),
+            // Every typed read of the object (a patch's answer, say) decodes it whole, its
+            // managedFields mirror included: a spec that fits alone but not there would
+            // fail every write after the first read.
+            Some(raw) if nesting(raw.get()) > MAX_SPEC_DEPTH => Err(too_deep()),
             Some(raw) => serde_json::from_str::<HelmReleaseSpec>(raw.get()).map_err(|e| {
                 if e.to_string().contains("recursion limit") {
-                    "its spec nests deeper than the 128 levels wheelhouse reads (look for deeply nested values)".to_string()
+                    too_deep()
                 } else {
                     format!("its spec does not decode: {e}")
                 }
@@ -113,6 +122,42 @@ impl RawHelmRelease {
             }
         }
     }
+}
+
+/// The deepest spec whose object still decodes wherever a client reads it typed: serde_json
+/// stops at 128 nested arrays and objects; the API server's copy holds the spec twice,
+/// once under the root and once mirrored in `metadata.managedFields[].fieldsV1`, deeper by
+/// the path to it and by the empty object that stands for each leaf; and a list
+/// (`{"items": [...]}`) or a watch event (`{"object": ...}`) wraps it once more. Checked
+/// against real decodes of a list holding the whole object in the tests below.
+pub const MAX_SPEC_DEPTH: usize = 119;
+
+/// How deeply arrays and objects nest in a JSON text (a scalar is 0), read iteratively so
+/// any depth is measured.
+fn nesting(json: &str) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for b in json.bytes() {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 fn meta_without_managed_fields<'de, D>(d: D) -> Result<ObjectMeta, D::Error>
@@ -146,9 +191,23 @@ mod tests {
         v
     }
 
+    /// The managedFields mirror of `values` as the API server writes it: `f:` keys, and
+    /// an empty object for each leaf.
+    fn mirror(values: &str) -> String {
+        // `values` is `nested(n)` or a flat object: n `{`, each one key deep. Built from
+        // the text, as serde_json cannot hold the deepest ones.
+        let depth = values.matches('{').count();
+        let mut out = String::from("{}");
+        for _ in 0..depth {
+            out = format!("{{\"f:a\":{out}}}");
+        }
+        out
+    }
+
     fn object(name: &str, values: &str) -> String {
+        let mirror = mirror(values);
         format!(
-            r#"{{"apiVersion":"wheelhouse.dev/v1alpha1","kind":"HelmRelease","metadata":{{"name":"{name}","namespace":"apps","managedFields":[{{"manager":"kubectl","operation":"Update","fieldsType":"FieldsV1","fieldsV1":{{"f:spec":{{"f:values":{values}}}}}}}]}},"spec":{{"chart":{{"path":"./c"}},"values":{values}}},"status":{{"conditions":[]}}}}"#
+            r#"{{"apiVersion":"wheelhouse.dev/v1alpha1","kind":"HelmRelease","metadata":{{"name":"{name}","namespace":"apps","managedFields":[{{"manager":"kubectl","operation":"Update","fieldsType":"FieldsV1","fieldsV1":{{"f:spec":{{"f:values":{mirror}}}}}}}]}},"spec":{{"chart":{{"path":"./c"}},"values":{values}}},"status":{{"conditions":[]}}}}"#
         )
     }
 
@@ -182,8 +241,32 @@ mod tests {
 
     #[test]
     fn values_a_hundred_levels_deep_are_read() {
-        let raw: RawHelmRelease = serde_json::from_str(&object("ok", &nested(120))).unwrap();
+        let raw: RawHelmRelease = serde_json::from_str(&object("ok", &nested(100))).unwrap();
         assert!(raw.decode().is_ok());
+    }
+
+    /// What is read is exactly what a typed list of the whole object (managed fields
+    /// included, as the API server returns it) can decode: the band where the spec alone
+    /// decodes but the object does not is refused up front.
+    #[test]
+    fn a_spec_is_read_exactly_when_a_list_of_its_whole_object_decodes() {
+        #[derive(Deserialize)]
+        #[allow(dead_code)]
+        struct Typed {
+            items: Vec<HelmRelease>,
+        }
+        for depth in 90..140 {
+            let text = object("x", &nested(depth));
+            let whole = serde_json::from_str::<Typed>(&format!(r#"{{"items":[{text}]}}"#)).is_ok();
+            let raw: RawHelmRelease = serde_json::from_str(&text).unwrap();
+            assert_eq!(raw.decode().is_ok(), whole, "values nested {depth} deep");
+        }
+    }
+
+    #[test]
+    fn nesting_skips_strings() {
+        assert_eq!(nesting("1"), 0);
+        assert_eq!(nesting(r#"{"a":[{"b":"{[\"]}"}]}"#), 3);
     }
 
     #[test]
