@@ -57,3 +57,88 @@ impl From<crate::values::Error> for Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    /// The API server's message when this error is its refusal of a call (403): which
+    /// identity may not do what, where.
+    pub fn forbidden(&self) -> Option<String> {
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = next {
+            if let Some(kube::Error::Api(status)) = e.downcast_ref::<kube::Error>()
+                && status.code == 403
+            {
+                return Some(status.message.clone());
+            }
+            next = e.source();
+        }
+        None
+    }
+
+    /// The message for status, Events and logs: kube writes a debug dump of the API
+    /// server's answer after its message, which is left out.
+    pub fn describe(&self) -> String {
+        without_dumps(&self.to_string())
+    }
+}
+
+/// `text` without kube's `ApiError: ` prefixes and ` (Status { ... })` dumps.
+fn without_dumps(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(" (Status {") {
+        out.push_str(&rest[..at]);
+        // Skip to the parenthesis that closes the dump.
+        let mut depth = 0usize;
+        let mut end = rest.len();
+        for (i, c) in rest[at + 1..].char_indices() {
+            match c {
+                '(' | '{' | '[' => depth += 1,
+                ')' | '}' | ']' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        end = at + 1 + i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out.replace("ApiError: ", "")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn forbidden() -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            message: r#"secrets is forbidden: User "engine" cannot list resource "secrets" in API group "" in the namespace "vault""#.into(),
+            reason: "Forbidden".into(),
+            code: 403,
+            ..Default::default()
+        }))
+    }
+
+    #[test]
+    fn a_refusal_is_found_through_the_error_chain_and_shown_without_a_dump() {
+        let e = Error::Storage(crate::release::Error::Kube(forbidden()));
+        assert!(
+            e.forbidden()
+                .unwrap()
+                .starts_with("secrets is forbidden: User \"engine\"")
+        );
+        let shown = e.describe();
+        assert!(
+            !shown.contains("Status {") && !shown.contains("ApiError"),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("cannot list resource \"secrets\""),
+            "{shown}"
+        );
+        assert_eq!(Error::Stopped.forbidden(), None);
+    }
+}

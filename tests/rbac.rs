@@ -230,6 +230,38 @@ async fn the_generated_rbac_is_enough_for_the_engine_and_no_more() {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 
+    // A storage namespace the grant does not cover: a clear reason naming the refused
+    // call, an Event, no raw dump of the API server's answer.
+    api.create(
+        &PostParams::default(),
+        &webapp(
+            "locked",
+            serde_json::json!({"storageNamespace": "kube-system"}),
+        ),
+    )
+    .await
+    .unwrap();
+    let locked = wait_for(&api, "locked", "Forbidden", |h| {
+        is(h, "Ready", "False", "Forbidden")
+    })
+    .await;
+    let message = locked.condition("Ready").unwrap().message.clone();
+    assert!(
+        message.contains("cannot list resource \"secrets\"")
+            && message.contains("kube-system")
+            && message.contains("wheelhouse rbac"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("Status {") && !message.contains("ApiError"),
+        "{message}"
+    );
+    let events = eng::events_of(&admin, &ns.name, "locked").await;
+    assert!(
+        events.iter().any(|e| e.starts_with("Forbidden: ")),
+        "{events:?}"
+    );
+
     eng::delete_and_await_uninstall(&admin, &ns.name, "web").await;
     ns.delete().await;
 }

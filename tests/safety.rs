@@ -809,6 +809,55 @@ async fn values_nested_just_below_the_decoders_limit_are_invalid_and_never_logge
     ns.delete().await;
 }
 
+/// A chart error that quotes a value that came from a Secret (the API server's message
+/// for an invalid label) is masked wherever it is copied: Ready, the Event, and Helm's
+/// release description.
+#[tokio::test]
+async fn a_message_quoting_a_value_from_a_secret_is_masked_everywhere() {
+    let (client, ns, api) = setup("safe-mask").await;
+    let _engine = start(&client, &ns.name).await;
+    let secret = "not a label s3cr3t from vault";
+    Api::<Secret>::namespaced(client.clone(), &ns.name)
+        .create(
+            &PostParams::default(),
+            &support::from_yaml(&format!(
+                "metadata: {{name: creds}}\nstringData:\n  values.yaml: |\n    behavior: \"{secret}\"\n"
+            )),
+        )
+        .await
+        .unwrap();
+    api.create(
+        &PostParams::default(),
+        &shared(
+            "web",
+            serde_json::json!({"valuesFrom": [{"kind": "Secret", "name": "creds"}]}),
+        ),
+    )
+    .await
+    .unwrap();
+    let failed = wait_for(&api, "web", "InstallFailed", |h| {
+        is(h, "Ready", "False", "InstallFailed")
+    })
+    .await;
+    let message = ready_message(&failed);
+    // The API server's refusal, quoted with the value masked.
+    assert!(message.contains("Invalid value: \"***\""), "{message}");
+    assert!(!message.contains("s3cr3t"), "{message}");
+    let events = support::engine::events_of(&client, &ns.name, "web").await;
+    assert!(events.iter().any(|e| e.contains("***")), "{events:?}");
+    assert!(events.iter().all(|e| !e.contains("s3cr3t")), "{events:?}");
+    let history = helm_history(&ns.name, "web");
+    assert!(
+        history.iter().any(|(_, _, d)| d.contains("***")),
+        "{history:?}"
+    );
+    assert!(
+        history.iter().all(|(_, _, d)| !d.contains("s3cr3t")),
+        "{history:?}"
+    );
+    ns.delete().await;
+}
+
 async fn wait_for_gone(api: &Api<HelmRelease>, name: &str) {
     let deadline = Instant::now() + PATIENCE;
     while api.get_opt(name).await.unwrap().is_some() {

@@ -40,6 +40,11 @@ pub mod reason {
     pub const UNLOCKED: &str = "Unlocked";
     /// Another HelmRelease manages the Helm release this one names.
     pub const RELEASE_CONFLICT: &str = "ReleaseConflict";
+    /// The API server refused one of the engine's calls (403).
+    pub const FORBIDDEN: &str = "Forbidden";
+    /// A reconcile ended with an error that is neither the release's action nor a refusal
+    /// (an API call that failed, say); retried with backoff.
+    pub const RECONCILE_ERROR: &str = "ReconcileError";
     /// dependsOn leads back to the release itself.
     pub const DEPENDENCY_CYCLE: &str = "DependencyCycle";
     /// The object's spec does not decode (wheelhouse cannot read it).

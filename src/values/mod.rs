@@ -7,6 +7,7 @@
 //! in Helm, because that `null` is what tells Helm to delete the key from the chart's
 //! default values when it renders; dropping it here would bring the default back.
 
+mod mask;
 mod path;
 
 use std::fmt;
@@ -19,6 +20,7 @@ use sha2::{Digest, Sha256};
 
 use crate::api::{HelmRelease, ValuesKind, ValuesReference};
 
+pub use mask::Masker;
 pub use path::typed_value;
 
 #[derive(Debug, thiserror::Error)]
@@ -158,6 +160,8 @@ pub struct ComposedValues {
     /// `sha256:<hex>` of the canonical JSON of `values`.
     pub digest: String,
     pub sources: Vec<ValuesSourceRef>,
+    /// The values that came from Secrets, to mask wherever a message may quote them.
+    pub secrets: Masker,
 }
 
 /// Reads every `valuesFrom` source from the HelmRelease's namespace and merges them, then
@@ -167,6 +171,7 @@ pub async fn compose(client: &kube::Client, hr: &HelmRelease) -> Result<Composed
         name: hr.name_any(),
     })?;
     let mut values = Map::new();
+    let mut secrets = Masker::default();
     let mut sources = Vec::with_capacity(hr.spec.values_from.len());
     for (index, reference) in hr.spec.values_from.iter().enumerate() {
         let (resource_version, data) = read_source(client, &namespace, reference, index).await?;
@@ -190,7 +195,10 @@ pub async fn compose(client: &kube::Client, hr: &HelmRelease) -> Result<Composed
                 index,
             });
         };
-        apply_source(&mut values, &namespace, reference, index, data)?;
+        let added = apply_source(&mut values, &namespace, reference, index, data)?;
+        if reference.kind == ValuesKind::Secret {
+            secrets.add_value(&added);
+        }
     }
     match &hr.spec.values {
         None | Some(Value::Null) => {}
@@ -205,6 +213,7 @@ pub async fn compose(client: &kube::Client, hr: &HelmRelease) -> Result<Composed
         digest: digest(&values),
         values,
         sources,
+        secrets,
     })
 }
 
@@ -268,7 +277,7 @@ fn apply_source(
     reference: &ValuesReference,
     index: usize,
     data: Vec<u8>,
-) -> Result<(), Error> {
+) -> Result<Value, Error> {
     let kind = reference.kind;
     let name = || reference.name.clone();
     let key = || reference.values_key.clone();
@@ -280,14 +289,17 @@ fn apply_source(
         index,
     })?;
     if let Some(target) = &reference.target_path {
-        return path::set(values, target, typed_value(&text)).map_err(|reason| Error::TargetPath {
-            kind,
-            namespace: namespace.to_owned(),
-            name: name(),
-            index,
-            path: target.clone(),
-            reason,
-        });
+        let value = typed_value(&text);
+        return path::set(values, target, value.clone())
+            .map(|()| value)
+            .map_err(|reason| Error::TargetPath {
+                kind,
+                namespace: namespace.to_owned(),
+                name: name(),
+                index,
+                path: target.clone(),
+                reason,
+            });
     }
     let parsed =
         parse_yaml(&text, kind == ValuesKind::Secret).map_err(|reason| Error::InvalidYaml {
@@ -299,21 +311,21 @@ fn apply_source(
             reason,
         })?;
     match parsed {
-        Value::Object(map) => merge(values, map),
-        // An empty document (or only comments) adds nothing, as in Helm.
-        Value::Null => {}
-        other => {
-            return Err(Error::NotAMapping {
-                kind,
-                namespace: namespace.to_owned(),
-                name: name(),
-                key: key(),
-                index,
-                found: type_name(&other),
-            });
+        Value::Object(map) => {
+            merge(values, map.clone());
+            Ok(Value::Object(map))
         }
+        // An empty document (or only comments) adds nothing, as in Helm.
+        Value::Null => Ok(Value::Null),
+        other => Err(Error::NotAMapping {
+            kind,
+            namespace: namespace.to_owned(),
+            name: name(),
+            key: key(),
+            index,
+            found: type_name(&other),
+        }),
     }
-    Ok(())
 }
 
 /// Parses a YAML document into JSON values as Helm does: YAML 1.1 scalars as

@@ -148,6 +148,11 @@ pub async fn install_or_upgrade(
             }
         },
     };
+    // An error of the apply may quote a value of the manifest's Secrets.
+    run.masker.add_manifest_secrets(&rendered.manifest);
+    for hook in &rendered.hooks {
+        run.masker.add_manifest_secrets(&hook.manifest);
+    }
 
     let mut rel = new_release(
         run,

@@ -191,9 +191,12 @@ async fn record_failure(
     reason: &'static str,
     message: String,
 ) -> crate::Result<Outcome> {
-    set_status(rel, Status::Failed, description);
+    set_status(rel, Status::Failed, run.masker.mask(&description));
     run.storage.update(rel).await?;
-    Ok(Outcome::Failed { reason, message })
+    Ok(Outcome::Failed {
+        reason,
+        message: run.masker.mask(&message),
+    })
 }
 
 fn set_status(rel: &mut Release, status: Status, description: impl Into<String>) {

@@ -39,6 +39,10 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
     );
     rel.manifest = target.manifest.clone();
     rel.hooks = target.hooks.clone();
+    run.masker.add_manifest_secrets(&rel.manifest);
+    for hook in &rel.hooks {
+        run.masker.add_manifest_secrets(&hook.manifest);
+    }
     rel.info.as_mut().unwrap().rollback_revision = to;
     if let Some(first) = history.iter().find_map(|r| r.info.as_ref()?.first_deployed) {
         rel.info.as_mut().unwrap().first_deployed = Some(first);

@@ -117,6 +117,9 @@ pub struct Run<'a> {
     /// Other records deploying this (release name, target namespace) from another storage
     /// namespace, as the guards found them: their objects are never this release's.
     pub elsewhere: Vec<crate::release::Elsewhere>,
+    /// Values that came from Secrets (valuesFrom, Secret objects of the manifest): masked
+    /// in every message this reconcile writes to status, Events, Helm's storage or logs.
+    pub masker: crate::values::Masker,
 }
 
 impl Run<'_> {
@@ -155,7 +158,11 @@ impl Run<'_> {
         if unchanged {
             return;
         }
-        match status::write(&self.api, &self.key.name, &self.status).await {
+        let mut shown = self.status.clone();
+        for c in &mut shown.conditions {
+            c.message = self.masker.mask(&c.message);
+        }
+        match status::write(&self.api, &self.key.name, &shown).await {
             Ok(()) => *self.inbox.written.lock().unwrap() = Some(self.status.clone()),
             Err(e) => tracing::warn!(release = %self.key, error = %e, "cannot write status"),
         }
@@ -166,7 +173,7 @@ impl Run<'_> {
         let ev = Event {
             type_,
             reason: reason.into(),
-            note: Some(note),
+            note: Some(self.masker.mask(&note)),
             action: action.into(),
             secondary: None,
         };

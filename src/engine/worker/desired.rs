@@ -165,6 +165,7 @@ mod tests {
                 values: serde_json::Map::new(),
                 digest: values.into(),
                 sources: Vec::new(),
+                secrets: Default::default(),
             },
         }
     }

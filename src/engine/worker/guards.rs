@@ -29,7 +29,7 @@ pub(super) async fn stall(
     stalled(&mut run.status, why, &message, generation);
     run.write_status().await;
     if changed {
-        tracing::warn!(release = %run.key, reason = why, "{message}");
+        tracing::warn!(release = %run.key, reason = why, "{}", run.masker.mask(&message));
         run.event(EventType::Warning, why, "Reconcile", message)
             .await;
     }

@@ -197,6 +197,7 @@ async fn reconcile_once(
         desired_sources: Vec::new(),
         fix_triggered_at: None,
         elsewhere: Vec::new(),
+        masker: Default::default(),
     };
     if hr.metadata.deletion_timestamp.is_some() {
         return (
@@ -232,16 +233,33 @@ async fn reconcile_once(
         Err(crate::Error::Stopped) => return (NEVER, None),
         Err(e) => {
             let generation = hr.metadata.generation;
+            let (why, message) = match e.forbidden() {
+                Some(refusal) => (
+                    reason::FORBIDDEN,
+                    format!(
+                        "the API server refused the engine's call: {refusal}; grant the engine's identity that permission (`wheelhouse rbac` prints what it needs)"
+                    ),
+                ),
+                None => (reason::RECONCILE_ERROR, e.describe()),
+            };
+            let message = run.masker.mask(&message);
             status::set(
                 &mut run.status,
                 condition::READY,
                 Truth::False,
-                reason::PROGRESSING,
-                e.to_string(),
+                why,
+                &message,
                 generation,
             );
             run.write_status().await;
-            tracing::warn!(release = %key, error = %e, "reconcile failed");
+            tracing::warn!(release = %key, reason = why, "{message}");
+            run.event(
+                kube::runtime::events::EventType::Warning,
+                why,
+                "Reconcile",
+                message,
+            )
+            .await;
             (Requeue::Failed, ReconcileResult::Error)
         }
     };

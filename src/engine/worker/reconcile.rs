@@ -92,6 +92,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
             return Ok(Requeue::Failed);
         }
     };
+    run.masker = prepared.values.secrets.clone();
     run.desired_digest = prepared.digest();
     run.desired_sources = prepared.values.sources.clone();
     let desired = prepared.desired();
