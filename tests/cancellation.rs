@@ -32,6 +32,45 @@ async fn setup(
     (client, ns, api, engine)
 }
 
+/// Waits until the engine's live state of `ns/web` satisfies `pred`: the positive sign
+/// that the worker took an update in, or checked a trigger, before absences are asserted.
+async fn live_until(
+    engine: &eng::TestEngine,
+    ns: &str,
+    what: &str,
+    pred: impl Fn(&wheelhouse::engine::LiveState) -> bool,
+) -> wheelhouse::engine::LiveState {
+    let key = ReleaseKey {
+        namespace: ns.into(),
+        name: "web".into(),
+    };
+    let mut live = engine.handle.live();
+    let found = tokio::time::timeout(
+        support::PATIENCE,
+        live.wait_for(|m| m.get(&key).is_some_and(&pred)),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("the worker never showed {what}"))
+    .unwrap()
+    .get(&key)
+    .cloned()
+    .unwrap();
+    found
+}
+
+fn checks(engine: &eng::TestEngine, ns: &str) -> u32 {
+    let key = ReleaseKey {
+        namespace: ns.into(),
+        name: "web".into(),
+    };
+    engine
+        .handle
+        .live()
+        .borrow()
+        .get(&key)
+        .map_or(0, |l| l.checks)
+}
+
 /// Installs `web`, then upgrades it to pods that never become ready and returns once the
 /// engine waits on revision 2 (timeout 5m, so only a cancel can end it soon).
 async fn stuck(api: &Api<HelmRelease>, spec: serde_json::Value) {
@@ -84,7 +123,7 @@ async fn a_spec_fix_supersedes_the_stuck_wait() {
 
 #[tokio::test]
 async fn a_values_from_change_supersedes_the_wait_but_identical_data_does_not() {
-    let (client, ns, api, _engine) = setup("cancel-valuesfrom").await;
+    let (client, ns, api, engine) = setup("cancel-valuesfrom").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
     let cm = |behavior: &str, note: &str| -> ConfigMap {
         serde_json::from_value(serde_json::json!({
@@ -115,7 +154,8 @@ async fn a_values_from_change_supersedes_the_wait_but_identical_data_does_not() 
     waiting_on(&api, "web", 2).await;
 
     // Rewritten with identical data (only an annotation changes): a new resourceVersion,
-    // the same desired state; the wait goes on.
+    // the same desired state; the wait goes on once the worker has checked it.
+    let before = checks(&engine, &ns.name);
     cms.replace(
         "web-values",
         &PostParams::default(),
@@ -123,8 +163,10 @@ async fn a_values_from_change_supersedes_the_wait_but_identical_data_does_not() 
     )
     .await
     .unwrap();
-    // And a status-only update of the HelmRelease (what a third party's status write looks like).
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    live_until(&engine, &ns.name, "the rewritten ConfigMap checked", |l| {
+        l.checks > before
+    })
+    .await;
     let hr = api.get("web").await.unwrap();
     assert!(
         hr.status
@@ -159,6 +201,7 @@ async fn spurious_updates_never_cancel() {
         name: "web".into(),
     };
     // A reconcile request with nothing new, a status-only write, and a label change.
+    let before = checks(&engine, &ns.name);
     engine.handle.send(Command::Reconcile(key)).await.unwrap();
     api.patch_status(
         "web",
@@ -170,14 +213,20 @@ async fn spurious_updates_never_cancel() {
     )
     .await
     .unwrap();
-    api.patch(
-        "web",
-        &PatchParams::default(),
-        &Patch::Merge(serde_json::json!({"metadata": {"labels": {"team": "payments"}}})),
-    )
-    .await
-    .unwrap();
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    let labelled = api
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"team": "payments"}}})),
+        )
+        .await
+        .unwrap();
+    // The worker took the last of them in and checked the reconcile request.
+    let version = labelled.metadata.resource_version;
+    live_until(&engine, &ns.name, "the updates handled", |l| {
+        l.seen == version && l.checks > before
+    })
+    .await;
     let hr = api.get("web").await.unwrap();
     assert!(
         hr.status.unwrap().wait.is_some_and(|w| w.revision == 2),
@@ -484,9 +533,24 @@ async fn an_operator_cancel_reads_canceled_until_the_next_action() {
     })
     .await;
     assert!(canceled(&hr), "{:#?}", hr.status);
-    // Several requeues at the 3 s interval later, still the same, and no new revision.
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    let hr = api.get("web").await.unwrap();
+    // Another reconcile later (handled: a positive sign), still the same, and no new
+    // revision.
+    eng::annotate(
+        &api,
+        "web",
+        "reconcile.wheelhouse.dev/requestedAt",
+        "2026-11-21T13:00:01Z",
+    )
+    .await;
+    let hr = wait_for(&api, "web", "the second reconcile request handled", |h| {
+        h.status
+            .as_ref()
+            .unwrap()
+            .last_handled_reconcile_at
+            .as_deref()
+            == Some("2026-11-21T13:00:01Z")
+    })
+    .await;
     assert!(canceled(&hr), "{:#?}", hr.status);
     assert_eq!(helm_history(&ns.name, "web").len(), 2);
 

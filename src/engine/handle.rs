@@ -87,6 +87,12 @@ pub struct WaitView {
 pub struct LiveState {
     pub phase: Phase,
     pub wait: Option<WaitView>,
+    /// The resourceVersion of the newest HelmRelease the worker has taken in: the sign
+    /// that an update was handled, including one that called for nothing.
+    pub seen: Option<String>,
+    /// Triggers checked against the desired state while waiting (each ends in a
+    /// superseded wait, a fix that cannot be prepared, or nothing new).
+    pub checks: u32,
 }
 
 /// One release as a front end shows it.

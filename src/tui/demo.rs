@@ -86,6 +86,7 @@ pub fn waiting(elapsed: i64, left: i64, ready: usize, pending: &[(&str, &str)]) 
                     .collect(),
             },
         }),
+        ..LiveState::default()
     }
 }
 

@@ -92,6 +92,17 @@ fn label_value(identity: &str) -> String {
         .to_owned()
 }
 
+/// Records that the worker of `key` took in `hr` (see [`LiveState::seen`]).
+pub(super) fn note_seen(ctx: &Context, key: &ReleaseKey, hr: &HelmRelease) {
+    let version = hr.metadata.resource_version.clone();
+    ctx.live.send_if_modified(|m| {
+        let entry = m.entry(key.clone()).or_default();
+        let changed = entry.seen != version;
+        entry.seen = version;
+        changed
+    });
+}
+
 /// What one reconcile needs to see of the world; the actions borrow it.
 pub struct Run<'a> {
     pub ctx: &'a Context,
@@ -136,11 +147,27 @@ impl Run<'_> {
         self.publish(&live);
     }
 
+    /// Publishes the phase and wait; what the worker has seen and checked stays.
     pub(super) fn publish(&self, live: &LiveState) {
         let key = self.key.clone();
-        let live = live.clone();
         self.ctx.live.send_modify(|m| {
-            m.insert(key, live);
+            let entry = m.entry(key).or_default();
+            entry.phase = live.phase;
+            entry.wait = live.wait.clone();
+        });
+    }
+
+    /// Records that the worker took in `hr` (see [`LiveState::seen`]).
+    pub(super) fn note_seen(&self, hr: &HelmRelease) {
+        note_seen(self.ctx, &self.key, hr);
+    }
+
+    /// Counts a trigger checked while waiting (see [`LiveState::checks`]).
+    pub(super) fn note_check(&self) {
+        let key = self.key.clone();
+        self.ctx.live.send_modify(|m| {
+            let entry = m.entry(key).or_default();
+            entry.checks = entry.checks.wrapping_add(1);
         });
     }
 

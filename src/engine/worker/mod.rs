@@ -31,7 +31,7 @@ pub use context::{Context, Run};
 pub use desired::{Candidate, Prepared, render};
 pub use wait::WaitEnd;
 
-use super::handle::{Command, LiveState, ReleaseKey};
+use super::handle::{Command, LiveState, Phase, ReleaseKey};
 use super::status::{self, Truth, condition, reason};
 use crate::api::{FINALIZER, HelmRelease, HelmReleaseStatus};
 use crate::release::Storage;
@@ -105,7 +105,10 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
             msg = inbox.rx.recv() => {
                 match msg {
                     None => break,
-                    Some(Msg::Updated(hr)) => inbox.newest = hr,
+                    Some(Msg::Updated(hr)) => {
+                        context::note_seen(&ctx, &key, &hr);
+                        inbox.newest = hr;
+                    }
                     Some(Msg::Deleted) => break,
                     Some(Msg::Command(command)) => match *command {
                         (Command::CancelWait(_), t) => {
@@ -149,7 +152,9 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
                 .reconciled(&key.namespace, &key.name, started.elapsed(), result);
         }
         ctx.live.send_modify(|m| {
-            m.insert(key.clone(), LiveState::default());
+            let entry = m.entry(key.clone()).or_default();
+            entry.phase = Phase::Idle;
+            entry.wait = None;
         });
         if inbox.deleted {
             break;

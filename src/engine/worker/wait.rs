@@ -182,6 +182,7 @@ impl Run<'_> {
                 }
                 result = async { check.as_mut().expect("guarded").0.as_mut().await }, if check.is_some() => {
                     let (_, trigger, at) = check.take().expect("guarded");
+                    self.note_check();
                     match result {
                         Ok(mut candidate) if candidate.prepared.digest() != self.desired_digest => {
                             candidate.triggered_at = Some(at);
@@ -242,6 +243,7 @@ impl Run<'_> {
                                 again = Some((format!("reconcile requested at {t}"), Instant::now()));
                             }
                         }
+                        self.note_seen(&hr);
                         self.inbox.newest = hr;
                     }
                     // The same token may already have arrived through the watch (the
