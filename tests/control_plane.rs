@@ -125,9 +125,14 @@ async fn never_ready_pod_stays_unready() {
     .await
     .unwrap();
 
-    // kwok has acted on the pods once they run; none may be ready then or later.
+    // kwok has acted on the pods once they run; none may be ready then or later. A
+    // healthy Deployment created after them becoming ready is the positive sign that kwok's
+    // ready stage has run past them.
     wait_for_pods(&client, &ns.name, "stuck", 2, |p| phase(p) == "Running").await;
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    api.create(&PostParams::default(), &deployment("control", None))
+        .await
+        .unwrap();
+    wait_for_pods(&client, &ns.name, "control", 2, ready).await;
     let pods = wait_for_pods(&client, &ns.name, "stuck", 2, |p| phase(p) == "Running").await;
     assert!(
         pods.iter().all(|p| !ready(p)),

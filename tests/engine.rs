@@ -230,7 +230,14 @@ async fn a_suspended_release_is_left_alone_until_resumed() {
     )
     .await
     .unwrap();
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    // The worker handled it (a positive sign: its finalizer is on), and installed nothing.
+    eng::wait_for(&api, "web", "the finalizer added", |h| {
+        h.metadata
+            .finalizers
+            .as_ref()
+            .is_some_and(|f| f.iter().any(|f| f == wheelhouse::api::FINALIZER))
+    })
+    .await;
     assert!(
         helm_history_opt(&ns.name, "web").is_empty(),
         "a suspended release was installed"
