@@ -219,3 +219,84 @@ async fn a_hanging_helm_is_stopped_by_the_timeout() {
     assert!(err.to_string().contains("timed out"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(10));
 }
+
+/// How `helm template` (v4.3.1, the pinned binary) reads a values file: the values as the
+/// templates see them (`toJson .Values`), or helm's error.
+fn helm_reads(values_yaml: &str) -> Result<Value, String> {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("values.yaml");
+    std::fs::write(&file, values_yaml).unwrap();
+    let chart = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/values-json");
+    let out = std::process::Command::new(support::testbin().join("helm"))
+        .args(["template", "probe"])
+        .arg(&chart)
+        .arg("-f")
+        .arg(&file)
+        .output()
+        .expect("helm runs");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let manifest = String::from_utf8(out.stdout).unwrap();
+    let docs = wheelhouse::yaml::parse_documents(&manifest).unwrap();
+    let text = docs[0]["data"]["values.json"].as_str().unwrap().to_owned();
+    Ok(serde_json::from_str(&text).unwrap())
+}
+
+/// Helm holds every number of its values as a float64 (it decodes them from JSON), and
+/// wheelhouse hands its values to helm as JSON: numbers compare as float64.
+fn as_helm_holds(v: &Value) -> Value {
+    match v {
+        Value::Number(n) => json!(n.as_f64()),
+        Value::Array(items) => Value::Array(items.iter().map(as_helm_holds).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), as_helm_holds(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// YAML tags in a values file, read by wheelhouse exactly as helm v4.3.1 reads them: each
+/// expectation comes from running the real helm on the same text, not from a table.
+#[test]
+fn values_with_yaml_tags_read_as_helm_reads_them() {
+    let cases = [
+        "a: !!str 12\n",
+        "a: !!str yes\n",
+        "a: !!int \"7\"\n",
+        "a: !!int 0x1F\n",
+        "a: !!float 1\n",
+        "a: !!float \"1.5\"\n",
+        "a: !!bool \"true\"\n",
+        "a: !!null ~\n",
+        "a: !!binary aGVsbG8=\n",
+        "a: !custom 5\n",
+        "a: !custom yes\n",
+        "a: !thing {b: 1}\n",
+        "a: !!map {b: 1}\n",
+        "a: !!seq [1, 2]\n",
+        "a: !!timestamp 2001-12-14\n",
+        "a: 2001-12-14t21:59:43.10-05:00\n",
+        "a: !!int x\n",
+        "a: !!float x\n",
+        "a: !!bool x\n",
+        // The document src/values/mod.rs's unit test pins.
+        "base: &b {x: 1, y: 2}\nderived:\n  <<: *b\n  y: 3\n1: one\ntrue: yes\nf: 1.5\nbig: 18446744073709551615\ntagged: !custom 7\n",
+    ];
+    let mut differences = Vec::new();
+    for case in cases {
+        let theirs = helm_reads(case);
+        let ours = wheelhouse::yaml::parse_documents(case).map(|mut d| d.swap_remove(0));
+        let same = match (&theirs, &ours) {
+            (Ok(a), Ok(b)) => as_helm_holds(a) == as_helm_holds(b),
+            (Err(_), Err(_)) => true,
+            _ => false,
+        };
+        if !same {
+            differences.push(format!("{case:?}: helm {theirs:?}, wheelhouse {ours:?}"));
+        }
+    }
+    assert!(differences.is_empty(), "{differences:#?}");
+}
