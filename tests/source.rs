@@ -764,3 +764,142 @@ async fn relative_chart_paths_resolve_against_the_chart_root_never_the_working_d
         .unwrap();
     assert_eq!(chart.name, "webapp");
 }
+
+/// Which version `helm show chart --repo <url> pick --version <constraint>` (helm v4.3.1,
+/// Masterminds semver) picks from the repository, or None when helm finds none.
+fn helm_picks(repo: &str, constraint: &str) -> Option<String> {
+    let out = std::process::Command::new(support::testbin().join("helm"))
+        .args([
+            "show",
+            "chart",
+            "pick",
+            "--repo",
+            repo,
+            "--version",
+            constraint,
+        ])
+        .env(
+            "HELM_CACHE_HOME",
+            std::env::temp_dir().join("wheelhouse-test-helm-cache"),
+        )
+        .output()
+        .expect("helm runs");
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("version: ").map(str::to_owned))
+}
+
+/// Version constraints resolve as helm resolves them: for each constraint the expectation
+/// is what the real helm (Masterminds semver) picks from the same repository index.
+#[tokio::test]
+async fn version_constraints_pick_what_helm_picks() {
+    let server = RepoServer::start().await;
+    let versions = [
+        "0.0.3",
+        "0.0.4",
+        "0.1.0",
+        "0.2.2",
+        "0.2.3",
+        "0.2.9",
+        "0.3.0",
+        "0.9.0-rc.1",
+        "0.9.9",
+        "1.0.0-alpha",
+        "1.0.0-rc.1",
+        "1.0.0-rc.2",
+        "1.0.0",
+        "1.0.1",
+        "1.1.0-rc.1",
+        "1.1.0",
+        "1.1.9",
+        "1.2.0",
+        "1.2.3",
+        "1.2.4",
+        "1.2.7",
+        "1.3.0",
+        "1.3.7",
+        "1.4.0",
+        "1.4.2-beta",
+        "1.4.2",
+        "1.4.5",
+        "1.4.6",
+        "1.4.9",
+        "1.5.0-beta",
+        "1.5.0",
+        "1.9.9",
+        "1.10.0",
+        "1.99.99",
+        "2.0.0-rc.1",
+        "2.0.0",
+        "2.0.1",
+        "2.9.9",
+        "3.0.0",
+        "3.1.0",
+    ];
+    let repo = publish(&server, "pick", &versions);
+    let constraints = [
+        "1.2.3",
+        "=1.2.3",
+        "v1.2.3",
+        "1.2",
+        "1",
+        "1.x",
+        "1.2.*",
+        "*",
+        "x",
+        ">=1.0.0 <2.0.0",
+        ">=1.0.0, <2.0.0",
+        ">= 1.0.0, < 2.0.0",
+        ">=1.0.0,<2.0.0",
+        "=>1.0.0 =<1.99.99",
+        ">1.0.0",
+        ">1.2",
+        ">1",
+        "<=1.2",
+        "<1.2",
+        ">=1.2.x",
+        "~1.4",
+        "~1.4.2",
+        "~1",
+        "~>1.4",
+        "^2",
+        "^1.2.3",
+        "^0.2.3",
+        "^0.0.3",
+        "^0.0",
+        "^0",
+        "1.2.x || >=3.0.0",
+        "1.2 - 1.4.5",
+        "1.2 - 1.4",
+        ">=1.0.0 !=1.3.0",
+        "!=1.3",
+        ">=1.0.0-0",
+        "1.0.0-rc.1",
+        "~1.4.0-0",
+        ">=4.0.0",
+        "1.4.2-beta",
+    ];
+    let mut differences = Vec::new();
+    for constraint in constraints {
+        // helm runs on a blocking thread: the repository server answers on this runtime.
+        let theirs = {
+            let repo = repo.clone();
+            tokio::task::spawn_blocking(move || helm_picks(&repo, constraint))
+                .await
+                .unwrap()
+        };
+        let ours = wheelhouse::source::version::select(&versions, Some(constraint))
+            .ok()
+            .map(|i| versions[i].to_string());
+        if theirs != ours {
+            differences.push(format!(
+                "{constraint:?}: helm {theirs:?}, wheelhouse {ours:?}"
+            ));
+        }
+    }
+    assert!(differences.is_empty(), "{differences:#?}");
+}
