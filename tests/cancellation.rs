@@ -45,7 +45,7 @@ async fn live_until(
         name: "web".into(),
     };
     let mut live = engine.handle.live();
-    let found = tokio::time::timeout(
+    tokio::time::timeout(
         support::PATIENCE,
         live.wait_for(|m| m.get(&key).is_some_and(&pred)),
     )
@@ -54,8 +54,7 @@ async fn live_until(
     .unwrap()
     .get(&key)
     .cloned()
-    .unwrap();
-    found
+    .unwrap()
 }
 
 fn checks(engine: &eng::TestEngine, ns: &str) -> u32 {

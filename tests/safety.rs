@@ -11,7 +11,8 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use support::engine::{
-    chart, delete_and_await_uninstall, helm, helm_history, is, set_values, setup, start, wait_for,
+    chart, delete_and_await_uninstall, helm, helm_history, helm_try, is, set_values, setup, start,
+    wait_for,
 };
 use support::{PATIENCE, kubeconfig_path, testbin};
 use wheelhouse::api::{HelmRelease, RawHelmRelease};
@@ -362,19 +363,6 @@ async fn two_helmreleases_stored_in_two_namespaces_never_share_a_release() {
     first_ns.delete().await;
     second_ns.delete().await;
     target.delete().await;
-}
-
-/// The helm CLI beside the test: (success, stdout + stderr).
-fn helm_try(ns: &str, args: &[&str]) -> (bool, String) {
-    let out = std::process::Command::new(testbin().join("helm"))
-        .args(args)
-        .args(["--namespace", ns, "--kubeconfig"])
-        .arg(kubeconfig_path())
-        .output()
-        .expect("run helm");
-    let text =
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    (out.status.success(), text)
 }
 
 /// `kubectl scale` with the real kubectl: a write through the scale subresource.

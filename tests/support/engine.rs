@@ -165,20 +165,32 @@ pub fn is(hr: &HelmRelease, type_: &str, status: &str, reason: &str) -> bool {
     condition(hr, type_) == Some((status.into(), reason.into()))
 }
 
-/// Runs the real helm CLI against the test cluster and returns stdout.
-pub fn helm(ns: &str, args: &[&str]) -> String {
-    let out = std::process::Command::new(testbin().join("helm"))
+fn run_helm(ns: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(testbin().join("helm"))
         .args(args)
         .args(["--namespace", ns, "--kubeconfig"])
         .arg(kubeconfig_path())
         .output()
-        .expect("run helm");
+        .expect("run helm")
+}
+
+/// Runs the real helm CLI against the test cluster and returns stdout.
+pub fn helm(ns: &str, args: &[&str]) -> String {
+    let out = run_helm(ns, args);
     assert!(
         out.status.success(),
         "helm {args:?} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// Runs the real helm CLI, which may fail: (success, stdout and stderr).
+pub fn helm_try(ns: &str, args: &[&str]) -> (bool, String) {
+    let out = run_helm(ns, args);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
 }
 
 /// `helm history -o json` as (revision, status, description).
