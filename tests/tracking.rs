@@ -25,7 +25,7 @@ use wheelhouse::apply::Applier;
 use wheelhouse::client::Scope;
 use wheelhouse::tracking::{
     self, CONFIG_HASH_ANNOTATION, CONFIG_PENDING_GATE, ConfigKind, TrackerConfig, TrackerHandle,
-    prepare_manifest,
+    WorkloadKind, prepare_manifest,
 };
 
 const WINDOW: Duration = Duration::from_secs(1);
@@ -60,8 +60,54 @@ where
     }
 }
 
-async fn settle() {
-    tokio::time::sleep(WINDOW * 3).await;
+/// Waits until the tracker has handled the workload's current state and has no decision
+/// about it left to make: the positive sign that no rollout is coming from what happened
+/// so far, before a test asserts that none came.
+async fn caught_up(
+    tracker: &TrackerHandle,
+    client: &Client,
+    kind: WorkloadKind,
+    ns: &str,
+    name: &str,
+) {
+    let api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &kind.api_resource());
+    let key = tracking::WorkloadRef {
+        kind,
+        namespace: ns.to_string(),
+        name: name.to_string(),
+    };
+    eventually(&format!("the tracker caught up with {key}"), || async {
+        let live = api.get(name).await.unwrap();
+        let version = live.metadata.resource_version.unwrap_or_default();
+        tracker.caught_up(&key, &version)
+    })
+    .await;
+}
+
+/// Waits until the scheduler has looked at every pod of `app` and left it unscheduled for
+/// its scheduling gate (PodScheduled=False, reason SchedulingGated).
+async fn held_by_the_gate(client: &Client, ns: &str, app: &str, count: usize) {
+    eventually(
+        &format!("{count} pods of {app} held by the gate"),
+        || async {
+            let pods = pods(client, ns, app).await;
+            pods.len() == count
+                && pods.iter().all(|p| {
+                    p.status
+                        .as_ref()
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| {
+                            c.iter().any(|c| {
+                                c.type_ == "PodScheduled"
+                                    && c.status == "False"
+                                    && c.reason.as_deref() == Some("SchedulingGated")
+                            })
+                        })
+                })
+        },
+    )
+    .await;
 }
 
 async fn replica_sets(client: &Client, ns: &str, app: &str) -> Vec<ReplicaSet> {
@@ -128,15 +174,15 @@ async fn wait_rolled_out(client: &Client, ns: &str, name: &str) {
     .await;
 }
 
-/// Waits until the Deployment has exactly `n` ReplicaSets and is rolled out, then checks
-/// that nothing more happens for three windows.
-async fn settles_with(client: &Client, ns: &str, app: &str, n: usize) {
+/// Waits until the Deployment has `n` ReplicaSets, is rolled out and the tracker has
+/// caught up with it, then checks that it has exactly `n`: no further rollout.
+async fn settles_with(tracker: &TrackerHandle, client: &Client, ns: &str, app: &str, n: usize) {
     eventually(&format!("{app} has {n} ReplicaSets"), || async {
         rs_count(client, ns, app).await >= n
     })
     .await;
     wait_rolled_out(client, ns, app).await;
-    settle().await;
+    caught_up(tracker, client, WorkloadKind::Deployment, ns, app).await;
     assert_eq!(
         rs_count(client, ns, app).await,
         n,
@@ -187,7 +233,7 @@ async fn a_release_rolls_once_per_burst_of_config_changes_and_never_on_install()
         .unwrap()
         .applied;
     applier.apply(&prepared, &ns.name, "web").await.unwrap();
-    settles_with(&client, &ns.name, "web", 1).await;
+    settles_with(&tracker, &client, &ns.name, "web", 1).await;
     let first = template_hash(&deployments.get("web").await.unwrap())
         .expect("hash written before the first apply");
     assert!(!template_gated(&deployments.get("web").await.unwrap()));
@@ -208,7 +254,7 @@ async fn a_release_rolls_once_per_burst_of_config_changes_and_never_on_install()
         .applied;
     assert_eq!(again, prepared);
     applier.apply(&again, &ns.name, "web").await.unwrap();
-    settle().await;
+    caught_up(&tracker, &client, WorkloadKind::Deployment, &ns.name, "web").await;
     assert_eq!(rs_count(&client, &ns.name, "web").await, 1);
 
     // One change of a key the pods read.
@@ -219,7 +265,7 @@ async fn a_release_rolls_once_per_burst_of_config_changes_and_never_on_install()
         serde_json::json!({"greeting": "hi"}),
     )
     .await;
-    settles_with(&client, &ns.name, "web", 2).await;
+    settles_with(&tracker, &client, &ns.name, "web", 2).await;
     let second = template_hash(&deployments.get("web").await.unwrap()).unwrap();
     assert_ne!(second, first);
 
@@ -248,7 +294,7 @@ async fn a_release_rolls_once_per_burst_of_config_changes_and_never_on_install()
         serde_json::json!({"greeting": "three"}),
     )
     .await;
-    settles_with(&client, &ns.name, "web", 3).await;
+    settles_with(&tracker, &client, &ns.name, "web", 3).await;
     let third = template_hash(&deployments.get("web").await.unwrap()).unwrap();
 
     // Identical data rewritten (new resourceVersion, new label), and a change of a Secret key
@@ -274,7 +320,7 @@ async fn a_release_rolls_once_per_burst_of_config_changes_and_never_on_install()
         )
         .await
         .unwrap();
-    settle().await;
+    caught_up(&tracker, &client, WorkloadKind::Deployment, &ns.name, "web").await;
     assert_eq!(rs_count(&client, &ns.name, "web").await, 3);
     assert_eq!(
         template_hash(&deployments.get("web").await.unwrap()),
@@ -337,8 +383,8 @@ async fn missing_config_holds_pods_with_the_gate_until_it_appears() {
         pods(&client, &ns.name, "late").await.len() == 2
     })
     .await;
-    // Give the scheduler and kwok time to act if they were going to.
-    settle().await;
+    // The scheduler has seen them and left them for their gate.
+    held_by_the_gate(&client, &ns.name, "late", 2).await;
     let gated_pods = pods(&client, &ns.name, "late").await;
     let mut gated_uids = BTreeSet::new();
     for pod in &gated_pods {
@@ -392,7 +438,7 @@ async fn missing_config_holds_pods_with_the_gate_until_it_appears() {
         .await
         .unwrap();
 
-    settles_with(&client, &ns.name, "late", 2).await;
+    settles_with(&tracker, &client, &ns.name, "late", 2).await;
     let deployment = deployments.get("late").await.unwrap();
     assert!(!template_gated(&deployment));
     let hash = template_hash(&deployment).unwrap();
@@ -431,7 +477,14 @@ async fn missing_config_holds_pods_with_the_gate_until_it_appears() {
         uids.insert(pod.uid().unwrap());
     }
     // Still the same pods a while later: they started once.
-    settle().await;
+    caught_up(
+        &tracker,
+        &client,
+        WorkloadKind::Deployment,
+        &ns.name,
+        "late",
+    )
+    .await;
     let later: BTreeSet<String> = pods(&client, &ns.name, "late")
         .await
         .iter()
@@ -456,7 +509,14 @@ async fn missing_config_holds_pods_with_the_gate_until_it_appears() {
         .apply(&next, &ns.name, "late")
         .await
         .unwrap();
-    settle().await;
+    caught_up(
+        &tracker,
+        &client,
+        WorkloadKind::Deployment,
+        &ns.name,
+        "late",
+    )
+    .await;
     assert_eq!(rs_count(&client, &ns.name, "late").await, 2);
     let after: BTreeSet<String> = pods(&client, &ns.name, "late")
         .await
@@ -557,7 +617,7 @@ async fn a_standalone_opted_in_deployment_rolls_on_its_config_map_change() {
         template_hash(&deployments.get("solo").await.unwrap()).is_some()
     })
     .await;
-    settles_with(&client, &ns.name, "solo", 2).await;
+    settles_with(&tracker, &client, &ns.name, "solo", 2).await;
     let cron_first = cron_hash()
         .await
         .expect("the opted-in CronJob gets its hash");
@@ -569,7 +629,7 @@ async fn a_standalone_opted_in_deployment_rolls_on_its_config_map_change() {
         serde_json::json!({"v": "2"}),
     )
     .await;
-    settles_with(&client, &ns.name, "solo", 3).await;
+    settles_with(&tracker, &client, &ns.name, "solo", 3).await;
     let cron_second = cron_hash().await.unwrap();
     assert_ne!(
         cron_second, cron_first,
@@ -588,7 +648,14 @@ async fn a_standalone_opted_in_deployment_rolls_on_its_config_map_change() {
         cron_hash().await.is_some_and(|h| h != cron_second)
     })
     .await;
-    settle().await;
+    caught_up(
+        &tracker,
+        &client,
+        WorkloadKind::Deployment,
+        &ns.name,
+        "solo",
+    )
+    .await;
     assert_eq!(rs_count(&client, &ns.name, "solo").await, 3);
 
     patch_config_map(
@@ -598,7 +665,7 @@ async fn a_standalone_opted_in_deployment_rolls_on_its_config_map_change() {
         serde_json::json!({"v": "2"}),
     )
     .await;
-    settles_with(&client, &ns.name, "solo", 4).await;
+    settles_with(&tracker, &client, &ns.name, "solo", 4).await;
 
     for untouched in ["bystander", "plain"] {
         assert_eq!(
@@ -660,7 +727,7 @@ async fn a_gated_stateful_set_runs_once_its_secret_appears() {
         !pods(&client, &ns.name, "db").await.is_empty()
     })
     .await;
-    settle().await;
+    held_by_the_gate(&client, &ns.name, "db", 1).await;
     let held = pods(&client, &ns.name, "db").await;
     assert_eq!(held.len(), 1, "OrderedReady: only db-0 while it is held");
     assert!(held[0].spec.as_ref().unwrap().node_name.is_none());
@@ -704,7 +771,7 @@ async fn a_gated_stateful_set_runs_once_its_secret_appears() {
             assert_eq!(c.restart_count, 0);
         }
     }
-    settle().await;
+    caught_up(&tracker, &client, WorkloadKind::StatefulSet, &ns.name, "db").await;
     let later: BTreeSet<String> = pods(&client, &ns.name, "db")
         .await
         .iter()

@@ -55,11 +55,14 @@ pub fn migrate(live: &Value, previous: Option<&Value>, now: &str) -> Option<Vec<
             union(&mut moved, std::mem::take(fields));
             continue;
         }
-        let Some(previous) = previous else { continue };
         let mut leaves = Vec::new();
         collect_leaves(fields, &mut Vec::new(), &mut leaves);
         for leaf in leaves {
-            if rendered_and_unchanged(previous, live, &leaf) {
+            // The ownership metadata is the release's to write once the object passed
+            // Helm's ownership check (or is taken over on purpose).
+            let ours = is_ownership_metadata(&leaf)
+                || previous.is_some_and(|p| rendered_and_unchanged(p, live, &leaf));
+            if ours {
                 remove_leaf(fields, &leaf);
                 insert_leaf(&mut moved, &leaf);
             }
@@ -237,6 +240,22 @@ fn field_path(leaf: &[String]) -> String {
         }
     }
     out
+}
+
+/// `metadata.annotations.meta.helm.sh/release-name|namespace` and
+/// `metadata.labels.app.kubernetes.io/managed-by`: what marks an object as a release's.
+fn is_ownership_metadata(leaf: &[String]) -> bool {
+    matches!(
+        leaf.iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice(),
+        [
+            "f:metadata",
+            "f:annotations",
+            "f:meta.helm.sh/release-name" | "f:meta.helm.sh/release-namespace"
+        ] | ["f:metadata", "f:labels", "f:app.kubernetes.io/managed-by"]
+    )
 }
 
 fn text<'a>(entry: &'a Value, key: &str) -> &'a str {
@@ -601,5 +620,26 @@ mod tests {
             obj["spec"]["template"]["spec"]["containers"][0],
             json!({"name": "app"})
         );
+    }
+
+    #[test]
+    fn ownership_metadata_another_manager_wrote_moves_to_the_release() {
+        let live = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "web", "managedFields": [entry("kubectl-create", "Update", json!({
+                "f:metadata": {"f:annotations": {".": {}, "f:meta.helm.sh/release-name": {}, "f:note": {}},
+                               "f:labels": {".": {}, "f:app.kubernetes.io/managed-by": {}}},
+                "f:data": {"f:a": {}}}))]}});
+        let mut live = live;
+        live["metadata"]["managedFields"][0]["apiVersion"] = json!("v1");
+        let entries = migrate(&live, None, NOW).expect("the ownership metadata moves");
+        let ours = &manager(&entries, "helm", "Apply").unwrap()["fieldsV1"];
+        assert_eq!(
+            ours,
+            &json!({"f:metadata": {"f:annotations": {"f:meta.helm.sh/release-name": {}},
+                                   "f:labels": {"f:app.kubernetes.io/managed-by": {}}}})
+        );
+        let theirs = &manager(&entries, "kubectl-create", "Update").unwrap()["fieldsV1"];
+        assert_eq!(theirs["f:data"], json!({"f:a": {}}));
+        assert_eq!(theirs["f:metadata"]["f:annotations"]["f:note"], json!({}));
     }
 }

@@ -56,6 +56,10 @@ impl<K: Eq + Hash + Clone> Debouncer<K> {
     pub fn is_empty(&self) -> bool {
         self.pending.is_empty()
     }
+
+    pub fn keys(&self) -> impl Iterator<Item = &K> {
+        self.pending.keys()
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! lifts the config-pending gate) with a JSON merge patch that touches only those fields.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -196,9 +196,28 @@ async fn resolve(
 pub struct TrackerHandle {
     stores: Arc<Stores>,
     ready: watch::Receiver<bool>,
+    handled: Arc<Mutex<Handled>>,
+}
+
+/// What the tracker has handled, for [`TrackerHandle::caught_up`].
+#[derive(Default)]
+struct Handled {
+    /// The resourceVersion of the newest event handled per workload.
+    seen: HashMap<WorkloadRef, String>,
+    /// Workloads with a decision still to come (debounced or being decided).
+    pending: HashSet<WorkloadRef>,
 }
 
 impl TrackerHandle {
+    /// Whether the tracker has handled `workload` at `resource_version` and has nothing
+    /// left to decide about it: the positive sign that no further rollout of it is coming
+    /// from what it has seen so far.
+    pub fn caught_up(&self, workload: &WorkloadRef, resource_version: &str) -> bool {
+        let handled = self.handled.lock().unwrap();
+        handled.seen.get(workload).map(String::as_str) == Some(resource_version)
+            && !handled.pending.contains(workload)
+    }
+
     /// Waits until every watch has delivered its initial list (the tracker acts only
     /// after that, so it never hashes a half-known state).
     pub async fn ready(&self) {
@@ -399,9 +418,15 @@ pub fn start(
         recorder,
         listed: HashSet::new(),
         ready: ready_tx,
+        handled: Arc::default(),
     };
+    let handled = tracker.handled.clone();
     tokio::spawn(async move { tracker.run(streams, stop).await });
-    TrackerHandle { stores, ready }
+    TrackerHandle {
+        stores,
+        ready,
+        handled,
+    }
 }
 
 type ObjectKey = (ConfigKind, String, String);
@@ -420,6 +445,7 @@ struct Tracker {
     /// Streams that delivered their initial list (by name).
     listed: HashSet<String>,
     ready: watch::Sender<bool>,
+    handled: Arc<Mutex<Handled>>,
 }
 
 const STREAMS: usize = WorkloadKind::ROLLABLE.len() + 2;
@@ -453,6 +479,9 @@ impl Tracker {
                     }
                 }
             }
+            // Published between steps only: a key taken for a decision stays pending
+            // until the decision is made.
+            self.handled.lock().unwrap().pending = self.debouncer.keys().cloned().collect();
         }
     }
 
@@ -465,6 +494,10 @@ impl Tracker {
             Signal::Workload(kind, event) => match *event {
                 watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) => {
                     let key = workload_ref(kind, &obj);
+                    if let Some(version) = &obj.metadata.resource_version {
+                        let mut handled = self.handled.lock().unwrap();
+                        handled.seen.insert(key.clone(), version.clone());
+                    }
                     let value = serde_json::to_value(&obj).unwrap_or(Value::Null);
                     self.unindex(&key);
                     if is_tracked(kind, &value) {
@@ -481,6 +514,7 @@ impl Tracker {
                 }
                 watcher::Event::Delete(obj) => {
                     let key = workload_ref(kind, &obj);
+                    self.handled.lock().unwrap().seen.remove(&key);
                     self.unindex(&key);
                     self.debouncer.remove(&key);
                     self.announced.remove(&key);
