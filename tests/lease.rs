@@ -354,3 +354,84 @@ async fn a_leader_whose_api_stalls_steps_down_before_anyone_may_take_over() {
     task_b.await.unwrap();
     ns.delete().await;
 }
+
+/// The holder of the Lease `name`, if any.
+async fn holder(api: &Api<Lease>, name: &str) -> Option<String> {
+    api.get_opt(name)
+        .await
+        .unwrap()
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+}
+
+/// A rolling restart (issue "Keeps shipping fixes on a degraded cluster", point 4):
+/// SIGTERM of the controller that holds the Lease hands it back before the process exits
+/// (the release call is not cut short), and the standby takes over without waiting for
+/// the Lease to expire.
+#[tokio::test]
+async fn sigterm_of_the_leader_hands_the_lease_to_the_standby() {
+    use support::controller::Controller;
+    let client = client().await;
+    support::install_crd(&client).await;
+    let ns = TestNamespace::new(&client, "lease-term").await;
+    let scope = [
+        "--namespace",
+        ns.name.as_str(),
+        "--lease-namespace",
+        ns.name.as_str(),
+    ];
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &ns.name);
+    let name = "wheelhouse-engine-ns";
+    let mut first = Controller::start(&scope);
+    let deadline = std::time::Instant::now() + support::PATIENCE;
+    while holder(&leases, name).await.is_none() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nobody took the Lease"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let leader = holder(&leases, name).await.unwrap();
+    let second = Controller::start(&scope);
+    // The standby is up and standing by (a positive sign it will contend).
+    let deadline = std::time::Instant::now() + support::PATIENCE;
+    while !second.log().contains("standing by") {
+        assert!(std::time::Instant::now() < deadline, "{}", second.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let terminated = std::time::Instant::now();
+    first.terminate();
+    assert!(
+        first.exited_within(Duration::from_secs(25)).await,
+        "SIGTERM did not stop it"
+    );
+    let log = first.log();
+    assert!(log.contains("\"stopped\""), "{log}");
+    assert!(!log.contains("could not release"), "{log}");
+    assert!(
+        !log.contains("releasing the engine lease timed out"),
+        "{log}"
+    );
+    // Handed over: the standby holds it, well before the 15 s a killed holder costs.
+    let deadline = std::time::Instant::now() + support::PATIENCE;
+    loop {
+        match holder(&leases, name).await {
+            Some(h) if h != leader => break,
+            _ => {}
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the standby never took over"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let takeover = terminated.elapsed();
+    println!("takeover after SIGTERM: {:.2} s", takeover.as_secs_f64());
+    assert!(
+        takeover < Duration::from_secs(10),
+        "took {takeover:?}: the Lease expired instead"
+    );
+    drop(second);
+    ns.delete().await;
+}

@@ -131,13 +131,10 @@ pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
     );
     handle.shutdown();
     // The engine hands the lease back once its workers have finished their current step
-    // (bounded by the engine's own grace period, below Kubernetes' 30 s).
-    let mut role = handle.role();
-    let _ = tokio::time::timeout(
-        Duration::from_secs(25),
-        role.wait_for(|r| *r == Role::Unknown),
-    )
-    .await;
+    // (bounded by the engine's own grace period, below Kubernetes' 30 s); exiting before
+    // the release call returned would cut it short.
+    let _ = tokio::time::timeout(Duration::from_secs(25), handle.stopped()).await;
+    tracing::info!("stopped");
     roles.abort();
     servers.cancel();
     Ok(())

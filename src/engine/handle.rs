@@ -244,6 +244,8 @@ pub struct EngineHandle {
     pub(super) coverage: super::Coverage,
     /// True while no worker of this engine runs (see `working`).
     pub(super) idle: watch::Receiver<bool>,
+    /// True once a shut-down engine has finished: workers done, Lease handed back.
+    pub(super) stopped: watch::Receiver<bool>,
 }
 
 impl EngineHandle {
@@ -295,6 +297,14 @@ impl EngineHandle {
 
     pub fn shutdown(&self) {
         self.stop.cancel();
+    }
+
+    /// Waits until a shut-down engine has finished: its workers' steps done and its Lease
+    /// released. A process that exits before this cuts the release short, and a standby
+    /// then waits for the Lease to expire instead of taking over at once.
+    pub async fn stopped(&self) {
+        let mut stopped = self.stopped.clone();
+        let _ = stopped.wait_for(|s| *s).await;
     }
 
     pub fn is_stopped(&self) -> bool {

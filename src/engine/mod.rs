@@ -182,6 +182,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         seen_live: LiveMap::new(),
         listed: false,
     };
+    let (stopped_tx, stopped_rx) = watch::channel(false);
     tokio::spawn(async move {
         let workers = dispatcher.workers.clone();
         let idle = dispatcher.idle.clone();
@@ -200,6 +201,9 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         }
         lease_stop.cancel();
         let _ = lease_task.await;
+        // The Lease is handed back (or its release gave up): the process may exit now
+        // without cutting that call short.
+        stopped_tx.send_replace(true);
     });
     Ok(EngineHandle {
         client,
@@ -211,6 +215,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         stop,
         coverage,
         idle: idle_seen,
+        stopped: stopped_rx,
     })
 }
 

@@ -180,12 +180,8 @@ pub async fn run(opts: Options) -> Result<(), Error> {
 /// takes over at once instead of after the lease expires. The lease task drops the role
 /// sender when it is done.
 async fn stop(handle: &EngineHandle) {
-    let mut role = handle.role();
     handle.shutdown();
-    let _ = tokio::time::timeout(Duration::from_secs(3), async {
-        while role.changed().await.is_ok() {}
-    })
-    .await;
+    let _ = tokio::time::timeout(Duration::from_secs(3), handle.stopped()).await;
 }
 
 async fn event_loop(

@@ -43,6 +43,27 @@ impl Controller {
         }
     }
 
+    /// Sends SIGTERM, as Kubernetes does to a pod being stopped.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    }
+
+    /// Waits until the process has exited (false when it still runs after `limit`).
+    pub async fn exited_within(&mut self, limit: std::time::Duration) -> bool {
+        let deadline = std::time::Instant::now() + limit;
+        while std::time::Instant::now() < deadline {
+            if self.child.try_wait().ok().flatten().is_some() {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        false
+    }
+
     /// What it logged so far (JSON lines).
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
