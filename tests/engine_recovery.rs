@@ -174,3 +174,88 @@ async fn recovers_after_stop(prefix: &str, stop: fn(Controller)) {
     );
     ns.delete().await;
 }
+
+/// `helm upgrade --wait` by hand is still running when a HelmRelease for the same release
+/// appears: the engine leaves helm's pending revision alone (and says so) instead of
+/// marking it failed under helm's feet, and takes over once helm's operation has ended.
+#[tokio::test]
+async fn a_helm_upgrade_still_running_by_hand_is_never_unlocked_under_it() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::new(&client, "other-actor").await;
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
+    let webapp = support::engine::chart("webapp");
+    support::engine::helm(&ns.name, &["install", "web", &webapp, "--wait"]);
+    // helm waits on pods that never become ready, for up to 20 s.
+    let mut by_hand = Command::new(testbin().join("helm"))
+        .args(["upgrade", "web", &webapp, "--set", "behavior=never-ready"])
+        .args([
+            "--wait",
+            "--timeout",
+            "20s",
+            "--namespace",
+            &ns.name,
+            "--kubeconfig",
+        ])
+        .arg(kubeconfig_path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("helm runs");
+    let deadline = std::time::Instant::now() + support::PATIENCE;
+    while !support::engine::helm_try(&ns.name, &["history", "web"])
+        .1
+        .contains("pending-upgrade")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "helm never stored its pending revision"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let _engine = support::engine::start(&client, &ns.name).await;
+    api.create(
+        &PostParams::default(),
+        &support::engine::webapp("web", serde_json::json!({"values": {"message": "mine"}})),
+    )
+    .await
+    .unwrap();
+    let waiting = support::engine::wait_for(&api, "web", "left alone", |h| {
+        h.condition("Reconciling")
+            .is_some_and(|c| c.message.contains("written by another tool"))
+    })
+    .await;
+    let message = waiting.condition("Reconciling").unwrap().message.clone();
+    assert!(
+        message.contains("revision 2 is pending-upgrade"),
+        "{message}"
+    );
+    let history = support::engine::helm_history(&ns.name, "web");
+    assert_eq!(history[1].1, "pending-upgrade", "{history:?}");
+
+    // helm ends on its own terms (its wait times out) ...
+    let output = tokio::task::spawn_blocking(move || by_hand.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        !output.status.success() && said.contains("UPGRADE FAILED"),
+        "{said}"
+    );
+    // ... then the HelmRelease's own upgrade runs.
+    support::engine::wait_for(&api, "web", "upgraded by wheelhouse", |h| {
+        support::engine::is(h, "Ready", "True", "UpgradeSucceeded")
+    })
+    .await;
+    let history = support::engine::helm_history(&ns.name, "web");
+    assert_eq!(history.len(), 3, "{history:#?}");
+    assert_eq!(history[1].1, "failed", "{history:#?}");
+    assert!(
+        !history[1].2.starts_with("Release was left"),
+        "helm's own failure: {history:#?}"
+    );
+    assert_eq!(history[2].1, "deployed");
+    ns.delete().await;
+}

@@ -26,6 +26,33 @@ pub async fn unlock(run: &mut Run<'_>, mut latest: Release) -> crate::Result<Out
     })
 }
 
+/// How long a `pending-*` revision that no wheelhouse engine wrote (the helm CLI, Flux) is
+/// left alone: its operation may still be running, and Helm's default wait is 5 minutes.
+/// A HelmRelease whose `timeout` is longer waits that long instead.
+pub const OTHER_TOOL_BOUND: std::time::Duration = std::time::Duration::from_secs(5 * 60);
+
+/// For a revision another tool left pending: how long it is still left alone, counted from
+/// when that tool wrote it (`info.last_deployed`). `None` once the bound has passed, for a
+/// revision a wheelhouse engine wrote (it carries the engine's owner label while pending),
+/// or for one that is not pending.
+pub fn other_tool_still_running(
+    latest: &Release,
+    bound: std::time::Duration,
+    now: crate::release::Timestamp,
+) -> Option<std::time::Duration> {
+    let info = latest.info.as_ref()?;
+    if !info.status.is_pending() || latest.labels.contains_key(super::OWNER_LABEL) {
+        return None;
+    }
+    let written = info.last_deployed?;
+    let age = now.duration_since(written).as_secs().max(0) as u64;
+    bound
+        .as_secs()
+        .checked_sub(age)
+        .filter(|left| *left > 0)
+        .map(std::time::Duration::from_secs)
+}
+
 /// What the unlocked revision says in Helm's history (`helm history` shows it).
 pub(crate) fn description(was: Status) -> String {
     format!(
@@ -54,6 +81,56 @@ mod tests {
     use crate::engine::status::Truth::True;
     use crate::engine::status::condition;
     use crate::engine::status::reason::*;
+
+    #[test]
+    fn a_revision_another_tool_left_pending_is_left_alone_for_the_bound() {
+        use crate::release::{Info, Timestamp};
+        use std::time::Duration;
+        let now: Timestamp = "2026-11-23T12:00:00Z".parse().unwrap();
+        let rel = |status: Status, ago: u64, ours: bool| Release {
+            info: Some(Info {
+                status,
+                last_deployed: Some(now - Duration::from_secs(ago)),
+                ..Info::default()
+            }),
+            labels: if ours {
+                [(
+                    crate::engine::actions::OWNER_LABEL.to_string(),
+                    "engine-a".to_string(),
+                )]
+                .into()
+            } else {
+                Default::default()
+            },
+            ..Release::default()
+        };
+        let bound = OTHER_TOOL_BOUND;
+        let cases = [
+            (
+                "helm CLI, written 10 s ago",
+                rel(Status::PendingUpgrade, 10, false),
+                Some(290),
+            ),
+            (
+                "helm CLI, past the bound",
+                rel(Status::PendingInstall, 301, false),
+                None,
+            ),
+            (
+                "written by a wheelhouse engine",
+                rel(Status::PendingUpgrade, 10, true),
+                None,
+            ),
+            ("not pending", rel(Status::Deployed, 10, false), None),
+        ];
+        for (what, release, left) in cases {
+            assert_eq!(
+                other_tool_still_running(&release, bound, now).map(|d| d.as_secs()),
+                left,
+                "{what}"
+            );
+        }
+    }
 
     #[test]
     fn an_unlock_is_told_by_its_event_only() {

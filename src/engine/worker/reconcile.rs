@@ -152,6 +152,39 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
                 actions::uninstall(run, &history).await?,
                 actions::uninstall::record,
             ),
+            Next::Unlock { revision }
+                if let Some(left) = latest.as_ref().and_then(|l| {
+                    actions::unlock::other_tool_still_running(
+                        l,
+                        actions::unlock::OTHER_TOOL_BOUND.max(hr.spec.timeout.as_std()),
+                        k8s_openapi::jiff::Timestamp::now(),
+                    )
+                }) =>
+            {
+                // The helm CLI (or Flux) wrote it, and its operation may still run: a
+                // second writer now would leave helm reporting values that are not running.
+                let status = latest
+                    .as_ref()
+                    .and_then(|r| r.info.as_ref())
+                    .map(|i| i.status)
+                    .unwrap_or_default();
+                let message = format!(
+                    "revision {revision} is {status}, written by another tool (the helm CLI or Flux), whose operation may still be running; wheelhouse leaves it alone for up to {}s more (Helm's default wait is 5m), then marks it failed and goes on",
+                    left.as_secs()
+                );
+                status::set(
+                    &mut run.status,
+                    condition::RECONCILING,
+                    Truth::True,
+                    reason::PROGRESSING,
+                    &message,
+                    generation,
+                );
+                run.write_status().await;
+                tracing::info!(release = %run.key, revision, "pending revision of another tool left alone");
+                // Looked at again soon: the other tool's operation usually ends first.
+                return Ok(Requeue::After(left.min(Duration::from_secs(2))));
+            }
             Next::Unlock { revision } if let Some(left) = run.inbox.handover_left() => {
                 // This release came from another engine (or worker) moments ago, and the
                 // pending revision may be its step still running: an apply or hook is
