@@ -1,15 +1,18 @@
-//! A discovery that is incomplete (an aggregated API whose backend is down) fails the
-//! action instead of rendering from partial capabilities, and nothing is pruned. Its own
-//! test binary: the broken APIService affects every render on the cluster while it
-//! exists, and cargo runs test binaries one at a time.
+//! A degraded discovery (an aggregated API whose backend is down, a crashed
+//! metrics-server) never stops shipping fixes: releases render as the helm CLI renders on
+//! the same cluster, nothing is pruned on account of what discovery left out, a release
+//! that needs the missing group is told which APIService to look at, and the release that
+//! owns the broken APIService can be upgraded to fix it. Its own test binary: the broken
+//! APIService affects every render on the cluster while it exists, and cargo runs test
+//! binaries one at a time.
 
 mod support;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
+use kube::api::{DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
 use kube::{Api, Client};
-use support::engine::{is, release, set_values, start, wait_for};
+use support::engine::{annotate, events_of, helm, release, set_values, start, wait_for};
 use support::{TestNamespace, client, install_crd};
 use wheelhouse::api::HelmRelease;
 
@@ -40,8 +43,14 @@ impl Drop for Cleanup {
     }
 }
 
+/// The Ready condition's message speaks of the HelmRelease's current generation.
+fn settled(h: &HelmRelease, reason: &str) -> bool {
+    h.condition("Ready")
+        .is_some_and(|c| c.reason == reason && c.observed_generation == h.metadata.generation)
+}
+
 #[tokio::test]
-async fn an_incomplete_discovery_fails_the_action_and_prunes_nothing() {
+async fn a_dead_aggregated_api_never_stops_shipping_fixes() {
     let client = client().await;
     install_crd(&client).await;
     let ns = TestNamespace::new(&client, "discovery").await;
@@ -49,68 +58,130 @@ async fn an_incomplete_discovery_fails_the_action_and_prunes_nothing() {
     let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
     api.create(
         &PostParams::default(),
-        &release("web", "shared", serde_json::json!({})),
+        &release(
+            "web",
+            "shared",
+            serde_json::json!({"values": {"loadBalancer": true}}),
+        ),
     )
     .await
     .unwrap();
-    wait_for(&api, "web", "installed", |h| {
-        is(h, "Ready", "True", "InstallSucceeded")
+    wait_for(&api, "web", "installed", |h| settled(h, "InstallSucceeded")).await;
+
+    // A release of wheelhouse's registers an APIService whose backend does not exist: its
+    // group drops out of discovery for the whole cluster.
+    let _cleanup = Cleanup;
+    api.create(
+        &PostParams::default(),
+        &release("metrics", "apiservice-owner", serde_json::json!({})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "metrics", "installed", |h| {
+        settled(h, "InstallSucceeded")
     })
     .await;
-
-    // An APIService whose backend does not exist: its group drops out of discovery.
-    let _cleanup = Cleanup;
-    let broken: DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-        "metadata": {"name": BROKEN},
-        "spec": {"group": "broken.wheelhouse.dev", "version": "v1",
-                 "groupPriorityMinimum": 100, "versionPriority": 10,
-                 "insecureSkipTLSVerify": true,
-                 "service": {"name": "nowhere", "namespace": ns.name, "port": 443}}
-    }))
-    .unwrap();
-    apiservices(&client)
-        .patch(
-            BROKEN,
-            &PatchParams::apply("wheelhouse-tests").force(),
-            &Patch::Apply(&broken),
-        )
+    let deadline = std::time::Instant::now() + support::PATIENCE;
+    while wheelhouse::render::unavailable_groups(&client)
         .await
-        .unwrap();
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the APIService never went stale"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
 
-    set_values(&api, "web", serde_json::json!({"value": "two"})).await;
-    let failed = wait_for(&api, "web", "UpgradeFailed", |h| {
-        is(h, "Ready", "False", "UpgradeFailed")
+    // The helm CLI installs and upgrades on the same cluster at the same time ...
+    let shared = support::engine::chart("shared");
+    helm(&ns.name, &["install", "cli", &shared]);
+    helm(&ns.name, &["upgrade", "cli", &shared, "--set", "value=two"]);
+    // ... and so does wheelhouse. The render dropped the LoadBalancer Service; with
+    // discovery incomplete it stays, and status and an Event say why.
+    set_values(
+        &api,
+        "web",
+        serde_json::json!({"value": "two", "loadBalancer": false}),
+    )
+    .await;
+    let upgraded = wait_for(&api, "web", "upgraded", |h| settled(h, "UpgradeSucceeded")).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    assert_eq!(
+        cms.get("web-config").await.unwrap().data.unwrap()["value"],
+        "two"
+    );
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns.name);
+    assert!(
+        services.get_opt("web-lb").await.unwrap().is_some(),
+        "not pruned"
+    );
+    let message = upgraded.condition("Ready").unwrap().message.clone();
+    assert!(
+        message.contains("left in place, not pruned")
+            && message.contains(
+                "broken.wheelhouse.dev/v1 unavailable: APIService v1.broken.wheelhouse.dev"
+            )
+            && message.contains("web-lb"),
+        "{message}"
+    );
+    let events = events_of(&client, &ns.name, "web").await;
+    assert!(
+        events.iter().any(|e| e.starts_with("DiscoveryIncomplete")),
+        "{events:?}"
+    );
+
+    // A release whose own manifest needs the missing group is told which APIService.
+    api.create(
+        &PostParams::default(),
+        &release("widget", "needs-broken", serde_json::json!({})),
+    )
+    .await
+    .unwrap();
+    let failed = wait_for(&api, "widget", "InstallFailed", |h| {
+        settled(h, "InstallFailed")
     })
     .await;
     let message = failed.condition("Ready").unwrap().message.clone();
     assert!(
-        message.contains("not rendered from partial capabilities")
-            && message.contains("broken.wheelhouse.dev/v1"),
+        message.contains("APIService v1.broken.wheelhouse.dev"),
         "{message}"
     );
-    // Nothing was applied or pruned: the release's objects are as revision 1 left them.
-    let cm = Api::<ConfigMap>::namespaced(client.clone(), &ns.name)
-        .get("web-config")
-        .await
-        .unwrap();
-    assert_eq!(cm.data.unwrap()["value"], "one");
 
-    // Discovery whole again: a new attempt succeeds.
-    apiservices(&client)
-        .delete(BROKEN, &DeleteParams::default())
-        .await
-        .unwrap();
-    support::engine::annotate(
+    // The release that owns the broken APIService is upgraded to fix it (the APIService
+    // goes: pruning it is the fix), and discovery is whole again.
+    set_values(&api, "metrics", serde_json::json!({"apiService": false})).await;
+    wait_for(&api, "metrics", "fixed", |h| settled(h, "UpgradeSucceeded")).await;
+    assert!(
+        apiservices(&client)
+            .get_opt(BROKEN)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        wheelhouse::render::unavailable_groups(&client)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // With discovery whole, the next upgrade prunes what was kept.
+    annotate(
         &api,
         "web",
-        "reconcile.wheelhouse.dev/resetAt",
-        "discovery-fixed",
+        "reconcile.wheelhouse.dev/forceAt",
+        "discovery-whole",
     )
     .await;
-    wait_for(&api, "web", "upgraded once discovery is whole", |h| {
-        is(h, "Ready", "True", "UpgradeSucceeded")
+    wait_for(&api, "web", "the kept Service pruned", |h| {
+        h.status
+            .as_ref()
+            .is_some_and(|s| s.last_handled_force_at.as_deref() == Some("discovery-whole"))
+            && settled(h, "UpgradeSucceeded")
     })
     .await;
+    assert!(services.get_opt("web-lb").await.unwrap().is_none());
     ns.delete().await;
 }

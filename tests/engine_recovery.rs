@@ -187,7 +187,7 @@ async fn a_helm_upgrade_still_running_by_hand_is_never_unlocked_under_it() {
     let webapp = support::engine::chart("webapp");
     support::engine::helm(&ns.name, &["install", "web", &webapp, "--wait"]);
     // helm waits on pods that never become ready, for up to 20 s.
-    let mut by_hand = Command::new(testbin().join("helm"))
+    let by_hand = Command::new(testbin().join("helm"))
         .args(["upgrade", "web", &webapp, "--set", "behavior=never-ready"])
         .args([
             "--wait",

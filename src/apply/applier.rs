@@ -41,6 +41,9 @@ pub struct Owner<'a> {
     pub others: &'a [Elsewhere],
     /// Helm 4's `--force-conflicts`: overwrite fields other managers hold.
     pub force_conflicts: bool,
+    /// API `group/version`s discovery cannot serve now: while any is missing, the render
+    /// may lack what it renders only when they are served, so prune deletes nothing.
+    pub unavailable: &'a [String],
 }
 
 impl<'a> Owner<'a> {
@@ -53,7 +56,13 @@ impl<'a> Owner<'a> {
             take_ownership: false,
             others: &[],
             force_conflicts: false,
+            unavailable: &[],
         }
+    }
+
+    pub fn unavailable(mut self, unavailable: &'a [String]) -> Self {
+        self.unavailable = unavailable;
+        self
     }
 
     pub fn force_conflicts(mut self, force: bool) -> Self {
@@ -85,9 +94,31 @@ pub struct Removed {
     /// Objects left in place because their ownership metadata no longer names this
     /// release, with who they belong to now.
     pub foreign: Vec<(ObjectRef, String)>,
+    /// Objects the new render dropped, left in place because discovery was incomplete,
+    /// with the groups it was missing.
+    pub kept_for_discovery: Vec<ObjectRef>,
+    pub missing_groups: Vec<String>,
 }
 
 impl Removed {
+    /// A sentence about the objects kept because discovery was incomplete.
+    pub fn discovery_note(&self) -> Option<String> {
+        (!self.kept_for_discovery.is_empty()).then(|| {
+            let list: Vec<String> = self.kept_for_discovery.iter().map(ToString::to_string).collect();
+            let services: Vec<String> = self
+                .missing_groups
+                .iter()
+                .map(|g| crate::render::apiservice_of(g))
+                .collect();
+            format!(
+                "left in place, not pruned, while the API server's discovery is incomplete ({} unavailable: APIService {}): {}; they go on the first upgrade after it is whole",
+                self.missing_groups.join(", "),
+                services.join(", "),
+                list.join(", ")
+            )
+        })
+    }
+
     /// A sentence about the objects left alone, for descriptions and Events.
     pub fn foreign_note(&self) -> Option<String> {
         (!self.foreign.is_empty()).then(|| {
@@ -487,6 +518,7 @@ impl Applier {
         let previous = self.previous_objects(owner).await?;
         let foreign = self.foreign_objects(owner).await?;
         for obj in parse_manifest(manifest)? {
+            refuse_unavailable(&obj, owner)?;
             // A kind not served yet has no objects to conflict with.
             if let Some(resource) = self.resolve(&obj).await? {
                 let mut target = Target::new(obj, resource, owner.namespace);
@@ -523,6 +555,7 @@ impl Applier {
         let mut planned = Vec::with_capacity(objects.len());
         let mut awaited_kinds = HashSet::new();
         for obj in objects {
+            refuse_unavailable(&obj, owner)?;
             let resource = self.resolve(&obj).await?;
             if resource.is_none() {
                 let defined = group_kind(&obj);
@@ -580,6 +613,9 @@ impl Applier {
             return Ok(objects);
         };
         for obj in parsed {
+            if is_unavailable(&obj, owner) {
+                continue;
+            }
             if let Some(resource) = self.resolve(&obj).await? {
                 let target = Target::new(obj, resource, owner.namespace);
                 let value = serde_json::to_value(&target.obj).unwrap_or(Value::Null);
@@ -598,6 +634,9 @@ impl Applier {
                 continue;
             };
             for obj in parsed {
+                if is_unavailable(&obj, owner) {
+                    continue;
+                }
                 if let Some(resource) = self.resolve(&obj).await? {
                     let target = Target::new(obj, resource, owner.namespace);
                     objects.insert(identity(&target.reference), other.describe());
@@ -700,6 +739,9 @@ impl Applier {
         let namespace = owner.namespace;
         let mut wanted = HashSet::new();
         for obj in parse_manifest(new_manifest)? {
+            if is_unavailable(&obj, owner) {
+                continue;
+            }
             let reference = match self.resolve(&obj).await? {
                 Some(resource) => Target::new(obj, resource, namespace).reference,
                 // Not served (yet): the namespace as written or defaulted is the best guess,
@@ -717,6 +759,10 @@ impl Applier {
 
         let mut stale = Vec::new();
         for obj in parse_manifest(old_manifest)? {
+            // Nothing of a group discovery cannot serve now is touched.
+            if is_unavailable(&obj, owner) {
+                continue;
+            }
             // A kind no longer served has no objects left to delete.
             if let Some(resource) = self.resolve(&obj).await? {
                 let target = Target::new(obj, resource, namespace);
@@ -725,7 +771,18 @@ impl Applier {
                 }
             }
         }
-        self.delete_targets(stale, owner).await
+        if owner.unavailable.is_empty() {
+            return self.delete_targets(stale, owner).await;
+        }
+        // The render may have dropped them only because a group was not discovered: they
+        // stay. Except the broken APIService itself, whose removal is the fix.
+        let (fix, kept): (Vec<Target>, Vec<Target>) = stale
+            .into_iter()
+            .partition(|t| serves_unavailable(&t.obj, owner));
+        let mut removed = self.delete_targets(fix, owner).await?;
+        removed.kept_for_discovery = kept.into_iter().map(|t| t.reference).collect();
+        removed.missing_groups = owner.unavailable.to_vec();
+        Ok(removed)
     }
 
     /// Uninstalls the objects of `manifest` in Helm's uninstall order, except those
@@ -736,6 +793,9 @@ impl Applier {
     pub async fn delete(&self, manifest: &str, owner: &Owner<'_>) -> Result<Removed, Error> {
         let mut targets = Vec::new();
         for obj in parse_manifest(manifest)? {
+            if is_unavailable(&obj, owner) {
+                continue;
+            }
             if let Some(resource) = self.resolve(&obj).await? {
                 targets.push(Target::new(obj, resource, owner.namespace));
             }
@@ -869,6 +929,43 @@ fn settle_conflicts(
         message: e.to_string(),
     })?;
     Ok(true)
+}
+
+/// Whether `obj` is of an API group discovery cannot serve now: it can be neither read
+/// nor deleted, and is left alone.
+fn is_unavailable(obj: &DynamicObject, owner: &Owner<'_>) -> bool {
+    let api_version = obj.types.as_ref().map_or("", |t| t.api_version.as_str());
+    owner.unavailable.iter().any(|g| g == api_version)
+}
+
+/// Whether `obj` is the APIService of a group discovery cannot serve now.
+fn serves_unavailable(obj: &DynamicObject, owner: &Owner<'_>) -> bool {
+    let reference = ObjectRef::from_object(obj);
+    if reference.kind != "APIService" || reference.group() != "apiregistration.k8s.io" {
+        return false;
+    }
+    let spec = obj.data.get("spec");
+    let field = |k: &str| {
+        spec.and_then(|s| s.get(k))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    };
+    let served = format!("{}/{}", field("group"), field("version"));
+    owner.unavailable.contains(&served)
+}
+
+/// An object of the release's own manifest that discovery cannot serve fails the action,
+/// naming the group and its APIService, before anything is applied.
+fn refuse_unavailable(obj: &DynamicObject, owner: &Owner<'_>) -> Result<(), Error> {
+    if !is_unavailable(obj, owner) {
+        return Ok(());
+    }
+    let reference = ObjectRef::from_object(obj);
+    Err(Error::Unavailable {
+        object: reference.to_string(),
+        apiservice: crate::render::apiservice_of(&reference.api_version),
+        group_version: reference.api_version,
+    })
 }
 
 enum Deletion {

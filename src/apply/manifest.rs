@@ -87,6 +87,38 @@ pub fn is_blank_document(body: &str) -> bool {
 ///
 /// Namespaces are left as written: whether a kind is namespaced is only known through
 /// discovery, so [`super::Applier`] fills in the release namespace when it applies.
+/// The documents of `manifest` (each with its `---` and `# Source:` lines) whose object is
+/// one of `wanted`; a document without a namespace is in `namespace`, and a cluster-scoped
+/// `wanted` entry matches whatever namespace its document names. For carrying objects a
+/// revision keeps (not pruned) into the revision's stored manifest.
+pub fn documents_of(manifest: &str, wanted: &[ObjectRef], namespace: &str) -> String {
+    let mut out = String::new();
+    for doc in split_documents(manifest) {
+        let Ok(objects) = parse_manifest(doc.body) else {
+            continue;
+        };
+        let matches = objects.iter().any(|obj| {
+            let mut r = ObjectRef::from_object(obj);
+            r.namespace.get_or_insert_with(|| namespace.to_string());
+            wanted.iter().any(|w| {
+                w.group() == r.group()
+                    && w.kind == r.kind
+                    && w.name == r.name
+                    && (w.namespace.is_none() || w.namespace == r.namespace)
+            })
+        });
+        if matches {
+            out.push_str("---\n");
+            if let Some(source) = doc.source {
+                out.push_str(&format!("# Source: {source}\n"));
+            }
+            out.push_str(doc.body.trim_end_matches('\n'));
+            out.push('\n');
+        }
+    }
+    out
+}
+
 pub fn parse_manifest(manifest: &str) -> Result<Vec<DynamicObject>, Error> {
     let mut objects = Vec::new();
     for doc in split_documents(manifest) {
@@ -285,6 +317,22 @@ pub fn helm_resource_string(reference: &ObjectRef) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn documents_of_picks_the_wanted_objects_with_their_source() {
+        let manifest = "---\n# Source: c/templates/svc.yaml\napiVersion: v1\nkind: Service\nmetadata:\n  name: web-lb\n---\n# Source: c/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\n";
+        let wanted = ObjectRef {
+            api_version: "v1".into(),
+            kind: "Service".into(),
+            namespace: Some("apps".into()),
+            name: "web-lb".into(),
+        };
+        assert_eq!(
+            documents_of(manifest, &[wanted.clone()], "apps"),
+            "---\n# Source: c/templates/svc.yaml\napiVersion: v1\nkind: Service\nmetadata:\n  name: web-lb\n"
+        );
+        assert_eq!(documents_of(manifest, &[wanted], "other"), "");
+    }
 
     #[test]
     fn splits_like_helm() {

@@ -76,6 +76,16 @@ pub enum Error {
     )]
     FieldConflict { object: String, conflicts: String },
 
+    /// The release's manifest has an object of an API group discovery cannot serve now.
+    #[error(
+        "{object} is of {group_version}, which the API server cannot serve now: its APIService {apiservice} is unavailable (`kubectl get apiservice {apiservice}`); nothing was applied"
+    )]
+    Unavailable {
+        object: String,
+        group_version: String,
+        apiservice: String,
+    },
+
     #[error("cannot watch {object}: {message}")]
     Watch { object: String, message: String },
 

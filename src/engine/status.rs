@@ -40,6 +40,8 @@ pub mod reason {
     pub const UNLOCKED: &str = "Unlocked";
     /// Another HelmRelease manages the Helm release this one names.
     pub const RELEASE_CONFLICT: &str = "ReleaseConflict";
+    /// Objects were left unpruned because an API group could not be discovered.
+    pub const DISCOVERY_INCOMPLETE: &str = "DiscoveryIncomplete";
     /// The API server refused one of the engine's calls (403).
     pub const FORBIDDEN: &str = "Forbidden";
     /// A reconcile ended with an error that is neither the release's action nor a refusal

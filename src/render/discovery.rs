@@ -1,10 +1,11 @@
 //! Whether the API server's discovery is complete, checked before every render.
 //!
 //! `.Capabilities.APIVersions` comes from discovery. When an aggregated API is down (an
-//! APIService whose backend is gone), discovery leaves its group out and helm renders
-//! on without it, so a template gated on that API would not render and the next upgrade
-//! would prune what it rendered before. The aggregated discovery document marks such a
-//! group `Stale`; one request tells whether anything is missing.
+//! APIService whose backend is gone, a crashed metrics-server), discovery leaves its group
+//! out and helm renders on without it, as `helm upgrade` does on such a cluster. A
+//! template gated on that API may then not render what it rendered before, so the apply
+//! that follows prunes nothing while discovery is incomplete. The aggregated discovery
+//! document marks such a group `Stale`; one request tells what is missing.
 
 use kube::Client;
 use serde_json::Value;
@@ -14,10 +15,10 @@ use super::Error;
 const AGGREGATED: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
 
-/// `Ok` when every API group the server registers is discovered; otherwise the groups
-/// that are not. A server without aggregated discovery (before Kubernetes 1.26) cannot
-/// say, and passes.
-pub async fn check_complete(client: &Client) -> Result<(), Error> {
+/// The `group/version`s the server registers but cannot discover now (an APIService
+/// whose backend is down); empty when discovery is complete. A server without aggregated
+/// discovery (before Kubernetes 1.26) cannot say, and reads as complete.
+pub async fn unavailable_groups(client: &Client) -> Result<Vec<String>, Error> {
     let request = hyper::Request::get("/apis")
         .header(hyper::header::ACCEPT, AGGREGATED)
         .body(Vec::new())
@@ -28,14 +29,15 @@ pub async fn check_complete(client: &Client) -> Result<(), Error> {
         .map_err(|e| Error::Discovery(crate::apply::api_message(&e)))?;
     let document: Value =
         serde_json::from_str(&text).map_err(|e| Error::Discovery(e.to_string()))?;
-    let stale = stale_groups(&document);
-    if stale.is_empty() {
-        Ok(())
-    } else {
-        Err(Error::PartialDiscovery(format!(
-            "{} not discovered (is an APIService's backend down? `kubectl get apiservices`)",
-            stale.join(", ")
-        )))
+    Ok(stale_groups(&document))
+}
+
+/// The APIService that serves `group_version` (`v1beta1.metrics.k8s.io` for
+/// `metrics.k8s.io/v1beta1`), for messages.
+pub fn apiservice_of(group_version: &str) -> String {
+    match group_version.split_once('/') {
+        Some((group, version)) => format!("{version}.{group}"),
+        None => group_version.to_string(),
     }
 }
 

@@ -182,10 +182,9 @@ impl HelmRenderer {
                 status,
             });
         }
-        // Never render (and so never prune) from partial capabilities.
-        if stderr.contains(PARTIAL_DISCOVERY) {
-            return Err(Error::PartialDiscovery(last_lines(&stderr, 4)));
-        }
+        // helm renders on without a group whose discovery failed, as `helm upgrade` does;
+        // the engine's own discovery check names the group, and nothing is pruned then.
+        let partial = stderr.contains(PARTIAL_DISCOVERY);
         // Other stderr of a successful run is not logged: helm's warnings may quote values.
         let release: HelmOutput = serde_json::from_slice(&output.stdout)
             .map_err(|e| Error::Output(format!("helm's release JSON: {e}")))?;
@@ -193,6 +192,11 @@ impl HelmRenderer {
             manifest: release.manifest,
             hooks: release.hooks.unwrap_or_default(),
             revision: release.version,
+            unavailable: if partial {
+                vec!["a group helm could not discover (an orphaned API service)".into()]
+            } else {
+                Vec::new()
+            },
         })
     }
 

@@ -18,7 +18,7 @@ use thiserror::Error;
 
 use crate::release::{Hook, Status};
 
-pub use discovery::check_complete as check_discovery;
+pub use discovery::{apiservice_of, unavailable_groups};
 pub use helm::HelmRenderer;
 
 /// What to render. No `Debug`: `values` may hold secrets.
@@ -67,6 +67,10 @@ pub struct Rendered {
     pub hooks: Vec<Hook>,
     /// The `.Release.Revision` the templates saw.
     pub revision: i32,
+    /// API `group/version`s discovery left out when this was rendered (an APIService
+    /// whose backend is down): the render may lack what it renders only when they are
+    /// served, so nothing is pruned on its account.
+    pub unavailable: Vec<String>,
 }
 
 pub trait Renderer: Send + Sync {
@@ -98,13 +102,6 @@ pub enum Error {
     /// error), fit for a status message.
     #[error("helm failed to render the chart: {stderr}")]
     Failed { status: String, stderr: String },
-
-    /// Discovery failed for some API group: rendering from partial capabilities could
-    /// drop (and then prune) what a template renders only when an API is served.
-    #[error(
-        "the API server's discovery is incomplete, so the chart is not rendered from partial capabilities: {0}"
-    )]
-    PartialDiscovery(String),
 
     /// Discovery itself could not be read.
     #[error("cannot read the API server's discovery: {0}")]

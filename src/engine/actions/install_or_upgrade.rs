@@ -196,7 +196,8 @@ pub async fn install_or_upgrade(
         .previous(previous.filter(|_| is_upgrade).map(|p| p.manifest.as_str()))
         .take_ownership(take_ownership)
         .force_conflicts(force_conflicts)
-        .others(&elsewhere);
+        .others(&elsewhere)
+        .unavailable(&rendered.unavailable);
     // As Helm: objects that belong to someone else stop the action before anything is
     // stored, hooked or applied.
     if let Err(e) = run
@@ -246,34 +247,61 @@ pub async fn install_or_upgrade(
             .applier
             .apply_release(&applied_manifest, &owner)
             .await?;
+        let mut removed = crate::apply::Removed::default();
         if let Some(prev) = previous.filter(|_| is_upgrade) {
-            run.ctx
+            removed = run
+                .ctx
                 .applier
                 .prune(&prev.manifest, &rel.manifest, &owner)
                 .await?;
         }
-        Ok::<_, crate::Error>(())
+        Ok::<_, crate::Error>(removed)
     }
     .await;
-    if let Err(e) = steps {
-        let message = format!("{verb} failed: {e}");
-        if is_upgrade
-            && upgrade.cleanup_on_fail
-            && let Some(prev) = previous
-        {
-            // Objects the failed upgrade created go; the previous revision's stay.
-            let _ = run
-                .ctx
-                .applier
-                .prune(&rel.manifest, &prev.manifest, &owner)
-                .await;
+    let removed = match steps {
+        Ok(removed) => removed,
+        Err(e) => {
+            let message = format!("{verb} failed: {e}");
+            if is_upgrade
+                && upgrade.cleanup_on_fail
+                && let Some(prev) = previous
+            {
+                // Objects the failed upgrade created go; the previous revision's stay.
+                let _ = run
+                    .ctx
+                    .applier
+                    .prune(&rel.manifest, &prev.manifest, &owner)
+                    .await;
+            }
+            return record_failure(
+                run,
+                &mut rel,
+                format!("Release {:?} failed: {e}", run.release_name),
+                failed_reason,
+                message,
+            )
+            .await;
         }
-        return record_failure(
-            run,
-            &mut rel,
-            format!("Release {:?} failed: {e}", run.release_name),
-            failed_reason,
-            message,
+    };
+    // What an incomplete discovery kept from being pruned is said where people look, and
+    // stays in the revision's manifest, so the first upgrade after discovery is whole
+    // prunes it (and an uninstall deletes it).
+    if let Some(prev) = previous.filter(|_| !removed.kept_for_discovery.is_empty()) {
+        let kept =
+            crate::apply::manifest::documents_of(&prev.manifest, &removed.kept_for_discovery, &ns);
+        if !rel.manifest.ends_with('\n') {
+            rel.manifest.push('\n');
+        }
+        rel.manifest.push_str(&kept);
+    }
+    let kept = removed.discovery_note();
+    if let Some(note) = &kept {
+        tracing::warn!(release = %run.key, "{note}");
+        run.event(
+            kube::runtime::events::EventType::Warning,
+            reason::DISCOVERY_INCOMPLETE,
+            "Prune",
+            note.clone(),
         )
         .await;
     }
@@ -345,17 +373,22 @@ pub async fn install_or_upgrade(
     set_status(&mut rel, Status::Deployed, done);
     run.storage.update(&rel).await?;
     run.prune_history().await;
+    let mut message = format!(
+        "Helm {} succeeded for release {}/{}.v{} with chart {}@{}",
+        if is_upgrade { "upgrade" } else { "install" },
+        ns,
+        run.release_name,
+        version,
+        prepared.resolved.name,
+        prepared.resolved.version
+    );
+    if let Some(note) = kept {
+        message.push_str("; ");
+        message.push_str(&note);
+    }
     Ok(Outcome::Succeeded {
         reason: ok_reason,
-        message: format!(
-            "Helm {} succeeded for release {}/{}.v{} with chart {}@{}",
-            if is_upgrade { "upgrade" } else { "install" },
-            ns,
-            run.release_name,
-            version,
-            prepared.resolved.name,
-            prepared.resolved.version
-        ),
+        message,
     })
 }
 

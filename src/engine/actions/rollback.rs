@@ -56,11 +56,13 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
         .as_ref()
         .is_some_and(|u| u.take_ownership);
     let elsewhere = run.elsewhere.clone();
+    let unavailable = crate::render::unavailable_groups(&run.ctx.client).await?;
     let owner = Owner::new(&release_name, &ns)
         .previous(Some(&current.manifest))
         .take_ownership(take_ownership)
         .force_conflicts(spec.force_conflicts)
-        .others(&elsewhere);
+        .others(&elsewhere)
+        .unavailable(&unavailable);
     if let Err(e) = run.ctx.applier.check_adoption(&rel.manifest, &owner).await {
         return Ok(failed(format!("Helm rollback failed: {e}")));
     }

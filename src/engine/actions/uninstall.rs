@@ -38,6 +38,8 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
     )
     .await?
     .unwrap_or_default();
+    // Objects of an API group discovery cannot serve now can be neither read nor deleted.
+    let unavailable = crate::render::unavailable_groups(&run.ctx.client).await?;
     let mut rel = latest.clone();
     set_status(
         &mut rel,
@@ -45,7 +47,9 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
         "Deletion in progress (or silently failed)",
     );
     run.storage.update(&rel).await?;
-    let owner = Owner::new(&release_name, &ns).others(&elsewhere);
+    let owner = Owner::new(&release_name, &ns)
+        .others(&elsewhere)
+        .unavailable(&unavailable);
     let steps = async {
         if !spec.disable_hooks {
             run.ctx

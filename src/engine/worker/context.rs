@@ -195,7 +195,7 @@ impl Run<'_> {
         }
     }
 
-    pub(super) async fn event(&self, type_: EventType, reason: &str, action: &str, note: String) {
+    pub(crate) async fn event(&self, type_: EventType, reason: &str, action: &str, note: String) {
         let reference = self.hr.object_ref(&());
         let ev = Event {
             type_,

@@ -132,9 +132,10 @@ pub async fn render(
     prepared: &Prepared,
     previous: Option<&Release>,
 ) -> crate::Result<Rendered> {
-    // Never render (and so never prune) from partial capabilities.
-    crate::render::check_discovery(&ctx.client).await?;
-    Ok(ctx
+    // Rendered as helm renders on an incomplete discovery (without the missing groups);
+    // what is missing travels with the render, so nothing is pruned on its account.
+    let unavailable = crate::render::unavailable_groups(&ctx.client).await?;
+    let rendered = ctx
         .renderer
         .render(RenderRequest {
             release_name,
@@ -143,7 +144,34 @@ pub async fn render(
             values: &prepared.values.values,
             previous: previous.map(Previous::of),
         })
-        .await?)
+        .await;
+    let mut rendered = match rendered {
+        Ok(rendered) => rendered,
+        // helm cannot map a kind of a group that is not discovered: say which APIService.
+        Err(crate::render::Error::Failed { status, stderr })
+            if unavailable
+                .iter()
+                .any(|g| stderr.contains(g.split('/').next().unwrap_or(g))) =>
+        {
+            let services: Vec<String> = unavailable
+                .iter()
+                .map(|g| format!("{g} (APIService {})", crate::render::apiservice_of(g)))
+                .collect();
+            return Err(crate::render::Error::Failed {
+                status,
+                stderr: format!(
+                    "{stderr}; the chart needs an API group the API server cannot serve now: {} is unavailable",
+                    services.join(", ")
+                ),
+            }
+            .into());
+        }
+        Err(e) => return Err(e.into()),
+    };
+    if !unavailable.is_empty() {
+        rendered.unavailable = unavailable;
+    }
+    Ok(rendered)
 }
 
 #[cfg(test)]
