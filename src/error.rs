@@ -74,6 +74,45 @@ impl Error {
         None
     }
 
+    /// Why this error is the cluster's and not the release's, when it is: the API server
+    /// refused the call (403), did not answer or answered 5xx/429, or its discovery cannot
+    /// serve an API group the release needs. Such a failure costs the release no retry and
+    /// never stalls it; it is tried again with backoff.
+    pub fn cluster_cause(&self) -> Option<&'static str> {
+        // Transparent variants hand `source()` on past themselves: look at them first.
+        match self {
+            Self::Apply(crate::apply::Error::Unavailable { .. }) => {
+                return Some("an API group is not discovered");
+            }
+            Self::Render(crate::render::Error::Discovery(_)) => {
+                return Some("discovery could not be read");
+            }
+            Self::Render(crate::render::Error::Failed { stderr, .. })
+                if stderr.contains(crate::render::NEEDS_UNAVAILABLE_GROUP) =>
+            {
+                return Some("an API group is not discovered");
+            }
+            _ => {}
+        }
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = next {
+            if let Some(k) = e.downcast_ref::<kube::Error>() {
+                return match k {
+                    kube::Error::Api(s) if s.code == 403 => {
+                        Some("the API server refused the engine's call")
+                    }
+                    kube::Error::Api(s) if s.code >= 500 || s.code == 429 => {
+                        Some("the API server could not serve the call")
+                    }
+                    kube::Error::Api(_) | kube::Error::SerdeError(_) => None,
+                    _ => Some("the API server could not be reached"),
+                };
+            }
+            next = e.source();
+        }
+        None
+    }
+
     /// The message for status, Events and logs: kube writes a debug dump of the API
     /// server's answer after its message, which is left out.
     pub fn describe(&self) -> String {
@@ -140,5 +179,27 @@ mod tests {
             "{shown}"
         );
         assert_eq!(Error::Stopped.forbidden(), None);
+    }
+
+    #[test]
+    fn the_clusters_failures_are_told_from_the_releases() {
+        let refused = Error::Storage(crate::release::Error::Kube(forbidden()));
+        assert!(refused.cluster_cause().is_some());
+        let unavailable = Error::Apply(crate::apply::Error::Unavailable {
+            object: "Widget/w".into(),
+            group_version: "broken.example/v1".into(),
+            apiservice: "v1.broken.example".into(),
+        });
+        assert!(unavailable.cluster_cause().is_some());
+        let template = Error::Render(crate::render::Error::Failed {
+            status: "exit status: 1".into(),
+            stderr: "template: x: fail".into(),
+        });
+        assert_eq!(template.cluster_cause(), None);
+        let invalid = Error::Kube(kube::Error::Api(Box::new(kube::core::Status {
+            code: 422,
+            ..Default::default()
+        })));
+        assert_eq!(invalid.cluster_cause(), None);
     }
 }

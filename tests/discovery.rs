@@ -148,6 +148,20 @@ async fn a_dead_aggregated_api_never_stops_shipping_fixes() {
         message.contains("APIService v1.broken.wheelhouse.dev"),
         "{message}"
     );
+    // The cluster's failure, not the release's: no retry used (the counters are written
+    // with the condition), so it never stalls and is tried again.
+    assert!(message.contains("costs no retry"), "{message}");
+    let status = failed.status.as_ref().unwrap();
+    assert_eq!(
+        (status.failures, status.install_failures),
+        (0, 0),
+        "{status:#?}"
+    );
+    assert!(
+        failed
+            .condition("Stalled")
+            .is_none_or(|c| c.status != "True")
+    );
 
     // The release that owns the broken APIService is upgraded to fix it (the APIService
     // goes: pruning it is the fix), and discovery is whole again.

@@ -19,6 +19,10 @@ use thiserror::Error;
 use crate::release::{Hook, Status};
 
 pub use discovery::{apiservice_of, unavailable_groups};
+
+/// Said in a render error when the chart needs an API group discovery cannot serve.
+pub const NEEDS_UNAVAILABLE_GROUP: &str =
+    "the chart needs an API group the API server cannot serve now";
 pub use helm::HelmRenderer;
 
 /// What to render. No `Debug`: `values` may hold secrets.

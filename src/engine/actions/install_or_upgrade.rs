@@ -4,7 +4,8 @@
 //! stored revision, and decides whose retries a failure uses up.
 
 use super::{
-    Note, Outcome, Owns, is_deployed, new_release, record_as, record_failure, set_status, supersede,
+    CLUSTER_FAILURE_PREFIX, Note, Outcome, Owns, is_deployed, new_release, record_as,
+    record_failure, set_status, supersede,
 };
 use crate::api::{CrdPolicy, HelmReleaseStatus, ReleaseAction};
 use crate::apply::Owner;
@@ -140,11 +141,13 @@ pub async fn install_or_upgrade(
         {
             Ok(rendered) => rendered,
             // A template error, `required` or `fail`: the action failed, as in Flux.
+            // Discovery or the API server failing is the cluster's failure instead.
             Err(e) => {
-                return Ok(Outcome::Failed {
-                    reason: failed_reason,
-                    message: format!("{verb} failed: {e}"),
-                });
+                return Ok(Outcome::failed_by(
+                    failed_reason,
+                    format!("{verb} failed: {}", e.describe()),
+                    &e,
+                ));
             }
         },
     };
@@ -206,10 +209,12 @@ pub async fn install_or_upgrade(
         .check_adoption(&applied_manifest, &owner)
         .await
     {
-        return Ok(Outcome::Failed {
-            reason: failed_reason,
-            message: format!("{verb} failed: {e}"),
-        });
+        let e = crate::Error::from(e);
+        return Ok(Outcome::failed_by(
+            failed_reason,
+            format!("{verb} failed: {}", e.describe()),
+            &e,
+        ));
     }
     if let Err(e @ crate::release::Error::TooLarge { .. }) = crate::release::check_size(&rel) {
         return Ok(Outcome::Failed {
@@ -260,6 +265,18 @@ pub async fn install_or_upgrade(
     .await;
     let removed = match steps {
         Ok(removed) => removed,
+        Err(e) if e.cluster_cause().is_some() => {
+            // Stopped by the cluster: retried as an interrupted revision, never remediated.
+            let message = format!("{verb} failed: {}", e.describe());
+            set_status(
+                &mut rel,
+                Status::Failed,
+                run.masker
+                    .mask(&format!("{CLUSTER_FAILURE_PREFIX}: {message}")),
+            );
+            run.storage.update(&rel).await?;
+            return Ok(Outcome::failed_by(failed_reason, message, &e));
+        }
         Err(e) => {
             let message = format!("{verb} failed: {e}");
             if is_upgrade

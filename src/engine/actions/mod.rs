@@ -46,7 +46,34 @@ pub enum Outcome {
     /// The wait was cancelled by the operator (counts as a failure) or superseded by a
     /// newer desired state (does not).
     Canceled { by_operator: bool, message: String },
+    /// The action could not go on because of the cluster (the API server refused, did not
+    /// answer, or cannot discover a group the release needs): the cluster's failure, not
+    /// the release's. It costs no retry, never stalls the release, and is tried again with
+    /// backoff.
+    Blocked {
+        reason: &'static str,
+        message: String,
+    },
 }
+
+impl Outcome {
+    /// A failure of the action, or a block when `error` is the cluster's.
+    pub fn failed_by(reason: &'static str, message: String, error: &crate::Error) -> Self {
+        match error.cluster_cause() {
+            Some(cause) => Self::Blocked {
+                reason,
+                message: format!(
+                    "{message} ({cause}: the cluster's failure, not the release's; it costs no retry and is tried again)"
+                ),
+            },
+            None => Self::Failed { reason, message },
+        }
+    }
+}
+
+/// Begins the description of a revision that failed because of the cluster: like an
+/// interrupted one, it is tried again instead of remediated.
+pub const CLUSTER_FAILURE_PREFIX: &str = "Release failed on the cluster's account";
 
 /// The Event that tells of an outcome.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -99,6 +126,12 @@ fn record_as(
         }
         Outcome::Failed { reason: r, message } => {
             count_failure(s, owns.counts_against);
+            for type_ in owns.condition.into_iter().chain([condition::READY]) {
+                status::set(s, type_, Truth::False, r, message.clone(), generation);
+            }
+            note(EventType::Warning, r, None, message)
+        }
+        Outcome::Blocked { reason: r, message } => {
             for type_ in owns.condition.into_iter().chain([condition::READY]) {
                 status::set(s, type_, Truth::False, r, message.clone(), generation);
             }
@@ -314,7 +347,8 @@ mod testing {
             );
             let (Outcome::Succeeded { message, .. }
             | Outcome::Failed { message, .. }
-            | Outcome::Canceled { message, .. }) = &c.outcome;
+            | Outcome::Canceled { message, .. }
+            | Outcome::Blocked { message, .. }) = &c.outcome;
             assert_eq!(&note.message, message, "{name}: event message");
             for cond in s.conditions.iter().filter(|c| c.message != "before") {
                 assert_eq!(&cond.message, message, "{name}: {} message", cond.type_);

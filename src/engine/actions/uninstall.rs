@@ -119,7 +119,11 @@ pub fn on_delete(result: &crate::Result<Outcome>) -> (Note, bool) {
             reason::UNINSTALL_SUCCEEDED,
             message.clone(),
         ),
-        Ok(Outcome::Failed { message, .. } | Outcome::Canceled { message, .. }) => (
+        Ok(
+            Outcome::Failed { message, .. }
+            | Outcome::Canceled { message, .. }
+            | Outcome::Blocked { message, .. },
+        ) => (
             EventType::Warning,
             reason::UNINSTALL_FAILED,
             message.clone(),

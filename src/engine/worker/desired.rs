@@ -160,7 +160,8 @@ pub async fn render(
             return Err(crate::render::Error::Failed {
                 status,
                 stderr: format!(
-                    "{stderr}; the chart needs an API group the API server cannot serve now: {} is unavailable",
+                    "{stderr}; {}: {} is unavailable",
+                    crate::render::NEEDS_UNAVAILABLE_GROUP,
                     services.join(", ")
                 ),
             }

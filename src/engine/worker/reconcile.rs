@@ -223,6 +223,10 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         let note = record(&mut run.status, &outcome, generation);
         run.publish_note(note, &format!("{next:?}")).await;
         run.write_status().await;
+        // The cluster's failure: no retry used, no remediation; again after a backoff.
+        if matches!(outcome, Outcome::Blocked { .. }) {
+            return Ok(Requeue::Failed);
+        }
         // An install or upgrade that failed before storing a revision (render error,
         // `required`/`fail`, a refused object, too large) has nothing to remediate: it is
         // tried again after a backoff, or stalls once its retries are used up.
@@ -363,9 +367,12 @@ fn observe(
             config_digest: crate::values::digest(&r.config),
             tests: TestState::of(r),
             interrupted: info.status == Status::Failed
-                && info
+                && (info
                     .description
-                    .starts_with(actions::unlock::INTERRUPTED_PREFIX),
+                    .starts_with(actions::unlock::INTERRUPTED_PREFIX)
+                    || info
+                        .description
+                        .starts_with(actions::CLUSTER_FAILURE_PREFIX)),
         }
     });
     let rollback_target = history
