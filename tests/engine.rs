@@ -470,3 +470,35 @@ async fn config_tracking_through_the_engine_rolls_exactly_once() {
     assert_ne!(first_hash, second_hash);
     ns.delete().await;
 }
+
+/// A running hook is visible (issue "Keeps shipping fixes", point 6): status.wait names
+/// it with its event, start and deadline while it runs, as a health check's wait is shown.
+#[tokio::test]
+async fn a_running_hook_is_shown_in_status() {
+    let (client, ns, api) = setup("eng-hook").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    eng::install_webapp(&api, "web", serde_json::json!({"timeout": "30s"})).await;
+    set_values(
+        &api,
+        "web",
+        serde_json::json!({"postUpgradeHook": true, "hookBehavior": "never-ready"}),
+    )
+    .await;
+    let running = eng::wait_for(&api, "web", "the hook shown in status.wait", |h| {
+        h.status
+            .as_ref()
+            .and_then(|s| s.wait.as_ref())
+            .and_then(|w| w.hook.as_deref())
+            .is_some()
+    })
+    .await;
+    let wait = running.status.unwrap().wait.unwrap();
+    assert_eq!(
+        wait.hook.as_deref(),
+        Some("Job/web-migrate (post-upgrade hook)")
+    );
+    assert_eq!(wait.revision, 2);
+    let window = wait.deadline.0.duration_since(wait.started_at.0);
+    assert_eq!(window.as_secs(), 30, "the hook's timeout");
+    ns.delete().await;
+}

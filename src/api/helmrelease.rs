@@ -499,6 +499,10 @@ pub struct WaitStatus {
     pub deadline: Time,
     pub ready: i32,
     pub total: i32,
+    /// While a hook runs instead of a health check: which one, as
+    /// `Job/web-migrate (post-upgrade hook)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook: Option<String>,
 }
 
 impl HelmRelease {

@@ -34,6 +34,18 @@ fn deletable(hook: &Hook, wanted: &str) -> bool {
     hook.kind != "CustomResourceDefinition" && has_policy(hook, wanted)
 }
 
+/// The hook a [`Applier::run_hooks_reporting`] runs now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunningHook {
+    /// `Job/web-migrate`.
+    pub object: String,
+    /// `pre-upgrade`, `post-install`, `test`, ...
+    pub event: String,
+    pub started_at: Timestamp,
+    /// When its timeout ends it.
+    pub deadline: Timestamp,
+}
+
 impl Applier {
     /// Runs the hooks of `event` (`pre-install`, ..., or `test`) in `namespace` as Helm
     /// does: ordered by weight then name; for each, the `before-hook-creation` policy
@@ -58,6 +70,37 @@ impl Applier {
         event: &str,
         namespace: &str,
         timeout: Duration,
+    ) -> Result<(), Error> {
+        self.run_hooks_reporting(hooks, event, namespace, timeout, None)
+            .await
+    }
+
+    /// [`Applier::run_hooks`], telling `report` which hook runs (and `None` when none does),
+    /// so status and the dashboard can show it.
+    pub async fn run_hooks_reporting(
+        &self,
+        hooks: &mut [Hook],
+        event: &str,
+        namespace: &str,
+        timeout: Duration,
+        report: Option<&tokio::sync::watch::Sender<Option<RunningHook>>>,
+    ) -> Result<(), Error> {
+        let result = self
+            .run_each(hooks, event, namespace, timeout, report)
+            .await;
+        if let Some(report) = report {
+            report.send_replace(None);
+        }
+        result
+    }
+
+    async fn run_each(
+        &self,
+        hooks: &mut [Hook],
+        event: &str,
+        namespace: &str,
+        timeout: Duration,
+        report: Option<&tokio::sync::watch::Sender<Option<RunningHook>>>,
     ) -> Result<(), Error> {
         let order = execution_order(hooks, event);
         let mut finished: Vec<(usize, Vec<Target>)> = Vec::with_capacity(order.len());
@@ -86,11 +129,20 @@ impl Applier {
                 }
             }
 
+            let started = Timestamp::now();
             hook.last_run = HookExecution {
-                started_at: Some(Timestamp::now()),
+                started_at: Some(started),
                 completed_at: None,
                 phase: HookPhase::Running,
             };
+            if let Some(report) = report {
+                report.send_replace(Some(RunningHook {
+                    object: format!("{}/{}", hook.kind, hook.name),
+                    event: event.to_string(),
+                    started_at: started,
+                    deadline: started + timeout,
+                }));
+            }
             let outcome = self.execute_hook(&targets, timeout).await;
             hook.last_run.completed_at = Some(Timestamp::now());
             match outcome {

@@ -16,7 +16,7 @@ use thiserror::Error;
 
 pub use applier::{Applier, CRD_ESTABLISH_TIMEOUT, Owner, Removed};
 pub use fields::RELEASE_FIELD_MANAGER;
-pub use hooks::execution_order;
+pub use hooks::{RunningHook, execution_order};
 pub use manifest::{ObjectRef, parse_manifest};
 
 #[derive(Debug, Error)]

@@ -243,9 +243,7 @@ pub async fn install_or_upgrade(
             } else {
                 hook_event::PRE_INSTALL
             };
-            run.ctx
-                .applier
-                .run_hooks(&mut rel.hooks, event, &ns, timeout)
+            run.run_hooks(&mut rel.hooks, version, event, &ns, timeout)
                 .await?;
         }
         run.ctx
@@ -369,9 +367,7 @@ pub async fn install_or_upgrade(
         };
         run.set_phase(Phase::RunningHooks);
         if let Err(e) = run
-            .ctx
-            .applier
-            .run_hooks(&mut rel.hooks, event, &ns, timeout)
+            .run_hooks(&mut rel.hooks, version, event, &ns, timeout)
             .await
         {
             return record_failure(

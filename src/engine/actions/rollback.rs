@@ -69,10 +69,14 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
     run.storage.create(&rel).await?;
     let steps = async {
         if !spec.disable_hooks {
-            run.ctx
-                .applier
-                .run_hooks(&mut rel.hooks, hook_event::PRE_ROLLBACK, &ns, timeout)
-                .await?;
+            run.run_hooks(
+                &mut rel.hooks,
+                version,
+                hook_event::PRE_ROLLBACK,
+                &ns,
+                timeout,
+            )
+            .await?;
         }
         run.ctx.applier.apply_release(&rel.manifest, &owner).await?;
         run.ctx
@@ -96,9 +100,13 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
     }
     if !spec.disable_hooks
         && let Err(e) = run
-            .ctx
-            .applier
-            .run_hooks(&mut rel.hooks, hook_event::POST_ROLLBACK, &ns, timeout)
+            .run_hooks(
+                &mut rel.hooks,
+                version,
+                hook_event::POST_ROLLBACK,
+                &ns,
+                timeout,
+            )
             .await
     {
         return failed_because(run, &mut rel, e.to_string()).await;

@@ -22,9 +22,13 @@ pub async fn test(run: &mut Run<'_>, mut latest: Release) -> crate::Result<Outco
         .as_std();
     let ns = run.target_namespace.clone();
     let result = run
-        .ctx
-        .applier
-        .run_hooks(&mut latest.hooks, hook_event::TEST, &ns, timeout)
+        .run_hooks(
+            &mut latest.hooks,
+            latest.version,
+            hook_event::TEST,
+            &ns,
+            timeout,
+        )
         .await;
     run.storage.update(&latest).await?;
     Ok(match result {

@@ -52,17 +52,25 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
         .unavailable(&unavailable);
     let steps = async {
         if !spec.disable_hooks {
-            run.ctx
-                .applier
-                .run_hooks(&mut rel.hooks, hook_event::PRE_DELETE, &ns, timeout)
-                .await?;
+            run.run_hooks(
+                &mut rel.hooks,
+                rel.version,
+                hook_event::PRE_DELETE,
+                &ns,
+                timeout,
+            )
+            .await?;
         }
         let removed = run.ctx.applier.delete(&rel.manifest, &owner).await?;
         if !spec.disable_hooks {
-            run.ctx
-                .applier
-                .run_hooks(&mut rel.hooks, hook_event::POST_DELETE, &ns, timeout)
-                .await?;
+            run.run_hooks(
+                &mut rel.hooks,
+                rel.version,
+                hook_event::POST_DELETE,
+                &ns,
+                timeout,
+            )
+            .await?;
         }
         Ok::<_, crate::Error>(removed)
     }

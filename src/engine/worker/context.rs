@@ -13,7 +13,7 @@ use super::Inbox;
 use crate::api::{HelmRelease, HelmReleaseStatus};
 use crate::apply::Applier;
 use crate::engine::actions::Note;
-use crate::engine::handle::{LiveMap, LiveState, Phase, ReleaseKey};
+use crate::engine::handle::{LiveMap, LiveState, Phase, ReleaseKey, WaitView};
 use crate::engine::status;
 use crate::release::Storage;
 use crate::render::Renderer;
@@ -155,6 +155,71 @@ impl Run<'_> {
             entry.phase = live.phase;
             entry.wait = live.wait.clone();
         });
+    }
+
+    /// Runs the hooks of `event`, showing the one that runs in status.wait and in the
+    /// live state (kind/name, event, elapsed, time left), so a long migration Job is
+    /// visible. Hooks are never interrupted.
+    pub(crate) async fn run_hooks(
+        &self,
+        hooks: &mut [crate::release::Hook],
+        revision: i32,
+        event: &str,
+        namespace: &str,
+        timeout: Duration,
+    ) -> Result<(), crate::apply::Error> {
+        let (tx, mut rx) = watch::channel(None);
+        let run = self
+            .ctx
+            .applier
+            .run_hooks_reporting(hooks, event, namespace, timeout, Some(&tx));
+        tokio::pin!(run);
+        loop {
+            tokio::select! {
+                result = &mut run => {
+                    self.show_hook(revision, None).await;
+                    return result;
+                }
+                Ok(()) = rx.changed() => {
+                    let running = rx.borrow_and_update().clone();
+                    self.show_hook(revision, running).await;
+                }
+            }
+        }
+    }
+
+    async fn show_hook(&self, revision: i32, running: Option<crate::apply::RunningHook>) {
+        {
+            let mut live = self.live.lock().unwrap();
+            live.wait = running.as_ref().map(|h| WaitView {
+                revision,
+                started_at: h.started_at,
+                deadline: h.deadline,
+                progress: crate::health::Progress {
+                    ready: 0,
+                    total: 1,
+                    pending: vec![(h.object.clone(), format!("{} hook running", h.event))],
+                },
+            });
+            self.publish(&live);
+        }
+        // Written as a copy: the status this reconcile keeps has no wait until a
+        // health check runs, and its next write clears this one.
+        let mut shown = self.status.clone();
+        shown.wait = running.map(|h| crate::api::WaitStatus {
+            revision,
+            started_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(h.started_at),
+            deadline: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(h.deadline),
+            ready: 0,
+            total: 1,
+            hook: Some(format!("{} ({} hook)", h.object, h.event)),
+        });
+        for c in &mut shown.conditions {
+            c.message = self.masker.mask(&c.message);
+        }
+        if let Err(e) = status::write(&self.api, &self.key.name, &shown).await {
+            tracing::warn!(release = %self.key, error = %e, "cannot write status");
+        }
     }
 
     /// Records that the worker took in `hr` (see [`LiveState::seen`]).

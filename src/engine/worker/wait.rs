@@ -90,6 +90,7 @@ impl Run<'_> {
             deadline: Time(deadline_at),
             ready: 0,
             total: targets.len() as i32,
+            hook: None,
         });
         self.write_status().await;
         {
