@@ -1086,21 +1086,24 @@ async fn deleting_a_helmrelease_during_a_wait_uninstalls_at_once() {
 async fn dependency_cycles_are_reported_not_waited_on() {
     let (client, ns, api) = setup("safe-cycle").await;
     let _engine = start(&client, &ns.name).await;
-    for (name, deps) in [("x", vec!["y"]), ("y", vec!["x"]), ("self", vec!["self"])] {
+    for (name, deps) in [("cx", vec!["cy"]), ("cy", vec!["cx"]), ("self", vec!["self"])] {
         let deps: Vec<_> = deps
             .iter()
             .map(|d| serde_json::json!({"name": d}))
             .collect();
         api.create(
             &PostParams::default(),
-            &shared(name, serde_json::json!({"dependsOn": deps})),
+            &shared(
+                name,
+                serde_json::json!({"dependsOn": deps, "interval": "10m"}),
+            ),
         )
         .await
         .unwrap();
     }
     let ns_name = ns.name.clone();
     for (name, cycle) in [
-        ("x", format!("{ns_name}/x -> {ns_name}/y -> {ns_name}/x")),
+        ("cx", format!("{ns_name}/cx -> {ns_name}/cy -> {ns_name}/cx")),
         ("self", format!("{ns_name}/self -> {ns_name}/self")),
     ] {
         let hr = wait_for(&api, name, "Stalled DependencyCycle", |h| {
@@ -1112,6 +1115,22 @@ async fn dependency_cycles_are_reported_not_waited_on() {
             "{name}: {}",
             ready_message(&hr)
         );
+    }
+    // Causes, not clocks: breaking the cycle (cy no longer depends on cx) is looked at
+    // when cy changes, not at the 10 minute interval: cy installs, then cx once cy is
+    // Ready. (Not `y`: YAML 1.1 reads an unquoted release name `y` as true.)
+    api.patch(
+        "cy",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"spec": {"dependsOn": null}})),
+    )
+    .await
+    .unwrap();
+    for name in ["cy", "cx"] {
+        wait_for(&api, name, "installed once the cycle is broken", |h| {
+            is(h, "Ready", "True", "InstallSucceeded")
+        })
+        .await;
     }
     ns.delete().await;
 }

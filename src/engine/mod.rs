@@ -181,6 +181,9 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         shown: ReleaseMap::new(),
         seen_live: LiveMap::new(),
         listed: false,
+        blocked: HashSet::new(),
+        poke_due: false,
+        last_poke: None,
     };
     let (stopped_tx, stopped_rx) = watch::channel(false);
     tokio::spawn(async move {
@@ -278,7 +281,23 @@ struct Dispatcher {
     seen_live: LiveMap,
     /// Whether the watch's initial list has completed.
     listed: bool,
+    /// Releases held by a guard whose cause is another HelmRelease (a dependency not
+    /// Ready, a dependsOn cycle, a release conflict): looked at again when any HelmRelease
+    /// changes, at most once a second, instead of at their interval.
+    blocked: HashSet<ReleaseKey>,
+    poke_due: bool,
+    last_poke: Option<tokio::time::Instant>,
 }
+
+/// Ready reasons of the guards whose cause is another HelmRelease.
+const BLOCKED_BY_OTHERS: [&str; 3] = [
+    status::reason::DEPENDENCY_NOT_READY,
+    status::reason::DEPENDENCY_CYCLE,
+    status::reason::RELEASE_CONFLICT,
+];
+
+/// How often releases held by another HelmRelease are looked at again, at most.
+const POKE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The store of watched releases: decoded (or a stand-in) and, for those that do not
 /// decode, why and the generation last reported.
@@ -331,7 +350,7 @@ impl Dispatcher {
                         ownership_stale = false;
                     }
                     self.publish();
-                    dirty = false;
+                    dirty = self.poke_blocked(&workers, term.is_some());
                 }
                 event = events.next() => {
                     let Some(event) = event else { break };
@@ -406,6 +425,14 @@ impl Dispatcher {
                     if let Some(key) = touched {
                         self.refresh_view(&store, &key);
                         ownership_stale = true;
+                        // What held a blocked release may have changed with this one.
+                        let held = store.releases.get(&key).and_then(|hr| hr.condition(status::condition::READY)).is_some_and(|c| c.status == "False" && BLOCKED_BY_OTHERS.contains(&c.reason.as_str()));
+                        if held {
+                            self.blocked.insert(key.clone());
+                        } else {
+                            self.blocked.remove(&key);
+                        }
+                        self.poke_due |= self.blocked.iter().any(|k| *k != key);
                     }
                     dirty = true;
                 }
@@ -551,6 +578,31 @@ impl Dispatcher {
         self.held
             .holder(&key.namespace)
             .map(|h| format!("namespace engine {h}"))
+    }
+
+    /// Asks the workers of blocked releases to look again, when a change is due and the
+    /// last ask was a while ago; true while a change is still due (the tick comes back).
+    fn poke_blocked(&mut self, workers: &HashMap<ReleaseKey, Worker>, acting: bool) -> bool {
+        if !self.poke_due || !acting {
+            self.poke_due = false;
+            return false;
+        }
+        let now = tokio::time::Instant::now();
+        if self
+            .last_poke
+            .is_some_and(|at| now.duration_since(at) < POKE_EVERY)
+        {
+            return true;
+        }
+        for key in &self.blocked {
+            if let Some(w) = workers.get(key) {
+                let look = Command::Reconcile(key.clone());
+                let _ = w.inbox.send(Msg::Command(Box::new((look, String::new()))));
+            }
+        }
+        self.last_poke = Some(now);
+        self.poke_due = false;
+        false
     }
 
     /// Passes a changed release to its worker (starting one if needed), or stops the
