@@ -310,9 +310,7 @@ pub(crate) mod tests {
     #[test]
     fn yaml_is_a_stream_of_documents() {
         let text = yaml(&opts(Scope::All));
-        let docs: Vec<serde_json::Value> = serde_yaml::Deserializer::from_str(&text)
-            .map(|d| serde::Deserialize::deserialize(d).unwrap())
-            .collect();
+        let docs = crate::yaml::parse_documents(&text).unwrap();
         assert_eq!(docs, manifests(&opts(Scope::All)));
     }
 }

@@ -1,28 +1,249 @@
 //! YAML to JSON the way Kubernetes clients read manifests (`sigs.k8s.io/yaml` on go-yaml v2,
 //! which Helm and kubectl use): YAML 1.1 resolution of plain scalars, so `defaultMode: 0644`
 //! is the number 420 and `enabled: yes` is `true`, while quoted and block scalars stay
-//! strings. serde_yaml resolves YAML 1.2 and turns `0644` into the string "0644", which the
-//! API server rejects; it also cannot tell a quoted scalar from a plain one, so this module
-//! builds values from granit-parser's events, which carry each scalar's style.
+//! strings. A YAML 1.2 reader turns `0644` into the string "0644", which the API server
+//! rejects, and a reader that only hands out values cannot tell a quoted scalar from a plain
+//! one, so this module builds values from granit-parser's events, which carry each scalar's
+//! style.
 //!
 //! Also as go-yaml does: anchors and aliases, merge keys (`<<`), `!!str`/`!!int`/`!!float`/
 //! `!!bool`/`!!null`/`!!binary` tags, and non-string map keys turned into strings.
 //! Timestamps stay strings (go-yaml v2 keeps them so for untyped targets).
+//!
+//! Typed reads ([`from_str`], [`from_value`]) coerce scalars into string fields as
+//! sigs.k8s.io/yaml does, and typed writes ([`to_string`]) go through JSON to
+//! [`to_documents`], so every YAML the project reads or writes takes this one path.
 
 use std::collections::HashMap;
 
 use base64::Engine as _;
 use granit_parser::{Event, Parser, ScalarStyle, Tag};
+use serde::Serialize;
+use serde::de::value::{MapAccessDeserializer, MapDeserializer, SeqDeserializer};
+use serde::de::{DeserializeOwned, Deserializer, IntoDeserializer, Visitor};
 use serde_json::{Map, Number, Value};
 
 /// Parses every document of `text`; empty documents (`null`) are left out.
 pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
-    let mut loader = Loader::default();
+    load(text, Loader::default())
+}
+
+fn load(text: &str, mut loader: Loader) -> Result<Vec<Value>, String> {
     for item in Parser::new_from_str(text) {
         let (event, _span) = item.map_err(|e| e.to_string())?;
         loader.event(event)?;
     }
     Ok(loader.documents)
+}
+
+/// Reads the one YAML document of `text` into `T` as sigs.k8s.io/yaml's `Unmarshal` does
+/// ([`parse_documents`], then [`from_value`]). Empty text, or only comments, reads as
+/// null (so an `Option` is `None`, and a map, list or struct is empty); more than one
+/// document is an error.
+pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+    let mut documents = parse_documents(text)?;
+    let document = match documents.len() {
+        0 => Value::Null,
+        1 => documents.swap_remove(0),
+        n => return Err(format!("expected one YAML document, found {n}")),
+    };
+    from_value(document)
+}
+
+/// Decodes `value` into `T` as sigs.k8s.io/yaml does after reading YAML: where `T` wants a
+/// string, a number or boolean reads as its text as Go formats it ([`go_string`]: `1.10`
+/// is "1.1", `0644` is "420", `yes` is "true") and null as "", and null where a list, map
+/// or struct is wanted is an empty one (Go's zero value); everything else decodes as
+/// [`serde_json::from_value`] would.
+pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, String> {
+    T::deserialize(GoValue(value)).map_err(|e| e.to_string())
+}
+
+/// `value` as one YAML document, written by [`to_documents`].
+///
+/// # Panics
+///
+/// If `value` does not serialize to JSON (a map with keys that are not strings, or a
+/// `Serialize` that fails); the project's types and JSON values always do.
+pub fn to_string<T: Serialize + ?Sized>(value: &T) -> String {
+    let value = serde_json::to_value(value).expect("the value serializes to JSON");
+    to_documents(std::slice::from_ref(&value))
+}
+
+/// The text sigs.k8s.io/yaml gives a scalar where a Go string is wanted: a boolean as
+/// `true`/`false`, a number as Go's `strconv` writes it (a fraction through float32, as
+/// the library does, so `1.10` is "1.1"), and null as "" (Go leaves the string empty).
+/// `None` for a list or mapping, which no string can hold.
+pub fn go_string(value: &Value) -> Option<String> {
+    match value {
+        Value::Null => Some(String::new()),
+        Value::Bool(b) => Some(b.to_string()),
+        Value::Number(n) => Some(number_text(n)),
+        Value::String(s) => Some(s.clone()),
+        Value::Array(_) | Value::Object(_) => None,
+    }
+}
+
+/// A number as sigs.k8s.io/yaml turns it into a string, for values and map keys alike:
+/// integers in decimal, floats as `strconv.FormatFloat(f, 'g', -1, 32)`.
+fn number_text(n: &Number) -> String {
+    match n.as_f64() {
+        Some(f) if n.is_f64() => go_float32_text(f),
+        _ => n.to_string(),
+    }
+}
+
+/// Go's `strconv.FormatFloat(f, 'g', -1, 32)`: the fewest digits that read back as the
+/// same float32, with an exponent (`1e-05`, `1.2345675e+06`) when it is below -4 or from 6.
+fn go_float32_text(f: f64) -> String {
+    let f = f as f32;
+    if !f.is_finite() {
+        return match f {
+            f if f.is_nan() => "NaN".to_owned(),
+            f if f > 0.0 => "+Inf".to_owned(),
+            _ => "-Inf".to_owned(),
+        };
+    }
+    // Rust's `{:e}` gives the same shortest digits: `1.2345675e6`, `-1e-5`, `0e0`.
+    let shortest = format!("{f:e}");
+    let (mantissa, exponent) = shortest.split_once('e').unwrap_or((&shortest, "0"));
+    let exponent: i32 = exponent.parse().unwrap_or(0);
+    let sign = if mantissa.starts_with('-') { "-" } else { "" };
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    if !(-4..6).contains(&exponent) {
+        let (first, rest) = digits.split_at(1);
+        let point = if rest.is_empty() { "" } else { "." };
+        let exp_sign = if exponent < 0 { '-' } else { '+' };
+        return format!("{sign}{first}{point}{rest}e{exp_sign}{:02}", exponent.abs());
+    }
+    // Plain notation: `exponent + 1` digits before the point.
+    let before = exponent + 1;
+    if before <= 0 {
+        let zeros = "0".repeat(before.unsigned_abs() as usize);
+        return format!("{sign}0.{zeros}{digits}");
+    }
+    let before = before as usize;
+    if digits.len() <= before {
+        return format!("{sign}{digits:0<before$}");
+    }
+    let (int, frac) = digits.split_at(before);
+    format!("{sign}{int}.{frac}")
+}
+
+/// A JSON value read the way sigs.k8s.io/yaml decodes it into a Go type (see
+/// [`from_value`]).
+struct GoValue(Value);
+
+impl GoValue {
+    /// Null where a list, map or struct is wanted is an empty one, as Go leaves the zero
+    /// value there (so an empty file reads as an empty struct).
+    fn or_empty(self, empty: Value) -> Self {
+        if self.0.is_null() { Self(empty) } else { self }
+    }
+}
+
+fn entries(map: Map<String, Value>) -> impl Iterator<Item = (String, GoValue)> {
+    map.into_iter().map(|(k, v)| (k, GoValue(v)))
+}
+
+impl IntoDeserializer<'_, serde_json::Error> for GoValue {
+    type Deserializer = Self;
+
+    fn into_deserializer(self) -> Self {
+        self
+    }
+}
+
+impl<'de> Deserializer<'de> for GoValue {
+    type Error = serde_json::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Array(items) => {
+                let mut seq = SeqDeserializer::new(items.into_iter().map(GoValue));
+                let value = visitor.visit_seq(&mut seq)?;
+                seq.end()?;
+                Ok(value)
+            }
+            Value::Object(map) => {
+                let mut map = MapDeserializer::new(entries(map));
+                let value = visitor.visit_map(&mut map)?;
+                map.end()?;
+                Ok(value)
+            }
+            scalar => scalar.deserialize_any(visitor),
+        }
+    }
+
+    fn deserialize_str<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        self.deserialize_string(visitor)
+    }
+
+    fn deserialize_string<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match go_string(&self.0) {
+            Some(text) => visitor.visit_string(text),
+            None => self.deserialize_any(visitor),
+        }
+    }
+
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        self.or_empty(Value::Array(Vec::new()))
+            .deserialize_any(visitor)
+    }
+
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        self.or_empty(Value::Object(Map::new()))
+            .deserialize_any(visitor)
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        self.deserialize_map(visitor)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Null => visitor.visit_none(),
+            _ => visitor.visit_some(self),
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::String(variant) => visitor.visit_enum(variant.into_deserializer()),
+            Value::Object(map) if map.len() == 1 => {
+                let map = MapDeserializer::new(entries(map));
+                visitor.visit_enum(MapAccessDeserializer::new(map))
+            }
+            other => other.deserialize_enum(name, variants, visitor),
+        }
+    }
+
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        visitor.visit_unit()
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char bytes byte_buf unit
+        unit_struct tuple tuple_struct identifier
+    }
 }
 
 /// How many nodes aliases may copy in all, so a small "billion laughs" document cannot
@@ -35,6 +256,9 @@ struct Loader {
     stack: Vec<Frame>,
     anchors: HashMap<usize, Value>,
     aliased_nodes: usize,
+    /// Resolve plain scalars with YAML 1.2's core schema instead of YAML 1.1's (tests
+    /// read what [`to_documents`] writes both ways).
+    yaml_1_2: bool,
 }
 
 enum Frame {
@@ -69,7 +293,7 @@ impl Loader {
                 if is_merge_key && self.expects_key() {
                     return self.push_key(Key::Merge);
                 }
-                let value = resolve_scalar(&text, style, tag.as_deref())?;
+                let value = resolve_scalar(&text, style, tag.as_deref(), self.yaml_1_2)?;
                 if anchor != 0 {
                     self.anchors.insert(anchor, value.clone());
                 }
@@ -201,7 +425,7 @@ fn key_string(key: Value) -> Result<String, String> {
     match key {
         Value::String(s) => Ok(s),
         Value::Bool(b) => Ok(b.to_string()),
-        Value::Number(n) => Ok(n.to_string()),
+        Value::Number(n) => Ok(number_text(&n)),
         Value::Null => Err("null is not a valid map key".to_string()),
         Value::Array(_) | Value::Object(_) => {
             Err("a collection is not a valid map key".to_string())
@@ -209,7 +433,12 @@ fn key_string(key: Value) -> Result<String, String> {
     }
 }
 
-fn resolve_scalar(text: &str, style: ScalarStyle, tag: Option<&Tag>) -> Result<Value, String> {
+fn resolve_scalar(
+    text: &str,
+    style: ScalarStyle,
+    tag: Option<&Tag>,
+    yaml_1_2: bool,
+) -> Result<Value, String> {
     if let Some(tag) = tag {
         // `!!binary` is a YAML type but not one of the core schema's, so it is matched here.
         let core = tag.core_suffix().or_else(|| {
@@ -224,6 +453,9 @@ fn resolve_scalar(text: &str, style: ScalarStyle, tag: Option<&Tag>) -> Result<V
     }
     if style != ScalarStyle::Plain {
         return Ok(Value::String(text.to_string()));
+    }
+    if yaml_1_2 {
+        return resolve_plain_1_2(text);
     }
     resolve_plain(text)
 }
@@ -290,6 +522,48 @@ fn resolve_plain(text: &str) -> Result<Value, String> {
         ));
     }
     Ok(Value::String(text.to_string()))
+}
+
+/// YAML 1.2's core schema for an untagged plain scalar, as YAML 1.2 readers (most outside
+/// Go) resolve it: fewer forms than YAML 1.1 are booleans and numbers (`yes`, `0b1` and
+/// `1_000` are strings), but `0644` is the decimal 644.
+fn resolve_plain_1_2(text: &str) -> Result<Value, String> {
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => return Ok(Value::Null),
+        "true" | "True" | "TRUE" => return Ok(Value::Bool(true)),
+        "false" | "False" | "FALSE" => return Ok(Value::Bool(false)),
+        ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" | "-.inf" | "-.Inf" | "-.INF"
+        | ".nan" | ".NaN" | ".NAN" => {
+            return Err(format!("{text} cannot be represented in JSON"));
+        }
+        _ => {}
+    }
+    let digits = |s: &str, radix| !s.is_empty() && s.chars().all(|c| c.is_digit(radix));
+    let prefixed = match (text.strip_prefix("0o"), text.strip_prefix("0x")) {
+        (Some(octal), _) if digits(octal, 8) => Some((octal, 8)),
+        (_, Some(hex)) if digits(hex, 16) => Some((hex, 16)),
+        _ => None,
+    };
+    if let Some((body, radix)) = prefixed {
+        return u64::from_str_radix(body, radix)
+            .map(|n| Value::Number(n.into()))
+            .map_err(|_| format!("{text} does not fit in 64 bits"));
+    }
+    // The float pattern also covers the decimal integers, `[-+]?[0-9]+`.
+    if !is_yaml_float(text) {
+        return Ok(Value::String(text.to_string()));
+    }
+    if let Ok(n) = text.parse::<i64>() {
+        return Ok(Value::Number(n.into()));
+    }
+    if let Ok(n) = text.parse::<u64>() {
+        return Ok(Value::Number(n.into()));
+    }
+    text.parse::<f64>()
+        .ok()
+        .and_then(go_float)
+        .map(Value::Number)
+        .ok_or_else(|| format!("{text} cannot be represented in JSON"))
 }
 
 /// Go's `strconv.ParseInt(s, 0, 64)`, then `ParseUint`: optional sign, `0x`/`0o`/`0b`
@@ -362,9 +636,10 @@ fn go_float(f: f64) -> Option<Number> {
 
 /// Writes `documents` as a YAML stream (`---` between documents) that reads back as the
 /// same JSON under YAML 1.1, as kubectl and Helm read it ([`parse_documents`]), and under
-/// YAML 1.2. serde_yaml writes for YAML 1.2 only, so a string such as `on`, `y` or `1_000`
-/// would come out plain and reach the API server as a boolean or a number; here a string
-/// is written plain only when both readings give that string back, and double-quoted
+/// YAML 1.2. A writer for YAML 1.2 only would write a string such as `on`, `y` or `1_000`
+/// plain, and it would reach the API server as a boolean or a number; here a string is
+/// written plain only when both readings give that string back, as a literal block (`|`)
+/// when it is text of several lines that one reads back exactly, and double-quoted
 /// otherwise.
 pub fn to_documents(documents: &[Value]) -> String {
     let mut out = String::new();
@@ -403,11 +678,7 @@ fn write_map(out: &mut String, map: &Map<String, Value>, indent: usize, inline_f
                 out.push('\n');
                 write_seq(out, items, indent);
             }
-            scalar => {
-                out.push(' ');
-                out.push_str(&scalar_text(scalar));
-                out.push('\n');
-            }
+            scalar => write_scalar(out, scalar, indent + 2),
         }
     }
 }
@@ -425,13 +696,59 @@ fn write_seq(out: &mut String, items: &[Value], indent: usize) {
                 out.push('\n');
                 write_seq(out, inner, indent + 2);
             }
-            scalar => {
-                out.push(' ');
-                out.push_str(&scalar_text(scalar));
-                out.push('\n');
-            }
+            scalar => write_scalar(out, scalar, indent + 2),
         }
     }
+}
+
+/// A scalar after a key or a `-`, with its line break; text of several lines as a literal
+/// block whose lines are indented by `indent`.
+fn write_scalar(out: &mut String, value: &Value, indent: usize) {
+    let Some((text, breaks)) = value.as_str().and_then(literal_block) else {
+        out.push(' ');
+        out.push_str(&scalar_text(value));
+        out.push('\n');
+        return;
+    };
+    // The chomping indicator: `-` strips the last line break, none keeps one, `+` all.
+    out.push_str(match breaks {
+        0 => " |-\n",
+        1 => " |\n",
+        _ => " |+\n",
+    });
+    for line in text.split('\n') {
+        // Empty lines carry no indentation, so no line ends in spaces.
+        if !line.is_empty() {
+            out.push_str(&" ".repeat(indent));
+            out.push_str(line);
+        }
+        out.push('\n');
+    }
+    // `|+` keeps the line breaks after the last line: one ended it, the rest are empty lines.
+    for _ in 1..breaks {
+        out.push('\n');
+    }
+}
+
+/// A string of several lines that a literal block reads back exactly, as its text without
+/// the line breaks at its end and how many those are. `None` when it must be quoted
+/// instead: a single line; characters a block cannot hold (control characters but the
+/// line break, tabs included, and what YAML reads as a line break or BOM); a first line
+/// that is empty or starts with a space (the first line sets the block's indentation); or
+/// a line of only spaces (read as indentation).
+fn literal_block(s: &str) -> Option<(&str, usize)> {
+    let text = s.trim_end_matches('\n');
+    let no_bad_chars = !s.chars().any(|c| {
+        (c.is_control() && c != '\n') || matches!(c, '\u{2028}' | '\u{2029}' | '\u{feff}')
+    });
+    let first_sets_indent = !text.starts_with([' ', '\n']) && !text.is_empty();
+    let no_blank_lines = text
+        .split('\n')
+        .all(|line| line.is_empty() || !line.bytes().all(|b| b == b' '));
+    if !(s.contains('\n') && no_bad_chars && first_sets_indent && no_blank_lines) {
+        return None;
+    }
+    Some((text, s.len() - text.len()))
 }
 
 /// A scalar, or an empty collection in flow style.
@@ -471,7 +788,7 @@ fn string_text(s: &str) -> String {
 
 /// Whether `s` can be written as a plain scalar: only characters without meaning to YAML
 /// in block context, no indicator first, and read back as this string by YAML 1.1 (go-yaml
-/// v2, [`resolve_plain`]) and by YAML 1.2 (serde_yaml).
+/// v2, [`resolve_plain`]) and by YAML 1.2 ([`resolve_plain_1_2`]).
 fn plain_is_safe(s: &str) -> bool {
     let harmless = |c: char| {
         c.is_ascii_alphanumeric()
@@ -493,7 +810,7 @@ fn plain_is_safe(s: &str) -> bool {
         && !s.ends_with([' ', ':'])
         && !s.contains(": ")
         && resolve_plain(s).is_ok_and(|v| v.as_str() == Some(s))
-        && serde_yaml::from_str::<serde_yaml::Value>(s).is_ok_and(|v| v.as_str() == Some(s))
+        && resolve_plain_1_2(s).is_ok_and(|v| v.as_str() == Some(s))
 }
 
 #[cfg(test)]
@@ -642,6 +959,17 @@ mod tests {
             "|",
             ">",
             "multi\nline\n",
+            "multi\nline",
+            "kept\n\n",
+            "blank\n\nlines\n\n\n",
+            "more\n  indented\n",
+            "# not a comment\n- not a list\n---\n...\n",
+            " leading space\nx\n",
+            "\nleading break",
+            "\n",
+            "\n\n",
+            "only spaces\n  \nbetween",
+            "tab\nin\tblock\n",
             "tab\there",
             "bell\u{7}",
             "del\u{7f}",
@@ -672,20 +1000,156 @@ mod tests {
         ];
         let text = to_documents(&docs);
         assert_eq!(parse_documents(&text).unwrap(), docs, "{text}");
-        let yaml_1_2: Vec<Value> = serde_yaml::Deserializer::from_str(&text)
-            .map(|d| serde::Deserialize::deserialize(d).unwrap())
-            .collect();
-        assert_eq!(yaml_1_2, docs, "{text}");
-        // Plain where that is safe, as a person would write it.
-        assert!(
-            text.contains("- ghcr.io/wheelhouse-dev/wheelhouse:v0.1.0\n"),
-            "{text}"
+        let yaml_1_2 = Loader {
+            yaml_1_2: true,
+            ..Loader::default()
+        };
+        assert_eq!(load(&text, yaml_1_2).unwrap(), docs, "{text}");
+        for written in [
+            // Plain where that is safe, as a person would write it.
+            "- ghcr.io/wheelhouse-dev/wheelhouse:v0.1.0\n",
+            "\n  app.kubernetes.io/name: app.kubernetes.io/name\n",
+            "- \"on\"\n",
+            "- --flag\n",
+            // Text of several lines as a literal block, with its trailing line breaks.
+            "\n- |\n  multi\n  line\n",
+            "\n- |-\n  multi\n  line\n",
+            "\n- |+\n  kept\n\n- ",
+            "\n- \" leading space\\nx\\n\"\n",
+            "\n  \"multi\\nline\": |-\n    multi\n",
+        ] {
+            assert!(text.contains(written), "{written:?} in:\n{text}");
+        }
+    }
+
+    #[test]
+    fn the_second_yaml_reading_is_yaml_1_2_core() {
+        for (plain, want) in [
+            ("yes", json!("yes")),
+            ("on", json!("on")),
+            ("y", json!("y")),
+            ("0644", json!(644)),
+            ("0o17", json!(15)),
+            ("0x1F", json!(31)),
+            ("0b101", json!("0b101")),
+            ("1_000", json!("1_000")),
+            ("+12", json!(12)),
+            ("-1.5e3", json!(-1500)),
+            ("2.5", json!(2.5)),
+            ("True", json!(true)),
+            ("~", json!(null)),
+            ("18446744073709551615", json!(18446744073709551615u64)),
+        ] {
+            assert_eq!(resolve_plain_1_2(plain).unwrap(), want, "{plain}");
+        }
+        assert!(resolve_plain_1_2("-.inf").is_err());
+    }
+
+    #[test]
+    fn typed_reads_coerce_scalars_into_strings_as_sigs_k8s_io_yaml_does() {
+        #[derive(Debug, PartialEq, serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Meta {
+            name: String,
+            version: Option<String>,
+            app_version: Option<String>,
+            keywords: Vec<String>,
+            annotations: std::collections::BTreeMap<String, String>,
+            replicas: Option<u32>,
+            deprecated: bool,
+            kind: Option<Kind>,
+        }
+        #[derive(Debug, PartialEq, serde::Deserialize)]
+        enum Kind {
+            Plain,
+            Weighted(u8),
+        }
+        // What helm v4 (sigs.k8s.io/yaml v1.6.0) decodes from the same text.
+        let meta: Meta = from_str(
+            "name: 1e-5\nversion: 1.0\nappVersion: 1.10\nreplicas: 3\ndeprecated: yes\n\
+             keywords: [1.5, 3.14159265358979, null, on, 0644, 1234567.5, 100000.5]\n\
+             annotations: {n: 1, y: 2.50, k: ~}\nkind: Plain\n",
+        )
+        .unwrap();
+        assert_eq!(
+            meta,
+            Meta {
+                name: "1e-05".into(),
+                version: Some("1".into()),
+                app_version: Some("1.1".into()),
+                keywords: [
+                    "1.5",
+                    "3.1415927",
+                    "",
+                    "true",
+                    "420",
+                    "1.2345675e+06",
+                    "100000.5"
+                ]
+                .map(String::from)
+                .to_vec(),
+                annotations: [("false", "1"), ("true", "2.5"), ("k", "")]
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .into(),
+                replicas: Some(3),
+                deprecated: true,
+                kind: Some(Kind::Plain),
+            }
         );
-        assert!(
-            text.contains("\n  app.kubernetes.io/name: app.kubernetes.io/name\n"),
-            "{text}"
+        let weighted: Kind = from_str("Weighted: 7\n").unwrap();
+        assert_eq!(weighted, Kind::Weighted(7));
+        // Nothing else is coerced: a string is no number, a mapping no string.
+        assert!(from_str::<Meta>("name: x\nreplicas: \"3\"\n").is_err());
+        assert!(from_str::<Meta>("name: {a: 1}\n").is_err());
+        // Empty text is null, and null an empty list, map or struct, as in Go; more than
+        // one document is refused.
+        assert_eq!(from_str::<Option<Meta>>("# nothing\n").unwrap(), None);
+        let err = from_str::<Meta>("").unwrap_err();
+        assert!(err.contains("missing field `name`"), "{err}");
+        let meta: Meta =
+            from_str("name: x\nkeywords: ~\nannotations:\ndeprecated: false\n").unwrap();
+        assert!(meta.keywords.is_empty() && meta.annotations.is_empty());
+        let err = from_str::<Value>("a: 1\n---\nb: 2\n").unwrap_err();
+        assert!(err.contains("one YAML document"), "{err}");
+        // Float keys are formatted as the library formats them.
+        assert_eq!(
+            one("3.14159265358979: a\n0.1: b\n1.0: c\n"),
+            json!({"3.1415927": "a", "0.1": "b", "1": "c"})
         );
-        assert!(text.contains("- \"on\"\n"), "{text}");
-        assert!(text.contains("- --flag\n"), "{text}");
+    }
+
+    #[test]
+    fn float32_text_is_go_s() {
+        for (f, want) in [
+            (0.0, "0"),
+            (-0.0, "-0"),
+            (1.1, "1.1"),
+            (-2.5, "-2.5"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (123456.0, "123456"),
+            (1234567.0, "1.234567e+06"),
+            (1e21, "1e+21"),
+            (1e300, "+Inf"),
+            (-1e300, "-Inf"),
+        ] {
+            assert_eq!(go_float32_text(f), want, "{f}");
+        }
+    }
+
+    #[test]
+    fn typed_writes_go_through_json() {
+        #[derive(serde::Serialize)]
+        struct Favourites {
+            contexts: std::collections::BTreeMap<&'static str, Vec<&'static str>>,
+        }
+        let f = Favourites {
+            contexts: [("prod", vec!["apps", "no", "123"]), ("empty", vec![])].into(),
+        };
+        assert_eq!(
+            to_string(&f),
+            "contexts:\n  empty: []\n  prod:\n  - apps\n  - \"no\"\n  - \"123\"\n"
+        );
+        assert_eq!(to_string(&json!({})), "{}\n");
     }
 }

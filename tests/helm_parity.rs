@@ -177,7 +177,7 @@ async fn wheelhouse_renders_what_helm_install_and_upgrade_render() {
     .replace("widgets", "gadgets")
     .replace("widget", "gadget")
     .replace("Widget", "Gadget");
-    let gadget: CustomResourceDefinition = serde_yaml::from_str(&gadget_crd).unwrap();
+    let gadget: CustomResourceDefinition = wheelhouse::yaml::from_str(&gadget_crd).unwrap();
     crds.create(&PostParams::default(), &gadget).await.unwrap();
     tokio::time::timeout(
         PATIENCE,

@@ -52,8 +52,10 @@ async fn apply_generated_rbac(admin: &Client, ns: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).unwrap();
-    let docs: Vec<DynamicObject> = serde_yaml::Deserializer::from_str(&text)
-        .map(|d| serde::Deserialize::deserialize(d).expect("rbac output is YAML objects"))
+    let docs: Vec<DynamicObject> = wheelhouse::yaml::parse_documents(&text)
+        .expect("rbac output is YAML")
+        .into_iter()
+        .map(|d| wheelhouse::yaml::from_value(d).expect("rbac output is YAML objects"))
         .collect();
     assert_eq!(docs.len(), 8, "{text}");
     for obj in docs {

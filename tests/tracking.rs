@@ -571,7 +571,7 @@ async fn a_standalone_opted_in_deployment_rolls_on_its_config_map_change() {
     // disabled): it has Helm's ownership annotation but no hash, and is left alone.
     let unprepared = format!(
         "---\n# Source: plain/templates/deployment.yaml\n{}",
-        serde_yaml::to_string(&deployment("plain", "")).unwrap()
+        wheelhouse::yaml::to_string(&deployment("plain", ""))
     );
     Applier::new(client.clone())
         .apply(&unprepared, &ns.name, "plain")

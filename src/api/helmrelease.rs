@@ -606,7 +606,7 @@ mod tests {
     use super::*;
 
     fn from_yaml(y: &str) -> HelmRelease {
-        serde_yaml::from_str(y).expect("valid HelmRelease")
+        crate::yaml::from_str(y).expect("valid HelmRelease")
     }
 
     #[test]

@@ -18,12 +18,13 @@ pub fn crd()
 
 /// The CRD as a YAML document, ready for `kubectl apply -f -`.
 pub fn crd_yaml() -> String {
-    serde_yaml::to_string(&crd()).expect("a CRD always serializes")
+    crate::yaml::to_string(&crd())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
     #[test]
     fn crd_has_names_columns_and_status() {
@@ -53,9 +54,16 @@ mod tests {
             "chart needs either path, or repository and name",
             "x-kubernetes-preserve-unknown-fields: true",
             "CreateReplace",
-            duration::PATTERN,
         ] {
             assert!(yaml.contains(needle), "CRD lacks {needle:?}");
         }
+        // It reads back as generated, the duration pattern (quoted, as it has `\`) too.
+        let read: CustomResourceDefinition = crate::yaml::from_str(&yaml).unwrap();
+        assert_eq!(read, crd());
+        let pattern = serde_json::to_string(duration::PATTERN).unwrap();
+        assert!(
+            serde_json::to_string(&read).unwrap().contains(&pattern),
+            "CRD lacks {pattern}"
+        );
     }
 }

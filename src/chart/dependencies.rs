@@ -11,6 +11,7 @@ use serde_json::{Map, Value};
 use super::load::{has_manifest_extension, read_archive_from, read_files};
 use super::yaml;
 use super::{Error, File};
+use crate::yaml::go_string;
 
 /// Charts nest this deep at most before the walk gives up (a loop of archives).
 const MAX_DEPTH: usize = 32;
@@ -66,7 +67,6 @@ fn collect(
             "Chart.yaml" | "requirements.yaml" => {
                 let md = yaml::mapping(&f.data).map_err(|e| parse(&f.name, e))?;
                 if let Some(list) = md.get("dependencies") {
-                    let list = yaml::to_json(list.clone()).map_err(|e| parse(&f.name, e))?;
                     dependencies.extend(list.as_array().into_iter().flatten().map(dependency));
                 }
             }
@@ -140,7 +140,7 @@ fn collect(
 }
 
 fn dependency(value: &Value) -> Dependency {
-    let text = |k: &str| value.get(k).and_then(Value::as_str).map(str::to_string);
+    let text = |k: &str| value.get(k).and_then(go_string);
     Dependency {
         name: text("name").unwrap_or_default(),
         alias: text("alias").filter(|a| !a.is_empty()),
@@ -150,8 +150,7 @@ fn dependency(value: &Value) -> Dependency {
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
+            .filter_map(go_string)
             .collect(),
     }
 }
@@ -159,7 +158,7 @@ fn dependency(value: &Value) -> Dependency {
 fn chart_name(files: &[File]) -> Option<String> {
     let chart = files.iter().find(|f| f.name == "Chart.yaml")?;
     let md = yaml::mapping(&chart.data).ok()?;
-    yaml::scalar_string(md.get("name")?)
+    go_string(md.get("name")?)
 }
 
 /// Helm's rule: any of the dependency's tags true enables it, else any false disables it;

@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use super::ignore::{HELMIGNORE, Rules};
 use super::{Chart, Error, File, Metadata, yaml};
+use crate::yaml::go_string;
 
 /// Helm refuses charts that decompress to more than this (archive.MaxDecompressedChartSize).
 const MAX_CHART_SIZE: u64 = 100 * 1024 * 1024;
@@ -288,8 +289,8 @@ fn from_files(path: &Path, files: Vec<File>) -> Result<Chart, Error> {
         message,
     };
     let mut chart = Chart::default();
-    let mut metadata: Option<serde_yaml::Mapping> = None;
-    let mut requirements: Option<(serde_yaml::Mapping, File)> = None;
+    let mut metadata: Option<Map<String, Value>> = None;
+    let mut requirements: Option<(Map<String, Value>, File)> = None;
 
     if let Some(f) = files.iter().find(|f| f.name == "Chart.yaml") {
         metadata = Some(yaml::mapping(&f.data).map_err(|e| parse_err("Chart.yaml", e))?);
@@ -347,10 +348,10 @@ fn from_files(path: &Path, files: Vec<File>) -> Result<Chart, Error> {
     Ok(chart)
 }
 
-fn is_v1(md: Option<&serde_yaml::Mapping>) -> bool {
+fn is_v1(md: Option<&Map<String, Value>>) -> bool {
     let api = md
         .and_then(|m| m.get("apiVersion"))
-        .and_then(yaml::scalar_string)
+        .and_then(go_string)
         .unwrap_or_default();
     api.is_empty() || api == "v1"
 }
@@ -361,17 +362,14 @@ fn lock(data: &[u8]) -> Result<Value, String> {
     let mut out = Map::new();
     let generated = m
         .get("generated")
-        .and_then(yaml::scalar_string)
-        .filter(|s| s != "null")
+        .and_then(go_string)
+        .filter(|s| !s.is_empty())
         .unwrap_or_else(|| crate::release::go_time::ZERO.to_string());
     out.insert("generated".into(), generated.into());
-    let digest = m
-        .get("digest")
-        .and_then(yaml::scalar_string)
-        .unwrap_or_default();
+    let digest = m.get("digest").and_then(go_string).unwrap_or_default();
     out.insert("digest".into(), digest.into());
     let deps = match m.get("dependencies") {
-        Some(d) => dependencies(d.clone())?,
+        Some(d) => dependencies(d)?,
         None => Value::Null,
     };
     out.insert("dependencies".into(), deps);
@@ -413,12 +411,9 @@ const SANITIZED: &[&str] = &[
     "kubeVersion",
 ];
 
-fn metadata_from(md: serde_yaml::Mapping) -> Result<Metadata, String> {
+fn metadata_from(md: Map<String, Value>) -> Result<Metadata, String> {
     let mut out = Map::new();
     for (key, value) in md {
-        let Some(key) = yaml::scalar_string(&key) else {
-            continue;
-        };
         let Some((field, is_string)) = METADATA_FIELDS.iter().find(|(f, _)| *f == key) else {
             continue;
         };
@@ -426,8 +421,8 @@ fn metadata_from(md: serde_yaml::Mapping) -> Result<Metadata, String> {
             continue;
         }
         let json = if *is_string {
-            let s = yaml::scalar_string(&value)
-                .ok_or_else(|| format!("Chart.yaml: {field} must be a string"))?;
+            let s =
+                go_string(&value).ok_or_else(|| format!("Chart.yaml: {field} must be a string"))?;
             if SANITIZED.contains(field) {
                 sanitize(&s).into()
             } else {
@@ -435,10 +430,10 @@ fn metadata_from(md: serde_yaml::Mapping) -> Result<Metadata, String> {
             }
         } else {
             match *field {
-                "sources" | "keywords" => string_list(field, value)?,
-                "annotations" => string_map(value)?,
-                "dependencies" => dependencies(value)?,
-                _ => yaml::to_json(value).map_err(|e| format!("Chart.yaml: {field}: {e}"))?,
+                "sources" | "keywords" => string_list(field, &value)?,
+                "annotations" => string_map(&value)?,
+                "dependencies" => dependencies(&value)?,
+                _ => value,
             }
         };
         out.insert((*field).to_string(), json);
@@ -527,14 +522,14 @@ fn sanitize(s: &str) -> String {
         .collect()
 }
 
-fn string_list(field: &str, value: serde_yaml::Value) -> Result<Value, String> {
-    let serde_yaml::Value::Sequence(items) = value else {
+fn string_list(field: &str, value: &Value) -> Result<Value, String> {
+    let Value::Array(items) = value else {
         return Err(format!("Chart.yaml: {field} must be a list of strings"));
     };
     items
         .iter()
         .map(|i| {
-            yaml::scalar_string(i)
+            go_string(i)
                 .map(|s| Value::String(sanitize(&s)))
                 .ok_or_else(|| format!("Chart.yaml: {field} must be a list of strings"))
         })
@@ -542,38 +537,30 @@ fn string_list(field: &str, value: serde_yaml::Value) -> Result<Value, String> {
         .map(Value::Array)
 }
 
-fn string_map(value: serde_yaml::Value) -> Result<Value, String> {
-    let serde_yaml::Value::Mapping(m) = value else {
-        return Err("Chart.yaml: annotations must be a mapping of strings".into());
+fn string_map(value: &Value) -> Result<Value, String> {
+    let not_strings = || "Chart.yaml: annotations must be a mapping of strings".to_string();
+    let Value::Object(m) = value else {
+        return Err(not_strings());
     };
     let mut out = Map::new();
     for (k, v) in m {
-        match (yaml::scalar_string(&k), yaml::scalar_string(&v)) {
-            (Some(k), Some(v)) => {
-                out.insert(k, v.into());
-            }
-            _ => return Err("Chart.yaml: annotations must be a mapping of strings".into()),
-        }
+        out.insert(k.clone(), go_string(v).ok_or_else(not_strings)?.into());
     }
     Ok(Value::Object(out))
 }
 
 /// Dependencies as Helm's `Dependency` serializes them (`name` and `repository` always
 /// present, the rest when set).
-fn dependencies(value: serde_yaml::Value) -> Result<Value, String> {
-    let serde_yaml::Value::Sequence(items) = value else {
+fn dependencies(value: &Value) -> Result<Value, String> {
+    let Value::Array(items) = value else {
         return Err("dependencies must be a list".into());
     };
     let mut out = Vec::with_capacity(items.len());
     for item in items {
-        let serde_yaml::Value::Mapping(m) = item else {
+        let Value::Object(m) = item else {
             return Err("each dependency must be a mapping".into());
         };
-        let text = |k: &str| {
-            m.get(k)
-                .and_then(yaml::scalar_string)
-                .filter(|s| s != "null")
-        };
+        let text = |k: &str| m.get(k).and_then(go_string);
         let mut d = Map::new();
         d.insert("name".into(), text("name").unwrap_or_default().into());
         if let Some(v) = text("version").filter(|s| !s.is_empty()) {
@@ -587,16 +574,13 @@ fn dependencies(value: serde_yaml::Value) -> Result<Value, String> {
             d.insert("condition".into(), v.into());
         }
         if let Some(tags) = m.get("tags").filter(|t| !t.is_null()) {
-            d.insert(
-                "tags".into(),
-                string_list("dependencies.tags", tags.clone())?,
-            );
+            d.insert("tags".into(), string_list("dependencies.tags", tags)?);
         }
-        if let Some(true) = m.get("enabled").and_then(serde_yaml::Value::as_bool) {
+        if let Some(true) = m.get("enabled").and_then(Value::as_bool) {
             d.insert("enabled".into(), true.into());
         }
         if let Some(iv) = m.get("import-values").filter(|v| !v.is_null()) {
-            d.insert("import-values".into(), yaml::to_json(iv.clone())?);
+            d.insert("import-values".into(), iv.clone());
         }
         if let Some(v) = text("alias").filter(|s| !s.is_empty()) {
             d.insert("alias".into(), v.into());
@@ -673,9 +657,10 @@ mod tests {
         assert_eq!(md.api_version.as_deref(), Some("v2"));
         assert_eq!(md.description.as_deref(), Some("a web app"));
         assert!(!md.other.contains_key("unknownField"));
+        // As helm v4 reads it: YAML 1.1, where the key `n` is the boolean false.
         assert_eq!(
             md.other["annotations"],
-            json!({"category": "demo", "n": "1"})
+            json!({"category": "demo", "false": "1"})
         );
 
         assert_eq!(

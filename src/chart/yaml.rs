@@ -1,62 +1,9 @@
-//! YAML to JSON the way Helm's loader does it (sigs.k8s.io/yaml): mapping keys become
-//! strings, merge keys (`<<`) are applied, tags are dropped, several documents in one
-//! values file are merged in order.
+//! Chart files read the way Helm's loader reads them (sigs.k8s.io/yaml, YAML 1.1, through
+//! [`crate::yaml`], which already turns keys into strings, applies merge keys and resolves
+//! tags): values files with several documents merged in order, and the one-mapping files
+//! (Chart.yaml, Chart.lock, requirements.yaml).
 
 use serde_json::{Map, Value};
-
-/// Converts one YAML value to JSON. Fails on what JSON cannot hold (NaN, infinities,
-/// mapping keys that are themselves collections), as Helm does.
-pub(crate) fn to_json(value: serde_yaml::Value) -> Result<Value, String> {
-    use serde_yaml::Value as Y;
-    Ok(match value {
-        Y::Null => Value::Null,
-        Y::Bool(b) => Value::Bool(b),
-        Y::Number(n) => number(&n)?,
-        Y::String(s) => Value::String(s),
-        Y::Sequence(items) => {
-            Value::Array(items.into_iter().map(to_json).collect::<Result<_, _>>()?)
-        }
-        Y::Mapping(map) => {
-            let mut out = Map::with_capacity(map.len());
-            for (k, v) in map {
-                out.insert(key(k)?, to_json(v)?);
-            }
-            Value::Object(out)
-        }
-        Y::Tagged(tagged) => to_json(tagged.value)?,
-    })
-}
-
-fn number(n: &serde_yaml::Number) -> Result<Value, String> {
-    if let Some(i) = n.as_i64() {
-        return Ok(i.into());
-    }
-    if let Some(u) = n.as_u64() {
-        return Ok(u.into());
-    }
-    let f = n.as_f64().unwrap_or(f64::NAN);
-    serde_json::Number::from_f64(f)
-        .map(Value::Number)
-        .ok_or_else(|| format!("unsupported value {n}: JSON cannot hold it"))
-}
-
-/// A scalar rendered as text, as YAML-to-JSON conversion does for keys and for fields
-/// Helm types as strings (so `version: 1.10` reads as "1.1", exactly as in Helm).
-pub(crate) fn scalar_string(value: &serde_yaml::Value) -> Option<String> {
-    use serde_yaml::Value as Y;
-    match value {
-        Y::Null => Some("null".into()),
-        Y::Bool(b) => Some(b.to_string()),
-        Y::Number(n) => Some(n.to_string()),
-        Y::String(s) => Some(s.clone()),
-        Y::Tagged(t) => scalar_string(&t.value),
-        Y::Sequence(_) | Y::Mapping(_) => None,
-    }
-}
-
-fn key(k: serde_yaml::Value) -> Result<String, String> {
-    scalar_string(&k).ok_or_else(|| "mapping keys must be scalars".to_string())
-}
 
 /// Parses a values file as Helm does (YAML 1.1, [`crate::yaml`]): every document must be
 /// a mapping (or empty); later documents are deep-merged over earlier ones, as Helm's
@@ -81,19 +28,12 @@ pub(crate) fn values(data: &[u8]) -> Result<Map<String, Value>, String> {
 
 /// One YAML document as a mapping (Chart.yaml, Chart.lock, requirements.yaml); empty
 /// input is an empty mapping.
-pub(crate) fn mapping(data: &[u8]) -> Result<serde_yaml::Mapping, String> {
-    if data.iter().all(u8::is_ascii_whitespace) {
-        return Ok(serde_yaml::Mapping::new());
-    }
-    let mut value: serde_yaml::Value = serde_yaml::from_slice(data).map_err(|e| e.to_string())?;
-    value.apply_merge().map_err(|e| e.to_string())?;
-    match value {
-        serde_yaml::Value::Null => Ok(serde_yaml::Mapping::new()),
-        serde_yaml::Value::Mapping(m) => Ok(m),
-        other => Err(format!(
-            "expected a mapping, found {}",
-            kind(&to_json(other).unwrap_or(Value::Null))
-        )),
+pub(crate) fn mapping(data: &[u8]) -> Result<Map<String, Value>, String> {
+    let text = std::str::from_utf8(data).map_err(|e| e.to_string())?;
+    match crate::yaml::from_str(text)? {
+        Value::Null => Ok(Map::new()),
+        Value::Object(map) => Ok(map),
+        other => Err(format!("expected a mapping, found {}", kind(&other))),
     }
 }
 
@@ -152,6 +92,19 @@ mod tests {
         assert!(values(b"- a\n- b\n").unwrap_err().contains("a list"));
         assert!(values(b"a: [1,\n").is_err());
         assert!(values(b"a: .nan\n").unwrap_err().contains("JSON"));
+    }
+
+    #[test]
+    fn one_mapping_files_read_as_helm_reads_them() {
+        let m = mapping(b"base: &b {x: 1}\nderived:\n  <<: *b\n  y: 2\nversion: 1.10\n").unwrap();
+        assert_eq!(
+            Value::Object(m),
+            json!({"base": {"x": 1}, "derived": {"x": 1, "true": 2}, "version": 1.1})
+        );
+        assert!(mapping(b"- a\n").unwrap_err().contains("a list"));
+        let err = mapping(b"a: 1\n---\nb: 2\n").unwrap_err();
+        assert!(err.contains("one YAML document"), "{err}");
+        assert!(mapping(b"a: [1,\n").is_err());
     }
 
     #[test]

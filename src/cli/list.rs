@@ -123,7 +123,7 @@ mod tests {
 
     #[test]
     fn table_shows_ready_condition_and_revision() {
-        let hr: HelmRelease = serde_yaml::from_str(
+        let hr: HelmRelease = crate::yaml::from_str(
             r#"
 apiVersion: wheelhouse.dev/v1alpha1
 kind: HelmRelease

@@ -518,7 +518,7 @@ mod tests {
 
     #[test]
     fn policy_defaults_follow_flux() {
-        let hr: HelmRelease = serde_yaml::from_str(
+        let hr: HelmRelease = crate::yaml::from_str(
             "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: a}\nspec: {chart: {path: ./c}}",
         )
         .unwrap();
@@ -526,7 +526,7 @@ mod tests {
         assert_eq!((p.install_retries, p.upgrade_retries), (0, 0));
         assert!(!p.remediate_last_failure);
         assert_eq!(p.strategy, RemediationStrategy::Rollback);
-        let hr: HelmRelease = serde_yaml::from_str(
+        let hr: HelmRelease = crate::yaml::from_str(
             "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: a}\nspec: {chart: {path: ./c}, upgrade: {remediation: {retries: 2}}}",
         )
         .unwrap();

@@ -11,8 +11,9 @@ pub struct Index {
     pub entries: BTreeMap<String, Vec<ChartVersion>>,
 }
 
-/// One published version of a chart. Scalars are read as written (`appVersion: 1.10`
-/// stays "1.10"), since serde_yaml keeps a plain scalar's text when a String is wanted.
+/// One published version of a chart. A scalar where a string is wanted reads as Helm reads
+/// it ([`crate::yaml::from_value`]): `version: 1.0` is "1" and `appVersion: 1.10` is
+/// "1.1", which is why Helm asks for such versions to be quoted.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ChartVersion {
@@ -33,8 +34,8 @@ pub struct ChartVersion {
 
 impl Index {
     pub fn parse(text: &[u8]) -> Result<Self, String> {
-        let index: Index = serde_yaml::from_slice(text).map_err(|e| e.to_string())?;
-        Ok(index)
+        let text = std::str::from_utf8(text).map_err(|e| e.to_string())?;
+        crate::yaml::from_str(text)
     }
 }
 
@@ -68,11 +69,11 @@ fn entries<'de, D: Deserializer<'de>>(
 }
 
 fn strings<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    Ok(match serde_yaml::Value::deserialize(d)? {
-        serde_yaml::Value::Sequence(items) => items
+    Ok(match serde_json::Value::deserialize(d)? {
+        serde_json::Value::Array(items) => items
             .into_iter()
             .filter_map(|v| match v {
-                serde_yaml::Value::String(s) => Some(s),
+                serde_json::Value::String(s) => Some(s),
                 _ => None,
             })
             .collect(),
@@ -119,8 +120,9 @@ generated: "2024-01-02T03:04:05Z"
             podinfo[0].sha256().as_deref(),
             Some("6c8e3b0bd6ad6a5b7c3d6e5f9a0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e6f7a8b")
         );
-        assert_eq!(podinfo[1].version.as_deref(), Some("1.0"));
-        assert_eq!(podinfo[1].app_version.as_deref(), Some("1.10"));
+        // Unquoted, these are the floats 1 and 1.1, and helm v4 reads them so.
+        assert_eq!(podinfo[1].version.as_deref(), Some("1"));
+        assert_eq!(podinfo[1].app_version.as_deref(), Some("1.1"));
         assert_eq!(podinfo[1].urls, ["podinfo-1.0.tgz"]);
         assert_eq!(podinfo[1].sha256(), None);
         assert!(index.entries["empty"].is_empty());

@@ -146,8 +146,8 @@ fn chart_yaml_in_archive(bytes: &[u8]) -> Result<Option<Vec<u8>>, String> {
     Ok(None)
 }
 
-/// Strings, not numbers: serde_yaml reads a plain scalar such as `1.10` into a String as
-/// written, as Helm (Go) does, where a number type would turn it into 1.1.
+/// Strings, as Helm's `Metadata` has them: a number reads as Helm reads it into a string
+/// ([`crate::yaml::from_value`]: `version: 2` is "2", `appVersion: 1.10` is "1.1").
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct RawChartYaml {
@@ -160,7 +160,8 @@ struct RawChartYaml {
 }
 
 pub fn parse_chart_yaml(text: &[u8]) -> Result<ChartMeta, String> {
-    let raw: RawChartYaml = serde_yaml::from_slice(text).map_err(|e| e.to_string())?;
+    let text = std::str::from_utf8(text).map_err(|e| e.to_string())?;
+    let raw: RawChartYaml = crate::yaml::from_str(text)?;
     let name = raw
         .name
         .filter(|n| !n.trim().is_empty())
@@ -244,7 +245,8 @@ mod tests {
             ChartMeta {
                 name: "demo".into(),
                 version: "1.0.0".into(),
-                app_version: Some("1.10".into())
+                // The float 1.1, as helm v4 reads it (Helm asks for it to be quoted).
+                app_version: Some("1.1".into())
             }
         );
         assert_eq!(
@@ -266,6 +268,7 @@ mod tests {
             Err("version is missing".into())
         );
         assert!(parse_chart_yaml(b"name: [unclosed\n").is_err());
+        assert_eq!(parse_chart_yaml(b"\n"), Err("name is missing".into()));
     }
 
     #[test]

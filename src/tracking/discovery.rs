@@ -224,7 +224,7 @@ mod tests {
     use super::*;
 
     fn spec(yaml: &str) -> PodSpec {
-        serde_yaml::from_str(yaml).unwrap()
+        crate::yaml::from_str(yaml).unwrap()
     }
 
     fn r(kind: ConfigKind, name: &str, key: Option<&str>, optional: bool) -> ConsumedRef {

@@ -1127,8 +1127,7 @@ impl App {
             let lines = if empty {
                 vec![String::new()]
             } else {
-                serde_yaml::to_string(&original)
-                    .unwrap_or_default()
+                crate::yaml::to_string(&original)
                     .lines()
                     .map(str::to_owned)
                     .collect()

@@ -56,7 +56,7 @@ fn yaml(values: &Value) -> String {
     if values.as_object().is_some_and(serde_json::Map::is_empty) {
         return "{}\n".into();
     }
-    serde_yaml::to_string(values).unwrap_or_default()
+    crate::yaml::to_string(values)
 }
 
 /// [`mask_values`] for the new side: a credential that differs from the old one at the
@@ -127,12 +127,12 @@ mod tests {
         for secret in ["hunter2", "correct horse", "k1", "t0"] {
             assert!(!all.contains(secret), "{secret} shown:\n{all}");
         }
-        assert!(lines.contains(&"-  password: '***'".to_owned()), "{all}");
+        assert!(lines.contains(&"-  password: \"***\"".to_owned()), "{all}");
         assert!(
-            lines.contains(&"+  password: '*** (changed)'".to_owned()),
+            lines.contains(&"+  password: \"*** (changed)\"".to_owned()),
             "{all}"
         );
-        assert!(lines.contains(&"+token: '***'".to_owned()), "{all}");
-        assert!(lines.contains(&" apiKey: '***'".to_owned()), "{all}");
+        assert!(lines.contains(&"+token: \"***\"".to_owned()), "{all}");
+        assert!(lines.contains(&" apiKey: \"***\"".to_owned()), "{all}");
     }
 }

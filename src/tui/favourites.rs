@@ -60,7 +60,7 @@ impl Favourites {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::default()),
             Err(e) => return Err(format!("{}: {e}", path.display())),
         };
-        let mut favourites: Self = serde_yaml::from_str::<Option<Self>>(&text)
+        let mut favourites: Self = crate::yaml::from_str::<Option<Self>>(&text)
             .map_err(|e| format!("{}: {e}", path.display()))?
             .unwrap_or_default();
         for list in favourites.contexts.values_mut() {
@@ -77,7 +77,7 @@ impl Favourites {
         let path = dir.join(FILE);
         let fail = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
         std::fs::create_dir_all(dir).map_err(|e| fail(&e))?;
-        let body = serde_yaml::to_string(self).map_err(|e| fail(&e))?;
+        let body = crate::yaml::to_string(self);
         let tmp = dir.join(format!(".{FILE}.tmp"));
         std::fs::write(&tmp, format!("{HEADER}{body}")).map_err(|e| fail(&e))?;
         std::fs::rename(&tmp, &path).map_err(|e| fail(&e))

@@ -242,8 +242,7 @@ pub async fn load_detail(client: Client, view: ReleaseView) -> DetailData {
                     .and_then(|c| c.metadata.as_ref())
                     .map(|m| format!("{}-{}", m.name, m.version))
                     .unwrap_or_default(),
-                values: serde_yaml::to_string(&mask_values(&serde_json::Value::Object(r.config)))
-                    .unwrap_or_default(),
+                values: crate::yaml::to_string(&mask_values(&serde_json::Value::Object(r.config))),
                 manifest: mask_manifest(&r.manifest),
             }
         })),
@@ -308,8 +307,11 @@ struct DocMeta {
 /// rollout section lists every workload once, in manifest order.
 fn workload_refs(manifest: &str, default_ns: &str) -> Vec<(WorkloadKind, String, String)> {
     let mut seen = std::collections::HashSet::new();
-    serde_yaml::Deserializer::from_str(manifest)
-        .filter_map(|doc| match Doc::deserialize(doc) {
+    // Document by document, as Helm splits them, so one that does not parse hides no other.
+    crate::apply::manifest::split_documents(manifest)
+        .into_iter()
+        .flat_map(|doc| crate::yaml::parse_documents(doc.body).unwrap_or_default())
+        .filter_map(|value| match crate::yaml::from_value::<Doc>(value) {
             Ok(Doc {
                 api_version: Some(api_version),
                 kind: Some(kind),
@@ -546,6 +548,13 @@ mod tests {
                 (WorkloadKind::StatefulSet, "web", "apps"),
                 (WorkloadKind::Deployment, "web", "other"),
             ]
+        );
+        // A document that does not parse hides no other.
+        let broken = "apiVersion: v1\nkind: ConfigMap\ndata: [unclosed\n---\n\
+                      apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {name: agent}\n";
+        assert_eq!(
+            super::workload_refs(broken, "apps"),
+            [(WorkloadKind::DaemonSet, "agent".into(), "apps".into())]
         );
     }
 

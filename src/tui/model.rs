@@ -350,22 +350,16 @@ fn mask_document(doc: &str) -> String {
     }
     // Not block style (JSON, flow mappings): written out again with the data masked.
     match parsed {
-        Ok(docs) => {
-            let docs: Vec<String> = docs
-                .into_iter()
-                .map(|mut v| {
-                    if secret(&v) {
-                        for field in ["data", "stringData"] {
-                            if let Some(map) = v.get_mut(field).and_then(|d| d.as_object_mut()) {
-                                for value in map.values_mut() {
-                                    *value = serde_json::Value::String("***".into());
-                                }
-                            }
+        Ok(mut docs) => {
+            for v in docs.iter_mut().filter(|v| secret(v)) {
+                for field in ["data", "stringData"] {
+                    if let Some(map) = v.get_mut(field).and_then(|d| d.as_object_mut()) {
+                        for value in map.values_mut() {
+                            *value = serde_json::Value::String("***".into());
                         }
                     }
-                    serde_yaml::to_string(&v).unwrap_or_default()
-                })
-                .collect();
+                }
+            }
             let comments: String = doc
                 .lines()
                 .take_while(|l| l.starts_with('#'))
@@ -373,7 +367,7 @@ fn mask_document(doc: &str) -> String {
                 .collect();
             format!(
                 "{comments}# (Secret written out again to mask its data)\n{}",
-                docs.join("---\n")
+                crate::yaml::to_documents(&docs)
             )
         }
         Err(_) => "# (a Secret that cannot be read, so not shown)\n".to_owned(),
@@ -558,7 +552,7 @@ mod tests {
         let json = "---\n# Source: c/templates/s.json\n{\"apiVersion\": \"v1\", \"kind\": \"Secret\",\n \"data\": {\"k\": \"c2VjcmV0\"}}\n";
         let masked = mask_manifest(json);
         assert!(!masked.contains("c2VjcmV0"), "{masked}");
-        assert!(masked.contains("k: '***'"), "{masked}");
+        assert!(masked.contains("k: \"***\""), "{masked}");
         assert!(
             masked.starts_with("---\n# Source: c/templates/s.json\n"),
             "{masked}"

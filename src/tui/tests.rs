@@ -402,7 +402,7 @@ fn apply_confirmation_shows_the_values_diff_with_credentials_masked() {
         "-replicas: 2",
         "+replicas: 3",
         "+extra: true",
-        "+  password: '*** (changed)'",
+        "+  password: \"*** (changed)\"",
         "y: apply",
     ] {
         assert!(screen.contains(line), "{line}:\n{screen}");

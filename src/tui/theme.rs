@@ -68,7 +68,7 @@ struct ThemeFile {
 impl Theme {
     pub fn from_yaml(text: &str) -> Result<Self, Error> {
         let f: ThemeFile =
-            serde_yaml::from_str(text).map_err(|e| Error::Theme(format!("invalid theme: {e}")))?;
+            crate::yaml::from_str(text).map_err(|e| Error::Theme(format!("invalid theme: {e}")))?;
         let c = |field: &str, v: &str| {
             Color::from_str(v).map_err(|_| {
                 Error::Theme(format!("theme {}: {field}: unknown colour {v:?}", f.name))
@@ -187,7 +187,7 @@ impl Config {
     pub fn load(dir: &Path) -> Result<Self, Error> {
         let path = dir.join("config.yaml");
         match std::fs::read_to_string(&path) {
-            Ok(text) => serde_yaml::from_str(&text)
+            Ok(text) => crate::yaml::from_str(&text)
                 .map_err(|e| Error::Theme(format!("{}: {e}", path.display()))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
             Err(e) => Err(Error::Theme(format!("{}: {e}", path.display()))),
@@ -219,6 +219,14 @@ mod tests {
     }
 
     #[test]
+    fn an_indexed_colour_may_be_written_unquoted() {
+        let text = BUILTIN[0].1.replace("muted: darkgray", "muted: 245");
+        assert_eq!(Theme::from_yaml(&text).unwrap().muted, Color::Indexed(245));
+        let err = Theme::from_yaml("name: x\n").unwrap_err().to_string();
+        assert!(err.contains("missing field"), "{err}");
+    }
+
+    #[test]
     fn resolves_flag_config_and_user_themes() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(Theme::resolve(None, Some(dir.path())).unwrap().name, "dark");
@@ -247,5 +255,8 @@ mod tests {
         let bad = BUILTIN[0].1.replace("ready: lightgreen", "ready: blurple");
         let err = Theme::from_yaml(&bad).unwrap_err().to_string();
         assert!(err.contains("ready") && err.contains("blurple"), "{err}");
+        // A config.yaml of only comments sets nothing.
+        std::fs::write(dir.path().join("config.yaml"), "# later\n").unwrap();
+        assert_eq!(Theme::resolve(None, Some(dir.path())).unwrap().name, "dark");
     }
 }

@@ -960,7 +960,7 @@ fn values<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
         .spec
         .values
         .as_ref()
-        .map(|v| serde_yaml::to_string(&mask_values(v)).unwrap_or_default())
+        .map(|v| crate::yaml::to_string(&mask_values(v)))
         .unwrap_or_else(|| "{}\n".into());
     let mut lines = vec![section(
         app,

@@ -108,7 +108,7 @@ async fn wait_for_default_service_account(client: &Client, namespace: &str) {
 
 /// Deserializes a YAML literal into a typed object.
 pub fn from_yaml<T: serde::de::DeserializeOwned>(yaml: &str) -> T {
-    serde_yaml::from_str(yaml).expect("test fixture is valid YAML for its type")
+    wheelhouse::yaml::from_str(yaml).expect("test fixture is valid YAML for its type")
 }
 
 /// Installs (server-side applies) the HelmRelease CRD generated from the Rust types and

@@ -314,7 +314,7 @@ fn backoff_at(failing: u32, interval: Duration, nanos: u32) -> Duration {
 #[cfg(test)]
 fn test_release(spec: &str) -> HelmRelease {
     let sep = if spec.is_empty() { "" } else { ", " };
-    serde_yaml::from_str(&format!(
+    crate::yaml::from_str(&format!(
         "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: a, namespace: apps}}\nspec: {{chart: {{path: ./c}}{sep}{spec}}}"
     ))
     .unwrap()

@@ -541,7 +541,7 @@ mod tests {
                 .replace("resetAt", annotations::RESET_AT)
                 .replace("requestedAt", annotations::RECONCILE_REQUESTED_AT)
                 .replace("cancelWaitAt", annotations::CANCEL_WAIT_AT);
-            hr.metadata.annotations = serde_yaml::from_str(&format!("{{{yaml}}}")).unwrap();
+            hr.metadata.annotations = crate::yaml::from_str(&format!("{{{yaml}}}")).unwrap();
             let mut s = before;
             take_tokens(&mut s, &hr);
             assert_eq!(counters(&s), after, "{tokens}");

@@ -110,7 +110,7 @@ mod tests {
     use super::*;
 
     fn hr(generation: i64, tokens: &[(&str, &str)]) -> HelmRelease {
-        let mut hr: HelmRelease = serde_yaml::from_str(
+        let mut hr: HelmRelease = crate::yaml::from_str(
             "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: a, namespace: apps}\nspec: {chart: {path: ./c}}",
         )
         .unwrap();
