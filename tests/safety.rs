@@ -1086,7 +1086,11 @@ async fn deleting_a_helmrelease_during_a_wait_uninstalls_at_once() {
 async fn dependency_cycles_are_reported_not_waited_on() {
     let (client, ns, api) = setup("safe-cycle").await;
     let _engine = start(&client, &ns.name).await;
-    for (name, deps) in [("cx", vec!["cy"]), ("cy", vec!["cx"]), ("self", vec!["self"])] {
+    for (name, deps) in [
+        ("cx", vec!["cy"]),
+        ("cy", vec!["cx"]),
+        ("self", vec!["self"]),
+    ] {
         let deps: Vec<_> = deps
             .iter()
             .map(|d| serde_json::json!({"name": d}))
@@ -1103,7 +1107,10 @@ async fn dependency_cycles_are_reported_not_waited_on() {
     }
     let ns_name = ns.name.clone();
     for (name, cycle) in [
-        ("cx", format!("{ns_name}/cx -> {ns_name}/cy -> {ns_name}/cx")),
+        (
+            "cx",
+            format!("{ns_name}/cx -> {ns_name}/cy -> {ns_name}/cx"),
+        ),
         ("self", format!("{ns_name}/self -> {ns_name}/self")),
     ] {
         let hr = wait_for(&api, name, "Stalled DependencyCycle", |h| {

@@ -328,7 +328,7 @@ mod tests {
             name: "web-lb".into(),
         };
         assert_eq!(
-            documents_of(manifest, &[wanted.clone()], "apps"),
+            documents_of(manifest, std::slice::from_ref(&wanted), "apps"),
             "---\n# Source: c/templates/svc.yaml\napiVersion: v1\nkind: Service\nmetadata:\n  name: web-lb\n"
         );
         assert_eq!(documents_of(manifest, &[wanted], "other"), "");
