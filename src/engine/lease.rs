@@ -336,9 +336,18 @@ pub fn run(
             idle,
         };
         loop {
+            // A leader steps down the moment its renew deadline passes, even in the middle
+            // of a round whose calls hang: the deadline runs from when its last successful
+            // renew was sent, so it never acts once a standby may have taken over.
+            let step_down = candidate.step_down_at();
+            let mut expired = false;
             tokio::select! {
                 () = stop.cancelled() => break,
                 () = candidate.round() => {}
+                () = until(step_down) => expired = true,
+            }
+            if expired {
+                candidate.step_down();
             }
             // A standby looks twice as often, so a Lease handed back on shutdown is taken
             // over within about a second.
@@ -347,9 +356,11 @@ pub fn run(
             } else {
                 candidate.config.retry / 2
             };
+            let step_down = candidate.step_down_at();
             tokio::select! {
                 () = stop.cancelled() => break,
                 () = tokio::time::sleep(pause) => {}
+                () = until(step_down) => candidate.step_down(),
             }
         }
         // The workers are done by now (the engine stops this task only then): say we no
@@ -360,6 +371,14 @@ pub fn run(
         }
     });
     (rx, task)
+}
+
+/// Sleeps until `at`, or forever without one.
+async fn until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The state of one candidate between rounds.
@@ -409,10 +428,28 @@ impl Candidate {
                 .renewed
                 .is_none_or(|t| t.elapsed() >= self.config.renew_deadline)
         {
+            self.step_down();
+        }
+    }
+
+    /// When a leader must stop acting: its renew deadline after its last successful
+    /// renew was sent. None while it does not lead.
+    fn step_down_at(&self) -> Option<Instant> {
+        if *self.tx.borrow() != Role::Leader {
+            return None;
+        }
+        Some(
+            self.renewed
+                .map_or_else(Instant::now, |t| t + self.config.renew_deadline),
+        )
+    }
+
+    fn step_down(&mut self) {
+        if *self.tx.borrow() == Role::Leader {
             tracing::warn!("lease not renewed within the renew deadline; stepping down");
             self.tx.send_replace(Role::Unknown);
-            self.renewed = None;
         }
+        self.renewed = None;
     }
 
     async fn precedence(&mut self) -> Precedence {
@@ -454,6 +491,9 @@ impl Candidate {
 
     /// One attempt to take or renew our own Lease; `None` when it did not decide.
     async fn attempt(&mut self) -> Option<Role> {
+        // Stamped when the call is sent: the record's renewTime, which a standby goes by,
+        // is no older than this.
+        let sent = Instant::now();
         let attempt = tokio::time::timeout(
             self.config.call_timeout,
             try_acquire(&self.api, &self.config, &mut self.observed),
@@ -463,7 +503,7 @@ impl Candidate {
             Ok(Ok(Role::Unknown)) => None,
             Ok(Ok(role)) => {
                 self.holding = role == Role::Leader;
-                self.renewed = self.holding.then(Instant::now);
+                self.renewed = self.holding.then_some(sent);
                 if !self.holding {
                     self.publish(role.clone());
                 }
