@@ -21,6 +21,19 @@ use crate::engine::plan::{self, Desired, Latest, Next, Observed, Policy, TestSta
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::release::{Release, Status};
 
+/// Says in Reconciling why a pending revision is left alone for now.
+async fn leave_pending(run: &mut Run<'_>, message: &str, generation: Option<i64>) {
+    status::set(
+        &mut run.status,
+        condition::RECONCILING,
+        Truth::True,
+        reason::PROGRESSING,
+        message,
+        generation,
+    );
+    run.write_status().await;
+}
+
 pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeue> {
     let hr = run.hr.clone();
     let generation = hr.metadata.generation;
@@ -172,15 +185,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
                     "revision {revision} is {status}, written by another tool (the helm CLI or Flux), whose operation may still be running; wheelhouse leaves it alone for up to {}s more (Helm's default wait is 5m), then marks it failed and goes on",
                     left.as_secs()
                 );
-                status::set(
-                    &mut run.status,
-                    condition::RECONCILING,
-                    Truth::True,
-                    reason::PROGRESSING,
-                    &message,
-                    generation,
-                );
-                run.write_status().await;
+                leave_pending(run, &message, generation).await;
                 tracing::info!(release = %run.key, revision, "pending revision of another tool left alone");
                 // Looked at again soon: the other tool's operation usually ends first.
                 return Ok(Requeue::After(left.min(Duration::from_secs(2))));
@@ -198,17 +203,9 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
                         .unwrap_or_default(),
                     left.as_secs_f64().ceil()
                 );
-                status::set(
-                    &mut run.status,
-                    condition::RECONCILING,
-                    Truth::True,
-                    reason::PROGRESSING,
-                    &message,
-                    generation,
-                );
                 // The wait that engine recorded ended when it stopped; nobody waits now.
                 run.status.wait = None;
-                run.write_status().await;
+                leave_pending(run, &message, generation).await;
                 tracing::info!(release = %run.key, revision, "pending revision left alone during the handover");
                 return Ok(Requeue::After(left));
             }
