@@ -376,7 +376,7 @@ pub fn run(
 /// Sleeps until `at`, or forever without one.
 async fn until(at: Option<Instant>) {
     match at {
-        Some(at) => tokio::time::sleep_until(at.into()).await,
+        Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
 }
