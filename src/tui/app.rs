@@ -58,6 +58,11 @@ pub enum IoResult {
         why: String,
         expect: super::io::Expect,
     },
+    /// The answer of a write that was reported outcome unknown came after all.
+    Late {
+        id: u64,
+        outcome: super::io::LateOutcome,
+    },
     Detail {
         key: ReleaseKey,
         data: DetailData,
@@ -79,7 +84,7 @@ impl IoResult {
         match result {
             Ok(()) => Self::Done { id, result: Ok(()) },
             Err(WriteError::Refused(e)) => Self::Done { id, result: Err(e) },
-            Err(WriteError::Unknown { why, expect }) => Self::Unknown { id, why, expect },
+            Err(WriteError::Unknown { why, expect, .. }) => Self::Unknown { id, why, expect },
         }
     }
 }
@@ -1223,6 +1228,28 @@ impl App {
     /// Takes an IO result back; returns the IO it leads to.
     pub fn on_io(&mut self, result: IoResult) -> Vec<Effect> {
         match result {
+            IoResult::Late { id, outcome } => {
+                let now = self.now;
+                if let Some(f) = self
+                    .feedback
+                    .iter_mut()
+                    .find(|f| f.id == id && f.watch.is_some())
+                {
+                    match outcome {
+                        super::io::LateOutcome::Applied => {
+                            f.progress = Progress::Landed;
+                            f.watch = None;
+                            f.at = now;
+                        }
+                        super::io::LateOutcome::Refused(e) => {
+                            f.progress = Progress::Failed(format!("not applied: {e}"));
+                            f.watch = None;
+                            f.at = now;
+                        }
+                        super::io::LateOutcome::Unknown => {}
+                    }
+                }
+            }
             IoResult::Unknown { id, why, expect } => {
                 let now = self.now;
                 if let Some(f) = self.feedback.iter_mut().find(|f| f.id == id) {

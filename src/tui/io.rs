@@ -34,13 +34,49 @@ async fn limited<T, E: std::fmt::Display>(
 }
 
 /// How a write ended when it did not succeed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum WriteError {
     /// The API server refused it, or it never left: nothing was changed.
     Refused(String),
     /// No answer came (a time-out, a connection lost mid-request): it may still be
-    /// applied. `expect` tells the dashboard what to look for on the object.
-    Unknown { why: String, expect: Expect },
+    /// applied. `expect` tells the dashboard what to look for on the object; `late`, when
+    /// the request is still in flight, tells how it ends.
+    Unknown {
+        why: String,
+        expect: Expect,
+        late: Option<Late>,
+    },
+}
+
+/// A write still in flight after the dashboard stopped waiting for it: it is not cut off
+/// (cutting it off would make its outcome unknown for good), and its answer is reported
+/// when it comes.
+#[derive(Debug)]
+pub struct Late(tokio::task::JoinHandle<LateOutcome>);
+
+/// How a write in flight ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LateOutcome {
+    Applied,
+    Refused(String),
+    /// The connection failed after all: still unknown, the release is still watched.
+    Unknown,
+}
+
+impl Late {
+    pub async fn outcome(self) -> LateOutcome {
+        self.0.await.unwrap_or(LateOutcome::Unknown)
+    }
+}
+
+impl WriteError {
+    /// The write still in flight, if any (taken out, to be awaited on its own).
+    pub fn take_late(&mut self) -> Option<Late> {
+        match self {
+            Self::Unknown { late, .. } => late.take(),
+            Self::Refused(_) => None,
+        }
+    }
 }
 
 /// What an object shows once a write whose answer never came has landed.
@@ -74,26 +110,50 @@ impl Expect {
 }
 
 /// A write under the time limit: an API answer or a connection never made is a refusal;
-/// no answer, or a connection lost after the request may have gone out, is unknown.
-async fn limited_write<T>(
-    f: impl Future<Output = Result<T, kube::Error>>,
+/// no answer, or a connection lost after the request may have gone out, is unknown. The
+/// request runs on a task of its own and is not cut off at the limit; `applied` says
+/// whether its answer means the write took effect.
+async fn limited_write<T: Send + 'static>(
+    f: impl Future<Output = Result<T, kube::Error>> + Send + 'static,
     expect: Expect,
+    applied: fn(&T) -> bool,
 ) -> Result<T, WriteError> {
-    let unknown = |why: String| WriteError::Unknown {
-        why,
-        expect: expect.clone(),
+    let mut task = tokio::spawn(f);
+    let joined = match tokio::time::timeout(LIMIT, &mut task).await {
+        Ok(joined) => joined,
+        Err(_) => {
+            let late = tokio::spawn(async move {
+                match task.await {
+                    Ok(Ok(v)) if applied(&v) => LateOutcome::Applied,
+                    Ok(Ok(_)) => LateOutcome::Refused("the release changed meanwhile".into()),
+                    Ok(Err(kube::Error::Api(e))) => LateOutcome::Refused(e.message),
+                    _ => LateOutcome::Unknown,
+                }
+            });
+            return Err(WriteError::Unknown {
+                why: format!(
+                    "no answer from the API server within {}s; it may still be applied",
+                    LIMIT.as_secs()
+                ),
+                expect,
+                late: Some(Late(late)),
+            });
+        }
     };
-    match tokio::time::timeout(LIMIT, f).await {
+    match joined {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(kube::Error::Api(e))) => Err(WriteError::Refused(e.message)),
         Ok(Err(e)) if never_sent(&e.to_string()) => Err(WriteError::Refused(human(&e.to_string()))),
-        Ok(Err(e)) => Err(unknown(format!(
-            "the connection failed mid-request ({e}); it may still be applied"
-        ))),
-        Err(_) => Err(unknown(format!(
-            "no answer from the API server within {}s; it may still be applied",
-            LIMIT.as_secs()
-        ))),
+        Ok(Err(e)) => Err(WriteError::Unknown {
+            why: format!("the connection failed mid-request ({e}); it may still be applied"),
+            expect,
+            late: None,
+        }),
+        Err(e) => Err(WriteError::Unknown {
+            why: format!("the write's task ended: {e}"),
+            expect,
+            late: None,
+        }),
     }
 }
 
@@ -125,7 +185,12 @@ pub async fn send(handle: EngineHandle, command: Command) -> Result<(), WriteErr
         command: command.clone(),
         token: token.clone(),
     };
-    limited_write(handle.send_as(command, token), expect).await
+    limited_write(
+        async move { handle.send_as(command, token).await },
+        expect,
+        |_| true,
+    )
+    .await
 }
 
 /// The cluster's namespace names, for `:ns` completion (metadata only). An identity that
@@ -193,14 +258,16 @@ pub async fn patch_values(
             {"op": "add", "path": "/spec/values", "value": values},
         ]);
         let patch = Patch::<()>::Json(serde_json::from_value(ops).expect("a JSON patch"));
+        let (api, params, name) = (api.clone(), params.clone(), key.name.clone());
         let result = limited_write(
-            async {
-                match api.patch(&key.name, &params, &patch).await {
+            async move {
+                match api.patch(&name, &params, &patch).await {
                     Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
                     other => other.map(|_| true),
                 }
             },
             expect.clone(),
+            |written| *written,
         );
         if result.await? {
             return Ok(());

@@ -311,7 +311,7 @@ async fn event_loop(
                     let (handle, tx) = (session.handle.clone(), io_tx.clone());
                     tokio::spawn(async move {
                         let result = io::send(handle, command).await;
-                        let _ = tx.send(IoResult::written(id, result));
+                        report_write(id, result, tx).await;
                     });
                 }
                 Effect::PatchValues {
@@ -323,7 +323,7 @@ async fn event_loop(
                     let (client, tx) = (session.client.clone(), io_tx.clone());
                     tokio::spawn(async move {
                         let result = io::patch_values(client, key, original, values).await;
-                        let _ = tx.send(IoResult::written(id, result));
+                        report_write(id, result, tx).await;
                     });
                 }
                 Effect::LoadCompletions => {
@@ -363,6 +363,21 @@ async fn event_loop(
                 }
             }
         }
+    }
+}
+
+/// Tells the UI loop how a write ended, and, for one still in flight when the dashboard
+/// stopped waiting, how it ended after all.
+async fn report_write(
+    id: u64,
+    mut result: Result<(), io::WriteError>,
+    tx: mpsc::UnboundedSender<IoResult>,
+) {
+    let late = result.as_mut().err().and_then(io::WriteError::take_late);
+    let _ = tx.send(IoResult::written(id, result));
+    if let Some(late) = late {
+        let outcome = late.outcome().await;
+        let _ = tx.send(IoResult::Late { id, outcome });
     }
 }
 

@@ -613,6 +613,38 @@ fn an_unknown_write_the_release_never_shows_is_not_applied_until_it_lands() {
     assert_eq!(app.feedback.last().unwrap().progress, Progress::Landed);
 }
 
+/// The answer of a write reported outcome unknown may still come (the request is not cut
+/// off at the dashboard's limit): it then says how the write ended.
+#[test]
+fn a_late_answer_ends_an_unknown_write() {
+    use super::io::{Expect, LateOutcome};
+    let mut app = app(false);
+    select(&mut app, "web");
+    for (outcome, end) in [
+        (LateOutcome::Applied, Progress::Landed),
+        (
+            LateOutcome::Refused("forbidden".into()),
+            Progress::Failed("not applied: forbidden".into()),
+        ),
+    ] {
+        let effects = press(&mut app, "r");
+        let [Effect::Send { id, command }] = effects.as_slice() else {
+            panic!("{effects:?}")
+        };
+        let id = *id;
+        app.on_io(IoResult::Unknown {
+            id,
+            why: "no answer".into(),
+            expect: Expect::Command {
+                command: command.clone(),
+                token: "t".into(),
+            },
+        });
+        app.on_io(IoResult::Late { id, outcome });
+        assert_eq!(app.feedback.last().unwrap().progress, end);
+    }
+}
+
 #[test]
 fn cancel_wait_and_bulk_actions_ask_first() {
     let mut app = app(false);
