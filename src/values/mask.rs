@@ -79,12 +79,6 @@ impl Masker {
         }
     }
 
-    pub fn extend(&mut self, other: &Masker) {
-        for needle in &other.needles {
-            self.add_text(needle);
-        }
-    }
-
     pub fn is_empty(&self) -> bool {
         self.needles.is_empty()
     }
