@@ -319,31 +319,7 @@ async fn dashboard_drives_releases() {
 
     // The API server stops answering (frozen, as a hung server or a partition looks):
     // a banner within 5 s, stale rows; it clears once the server answers again.
-    let pids = support::kubeconfig_path().with_file_name("pids");
-    let apiserver = std::fs::read_to_string(&pids)
-        .unwrap_or_else(|e| panic!("{}: {e}", pids.display()))
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("kube-apiserver ")
-                .map(|p| p.trim().to_string())
-        })
-        .expect("the control plane recorded the API server's PID");
-    /// Resumes the API server however the test ends, so no later test finds it frozen.
-    struct Frozen(String);
-    impl Drop for Frozen {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("kill")
-                .args(["-CONT", self.0.as_str()])
-                .status();
-        }
-    }
-    let ok = std::process::Command::new("kill")
-        .args(["-STOP", apiserver.as_str()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill -STOP {apiserver}");
-    let guard = Frozen(apiserver);
+    let guard = support::apiserver::Frozen::freeze();
     let frozen = Instant::now();
     let screen = dash
         .wait_for("the disconnected banner", |s| {
@@ -450,33 +426,6 @@ async fn number_keys_switch_the_namespace_shown_and_0_shows_all() {
 
 /// The local control plane's kube-apiserver process, from the pids file the cluster
 /// scripts write beside the kubeconfig.
-fn api_server_pid() -> String {
-    let pids = support::kubeconfig_path().with_file_name("pids");
-    let text = std::fs::read_to_string(&pids).unwrap_or_else(|e| panic!("{}: {e}", pids.display()));
-    text.lines()
-        .find_map(|l| l.strip_prefix("kube-apiserver "))
-        .unwrap_or_else(|| panic!("no kube-apiserver in {}", pids.display()))
-        .trim()
-        .to_string()
-}
-
-fn signal(pid: &str, signal: &str) {
-    let status = std::process::Command::new("kill")
-        .args([signal, pid])
-        .status()
-        .expect("kill runs");
-    assert!(status.success(), "kill {signal} {pid}");
-}
-
-/// Sends SIGCONT when dropped, so a failing test never leaves the API server stopped.
-struct Frozen(String);
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        signal(&self.0, "-CONT");
-    }
-}
-
 /// Issue #16: a suspend sent while the API server is frozen (SIGSTOP) gets no answer; the
 /// dashboard says its outcome is unknown (never failed), keeps watching, and reports it
 /// applied once the server answers again and the release shows it.
@@ -499,9 +448,7 @@ async fn a_suspend_without_an_answer_is_reported_when_it_lands() {
     })
     .await;
 
-    let pid = api_server_pid();
-    signal(&pid, "-STOP");
-    let frozen = Frozen(pid);
+    let frozen = support::apiserver::Frozen::freeze();
     dash.keys(&["s"]);
     let what = format!("suspend {}/billing", ns.name);
     let unknown = dash
@@ -510,7 +457,7 @@ async fn a_suspend_without_an_answer_is_reported_when_it_lands() {
         })
         .await;
     assert!(!unknown.contains(&format!("✗ {what}")), "{unknown}");
-    drop(frozen);
+    frozen.thaw();
 
     let landed = dash
         .wait_for("the suspend reported applied", |s| {

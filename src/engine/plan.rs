@@ -26,6 +26,9 @@ pub struct Latest {
     /// The revision failed because an engine stopped mid-action and it was unlocked,
     /// not because of the release: it is retried rather than remediated.
     pub interrupted: bool,
+    /// A wheelhouse engine stopped (lost its Lease, the API server went away, SIGTERM)
+    /// during this pending revision's health check: everything before the wait is done.
+    pub left_waiting: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +74,11 @@ pub enum Next {
         to: i32,
     },
     Uninstall,
+    /// Go on with the health check of a pending revision an engine left mid-wait, the
+    /// desired state unchanged: its wait continues, no revision is marked failed.
+    Resume {
+        revision: i32,
+    },
     /// Mark a pending revision no live worker owns as failed, so work can go on.
     Unlock {
         revision: i32,
@@ -94,6 +102,13 @@ pub fn next(o: &Observed) -> Next {
     };
     match latest.status {
         Status::Uninstalled => install_unless_exhausted(o),
+        Status::PendingInstall | Status::PendingUpgrade
+            if latest.left_waiting && !o.force && in_sync(latest, &o.desired) =>
+        {
+            Next::Resume {
+                revision: latest.version,
+            }
+        }
         s if s.is_pending() || s == Status::Uninstalling => Next::Unlock {
             revision: latest.version,
         },
@@ -274,6 +289,7 @@ mod tests {
             config_digest: "sha256:new".into(),
             tests: TestState::NoTests,
             interrupted: false,
+            left_waiting: false,
         }
     }
 
@@ -346,6 +362,54 @@ mod tests {
                 Next::Unlock { revision: 4 },
                 "{s}"
             );
+        }
+    }
+
+    #[test]
+    fn a_wait_an_engine_left_is_resumed_while_the_desired_state_is_unchanged() {
+        let left = |status: Status| Latest {
+            left_waiting: true,
+            ..latest(4, status)
+        };
+        let resume = Next::Resume { revision: 4 };
+        let unlock = Next::Unlock { revision: 4 };
+        let changed = |o: &mut Observed| o.desired.config_digest = "sha256:newer".into();
+        let forced = |o: &mut Observed| o.force = true;
+        let same = |_: &mut Observed| {};
+        type Change<'a> = &'a dyn Fn(&mut Observed);
+        let cases: [(&str, Status, Change, &Next); 6] = [
+            (
+                "install, same desired state",
+                Status::PendingInstall,
+                &same,
+                &resume,
+            ),
+            (
+                "upgrade, same desired state",
+                Status::PendingUpgrade,
+                &same,
+                &resume,
+            ),
+            (
+                "desired state changed since",
+                Status::PendingUpgrade,
+                &changed,
+                &unlock,
+            ),
+            (
+                "forceAt asks for a new apply",
+                Status::PendingUpgrade,
+                &forced,
+                &unlock,
+            ),
+            // A rollback's wait is not resumed: it is unlocked as before.
+            ("rollback", Status::PendingRollback, &same, &unlock),
+            ("uninstall", Status::Uninstalling, &same, &unlock),
+        ];
+        for (what, status, change, want) in cases {
+            let mut o = observed(Some(left(status)));
+            change(&mut o);
+            assert_eq!(&next(&o), want, "{what}");
         }
     }
 

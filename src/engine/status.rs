@@ -38,6 +38,7 @@ pub mod reason {
     pub const PROGRESSING: &str = "Progressing";
     pub const RETRIES_EXCEEDED: &str = "RetriesExceeded";
     pub const UNLOCKED: &str = "Unlocked";
+    pub const WAIT_RESUMED: &str = "WaitResumed";
     /// Another HelmRelease manages the Helm release this one names.
     pub const RELEASE_CONFLICT: &str = "ReleaseConflict";
     /// Objects were left unpruned because an API group could not be discovered.

@@ -280,6 +280,40 @@ pub async fn waiting_on(api: &Api<HelmRelease>, name: &str, revision: i32) -> He
     .await
 }
 
+/// From now on, pods in `ns` that a test behaviour holds back (never-ready, crash-loop)
+/// recover, by losing their behaviour label (tests/cluster/kwok-stages.yaml): pods that
+/// become ready late, with the release's desired state unchanged. Pods a rollout creates
+/// later recover too, until the returned guard is dropped.
+pub fn recover_pods(client: &Client, ns: &str) -> Recovering {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{ListParams, Patch, PatchParams};
+    const BEHAVIOR: &str = "wheelhouse.dev/test-behavior";
+    let pods = Api::<Pod>::namespaced(client.clone(), ns);
+    let unlabel = serde_json::json!({"metadata": {"labels": {BEHAVIOR: null}}});
+    Recovering(tokio::spawn(async move {
+        loop {
+            if let Ok(held) = pods.list(&ListParams::default().labels(BEHAVIOR)).await {
+                for pod in held {
+                    let name = pod.metadata.name.unwrap_or_default();
+                    let _ = pods
+                        .patch(&name, &PatchParams::default(), &Patch::Merge(&unlabel))
+                        .await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }))
+}
+
+/// Stops pods recovering when dropped (see [`recover_pods`]).
+pub struct Recovering(tokio::task::JoinHandle<()>);
+
+impl Drop for Recovering {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Events recorded about the HelmRelease `name`, as "Reason: note".
 pub async fn events_of(client: &Client, ns: &str, name: &str) -> Vec<String> {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);

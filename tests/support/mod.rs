@@ -11,6 +11,7 @@ use kube::api::{DeleteParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
 
+pub mod apiserver;
 pub mod controller;
 pub mod engine;
 pub mod process;

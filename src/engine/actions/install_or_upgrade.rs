@@ -13,7 +13,7 @@ use crate::chart;
 use crate::engine::Phase;
 use crate::engine::plan::Desired;
 use crate::engine::status::{self, Truth, condition, reason};
-use crate::engine::worker::{Prepared, Run, WaitEnd, render};
+use crate::engine::worker::{Prepared, Run, WaitEnd, Window, render};
 use crate::release::{Release, Status, hook_event};
 use crate::render::Rendered;
 
@@ -58,21 +58,17 @@ pub async fn install_or_upgrade(
             install.force_conflicts,
         )
     };
-    let (pending, underway, failed_reason, ok_reason, done) = if is_upgrade {
+    let (pending, underway, failed_reason) = if is_upgrade {
         (
             Status::PendingUpgrade,
             "Preparing upgrade",
             reason::UPGRADE_FAILED,
-            reason::UPGRADE_SUCCEEDED,
-            "Upgrade complete",
         )
     } else {
         (
             Status::PendingInstall,
             "Initial install underway",
             reason::INSTALL_FAILED,
-            reason::INSTALL_SUCCEEDED,
-            "Install complete",
         )
     };
     let verb = if is_upgrade {
@@ -321,13 +317,137 @@ pub async fn install_or_upgrade(
         .await;
     }
 
-    if !disable_wait {
-        match run.wait_for(&rel, timeout).await? {
+    let steps = Steps {
+        is_upgrade,
+        disable_hooks,
+        wait: (!disable_wait).then_some(Window::from_now(timeout)),
+        timeout,
+    };
+    finish(run, prepared, &mut rel, history, steps, kept).await
+}
+
+/// What is left of an install or upgrade once its objects are applied.
+struct Steps {
+    is_upgrade: bool,
+    disable_hooks: bool,
+    /// The health check's window; none when the wait is disabled.
+    wait: Option<Window>,
+    /// For the post hooks.
+    timeout: std::time::Duration,
+}
+
+/// A resumed wait whose deadline passed while no engine watched (an outage longer than
+/// the timeout) still looks this long: the outage was the cluster's, not the release's,
+/// and the watches need a moment to list what is there now.
+const RESUMED_WAIT_AT_LEAST: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Resumes an install or upgrade whose engine stopped during its health check (a lost
+/// Lease, an API server outage, SIGTERM), the desired state unchanged: the wait goes on
+/// until the deadline it began with, then post hooks run and the revision is deployed as
+/// if the engine had never stopped. No revision is marked failed, none is added.
+pub async fn resume(
+    run: &mut Run<'_>,
+    prepared: &Prepared,
+    mut rel: Release,
+    history: &[Release],
+) -> crate::Result<Outcome> {
+    let is_upgrade = rel.info.as_ref().map(|i| i.status) == Some(Status::PendingUpgrade);
+    let action = if is_upgrade {
+        ReleaseAction::Upgrade
+    } else {
+        ReleaseAction::Install
+    };
+    let window = run
+        .status
+        .wait
+        .as_ref()
+        .map(|w| Window {
+            started: w.started_at.0,
+            deadline: w.deadline.0,
+        })
+        .unwrap_or_else(|| Window::from_now(run.hr.spec.timeout.as_std()))
+        .at_least(RESUMED_WAIT_AT_LEAST);
+    attempt(
+        &mut run.status,
+        action,
+        &prepared.desired(),
+        run.hr.metadata.generation,
+    );
+    run.write_status().await;
+    let message = format!(
+        "resuming the health check of revision {} that an engine left when it stopped (the desired state is unchanged); deadline {}",
+        rel.version, window.deadline
+    );
+    tracing::info!(release = %run.key, revision = rel.version, "{message}");
+    run.event(
+        kube::runtime::events::EventType::Normal,
+        reason::WAIT_RESUMED,
+        "Wait",
+        message,
+    )
+    .await;
+    let disable_hooks = if is_upgrade {
+        run.hr
+            .spec
+            .upgrade
+            .clone()
+            .unwrap_or_default()
+            .disable_hooks
+    } else {
+        run.hr
+            .spec
+            .install
+            .clone()
+            .unwrap_or_default()
+            .disable_hooks
+    };
+    let steps = Steps {
+        is_upgrade,
+        disable_hooks,
+        wait: Some(window),
+        timeout: run.hr.spec.timeout.as_std(),
+    };
+    finish(run, prepared, &mut rel, history, steps, None).await
+}
+
+/// The health check, the post hooks, and the revision deployed (the previous ones
+/// superseded). `kept`: what an incomplete discovery kept from being pruned.
+async fn finish(
+    run: &mut Run<'_>,
+    prepared: &Prepared,
+    rel: &mut Release,
+    history: &[Release],
+    steps: Steps,
+    kept: Option<String>,
+) -> crate::Result<Outcome> {
+    let Steps {
+        is_upgrade,
+        disable_hooks,
+        wait,
+        timeout,
+    } = steps;
+    let (failed_reason, ok_reason, done) = if is_upgrade {
+        (
+            reason::UPGRADE_FAILED,
+            reason::UPGRADE_SUCCEEDED,
+            "Upgrade complete",
+        )
+    } else {
+        (
+            reason::INSTALL_FAILED,
+            reason::INSTALL_SUCCEEDED,
+            "Install complete",
+        )
+    };
+    let version = rel.version;
+    let ns = run.target_namespace.clone();
+    if let Some(window) = wait {
+        match run.wait_for(rel, window).await? {
             WaitEnd::Ready => {}
             WaitEnd::Failed(why) => {
                 return record_failure(
                     run,
-                    &mut rel,
+                    rel,
                     format!("Release {:?} failed: {why}", run.release_name),
                     failed_reason,
                     why,
@@ -341,16 +461,16 @@ pub async fn install_or_upgrade(
                 } else {
                     Status::Superseded
                 };
-                set_status(&mut rel, status, why.clone());
-                run.storage.update(&rel).await?;
+                set_status(rel, status, why.clone());
+                run.storage.update(rel).await?;
                 return Ok(Outcome::Canceled {
                     by_operator,
                     message: why,
                 });
             }
             WaitEnd::Abandoned(why) => {
-                set_status(&mut rel, Status::Failed, why.clone());
-                run.storage.update(&rel).await?;
+                set_status(rel, Status::Failed, why.clone());
+                run.storage.update(rel).await?;
                 return Ok(Outcome::Canceled {
                     by_operator: false,
                     message: why,
@@ -372,7 +492,7 @@ pub async fn install_or_upgrade(
         {
             return record_failure(
                 run,
-                &mut rel,
+                rel,
                 format!("Release {:?} failed: {e}", run.release_name),
                 failed_reason,
                 e.to_string(),
@@ -383,8 +503,8 @@ pub async fn install_or_upgrade(
 
     // The new revision is live: the previous deployed ones are superseded.
     supersede(run, history, is_deployed).await?;
-    set_status(&mut rel, Status::Deployed, done);
-    run.storage.update(&rel).await?;
+    set_status(rel, Status::Deployed, done);
+    run.storage.update(rel).await?;
     run.prune_history().await;
     let mut message = format!(
         "Helm {} succeeded for release {}/{}.v{} with chart {}@{}",

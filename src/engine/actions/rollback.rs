@@ -90,7 +90,10 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
         return failed_because(run, &mut rel, e.to_string()).await;
     }
     if !spec.disable_wait {
-        match run.wait_for(&rel, timeout).await? {
+        match run
+            .wait_for(&rel, crate::engine::worker::Window::from_now(timeout))
+            .await?
+        {
             WaitEnd::Ready => {}
             WaitEnd::Stopped => return Err(crate::Error::Stopped),
             WaitEnd::Failed(why) | WaitEnd::Canceled { why, .. } | WaitEnd::Abandoned(why) => {

@@ -29,7 +29,7 @@ use tracing::Instrument;
 
 pub use context::{Context, Run};
 pub use desired::{Candidate, Prepared, render};
-pub use wait::WaitEnd;
+pub use wait::{WaitEnd, Window};
 
 use super::handle::{Command, LiveState, Phase, ReleaseKey};
 use super::status::{self, Truth, condition, reason};

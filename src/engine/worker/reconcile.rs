@@ -190,12 +190,19 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
                 // Looked at again soon: the other tool's operation usually ends first.
                 return Ok(Requeue::After(left.min(Duration::from_secs(2))));
             }
-            Next::Unlock { revision } if let Some(left) = run.inbox.handover_left() => {
+            Next::Unlock { revision } | Next::Resume { revision }
+                if let Some(left) = run.inbox.handover_left() =>
+            {
                 // This release came from another engine (or worker) moments ago, and the
                 // pending revision may be its step still running: an apply or hook is
                 // never interrupted. Unlocking now would put a second writer beside it.
+                let then = if matches!(next, Next::Resume { .. }) {
+                    "resuming its health check"
+                } else {
+                    "unlocking it"
+                };
                 let message = format!(
-                    "revision {revision} is {}, left by the engine that acted on this release before; unlocking it in {}s unless that engine finishes it first",
+                    "revision {revision} is {}, left by the engine that acted on this release before; {then} in {}s unless that engine finishes it first",
                     latest
                         .as_ref()
                         .and_then(|r| r.info.as_ref())
@@ -203,12 +210,25 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
                         .unwrap_or_default(),
                     left.as_secs_f64().ceil()
                 );
-                // The wait that engine recorded ended when it stopped; nobody waits now.
-                run.status.wait = None;
+                if matches!(next, Next::Unlock { .. }) {
+                    // The wait that engine recorded ended when it stopped; nobody waits
+                    // now. (A wait to be resumed keeps it: it is what says so.)
+                    run.status.wait = None;
+                }
                 leave_pending(run, &message, generation).await;
                 tracing::info!(release = %run.key, revision, "pending revision left alone during the handover");
                 return Ok(Requeue::After(left));
             }
+            Next::Resume { .. } => (
+                actions::install_or_upgrade::resume(
+                    run,
+                    &prepared,
+                    latest.expect("planner resumes an existing revision"),
+                    &history,
+                )
+                .await?,
+                actions::install_or_upgrade::record,
+            ),
             Next::Unlock { .. } => (
                 actions::unlock(run, latest.expect("planner unlocks an existing revision")).await?,
                 actions::unlock::record,
@@ -370,6 +390,7 @@ fn observe(
                     || info
                         .description
                         .starts_with(actions::CLUSTER_FAILURE_PREFIX)),
+            left_waiting: left_waiting(s, r),
         }
     });
     let rollback_target = history
@@ -392,6 +413,19 @@ fn observe(
         last_action: s.last_attempted_release_action,
         policy: Policy::from_spec(hr),
     }
+}
+
+/// Whether a wheelhouse engine stopped in `r`'s health check: `r` is pending and carries
+/// the owner label only a wheelhouse engine writes, and status.wait (written when the wait
+/// began, and only then without a hook) names it. A wait is the one step an engine ends
+/// early; everything before it (pre hooks, apply, prune) finished.
+fn left_waiting(s: &HelmReleaseStatus, r: &Release) -> bool {
+    let pending = r.info.as_ref().is_some_and(|i| i.status.is_pending());
+    pending
+        && r.labels.contains_key(actions::OWNER_LABEL)
+        && s.wait
+            .as_ref()
+            .is_some_and(|w| w.revision == r.version && w.hook.is_none())
 }
 
 fn record_history(run: &mut Run<'_>, history: &[Release]) {

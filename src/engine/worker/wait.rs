@@ -38,6 +38,38 @@ pub enum WaitEnd {
     Abandoned(String),
 }
 
+/// When a health check began and when it gives up. A resumed wait keeps the window it
+/// began with.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    pub started: Timestamp,
+    pub deadline: Timestamp,
+}
+
+impl Window {
+    pub fn from_now(timeout: Duration) -> Self {
+        let started = Timestamp::now();
+        Self {
+            started,
+            deadline: started + timeout,
+        }
+    }
+
+    /// The same window, its deadline moved so that at least `left` remains from now.
+    pub fn at_least(self, left: Duration) -> Self {
+        let earliest = Timestamp::now() + left;
+        Self {
+            deadline: self.deadline.max(earliest),
+            ..self
+        }
+    }
+
+    /// The whole length of the window (what a timeout message names).
+    fn length(&self) -> Duration {
+        Duration::try_from(self.deadline.duration_since(self.started)).unwrap_or_default()
+    }
+}
+
 /// Why the worker cancelled a running health check, as it saw it while the wait ran.
 #[derive(Default)]
 struct Interrupted {
@@ -55,7 +87,7 @@ impl Run<'_> {
     /// runs it watches for a newer desired state (spec, valuesFrom data, chart versions);
     /// one that really differs is prepared first and the wait is cancelled only once it
     /// is ready to apply.
-    pub async fn wait_for(&mut self, rel: &Release, timeout: Duration) -> crate::Result<WaitEnd> {
+    pub async fn wait_for(&mut self, rel: &Release, window: Window) -> crate::Result<WaitEnd> {
         let refs = self
             .ctx
             .applier
@@ -80,10 +112,13 @@ impl Run<'_> {
                 });
             }
         }
-        let started = Timestamp::now();
+        let started = window.started;
+        let timeout = window.length();
         let waited_since = std::time::Instant::now();
-        let deadline_at = started + timeout;
-        let deadline = Instant::now() + timeout;
+        let deadline_at = window.deadline;
+        let left =
+            Duration::try_from(deadline_at.duration_since(Timestamp::now())).unwrap_or_default();
+        let deadline = Instant::now() + left;
         self.status.wait = Some(WaitStatus {
             revision: rel.version,
             started_at: Time(started),
