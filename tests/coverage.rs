@@ -274,10 +274,85 @@ async fn a_namespace_engine_defers_to_the_cluster_wide_engine_of_its_shard_and_t
     ns.delete().await;
 }
 
+/// Issue #17: a release relabelled from shard a to shard b while a runs a post-upgrade
+/// hook (a migration Job) that takes longer than a Lease's 15 s. b waits for a, alive
+/// and in its step, to let go; a's hook ends (here: times out) and a records the outcome
+/// itself; only then does b act. No second writer: the revision a was running says what
+/// a saw, not that b unlocked it.
+#[tokio::test]
+async fn a_release_relabelled_during_a_long_hook_waits_for_the_hook_to_end() {
+    use kube::api::{Patch, PatchParams};
+    use support::engine::{helm_history, is};
+
+    let (_client, ns, api) = setup("cov-hook").await;
+    let scope = ["--namespace", &ns.name, "--lease-namespace", &ns.name];
+    let a = Controller::start(&[&scope[..], &["--shard", "a"]].concat());
+    let b = Controller::start(&[&scope[..], &["--shard", "b"]].concat());
+    let mut hr = webapp(
+        "web",
+        serde_json::json!({"timeout": "25s", "values": {"postUpgradeHook": true, "hookBehavior": "never-ready"}}),
+    );
+    hr.metadata.labels = Some(BTreeMap::from([(SHARD_LABEL.into(), "a".into())]));
+    api.create(&PostParams::default(), &hr).await.unwrap();
+    wait_for(&api, "web", "installed by shard a", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    set_values(&api, "web", serde_json::json!({"message": "v2"})).await;
+    wait_for(&api, "web", "a running the post-upgrade hook", |h| {
+        h.status
+            .as_ref()
+            .and_then(|s| s.wait.as_ref())
+            .and_then(|w| w.hook.as_deref())
+            .is_some_and(|hook| hook.contains("web-migrate"))
+    })
+    .await;
+
+    let patch = serde_json::json!({
+        "metadata": {"labels": {SHARD_LABEL: "b"}},
+        "spec": {"values": {"postUpgradeHook": false}},
+    });
+    api.patch("web", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    wait_for(&api, "web", "b waiting for a to let go", |h| {
+        h.condition("Reconciling").is_some_and(|c| {
+            c.message
+                .contains("is still running: waiting for it to let go")
+        })
+    })
+    .await;
+    let done = tokio::time::timeout(
+        Duration::from_secs(120),
+        wait_for(&api, "web", "fixed by shard b", |h| {
+            is(h, "Ready", "True", "UpgradeSucceeded")
+                && h.status.as_ref().unwrap().history[0].version == 3
+        }),
+    )
+    .await;
+    let logs = format!("--- shard a ---\n{}\n--- shard b ---\n{}", a.log(), b.log());
+    assert!(done.is_ok(), "not fixed within 120 s\n{logs}");
+    let history = helm_history(&ns.name, "web");
+    assert_eq!(history.len(), 3, "{history:?}\n{logs}");
+    assert_eq!(history[1].1, "failed", "{history:?}");
+    assert!(
+        !history[1].2.starts_with("Release was left"),
+        "a recorded its own hook's outcome; b never unlocked under it: {history:?}\n{logs}"
+    );
+    assert!(
+        b.log()
+            .lines()
+            .any(|l| l.contains("taking the release over") && l.contains("let go of it")),
+        "{logs}"
+    );
+    assert_eq!(history[2].1, "deployed", "{history:?}");
+    ns.delete().await;
+}
+
 /// A release relabelled from shard a to shard b while a waits on its upgrade. a's watch
 /// sees the release leave: its worker stops after its step (the wait ends at once and its
-/// revision stays pending). b leaves that pending revision alone for the handover, in case
-/// a was still applying, then unlocks it and applies the newest desired state.
+/// revision stays pending) and records that it let go. b acts only on that sign, then
+/// unlocks the pending revision and applies the newest desired state.
 #[tokio::test]
 async fn a_release_relabelled_mid_wait_moves_to_the_other_shard_without_two_writers() {
     use kube::api::{Patch, PatchParams};
@@ -298,7 +373,6 @@ async fn a_release_relabelled_mid_wait_moves_to_the_other_shard_without_two_writ
     waiting_on(&api, "web", 2).await;
 
     // One write moves the release to shard b and fixes its values.
-    let moved = tokio::time::Instant::now();
     let patch = serde_json::json!({
         "metadata": {"labels": {SHARD_LABEL: "b"}},
         "spec": {"values": {"behavior": ""}},
@@ -306,20 +380,6 @@ async fn a_release_relabelled_mid_wait_moves_to_the_other_shard_without_two_writ
     api.patch("web", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    let handover = wait_for(&api, "web", "b waiting out the handover", |h| {
-        h.condition("Reconciling").is_some_and(|c| {
-            c.message
-                .contains("left by the engine that acted on this release before")
-        })
-    })
-    .await;
-    let history = helm_history(&ns.name, "web");
-    assert_eq!(history[1].1, "pending-upgrade", "{history:?}");
-    assert!(
-        handover.status.as_ref().unwrap().wait.is_none(),
-        "b does not claim the wait a abandoned: {:?}",
-        handover.status
-    );
     let recovered = tokio::time::timeout(
         Duration::from_secs(90),
         wait_for(&api, "web", "upgraded by shard b", |h| {
@@ -329,12 +389,18 @@ async fn a_release_relabelled_mid_wait_moves_to_the_other_shard_without_two_writ
     )
     .await;
     let logs = format!("--- shard a ---\n{}\n--- shard b ---\n{}", a.log(), b.log());
-    assert!(recovered.is_ok(), "not recovered within 90 s\n{logs}");
-    // The revision was unlocked only after the handover (15 s from the move).
+    let recovered = recovered.unwrap_or_else(|_| panic!("not recovered within 90 s\n{logs}"));
+    let status = recovered.status.unwrap();
+    let (acting, let_go) = (status.acting.unwrap(), status.let_go.unwrap());
+    assert_ne!(acting.identity, let_go.identity, "b acts, a let go: {logs}");
+    assert!(let_go.lease.ends_with("-shard-a"), "{let_go:?}");
+    // b took over on a's sign, not on a clock.
     assert!(
-        moved.elapsed() >= Duration::from_secs(14),
-        "unlocked after {:?}\n{logs}",
-        moved.elapsed()
+        b.log()
+            .lines()
+            .any(|l| l.contains("taking the release over")
+                && l.contains(&format!("engine {} let go of it", let_go.identity))),
+        "{logs}"
     );
     let history = helm_history(&ns.name, "web");
     assert_eq!(history.len(), 3, "{history:?}");

@@ -453,6 +453,26 @@ pub struct HelmReleaseStatus {
     /// Present while a health check runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait: Option<WaitStatus>,
+    /// The engine that last began a step (an action) on this release, recorded before
+    /// the step: an engine that takes the release over (a shard relabel, a namespace
+    /// changing hands) waits until that one let go.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acting: Option<EngineRef>,
+    /// Written by an engine once its last step on a release that left it has ended:
+    /// the positive sign its successor waits for. Kept by its own field manager, so the
+    /// status writes of the engine acting next leave it alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub let_go: Option<EngineRef>,
+}
+
+/// An engine, as one engine names another in a release's status.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct EngineRef {
+    /// Its identity (the holderIdentity of its Lease).
+    pub identity: String,
+    /// Its Lease, as `namespace/name`: whether it is alive.
+    pub lease: String,
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]

@@ -157,6 +157,11 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         live_tx,
     );
     ctx.cancel_on_new_revision = config.cancel_on_new_revision;
+    let (lease_ns, lease_name) = config.coverage.lease(&config.lease_namespace);
+    ctx.engine = crate::api::EngineRef {
+        identity: config.identity.clone(),
+        lease: format!("{lease_ns}/{lease_name}"),
+    };
     ctx.chart_poll = config.chart_poll;
     ctx.metrics = config.metrics.clone();
     ctx.loads = tokio::sync::Semaphore::new(config.concurrent.max(1));
@@ -184,6 +189,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         blocked: HashSet::new(),
         poke_due: false,
         last_poke: None,
+        finished: HashMap::new(),
     };
     let (stopped_tx, stopped_rx) = watch::channel(false);
     tokio::spawn(async move {
@@ -227,11 +233,6 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
 /// Below Kubernetes' default termination grace period of 30 s.
 const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(20);
 
-/// How long a worker started while its term runs leaves a pending revision alone, for
-/// the engine (or worker) that acted on the release before to finish its step: as long
-/// as a lost Lease gives the last holder before another engine takes over.
-const HANDOVER: std::time::Duration = std::time::Duration::from_secs(15);
-
 /// The most often the views are rebuilt (a change reaches the screen within this).
 const PUBLISH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 
@@ -247,6 +248,29 @@ const LIVENESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 struct Worker {
     inbox: mpsc::UnboundedSender<Msg>,
     stop: CancellationToken,
+    /// Cancelled when the worker's task has ended.
+    finished: CancellationToken,
+}
+
+impl Worker {
+    /// Stops a worker whose release left this engine (relabelled to another shard, its
+    /// namespace taken by a namespace engine): its current step finishes, then the
+    /// release's status records that this engine let go, the sign its successor waits for.
+    fn hand_over(self, ctx: &Arc<Context>, key: &ReleaseKey) {
+        self.stop.cancel();
+        let (ctx, key) = (ctx.clone(), key.clone());
+        tokio::spawn(async move {
+            self.finished.cancelled().await;
+            let api: Api<crate::api::HelmRelease> =
+                Api::namespaced(ctx.client.clone(), &key.namespace);
+            match status::write_let_go(&api, &key.name, &ctx.engine).await {
+                Ok(()) => tracing::info!(release = %key, "let go of the release"),
+                Err(e) => {
+                    tracing::warn!(release = %key, error = %e, "cannot record letting go of the release")
+                }
+            }
+        });
+    }
 }
 
 /// The term of a leader: its stop token and its workers.
@@ -287,6 +311,9 @@ struct Dispatcher {
     blocked: HashSet<ReleaseKey>,
     poke_due: bool,
     last_poke: Option<tokio::time::Instant>,
+    /// Per release, cancelled when this engine's last worker of it has ended: a new
+    /// worker starts after the old one's step.
+    finished: HashMap<ReleaseKey, CancellationToken>,
 }
 
 /// Ready reasons of the guards whose cause is another HelmRelease.
@@ -415,7 +442,7 @@ impl Dispatcher {
                             let left = coverage::left_watch(&raw.metadata);
                             if left && let Some(w) = workers.remove(&key) {
                                 tracing::info!(release = %key, "relabelled to another shard: its worker stops after its current step");
-                                w.stop.cancel();
+                                w.hand_over(&self.ctx, &key);
                             }
                             forget(&mut store, &mut workers, &key);
                             touched = Some(key);
@@ -620,7 +647,7 @@ impl Dispatcher {
         if !self.eligible(key, hr) {
             if let Some(w) = workers.remove(key) {
                 tracing::info!(release = %key, "left this engine's coverage: its worker stops after its current step");
-                w.stop.cancel();
+                w.hand_over(&self.ctx, key);
             }
             return;
         }
@@ -636,17 +663,30 @@ impl Dispatcher {
         // Started while the term runs: another engine (the shard it was relabelled from)
         // or an earlier worker may still be in its step on this release. Workers of a new
         // term need no such wait: the Lease already made the last holder stop first.
-        if handover {
-            inbox.handover_until = Some(tokio::time::Instant::now() + HANDOVER);
-        }
+        inbox.handover = handover;
+        // An earlier worker of ours on this release may still be in its step.
+        inbox.predecessor = self
+            .finished
+            .get(key)
+            .filter(|f| !f.is_cancelled())
+            .cloned();
         let stop = term.0.child_token();
-        self.workers.spawn(term.1.track_future(worker::run(
-            self.ctx.clone(),
+        let finished = CancellationToken::new();
+        self.finished.insert(key.clone(), finished.clone());
+        let run = worker::run(self.ctx.clone(), key.clone(), inbox, stop.clone());
+        let ends = finished.clone().drop_guard();
+        self.workers.spawn(term.1.track_future(async move {
+            let _ends = ends;
+            run.await;
+        }));
+        workers.insert(
             key.clone(),
-            inbox,
-            stop.clone(),
-        )));
-        workers.insert(key.clone(), Worker { inbox: tx, stop });
+            Worker {
+                inbox: tx,
+                stop,
+                finished,
+            },
+        );
     }
 
     /// Starts workers for every eligible release that has none (a term began, or a

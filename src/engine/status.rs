@@ -7,7 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
 
-use crate::api::{FIELD_MANAGER, HelmReleaseStatus, Snapshot};
+use crate::api::{EngineRef, FIELD_MANAGER, HelmReleaseStatus, Snapshot};
 use crate::release::Release;
 
 pub mod condition {
@@ -126,6 +126,11 @@ pub async fn write<K>(api: &Api<K>, name: &str, status: &HelmReleaseStatus) -> k
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    // `letGo` belongs to the handover's field manager: left out, this write keeps it.
+    let status = HelmReleaseStatus {
+        let_go: None,
+        ..status.clone()
+    };
     let body = serde_json::json!({
         "apiVersion": "wheelhouse.dev/v1alpha1",
         "kind": "HelmRelease",
@@ -134,6 +139,28 @@ where
     api.patch_status(
         name,
         &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(body),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The field manager of `status.letGo`, apart from the engine's status writes.
+const HANDOVER_MANAGER: &str = "wheelhouse-handover";
+
+/// Records that `engine` let go of the release: its last step on it ended.
+pub async fn write_let_go<K>(api: &Api<K>, name: &str, engine: &EngineRef) -> kube::Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let body = serde_json::json!({
+        "apiVersion": "wheelhouse.dev/v1alpha1",
+        "kind": "HelmRelease",
+        "status": {"letGo": engine},
+    });
+    api.patch_status(
+        name,
+        &PatchParams::apply(HANDOVER_MANAGER).force(),
         &Patch::Apply(body),
     )
     .await?;

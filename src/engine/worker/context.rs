@@ -28,6 +28,8 @@ pub struct Context {
     pub recorder: Recorder,
     /// This engine's identity, in a form valid as a label value.
     pub identity_label: String,
+    /// This engine and its Lease, as release statuses name it (`acting`, `letGo`).
+    pub engine: crate::api::EngineRef,
     pub live: watch::Sender<LiveMap>,
     /// Engine-wide switch: supersede waits by newer desired states (DESIGN §4).
     pub cancel_on_new_revision: bool,
@@ -64,6 +66,10 @@ impl Context {
             renderer,
             recorder,
             identity_label: label_value(identity),
+            engine: crate::api::EngineRef {
+                identity: identity.to_owned(),
+                lease: String::new(),
+            },
             live,
             cancel_on_new_revision: true,
             chart_poll: Duration::from_secs(15),

@@ -59,7 +59,10 @@ pub(super) async fn finalize(run: &mut Run<'_>) -> Duration {
         // Only a release this HelmRelease manages is uninstalled with it.
         let outcome = match (live, &claim) {
             (false, _) => None,
-            (true, claim::Claim::Ours) => Some(actions::uninstall(run, &history).await),
+            (true, claim::Claim::Ours) => {
+                super::reconcile::record_acting(run).await;
+                Some(actions::uninstall(run, &history).await)
+            }
             (true, other) => Some(Ok(Outcome::Succeeded {
                 reason: reason::UNINSTALL_SUCCEEDED,
                 message: format!(

@@ -14,6 +14,7 @@ mod context;
 mod desired;
 mod finalize;
 mod guards;
+mod handover;
 mod reconcile;
 mod triggers;
 mod wait;
@@ -64,10 +65,13 @@ pub struct Inbox {
     pub(super) written: Mutex<Option<HelmReleaseStatus>>,
     /// Reconciles in a row that ended in an error or a failure: the retry backs off.
     failing: u32,
-    /// Until when a pending revision may still be another worker's step in progress: set
-    /// for a worker started while the term runs (a release relabelled into our shard, or
-    /// a worker replaced), whose predecessor elsewhere finishes its current step first.
-    pub handover_until: Option<Instant>,
+    /// Started while the term runs (a release relabelled into our shard, a namespace
+    /// changing hands, a worker replaced): another engine may still be in a step on it,
+    /// so the first reconcile waits for it to let go (see `handover`).
+    pub handover: bool,
+    /// This engine's previous worker of the release, ended when cancelled: the new one
+    /// starts after it (its step finishes first).
+    pub predecessor: Option<CancellationToken>,
 }
 
 impl Inbox {
@@ -81,15 +85,9 @@ impl Inbox {
             last_status: None,
             written: Mutex::new(None),
             failing: 0,
-            handover_until: None,
+            handover: false,
+            predecessor: None,
         }
-    }
-
-    /// How much longer a pending revision is left alone (see `handover_until`).
-    pub fn handover_left(&self) -> Option<Duration> {
-        self.handover_until
-            .map(|until| until.saturating_duration_since(Instant::now()))
-            .filter(|left| !left.is_zero())
     }
 }
 
@@ -98,6 +96,20 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
     let mut next_run = Instant::now();
     let mut last: Option<Trigger> = None;
     let mut first = true;
+    if let Some(before) = inbox.predecessor.take() {
+        tokio::select! {
+            () = before.cancelled() => {}
+            () = stop.cancelled() => return,
+        }
+    }
+    if std::mem::take(&mut inbox.handover)
+        && !handover::await_predecessor(&ctx, &key, &mut inbox, &stop).await
+    {
+        ctx.live.send_modify(|m| {
+            m.remove(&key);
+        });
+        return;
+    }
     loop {
         tokio::select! {
             () = stop.cancelled() => break,

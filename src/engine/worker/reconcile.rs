@@ -21,6 +21,15 @@ use crate::engine::plan::{self, Desired, Latest, Next, Observed, Policy, TestSta
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::release::{Release, Status};
 
+/// Records, before a step begins, that this engine acts on the release: an engine that
+/// takes it over later waits for this one to let go (see `handover`).
+pub(super) async fn record_acting(run: &mut Run<'_>) {
+    if run.status.acting.as_ref() != Some(&run.ctx.engine) {
+        run.status.acting = Some(run.ctx.engine.clone());
+        run.write_status().await;
+    }
+}
+
 /// Says in Reconciling why a pending revision is left alone for now.
 async fn leave_pending(run: &mut Run<'_>, message: &str, generation: Option<i64>) {
     status::set(
@@ -123,6 +132,9 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         tracing::info!(release = %run.key, action = ?next, "planned");
         let latest = history.last().cloned();
         let stored_before = latest.as_ref().map(|r| r.version);
+        if !matches!(next, Next::InSync | Next::Stalled { .. }) {
+            record_acting(run).await;
+        }
         // Each action comes with the bookkeeping of its outcome.
         let (outcome, record): (Outcome, actions::Record) = match &next {
             Next::InSync => {
@@ -189,35 +201,6 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
                 tracing::info!(release = %run.key, revision, "pending revision of another tool left alone");
                 // Looked at again soon: the other tool's operation usually ends first.
                 return Ok(Requeue::After(left.min(Duration::from_secs(2))));
-            }
-            Next::Unlock { revision } | Next::Resume { revision }
-                if let Some(left) = run.inbox.handover_left() =>
-            {
-                // This release came from another engine (or worker) moments ago, and the
-                // pending revision may be its step still running: an apply or hook is
-                // never interrupted. Unlocking now would put a second writer beside it.
-                let then = if matches!(next, Next::Resume { .. }) {
-                    "resuming its health check"
-                } else {
-                    "unlocking it"
-                };
-                let message = format!(
-                    "revision {revision} is {}, left by the engine that acted on this release before; {then} in {}s unless that engine finishes it first",
-                    latest
-                        .as_ref()
-                        .and_then(|r| r.info.as_ref())
-                        .map(|i| i.status)
-                        .unwrap_or_default(),
-                    left.as_secs_f64().ceil()
-                );
-                if matches!(next, Next::Unlock { .. }) {
-                    // The wait that engine recorded ended when it stopped; nobody waits
-                    // now. (A wait to be resumed keeps it: it is what says so.)
-                    run.status.wait = None;
-                }
-                leave_pending(run, &message, generation).await;
-                tracing::info!(release = %run.key, revision, "pending revision left alone during the handover");
-                return Ok(Requeue::After(left));
             }
             Next::Resume { .. } => (
                 actions::install_or_upgrade::resume(
