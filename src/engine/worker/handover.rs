@@ -212,14 +212,15 @@ mod tests {
         let s = Duration::from_secs;
         use Liveness::*;
         // (what, acting, let go, liveness, waited, go?)
-        let cases: [(
-            &str,
-            Option<&EngineRef>,
-            Option<&EngineRef>,
+        type Case<'a> = (
+            &'a str,
+            Option<&'a EngineRef>,
+            Option<&'a EngineRef>,
             Liveness,
             u64,
             bool,
-        ); 10] = [
+        );
+        let cases: [Case; 10] = [
             ("nobody acted", None, None, Unknown, 0, true),
             ("we acted last", Some(&me), None, Alive, 0, true),
             ("x let go", Some(&x), Some(&x), Alive, 0, true),
