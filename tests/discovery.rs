@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::{DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
 use kube::{Api, Client};
-use support::engine::{annotate, events_of, helm, release, set_values, start, wait_for};
+use support::engine::{annotate, events_of, helm, release, set_values, wait_for};
 use support::{TestNamespace, client, install_crd};
 use wheelhouse::api::HelmRelease;
 
@@ -29,18 +29,56 @@ fn apiservices(client: &Client) -> Api<DynamicObject> {
     )
 }
 
-/// Deletes the broken APIService when the test ends, pass or fail. With kubectl: a drop
-/// cannot wait on the test's own (single-threaded) runtime.
+const HEALING: &str = "v1.healing.wheelhouse.dev";
+const HEALING_CRD: &str = "widgets.healing.wheelhouse.dev";
+
+/// Deletes the test's APIServices and CRD when the test ends, pass or fail. With kubectl:
+/// a drop cannot wait on the test's own (single-threaded) runtime.
 struct Cleanup;
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        let _ = std::process::Command::new(support::testbin().join("kubectl"))
-            .arg("--kubeconfig")
-            .arg(support::kubeconfig_path())
-            .args(["delete", "apiservice", BROKEN, "--ignore-not-found"])
-            .output();
+        for (kind, name) in [
+            ("apiservice", BROKEN),
+            ("apiservice", HEALING),
+            ("crd", HEALING_CRD),
+        ] {
+            let _ = std::process::Command::new(support::testbin().join("kubectl"))
+                .arg("--kubeconfig")
+                .arg(support::kubeconfig_path())
+                .args(["delete", kind, name, "--ignore-not-found"])
+                .output();
+        }
     }
+}
+
+/// Waits until discovery says whether `group` is stale.
+async fn discovery_stale(client: &Client, group: &str, stale: bool) {
+    let deadline = std::time::Instant::now() + support::PATIENCE;
+    while wheelhouse::render::unavailable_groups(client)
+        .await
+        .unwrap()
+        .iter()
+        .any(|g| g.starts_with(group))
+        != stale
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{group} never became {}",
+            if stale { "stale" } else { "fresh" }
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+/// The engine's count of reconciles woken by the cluster healing.
+fn healed_retries(metrics: &wheelhouse::telemetry::Metrics) -> u64 {
+    metrics
+        .encode()
+        .lines()
+        .find_map(|l| l.strip_prefix("wheelhouse_cluster_healed_retries_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// The Ready condition's message speaks of the HelmRelease's current generation.
@@ -54,7 +92,14 @@ async fn a_dead_aggregated_api_never_stops_shipping_fixes() {
     let client = client().await;
     install_crd(&client).await;
     let ns = TestNamespace::new(&client, "discovery").await;
-    let _engine = start(&client, &ns.name).await;
+    let (config, _cache) = support::engine::config(&ns.name, "discovery-engine");
+    let metrics = config.metrics.clone();
+    let engine = wheelhouse::engine::start(client.clone(), config).expect("engine starts");
+    engine
+        .role()
+        .wait_for(|r| *r == wheelhouse::engine::Role::Leader)
+        .await
+        .unwrap();
     let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
     api.create(
         &PostParams::default(),
@@ -197,5 +242,80 @@ async fn a_dead_aggregated_api_never_stops_shipping_fixes() {
     })
     .await;
     assert!(services.get_opt("web-lb").await.unwrap().is_none());
+
+    // Discovery heals while a release is held up by it: the release is tried again as
+    // soon as the engine sees the group served, not when its backoff runs out. An
+    // APIService whose backend is gone (created before the CRD of its group, so it is not
+    // replaced by the one the API server would register) ...
+    let mut dead: DynamicObject = serde_json::from_value(serde_json::json!({
+        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+        "metadata": {"name": HEALING},
+        "spec": {"group": "healing.wheelhouse.dev", "version": "v1",
+                 "groupPriorityMinimum": 1000, "versionPriority": 15,
+                 "insecureSkipTLSVerify": true,
+                 "service": {"namespace": ns.name, "name": "nowhere", "port": 443}},
+    }))
+    .unwrap();
+    dead.metadata.name = Some(HEALING.into());
+    apiservices(&client)
+        .create(&PostParams::default(), &dead)
+        .await
+        .unwrap();
+    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": HEALING_CRD},
+            "spec": {"group": "healing.wheelhouse.dev", "scope": "Namespaced",
+                     "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                     "versions": [{"name": "v1", "served": true, "storage": true,
+                                   "schema": {"openAPIV3Schema": {"type": "object",
+                                       "x-kubernetes-preserve-unknown-fields": true}}}]},
+        }))
+        .unwrap();
+    Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(client.clone())
+        .create(&PostParams::default(), &crd)
+        .await
+        .unwrap();
+    discovery_stale(&client, "healing.wheelhouse.dev", true).await;
+    // ... holds up a release that needs its group.
+    api.create(
+        &PostParams::default(),
+        &release(
+            "gadget",
+            "needs-broken",
+            serde_json::json!({"values": {"group": "healing.wheelhouse.dev"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let held = wait_for(&api, "gadget", "held up by discovery", |h| {
+        settled(h, "InstallFailed")
+    })
+    .await;
+    let message = held.condition("Ready").unwrap().message.clone();
+    assert!(message.contains("costs no retry"), "{message}");
+    let woken_before = healed_retries(&metrics);
+
+    // The cluster heals: the dead APIService goes, and the API server serves the group
+    // from the CRD (the APIService it registers for a CRD group).
+    let healed = std::time::Instant::now();
+    apiservices(&client)
+        .delete(HEALING, &Default::default())
+        .await
+        .unwrap();
+    wait_for(&api, "gadget", "installed once discovery healed", |h| {
+        settled(h, "InstallSucceeded")
+    })
+    .await;
+    println!(
+        "discovery healed -> release Ready in {:.2} s",
+        healed.elapsed().as_secs_f64()
+    );
+    // Woken by the healing, not by its backoff's clock.
+    assert!(
+        healed_retries(&metrics) > woken_before,
+        "{}",
+        metrics.encode()
+    );
+    engine.shutdown();
     ns.delete().await;
 }

@@ -16,7 +16,7 @@ pub mod plan;
 pub mod status;
 pub mod worker;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -239,6 +239,9 @@ const PUBLISH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 /// How often the API server is probed, and how long it may take to answer.
 const PROBE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How often discovery is looked at while a release is held up by it.
+const DISCOVERY_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How often the API server's liveness is probed: with the 2 s limit, a server that
 /// stops answering shows as disconnected within 3 s (the dashboard promises 5).
 const LIVENESS_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
@@ -355,6 +358,7 @@ impl Dispatcher {
         // A hung API server breaks no watch; an active probe notices it too. It runs on
         // its own task, so a slow answer never holds up events and views.
         let mut probe = liveness_probe(self.ctx.client.clone(), self.stop.clone());
+        tokio::spawn(watch_discovery(self.ctx.clone(), self.stop.clone()));
         let mut leases_expire = tokio::time::interval(LIVENESS_EVERY);
         leases_expire.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (mut watch_failing, mut probe_failing) = (false, false);
@@ -774,6 +778,10 @@ impl Dispatcher {
     /// Tells front ends whether the API server answers (disconnected since the first
     /// failure, connected again once the watch and the probe both succeed).
     fn report_connection(&self, failing: bool, error: Option<String>) {
+        if !failing && matches!(*self.connection.borrow(), Connection::Disconnected { .. }) {
+            // Back: releases the outage held up try again now.
+            self.ctx.healed.send_modify(|n| *n = n.wrapping_add(1));
+        }
         self.connection.send_if_modified(|c| match (failing, &*c) {
             (true, Connection::Connected) => {
                 *c = Connection::Disconnected {
@@ -828,6 +836,45 @@ impl Dispatcher {
     fn publish(&self) {
         self.views
             .send_replace(Arc::new(Views::new(self.shown.clone(), self.listed)));
+    }
+}
+
+/// While a worker is held up by the cluster, looks at discovery every DISCOVERY_EVERY and
+/// wakes those workers when a group it marked stale is served again, or has been gone
+/// from discovery for two looks in a row (its APIService removed: what needed it now
+/// fails on its own merits, not the cluster's).
+async fn watch_discovery(ctx: Arc<Context>, stop: CancellationToken) {
+    let mut stale: BTreeSet<String> = BTreeSet::new();
+    let mut gone: BTreeSet<String> = BTreeSet::new();
+    let mut every = tokio::time::interval(DISCOVERY_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = stop.cancelled() => return,
+            _ = every.tick() => {}
+        }
+        if ctx.healed.receiver_count() == 0 {
+            continue;
+        }
+        let Ok(Ok((now_stale, served))) =
+            tokio::time::timeout(PROBE_EVERY, crate::render::discovery_state(&ctx.client)).await
+        else {
+            continue;
+        };
+        let now_stale: BTreeSet<String> = now_stale.into_iter().collect();
+        let served: BTreeSet<String> = served.into_iter().collect();
+        let healed =
+            stale.iter().any(|g| served.contains(g)) || gone.iter().any(|g| !now_stale.contains(g));
+        if healed {
+            tracing::info!(stale = ?now_stale, "discovery healed: releases held up by it try again");
+            ctx.healed.send_modify(|n| *n = n.wrapping_add(1));
+        }
+        gone = stale
+            .iter()
+            .filter(|g| !now_stale.contains(*g) && !served.contains(*g))
+            .cloned()
+            .collect();
+        stale = now_stale;
     }
 }
 

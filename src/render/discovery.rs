@@ -19,6 +19,16 @@ const AGGREGATED: &str =
 /// whose backend is down); empty when discovery is complete. A server without aggregated
 /// discovery (before Kubernetes 1.26) cannot say, and reads as complete.
 pub async fn unavailable_groups(client: &Client) -> Result<Vec<String>, Error> {
+    Ok(discovery_document(client).await?.0)
+}
+
+/// Discovery as one document tells it: the `group/version`s marked stale, and those
+/// served (fresh).
+pub async fn discovery_state(client: &Client) -> Result<(Vec<String>, Vec<String>), Error> {
+    discovery_document(client).await
+}
+
+async fn discovery_document(client: &Client) -> Result<(Vec<String>, Vec<String>), Error> {
     let request = hyper::Request::get("/apis")
         .header(hyper::header::ACCEPT, AGGREGATED)
         .body(Vec::new())
@@ -29,7 +39,7 @@ pub async fn unavailable_groups(client: &Client) -> Result<Vec<String>, Error> {
         .map_err(|e| Error::Discovery(crate::apply::api_message(&e)))?;
     let document: Value =
         serde_json::from_str(&text).map_err(|e| Error::Discovery(e.to_string()))?;
-    Ok(stale_groups(&document))
+    Ok((stale_groups(&document), fresh_groups(&document)))
 }
 
 /// The APIService that serves `group_version` (`v1beta1.metrics.k8s.io` for
@@ -43,19 +53,28 @@ pub fn apiservice_of(group_version: &str) -> String {
 
 /// `group/version` of every version the aggregated document marks stale.
 fn stale_groups(document: &Value) -> Vec<String> {
-    let mut stale = Vec::new();
+    versions_where(document, |v| v["freshness"] == "Stale")
+}
+
+/// `group/version` of every version served now (not stale).
+fn fresh_groups(document: &Value) -> Vec<String> {
+    versions_where(document, |v| v["freshness"] != "Stale")
+}
+
+fn versions_where(document: &Value, keep: impl Fn(&Value) -> bool) -> Vec<String> {
+    let mut found = Vec::new();
     for group in document["items"].as_array().into_iter().flatten() {
         let name = group["metadata"]["name"].as_str().unwrap_or_default();
         for version in group["versions"].as_array().into_iter().flatten() {
-            if version["freshness"] == "Stale" {
-                stale.push(format!(
+            if keep(version) {
+                found.push(format!(
                     "{name}/{}",
                     version["version"].as_str().unwrap_or_default()
                 ));
             }
         }
     }
-    stale
+    found
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use thiserror::Error;
 
 use crate::release::{Hook, Status};
 
-pub use discovery::{apiservice_of, unavailable_groups};
+pub use discovery::{apiservice_of, discovery_state, unavailable_groups};
 
 /// Said in a render error when the chart needs an API group discovery cannot serve.
 pub const NEEDS_UNAVAILABLE_GROUP: &str =

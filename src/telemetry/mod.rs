@@ -105,6 +105,8 @@ pub struct Metrics {
     pub queue_depth: Gauge,
     /// Reconciles running (a worker between start and end of one reconcile).
     pub in_flight: Gauge,
+    /// Reconciles held up by the cluster, started again because it healed.
+    pub healed_retries: Counter,
 }
 
 impl Default for Metrics {
@@ -173,8 +175,15 @@ impl Metrics {
             "Reconciles running now",
             in_flight.clone(),
         );
+        let healed_retries = Counter::default();
+        registry.register(
+            "wheelhouse_cluster_healed_retries",
+            "Reconciles held up by the cluster (discovery, the API server) tried again at once when it healed, before their backoff ran out",
+            healed_retries.clone(),
+        );
         Self {
             registry: Arc::new(registry),
+            healed_retries,
             reconcile_duration,
             reconciles,
             wait_duration,

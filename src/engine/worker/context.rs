@@ -28,6 +28,9 @@ pub struct Context {
     pub recorder: Recorder,
     /// This engine's identity, in a form valid as a label value.
     pub identity_label: String,
+    /// Bumped when the cluster heals (discovery whole again, the API server answering
+    /// again): workers held up by it try again at once.
+    pub healed: watch::Sender<u64>,
     /// This engine and its Lease, as release statuses name it (`acting`, `letGo`).
     pub engine: crate::api::EngineRef,
     pub live: watch::Sender<LiveMap>,
@@ -66,6 +69,7 @@ impl Context {
             renderer,
             recorder,
             identity_label: label_value(identity),
+            healed: watch::channel(0).0,
             engine: crate::api::EngineRef {
                 identity: identity.to_owned(),
                 lease: String::new(),

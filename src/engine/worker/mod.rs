@@ -72,6 +72,8 @@ pub struct Inbox {
     /// This engine's previous worker of the release, ended when cancelled: the new one
     /// starts after it (its step finishes first).
     pub predecessor: Option<CancellationToken>,
+    /// The last reconcile was held up by the cluster (see `Requeue::Blocked`).
+    blocked: bool,
 }
 
 impl Inbox {
@@ -87,6 +89,7 @@ impl Inbox {
             failing: 0,
             handover: false,
             predecessor: None,
+            blocked: false,
         }
     }
 }
@@ -111,9 +114,16 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
         return;
     }
     loop {
+        // Subscribed only while held up by the cluster: the engine looks for healing only
+        // while someone waits for it.
+        let mut healed = inbox.blocked.then(|| ctx.healed.subscribe());
         tokio::select! {
             () = stop.cancelled() => break,
             () = tokio::time::sleep_until(next_run) => {}
+            Some(Ok(())) = async { Some(healed.as_mut()?.changed().await) } => {
+                tracing::info!(release = %key, "the cluster healed: trying again now");
+                ctx.metrics.healed_retries.inc();
+            }
             msg = inbox.rx.recv() => {
                 match msg {
                     None => break,
@@ -277,9 +287,17 @@ async fn reconcile_once(
                 message,
             )
             .await;
-            (Requeue::Failed, ReconcileResult::Error)
+            // The API server or discovery failing is the cluster's: looked at again as
+            // soon as it heals.
+            let requeue = if e.cluster_cause().is_some() {
+                Requeue::Blocked
+            } else {
+                Requeue::Failed
+            };
+            (requeue, ReconcileResult::Error)
         }
     };
+    run.inbox.blocked = matches!(requeue, Requeue::Blocked);
     run.inbox.last_status = Some(run.status.clone());
     let interval = hr.spec.interval.as_std();
     let after = match requeue {
@@ -287,7 +305,7 @@ async fn reconcile_once(
             run.inbox.failing = 0;
             d
         }
-        Requeue::Failed => {
+        Requeue::Failed | Requeue::Blocked => {
             run.inbox.failing = run.inbox.failing.saturating_add(1);
             backoff(run.inbox.failing, interval)
         }
@@ -301,6 +319,9 @@ enum Requeue {
     After(Duration),
     /// It failed: again after an exponential backoff.
     Failed,
+    /// The cluster failed it (discovery, the API server): again after a backoff, or as
+    /// soon as the engine sees the cluster heal, whichever comes first.
+    Blocked,
 }
 
 /// The delay before retry number `failing` (1 = the first): 5 s doubling, capped at the

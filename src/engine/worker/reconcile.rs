@@ -225,7 +225,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         run.write_status().await;
         // The cluster's failure: no retry used, no remediation; again after a backoff.
         if matches!(outcome, Outcome::Blocked { .. }) {
-            return Ok(Requeue::Failed);
+            return Ok(Requeue::Blocked);
         }
         // An install or upgrade that failed before storing a revision (render error,
         // `required`/`fail`, a refused object, too large) has nothing to remediate: it is
