@@ -500,5 +500,18 @@ async fn a_running_hook_is_shown_in_status() {
     assert_eq!(wait.revision, 2);
     let window = wait.deadline.0.duration_since(wait.started_at.0);
     assert_eq!(window.as_secs(), 30, "the hook's timeout");
+
+    // Deleted while the hook runs: the hook is not interrupted, and status says what the
+    // deletion waits for; the uninstall follows once the hook ended.
+    api.delete("web", &Default::default()).await.unwrap();
+    eng::wait_for(&api, "web", "the deletion told it waits for the hook", |h| {
+        h.condition("Reconciling").is_some_and(|c| {
+            c.message.contains(
+                "deletion requested: waiting for the running hook Job/web-migrate (post-upgrade hook) to finish",
+            )
+        })
+    })
+    .await;
+    eng::delete_and_await_uninstall(&client, &ns.name, "web").await;
     ns.delete().await;
 }

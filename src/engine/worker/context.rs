@@ -9,12 +9,12 @@ use kube::{Api, Client, Resource};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::Inbox;
+use super::{Inbox, Msg};
 use crate::api::{HelmRelease, HelmReleaseStatus};
 use crate::apply::Applier;
 use crate::engine::actions::Note;
-use crate::engine::handle::{LiveMap, LiveState, Phase, ReleaseKey, WaitView};
-use crate::engine::status;
+use crate::engine::handle::{Command, LiveMap, LiveState, Phase, ReleaseKey, WaitView};
+use crate::engine::status::{self, Truth, condition, reason};
 use crate::release::Storage;
 use crate::render::Renderer;
 use crate::source::ChartSource;
@@ -171,7 +171,7 @@ impl Run<'_> {
     /// live state (kind/name, event, elapsed, time left), so a long migration Job is
     /// visible. Hooks are never interrupted.
     pub(crate) async fn run_hooks(
-        &self,
+        &mut self,
         hooks: &mut [crate::release::Hook],
         revision: i32,
         event: &str,
@@ -179,11 +179,13 @@ impl Run<'_> {
         timeout: Duration,
     ) -> Result<(), crate::apply::Error> {
         let (tx, mut rx) = watch::channel(None);
-        let run = self
-            .ctx
+        let ctx = self.ctx;
+        let run = ctx
             .applier
             .run_hooks_reporting(hooks, event, namespace, timeout, Some(&tx));
         tokio::pin!(run);
+        let mut running = None;
+        let mut inbox_open = true;
         loop {
             tokio::select! {
                 result = &mut run => {
@@ -191,9 +193,29 @@ impl Run<'_> {
                     return result;
                 }
                 Ok(()) = rx.changed() => {
-                    let running = rx.borrow_and_update().clone();
-                    self.show_hook(revision, running).await;
+                    running = rx.borrow_and_update().clone();
+                    self.show_hook(revision, running.clone()).await;
                 }
+                // Read while the hook runs, so a deletion is told what it waits for;
+                // whatever else arrives is kept for after the step.
+                msg = self.inbox.rx.recv(), if inbox_open => match msg {
+                    Some(Msg::Updated(hr)) => {
+                        let deleting = hr.metadata.deletion_timestamp.is_some()
+                            && self.inbox.newest.metadata.deletion_timestamp.is_none();
+                        self.inbox.newest = hr;
+                        if deleting {
+                            self.show_hook(revision, running.clone()).await;
+                        }
+                    }
+                    Some(Msg::Deleted) => self.inbox.deleted = true,
+                    Some(Msg::Command(command)) => {
+                        // No wait runs: a cancel's echo through the watch is ignored.
+                        if let (Command::CancelWait(_), t) = *command {
+                            self.inbox.handled_cancel = Some(t);
+                        }
+                    }
+                    None => inbox_open = false,
+                },
             }
         }
     }
@@ -224,6 +246,21 @@ impl Run<'_> {
             total: 1,
             hook: Some(format!("{} ({} hook)", h.object, h.event)),
         });
+        if let Some(hook) = shown.wait.as_ref().and_then(|w| w.hook.clone())
+            && self.inbox.newest.metadata.deletion_timestamp.is_some()
+        {
+            // Hooks are never interrupted: say what the deletion waits for.
+            status::set(
+                &mut shown,
+                condition::RECONCILING,
+                Truth::True,
+                reason::PROGRESSING,
+                format!(
+                    "deletion requested: waiting for the running hook {hook} to finish (a hook is never interrupted); then the release is uninstalled"
+                ),
+                self.hr.metadata.generation,
+            );
+        }
         for c in &mut shown.conditions {
             c.message = self.masker.mask(&c.message);
         }

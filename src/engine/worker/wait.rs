@@ -188,6 +188,18 @@ impl Run<'_> {
         let mut last_generation = self.hr.metadata.generation;
 
         let mut interrupted = Interrupted::default();
+        // What arrived while a hook ran before this wait (hooks read the inbox too).
+        if self.inbox.deleted || self.inbox.newest.metadata.deletion_timestamp.is_some() {
+            interrupted.abandoned =
+                Some("health check canceled: the HelmRelease is being deleted".into());
+            token.cancel();
+        } else if supersede && self.inbox.newest.metadata.generation != last_generation {
+            last_generation = self.inbox.newest.metadata.generation;
+            again = Some((
+                format!("generation {}", last_generation.unwrap_or_default()),
+                Instant::now(),
+            ));
+        }
         let outcome = loop {
             // Start a pending check when none runs.
             if check.is_none()
