@@ -76,7 +76,7 @@ fn healed_retries(metrics: &wheelhouse::telemetry::Metrics) -> u64 {
     metrics
         .encode()
         .lines()
-        .find_map(|l| l.strip_prefix("wheelhouse_cluster_healed_retries_total "))
+        .find_map(|l| l.strip_prefix("wheelhouse_cause_retries_total{cause=\"cluster_healed\"} "))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
 }

@@ -325,6 +325,55 @@ async fn depends_on_holds_a_release_until_its_dependency_is_ready() {
     ns.delete().await;
 }
 
+/// Issue #17 (causes, not clocks): a release that failed for want of its valuesFrom
+/// ConfigMap installs as soon as the ConfigMap appears, without a request, long before
+/// its 10 m interval and without waiting out its backoff.
+#[tokio::test]
+async fn a_missing_values_source_is_picked_up_as_soon_as_it_appears() {
+    let (client, ns, api) = setup("eng-lateval").await;
+    let (config, _cache) = eng::config(&ns.name, "late-values-engine");
+    let metrics = config.metrics.clone();
+    let engine = wheelhouse::engine::start(client.clone(), config).expect("engine starts");
+    engine
+        .role()
+        .wait_for(|r| *r == wheelhouse::engine::Role::Leader)
+        .await
+        .unwrap();
+    api.create(
+        &PostParams::default(),
+        &webapp(
+            "web",
+            serde_json::json!({"interval": "10m", "valuesFrom": [{"kind": "ConfigMap", "name": "late-values"}]}),
+        ),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "InitFailed", |h| {
+        is(h, "Ready", "False", "InitFailed")
+    })
+    .await;
+    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "late-values"}, "data": {"values.yaml": "message: late\n"}
+    }))
+    .unwrap();
+    Api::<ConfigMap>::namespaced(client.clone(), &ns.name)
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    wait_for(&api, "web", "installed once the ConfigMap appeared", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    // Started by the ConfigMap's appearing, not by a clock.
+    let metrics = metrics.encode();
+    assert!(
+        metrics.contains("wheelhouse_cause_retries_total{cause=\"values_source\"} 1"),
+        "{metrics}"
+    );
+    engine.shutdown();
+    ns.delete().await;
+}
+
 #[tokio::test]
 async fn missing_values_source_gives_a_clear_condition_and_applies_nothing() {
     let (client, ns, api) = setup("eng-badvalues").await;

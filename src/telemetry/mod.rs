@@ -49,6 +49,29 @@ struct ReasonLabels {
     reason: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CauseLabels {
+    cause: String,
+}
+
+/// What started a reconcile at once, before its backoff or interval ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryCause {
+    /// The cluster healed: discovery whole again, the API server answering again.
+    ClusterHealed,
+    /// A valuesFrom source the release lacked appeared (or changed).
+    ValuesSource,
+}
+
+impl RetryCause {
+    fn label(self) -> &'static str {
+        match self {
+            Self::ClusterHealed => "cluster_healed",
+            Self::ValuesSource => "values_source",
+        }
+    }
+}
+
 /// How a reconcile ended, for `controller_runtime_reconcile_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReconcileResult {
@@ -105,8 +128,7 @@ pub struct Metrics {
     pub queue_depth: Gauge,
     /// Reconciles running (a worker between start and end of one reconcile).
     pub in_flight: Gauge,
-    /// Reconciles held up by the cluster, started again because it healed.
-    pub healed_retries: Counter,
+    cause_retries: Family<CauseLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -175,15 +197,15 @@ impl Metrics {
             "Reconciles running now",
             in_flight.clone(),
         );
-        let healed_retries = Counter::default();
+        let cause_retries = Family::<CauseLabels, Counter>::default();
         registry.register(
-            "wheelhouse_cluster_healed_retries",
-            "Reconciles held up by the cluster (discovery, the API server) tried again at once when it healed, before their backoff ran out",
-            healed_retries.clone(),
+            "wheelhouse_cause_retries",
+            "Failed reconciles tried again at once because their cause cleared (cluster_healed, values_source), before their backoff ran out",
+            cause_retries.clone(),
         );
         Self {
             registry: Arc::new(registry),
-            healed_retries,
+            cause_retries,
             reconcile_duration,
             reconciles,
             wait_duration,
@@ -232,6 +254,14 @@ impl Metrics {
         self.fail_fast
             .get_or_create(&ReasonLabels {
                 reason: reason.into(),
+            })
+            .inc();
+    }
+
+    pub fn retried_on_cause(&self, cause: RetryCause) {
+        self.cause_retries
+            .get_or_create(&CauseLabels {
+                cause: cause.label().into(),
             })
             .inc();
     }

@@ -33,6 +33,8 @@ pub enum Error {
         name: String,
         key: Option<String>,
         index: usize,
+        /// The object's resourceVersion when it exists (its key is what is missing).
+        resource_version: Option<String>,
     },
 
     #[error(
@@ -164,6 +166,29 @@ pub struct ComposedValues {
     pub secrets: Masker,
 }
 
+/// The first `valuesFrom` source that stops the values from composing, as it is now (its
+/// resourceVersion when the object exists and only its key is missing): what a failed
+/// release waits for to appear.
+pub async fn missing_source(client: &kube::Client, hr: &HelmRelease) -> Option<ValuesSourceRef> {
+    match compose(client, hr).await {
+        Err(Error::MissingSource {
+            kind,
+            name,
+            index,
+            resource_version,
+            ..
+        }) => Some(ValuesSourceRef {
+            kind,
+            name,
+            key: hr.spec.values_from.get(index)?.values_key.clone(),
+            resource_version,
+            optional: false,
+            found: false,
+        }),
+        _ => None,
+    }
+}
+
 /// Reads every `valuesFrom` source from the HelmRelease's namespace and merges them, then
 /// the inline values. Fails as a whole: partial values are never returned.
 pub async fn compose(client: &kube::Client, hr: &HelmRelease) -> Result<ComposedValues, Error> {
@@ -191,8 +216,11 @@ pub async fn compose(client: &kube::Client, hr: &HelmRelease) -> Result<Composed
                 kind: reference.kind,
                 namespace,
                 name: reference.name.clone(),
-                key: resource_version.map(|_| reference.values_key.clone()),
+                key: resource_version
+                    .as_ref()
+                    .map(|_| reference.values_key.clone()),
                 index,
+                resource_version,
             });
         };
         let added = apply_source(&mut values, &namespace, reference, index, data)?;
@@ -621,6 +649,7 @@ mod tests {
             name: "base-values".into(),
             key: None,
             index: 0,
+            resource_version: None,
         };
         assert_eq!(
             err.to_string(),
@@ -632,6 +661,7 @@ mod tests {
             name: "creds".into(),
             key: Some("values.yaml".into()),
             index: 2,
+            resource_version: None,
         };
         assert_eq!(
             err.to_string(),

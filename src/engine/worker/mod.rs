@@ -74,6 +74,9 @@ pub struct Inbox {
     pub predecessor: Option<CancellationToken>,
     /// The last reconcile was held up by the cluster (see `Requeue::Blocked`).
     blocked: bool,
+    /// The valuesFrom source the last reconcile could not find: its appearing (or
+    /// changing) starts the next one at once.
+    pub(super) missing: Option<crate::values::ValuesSourceRef>,
 }
 
 impl Inbox {
@@ -90,6 +93,7 @@ impl Inbox {
             handover: false,
             predecessor: None,
             blocked: false,
+            missing: None,
         }
     }
 }
@@ -117,12 +121,19 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
         // Subscribed only while held up by the cluster: the engine looks for healing only
         // while someone waits for it.
         let mut healed = inbox.blocked.then(|| ctx.healed.subscribe());
+        let mut appeared = inbox.missing.as_ref().map(|src| {
+            triggers::values_source_events(&ctx, &inbox.newest, std::slice::from_ref(src))
+        });
         tokio::select! {
             () = stop.cancelled() => break,
             () = tokio::time::sleep_until(next_run) => {}
             Some(Ok(())) = async { Some(healed.as_mut()?.changed().await) } => {
                 tracing::info!(release = %key, "the cluster healed: trying again now");
-                ctx.metrics.healed_retries.inc();
+                ctx.metrics.retried_on_cause(crate::telemetry::RetryCause::ClusterHealed);
+            }
+            Some(Some(changed)) = async { Some(futures::StreamExt::next(appeared.as_mut()?).await) } => {
+                tracing::info!(release = %key, "{changed}: trying again now");
+                ctx.metrics.retried_on_cause(crate::telemetry::RetryCause::ValuesSource);
             }
             msg = inbox.rx.recv() => {
                 match msg {

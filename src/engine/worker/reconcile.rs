@@ -96,9 +96,14 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         }
         None => (prepare(run.ctx, &hr).await, None),
     };
+    run.inbox.missing = None;
     let prepared = match prepared {
         Ok(p) => p,
         Err((reason, message)) => {
+            if reason == reason::INIT_FAILED {
+                // Looked at again as soon as the source it lacks appears.
+                run.inbox.missing = crate::values::missing_source(&run.ctx.client, &hr).await;
+            }
             status::set(
                 &mut run.status,
                 condition::READY,
