@@ -92,14 +92,8 @@ async fn a_dead_aggregated_api_never_stops_shipping_fixes() {
     let client = client().await;
     install_crd(&client).await;
     let ns = TestNamespace::new(&client, "discovery").await;
-    let (config, _cache) = support::engine::config(&ns.name, "discovery-engine");
-    let metrics = config.metrics.clone();
-    let engine = wheelhouse::engine::start(client.clone(), config).expect("engine starts");
-    engine
-        .role()
-        .wait_for(|r| *r == wheelhouse::engine::Role::Leader)
-        .await
-        .unwrap();
+    let (engine, metrics) =
+        support::engine::start_with_metrics(&client, &ns.name, "discovery-engine").await;
     let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
     api.create(
         &PostParams::default(),
@@ -316,6 +310,6 @@ async fn a_dead_aggregated_api_never_stops_shipping_fixes() {
         "{}",
         metrics.encode()
     );
-    engine.shutdown();
+    drop(engine);
     ns.delete().await;
 }

@@ -331,14 +331,8 @@ async fn depends_on_holds_a_release_until_its_dependency_is_ready() {
 #[tokio::test]
 async fn a_missing_values_source_is_picked_up_as_soon_as_it_appears() {
     let (client, ns, api) = setup("eng-lateval").await;
-    let (config, _cache) = eng::config(&ns.name, "late-values-engine");
-    let metrics = config.metrics.clone();
-    let engine = wheelhouse::engine::start(client.clone(), config).expect("engine starts");
-    engine
-        .role()
-        .wait_for(|r| *r == wheelhouse::engine::Role::Leader)
-        .await
-        .unwrap();
+    let (engine, metrics) =
+        support::engine::start_with_metrics(&client, &ns.name, "late-values-engine").await;
     api.create(
         &PostParams::default(),
         &webapp(
@@ -370,7 +364,7 @@ async fn a_missing_values_source_is_picked_up_as_soon_as_it_appears() {
         metrics.contains("wheelhouse_cause_retries_total{cause=\"values_source\"} 1"),
         "{metrics}"
     );
-    engine.shutdown();
+    drop(engine);
     ns.delete().await;
 }
 

@@ -193,48 +193,7 @@ async fn a_wait_left_by_a_terminated_engine_is_resumed_not_failed() {
     assert_eq!(helm_history(&ns.name, "web")[1].1, "pending-upgrade");
 
     let _controller = Controller::start(&ns.name);
-    // The positive sign that the new engine handled it: its WaitResumed Event.
-    let deadline = tokio::time::Instant::now() + support::PATIENCE;
-    let resumed = loop {
-        let events = eng::events_of(&client, &ns.name, "web").await;
-        if let Some(e) = events.iter().find(|e| e.starts_with("WaitResumed")) {
-            break e.clone();
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "never resumed: {events:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    assert!(resumed.contains("revision 2"), "{resumed}");
-    let hr = waiting_on(&api, "web", 2).await;
-    let wait = hr.status.unwrap().wait.unwrap();
-    assert_eq!(
-        (wait.started_at, wait.deadline),
-        (began.started_at, began.deadline),
-        "the resumed wait keeps the window it began with"
-    );
-    assert_eq!(helm_history(&ns.name, "web")[1].1, "pending-upgrade");
-
-    // The pods become ready late: the resumed wait sees it, revision 2 is deployed.
-    let _recovering = eng::recover_pods(&client, &ns.name);
-    wait_for(&api, "web", "revision 2 deployed", |h| {
-        is(h, "Ready", "True", "UpgradeSucceeded")
-    })
-    .await;
-    let history = helm_history(&ns.name, "web");
-    let shown: Vec<_> = history
-        .iter()
-        .map(|(r, s, d)| format!("{r} {s} {d}"))
-        .collect();
-    assert_eq!(
-        shown,
-        [
-            "1 superseded Install complete",
-            "2 deployed Upgrade complete"
-        ],
-        "no failed revision, none added"
-    );
+    eng::assert_wait_resumed_then_deployed(&client, &api, &ns.name, &began).await;
     ns.delete().await;
 }
 

@@ -54,6 +54,84 @@ pub async fn start(client: &Client, ns: &str) -> TestEngine {
     }
 }
 
+/// After an engine stopped during revision 2's wait (see `waiting_on`), the desired state
+/// unchanged: the engine now leading resumes that wait (its WaitResumed Event is the
+/// sign) in the window it began with (`began`), and once the pods recover, revision 2 is
+/// deployed with no revision failed or added.
+pub async fn assert_wait_resumed_then_deployed(
+    client: &Client,
+    api: &Api<HelmRelease>,
+    ns: &str,
+    began: &wheelhouse::api::WaitStatus,
+) {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let events = events_of(client, ns, "web").await;
+        if events
+            .iter()
+            .any(|e| e.starts_with("WaitResumed") && e.contains("revision 2"))
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never resumed: {events:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let hr = waiting_on(api, "web", 2).await;
+    let wait = hr.status.unwrap().wait.unwrap();
+    assert_eq!(
+        (wait.started_at, wait.deadline),
+        (began.started_at.clone(), began.deadline.clone()),
+        "the resumed wait keeps the window it began with"
+    );
+    assert_eq!(helm_history(ns, "web")[1].1, "pending-upgrade");
+
+    // The pods become ready late: the resumed wait sees it, revision 2 is deployed.
+    let _recovering = recover_pods(client, ns);
+    wait_for(api, "web", "revision 2 deployed", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+    })
+    .await;
+    let shown: Vec<_> = helm_history(ns, "web")
+        .iter()
+        .map(|(r, s, d)| format!("{r} {s} {d}"))
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            "1 superseded Install complete",
+            "2 deployed Upgrade complete"
+        ],
+        "no failed revision, none added"
+    );
+}
+
+/// Starts an engine for `ns` under `identity` and waits until it leads; its metrics are
+/// kept to read what it counted.
+pub async fn start_with_metrics(
+    client: &Client,
+    ns: &str,
+    identity: &str,
+) -> (TestEngine, wheelhouse::telemetry::Metrics) {
+    let (config, cache) = config(ns, identity);
+    let metrics = config.metrics.clone();
+    let handle = engine::start(client.clone(), config).expect("engine starts");
+    let mut role = handle.role();
+    tokio::time::timeout(PATIENCE, role.wait_for(|r| *r == Role::Leader))
+        .await
+        .expect("engine took the lease")
+        .unwrap();
+    (
+        TestEngine {
+            handle,
+            _cache: cache,
+        },
+        metrics,
+    )
+}
+
 pub fn chart(name: &str) -> String {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/charts")
