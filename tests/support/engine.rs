@@ -41,17 +41,9 @@ pub fn config(ns: &str, identity: &str) -> (EngineConfig, tempfile::TempDir) {
 
 /// Starts an engine for `ns` and waits until it holds the lease.
 pub async fn start(client: &Client, ns: &str) -> TestEngine {
-    let (config, cache) = config(ns, &format!("test-engine-{ns}"));
-    let handle = engine::start(client.clone(), config).expect("engine starts");
-    let mut role = handle.role();
-    tokio::time::timeout(PATIENCE, role.wait_for(|r| *r == Role::Leader))
+    start_with_metrics(client, ns, &format!("test-engine-{ns}"))
         .await
-        .expect("engine took the lease")
-        .unwrap();
-    TestEngine {
-        handle,
-        _cache: cache,
-    }
+        .0
 }
 
 /// After an engine stopped during revision 2's wait (see `waiting_on`), the desired state
