@@ -861,6 +861,9 @@ async fn watch_discovery(ctx: Arc<Context>, stop: CancellationToken) {
         else {
             continue;
         };
+        // Groups a reconcile saw stale count as stale before this look: a release held
+        // up at render may see its group heal before the watcher first looked.
+        stale.append(&mut ctx.stale_seen.lock().unwrap_or_else(|e| e.into_inner()));
         let now_stale: BTreeSet<String> = now_stale.into_iter().collect();
         let served: BTreeSet<String> = served.into_iter().collect();
         let healed =

@@ -56,7 +56,7 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
         .as_ref()
         .is_some_and(|u| u.take_ownership);
     let elsewhere = run.elsewhere.clone();
-    let unavailable = crate::render::unavailable_groups(&run.ctx.client).await?;
+    let unavailable = run.ctx.unavailable_groups().await?;
     let owner = Owner::new(&release_name, &ns)
         .previous(Some(&current.manifest))
         .take_ownership(take_ownership)

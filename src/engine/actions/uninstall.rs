@@ -39,7 +39,7 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
     .await?
     .unwrap_or_default();
     // Objects of an API group discovery cannot serve now can be neither read nor deleted.
-    let unavailable = crate::render::unavailable_groups(&run.ctx.client).await?;
+    let unavailable = run.ctx.unavailable_groups().await?;
     let mut rel = latest.clone();
     set_status(
         &mut rel,

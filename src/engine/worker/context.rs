@@ -31,6 +31,9 @@ pub struct Context {
     /// Bumped when the cluster heals (discovery whole again, the API server answering
     /// again): workers held up by it try again at once.
     pub healed: watch::Sender<u64>,
+    /// Every `group/version` a reconcile saw stale in discovery, for the watcher that
+    /// tells when it heals: it may heal before that watcher's first look.
+    pub stale_seen: Mutex<std::collections::BTreeSet<String>>,
     /// This engine and its Lease, as release statuses name it (`acting`, `letGo`).
     pub engine: crate::api::EngineRef,
     pub live: watch::Sender<LiveMap>,
@@ -70,6 +73,7 @@ impl Context {
             recorder,
             identity_label: label_value(identity),
             healed: watch::channel(0).0,
+            stale_seen: Mutex::default(),
             engine: crate::api::EngineRef {
                 identity: identity.to_owned(),
                 lease: String::new(),
@@ -81,6 +85,19 @@ impl Context {
             loads: tokio::sync::Semaphore::new(4),
             starts: Arc::new(tokio::sync::Semaphore::new(STARTS)),
         }
+    }
+}
+
+impl Context {
+    /// The `group/version`s discovery cannot serve now (see
+    /// [`crate::render::unavailable_groups`]), remembered for the healing watcher.
+    pub async fn unavailable_groups(&self) -> Result<Vec<String>, crate::render::Error> {
+        let unavailable = crate::render::unavailable_groups(&self.client).await?;
+        if !unavailable.is_empty() {
+            let mut seen = self.stale_seen.lock().unwrap_or_else(|e| e.into_inner());
+            seen.extend(unavailable.iter().cloned());
+        }
+        Ok(unavailable)
     }
 }
 

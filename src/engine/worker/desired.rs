@@ -134,7 +134,7 @@ pub async fn render(
 ) -> crate::Result<Rendered> {
     // Rendered as helm renders on an incomplete discovery (without the missing groups);
     // what is missing travels with the render, so nothing is pruned on its account.
-    let unavailable = crate::render::unavailable_groups(&ctx.client).await?;
+    let unavailable = ctx.unavailable_groups().await?;
     let rendered = ctx
         .renderer
         .render(RenderRequest {
