@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::{DynamicObject, PostParams};
 use kube::core::GroupVersionKind;
 use kube::{Api, Client};
-use support::engine::{annotate, events_of, helm, release, set_values, wait_for};
+use support::engine::{annotate, cause_retries, events_of, helm, release, set_values, wait_for};
 use support::{TestNamespace, client, install_crd};
 use wheelhouse::api::HelmRelease;
 
@@ -72,15 +72,6 @@ async fn discovery_stale(client: &Client, group: &str, stale: bool) {
 }
 
 /// The engine's count of reconciles woken by the cluster healing.
-fn healed_retries(metrics: &wheelhouse::telemetry::Metrics) -> u64 {
-    metrics
-        .encode()
-        .lines()
-        .find_map(|l| l.strip_prefix("wheelhouse_cause_retries_total{cause=\"cluster_healed\"} "))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// The Ready condition's message speaks of the HelmRelease's current generation.
 fn settled(h: &HelmRelease, reason: &str) -> bool {
     h.condition("Ready")
@@ -287,7 +278,7 @@ async fn a_dead_aggregated_api_never_stops_shipping_fixes() {
     .await;
     let message = held.condition("Ready").unwrap().message.clone();
     assert!(message.contains("costs no retry"), "{message}");
-    let woken_before = healed_retries(&metrics);
+    let woken_before = cause_retries(&metrics, "cluster_healed");
 
     // The cluster heals: the dead APIService goes, and the API server serves the group
     // from the CRD (the APIService it registers for a CRD group).
@@ -306,7 +297,7 @@ async fn a_dead_aggregated_api_never_stops_shipping_fixes() {
     );
     // Woken by the healing, not by its backoff's clock.
     assert!(
-        healed_retries(&metrics) > woken_before,
+        cause_retries(&metrics, "cluster_healed") > woken_before,
         "{}",
         metrics.encode()
     );

@@ -359,10 +359,11 @@ async fn a_missing_values_source_is_picked_up_as_soon_as_it_appears() {
     })
     .await;
     // Started by the ConfigMap's appearing, not by a clock.
-    let metrics = metrics.encode();
-    assert!(
-        metrics.contains("wheelhouse_cause_retries_total{cause=\"values_source\"} 1"),
-        "{metrics}"
+    assert_eq!(
+        support::engine::cause_retries(&metrics, "values_source"),
+        1,
+        "{}",
+        metrics.encode()
     );
     drop(engine);
     ns.delete().await;

@@ -297,6 +297,57 @@ async fn a_helmrelease_stored_elsewhere_never_takes_or_deletes_a_helm_cli_releas
     target.delete().await;
 }
 
+/// The conflict clears on its cause, not on a clock: with a 10 minute interval, the
+/// HelmRelease installs within seconds of `helm uninstall` of the release it deferred to,
+/// started by that record's change (per the metric), not by its interval.
+#[tokio::test]
+async fn a_release_conflict_clears_as_soon_as_the_other_release_is_uninstalled() {
+    let (client, ns, api) = setup("id-clear").await;
+    let target = support::TestNamespace::new(&client, "id-t").await;
+    let (_engine, metrics) =
+        support::engine::start_with_metrics(&client, &ns.name, "test-engine-id-clear").await;
+    helm(&target.name, &["install", "x", &chart("shared")]);
+    api.create(
+        &PostParams::default(),
+        &shared(
+            "x",
+            serde_json::json!({"releaseName": "x", "targetNamespace": target.name,
+                               "interval": "10m", "values": {"value": "mine"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "x", "ReleaseConflict", |h| {
+        is(h, "Ready", "False", "ReleaseConflict")
+    })
+    .await;
+    let before = support::engine::cause_retries(&metrics, "release_record");
+
+    let uninstalled = Instant::now();
+    helm(&target.name, &["uninstall", "x"]);
+    wait_for(&api, "x", "installed once the other release went", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    println!(
+        "conflicting release uninstalled -> Ready in {:.2} s",
+        uninstalled.elapsed().as_secs_f64()
+    );
+    assert!(
+        support::engine::cause_retries(&metrics, "release_record") > before,
+        "{}",
+        metrics.encode()
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &target.name);
+    assert_eq!(
+        cms.get("x-config").await.unwrap().data.unwrap()["value"],
+        "mine",
+        "its own values applied"
+    );
+    ns.delete().await;
+    target.delete().await;
+}
+
 /// The same between two HelmReleases in two namespaces with the same target and release
 /// name: the second is refused naming the first, and deleting it deletes nothing of the
 /// first; deleting the first then uninstalls its objects (the check is not blanket).

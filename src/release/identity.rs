@@ -6,9 +6,11 @@
 
 use std::collections::BTreeMap;
 
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::api::ListParams;
+use kube::api::{ListParams, WatchEvent, WatchParams};
 
 use super::storage::{OWNER, Storage};
 use super::{Error, Release, Status};
@@ -44,6 +46,59 @@ impl Elsewhere {
     }
 }
 
+/// What [`stored_elsewhere`] found, and where it looked.
+#[derive(Debug, Clone, Default)]
+pub struct Scan {
+    pub found: Vec<Elsewhere>,
+    pub looked: Looked,
+}
+
+/// The storage records of one release name as one list saw them: where (every namespace,
+/// or one) and at which resourceVersion, so that a watch from there sees every later
+/// change and none is lost between the look and the watch.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Looked {
+    name: String,
+    namespace: Option<String>,
+    resource_version: String,
+}
+
+impl Looked {
+    /// Yields once for every change to a storage record of this release name after the
+    /// look (a revision written, relabelled or deleted), and when changes can no longer be
+    /// followed from there (the watch expired): the caller looks again.
+    pub fn changes(&self, client: &kube::Client) -> BoxStream<'static, ()> {
+        let api: Api<Secret> = match &self.namespace {
+            Some(ns) => Api::namespaced(client.clone(), ns),
+            None => Api::all(client.clone()),
+        };
+        let params = WatchParams::default().labels(&record_selector(&self.name));
+        let start = (api, params, self.resource_version.clone());
+        futures::stream::unfold(start, |(api, params, mut version)| async move {
+            loop {
+                let mut events = match api.watch_metadata(&params, &version).await {
+                    Ok(events) => events.boxed(),
+                    // Cannot follow: look again.
+                    Err(_) => return Some(((), (api, params, version))),
+                };
+                while let Some(event) = events.next().await {
+                    match event {
+                        Ok(WatchEvent::Bookmark(b)) => version = b.metadata.resource_version,
+                        // Added, modified or deleted; or an error such as 410 Gone.
+                        Ok(_) | Err(_) => return Some(((), (api, params, version))),
+                    }
+                }
+                // The server closed the watch (its timeout) with nothing changed: go on.
+            }
+        })
+        .boxed()
+    }
+}
+
+fn record_selector(name: &str) -> String {
+    format!("name={name},owner={OWNER}")
+}
+
 /// The records stored in a namespace other than `storage_namespace` whose newest revision
 /// deploys release `name` into `release_namespace` and is not uninstalled, skipping those
 /// claimed by the HelmRelease with `own_uid` (its own older storage namespace).
@@ -56,20 +111,25 @@ pub async fn stored_elsewhere(
     name: &str,
     release_namespace: &str,
     own_uid: Option<&str>,
-) -> Result<Option<Vec<Elsewhere>>, Error> {
-    let params = ListParams::default().labels(&format!("name={name},owner={OWNER}"));
+) -> Result<Option<Scan>, Error> {
+    let params = ListParams::default().labels(&record_selector(name));
     let all: Api<Secret> = Api::all(client.clone());
-    let listed = match all.list_metadata(&params).await {
-        Ok(list) => list,
+    let (listed, namespace) = match all.list_metadata(&params).await {
+        Ok(list) => (list, None),
         Err(kube::Error::Api(s)) if s.code == 403 => {
             let there: Api<Secret> = Api::namespaced(client.clone(), release_namespace);
             match there.list_metadata(&params).await {
-                Ok(list) => list,
+                Ok(list) => (list, Some(release_namespace.to_string())),
                 Err(kube::Error::Api(s)) if s.code == 403 => return Ok(None),
                 Err(e) => return Err(e.into()),
             }
         }
         Err(e) => return Err(e.into()),
+    };
+    let looked = Looked {
+        name: name.to_string(),
+        namespace,
+        resource_version: listed.metadata.resource_version.clone().unwrap_or_default(),
     };
     // The newest revision per storage namespace, by the `version` label.
     let mut newest: BTreeMap<String, i32> = BTreeMap::new();
@@ -103,7 +163,7 @@ pub async fn stored_elsewhere(
             found.push(other);
         }
     }
-    Ok(Some(found))
+    Ok(Some(Scan { found, looked }))
 }
 
 /// `release` (stored in `storage_namespace`) as a rival, if it is live, deploys into

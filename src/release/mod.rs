@@ -4,7 +4,7 @@ pub mod identity;
 mod model;
 pub mod storage;
 
-pub use identity::{Elsewhere, stored_elsewhere};
+pub use identity::{Elsewhere, Looked, Scan, stored_elsewhere};
 pub use model::*;
 pub use storage::{MAX_RECORD_BYTES, Storage, check_size, decode, encode};
 

@@ -61,6 +61,9 @@ pub enum RetryCause {
     ClusterHealed,
     /// A valuesFrom source the release lacked appeared (or changed).
     ValuesSource,
+    /// A Helm release record that blocked the release's identity changed (uninstalled,
+    /// deleted, relabelled).
+    ReleaseRecord,
 }
 
 impl RetryCause {
@@ -68,6 +71,7 @@ impl RetryCause {
         match self {
             Self::ClusterHealed => "cluster_healed",
             Self::ValuesSource => "values_source",
+            Self::ReleaseRecord => "release_record",
         }
     }
 }
@@ -200,7 +204,7 @@ impl Metrics {
         let cause_retries = Family::<CauseLabels, Counter>::default();
         registry.register(
             "wheelhouse_cause_retries",
-            "Failed reconciles tried again at once because their cause cleared (cluster_healed, values_source), before their backoff ran out",
+            "Failed reconciles tried again at once because their cause cleared (cluster_healed, values_source, release_record), before their backoff ran out",
             cause_retries.clone(),
         );
         Self {

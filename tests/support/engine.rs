@@ -100,6 +100,17 @@ pub async fn assert_wait_resumed_then_deployed(
     );
 }
 
+/// `wheelhouse_cause_retries_total{cause}`: retries started because `cause` cleared.
+pub fn cause_retries(metrics: &wheelhouse::telemetry::Metrics, cause: &str) -> u64 {
+    let prefix = format!("wheelhouse_cause_retries_total{{cause=\"{cause}\"}} ");
+    metrics
+        .encode()
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()).map(str::to_owned))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// Starts an engine for `ns` under `identity` and waits until it leads; its metrics are
 /// kept to read what it counted.
 pub async fn start_with_metrics(

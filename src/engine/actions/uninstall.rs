@@ -37,6 +37,7 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
         run.hr.metadata.uid.as_deref(),
     )
     .await?
+    .map(|scan| scan.found)
     .unwrap_or_default();
     // Objects of an API group discovery cannot serve now can be neither read nor deleted.
     let unavailable = run.ctx.unavailable_groups().await?;

@@ -76,11 +76,14 @@ pub(super) async fn identity_taken_elsewhere(run: &mut Run<'_>) -> crate::Result
         &run.target_namespace,
         run.hr.metadata.uid.as_deref(),
     )
-    .await?;
-    run.elsewhere = found.unwrap_or_default();
+    .await?
+    .unwrap_or_default();
+    run.elsewhere = found.found;
     let Some(first) = run.elsewhere.first() else {
         return Ok(None);
     };
+    // Looked at again as soon as a record of that name changes (uninstalled, say).
+    run.inbox.conflict = Some(found.looked);
     Ok(Some(format!(
         "release {:?} in namespace {} is already {}; this HelmRelease (stored in namespace {}) applies nothing to it, and deleting it deletes none of its objects, until it names another release (spec.releaseName, spec.targetNamespace) or that release is uninstalled",
         run.release_name,

@@ -77,6 +77,9 @@ pub struct Inbox {
     /// The valuesFrom source the last reconcile could not find: its appearing (or
     /// changing) starts the next one at once.
     pub(super) missing: Option<crate::values::ValuesSourceRef>,
+    /// Where the last reconcile found the release record that blocks this release's
+    /// identity (ReleaseConflict): a change there starts the next one at once.
+    pub(super) conflict: Option<crate::release::Looked>,
 }
 
 impl Inbox {
@@ -94,6 +97,7 @@ impl Inbox {
             predecessor: None,
             blocked: false,
             missing: None,
+            conflict: None,
         }
     }
 }
@@ -124,9 +128,14 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
         let mut appeared = inbox.missing.as_ref().map(|src| {
             triggers::values_source_events(&ctx, &inbox.newest, std::slice::from_ref(src))
         });
+        let mut record_changed = inbox.conflict.as_ref().map(|l| l.changes(&ctx.client));
         tokio::select! {
             () = stop.cancelled() => break,
             () = tokio::time::sleep_until(next_run) => {}
+            Some(Some(())) = async { Some(futures::StreamExt::next(record_changed.as_mut()?).await) } => {
+                tracing::info!(release = %key, "a release record it conflicted with changed: trying again now");
+                ctx.metrics.retried_on_cause(crate::telemetry::RetryCause::ReleaseRecord);
+            }
             Some(Ok(())) = async { Some(healed.as_mut()?.changed().await) } => {
                 tracing::info!(release = %key, "the cluster healed: trying again now");
                 ctx.metrics.retried_on_cause(crate::telemetry::RetryCause::ClusterHealed);

@@ -49,6 +49,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
     let interval = hr.spec.interval.as_std();
 
     take_tokens(&mut run.status, &hr);
+    run.inbox.conflict = None;
     if hr.spec.suspend {
         run.write_status().await;
         return Ok(Requeue::After(NEVER));
