@@ -13,6 +13,8 @@
 //! Scoped to one namespace, every grant is a RoleBinding there; only `--all-namespaces`
 //! produces ClusterRoleBindings.
 
+mod access;
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ServiceAccount;
@@ -23,6 +25,8 @@ use kube::api::ObjectMeta;
 use serde::Serialize;
 
 use crate::client::Scope;
+
+pub use access::Access;
 
 /// Name of the ClusterRole with the engine's own permissions.
 pub const ENGINE_ROLE: &str = "wheelhouse-engine";

@@ -6,7 +6,7 @@ mod support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::rbac::v1::{ClusterRole, Role, RoleBinding};
 use kube::api::{DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config};
@@ -112,6 +112,28 @@ impl Drop for EngineGuard {
     }
 }
 
+/// Lets the engine of `engine_ns` keep Helm's storage Secrets in `ns`.
+async fn grant_secrets(admin: &Client, ns: &str, engine_ns: &str) {
+    let role: Role = support::from_yaml(
+        "metadata: {name: wheelhouse-test-storage}\n\
+         rules:\n\
+         - apiGroups: ['']\n  resources: [secrets]\n  verbs: [get, list, watch, create, patch, update, delete]\n",
+    );
+    let binding: RoleBinding = support::from_yaml(&format!(
+        "metadata: {{name: wheelhouse-test-storage}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: wheelhouse-test-storage}}\n\
+         subjects: [{{kind: ServiceAccount, name: engine, namespace: {engine_ns}}}]\n"
+    ));
+    Api::<Role>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    Api::<RoleBinding>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+}
+
 fn forbidden<T: std::fmt::Debug>(result: kube::Result<T>) -> bool {
     matches!(result, Err(kube::Error::Api(ref e)) if e.code == 403)
 }
@@ -160,6 +182,7 @@ async fn the_generated_rbac_is_enough_for_the_engine_and_no_more() {
 
     // helm renders (discovery, lookup) as the same ServiceAccount.
     let (mut config, _cache) = eng::config(&ns.name, "rbac-engine");
+    let metrics = config.metrics.clone();
     let (user, groups) = identity(&ns.name, "engine");
     config.renderer = std::sync::Arc::new(
         wheelhouse::render::HelmRenderer::new(support::testbin().join("helm"), PATIENCE)
@@ -234,11 +257,12 @@ async fn the_generated_rbac_is_enough_for_the_engine_and_no_more() {
 
     // A storage namespace the grant does not cover: a clear reason naming the refused
     // call, an Event, no raw dump of the API server's answer.
+    let vault = TestNamespace::new(&admin, "rbac-vault").await;
     api.create(
         &PostParams::default(),
         &webapp(
             "locked",
-            serde_json::json!({"storageNamespace": "kube-system"}),
+            serde_json::json!({"storageNamespace": vault.name, "interval": "10m"}),
         ),
     )
     .await
@@ -250,7 +274,7 @@ async fn the_generated_rbac_is_enough_for_the_engine_and_no_more() {
     let message = locked.condition("Ready").unwrap().message.clone();
     assert!(
         message.contains("cannot list resource \"secrets\"")
-            && message.contains("kube-system")
+            && message.contains(&vault.name)
             && message.contains("wheelhouse rbac"),
         "{message}"
     );
@@ -264,6 +288,27 @@ async fn the_generated_rbac_is_enough_for_the_engine_and_no_more() {
         "{events:?}"
     );
 
+    // The permission granted: the release starts again as soon as the engine sees the
+    // grant (a SelfSubjectAccessReview), not when its backoff runs out.
+    let retried = eng::cause_retries(&metrics, "access_granted");
+    let granted = std::time::Instant::now();
+    grant_secrets(&admin, &vault.name, &ns.name).await;
+    wait_for(&api, "locked", "installed once granted", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    println!(
+        "permission granted -> release Ready in {:.2} s",
+        granted.elapsed().as_secs_f64()
+    );
+    assert!(
+        eng::cause_retries(&metrics, "access_granted") > retried,
+        "{}",
+        metrics.encode()
+    );
+    eng::delete_and_await_uninstall(&admin, &ns.name, "locked").await;
+
     eng::delete_and_await_uninstall(&admin, &ns.name, "web").await;
     ns.delete().await;
+    vault.delete().await;
 }

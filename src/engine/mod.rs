@@ -239,8 +239,9 @@ const PUBLISH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 /// How often the API server is probed, and how long it may take to answer.
 const PROBE_EVERY: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// How often discovery is looked at while a release is held up by it.
-const DISCOVERY_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+/// How often what held a release up (discovery, a refused permission) is looked at
+/// while one is held up.
+const HEALING_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How often the API server's liveness is probed: with the 2 s limit, a server that
 /// stops answering shows as disconnected within 3 s (the dashboard promises 5).
@@ -358,7 +359,7 @@ impl Dispatcher {
         // A hung API server breaks no watch; an active probe notices it too. It runs on
         // its own task, so a slow answer never holds up events and views.
         let mut probe = liveness_probe(self.ctx.client.clone(), self.stop.clone());
-        tokio::spawn(watch_discovery(self.ctx.clone(), self.stop.clone()));
+        tokio::spawn(watch_healing(self.ctx.clone(), self.stop.clone()));
         let mut leases_expire = tokio::time::interval(LIVENESS_EVERY);
         leases_expire.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let (mut watch_failing, mut probe_failing) = (false, false);
@@ -780,7 +781,9 @@ impl Dispatcher {
     fn report_connection(&self, failing: bool, error: Option<String>) {
         if !failing && matches!(*self.connection.borrow(), Connection::Disconnected { .. }) {
             // Back: releases the outage held up try again now.
-            self.ctx.healed.send_modify(|n| *n = n.wrapping_add(1));
+            self.ctx
+                .healed
+                .send_replace(crate::telemetry::RetryCause::ClusterHealed);
         }
         self.connection.send_if_modified(|c| match (failing, &*c) {
             (true, Connection::Connected) => {
@@ -839,14 +842,11 @@ impl Dispatcher {
     }
 }
 
-/// While a worker is held up by the cluster, looks at discovery every DISCOVERY_EVERY and
-/// wakes those workers when a group it marked stale is served again, or has been gone
-/// from discovery for two looks in a row (its APIService removed: what needed it now
-/// fails on its own merits, not the cluster's).
-async fn watch_discovery(ctx: Arc<Context>, stop: CancellationToken) {
-    let mut stale: BTreeSet<String> = BTreeSet::new();
-    let mut gone: BTreeSet<String> = BTreeSet::new();
-    let mut every = tokio::time::interval(DISCOVERY_EVERY);
+/// While a worker is held up by the cluster, looks every HEALING_EVERY at what held it up
+/// (discovery, refused permissions) and wakes those workers when it heals.
+async fn watch_healing(ctx: Arc<Context>, stop: CancellationToken) {
+    let mut discovery = DiscoveryLooks::default();
+    let mut every = tokio::time::interval(HEALING_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
@@ -856,29 +856,75 @@ async fn watch_discovery(ctx: Arc<Context>, stop: CancellationToken) {
         if ctx.healed.receiver_count() == 0 {
             continue;
         }
+        if discovery.healed(&ctx).await {
+            tracing::info!("discovery healed: releases held up by it try again");
+            ctx.healed
+                .send_replace(crate::telemetry::RetryCause::ClusterHealed);
+        }
+        if access_granted(&ctx).await {
+            tracing::info!("a refused permission was granted: releases held up by it try again");
+            ctx.healed
+                .send_replace(crate::telemetry::RetryCause::AccessGranted);
+        }
+    }
+}
+
+/// What the last looks at discovery saw.
+#[derive(Default)]
+struct DiscoveryLooks {
+    stale: BTreeSet<String>,
+    gone: BTreeSet<String>,
+}
+
+impl DiscoveryLooks {
+    /// Whether a group marked stale is served again, or has been gone from discovery for
+    /// two looks in a row (its APIService removed: what needed it now fails on its own
+    /// merits, not the cluster's).
+    async fn healed(&mut self, ctx: &Context) -> bool {
         let Ok(Ok((now_stale, served))) =
             tokio::time::timeout(PROBE_EVERY, crate::render::discovery_state(&ctx.client)).await
         else {
-            continue;
+            return false;
         };
         // Groups a reconcile saw stale count as stale before this look: a release held
         // up at render may see its group heal before the watcher first looked.
-        stale.append(&mut ctx.stale_seen.lock().unwrap_or_else(|e| e.into_inner()));
+        self.stale
+            .append(&mut ctx.stale_seen.lock().unwrap_or_else(|e| e.into_inner()));
         let now_stale: BTreeSet<String> = now_stale.into_iter().collect();
         let served: BTreeSet<String> = served.into_iter().collect();
-        let healed =
-            stale.iter().any(|g| served.contains(g)) || gone.iter().any(|g| !now_stale.contains(g));
-        if healed {
-            tracing::info!(stale = ?now_stale, "discovery healed: releases held up by it try again");
-            ctx.healed.send_modify(|n| *n = n.wrapping_add(1));
-        }
-        gone = stale
+        let healed = self.stale.iter().any(|g| served.contains(g))
+            || self.gone.iter().any(|g| !now_stale.contains(g));
+        self.gone = self
+            .stale
             .iter()
             .filter(|g| !now_stale.contains(*g) && !served.contains(*g))
             .cloned()
             .collect();
-        stale = now_stale;
+        self.stale = now_stale;
+        healed
     }
+}
+
+/// Whether a permission the API server refused a reconcile is granted now (each asked
+/// with a SelfSubjectAccessReview; granted ones are forgotten).
+async fn access_granted(ctx: &Context) -> bool {
+    let refused: Vec<crate::rbac::Access> = ctx
+        .refused
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .cloned()
+        .collect();
+    let mut granted = false;
+    for access in refused {
+        let allowed = tokio::time::timeout(PROBE_EVERY, access.allowed(&ctx.client)).await;
+        if let Ok(Ok(true)) = allowed {
+            granted = true;
+            let mut refused = ctx.refused.lock().unwrap_or_else(|e| e.into_inner());
+            refused.remove(&access);
+        }
+    }
+    granted
 }
 
 /// Asks the API server for its version every LIVENESS_EVERY, each answer within

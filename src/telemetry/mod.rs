@@ -59,6 +59,8 @@ struct CauseLabels {
 pub enum RetryCause {
     /// The cluster healed: discovery whole again, the API server answering again.
     ClusterHealed,
+    /// A permission the API server refused the engine was granted.
+    AccessGranted,
     /// A valuesFrom source the release lacked appeared (or changed).
     ValuesSource,
     /// A Helm release record that blocked the release's identity changed (uninstalled,
@@ -67,9 +69,10 @@ pub enum RetryCause {
 }
 
 impl RetryCause {
-    fn label(self) -> &'static str {
+    pub fn label(self) -> &'static str {
         match self {
             Self::ClusterHealed => "cluster_healed",
+            Self::AccessGranted => "access_granted",
             Self::ValuesSource => "values_source",
             Self::ReleaseRecord => "release_record",
         }
@@ -204,7 +207,7 @@ impl Metrics {
         let cause_retries = Family::<CauseLabels, Counter>::default();
         registry.register(
             "wheelhouse_cause_retries",
-            "Failed reconciles tried again at once because their cause cleared (cluster_healed, values_source, release_record), before their backoff ran out",
+            "Failed reconciles tried again at once because their cause cleared (cluster_healed, access_granted, values_source, release_record), before their backoff ran out",
             cause_retries.clone(),
         );
         Self {

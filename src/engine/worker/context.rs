@@ -28,12 +28,16 @@ pub struct Context {
     pub recorder: Recorder,
     /// This engine's identity, in a form valid as a label value.
     pub identity_label: String,
-    /// Bumped when the cluster heals (discovery whole again, the API server answering
-    /// again): workers held up by it try again at once.
-    pub healed: watch::Sender<u64>,
+    /// Sent when the cluster heals (discovery whole again, the API server answering
+    /// again, a refused permission granted), with what healed: workers held up by the
+    /// cluster try again at once.
+    pub healed: watch::Sender<crate::telemetry::RetryCause>,
     /// Every `group/version` a reconcile saw stale in discovery, for the watcher that
     /// tells when it heals: it may heal before that watcher's first look.
     pub stale_seen: Mutex<std::collections::BTreeSet<String>>,
+    /// Permissions the API server refused a reconcile, looked at again while a worker is
+    /// held up by the cluster.
+    pub refused: Mutex<std::collections::BTreeSet<crate::rbac::Access>>,
     /// This engine and its Lease, as release statuses name it (`acting`, `letGo`).
     pub engine: crate::api::EngineRef,
     pub live: watch::Sender<LiveMap>,
@@ -49,6 +53,9 @@ pub struct Context {
     /// Workers in their first reconcile at once (an engine starting over thousands).
     pub starts: Arc<tokio::sync::Semaphore>,
 }
+
+/// The most refused permissions remembered at once (others back off).
+const MAX_REFUSED: usize = 32;
 
 /// Workers whose first reconcile runs at once; the rest queue. Enough to keep the API
 /// server and the render slots busy, few enough that an engine starting over 5,000
@@ -72,8 +79,9 @@ impl Context {
             renderer,
             recorder,
             identity_label: label_value(identity),
-            healed: watch::channel(0).0,
+            healed: watch::channel(crate::telemetry::RetryCause::ClusterHealed).0,
             stale_seen: Mutex::default(),
+            refused: Mutex::default(),
             engine: crate::api::EngineRef {
                 identity: identity.to_owned(),
                 lease: String::new(),
@@ -98,6 +106,18 @@ impl Context {
             seen.extend(unavailable.iter().cloned());
         }
         Ok(unavailable)
+    }
+
+    /// Remembers the permission a Forbidden `message` names, so its grant is noticed.
+    pub fn note_refused(&self, message: &str) {
+        if let Some(access) = crate::rbac::Access::refused_in(message) {
+            let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+            // Each is asked about every second while a release is held up: a bound keeps
+            // an engine refused everywhere from flooding the API server.
+            if refused.len() < MAX_REFUSED {
+                refused.insert(access);
+            }
+        }
     }
 }
 

@@ -137,8 +137,9 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
                 ctx.metrics.retried_on_cause(crate::telemetry::RetryCause::ReleaseRecord);
             }
             Some(Ok(())) = async { Some(healed.as_mut()?.changed().await) } => {
-                tracing::info!(release = %key, "the cluster healed: trying again now");
-                ctx.metrics.retried_on_cause(crate::telemetry::RetryCause::ClusterHealed);
+                let cause = *ctx.healed.borrow();
+                tracing::info!(release = %key, "the cluster healed ({}): trying again now", cause.label());
+                ctx.metrics.retried_on_cause(cause);
             }
             Some(Some(changed)) = async { Some(futures::StreamExt::next(appeared.as_mut()?).await) } => {
                 tracing::info!(release = %key, "{changed}: trying again now");
@@ -280,7 +281,11 @@ async fn reconcile_once(
         Err(crate::Error::Stopped) => return (NEVER, None),
         Err(e) => {
             let generation = hr.metadata.generation;
-            let (why, message) = match e.forbidden() {
+            let refused = e.forbidden();
+            if let Some(refusal) = &refused {
+                ctx.note_refused(refusal);
+            }
+            let (why, message) = match refused {
                 Some(refusal) => (
                     reason::FORBIDDEN,
                     format!(

@@ -230,7 +230,8 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         run.publish_note(note, &format!("{next:?}")).await;
         run.write_status().await;
         // The cluster's failure: no retry used, no remediation; again after a backoff.
-        if matches!(outcome, Outcome::Blocked { .. }) {
+        if let Outcome::Blocked { message, .. } = &outcome {
+            run.ctx.note_refused(message);
             return Ok(Requeue::Blocked);
         }
         // An install or upgrade that failed before storing a revision (render error,
