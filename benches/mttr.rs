@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use support::engine::{self as eng, is, webapp};
+use support::figures::{self, row};
 use support::{TestNamespace, client, install_crd};
 use wheelhouse::api::HelmRelease;
 use wheelhouse::engine::{EngineHandle, Phase, ReleaseKey};
@@ -213,36 +214,9 @@ async fn fail_fast(client: &Client, on: bool, runs: usize) -> Vec<Duration> {
     samples
 }
 
-fn stats(mut d: Vec<Duration>) -> (Duration, Duration, Duration) {
-    d.sort();
-    (d[d.len() / 2], d[0], d[d.len() - 1])
-}
-
-fn fmt(d: Duration) -> String {
-    if d < Duration::from_secs(2) {
-        format!("{} ms", d.as_millis())
-    } else {
-        format!("{:.1} s", d.as_secs_f64())
-    }
-}
-
-fn row(label: &str, d: Vec<Duration>) -> Duration {
-    let (median, min, max) = stats(d);
-    println!(
-        "{label:<58} median {:>9}   min {:>9}   max {:>9}",
-        fmt(median),
-        fmt(min),
-        fmt(max)
-    );
-    median
-}
-
 #[tokio::main]
 async fn main() {
-    let runs: usize = std::env::var("WHEELHOUSE_BENCH_RUNS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(5);
+    let runs = figures::runs(5);
     let client = client().await;
     install_crd(&client).await;
     println!(

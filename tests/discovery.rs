@@ -9,69 +9,29 @@
 mod support;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
-use kube::api::{DynamicObject, PostParams};
-use kube::core::GroupVersionKind;
-use kube::{Api, Client};
+use kube::Api;
+use kube::api::PostParams;
+use support::discovery::{DeadGroup, apiservices};
 use support::engine::{annotate, cause_retries, events_of, helm, release, set_values, wait_for};
 use support::{TestNamespace, client, install_crd};
 use wheelhouse::api::HelmRelease;
 
 const BROKEN: &str = "v1.broken.wheelhouse.dev";
 
-fn apiservices(client: &Client) -> Api<DynamicObject> {
-    Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource::from_gvk(&GroupVersionKind::gvk(
-            "apiregistration.k8s.io",
-            "v1",
-            "APIService",
-        )),
-    )
-}
-
-const HEALING: &str = "v1.healing.wheelhouse.dev";
-const HEALING_CRD: &str = "widgets.healing.wheelhouse.dev";
-
-/// Deletes the test's APIServices and CRD when the test ends, pass or fail. With kubectl:
+/// Deletes the test's APIService when the test ends, pass or fail. With kubectl:
 /// a drop cannot wait on the test's own (single-threaded) runtime.
 struct Cleanup;
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        for (kind, name) in [
-            ("apiservice", BROKEN),
-            ("apiservice", HEALING),
-            ("crd", HEALING_CRD),
-        ] {
-            let _ = std::process::Command::new(support::testbin().join("kubectl"))
-                .arg("--kubeconfig")
-                .arg(support::kubeconfig_path())
-                .args(["delete", kind, name, "--ignore-not-found"])
-                .output();
-        }
+        let _ = std::process::Command::new(support::testbin().join("kubectl"))
+            .arg("--kubeconfig")
+            .arg(support::kubeconfig_path())
+            .args(["delete", "apiservice", BROKEN, "--ignore-not-found"])
+            .output();
     }
 }
 
-/// Waits until discovery says whether `group` is stale.
-async fn discovery_stale(client: &Client, group: &str, stale: bool) {
-    let deadline = std::time::Instant::now() + support::PATIENCE;
-    while wheelhouse::render::unavailable_groups(client)
-        .await
-        .unwrap()
-        .iter()
-        .any(|g| g.starts_with(group))
-        != stale
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{group} never became {}",
-            if stale { "stale" } else { "fresh" }
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-}
-
-/// The engine's count of reconciles woken by the cluster healing.
 /// The Ready condition's message speaks of the HelmRelease's current generation.
 fn settled(h: &HelmRelease, reason: &str) -> bool {
     h.condition("Ready")
@@ -230,37 +190,8 @@ async fn a_dead_aggregated_api_never_stops_shipping_fixes() {
 
     // Discovery heals while a release is held up by it: the release is tried again as
     // soon as the engine sees the group served, not when its backoff runs out. An
-    // APIService whose backend is gone (created before the CRD of its group, so it is not
-    // replaced by the one the API server would register) ...
-    let mut dead: DynamicObject = serde_json::from_value(serde_json::json!({
-        "apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-        "metadata": {"name": HEALING},
-        "spec": {"group": "healing.wheelhouse.dev", "version": "v1",
-                 "groupPriorityMinimum": 1000, "versionPriority": 15,
-                 "insecureSkipTLSVerify": true,
-                 "service": {"namespace": ns.name, "name": "nowhere", "port": 443}},
-    }))
-    .unwrap();
-    dead.metadata.name = Some(HEALING.into());
-    apiservices(&client)
-        .create(&PostParams::default(), &dead)
-        .await
-        .unwrap();
-    let crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition =
-        serde_json::from_value(serde_json::json!({
-            "metadata": {"name": HEALING_CRD},
-            "spec": {"group": "healing.wheelhouse.dev", "scope": "Namespaced",
-                     "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
-                     "versions": [{"name": "v1", "served": true, "storage": true,
-                                   "schema": {"openAPIV3Schema": {"type": "object",
-                                       "x-kubernetes-preserve-unknown-fields": true}}}]},
-        }))
-        .unwrap();
-    Api::<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition>::all(client.clone())
-        .create(&PostParams::default(), &crd)
-        .await
-        .unwrap();
-    discovery_stale(&client, "healing.wheelhouse.dev", true).await;
+    // APIService whose backend is gone ...
+    let dead = DeadGroup::create(&client, "healing.wheelhouse.dev", &ns.name).await;
     // ... holds up a release that needs its group.
     api.create(
         &PostParams::default(),
@@ -283,10 +214,7 @@ async fn a_dead_aggregated_api_never_stops_shipping_fixes() {
     // The cluster heals: the dead APIService goes, and the API server serves the group
     // from the CRD (the APIService it registers for a CRD group).
     let healed = std::time::Instant::now();
-    apiservices(&client)
-        .delete(HEALING, &Default::default())
-        .await
-        .unwrap();
+    dead.heal(&client).await;
     wait_for(&api, "gadget", "installed once discovery healed", |h| {
         settled(h, "InstallSucceeded")
     })

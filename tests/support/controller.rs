@@ -52,6 +52,12 @@ impl Controller {
         assert!(status.success());
     }
 
+    /// SIGKILL: gone at once, nothing released (a node lost, an OOM kill).
+    pub fn kill(&mut self) {
+        self.child.kill().expect("the controller is killed");
+        let _ = self.child.wait();
+    }
+
     /// Waits until the process has exited (false when it still runs after `limit`).
     pub async fn exited_within(&mut self, limit: std::time::Duration) -> bool {
         let deadline = std::time::Instant::now() + limit;

@@ -13,7 +13,9 @@ use kube::{Api, Client, Config};
 
 pub mod apiserver;
 pub mod controller;
+pub mod discovery;
 pub mod engine;
+pub mod figures;
 pub mod process;
 pub mod source;
 pub mod tmux;
