@@ -108,7 +108,7 @@ impl Drop for DeadGroup {
             let _ = std::process::Command::new(testbin().join("kubectl"))
                 .arg("--kubeconfig")
                 .arg(kubeconfig_path())
-                .args(["delete", &kind, &name, "--ignore-not-found", "--wait=false"])
+                .args(["delete", kind, &name, "--ignore-not-found", "--wait=false"])
                 .output();
         }
     }
