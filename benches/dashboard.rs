@@ -85,7 +85,7 @@ fn main() {
 
     let mut frames = Vec::new();
     for (w, h) in [(200, 60), (120, 40), (80, 24)] {
-        app.selected = RELEASES / 2;
+        app.table.selected = RELEASES / 2;
         let start = Instant::now();
         for i in 0..ROUNDS {
             app.now = demo::now() + Duration::from_millis(u64::from(i) * 250);
@@ -94,7 +94,7 @@ fn main() {
         frames.push(((w, h), start.elapsed()));
     }
 
-    app.filter = "team-07".into();
+    app.table.filter = "team-07".into();
     let start = Instant::now();
     for _ in 0..ROUNDS {
         app.set_views(empty.clone());

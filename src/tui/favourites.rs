@@ -1,7 +1,8 @@
 //! Namespace favourites, as k9s keeps them: per kubeconfig context, the namespaces the
-//! dashboard showed, most recent first, on the number keys `1`..`9` (`0` is every
-//! namespace). A namespace enters at the front; one already listed keeps its number, so
-//! the keys stay where the fingers learnt them; the tenth drops the oldest.
+//! dashboard showed, on the number keys `1`..`9` (`0` is every namespace). A namespace
+//! takes the next free number and keeps it, so the keys stay where the fingers learnt
+//! them when another is added; once all nine are taken, a new one takes key 9 (the
+//! others still keep theirs).
 //!
 //! Kept across runs in `<config dir>/favourites.yaml`:
 //!
@@ -24,9 +25,9 @@ pub const MAX: usize = 9;
 /// The file's name in the config directory.
 pub const FILE: &str = "favourites.yaml";
 
-const HEADER: &str = "# Namespaces the wheelhouse dashboard showed, per kubeconfig context, most recent\n\
-# first: keys 1-9 switch to them, 0 shows every namespace. Written by wheelhouse; safe\n\
-# to edit or delete.\n";
+const HEADER: &str = "# Namespaces the wheelhouse dashboard showed, per kubeconfig context, in the order\n\
+# of their keys: 1-9 switch to them, 0 shows every namespace. Written by wheelhouse;\n\
+# safe to edit or delete.\n";
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -47,8 +48,11 @@ impl Favourites {
         if list.iter().any(|n| n == namespace) {
             return false;
         }
-        list.insert(0, namespace.to_owned());
-        list.truncate(MAX);
+        if list.len() == MAX {
+            list[MAX - 1] = namespace.to_owned();
+        } else {
+            list.push(namespace.to_owned());
+        }
         true
     }
 
@@ -89,20 +93,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn most_recent_first_listed_ones_keep_their_number_nine_at_most() {
+    fn a_favourite_keeps_its_number_when_another_is_added() {
         let mut f = Favourites::default();
         assert!(f.visit("prod", "apps"));
         assert!(f.visit("prod", "data"));
         assert!(f.visit("staging", "apps"));
-        assert_eq!(f.of("prod"), ["data", "apps"]);
+        assert_eq!(f.of("prod"), ["apps", "data"]);
         // Already listed: stays where it is.
         assert!(!f.visit("prod", "apps"));
-        assert_eq!(f.of("prod"), ["data", "apps"]);
+        assert_eq!(f.of("prod"), ["apps", "data"]);
         for i in 0..10 {
             f.visit("prod", &format!("ns{i}"));
         }
+        // Full: keys 1-8 never moved; the newest takes 9.
         assert_eq!(f.of("prod").len(), MAX);
-        assert_eq!(f.of("prod")[0], "ns9");
+        assert_eq!(f.of("prod")[..3], ["apps", "data", "ns0"]);
+        assert_eq!(f.of("prod")[MAX - 1], "ns9");
         assert_eq!(f.of("staging"), ["apps"]);
         assert!(f.of("nowhere").is_empty());
     }

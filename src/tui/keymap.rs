@@ -146,6 +146,9 @@ pub struct Binding {
     pub keys: &'static [Key],
     pub action: Action,
     pub help: &'static str,
+    /// What the footer shows for it (starting with its key), and how much it matters
+    /// there: when the width runs out, the highest rank goes first.
+    pub hint: Option<(u8, &'static str)>,
 }
 
 const fn b(context: Context, keys: &'static [Key], action: Action, help: &'static str) -> Binding {
@@ -154,6 +157,17 @@ const fn b(context: Context, keys: &'static [Key], action: Action, help: &'stati
         keys,
         action,
         help,
+        hint: None,
+    }
+}
+
+impl Binding {
+    /// Shown in the footer as `text`; rank 0 is kept longest.
+    const fn hint(self, rank: u8, text: &'static str) -> Self {
+        Self {
+            hint: Some((rank, text)),
+            ..self
+        }
     }
 }
 
@@ -165,14 +179,16 @@ pub const KEYMAP: &[Binding] = &[
         &[Key::Char('q'), Key::Ctrl('c')],
         Action::Quit,
         "quit",
-    ),
-    b(Global, &[Key::Char('?')], Action::Help, "this help"),
+    )
+    .hint(3, "q quit"),
+    b(Global, &[Key::Char('?')], Action::Help, "this help").hint(0, "? help"),
     b(
         Global,
         &[Key::Char(':')],
         Action::Command,
         "switch namespace/context",
-    ),
+    )
+    .hint(4, ": ns/ctx"),
     b(
         Global,
         &[Key::Ctrl('l')],
@@ -200,7 +216,8 @@ pub const KEYMAP: &[Binding] = &[
         &[Key::Char('s')],
         Action::Suspend,
         "suspend (never resumes)",
-    ),
+    )
+    .hint(1, "s suspend"),
     b(
         Global,
         &[Key::Char('S')],
@@ -212,14 +229,16 @@ pub const KEYMAP: &[Binding] = &[
         &[Key::Char('r')],
         Action::Reconcile,
         "reconcile now",
-    ),
+    )
+    .hint(1, "r reconcile"),
     b(
         Global,
         &[Key::Char('c')],
         Action::CancelWait,
         "cancel wait (asks first)",
-    ),
-    b(Global, &[Key::Char('e')], Action::Edit, "edit spec.values"),
+    )
+    .hint(1, "c cancel wait"),
+    b(Global, &[Key::Char('e')], Action::Edit, "edit spec.values").hint(2, "e edit"),
     b(Global, &[Key::Char('h')], Action::History, "history"),
     b(Global, &[Key::Char('v')], Action::Values, "values (masked)"),
     b(
@@ -229,14 +248,15 @@ pub const KEYMAP: &[Binding] = &[
         "manifest (Secrets masked)",
     ),
     b(Global, &[Key::Char('E')], Action::Events, "events"),
-    b(Table, &[Key::Enter], Action::Open, "details"),
+    b(Table, &[Key::Enter], Action::Open, "details").hint(2, "enter details"),
     b(
         Table,
         &[Key::Char('/')],
         Action::Filter,
         "filter (esc clears)",
-    ),
-    b(Table, &[Key::Space], Action::Mark, "mark for bulk actions"),
+    )
+    .hint(3, "/ filter"),
+    b(Table, &[Key::Space], Action::Mark, "mark for bulk actions").hint(5, "space mark"),
     b(
         Table,
         &[Key::Ctrl('a')],
@@ -249,7 +269,8 @@ pub const KEYMAP: &[Binding] = &[
         &[Key::Char('o')],
         Action::SortNext,
         "sort by next column",
-    ),
+    )
+    .hint(5, "o sort"),
     b(
         Table,
         &[Key::Char('O')],
@@ -264,15 +285,16 @@ pub const KEYMAP: &[Binding] = &[
         "ns: 0 all, 1-9 favourites",
     ),
     b(Detail, &[Key::Char('d')], Action::Overview, "overview"),
-    b(Detail, &[Key::Tab], Action::NextTab, "next tab"),
-    b(Detail, &[Key::Esc], Action::Back, "back to the table"),
+    b(Detail, &[Key::Tab], Action::NextTab, "next tab").hint(3, "tab/d h v m E views"),
+    b(Detail, &[Key::Esc], Action::Back, "back to the table").hint(2, "esc back"),
     b(
         Editor,
         &[Key::Ctrl('s')],
         Action::Save,
         "validate, confirm, apply",
-    ),
-    b(Editor, &[Key::Esc], Action::Back, "leave (draft kept)"),
+    )
+    .hint(0, "ctrl-s validate & apply"),
+    b(Editor, &[Key::Esc], Action::Back, "leave (draft kept)").hint(0, "esc leave (draft kept)"),
     b(
         Command,
         &[Key::Tab],
@@ -299,6 +321,19 @@ pub fn lookup(context: Context, ev: &KeyEvent) -> Option<Action> {
         Context::Editor | Context::Command => None,
         _ => find(Context::Global),
     })
+}
+
+/// The footer's hints in `context` (its own bindings, then the global ones unless it
+/// is the editor), leaving out writes when `readonly`: as (rank, text), in keymap order.
+pub fn hints(context: Context, readonly: bool) -> Vec<(u8, &'static str)> {
+    let global = !matches!(context, Context::Editor | Context::Command);
+    KEYMAP
+        .iter()
+        .filter(|b| b.context == context || (global && b.context == Context::Global))
+        // Read-only: no write, and no marking for the bulk writes.
+        .filter(|b| !(readonly && (b.action.writes() || b.action == Action::Mark)))
+        .filter_map(|b| b.hint)
+        .collect()
 }
 
 /// One line of the help: keys, what they do, and the action (so a read-only help can
@@ -378,6 +413,19 @@ mod tests {
     fn help_texts_fit_the_two_column_help_at_80_columns() {
         for b in KEYMAP {
             assert!(b.help.chars().count() <= 25, "{:?} is too long", b.help);
+        }
+    }
+
+    #[test]
+    fn every_hint_starts_with_its_key() {
+        for b in KEYMAP {
+            if let Some((_, text)) = b.hint {
+                let first = b.keys[0].to_string();
+                assert!(
+                    text.starts_with(&first),
+                    "{text:?} does not start with {first}"
+                );
+            }
         }
     }
 

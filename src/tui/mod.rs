@@ -6,8 +6,10 @@
 //! limit; the loop here only moves messages between them, so it never awaits the API.
 
 pub mod app;
+pub mod components;
 pub mod demo;
 pub mod diff;
+pub mod effect;
 pub mod favourites;
 pub mod io;
 pub mod keymap;
@@ -29,7 +31,8 @@ use crate::client::{self, Scope};
 use crate::engine::{self, EngineConfig, EngineHandle};
 use crate::health::replicas::Replicas;
 use crate::render::HelmRenderer;
-use app::{App, Effect, IoResult};
+use app::App;
+use effect::{Effect, IoResult};
 use theme::Theme;
 
 /// How often the open detail view re-reads pods, workloads and tracked config, which

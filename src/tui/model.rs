@@ -220,8 +220,9 @@ pub fn short_duration(secs: i64) -> String {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SortBy {
+    #[default]
     Name,
     State,
     LastChange,

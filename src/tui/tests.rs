@@ -3,7 +3,10 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::app::{App, Effect, IoResult, Overlay, Progress};
+use super::app::{App, Overlay};
+use super::components::confirm::Confirm;
+use super::components::status::Progress;
+use super::effect::{Effect, IoResult};
 use super::model::{DetailData, EventLine, Fetch, HelmData, SortBy, Workload, mask_manifest};
 use super::theme::Theme;
 use super::{demo, render};
@@ -52,7 +55,12 @@ fn press(app: &mut App, keys: &str) -> Vec<Effect> {
 }
 
 fn select(app: &mut App, name: &str) {
-    app.selected = app.rows.iter().position(|r| r.key.name == name).unwrap();
+    app.table.selected = app
+        .table
+        .rows
+        .iter()
+        .position(|r| r.key.name == name)
+        .unwrap();
 }
 
 fn k(ns: &str, name: &str) -> ReleaseKey {
@@ -198,7 +206,7 @@ fn readonly_says_so_and_refuses_writes() {
     assert!(effects.is_empty(), "{effects:?}");
     assert!(app.editor.is_none());
     assert!(matches!(
-        app.feedback.last().unwrap().progress,
+        app.status.feedback.last().unwrap().progress,
         Progress::Failed(_)
     ));
     insta::assert_snapshot!(render(&app, 100, 11).backend());
@@ -285,7 +293,7 @@ fn editor_keeps_an_invalid_draft_and_shows_the_error() {
         result: Ok(()),
     });
     assert!(app.editor.is_none());
-    assert_eq!(app.feedback.last().unwrap().progress, Progress::Done);
+    assert_eq!(app.status.feedback.last().unwrap().progress, Progress::Done);
 }
 
 #[test]
@@ -466,20 +474,24 @@ fn suspend_resume_reconcile_send_at_once_with_pending_feedback() {
         panic!("{effects:?}")
     };
     assert_eq!(command, &Command::Suspend(k("apps", "web")));
-    assert_eq!(app.feedback.last().unwrap().progress, Progress::Pending);
+    assert_eq!(
+        app.status.feedback.last().unwrap().progress,
+        Progress::Pending
+    );
     app.on_io(IoResult::Done {
         id: *id,
         result: Err("forbidden".into()),
     });
     assert_eq!(
-        app.feedback.last().unwrap().progress,
+        app.status.feedback.last().unwrap().progress,
         Progress::Failed("forbidden".into())
     );
     select(&mut app, "billing");
     // billing is suspended: `s` leaves it alone (never resumes), `S` resumes it.
     assert!(press(&mut app, "s").is_empty());
     assert!(
-        app.feedback
+        app.status
+            .feedback
             .last()
             .unwrap()
             .what
@@ -550,7 +562,7 @@ fn a_write_without_an_answer_is_unknown_until_the_release_shows_it() {
         "{footer}"
     );
     assert!(matches!(
-        app.feedback.last().unwrap().progress,
+        app.status.feedback.last().unwrap().progress,
         Progress::Unknown(_)
     ));
 
@@ -559,7 +571,10 @@ fn a_write_without_an_answer_is_unknown_until_the_release_shows_it() {
     let view = views.get_mut(&k("apps", "web")).unwrap();
     std::sync::Arc::make_mut(&mut view.release).spec.suspend = true;
     app.set_views(std::sync::Arc::new(views));
-    assert_eq!(app.feedback.last().unwrap().progress, Progress::Landed);
+    assert_eq!(
+        app.status.feedback.last().unwrap().progress,
+        Progress::Landed
+    );
     let footer = line_about(&app, "suspend apps/web");
     assert!(
         footer.starts_with("✓ suspend apps/web: applied after the API server answered again"),
@@ -588,12 +603,12 @@ fn an_unknown_write_the_release_never_shows_is_not_applied_until_it_lands() {
     });
     app.tick(demo::now() + std::time::Duration::from_secs(29));
     assert!(matches!(
-        app.feedback.last().unwrap().progress,
+        app.status.feedback.last().unwrap().progress,
         Progress::Unknown(_)
     ));
     app.tick(demo::now() + std::time::Duration::from_secs(31));
-    let Progress::Failed(why) = &app.feedback.last().unwrap().progress else {
-        panic!("{:?}", app.feedback.last())
+    let Progress::Failed(why) = &app.status.feedback.last().unwrap().progress else {
+        panic!("{:?}", app.status.feedback.last())
     };
     assert!(
         why.starts_with("not applied: the API server answers again and apps/web does not show it"),
@@ -610,7 +625,10 @@ fn an_unknown_write_the_release_never_shows_is_not_applied_until_it_lands() {
             "t2".into(),
         );
     app.set_views(std::sync::Arc::new(views));
-    assert_eq!(app.feedback.last().unwrap().progress, Progress::Landed);
+    assert_eq!(
+        app.status.feedback.last().unwrap().progress,
+        Progress::Landed
+    );
 }
 
 /// The answer of a write reported outcome unknown may still come (the request is not cut
@@ -641,7 +659,7 @@ fn a_late_answer_ends_an_unknown_write() {
             },
         });
         app.on_io(IoResult::Late { id, outcome });
-        assert_eq!(app.feedback.last().unwrap().progress, end);
+        assert_eq!(app.status.feedback.last().unwrap().progress, end);
     }
 }
 
@@ -650,7 +668,7 @@ fn cancel_wait_and_bulk_actions_ask_first() {
     let mut app = app(false);
     select(&mut app, "api");
     assert!(press(&mut app, "c").is_empty());
-    assert!(matches!(app.overlay, Some(Overlay::Confirm { .. })));
+    assert!(matches!(app.overlay, Some(Overlay::Confirm(_))));
     insta::assert_snapshot!(render(&app, 80, 13).backend());
     assert!(press(&mut app, "n").is_empty());
     assert!(app.overlay.is_none());
@@ -659,7 +677,10 @@ fn cancel_wait_and_bulk_actions_ask_first() {
     assert!(
         matches!(&effects[..], [Effect::Send { command: Command::CancelWait(key), .. }] if key == &k("apps", "api"))
     );
-    assert_eq!(app.feedback.last().unwrap().progress, Progress::Pending);
+    assert_eq!(
+        app.status.feedback.last().unwrap().progress,
+        Progress::Pending
+    );
 
     select(&mut app, "web");
     press(&mut app, " ");
@@ -694,7 +715,7 @@ fn ctrl_a_marks_every_visible_row() {
     press(&mut app, "data");
     app.on_key(code(KeyCode::Enter));
     app.on_key(KeyEvent::new(KeyCode::Char('a'), KeyModifiers::CONTROL));
-    let marked: Vec<_> = app.marked.iter().map(|k| k.name.as_str()).collect();
+    let marked: Vec<_> = app.table.marked.iter().map(|k| k.name.as_str()).collect();
     assert_eq!(marked, ["cache", "queue"]);
 }
 
@@ -707,7 +728,7 @@ fn bulk_suspend_says_what_happens_to_each_and_never_resumes() {
         press(&mut app, " ");
     }
     assert!(press(&mut app, "s").is_empty());
-    let Some(Overlay::Confirm { question, .. }) = &app.overlay else {
+    let Some(Overlay::Confirm(Confirm { question, .. })) = &app.overlay else {
         panic!("asks first")
     };
     assert_eq!(
@@ -716,7 +737,7 @@ fn bulk_suspend_says_what_happens_to_each_and_never_resumes() {
     );
     insta::assert_snapshot!(render(&app, 100, 13).backend());
     assert!(
-        app.marked.is_empty(),
+        app.table.marked.is_empty(),
         "marks are cleared once the action is asked"
     );
     let effects = press(&mut app, "y");
@@ -751,7 +772,7 @@ fn bulk_suspend_says_what_happens_to_each_and_never_resumes() {
         text,
         "suspend 2: 1 done, 1 failed (suspend apps/worker: forbidden)"
     );
-    app.now += super::app::NOTICE_TTL;
+    app.now += super::components::status::NOTICE_TTL;
     assert!(app.status_notice().is_none(), "old notices expire");
 }
 
@@ -761,23 +782,23 @@ fn filter_and_sort() {
     press(&mut app, "/");
     press(&mut app, "data");
     app.on_key(code(KeyCode::Enter));
-    let names: Vec<_> = app.rows.iter().map(|r| r.key.name.as_str()).collect();
+    let names: Vec<_> = app.table.rows.iter().map(|r| r.key.name.as_str()).collect();
     assert_eq!(names, ["cache", "queue"]);
     app.on_key(code(KeyCode::Esc));
-    assert_eq!(app.rows.len(), 6);
+    assert_eq!(app.table.rows.len(), 6);
     press(&mut app, "o");
     assert_eq!(
-        app.rows[0].key.name, "worker",
+        app.table.rows[0].key.name, "worker",
         "failed first when sorted by state"
     );
     press(&mut app, "O");
-    assert_eq!(app.rows[0].key.name, "web");
+    assert_eq!(app.table.rows[0].key.name, "web");
 }
 
 #[test]
 fn commands_switch_namespace_and_context() {
     let mut app = app(false);
-    let all = app.rows.len();
+    let all = app.table.rows.len();
     press(&mut app, ":");
     press(&mut app, "ns data");
     // Only a view filter: the engine (and its coverage) stays as it is; data joins the
@@ -788,18 +809,18 @@ fn commands_switch_namespace_and_context() {
         "{effects:?}"
     );
     assert_eq!(app.scope, Scope::Namespace("data".into()));
-    assert!(app.rows.iter().all(|r| r.key.namespace == "data"));
-    assert!(app.rows.len() < all);
+    assert!(app.table.rows.iter().all(|r| r.key.namespace == "data"));
+    assert!(app.table.rows.len() < all);
     assert_eq!(app.coverage.scope, Scope::All);
     assert!(app.run_command("ns all").is_empty());
-    assert_eq!(app.rows.len(), all);
+    assert_eq!(app.table.rows.len(), all);
     assert_eq!(
         app.run_command("ctx staging"),
         vec![Effect::SwitchContext("staging".into())]
     );
     assert!(app.run_command("frobnicate").is_empty());
     assert!(matches!(
-        app.feedback.last().unwrap().progress,
+        app.status.feedback.last().unwrap().progress,
         Progress::Failed(_)
     ));
 }
@@ -811,7 +832,7 @@ fn a_namespace_engine_refuses_views_it_cannot_show() {
     app.scope = Scope::Namespace("apps".into());
     assert!(app.run_command("ns data").is_empty());
     assert_eq!(app.scope, Scope::Namespace("apps".into()));
-    let Progress::Failed(why) = &app.feedback.last().unwrap().progress else {
+    let Progress::Failed(why) = &app.status.feedback.last().unwrap().progress else {
         panic!("refused")
     };
     assert!(why.contains("reconciles) namespace apps only"), "{why}");
@@ -868,22 +889,23 @@ fn number_keys_switch_the_view_to_favourites_and_0_shows_all() {
             "{effects:?}"
         );
     }
-    assert_eq!(app.favourites.of("prod-eu"), ["apps", "data"]);
-    // Only the view filter: no effect at all (no engine restart, and data keeps key 2).
-    assert!(press(&mut app, "2").is_empty());
+    assert_eq!(app.favourites.of("prod-eu"), ["data", "apps"]);
+    // Only the view filter: no effect at all (no engine restart, and data keeps key 1).
+    assert!(press(&mut app, "1").is_empty());
     assert_eq!(app.scope, Scope::Namespace("data".into()));
-    assert!(app.rows.iter().all(|r| r.key.namespace == "data"));
-    assert_eq!(app.favourites.of("prod-eu"), ["apps", "data"]);
+    assert!(app.table.rows.iter().all(|r| r.key.namespace == "data"));
+    assert_eq!(app.favourites.of("prod-eu"), ["data", "apps"]);
     assert!(press(&mut app, "0").is_empty());
     assert_eq!(app.scope, Scope::All);
-    assert_eq!(app.rows.len(), 6);
-    press(&mut app, "1");
+    assert_eq!(app.table.rows.len(), 6);
+    press(&mut app, "2");
     assert_eq!(app.scope, Scope::Namespace("apps".into()));
     // No favourite 5 yet: a notice, and the view stays.
     assert!(press(&mut app, "5").is_empty());
     assert_eq!(app.scope, Scope::Namespace("apps".into()));
     assert!(
-        app.feedback
+        app.status
+            .feedback
             .last()
             .unwrap()
             .what
@@ -892,7 +914,7 @@ fn number_keys_switch_the_view_to_favourites_and_0_shows_all() {
     // A namespace nobody knows (a typo) is shown but never becomes a favourite.
     assert!(app.run_command("ns dta").is_empty());
     assert_eq!(app.scope, Scope::Namespace("dta".into()));
-    assert_eq!(app.favourites.of("prod-eu"), ["apps", "data"]);
+    assert_eq!(app.favourites.of("prod-eu"), ["data", "apps"]);
     // The start namespace joins them, and the completions load.
     let mut fresh = App::new(
         "prod-eu".into(),
@@ -905,7 +927,7 @@ fn number_keys_switch_the_view_to_favourites_and_0_shows_all() {
     let effects = fresh.on_start();
     assert!(
         matches!(&effects[..], [Effect::SaveFavourites(f), Effect::LoadCompletions]
-            if f.of("prod-eu") == ["kube-system", "apps", "data"]),
+            if f.of("prod-eu") == ["data", "apps", "kube-system"]),
         "{effects:?}"
     );
 }
@@ -918,13 +940,13 @@ fn favourites_row_fits_80_columns_beside_the_read_only_header() {
         app.run_command(&format!("ns {ns}"));
     }
     press(&mut app, "3");
-    assert_eq!(app.scope, Scope::Namespace("team-7-services".into()));
+    assert_eq!(app.scope, Scope::Namespace("team-3-services".into()));
     let screen = render(&app, 80, 24).backend().to_string();
     let lines: Vec<&str> = screen.lines().collect();
     assert!(lines[0].contains("ctx prod-eu"), "{screen}");
     assert!(lines[0].contains("[READ-ONLY]"), "{screen}");
     assert!(lines[1].contains("<0> all"), "{screen}");
-    assert!(lines[1].contains("<3> [team-7-services]"), "{screen}");
+    assert!(lines[1].contains("<3> [team-3-services]"), "{screen}");
     assert!(lines[1].contains('…'), "cut, not wrapped:\n{screen}");
     insta::assert_snapshot!(screen);
 }
@@ -935,9 +957,9 @@ fn command_line_completes_namespaces_and_contexts_with_tab() {
     let tab = code(KeyCode::Tab);
     assert_eq!(press(&mut app, ":"), vec![Effect::LoadCompletions]);
     // Not allowed to list namespaces: no notice, the releases' namespaces complete.
-    let notices = app.feedback.len();
+    let notices = app.status.feedback.len();
     app.on_io(IoResult::Namespaces(Err("namespaces is forbidden".into())));
-    assert_eq!(app.feedback.len(), notices);
+    assert_eq!(app.status.feedback.len(), notices);
     assert_eq!(app.completions("ns ").matches, ["all", "apps", "data"]);
     app.on_io(IoResult::Namespaces(Ok(vec![
         "apps".into(),
@@ -1000,17 +1022,17 @@ fn command_line_completes_namespaces_and_contexts_with_tab() {
 fn favourites_that_cannot_be_read_or_saved_are_a_notice_once() {
     let mut app = app(false);
     app.set_favourites(Err("favourites.yaml: permission denied".into()));
-    let Progress::Failed(e) = &app.feedback.last().unwrap().progress else {
+    let Progress::Failed(e) = &app.status.feedback.last().unwrap().progress else {
         panic!("a notice")
     };
     assert!(e.contains("permission denied"));
-    let notices = app.feedback.len();
+    let notices = app.status.feedback.len();
     for _ in 0..2 {
         app.on_io(IoResult::FavouritesSaved(Err(
             "read-only file system".into()
         )));
     }
-    assert_eq!(app.feedback.len(), notices + 1, "said once");
+    assert_eq!(app.status.feedback.len(), notices + 1, "said once");
     assert!(app.status_notice().unwrap().1.contains("not saved"));
 }
 
@@ -1039,9 +1061,9 @@ fn incremental_rows_match_a_full_rebuild() {
     ] {
         for reverse in [false, true] {
             let mut app = app(false);
-            app.sort = sort;
-            app.reverse = reverse;
-            app.filter = "team-0".into();
+            app.table.sort = sort;
+            app.table.reverse = reverse;
+            app.table.filter = "team-0".into();
             app.set_views(all.clone());
             let mut replicas = (*demo::many_replicas(300)).clone();
             app.set_replicas(Arc::new(replicas.clone()));
@@ -1086,13 +1108,17 @@ fn incremental_rows_match_a_full_rebuild() {
                     replicas.insert(id.clone(), entry);
                 }
                 app.set_replicas(Arc::new(replicas.clone()));
-                let selected = app.rows.get(app.selected).map(|r| r.key.clone());
+                let selected = app
+                    .table
+                    .rows
+                    .get(app.table.selected)
+                    .map(|r| r.key.clone());
                 app.set_views(Arc::new(views.clone()));
-                let incremental = app.rows.clone();
+                let incremental = app.table.rows.clone();
                 app.set_views(Arc::new(crate::engine::Views::default()));
                 app.set_views(Arc::new(views.clone()));
                 assert_eq!(
-                    incremental, app.rows,
+                    incremental, app.table.rows,
                     "{sort:?} reversed={reverse}, round {round}"
                 );
                 if let Some(key) = selected
@@ -1100,7 +1126,7 @@ fn incremental_rows_match_a_full_rebuild() {
                     && incremental.iter().any(|r| r.key == key)
                 {
                     let i = incremental.iter().position(|r| r.key == key).unwrap();
-                    assert_eq!(app.rows[i].key, key);
+                    assert_eq!(app.table.rows[i].key, key);
                 }
             }
         }
@@ -1152,6 +1178,7 @@ fn app_with_a_long_wait() -> App {
 fn state_column_never_cuts_the_time_left_at_80_columns_or_more() {
     let mut app = app_with_a_long_wait();
     let long = app
+        .table
         .rows
         .iter()
         .find(|r| r.key.name.starts_with("checkout"))
@@ -1159,6 +1186,7 @@ fn state_column_never_cuts_the_time_left_at_80_columns_or_more() {
         .state_text(app.now);
     assert!(long.ends_with("119m59s left"), "{long}");
     let short = app
+        .table
         .rows
         .iter()
         .find(|r| r.key.name == "api")
@@ -1256,7 +1284,8 @@ fn ready_counts_replicas_of_the_workloads_even_during_a_wait() {
     );
     app.set_replicas(std::sync::Arc::new(map));
     let ready = |app: &App, name: &str| {
-        app.rows
+        app.table
+            .rows
             .iter()
             .find(|r| r.key.name == name)
             .unwrap()

@@ -1,0 +1,588 @@
+//! The dashboard's state: what every view shares (the cluster context, the releases, the
+//! clock, the theme) and its components (the table, the detail view, the values editor,
+//! the overlays, the status line), with the routing of keys and IO results to them. Pure:
+//! it never performs IO; it returns [`Effect`]s the run loop hands to tasks, and takes
+//! their results back as [`IoResult`]s.
+
+mod writes;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use k8s_openapi::jiff::Timestamp;
+use tui_textarea::TextArea;
+
+pub use self::writes::describe;
+use super::components::command::{self, CommandLine, Completion, Typed};
+use super::components::confirm::{Answer, Confirm};
+use super::components::detail::{Detail, Tab};
+use super::components::editor::{Edited, Editor};
+use super::components::line_input;
+use super::components::status::{Notices, Progress};
+use super::components::table::{ReleaseTable, Source};
+use super::effect::{Effect, IoResult};
+use super::favourites::Favourites;
+use super::keymap::{self, Action, Context};
+use super::theme::Theme;
+use crate::client::Scope;
+use crate::engine::{ReleaseKey, Role, Views, changed_keys};
+use crate::health::replicas::ReplicaMap;
+
+/// What sits over the view in front and takes the keys first.
+pub enum Overlay {
+    Help,
+    Filter(TextArea<'static>),
+    Command(CommandLine),
+    Confirm(Confirm),
+}
+
+pub struct App {
+    pub context: String,
+    /// The namespaces the table shows: a view filter, never what the engine reconciles.
+    pub scope: Scope,
+    /// What the in-process engine reconciles (and its watch covers), fixed per session.
+    pub coverage: crate::engine::Coverage,
+    pub readonly: bool,
+    pub theme: Theme,
+    pub role: Role,
+    /// Whether the API server answers the HelmRelease watch.
+    pub connection: crate::engine::Connection,
+    /// When the API server answered again after it last did not.
+    pub answering_since: Option<Timestamp>,
+    pub now: Timestamp,
+    pub views: Arc<Views>,
+    /// Ready and desired replicas of every Helm release's workloads (READY column).
+    pub replicas: Arc<ReplicaMap>,
+    pub table: ReleaseTable,
+    pub detail: Option<Detail>,
+    pub editor: Option<Editor>,
+    pub overlay: Option<Overlay>,
+    pub status: Notices,
+    /// Drafts of values edits left with esc, so nothing typed is lost: the whole text
+    /// area, so reopening also puts back the cursor, the scroll position and undo; and
+    /// the values the draft started from.
+    pub drafts: HashMap<ReleaseKey, (TextArea<'static>, serde_json::Value)>,
+    /// Rows per page, from the last draw.
+    pub page: usize,
+    pub switching: Option<String>,
+    /// Namespace favourites of every context (keys `1`..`9`), kept in the config dir.
+    pub favourites: Favourites,
+    /// The cluster's namespaces, when this identity may list them (else empty).
+    pub cluster_namespaces: Vec<String>,
+    /// The kubeconfig's contexts, for `:ctx` completion.
+    pub contexts: Vec<String>,
+    /// Saving the favourites failed once this session (said once, not on every switch).
+    favourites_unsaved: bool,
+    next_id: u64,
+}
+
+impl App {
+    pub fn new(
+        context: String,
+        scope: Scope,
+        readonly: bool,
+        theme: Theme,
+        now: Timestamp,
+    ) -> Self {
+        Self {
+            context,
+            coverage: crate::engine::Coverage::new(scope.clone(), None),
+            scope,
+            readonly,
+            theme,
+            role: Role::Unknown,
+            connection: crate::engine::Connection::Connected,
+            answering_since: None,
+            now,
+            views: Arc::default(),
+            replicas: Arc::default(),
+            table: ReleaseTable::default(),
+            detail: None,
+            editor: None,
+            overlay: None,
+            status: Notices::default(),
+            drafts: HashMap::new(),
+            page: 10,
+            switching: None,
+            favourites: Favourites::default(),
+            cluster_namespaces: Vec::new(),
+            contexts: Vec::new(),
+            favourites_unsaved: false,
+            next_id: 0,
+        }
+    }
+
+    /// What the dashboard does once it runs: the namespace in view joins the favourites,
+    /// and the completions load.
+    pub fn on_start(&mut self) -> Vec<Effect> {
+        let mut effects = self.remember_scope();
+        effects.push(Effect::LoadCompletions);
+        effects
+    }
+
+    /// The namespace in view joins this context's favourites (a save when that changed
+    /// them).
+    fn remember_scope(&mut self) -> Vec<Effect> {
+        match &self.scope {
+            Scope::Namespace(ns) if self.favourites.visit(&self.context, ns) => {
+                vec![Effect::SaveFavourites(self.favourites.clone())]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The namespaces `:ns` completes: the releases' and, when it could be listed, the
+    /// cluster's.
+    pub fn known_namespaces(&self) -> BTreeSet<String> {
+        self.views
+            .keys()
+            .map(|k| k.namespace.clone())
+            .chain(self.cluster_namespaces.iter().cloned())
+            .collect()
+    }
+
+    /// What the command line completes for `line`.
+    pub fn completions(&self, line: &str) -> Completion {
+        command::completions(line, self.known_namespaces(), &self.contexts)
+    }
+
+    /// The table, and what its rows are made from.
+    fn table_and_source(&mut self) -> (&mut ReleaseTable, Source<'_>) {
+        let source = Source {
+            views: &self.views,
+            replicas: &self.replicas,
+            scope: &self.scope,
+        };
+        (&mut self.table, source)
+    }
+
+    /// Every row of the table again (the filter, scope or sort changed).
+    fn refresh_rows(&mut self) {
+        let (table, source) = self.table_and_source();
+        table.refresh(&source);
+    }
+
+    /// Takes a new snapshot of the views. Only the releases that changed since the last
+    /// snapshot are looked at (the persistent maps' `diff` skips what they share), and
+    /// each moves to its sorted place, so thousands of releases cost nothing per event.
+    pub fn set_views(&mut self, views: Arc<Views>) {
+        let old = std::mem::replace(&mut self.views, views);
+        let changed = changed_keys(&old, &self.views);
+        for key in &changed {
+            if !self.views.contains_key(key) {
+                self.table.marked.remove(key);
+            }
+        }
+        let (table, source) = self.table_and_source();
+        table.update(&source, &changed);
+        self.status.resolve_unknown(&self.views, self.now);
+    }
+
+    /// Takes a new snapshot of the workloads' replica counts: like the views, only the
+    /// rows of releases whose counts changed move.
+    pub fn set_replicas(&mut self, replicas: Arc<ReplicaMap>) {
+        let old = std::mem::replace(&mut self.replicas, replicas);
+        let keys = self.table.rows_of(&changed_keys(&old, &self.replicas));
+        let (table, source) = self.table_and_source();
+        table.update(&source, &keys);
+    }
+
+    /// The clock moved on: a write of unknown outcome that the object still does not show
+    /// a while after the API server answers again is reported not applied (and still
+    /// watched).
+    pub fn tick(&mut self, now: Timestamp) {
+        self.now = now;
+        if let crate::engine::Connection::Disconnected { .. } = self.connection {
+            return;
+        }
+        self.status.expire_unknown(now, self.answering_since);
+    }
+
+    /// Whether the API server answers, and since when.
+    pub fn set_connection(&mut self, connection: crate::engine::Connection) {
+        let was_down = matches!(
+            self.connection,
+            crate::engine::Connection::Disconnected { .. }
+        );
+        if was_down && connection == crate::engine::Connection::Connected {
+            self.answering_since = Some(self.now);
+        }
+        self.connection = connection;
+    }
+
+    /// How old the shown data may be: `Some(seconds)` while disconnected.
+    pub fn stale_for(&self) -> Option<i64> {
+        match &self.connection {
+            crate::engine::Connection::Connected => None,
+            crate::engine::Connection::Disconnected { since, .. } => {
+                Some(self.now.duration_since(*since).as_secs().max(0))
+            }
+        }
+    }
+
+    /// What the status line says now (see [`Notices::notice`]).
+    pub fn status_notice(&self) -> Option<(Progress, String, bool)> {
+        self.status.notice(self.now)
+    }
+
+    pub fn selected_key(&self) -> Option<&ReleaseKey> {
+        match &self.detail {
+            Some(d) => Some(&d.key),
+            None => self.table.selected_key(),
+        }
+    }
+
+    fn context(&self) -> Context {
+        if self.editor.is_some() {
+            Context::Editor
+        } else if self.detail.is_some() {
+            Context::Detail
+        } else {
+            Context::Table
+        }
+    }
+
+    fn id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    fn note(&mut self, what: String, progress: Progress) -> u64 {
+        let id = self.id();
+        self.status.note(id, what, progress, self.now);
+        id
+    }
+
+    pub fn on_key(&mut self, ev: KeyEvent) -> Vec<Effect> {
+        if ev.code == KeyCode::Char('c') && ev.modifiers.contains(KeyModifiers::CONTROL) {
+            return vec![Effect::Quit];
+        }
+        if let Some(overlay) = self.overlay.take() {
+            return self.on_overlay_key(overlay, ev);
+        }
+        if self.editor.is_some() {
+            return self.on_editor_key(ev);
+        }
+        match keymap::lookup(self.context(), &ev) {
+            Some(action) => self.on_action(action),
+            None => Vec::new(),
+        }
+    }
+
+    fn on_overlay_key(&mut self, overlay: Overlay, ev: KeyEvent) -> Vec<Effect> {
+        match overlay {
+            Overlay::Help => Vec::new(), // any key closes it
+            Overlay::Confirm(confirm) => match confirm.on_key(ev) {
+                Answer::Yes(effects) => self.confirmed(effects),
+                Answer::No => {
+                    self.note("not confirmed: nothing was changed".into(), Progress::Note);
+                    Vec::new()
+                }
+                Answer::Stay(confirm) => {
+                    self.overlay = Some(Overlay::Confirm(confirm));
+                    Vec::new()
+                }
+            },
+            Overlay::Filter(mut text) => {
+                match ev.code {
+                    KeyCode::Esc => {
+                        self.table.filter.clear();
+                        self.refresh_rows();
+                    }
+                    KeyCode::Enter => {}
+                    _ => {
+                        text.input(ev);
+                        let (table, source) = self.table_and_source();
+                        table.set_filter(&source, text.lines().concat());
+                        self.overlay = Some(Overlay::Filter(text));
+                    }
+                }
+                Vec::new()
+            }
+            Overlay::Command(mut line) => match line.on_key(ev, |typed| self.completions(typed)) {
+                Typed::Cancel => Vec::new(),
+                Typed::Run(text) => self.run_command(&text),
+                Typed::Editing => {
+                    self.overlay = Some(Overlay::Command(line));
+                    Vec::new()
+                }
+            },
+        }
+    }
+
+    /// `:` commands: `ns NAME`, `ns all` (or `all`), `ctx NAME`, `q`/`quit`.
+    pub fn run_command(&mut self, line: &str) -> Vec<Effect> {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let scope_of = |name: &str| match name {
+            "all" | "*" | "-A" => Scope::All,
+            ns => Scope::Namespace(ns.to_owned()),
+        };
+        match words.as_slice() {
+            ["q" | "quit" | "q!"] => vec![Effect::Quit],
+            ["all" | "-A"] => self.switch_scope(Scope::All),
+            ["ns" | "namespace" | "n", name] => self.switch_scope(scope_of(name)),
+            ["ctx" | "context", name] => {
+                self.switching = Some(format!("context {name}"));
+                vec![Effect::SwitchContext((*name).to_owned())]
+            }
+            [] => Vec::new(),
+            _ => {
+                self.note(
+                    format!("unknown command {line:?}"),
+                    Progress::Failed("try ns NAME, ns all, ctx NAME or quit".into()),
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    /// Changes the namespaces shown. The engine's coverage stays as it is: a view filter
+    /// never narrows or widens what this process reconciles.
+    fn switch_scope(&mut self, scope: Scope) -> Vec<Effect> {
+        let shown = match (&self.coverage.scope, &scope) {
+            (Scope::All, _) => true,
+            (Scope::Namespace(have), Scope::Namespace(want)) => have == want,
+            (Scope::Namespace(_), Scope::All) => false,
+        };
+        if shown {
+            let known = match &scope {
+                Scope::Namespace(ns) => self.known_namespaces().contains(ns),
+                Scope::All => false,
+            };
+            self.scope = scope;
+            self.table.marked.clear();
+            self.table.selected = 0;
+            self.refresh_rows();
+            // Only namespaces that exist become favourites, not typos.
+            if known {
+                return self.remember_scope();
+            }
+        } else {
+            let Scope::Namespace(have) = &self.coverage.scope else {
+                unreachable!("a cluster-wide watch shows every namespace")
+            };
+            self.note(
+                "switching namespace".into(),
+                Progress::Failed(format!(
+                    "this identity cannot list HelmReleases in every namespace, so this \
+                     dashboard watches (and its engine reconciles) namespace {have} only; \
+                     start it with -n NAME for another"
+                )),
+            );
+        }
+        Vec::new()
+    }
+
+    fn on_action(&mut self, action: Action) -> Vec<Effect> {
+        // The view in front handles its own keys first.
+        let page = self.page;
+        if let Some(d) = &mut self.detail {
+            if d.on_action(action, page) {
+                return Vec::new();
+            }
+        } else {
+            let (table, source) = self.table_and_source();
+            if table.on_action(&source, action, page) {
+                return Vec::new();
+            }
+        }
+        match action {
+            Action::Quit => return vec![Effect::Quit],
+            Action::Help => self.overlay = Some(Overlay::Help),
+            Action::Redraw => return vec![Effect::Redraw],
+            Action::Command => {
+                self.overlay = Some(Overlay::Command(CommandLine::default()));
+                return vec![Effect::LoadCompletions];
+            }
+            Action::Namespace(0) => return self.switch_scope(Scope::All),
+            Action::Namespace(n) => {
+                let favourite = self.favourites.of(&self.context).get(n as usize - 1);
+                match favourite {
+                    Some(ns) => return self.switch_scope(Scope::Namespace(ns.clone())),
+                    None => {
+                        self.note(
+                            format!("no namespace on {n} yet: :ns NAME adds one"),
+                            Progress::Note,
+                        );
+                    }
+                }
+            }
+            Action::Filter => {
+                // A new filter replaces the old one, as in k9s.
+                self.table.filter.clear();
+                self.refresh_rows();
+                self.overlay = Some(Overlay::Filter(line_input(
+                    "text in namespace, name, chart, state or message",
+                )));
+            }
+            Action::Back if self.detail.take().is_none() => {
+                self.table.filter.clear();
+                self.refresh_rows();
+            }
+            Action::Open | Action::Overview => return self.open(Tab::Overview),
+            Action::History => return self.open(Tab::History),
+            Action::Values => return self.open(Tab::Values),
+            Action::Manifest => return self.open(Tab::Manifest),
+            Action::Events => return self.open(Tab::Events),
+            Action::Suspend | Action::Resume | Action::Reconcile | Action::CancelWait => {
+                return self.write(action);
+            }
+            Action::Edit => self.open_editor(),
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    fn open(&mut self, tab: Tab) -> Vec<Effect> {
+        if let Some(d) = &mut self.detail {
+            d.show(tab);
+            return Vec::new();
+        }
+        let Some(key) = self.selected_key().cloned() else {
+            return Vec::new();
+        };
+        self.detail = Some(Detail::new(key.clone(), tab));
+        vec![Effect::LoadDetail(key)]
+    }
+
+    fn open_editor(&mut self) {
+        if self.readonly {
+            self.note(
+                "read-only (--readonly)".into(),
+                Progress::Failed("editing values is disabled".into()),
+            );
+            return;
+        }
+        let Some(key) = self.selected_key().cloned() else {
+            return;
+        };
+        let Some(view) = self.views.get(&key) else {
+            return;
+        };
+        let original = view
+            .release
+            .spec
+            .values
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({}));
+        let draft = self.drafts.remove(&key);
+        self.editor = Some(Editor::open(key, original, draft, &self.theme));
+    }
+
+    fn on_editor_key(&mut self, ev: KeyEvent) -> Vec<Effect> {
+        let Some(mut ed) = self.editor.take() else {
+            return Vec::new();
+        };
+        match ed.on_key(ev, self.page) {
+            Edited::Stay => self.editor = Some(ed),
+            Edited::Leave => {
+                self.drafts.insert(ed.key, (ed.text, ed.original));
+            }
+            Edited::Apply(values) => {
+                let id = self.note(format!("apply values to {}", ed.key), Progress::Pending);
+                ed.saving = Some(id);
+                let effect = Effect::PatchValues {
+                    id,
+                    key: ed.key.clone(),
+                    original: ed.original.clone(),
+                    values,
+                };
+                self.editor = Some(ed);
+                return vec![effect];
+            }
+        }
+        Vec::new()
+    }
+
+    /// Takes an IO result back; returns the IO it leads to.
+    pub fn on_io(&mut self, result: IoResult) -> Vec<Effect> {
+        let now = self.now;
+        match result {
+            IoResult::Late { id, outcome } => self.status.late(id, outcome, now),
+            IoResult::Unknown { id, why, expect } => {
+                self.status.unknown(id, why.clone(), expect, now);
+                if let Some(ed) = &mut self.editor
+                    && ed.saving == Some(id)
+                {
+                    ed.saving = None;
+                    ed.error = Some(format!(
+                        "outcome unknown: {why}; your draft is kept and the release is watched"
+                    ));
+                }
+                // It may have landed before the answer was given up on.
+                self.status.resolve_unknown(&self.views, now);
+            }
+            IoResult::Done { id, result } => {
+                self.status.done(id, &result, now);
+                if let Some(ed) = &mut self.editor
+                    && ed.saving == Some(id)
+                {
+                    ed.saving = None;
+                    match result {
+                        Ok(()) => self.editor = None,
+                        Err(e) => ed.error = Some(format!("not applied: {e}")),
+                    }
+                }
+            }
+            IoResult::Detail { key, data } => {
+                if let Some(d) = &mut self.detail
+                    && d.key == key
+                {
+                    d.data = data;
+                }
+            }
+            IoResult::Switched(result) => {
+                self.switching = None;
+                match result {
+                    Ok((context, scope, coverage)) => {
+                        self.context = context;
+                        self.scope = scope;
+                        self.coverage = coverage;
+                        self.detail = None;
+                        self.table.marked.clear();
+                        self.table.selected = 0;
+                        self.role = Role::Unknown;
+                        self.set_views(Arc::default());
+                        // Another cluster: its own namespaces and favourites.
+                        self.cluster_namespaces.clear();
+                        let mut effects = self.remember_scope();
+                        effects.push(Effect::LoadCompletions);
+                        return effects;
+                    }
+                    Err(e) => {
+                        self.note("switching failed".into(), Progress::Failed(e));
+                    }
+                }
+            }
+            // Not allowed to list namespaces (or no answer): the releases' namespaces
+            // complete alone, without a notice about something the operator never asked.
+            IoResult::Namespaces(result) => self.cluster_namespaces = result.unwrap_or_default(),
+            IoResult::Contexts(contexts) => self.contexts = contexts,
+            IoResult::FavouritesSaved(Ok(())) => {}
+            IoResult::FavouritesSaved(Err(e)) => {
+                if !std::mem::replace(&mut self.favourites_unsaved, true) {
+                    self.note(
+                        "namespace favourites not saved (kept for this session)".into(),
+                        Progress::Failed(e),
+                    );
+                }
+            }
+        }
+        Vec::new()
+    }
+
+    /// The favourites as read at start, or why they could not be (said on the status
+    /// line; the dashboard starts with none).
+    pub fn set_favourites(&mut self, loaded: Result<Favourites, String>) {
+        match loaded {
+            Ok(f) => self.favourites = f,
+            Err(e) => {
+                self.note(
+                    "namespace favourites not read (starting with none)".into(),
+                    Progress::Failed(e),
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,586 @@
+//! The detail view of one release: tabs for its overview (conditions, rollout with the
+//! failing pods, tracked config), history, values, manifest and events. Secret data is
+//! masked.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span, Text};
+use ratatui::widgets::{Block, Borders, Paragraph, Tabs};
+
+use crate::engine::{Phase, ReleaseKey, ReleaseView, Role};
+use crate::tracking::Selection;
+use crate::tui::app::App;
+use crate::tui::keymap::Action;
+use crate::tui::model::{
+    DetailData, Fetch, Row, State, Workload, age, left, mask_values, replicas_of, short_duration,
+    spinner,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tab {
+    Overview,
+    History,
+    Values,
+    Manifest,
+    Events,
+}
+
+impl Tab {
+    pub const ALL: [Tab; 5] = [
+        Tab::Overview,
+        Tab::History,
+        Tab::Values,
+        Tab::Manifest,
+        Tab::Events,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Overview => "Overview",
+            Self::History => "History",
+            Self::Values => "Values",
+            Self::Manifest => "Manifest",
+            Self::Events => "Events",
+        }
+    }
+}
+
+/// The detail view's state: which release, which tab, how far scrolled, and what was
+/// loaded for it.
+pub struct Detail {
+    pub key: ReleaseKey,
+    pub tab: Tab,
+    pub scroll: u16,
+    pub data: DetailData,
+}
+
+impl Detail {
+    pub fn new(key: ReleaseKey, tab: Tab) -> Self {
+        Self {
+            key,
+            tab,
+            scroll: 0,
+            data: DetailData::default(),
+        }
+    }
+
+    /// Shows `tab` from its top.
+    pub fn show(&mut self, tab: Tab) {
+        self.tab = tab;
+        self.scroll = 0;
+    }
+
+    /// The moving keys scroll; tab goes to the next tab. Whether the action was the view's.
+    pub fn on_action(&mut self, action: Action, page: usize) -> bool {
+        let page = page as u16;
+        self.scroll = match action {
+            Action::Up => self.scroll.saturating_sub(1),
+            Action::Down => self.scroll.saturating_add(1),
+            Action::PageUp => self.scroll.saturating_sub(page),
+            Action::PageDown => self.scroll.saturating_add(page),
+            Action::Top => 0,
+            Action::Bottom => u16::MAX / 2,
+            Action::NextTab => {
+                let i = Tab::ALL.iter().position(|t| *t == self.tab).unwrap_or(0);
+                self.show(Tab::ALL[(i + 1) % Tab::ALL.len()]);
+                return true;
+            }
+            _ => return false,
+        };
+        true
+    }
+}
+
+pub fn draw(f: &mut Frame, app: &App, d: &Detail, area: Rect) {
+    let t = &app.theme;
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(t.base().fg(t.border))
+        .title(Span::styled(format!(" {} ", d.key), t.header()));
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let [tabs, body] = Layout::vertical([Constraint::Length(1), Constraint::Min(1)]).areas(inner);
+    let titles: Vec<Line> = Tab::ALL
+        .iter()
+        .map(|tab| {
+            let key = match tab {
+                Tab::Overview => "d",
+                Tab::History => "h",
+                Tab::Values => "v",
+                Tab::Manifest => "m",
+                Tab::Events => "E",
+            };
+            Line::from(format!("{} ({key})", tab.title()))
+        })
+        .collect();
+    let selected = Tab::ALL.iter().position(|x| *x == d.tab).unwrap_or(0);
+    f.render_widget(
+        Tabs::new(titles)
+            .select(selected)
+            .style(t.muted())
+            .highlight_style(t.header().add_modifier(Modifier::REVERSED)),
+        tabs,
+    );
+    let Some(view) = app.views.get(&d.key) else {
+        f.render_widget(
+            Paragraph::new("This release is gone (deleted, or out of scope).").style(t.muted()),
+            body,
+        );
+        return;
+    };
+    let text = match d.tab {
+        Tab::Overview => overview(app, d, view),
+        Tab::History => history(app, d, view),
+        Tab::Values => values(app, d, view),
+        Tab::Manifest => fetched(app, &d.data.helm, |h| {
+            Text::from(format!(
+                "# revision {} (Secret data masked)\n{}",
+                h.revision, h.manifest
+            ))
+        }),
+        Tab::Events => events(app, d),
+    };
+    f.render_widget(
+        Paragraph::new(text)
+            .style(t.base())
+            .scroll((d.scroll.min(u16::MAX / 2), 0)),
+        body,
+    );
+}
+
+fn section<'a>(app: &App, title: &str) -> Line<'a> {
+    Line::from(Span::styled(title.to_owned(), app.theme.header()))
+}
+
+fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
+    let t = &app.theme;
+    let row = Row::with_replicas(view, &app.replicas);
+    let hr = &view.release;
+    let mut lines = vec![
+        Line::from(vec![
+            Span::styled("State    ", t.muted()),
+            Span::styled(row.state_text(app.now), t.state(row.state)),
+            Span::styled(
+                format!(
+                    "   chart {} {}   revision {}",
+                    row.chart,
+                    row.version,
+                    row.revision.map_or("-".into(), |r| r.to_string())
+                ),
+                t.base(),
+            ),
+        ]),
+        Line::from(vec![
+            Span::styled("Phase    ", t.muted()),
+            Span::raw(
+                if view.live.phase == Phase::Idle && !matches!(app.role, Role::Leader) {
+                    "(the engine runs elsewhere; status below is what it wrote)".to_owned()
+                } else {
+                    view.live.phase.to_string()
+                },
+            ),
+        ]),
+    ];
+    lines.extend(replica_lines(app, view, &row));
+    if let Some(deadline) = row.deadline {
+        let (r, total) = row.wait_progress.unwrap_or((0, 0));
+        lines.push(Line::from(vec![
+            Span::styled("Wait     ", t.muted()),
+            Span::styled(
+                format!(
+                    "{} {} left · {r}/{total} resources ready",
+                    spinner(app.now),
+                    short_duration(left(deadline, app.now).as_secs() as i64)
+                ),
+                t.state(State::Progressing),
+            ),
+        ]));
+    }
+    if hr.spec.suspend {
+        lines.push(Line::styled(
+            if app.readonly {
+                "Suspended: no new actions start"
+            } else {
+                "Suspended: no new actions start (S resumes)"
+            },
+            t.state(State::Suspended),
+        ));
+    }
+    lines.push(Line::raw(""));
+    lines.push(section(app, "Conditions"));
+    let conditions = hr
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    if conditions.is_empty() {
+        lines.push(Line::styled("  none yet", t.muted()));
+    }
+    for c in conditions {
+        let (sym, state) = match (c.type_.as_str(), c.status.as_str()) {
+            (_, "True") if c.type_ == "Stalled" || c.type_ == "Reconciling" => {
+                ("!", State::Progressing)
+            }
+            (_, "True") => ("✓", State::Ready),
+            (_, "False") if c.type_ == "Stalled" || c.type_ == "Reconciling" => ("✓", State::Ready),
+            (_, "False") => ("✗", State::Failed),
+            _ => ("?", State::Unknown),
+        };
+        lines.push(Line::from(vec![
+            Span::styled(
+                format!("  {sym} {:<12} {:<7} ", c.type_, c.status),
+                t.state(state),
+            ),
+            Span::styled(format!("{:<20} ", c.reason), t.base()),
+            Span::styled(
+                format!("{:>6}  ", age(c.last_transition_time.0, app.now)),
+                t.muted(),
+            ),
+            Span::raw(c.message.replace('\n', " ")),
+        ]));
+    }
+    lines.push(Line::raw(""));
+    lines.push(section(app, "Rollout"));
+    if let Some(w) = &view.live.wait {
+        for (object, what) in &w.progress.pending {
+            lines.push(Line::from(vec![
+                Span::styled(format!("  ◐ {object}: "), t.state(State::Progressing)),
+                Span::raw(what.clone()),
+            ]));
+        }
+    }
+    match &d.data.workloads {
+        Fetch::Loading => lines.push(Line::styled("  loading workloads…", t.muted())),
+        Fetch::Failed(e) => lines.push(Line::styled(
+            format!("  ✗ cannot read workloads: {e}"),
+            t.base().fg(t.error),
+        )),
+        Fetch::Loaded(ws) if ws.is_empty() => lines.push(Line::styled(
+            "  no Deployments, StatefulSets or DaemonSets",
+            t.muted(),
+        )),
+        Fetch::Loaded(ws) => {
+            for w in ws {
+                let ok = w.ready >= w.desired && w.updated >= w.desired && w.failing.is_empty();
+                let state = if ok { State::Ready } else { State::Progressing };
+                lines.push(Line::from(vec![
+                    Span::styled(
+                        format!("  {} {:<32} ", state.symbol(), w.object),
+                        t.state(state),
+                    ),
+                    Span::raw(format!(
+                        "desired {}  updated {}  ready {}  available {}",
+                        w.desired, w.updated, w.ready, w.available
+                    )),
+                ]));
+                for (pod, why) in &w.failing {
+                    lines.push(Line::from(vec![
+                        Span::styled(format!("      ✗ pod {pod}: "), t.state(State::Failed)),
+                        Span::raw(why.clone()),
+                    ]));
+                }
+                lines.extend(tracking_lines(app, w));
+            }
+        }
+    }
+    lines.push(Line::raw(""));
+    lines.push(section(app, "History (h for all)"));
+    lines.extend(history(app, d, view).lines.into_iter().take(4));
+    lines.push(Line::raw(""));
+    lines.push(section(app, "Events (E for all)"));
+    lines.extend(events(app, d).lines.into_iter().take(5));
+    Text::from(lines)
+}
+
+/// Ready replicas of the release's workloads: the READY column's sum, then each
+/// workload's own count.
+fn replica_lines<'a>(app: &App, view: &ReleaseView, row: &Row) -> Vec<Line<'a>> {
+    let t = &app.theme;
+    let Some(replicas) = replicas_of(view, &app.replicas) else {
+        return vec![Line::from(vec![
+            Span::styled("Ready    ", t.muted()),
+            Span::styled(
+                "- (no Deployment, StatefulSet or DaemonSet seen)",
+                t.muted(),
+            ),
+        ])];
+    };
+    let (ready, desired) = row.ready.unwrap_or_default();
+    let mut lines = vec![Line::from(vec![
+        Span::styled("Ready    ", t.muted()),
+        Span::raw(format!("{ready}/{desired} replicas")),
+    ])];
+    let release_ns = view.release.target_namespace();
+    for w in &replicas.workloads {
+        let state = if w.ready >= w.desired {
+            State::Ready
+        } else {
+            State::Progressing
+        };
+        let object = if w.namespace == release_ns {
+            format!("{}/{}", w.kind, w.name)
+        } else {
+            format!("{}/{}/{}", w.kind, w.namespace, w.name)
+        };
+        lines.push(Line::from(vec![
+            Span::styled(format!("         {} ", state.symbol()), t.state(state)),
+            Span::raw(format!("{object} {}/{}", w.ready, w.desired)),
+        ]));
+    }
+    lines
+}
+
+/// What config tracking looks after in one workload: each consumed object and whether it
+/// exists, and whether the pods wait behind the config-pending gate.
+fn tracking_lines<'a>(app: &App, w: &Workload) -> Vec<Line<'a>> {
+    let t = &app.theme;
+    let Some(tracked) = &w.tracking else {
+        return vec![Line::styled("      config not tracked", t.muted())];
+    };
+    let hash = tracked
+        .hash
+        .as_deref()
+        .map(|h| format!(" (hash {})", &h[..h.len().min(12)]))
+        .unwrap_or_default();
+    let mut lines = vec![Line::styled(
+        format!("      config tracked{hash}"),
+        t.muted(),
+    )];
+    if tracked.objects.is_empty() {
+        lines.push(Line::styled(
+            "        consumes no ConfigMap or Secret",
+            t.muted(),
+        ));
+    }
+    for o in &tracked.objects {
+        let (symbol, state) = match (o.exists, o.object.optional) {
+            (true, _) => ("✓", State::Ready),
+            (false, true) => ("·", State::Suspended),
+            (false, false) => ("✗", State::Failed),
+        };
+        let mut spans = vec![
+            Span::styled(format!("        {symbol} "), t.state(state)),
+            Span::raw(format!("{}/{}", o.object.kind, o.object.name)),
+        ];
+        if let Selection::Keys(keys) = &o.object.selection {
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            spans.push(Span::styled(
+                format!("  keys {}", keys.join(", ")),
+                t.muted(),
+            ));
+        }
+        if o.object.optional {
+            spans.push(Span::styled("  optional", t.muted()));
+        }
+        if !o.exists {
+            spans.push(Span::styled("  missing", t.state(state)));
+        }
+        lines.push(Line::from(spans));
+    }
+    if tracked.gated || w.held > 0 {
+        let waiting: Vec<String> = tracked
+            .objects
+            .iter()
+            .filter(|o| !o.exists && !o.object.optional)
+            .map(|o| format!("{}/{}", o.object.kind, o.object.name))
+            .collect();
+        let pods = match w.held {
+            1 => "1 pod".to_owned(),
+            n => format!("{n} pods"),
+        };
+        let why = if waiting.is_empty() {
+            String::new()
+        } else {
+            format!(" until {} exists", waiting.join(", "))
+        };
+        lines.push(Line::from(vec![
+            Span::styled("      ⏸ gated: ", t.state(State::Progressing)),
+            Span::raw(format!(
+                "{pods} held by {}{why}",
+                crate::tracking::CONFIG_PENDING_GATE
+            )),
+        ]));
+    }
+    lines
+}
+
+fn history<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
+    let t = &app.theme;
+    let history = view
+        .release
+        .status
+        .as_ref()
+        .map(|s| s.history.as_slice())
+        .unwrap_or_default();
+    // The revision in flight is in Helm's storage before status.history records it.
+    let in_flight = match &d.data.helm {
+        Fetch::Loaded(h) if history.first().is_none_or(|f| h.revision > f.version) => Some(h),
+        _ => None,
+    };
+    if history.is_empty() && in_flight.is_none() {
+        return Text::styled("  no revisions yet", t.muted());
+    }
+    // Columns as wide as their widest cell (a `pending-rollback` status or a long chart
+    // name would otherwise push the rest of its row out of line).
+    let chart_of = |h: &crate::api::Snapshot| format!("{}-{}", h.chart_name, h.chart_version);
+    let rev_w = history
+        .iter()
+        .map(|h| h.version.to_string().len())
+        .chain(in_flight.map(|h| h.revision.to_string().len()))
+        .chain([3])
+        .max()
+        .unwrap_or(3);
+    let status_w = history
+        .iter()
+        .map(|h| h.status.len())
+        .chain(in_flight.map(|h| h.status.len()))
+        .chain([6])
+        .max()
+        .unwrap_or(6);
+    let chart_w = history
+        .iter()
+        .map(|h| chart_of(h).len())
+        .chain(in_flight.map(|h| h.chart.len()))
+        .chain([5])
+        .max()
+        .unwrap_or(5);
+    let action_w = history
+        .iter()
+        .map(|h| h.action.as_deref().unwrap_or_default().len())
+        .chain([6])
+        .max()
+        .unwrap_or(6);
+    let mut lines = vec![Line::styled(
+        format!(
+            "  {:<rev_w$} {:<sw$} {:<chart_w$} {:<action_w$} {:>8}  {}",
+            "REV",
+            "STATUS",
+            "CHART",
+            "ACTION",
+            "DEPLOYED",
+            "DIGEST",
+            sw = status_w + 2,
+        ),
+        t.muted(),
+    )];
+    if let Some(h) = in_flight {
+        let state = if h.status.starts_with("pending") {
+            State::Progressing
+        } else {
+            State::Unknown
+        };
+        lines.push(Line::from(vec![
+            Span::raw(format!("  {:<rev_w$} ", h.revision)),
+            Span::styled(
+                format!("{} {:<status_w$} ", state.symbol(), h.status),
+                t.state(state),
+            ),
+            Span::raw(format!("{:<chart_w$} ", h.chart)),
+            Span::styled(h.description.clone(), t.muted()),
+        ]));
+    }
+    for h in history {
+        let state = match h.status.as_str() {
+            "deployed" | "superseded" => State::Ready,
+            "failed" => State::Failed,
+            s if s.starts_with("pending") => State::Progressing,
+            _ => State::Unknown,
+        };
+        let digest: String = h.config_digest.chars().take(15).collect();
+        lines.push(Line::from(vec![
+            Span::raw(format!("  {:<rev_w$} ", h.version)),
+            Span::styled(
+                format!("{} {:<status_w$} ", state.symbol(), h.status),
+                t.state(state),
+            ),
+            Span::raw(format!(
+                "{:<chart_w$} {:<action_w$} {:>8}  {digest}",
+                chart_of(h),
+                h.action.clone().unwrap_or_default(),
+                h.last_deployed
+                    .as_ref()
+                    .map_or("-".into(), |d| age(d.0, app.now)),
+            )),
+        ]));
+    }
+    Text::from(lines)
+}
+
+fn values<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
+    let t = &app.theme;
+    let spec = view
+        .release
+        .spec
+        .values
+        .as_ref()
+        .map(|v| crate::yaml::to_string(&mask_values(v)))
+        .unwrap_or_else(|| "{}\n".into());
+    let mut lines = vec![section(
+        app,
+        if app.readonly {
+            "spec.values"
+        } else {
+            "spec.values (e edits)"
+        },
+    )];
+    lines.extend(spec.lines().map(|l| Line::raw(format!("  {l}"))));
+    lines.push(Line::raw(""));
+    lines.push(section(
+        app,
+        "Values of the last Helm release (valuesFrom merged; credentials masked)",
+    ));
+    match &d.data.helm {
+        Fetch::Loading => lines.push(Line::styled("  loading…", t.muted())),
+        Fetch::Failed(e) => lines.push(Line::styled(format!("  ✗ {e}"), t.base().fg(t.error))),
+        Fetch::Loaded(h) => lines.extend(h.values.lines().map(|l| Line::raw(format!("  {l}")))),
+    }
+    Text::from(lines)
+}
+
+fn fetched<'a, T>(app: &App, f: &Fetch<T>, show: impl Fn(&T) -> Text<'a>) -> Text<'a> {
+    match f {
+        Fetch::Loading => Text::styled("loading…", app.theme.muted()),
+        Fetch::Failed(e) => Text::styled(format!("✗ {e}"), app.theme.base().fg(app.theme.error)),
+        Fetch::Loaded(v) => show(v),
+    }
+}
+
+fn events<'a>(app: &App, d: &Detail) -> Text<'a> {
+    let t = &app.theme;
+    fetched(app, &d.data.events, |events| {
+        if events.is_empty() {
+            return Text::styled("  no events", t.muted());
+        }
+        Text::from(
+            events
+                .iter()
+                .map(|e| {
+                    let warn = e.kind == "Warning";
+                    let (sym, state) = if warn {
+                        ("!", State::Failed)
+                    } else {
+                        ("·", State::Ready)
+                    };
+                    Line::from(vec![
+                        Span::styled(format!("  {sym} {:<7} ", e.kind), t.state(state)),
+                        Span::styled(
+                            format!("{:>6} ", e.age.map_or("-".into(), |a| age(a, app.now))),
+                            t.muted(),
+                        ),
+                        Span::raw(format!(
+                            "{:<20} {}{}",
+                            e.reason,
+                            e.message.replace('\n', " "),
+                            if e.count > 1 {
+                                format!(" (x{})", e.count)
+                            } else {
+                                String::new()
+                            }
+                        )),
+                    ])
+                })
+                .collect::<Vec<_>>(),
+        )
+    })
+}

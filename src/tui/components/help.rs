@@ -1,0 +1,71 @@
+//! The `?` overlay: the whole keymap in two columns, generated from the one keymap.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+
+use super::centered;
+use crate::tui::app::App;
+use crate::tui::keymap;
+
+pub fn draw(f: &mut Frame, app: &App, area: Rect) {
+    let t = &app.theme;
+    // Two balanced columns so the whole keymap fits an 80x24 terminal.
+    // Each line with the context it belongs to (None for headings and the legend).
+    let mut lines: Vec<(Line, Option<String>)> = Vec::new();
+    for (ctx, rows) in keymap::help() {
+        // Read-only: no write is offered, and the values editor cannot be opened.
+        let rows: Vec<_> = rows
+            .into_iter()
+            .filter(|(_, _, action)| !(app.readonly && action.writes()))
+            .collect();
+        if rows.is_empty() || (app.readonly && ctx == keymap::Context::Editor) {
+            continue;
+        }
+        lines.push((Line::styled(ctx.to_string(), t.header()), None));
+        for (keys, help, _) in rows {
+            lines.push((
+                Line::from(vec![
+                    Span::styled(format!(" {keys:<12}"), t.base().fg(t.accent)),
+                    Span::raw(help),
+                ]),
+                Some(ctx.to_string()),
+            ));
+        }
+    }
+    lines.push((
+        Line::styled("✓ Ready  ◐ Progressing  ✗ Failed", t.muted()),
+        None,
+    ));
+    lines.push((
+        Line::styled("‖ Suspended  ⊘ Canceled  ? Unknown", t.muted()),
+        None,
+    ));
+    // Split at the middle; a context cut in two says so at the top of the second column.
+    let mut split = lines.len().div_ceil(2);
+    // A heading never ends a column: it goes to the next one with its keys.
+    if split > 0 && lines[split - 1].1.is_none() {
+        split -= 1;
+    }
+    let mut second: Vec<Line> = Vec::new();
+    if let Some((_, Some(ctx))) = lines.get(split) {
+        second.push(Line::styled(format!("{ctx} (continued)"), t.header()));
+    }
+    second.extend(lines.split_off(split).into_iter().map(|(l, _)| l));
+    let columns: [Vec<Line>; 2] = [lines.into_iter().map(|(l, _)| l).collect(), second];
+    let height = columns.iter().map(Vec::len).max().unwrap_or(0) as u16 + 2;
+    let rect = centered(area, 110, height);
+    f.render_widget(Clear, rect);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(t.base().fg(t.accent))
+        .title(Span::styled(" Keys (any key closes) ", t.header()));
+    let inner = block.inner(rect);
+    f.render_widget(block, rect);
+    let halves =
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).split(inner);
+    for (col, half) in columns.into_iter().zip(halves.iter()) {
+        f.render_widget(Paragraph::new(col).style(t.base()), *half);
+    }
+}

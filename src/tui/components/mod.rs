@@ -1,0 +1,89 @@
+//! The dashboard's components, as gitui has them: each view or overlay owns its state,
+//! handles its own keys (looked up in the one keymap) and draws itself. They read what
+//! the whole dashboard shares (theme, clock, releases) from [`App`](super::app::App) and
+//! never perform IO: a component that needs some returns an
+//! [`Effect`](super::effect::Effect) for the run loop.
+
+pub mod command;
+pub mod confirm;
+pub mod detail;
+pub mod editor;
+pub mod footer;
+pub mod header;
+pub mod help;
+pub mod status;
+pub mod table;
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::widgets::Paragraph;
+use tui_textarea::TextArea;
+
+use super::app::App;
+
+/// `text` cut to `width` columns; a cut text ends in `…`, so nothing looks whole that
+/// is not.
+pub fn fit(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    match width {
+        0 => String::new(),
+        w => text.chars().take(w - 1).chain(['…']).collect(),
+    }
+}
+
+/// A rectangle of at most `width` x `height` in the middle of `area`.
+pub fn centered(area: Rect, width: u16, height: u16) -> Rect {
+    let w = width.min(area.width);
+    let h = height.min(area.height);
+    Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    )
+}
+
+/// A one-line text input with a placeholder.
+pub fn line_input(placeholder: &str) -> TextArea<'static> {
+    let mut t = TextArea::default();
+    t.set_placeholder_text(placeholder);
+    t.set_cursor_line_style(ratatui::style::Style::default());
+    t
+}
+
+/// A prompt (`/`, `:`) and the line typed after it.
+pub fn draw_input(f: &mut Frame, app: &App, area: Rect, prompt: &str, text: &TextArea<'static>) {
+    let [p, input] =
+        Layout::horizontal([Constraint::Length(prompt.len() as u16), Constraint::Min(1)])
+            .areas(area);
+    f.render_widget(
+        Paragraph::new(prompt.to_owned()).style(app.theme.header()),
+        p,
+    );
+    f.render_widget(text, input);
+}
+
+/// `42s`, `3m`, `2h`.
+pub fn short_age(secs: i64) -> String {
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s => format!("{}h", s / 3600),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cut_text_ends_in_an_ellipsis() {
+        assert_eq!(fit("payments-api", 20), "payments-api");
+        assert_eq!(fit("payments-api", 12), "payments-api");
+        assert_eq!(fit("payments-api", 8), "payment…");
+        assert_eq!(fit("ab", 1), "…");
+        assert_eq!(fit("ab", 0), "");
+    }
+}

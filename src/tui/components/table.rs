@@ -1,0 +1,450 @@
+//! The release table: one row per release in view, filtered and sorted, kept in order
+//! one release at a time as the views change (thousands of releases cost nothing per
+//! event), with the cursor, marks for bulk actions and the filter.
+
+use std::collections::{BTreeSet, HashMap};
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row as TableRow, Table};
+
+use super::{fit, short_age};
+use crate::client::Scope;
+use crate::engine::{ReleaseKey, Views};
+use crate::health::replicas::{ReleaseId, ReplicaMap};
+use crate::tui::app::App;
+use crate::tui::keymap::Action;
+use crate::tui::model::{Row, SortBy, State, age, release_id};
+
+/// What the rows are made from: the releases, their workloads' replica counts, and the
+/// namespaces in view.
+pub struct Source<'a> {
+    pub views: &'a Views,
+    pub replicas: &'a ReplicaMap,
+    pub scope: &'a Scope,
+}
+
+#[derive(Default)]
+pub struct ReleaseTable {
+    /// Rows after filter and sort, in display order.
+    pub rows: Vec<Row>,
+    /// The rows in `rows`, by release, with the Helm release each shows: what to look
+    /// for when one of them changes.
+    row_cache: HashMap<ReleaseKey, (Row, ReleaseId)>,
+    /// The rows in `rows` of each Helm release, for a change of its replica counts.
+    rows_of_release: HashMap<ReleaseId, BTreeSet<ReleaseKey>>,
+    pub selected: usize,
+    pub marked: BTreeSet<ReleaseKey>,
+    pub filter: String,
+    pub sort: SortBy,
+    pub reverse: bool,
+}
+
+impl ReleaseTable {
+    /// The release under the cursor.
+    pub fn selected_key(&self) -> Option<&ReleaseKey> {
+        self.rows.get(self.selected).map(|r| &r.key)
+    }
+
+    /// The rows of the Helm releases in `releases` (whose replica counts changed).
+    pub fn rows_of(&self, releases: &[ReleaseId]) -> BTreeSet<ReleaseKey> {
+        releases
+            .iter()
+            .filter_map(|release| self.rows_of_release.get(release))
+            .flatten()
+            .cloned()
+            .collect()
+    }
+
+    /// Moves the rows of `keys` to where they belong now, keeping the cursor on its
+    /// release. A first list, or most releases changing at once, is cheaper sorted in
+    /// one go.
+    pub fn update<'a>(
+        &mut self,
+        source: &Source,
+        keys: impl IntoIterator<Item = &'a ReleaseKey> + Clone,
+    ) {
+        if keys.clone().into_iter().count() > 64 + self.rows.len() / 8 {
+            self.refresh(source);
+            return;
+        }
+        let selected = self.selected_key().cloned();
+        for key in keys {
+            self.update_row(source, key);
+        }
+        if let Some(key) = selected {
+            self.select_key(&key);
+        }
+        self.selected = self.selected.min(self.rows.len().saturating_sub(1));
+    }
+
+    /// Whether a release belongs in the table: its namespace is in view and it matches
+    /// the filter.
+    fn shown(&self, scope: &Scope, row: &Row) -> bool {
+        let in_view = match scope {
+            Scope::All => true,
+            Scope::Namespace(ns) => *ns == row.key.namespace,
+        };
+        in_view && row.matches(&self.filter)
+    }
+
+    /// Moves one release's row to where it belongs now (or out of the table).
+    fn update_row(&mut self, source: &Source, key: &ReleaseKey) {
+        let (sort, reverse) = (self.sort, self.reverse);
+        let order = |a: &Row, b: &Row| sort.compare(a, b, reverse);
+        if let Some((old, release)) = self.row_cache.remove(key) {
+            if let Ok(i) = self.rows.binary_search_by(|r| order(r, &old)) {
+                self.rows.remove(i);
+            }
+            if let Some(keys) = self.rows_of_release.get_mut(&release) {
+                keys.remove(key);
+                if keys.is_empty() {
+                    self.rows_of_release.remove(&release);
+                }
+            }
+        }
+        let Some(view) = source.views.get(key) else {
+            return;
+        };
+        let row = Row::with_replicas(view, source.replicas);
+        if self.shown(source.scope, &row) {
+            let i = self
+                .rows
+                .binary_search_by(|r| order(r, &row))
+                .unwrap_or_else(|i| i);
+            self.rows.insert(i, row.clone());
+            let release = release_id(view);
+            self.rows_of_release
+                .entry(release.clone())
+                .or_default()
+                .insert(key.clone());
+            self.row_cache.insert(key.clone(), (row, release));
+        }
+    }
+
+    /// Puts the cursor on a release's row, if it is in the table.
+    fn select_key(&mut self, key: &ReleaseKey) {
+        let found = match self.row_cache.get(key) {
+            Some((row, _)) => self
+                .rows
+                .binary_search_by(|r| self.sort.compare(r, row, self.reverse))
+                .ok(),
+            None => None,
+        };
+        if let Some(i) = found {
+            self.selected = i;
+        }
+    }
+
+    /// Every row again: when the filter, the namespace in view or the sort order
+    /// change, or most releases changed at once.
+    pub fn refresh(&mut self, source: &Source) {
+        let key = self.selected_key().cloned();
+        let mut rows: Vec<(Row, ReleaseId)> = source
+            .views
+            .values()
+            .map(|v| (Row::with_replicas(v, source.replicas), v))
+            .filter(|(r, _)| self.shown(source.scope, r))
+            .map(|(r, v)| (r, release_id(v)))
+            .collect();
+        rows.sort_by(|a, b| self.sort.compare(&a.0, &b.0, self.reverse));
+        self.rows_of_release.clear();
+        for (row, release) in &rows {
+            self.rows_of_release
+                .entry(release.clone())
+                .or_default()
+                .insert(row.key.clone());
+        }
+        self.rows = rows.iter().map(|(r, _)| r.clone()).collect();
+        self.row_cache = rows
+            .into_iter()
+            .map(|(r, id)| (r.key.clone(), (r, id)))
+            .collect();
+        // Keep the cursor on the same release when rows move.
+        if let Some(key) = key {
+            self.select_key(&key);
+        }
+        self.selected = self.selected.min(self.rows.len().saturating_sub(1));
+        self.marked.retain(|k| source.views.contains_key(k));
+    }
+
+    /// A new filter (the cursor goes to the top).
+    pub fn set_filter(&mut self, source: &Source, filter: String) {
+        self.filter = filter;
+        self.selected = 0;
+        self.refresh(source);
+    }
+
+    /// The table's own keys: moving, sorting, marking. Whether the action was the
+    /// table's.
+    pub fn on_action(&mut self, source: &Source, action: Action, page: usize) -> bool {
+        let len = self.rows.len();
+        match action {
+            Action::Up
+            | Action::Down
+            | Action::PageUp
+            | Action::PageDown
+            | Action::Top
+            | Action::Bottom => {
+                if len > 0 {
+                    self.selected = match action {
+                        Action::Up => self.selected.saturating_sub(1),
+                        Action::Down => (self.selected + 1).min(len - 1),
+                        Action::PageUp => self.selected.saturating_sub(page),
+                        Action::PageDown => (self.selected + page).min(len - 1),
+                        Action::Top => 0,
+                        _ => len - 1,
+                    };
+                }
+            }
+            Action::SortNext => {
+                self.sort = self.sort.next();
+                self.refresh(source);
+            }
+            Action::SortReverse => {
+                self.reverse = !self.reverse;
+                self.refresh(source);
+            }
+            Action::Mark => {
+                if let Some(key) = self.selected_key().cloned() {
+                    if !self.marked.remove(&key) {
+                        self.marked.insert(key);
+                    }
+                    self.selected = (self.selected + 1).min(len.saturating_sub(1));
+                }
+            }
+            Action::MarkAll => {
+                let visible: Vec<ReleaseKey> = self.rows.iter().map(|r| r.key.clone()).collect();
+                self.marked.extend(visible);
+            }
+            Action::ClearMarks => self.marked.clear(),
+            _ => return false,
+        }
+        true
+    }
+}
+
+fn sort_title(sort: SortBy, reverse: bool) -> String {
+    let by = match sort {
+        SortBy::Name => "name",
+        SortBy::State => "state",
+        SortBy::LastChange => "last change",
+        SortBy::Revision => "revision",
+    };
+    format!("sorted by {by}{}", if reverse { " (reversed)" } else { "" })
+}
+
+pub fn draw(f: &mut Frame, app: &App, area: Rect) {
+    let t = &app.theme;
+    let mut counts = count_states(&app.table.rows);
+    if app.stale_for().is_some() {
+        counts = format!("last known: {counts}");
+    }
+    // The sort order sits in the top border, which has room for it at 80 columns.
+    // Until the watch's first list completes, the count is only what has arrived.
+    let count = if app.views.listed {
+        app.table.rows.len().to_string()
+    } else {
+        format!("loading ({} so far)", app.views.len())
+    };
+    let mut title = format!(
+        " Releases {count} · {} ",
+        sort_title(app.table.sort, app.table.reverse)
+    );
+    if !app.table.filter.is_empty() {
+        title.push_str(&format!("(filter: {}) ", app.table.filter));
+    }
+    if !app.table.marked.is_empty() {
+        title.push_str(&format!("[{} marked] ", app.table.marked.len()));
+    }
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(t.base().fg(t.border))
+        .title(Span::styled(title, t.header()))
+        .title_bottom(Line::from(format!(" {counts} ")).style(t.muted()));
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    if app.table.rows.is_empty() {
+        let msg = if !app.views.listed {
+            "Listing HelmReleases…"
+        } else if app.views.is_empty() {
+            "No HelmReleases here (yet). The table fills in live as they appear."
+        } else {
+            "No release matches the filter (esc clears it)."
+        };
+        f.render_widget(Paragraph::new(msg).style(t.muted()), inner);
+        return;
+    }
+    let wide = inner.width >= 110;
+    let show_ns = wide || matches!(app.scope, Scope::All);
+    let height = inner.height.saturating_sub(1).max(1) as usize;
+    let offset = if app.table.selected < height {
+        0
+    } else {
+        app.table.selected + 1 - height
+    };
+    let visible = &app.table.rows[offset..(offset + height).min(app.table.rows.len())];
+    let w = |f: &dyn Fn(&Row) -> usize, min: usize, max: usize| {
+        visible.iter().map(f).max().unwrap_or(0).clamp(min, max) as u16
+    };
+    let mut header = vec![
+        "",
+        "NAMESPACE",
+        "NAME",
+        "CHART",
+        "VERSION",
+        "REV",
+        "STATE",
+        "READY",
+        "CHANGED",
+        "MESSAGE",
+    ];
+    // The state column is as wide as its widest text ("⣾ Progressing 119m59s left" is
+    // the longest, 26 columns) and never shrinks: the columns that give way when the
+    // terminal is narrow are namespace, name, chart and version (see `fit_columns`).
+    let mut widths: Vec<u16> = vec![
+        2,
+        w(&|r| r.key.namespace.len(), 9, 16),
+        w(&|r| r.key.name.len(), 4, if wide { 28 } else { 18 }),
+        w(&|r| r.chart.len(), 5, 16),
+        w(&|r| r.version.len(), 7, 10),
+        3,
+        w(&|r| state_cell(app, r).chars().count(), 5, 64),
+        w(&|r| r.ready_text().chars().count(), 5, 16),
+        7,
+    ];
+    let mut drop = Vec::new();
+    if !show_ns {
+        drop.push(1);
+    }
+    if !wide {
+        drop.push(4);
+    }
+    // (column, narrowest it may become), in the order they give way: the name last.
+    let mut shrinkable = vec![(4, 5), (3, 5), (1, 6), (2, 8)];
+    shrinkable.retain(|(c, _)| !drop.contains(c));
+    for i in drop.iter().rev() {
+        header.remove(*i);
+        widths.remove(*i);
+        for (c, _) in &mut shrinkable {
+            if *c > *i {
+                *c -= 1;
+            }
+        }
+    }
+    // Spacing between every column, the message column included.
+    let spacing = widths.len() as u16;
+    let budget = inner.width.saturating_sub(spacing + MESSAGE_MIN);
+    fit_columns(&mut widths, &shrinkable, budget);
+    // The message takes the rest; every cell is cut to its column with `…`.
+    let used: u16 = widths.iter().sum::<u16>() + spacing;
+    let mut cut: Vec<usize> = widths.iter().map(|w| *w as usize).collect();
+    cut.push(inner.width.saturating_sub(used) as usize);
+    let widths: Vec<Constraint> = widths
+        .into_iter()
+        .map(Constraint::Length)
+        .chain([Constraint::Fill(1)])
+        .collect();
+    let rows = visible.iter().enumerate().map(|(i, r)| {
+        let marked = app.table.marked.contains(&r.key);
+        let here = offset + i == app.table.selected;
+        // The cursor and marks are symbols too, not only colour.
+        let gutter = match (here, marked) {
+            (true, true) => "›●",
+            (true, false) => "› ",
+            (false, true) => " ●",
+            (false, false) => "  ",
+        };
+        let plain = ratatui::style::Style::default();
+        let mut cells: Vec<(String, ratatui::style::Style)> = vec![
+            (gutter.to_owned(), plain),
+            (r.key.namespace.clone(), plain),
+            (r.key.name.clone(), plain),
+            (r.chart.clone(), plain),
+            (r.version.clone(), plain),
+            (
+                r.revision.map_or_else(|| "-".into(), |v| v.to_string()),
+                plain,
+            ),
+            (
+                state_cell(app, r),
+                if app.stale_for().is_some() {
+                    t.muted()
+                } else {
+                    t.state(r.state)
+                },
+            ),
+            (r.ready_text(), plain),
+            (
+                r.last_change
+                    .map_or_else(|| "-".into(), |c| age(c, app.now)),
+                plain,
+            ),
+            (r.message.clone(), t.muted()),
+        ];
+        for i in drop.iter().rev() {
+            cells.remove(*i);
+        }
+        let cells: Vec<Cell> = cells
+            .into_iter()
+            .zip(&cut)
+            .map(|((text, style), width)| Cell::from(fit(&text, *width)).style(style))
+            .collect();
+        let style = if here {
+            t.selected()
+        } else if marked {
+            t.base().fg(t.marked)
+        } else {
+            t.base()
+        };
+        TableRow::new(cells).style(style)
+    });
+    let table = Table::new(rows, widths)
+        .header(TableRow::new(header).style(t.header()))
+        .column_spacing(1)
+        .style(t.base());
+    f.render_widget(table, inner);
+}
+
+/// The message column keeps at least this much room when others give way.
+const MESSAGE_MIN: u16 = 5;
+
+/// Narrows the `shrinkable` columns (index, narrowest width), one after the other in the
+/// order given, until all `widths` fit in `budget`; other columns keep their width (the
+/// state column among them, so its time left is never cut).
+fn fit_columns(widths: &mut [u16], shrinkable: &[(usize, u16)], budget: u16) {
+    for &(c, min) in shrinkable {
+        let total: u16 = widths.iter().sum();
+        let excess = total.saturating_sub(budget);
+        widths[c] -= excess.min(widths[c].saturating_sub(min));
+    }
+}
+
+fn count_states(rows: &[Row]) -> String {
+    let states = [
+        State::Ready,
+        State::Progressing,
+        State::Failed,
+        State::Canceled,
+        State::Suspended,
+        State::Unknown,
+    ];
+    let parts: Vec<String> = states
+        .iter()
+        .filter_map(|s| {
+            let n = rows.iter().filter(|r| r.state == *s).count();
+            (n > 0).then(|| format!("{} {n} {}", s.symbol(), s.word().to_lowercase()))
+        })
+        .collect();
+    parts.join("  ")
+}
+
+/// The state column: while disconnected never a confident state, only the last one
+/// known and its age.
+fn state_cell(app: &App, r: &Row) -> String {
+    match app.stale_for() {
+        Some(age) => format!("? {} ({} old)", r.state.word(), short_age(age)),
+        None => r.state_text(app.now),
+    }
+}

@@ -1,0 +1,78 @@
+//! What the dashboard's state asks of the run loop ([`Effect`]: IO, performed on tasks)
+//! and what comes back ([`IoResult`]). The state never performs IO itself.
+
+use crate::client::Scope;
+use crate::engine::{Command, ReleaseKey};
+use crate::tui::favourites::Favourites;
+use crate::tui::io::{Expect, LateOutcome, WriteError};
+use crate::tui::model::DetailData;
+
+/// IO the run loop performs on a task.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Effect {
+    Send {
+        id: u64,
+        command: Command,
+    },
+    LoadDetail(ReleaseKey),
+    /// Merge patch for `spec.values`, guarded by the resourceVersion the edit started from.
+    PatchValues {
+        id: u64,
+        key: ReleaseKey,
+        original: serde_json::Value,
+        values: serde_json::Value,
+    },
+    SwitchContext(String),
+    /// What `:` completes: the cluster's namespaces (listed with a time limit; an
+    /// identity that may not list them gets the releases' namespaces only) and the
+    /// kubeconfig's contexts.
+    LoadCompletions,
+    /// Write the namespace favourites to the config directory.
+    SaveFavourites(Favourites),
+    Redraw,
+    Quit,
+}
+
+/// Results of IO tasks.
+#[derive(Debug)]
+pub enum IoResult {
+    Done {
+        id: u64,
+        result: Result<(), String>,
+    },
+    /// A write whose answer never came: it may still be applied; `expect` says what the
+    /// object shows once it is.
+    Unknown {
+        id: u64,
+        why: String,
+        expect: Expect,
+    },
+    /// The answer of a write that was reported outcome unknown came after all.
+    Late {
+        id: u64,
+        outcome: LateOutcome,
+    },
+    Detail {
+        key: ReleaseKey,
+        data: DetailData,
+    },
+    /// A new session started (namespace or context switch), or failed to.
+    Switched(Result<(String, Scope, crate::engine::Coverage), String>),
+    /// The cluster's namespaces, or why they cannot be listed.
+    Namespaces(Result<Vec<String>, String>),
+    /// The kubeconfig's contexts.
+    Contexts(Vec<String>),
+    /// The favourites were written, or why not.
+    FavouritesSaved(Result<(), String>),
+}
+
+impl IoResult {
+    /// How a write ended, as the UI loop hears it.
+    pub fn written(id: u64, result: Result<(), WriteError>) -> Self {
+        match result {
+            Ok(()) => Self::Done { id, result: Ok(()) },
+            Err(WriteError::Refused(e)) => Self::Done { id, result: Err(e) },
+            Err(WriteError::Unknown { why, expect, .. }) => Self::Unknown { id, why, expect },
+        }
+    }
+}
