@@ -387,14 +387,14 @@ async fn number_keys_switch_the_namespace_shown_and_0_shows_all() {
     })
     .await;
     dash.keys(&["Enter"]);
-    dash.wait_for("beta, and b as favourite 1 before a", |s| {
+    dash.wait_for("beta, and b as favourite 2: a keeps 1", |s| {
         shows(s, &b.name, &["beta"], &["alpha"])
-            && s.contains(&format!("<1> [{}] <2> {}", b.name, a.name))
+            && s.contains(&format!("<1> {} <2> [{}]", a.name, b.name))
     })
     .await;
 
-    dash.keys(&["2"]);
-    dash.wait_for("2 showing a", |s| shows(s, &a.name, &["alpha"], &["beta"]))
+    dash.keys(&["1"]);
+    dash.wait_for("1 showing a", |s| shows(s, &a.name, &["alpha"], &["beta"]))
         .await;
     dash.keys(&["0"]);
     // Every namespace holds other tests' releases too, more than a screen: a text filter
@@ -406,14 +406,14 @@ async fn number_keys_switch_the_namespace_shown_and_0_shows_all() {
         shows(s, "all namespaces", &["alpha", "beta"], &[])
     })
     .await;
-    dash.keys(&["Escape", "1"]);
-    dash.wait_for("1 showing b", |s| shows(s, &b.name, &["beta"], &["alpha"]))
+    dash.keys(&["Escape", "2"]);
+    dash.wait_for("2 showing b", |s| shows(s, &b.name, &["beta"], &["alpha"]))
         .await;
 
-    // Kept for the next run, most recent first.
+    // Kept for the next run, in the order of their keys.
     let file = dash.config_dir().join("wheelhouse/favourites.yaml");
     let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-    let (first, second) = (text.find(&b.name), text.find(&a.name));
+    let (first, second) = (text.find(&a.name), text.find(&b.name));
     assert!(
         first.is_some() && second.is_some() && first < second,
         "{text}"
