@@ -1,24 +1,39 @@
 //! Connecting to a cluster: kubeconfig, context and namespace scope, as kubectl does.
 
+use std::path::PathBuf;
+
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config, Resource};
 
 use crate::Result;
-use crate::cli::ClusterArgs;
+
+/// Which cluster and namespaces to talk to: what kubectl's `--kubeconfig`, `--context`,
+/// `--namespace` and `--all-namespaces` choose.
+#[derive(Debug, Clone, Default)]
+pub struct Target {
+    /// Path to the kubeconfig file (`None`: $KUBECONFIG, then ~/.kube/config).
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use (`None`: the current context).
+    pub context: Option<String>,
+    /// Namespace to look at (`None`: the context's namespace).
+    pub namespace: Option<String>,
+    /// Look at every namespace.
+    pub all_namespaces: bool,
+}
 
 /// Builds a client for the chosen kubeconfig and context, and returns the context's
 /// default namespace with it. TLS verification stays as the kubeconfig asks.
-pub async fn connect(args: &ClusterArgs) -> Result<(Client, String)> {
+pub async fn connect(target: &Target) -> Result<(Client, String)> {
     let options = KubeConfigOptions {
-        context: args.context.clone(),
+        context: target.context.clone(),
         ..Default::default()
     };
-    let config = match &args.kubeconfig {
+    let config = match &target.kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path)?;
             Config::from_custom_kubeconfig(kubeconfig, &options).await?
         }
-        None if args.context.is_some() => Config::from_kubeconfig(&options).await?,
+        None if target.context.is_some() => Config::from_kubeconfig(&options).await?,
         None => Config::infer().await?,
     };
     let namespace = config.default_namespace.clone();
@@ -51,11 +66,13 @@ pub enum Scope {
 }
 
 impl Scope {
-    pub fn from_args(args: &ClusterArgs, default_namespace: String) -> Self {
-        if args.all_namespaces {
+    /// The namespaces `target` asks for; `default_namespace` (the context's) when it
+    /// names none.
+    pub fn of(target: &Target, default_namespace: String) -> Self {
+        if target.all_namespaces {
             Self::All
         } else {
-            Self::Namespace(args.namespace.clone().unwrap_or(default_namespace))
+            Self::Namespace(target.namespace.clone().unwrap_or(default_namespace))
         }
     }
 

@@ -55,10 +55,11 @@ pub struct ControllerArgs {
 }
 
 pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
-    let (client, default_ns) = client::connect(cluster).await?;
+    let target = cluster.target();
+    let (client, default_ns) = client::connect(&target).await?;
     // Like Flux controllers, the headless engine watches every namespace unless told not to.
-    let scope = if cluster.namespace.is_some() {
-        Scope::from_args(cluster, default_ns)
+    let scope = if target.namespace.is_some() {
+        Scope::of(&target, default_ns)
     } else {
         Scope::All
     };

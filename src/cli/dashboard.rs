@@ -29,7 +29,8 @@ pub struct DashboardArgs {
 
 pub async fn run(cluster: &ClusterArgs, args: &DashboardArgs) -> Result<()> {
     let options = tui::Options {
-        cluster: cluster.clone(),
+        cluster: cluster.target(),
+        chart_root: cluster.chart_root.clone(),
         readonly: args.readonly,
         theme: args.theme.clone(),
         lease_namespace: args.lease_namespace.clone(),

@@ -61,6 +61,18 @@ pub struct ClusterArgs {
     pub chart_root: Option<PathBuf>,
 }
 
+impl ClusterArgs {
+    /// The cluster and namespaces these flags choose, as [`client::connect`] takes them.
+    pub fn target(&self) -> client::Target {
+        client::Target {
+            kubeconfig: self.kubeconfig.clone(),
+            context: self.context.clone(),
+            namespace: self.namespace.clone(),
+            all_namespaces: self.all_namespaces,
+        }
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print the HelmRelease CustomResourceDefinition (apply it with `kubectl apply -f -`).
@@ -141,8 +153,9 @@ pub async fn run(cli: Cli) -> Result<()> {
         }
         None => dashboard::run(&cli.cluster, &cli.dashboard).await,
         Some(Command::List) => {
-            let (client, default_ns) = client::connect(&cli.cluster).await?;
-            let scope = client::Scope::from_args(&cli.cluster, default_ns);
+            let target = cli.cluster.target();
+            let (client, default_ns) = client::connect(&target).await?;
+            let scope = client::Scope::of(&target, default_ns);
             list::print(client, &scope, &mut std::io::stdout()).await
         }
     }

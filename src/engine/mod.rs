@@ -5,7 +5,7 @@
 //!
 //! Inside: one watch on HelmReleases feeds the views and, while this process holds the
 //! engine lease, one worker per release (`worker`), which asks the pure planner (`plan`)
-//! for the next action and runs it (`actions`).
+//! for the next action and runs it (`actions`); what both of those share is in `run`.
 
 pub mod actions;
 pub mod claim;
@@ -13,6 +13,7 @@ pub mod coverage;
 pub mod handle;
 pub mod lease;
 pub mod plan;
+pub mod run;
 pub mod status;
 pub mod worker;
 
@@ -42,7 +43,7 @@ use crate::client::Scope;
 use crate::render::{HelmRenderer, Renderer};
 use crate::source::ChartSource;
 use crate::tracking;
-use worker::{Context, Inbox, Msg};
+use run::{Context, Inbox, Msg};
 
 pub struct EngineConfig {
     /// Which HelmReleases the engine reconciles while it holds its Lease. The views show

@@ -26,8 +26,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use tokio::sync::mpsc;
 
-use crate::cli::ClusterArgs;
-use crate::client::{self, Scope};
+use crate::client::{self, Scope, Target};
 use crate::engine::{self, EngineConfig, EngineHandle};
 use crate::health::replicas::Replicas;
 use crate::render::HelmRenderer;
@@ -52,7 +51,9 @@ pub enum Error {
 /// What `wheelhouse` (no subcommand) was asked for.
 #[derive(Debug, Clone)]
 pub struct Options {
-    pub cluster: ClusterArgs,
+    pub cluster: Target,
+    /// What a relative `chart.path` is relative to (the engine's `chart_root`).
+    pub chart_root: Option<PathBuf>,
     pub readonly: bool,
     pub theme: Option<String>,
     /// Namespace of the engine Lease (default: `default`, as every wheelhouse).
@@ -93,7 +94,7 @@ impl Session {
                 Error::Connect(e.to_string())
             }
         })?;
-        let view = scope.unwrap_or_else(|| Scope::from_args(&args, default_ns.clone()));
+        let view = scope.unwrap_or_else(|| Scope::of(&args, default_ns.clone()));
         let coverage = client::engine_scope(&client, &view, &default_ns).await;
         // A view the engine's watch cannot show falls back to the engine's namespace.
         let scope = match (&coverage, view) {
@@ -113,7 +114,7 @@ impl Session {
 
     fn start(
         opts: &Options,
-        args: &ClusterArgs,
+        args: &Target,
         client: Client,
         context: String,
         scope: Scope,
@@ -121,7 +122,7 @@ impl Session {
     ) -> Result<Self, Error> {
         let replicas = Replicas::start(client.clone(), &coverage);
         let mut config = EngineConfig::new(coverage);
-        config.chart_root = args.chart_root.clone();
+        config.chart_root = opts.chart_root.clone();
         // helm renders against the same cluster, as the same identity.
         let selected =
             client::selected_context(args.kubeconfig.as_deref(), args.context.as_deref());
@@ -144,7 +145,7 @@ impl Session {
     }
 }
 
-fn current_context(args: &ClusterArgs) -> String {
+fn current_context(args: &Target) -> String {
     let kubeconfig = match &args.kubeconfig {
         Some(path) => kube::config::Kubeconfig::read_from(path).ok(),
         None => kube::config::Kubeconfig::read().ok(),

@@ -26,8 +26,8 @@ pub use test::test;
 pub use uninstall::uninstall;
 pub use unlock::unlock;
 
+use super::run::Run;
 use super::status::{self, Truth, condition, reason};
-use super::worker::Run;
 use crate::api::{HelmReleaseStatus, ReleaseAction};
 use crate::chart::Chart;
 use crate::release::{Info, Release, Status};

@@ -8,8 +8,8 @@ use super::{
 use crate::api::HelmReleaseStatus;
 use crate::apply::Owner;
 use crate::engine::Phase;
+use crate::engine::run::{Run, WaitEnd, Window};
 use crate::engine::status::reason;
-use crate::engine::worker::{Run, WaitEnd};
 use crate::release::{Release, Status, hook_event};
 
 /// Rolls back to revision `to` as Helm does: a new revision with `to`'s chart, values
@@ -90,10 +90,7 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
         return failed_because(run, &mut rel, e.to_string()).await;
     }
     if !spec.disable_wait {
-        match run
-            .wait_for(&rel, crate::engine::worker::Window::from_now(timeout))
-            .await?
-        {
+        match run.wait_for(&rel, Window::from_now(timeout)).await? {
             WaitEnd::Ready => {}
             WaitEnd::Stopped => return Err(crate::Error::Stopped),
             WaitEnd::Failed(why) | WaitEnd::Canceled { why, .. } | WaitEnd::Abandoned(why) => {

@@ -4,8 +4,8 @@
 use super::{Note, Outcome, Owns, record_as};
 use crate::api::{HelmReleaseStatus, ReleaseAction};
 use crate::engine::Phase;
+use crate::engine::run::Run;
 use crate::engine::status::{condition, reason};
-use crate::engine::worker::Run;
 use crate::release::{Release, hook_event};
 
 /// Runs the chart's tests (hooks with `helm.sh/hook: test`) against the newest revision

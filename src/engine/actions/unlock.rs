@@ -5,8 +5,8 @@
 use super::{Note, Outcome, Owns, record_as, set_status};
 use crate::api::HelmReleaseStatus;
 use crate::engine::Phase;
+use crate::engine::run::Run;
 use crate::engine::status::reason;
-use crate::engine::worker::Run;
 use crate::release::{Release, Status};
 
 /// Begins the description of a revision this action unlocked, so the planner retries

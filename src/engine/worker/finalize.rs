@@ -7,10 +7,11 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 
-use super::{NEVER, RETRY, Run};
+use super::{NEVER, RETRY};
 use crate::api::FINALIZER;
 use crate::engine::actions::{self, Outcome};
 use crate::engine::claim;
+use crate::engine::run::Run;
 use crate::engine::status::reason;
 use crate::release::{Release, Status};
 

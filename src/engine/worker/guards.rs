@@ -7,10 +7,10 @@ use std::time::Duration;
 use kube::Api;
 use kube::runtime::events::EventType;
 
-use super::Run;
 use crate::api::{HelmRelease, HelmReleaseStatus};
 use crate::engine::claim;
 use crate::engine::handle::ReleaseKey;
+use crate::engine::run::Run;
 use crate::engine::status::{self, Truth, condition};
 
 /// Ready=False and Stalled=True with `reason`, an Event, and the next look after

@@ -13,9 +13,9 @@ use kube::Api;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{Context, Inbox, Msg};
 use crate::api::{EngineRef, HelmRelease};
 use crate::engine::ReleaseKey;
+use crate::engine::run::{Context, Inbox, Msg};
 use crate::engine::status::{self, Truth, condition, reason};
 
 /// How long a Lease goes unrenewed before its holder counts as gone (a Lease's length).

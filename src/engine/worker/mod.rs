@@ -3,104 +3,34 @@
 //! sync or stalled. During a health wait it keeps reading its inbox, so an operator's
 //! cancel (or a newer spec) reaches the wait at once.
 //!
-//! This file is the loop (inbox, requeue, backoff). The rest, in the order a reconcile
-//! meets it: `triggers` (what wakes the worker), `finalize` (a HelmRelease being
-//! deleted), `guards` (claim, dependency cycle, dependencies not ready), `desired` (the
-//! chart and values to apply), `reconcile` (observe → plan → run the action → record),
-//! `wait` (the cancellable health check), `context` (what all of them see). The actions
-//! themselves, each with how its outcome is recorded, are in `super::actions`.
+//! This file is the loop (requeue, backoff). The rest, in the order a reconcile meets
+//! it: `finalize` (a HelmRelease being deleted), `guards` (claim, dependency cycle,
+//! dependencies not ready), `reconcile` (observe → plan → run the action → record),
+//! `handover` (waiting for another engine to let go). What the worker shares with the
+//! actions it runs (its inbox, what wakes it, the desired state, the cancellable health
+//! check, what all of them see) is in `super::run`. The actions themselves, each with how
+//! its outcome is recorded, are in `super::actions`.
 
-mod context;
-mod desired;
 mod finalize;
 mod guards;
 mod handover;
 mod reconcile;
-mod triggers;
-mod wait;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::{Api, ResourceExt};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-pub use context::{Context, Run};
-pub use desired::{Candidate, Prepared, render};
-pub use wait::{WaitEnd, Window};
-
+use super::actions::Note;
 use super::handle::{Command, LiveState, Phase, ReleaseKey};
+use super::run::{Context, Inbox, Msg, Run, Trigger, note_seen, values_source_events};
 use super::status::{self, Truth, condition, reason};
-use crate::api::{FINALIZER, HelmRelease, HelmReleaseStatus};
+use crate::api::{FINALIZER, HelmRelease};
 use crate::release::Storage;
 use crate::telemetry::ReconcileResult;
-use triggers::Trigger;
-
-/// What reaches a worker.
-pub enum Msg {
-    Updated(Arc<HelmRelease>),
-    Deleted,
-    /// A command from a front end in this process, with the token it wrote. Boxed: the
-    /// mailbox of every worker (thousands) allocates room for a block of messages.
-    Command(Box<(Command, String)>),
-}
-
-/// The worker's mailbox, read between actions and during waits.
-pub struct Inbox {
-    rx: mpsc::UnboundedReceiver<Msg>,
-    pub newest: Arc<HelmRelease>,
-    pub deleted: bool,
-    /// cancelWaitAt tokens handled by a direct command before the watch echoed them.
-    handled_cancel: Option<String>,
-    /// The newer desired state that superseded the last wait, ready to apply.
-    pub candidate: Option<Box<Candidate>>,
-    /// The status this worker last computed. The worker is its only writer, and the
-    /// watched object may not show our latest write yet, so this is what the next
-    /// reconcile starts from.
-    last_status: Option<HelmReleaseStatus>,
-    /// The status this worker last wrote, so that writing it again can be skipped.
-    pub(super) written: Mutex<Option<HelmReleaseStatus>>,
-    /// Reconciles in a row that ended in an error or a failure: the retry backs off.
-    failing: u32,
-    /// Started while the term runs (a release relabelled into our shard, a namespace
-    /// changing hands, a worker replaced): another engine may still be in a step on it,
-    /// so the first reconcile waits for it to let go (see `handover`).
-    pub handover: bool,
-    /// This engine's previous worker of the release, ended when cancelled: the new one
-    /// starts after it (its step finishes first).
-    pub predecessor: Option<CancellationToken>,
-    /// The last reconcile was held up by the cluster (see `Requeue::Blocked`).
-    blocked: bool,
-    /// The valuesFrom source the last reconcile could not find: its appearing (or
-    /// changing) starts the next one at once.
-    pub(super) missing: Option<crate::values::ValuesSourceRef>,
-    /// Where the last reconcile found the release record that blocks this release's
-    /// identity (ReleaseConflict): a change there starts the next one at once.
-    pub(super) conflict: Option<crate::release::Looked>,
-}
-
-impl Inbox {
-    pub fn new(rx: mpsc::UnboundedReceiver<Msg>, hr: Arc<HelmRelease>) -> Self {
-        Self {
-            rx,
-            newest: hr,
-            deleted: false,
-            handled_cancel: None,
-            candidate: None,
-            last_status: None,
-            written: Mutex::new(None),
-            failing: 0,
-            handover: false,
-            predecessor: None,
-            blocked: false,
-            missing: None,
-            conflict: None,
-        }
-    }
-}
 
 /// The worker loop of one release until `stop` or the release is gone.
 pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: CancellationToken) {
@@ -125,9 +55,10 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
         // Subscribed only while held up by the cluster: the engine looks for healing only
         // while someone waits for it.
         let mut healed = inbox.blocked.then(|| ctx.healed.subscribe());
-        let mut appeared = inbox.missing.as_ref().map(|src| {
-            triggers::values_source_events(&ctx, &inbox.newest, std::slice::from_ref(src))
-        });
+        let mut appeared = inbox
+            .missing
+            .as_ref()
+            .map(|src| values_source_events(&ctx, &inbox.newest, std::slice::from_ref(src)));
         let mut record_changed = inbox.conflict.as_ref().map(|l| l.changes(&ctx.client));
         tokio::select! {
             () = stop.cancelled() => break,
@@ -149,7 +80,7 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
                 match msg {
                     None => break,
                     Some(Msg::Updated(hr)) => {
-                        context::note_seen(&ctx, &key, &hr);
+                        note_seen(&ctx, &key, &hr);
                         inbox.newest = hr;
                     }
                     Some(Msg::Deleted) => break,
@@ -336,6 +267,20 @@ async fn reconcile_once(
         }
     };
     (after, Some(result))
+}
+
+impl Run<'_> {
+    /// Publishes the Event an action's bookkeeping asked for; `action` names it when the
+    /// note does not.
+    async fn publish_note(&self, note: Note, action: &str) {
+        self.event(
+            note.type_,
+            note.reason,
+            note.action.unwrap_or(action),
+            note.message,
+        )
+        .await;
+    }
 }
 
 /// When a release is looked at next.

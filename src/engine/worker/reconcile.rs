@@ -8,16 +8,15 @@ use std::time::Duration;
 
 use kube::runtime::events::EventType;
 
-use super::desired::prepare;
 use super::guards::{
     claimed_elsewhere, dependency_cycle, identity_taken_elsewhere, stall, unready_dependency,
 };
-use super::triggers::new_token;
-use super::{NEVER, Requeue, Run};
+use super::{NEVER, Requeue};
 use crate::api::{HelmRelease, HelmReleaseStatus, annotations};
 use crate::engine::actions::{self, Outcome};
 use crate::engine::handle::Phase;
 use crate::engine::plan::{self, Desired, Latest, Next, Observed, Policy, TestState};
+use crate::engine::run::{Run, new_token, prepare};
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::release::{Release, Status};
 

@@ -59,7 +59,7 @@ pub struct Candidate {
 }
 
 /// Resolves the chart and composes the values; an error carries the Ready reason.
-pub(super) async fn prepare(
+pub(in crate::engine) async fn prepare(
     ctx: &Context,
     hr: &HelmRelease,
 ) -> Result<Prepared, (&'static str, String)> {

@@ -12,7 +12,6 @@ use tokio_util::sync::CancellationToken;
 use super::{Inbox, Msg};
 use crate::api::{HelmRelease, HelmReleaseStatus};
 use crate::apply::Applier;
-use crate::engine::actions::Note;
 use crate::engine::handle::{Command, LiveMap, LiveState, Phase, ReleaseKey, WaitView};
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::release::Storage;
@@ -140,7 +139,7 @@ fn label_value(identity: &str) -> String {
 }
 
 /// Records that the worker of `key` took in `hr` (see [`LiveState::seen`]).
-pub(super) fn note_seen(ctx: &Context, key: &ReleaseKey, hr: &HelmRelease) {
+pub(in crate::engine) fn note_seen(ctx: &Context, key: &ReleaseKey, hr: &HelmRelease) {
     let version = hr.metadata.resource_version.clone();
     ctx.live.send_if_modified(|m| {
         let entry = m.entry(key.clone()).or_default();
@@ -159,16 +158,16 @@ pub struct Run<'a> {
     pub target_namespace: String,
     pub storage: Storage,
     pub status: HelmReleaseStatus,
-    pub(super) api: Api<HelmRelease>,
-    pub(super) inbox: &'a mut Inbox,
-    pub(super) stop: &'a CancellationToken,
-    pub(super) live: Mutex<LiveState>,
+    pub(in crate::engine) api: Api<HelmRelease>,
+    pub(in crate::engine) inbox: &'a mut Inbox,
+    pub(in crate::engine) stop: &'a CancellationToken,
+    pub(in crate::engine) live: Mutex<LiveState>,
     /// A worker's first reconcile holds one of the engine's start slots until it waits
     /// for health or ends (see `worker::run`).
-    pub(super) start_permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
+    pub(in crate::engine) start_permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
     /// The desired state this reconcile works towards, and where its values came from.
-    pub(super) desired_digest: String,
-    pub(super) desired_sources: Vec<crate::values::ValuesSourceRef>,
+    pub(in crate::engine) desired_digest: String,
+    pub(in crate::engine) desired_sources: Vec<crate::values::ValuesSourceRef>,
     /// When the event arrived whose desired state this reconcile applies, if it
     /// superseded a wait (for the trigger-to-fix metric).
     pub fix_triggered_at: Option<tokio::time::Instant>,
@@ -356,18 +355,6 @@ impl Run<'_> {
         if let Err(e) = self.ctx.recorder.publish(&ev, &reference).await {
             tracing::debug!(release = %self.key, error = %e, "cannot publish event");
         }
-    }
-
-    /// Publishes the Event an action's bookkeeping asked for; `action` names it when the
-    /// note does not.
-    pub(super) async fn publish_note(&self, note: Note, action: &str) {
-        self.event(
-            note.type_,
-            note.reason,
-            note.action.unwrap_or(action),
-            note.message,
-        )
-        .await;
     }
 
     pub async fn prune_history(&self) {

@@ -12,14 +12,14 @@ use crate::api::{HelmRelease, annotations};
 /// What, in a HelmRelease update, calls for a reconcile: status-only updates and our own
 /// finalizer write never do.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Trigger {
+pub(in crate::engine) struct Trigger {
     generation: Option<i64>,
     deleting: bool,
     tokens: [Option<String>; 4],
 }
 
 impl Trigger {
-    pub(super) fn of(hr: &HelmRelease) -> Self {
+    pub(in crate::engine) fn of(hr: &HelmRelease) -> Self {
         let a = |k: &str| {
             hr.metadata
                 .annotations
@@ -40,7 +40,7 @@ impl Trigger {
 }
 
 /// The annotation's value when it differs from the last one handled.
-pub(super) fn new_token(
+pub(in crate::engine) fn new_token(
     hr: &HelmRelease,
     annotation: &str,
     handled: Option<&str>,
@@ -51,7 +51,7 @@ pub(super) fn new_token(
 
 /// Changes to the ConfigMaps/Secrets the values came from, as trigger descriptions. Only
 /// a new resourceVersion counts; whether the data really changed is for the digest.
-pub(super) fn values_source_events(
+pub(in crate::engine) fn values_source_events(
     ctx: &Context,
     hr: &HelmRelease,
     known: &[crate::values::ValuesSourceRef],

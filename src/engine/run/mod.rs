@@ -1,0 +1,90 @@
+//! What a reconcile runs with, shared by the worker that drives it and the actions it
+//! runs: the engine-wide [`Context`] and the [`Run`] of one reconcile (`context`), the
+//! worker's [`Inbox`], which hooks and health checks keep reading (this file), the
+//! desired state (`desired`), what wakes a worker (`triggers`), and the cancellable
+//! health check (`wait`). Both `super::worker` and `super::actions` build on it; it
+//! uses neither.
+
+mod context;
+mod desired;
+mod triggers;
+mod wait;
+
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use context::{Context, Run};
+pub use desired::{Candidate, Prepared, render};
+pub use wait::{WaitEnd, Window};
+
+pub(super) use context::note_seen;
+pub(super) use desired::prepare;
+pub(super) use triggers::{Trigger, new_token, values_source_events};
+
+use super::handle::Command;
+use crate::api::{HelmRelease, HelmReleaseStatus};
+
+/// What reaches a worker.
+pub enum Msg {
+    Updated(Arc<HelmRelease>),
+    Deleted,
+    /// A command from a front end in this process, with the token it wrote. Boxed: the
+    /// mailbox of every worker (thousands) allocates room for a block of messages.
+    Command(Box<(Command, String)>),
+}
+
+/// The worker's mailbox, read between actions and during waits.
+pub struct Inbox {
+    pub(super) rx: mpsc::UnboundedReceiver<Msg>,
+    pub newest: Arc<HelmRelease>,
+    pub deleted: bool,
+    /// cancelWaitAt tokens handled by a direct command before the watch echoed them.
+    pub(super) handled_cancel: Option<String>,
+    /// The newer desired state that superseded the last wait, ready to apply.
+    pub candidate: Option<Box<Candidate>>,
+    /// The status this worker last computed. The worker is its only writer, and the
+    /// watched object may not show our latest write yet, so this is what the next
+    /// reconcile starts from.
+    pub(super) last_status: Option<HelmReleaseStatus>,
+    /// The status this worker last wrote, so that writing it again can be skipped.
+    written: Mutex<Option<HelmReleaseStatus>>,
+    /// Reconciles in a row that ended in an error or a failure: the retry backs off.
+    pub(super) failing: u32,
+    /// Started while the term runs (a release relabelled into our shard, a namespace
+    /// changing hands, a worker replaced): another engine may still be in a step on it,
+    /// so the first reconcile waits for it to let go (see `worker::handover`).
+    pub handover: bool,
+    /// This engine's previous worker of the release, ended when cancelled: the new one
+    /// starts after it (its step finishes first).
+    pub predecessor: Option<CancellationToken>,
+    /// The last reconcile was held up by the cluster (see `worker::Requeue::Blocked`).
+    pub(super) blocked: bool,
+    /// The valuesFrom source the last reconcile could not find: its appearing (or
+    /// changing) starts the next one at once.
+    pub(super) missing: Option<crate::values::ValuesSourceRef>,
+    /// Where the last reconcile found the release record that blocks this release's
+    /// identity (ReleaseConflict): a change there starts the next one at once.
+    pub(super) conflict: Option<crate::release::Looked>,
+}
+
+impl Inbox {
+    pub fn new(rx: mpsc::UnboundedReceiver<Msg>, hr: Arc<HelmRelease>) -> Self {
+        Self {
+            rx,
+            newest: hr,
+            deleted: false,
+            handled_cancel: None,
+            candidate: None,
+            last_status: None,
+            written: Mutex::new(None),
+            failing: 0,
+            handover: false,
+            predecessor: None,
+            blocked: false,
+            missing: None,
+            conflict: None,
+        }
+    }
+}
