@@ -78,14 +78,22 @@ impl Looked {
             loop {
                 let mut events = match api.watch_metadata(&params, &version).await {
                     Ok(events) => events.boxed(),
-                    // Cannot follow: look again.
-                    Err(_) => return Some(((), (api, params, version))),
+                    // Cannot follow (refused, no answer): look again, but not at once, or a
+                    // failing watch would start reconcile after reconcile.
+                    Err(_) => {
+                        tokio::time::sleep(UNFOLLOWABLE_RETRY).await;
+                        return Some(((), (api, params, version)));
+                    }
                 };
                 while let Some(event) = events.next().await {
                     match event {
                         Ok(WatchEvent::Bookmark(b)) => version = b.metadata.resource_version,
-                        // Added, modified or deleted; or an error such as 410 Gone.
-                        Ok(_) | Err(_) => return Some(((), (api, params, version))),
+                        // Added, modified or deleted; or the watch expired (410 Gone).
+                        Ok(_) => return Some(((), (api, params, version))),
+                        Err(_) => {
+                            tokio::time::sleep(UNFOLLOWABLE_RETRY).await;
+                            return Some(((), (api, params, version)));
+                        }
                     }
                 }
                 // The server closed the watch (its timeout) with nothing changed: go on.
@@ -94,6 +102,9 @@ impl Looked {
         .boxed()
     }
 }
+
+/// How long a watch of records that failed waits before its caller looks again.
+const UNFOLLOWABLE_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
 fn record_selector(name: &str) -> String {
     format!("name={name},owner={OWNER}")
