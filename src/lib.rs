@@ -10,6 +10,7 @@ pub mod engine;
 mod error;
 pub mod health;
 pub mod install;
+pub mod inventory;
 pub mod rbac;
 pub mod release;
 pub mod render;

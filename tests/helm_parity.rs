@@ -409,8 +409,8 @@ async fn stored_manifest_and_the_manifest_tab_keep_the_rendered_yaml() {
     assert_eq!(without_hash.trim_end(), rendered.trim_end());
 
     // The Manifest tab: the stored text, the Secret's value masked and nothing else.
-    let view = wheelhouse::tui::demo::view(hr, wheelhouse::engine::LiveState::default());
-    let data = wheelhouse::tui::io::load_detail(client.clone(), view).await;
+    let target = wheelhouse::tui::io::DetailTarget::of_wheelhouse(&hr);
+    let data = wheelhouse::tui::io::load_detail(client.clone(), target).await;
     let Fetch::Loaded(h) = data.helm else {
         panic!("{:?}", data.helm)
     };

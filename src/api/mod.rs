@@ -1,6 +1,7 @@
 //! The `wheelhouse.dev/v1alpha1` API: the HelmRelease types and their CRD.
 
 pub mod duration;
+pub mod flux;
 pub mod helmrelease;
 pub mod raw;
 

@@ -24,6 +24,13 @@ pub struct ReleaseKey {
 }
 
 impl ReleaseKey {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
     pub fn of(hr: &HelmRelease) -> Self {
         Self {
             namespace: hr.object_namespace(),
@@ -234,6 +241,8 @@ pub enum Connection {
 /// engine lease). Cheap to clone.
 #[derive(Clone)]
 pub struct EngineHandle {
+    /// What actions run with: the stored-release actions run on it in the caller's task.
+    pub(super) ctx: Arc<super::run::Context>,
     pub(super) client: Client,
     pub(super) views: watch::Receiver<Arc<Views>>,
     pub(super) live: watch::Receiver<LiveMap>,
@@ -249,6 +258,16 @@ pub struct EngineHandle {
 }
 
 impl EngineHandle {
+    /// Rolls back or uninstalls a release no HelmRelease manages, as the helm CLI does,
+    /// with this engine's action code; returns what Helm would print.
+    pub async fn act_on_stored(
+        &self,
+        key: &ReleaseKey,
+        action: super::stored::StoredAction,
+    ) -> Result<String, String> {
+        super::stored::act(&self.ctx, key, action, &self.stop).await
+    }
+
     /// What this engine reconciles (while it holds its Lease).
     pub fn coverage(&self) -> &super::Coverage {
         &self.coverage

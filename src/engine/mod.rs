@@ -15,6 +15,7 @@ pub mod lease;
 pub mod plan;
 pub mod run;
 pub mod status;
+pub mod stored;
 pub mod worker;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -169,7 +170,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     let ctx = Arc::new(ctx);
     let coverage = config.coverage.clone();
     let dispatcher = Dispatcher {
-        ctx,
+        ctx: ctx.clone(),
         api: coverage.scope.api(client.clone()),
         role: role.clone(),
         live: live_rx.clone(),
@@ -216,6 +217,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         stopped_tx.send_replace(true);
     });
     Ok(EngineHandle {
+        ctx,
         client,
         views: views_rx,
         live: live_rx,

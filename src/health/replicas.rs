@@ -27,6 +27,7 @@ use tokio::sync::watch;
 
 use crate::apply::manifest::{RELEASE_NAME_ANNOTATION, RELEASE_NAMESPACE_ANNOTATION};
 use crate::client::Scope;
+use crate::health::readiness::{self, Readiness};
 
 /// How often at most a changed map is published (a rollout of many releases changes
 /// counts many times a second; the table redraws four times a second).
@@ -82,7 +83,8 @@ impl fmt::Display for Kind {
 }
 
 /// One workload's ready and desired replicas (DaemonSets: numberReady and
-/// desiredNumberScheduled).
+/// desiredNumberScheduled), and its readiness by the engine's own rules (Helm 4's
+/// `--wait` verdict), for releases no engine of ours waits on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkloadReplicas {
     pub kind: Kind,
@@ -90,6 +92,26 @@ pub struct WorkloadReplicas {
     pub name: String,
     pub ready: i32,
     pub desired: i32,
+    pub readiness: Readiness,
+}
+
+impl WorkloadReplicas {
+    /// A workload known by its counts alone (demos and tests): ready once all are.
+    pub fn counted(kind: Kind, namespace: &str, name: &str, ready: i32, desired: i32) -> Self {
+        let readiness = if ready >= desired {
+            Readiness::Ready
+        } else {
+            Readiness::InProgress(format!("{ready} of {desired} replicas ready"))
+        };
+        Self {
+            kind,
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            ready,
+            desired,
+            readiness,
+        }
+    }
 }
 
 /// The workloads of one Helm release, ordered by kind, namespace and name.
@@ -104,6 +126,25 @@ impl ReleaseReplicas {
         self.workloads
             .iter()
             .fold((0, 0), |(r, d), w| (r + w.ready, d + w.desired))
+    }
+
+    /// The release's workloads together: failed if one will not become ready, else in
+    /// progress if one is not ready yet (naming the first), else ready.
+    pub fn readiness(&self) -> Readiness {
+        let named = |w: &WorkloadReplicas, why: &str| format!("{}/{}: {why}", w.kind, w.name);
+        if let Some((w, why)) = self.workloads.iter().find_map(|w| match &w.readiness {
+            Readiness::Failed(why) => Some((w, why)),
+            _ => None,
+        }) {
+            return Readiness::Failed(named(w, why));
+        }
+        match self.workloads.iter().find_map(|w| match &w.readiness {
+            Readiness::InProgress(why) => Some((w, why)),
+            _ => None,
+        }) {
+            Some((w, why)) => Readiness::InProgress(named(w, why)),
+            None => Readiness::Ready,
+        }
     }
 }
 
@@ -123,11 +164,20 @@ pub struct Slim {
     pub status: SlimStatus,
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+/// The spec fields the readiness rules read (the pod template is skipped).
+#[derive(Debug, Clone, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SlimSpec {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub update_strategy: Option<serde_json::Value>,
 }
 
+/// The status counts of the three kinds, and whatever else their status holds (a few
+/// counters, revisions and two conditions), for the readiness rules.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SlimStatus {
@@ -136,6 +186,40 @@ pub struct SlimStatus {
     /// DaemonSets.
     pub number_ready: Option<i32>,
     pub desired_number_scheduled: Option<i32>,
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Slim {
+    /// The object as the readiness rules read it: kind, generation, deletion, the spec
+    /// fields above and the whole status.
+    fn readiness(&self, kind: Kind) -> Readiness {
+        let mut status = self.status.rest.clone();
+        let counts = [
+            ("readyReplicas", self.status.ready_replicas),
+            ("numberReady", self.status.number_ready),
+            (
+                "desiredNumberScheduled",
+                self.status.desired_number_scheduled,
+            ),
+        ];
+        for (field, value) in counts {
+            if let Some(v) = value {
+                status.insert(field.into(), v.into());
+            }
+        }
+        let object = serde_json::json!({
+            "apiVersion": "apps/v1",
+            "kind": kind.to_string(),
+            "metadata": {
+                "generation": self.metadata.generation,
+                "deletionTimestamp": self.metadata.deletion_timestamp,
+            },
+            "spec": self.spec,
+            "status": status,
+        });
+        readiness::of(&object)
+    }
 }
 
 /// Only name, namespace, resourceVersion (the watch resumes from it) and the two Helm
@@ -147,6 +231,8 @@ fn slim_metadata<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error
         name: Option<String>,
         namespace: Option<String>,
         resource_version: Option<String>,
+        generation: Option<i64>,
+        deletion_timestamp: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
         #[serde(default)]
         annotations: Option<HelmAnnotations>,
     }
@@ -171,6 +257,8 @@ fn slim_metadata<'de, D: Deserializer<'de>>(d: D) -> Result<ObjectMeta, D::Error
         name: m.name,
         namespace: m.namespace,
         resource_version: m.resource_version,
+        generation: m.generation,
+        deletion_timestamp: m.deletion_timestamp,
         annotations,
         ..ObjectMeta::default()
     })
@@ -241,6 +329,7 @@ pub fn reduce(kind: Kind, o: &Slim) -> Option<(ReleaseId, WorkloadReplicas)> {
             name: o.metadata.name.clone().unwrap_or_default(),
             ready,
             desired,
+            readiness: o.readiness(kind),
         },
     ))
 }

@@ -185,12 +185,8 @@ pub fn sample() -> Arc<Views> {
 
 /// Replica counts of the sample releases' workloads (queue has none).
 pub fn replicas() -> Arc<ReplicaMap> {
-    let w = |kind, name: &str, ready, desired| WorkloadReplicas {
-        kind,
-        namespace: String::new(),
-        name: name.to_owned(),
-        ready,
-        desired,
+    let w = |kind, name: &str, ready, desired| {
+        WorkloadReplicas::counted(kind, "", name, ready, desired)
     };
     let release = |ns: &str, name: &str, workloads: Vec<WorkloadReplicas>| {
         let workloads = workloads
@@ -235,21 +231,21 @@ pub fn many_replicas(n: usize) -> Arc<ReplicaMap> {
     let map = (0..n).map(|i| {
         let ns = format!("team-{:02}", i % 50);
         let name = format!("service-{i:05}");
-        let mut workloads = vec![WorkloadReplicas {
-            kind: Kind::Deployment,
-            namespace: ns.clone(),
-            name: name.clone(),
-            ready: (i % 3) as i32,
-            desired: 2,
-        }];
+        let mut workloads = vec![WorkloadReplicas::counted(
+            Kind::Deployment,
+            &ns,
+            &name,
+            (i % 3) as i32,
+            2,
+        )];
         if i % 3 == 0 {
-            workloads.push(WorkloadReplicas {
-                kind: Kind::StatefulSet,
-                namespace: ns.clone(),
-                name: format!("{name}-db"),
-                ready: 1,
-                desired: 1,
-            });
+            workloads.push(WorkloadReplicas::counted(
+                Kind::StatefulSet,
+                &ns,
+                &format!("{name}-db"),
+                1,
+                1,
+            ));
         }
         (ReleaseId::new(ns, name), ReleaseReplicas { workloads })
     });

@@ -2,10 +2,13 @@
 //! and what comes back ([`IoResult`]). The state never performs IO itself.
 
 use crate::client::Scope;
+use crate::engine::stored::StoredAction;
 use crate::engine::{Command, ReleaseKey};
+use crate::inventory::flux::Request;
 use crate::tui::favourites::Favourites;
 use crate::tui::io::{Expect, LateOutcome, WriteError};
 use crate::tui::model::DetailData;
+use crate::tui::model::RowKey;
 
 /// IO the run loop performs on a task.
 #[derive(Debug, Clone, PartialEq)]
@@ -14,7 +17,19 @@ pub enum Effect {
         id: u64,
         command: Command,
     },
-    LoadDetail(ReleaseKey),
+    /// A request on a Flux HelmRelease, written in Flux's API.
+    Flux {
+        id: u64,
+        key: ReleaseKey,
+        request: Request,
+    },
+    /// A rollback or uninstall of a release no HelmRelease manages, by the engine.
+    Stored {
+        id: u64,
+        key: ReleaseKey,
+        action: StoredAction,
+    },
+    LoadDetail(RowKey),
     /// Merge patch for `spec.values`, guarded by the resourceVersion the edit started from.
     PatchValues {
         id: u64,
@@ -53,7 +68,7 @@ pub enum IoResult {
         outcome: LateOutcome,
     },
     Detail {
-        key: ReleaseKey,
+        key: RowKey,
         data: DetailData,
     },
     /// A new session started (namespace or context switch), or failed to.

@@ -11,9 +11,14 @@ use kube::api::{DynamicObject, ListParams, Patch, PatchParams};
 use kube::{Api, Client};
 use serde::Deserialize;
 
-use super::model::{DetailData, EventLine, Fetch, HelmData, Workload, mask_manifest, mask_values};
+use super::model::{
+    DetailData, EventLine, Fetch, HelmData, RevisionLine, Workload, mask_manifest, mask_values,
+};
 use crate::api::{FIELD_MANAGER, HelmRelease};
-use crate::engine::{Command, EngineHandle, ReleaseKey, ReleaseView};
+use crate::engine::stored::StoredAction;
+use crate::engine::{Command, EngineHandle, ReleaseKey, Views};
+use crate::inventory::flux::Request;
+use crate::inventory::{Kind, Others};
 use crate::release::Storage;
 use crate::tracking::{self, ConfigKind, TrackedWorkload, WorkloadKind};
 
@@ -90,21 +95,39 @@ pub enum Expect {
         key: ReleaseKey,
         values: serde_json::Value,
     },
+    /// A request on a Flux HelmRelease.
+    Flux {
+        key: ReleaseKey,
+        request: Request,
+        token: String,
+    },
 }
 
 impl Expect {
     pub fn key(&self) -> &ReleaseKey {
         match self {
             Self::Command { command, .. } => command.key(),
-            Self::Values { key, .. } => key,
+            Self::Values { key, .. } | Self::Flux { key, .. } => key,
         }
     }
 
-    /// Whether `hr` shows the write.
-    pub fn landed(&self, hr: &HelmRelease) -> bool {
+    /// Whether the objects show the write.
+    pub fn landed(&self, views: &Views, others: &Others) -> bool {
         match self {
-            Self::Command { command, token } => command.landed(token, hr),
-            Self::Values { values, .. } => hr.spec.values.as_ref() == Some(values),
+            Self::Command { command, token } => views
+                .get(command.key())
+                .is_some_and(|v| command.landed(token, &v.release)),
+            Self::Values { key, values } => views
+                .get(key)
+                .is_some_and(|v| v.release.spec.values.as_ref() == Some(values)),
+            Self::Flux {
+                key,
+                request,
+                token,
+            } => others
+                .flux
+                .get(key)
+                .is_some_and(|hr| request.landed(token, hr)),
         }
     }
 }
@@ -193,6 +216,47 @@ pub async fn send(handle: EngineHandle, command: Command) -> Result<(), WriteErr
     .await
 }
 
+/// Writes a request on a Flux HelmRelease (a merge patch in Flux's API).
+pub async fn send_flux(
+    client: Client,
+    key: ReleaseKey,
+    request: Request,
+) -> Result<(), WriteError> {
+    let token = crate::engine::new_token();
+    let expect = Expect::Flux {
+        key: key.clone(),
+        request,
+        token: token.clone(),
+    };
+    limited_write(
+        async move {
+            crate::inventory::flux::send(client, &key, request, &token)
+                .await
+                .map(|_| ())
+        },
+        expect,
+        |_| true,
+    )
+    .await
+}
+
+/// Rolls back or uninstalls a release no HelmRelease manages, by the engine's action
+/// code. Not under the time limit: hooks may take minutes, and the operator sees it
+/// pending meanwhile; it ends with what Helm would print.
+pub async fn act_on_stored(
+    handle: EngineHandle,
+    key: ReleaseKey,
+    action: StoredAction,
+) -> Result<(), WriteError> {
+    match handle.act_on_stored(&key, action).await {
+        Ok(message) => {
+            tracing::info!(release = %key, "{message}");
+            Ok(())
+        }
+        Err(e) => Err(WriteError::Refused(e)),
+    }
+}
+
 /// The cluster's namespace names, for `:ns` completion (metadata only). An identity that
 /// may not list namespaces gets the API's refusal, which the dashboard does not show.
 pub async fn list_namespaces(client: Client) -> Result<Vec<String>, String> {
@@ -278,37 +342,84 @@ pub async fn patch_values(
     ))
 }
 
-/// Everything the detail view fetches: the last Helm release, events, workloads.
-pub async fn load_detail(client: Client, view: ReleaseView) -> DetailData {
-    let hr = view.release.clone();
-    let storage = Storage::new(client.clone(), &hr.storage_namespace());
-    let name = hr.release_name();
+/// What the detail view of a release loads: which object it is, and where its Helm
+/// release is stored and deployed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DetailTarget {
+    pub kind: Kind,
+    /// The object (a HelmRelease's namespace and name; a stored release's storage
+    /// namespace and name).
+    pub key: ReleaseKey,
+    pub storage_namespace: String,
+    pub release_name: String,
+    pub target_namespace: String,
+}
+
+impl DetailTarget {
+    /// A wheelhouse HelmRelease's.
+    pub fn of_wheelhouse(hr: &HelmRelease) -> Self {
+        Self {
+            kind: Kind::Wheelhouse,
+            key: ReleaseKey::of(hr),
+            storage_namespace: hr.storage_namespace(),
+            release_name: hr.release_name(),
+            target_namespace: hr.target_namespace(),
+        }
+    }
+}
+
+/// Everything the detail view fetches: the Helm release's records (the newest whole, the
+/// others as history lines), events, workloads.
+pub async fn load_detail(client: Client, target: DetailTarget) -> DetailData {
+    let storage = Storage::new(client.clone(), &target.storage_namespace);
+    let name = target.release_name.clone();
     let (helm, events) = futures::join!(
-        limited(storage.last(&name)),
-        load_events(client.clone(), &view.key)
+        limited(storage.history(&name)),
+        load_events(client.clone(), &target)
     );
+    let revisions = helm
+        .as_ref()
+        .map(|h| {
+            h.iter()
+                .rev()
+                .map(|r| {
+                    let info = r.info.clone().unwrap_or_default();
+                    RevisionLine {
+                        revision: r.version,
+                        updated: info.last_deployed,
+                        status: info.status.as_str().to_owned(),
+                        chart: chart_text(r),
+                        app_version: r
+                            .chart
+                            .as_ref()
+                            .and_then(|c| c.metadata.as_ref())
+                            .and_then(|m| m.app_version.clone())
+                            .unwrap_or_default(),
+                        description: info.description,
+                    }
+                })
+                .collect::<Vec<_>>()
+        })
+        .map_err(Clone::clone);
     let release = match helm {
-        Ok(Some(r)) => Ok(r),
-        Ok(None) => Err("no Helm release stored yet".to_owned()),
+        Ok(mut h) => h
+            .pop()
+            .ok_or_else(|| "no Helm release stored yet".to_owned()),
         Err(e) => Err(e),
     };
     let workloads = match &release {
-        Ok(r) => Fetch::from(load_workloads(client, &r.manifest, &hr.target_namespace()).await),
+        Ok(r) => Fetch::from(load_workloads(client, &r.manifest, &target.target_namespace).await),
         Err(e) => Fetch::Failed(e.clone()),
     };
     DetailData {
+        revisions: Fetch::from(revisions),
         helm: Fetch::from(release.map(|r| {
             let info = r.info.clone().unwrap_or_default();
             HelmData {
                 revision: r.version,
                 status: info.status.to_string(),
                 description: info.description,
-                chart: r
-                    .chart
-                    .as_ref()
-                    .and_then(|c| c.metadata.as_ref())
-                    .map(|m| format!("{}-{}", m.name, m.version))
-                    .unwrap_or_default(),
+                chart: chart_text(&r),
                 values: crate::yaml::to_string(&mask_values(&serde_json::Value::Object(r.config))),
                 manifest: mask_manifest(&r.manifest),
             }
@@ -316,6 +427,15 @@ pub async fn load_detail(client: Client, view: ReleaseView) -> DetailData {
         events: Fetch::from(events),
         workloads,
     }
+}
+
+/// `name-version`, as `helm history` shows a revision's chart.
+fn chart_text(r: &crate::release::Release) -> String {
+    r.chart
+        .as_ref()
+        .and_then(|c| c.metadata.as_ref())
+        .map(|m| format!("{}-{}", m.name, m.version))
+        .unwrap_or_default()
 }
 
 impl<T> From<Result<T, String>> for Fetch<T> {
@@ -327,16 +447,34 @@ impl<T> From<Result<T, String>> for Fetch<T> {
     }
 }
 
-async fn load_events(client: Client, key: &ReleaseKey) -> Result<Vec<EventLine>, String> {
-    let api: Api<Event> = Api::namespaced(client, &key.namespace);
-    let params = ListParams::default().fields(&format!(
-        "involvedObject.kind=HelmRelease,involvedObject.name={}",
-        key.name
-    ));
-    let list = limited(api.list(&params)).await?;
+/// The Events of the HelmRelease (wheelhouse's and Flux's both report as kind
+/// HelmRelease); for a stored release, which no object reports for, the Events of the
+/// objects named like the release in its namespace (Helm charts name their objects after
+/// the release).
+async fn load_events(client: Client, target: &DetailTarget) -> Result<Vec<EventLine>, String> {
+    let (namespace, fields) = match target.kind {
+        Kind::Wheelhouse | Kind::Flux => (
+            &target.key.namespace,
+            format!(
+                "involvedObject.kind=HelmRelease,involvedObject.name={}",
+                target.key.name
+            ),
+        ),
+        Kind::Helm => (&target.target_namespace, String::new()),
+    };
+    let api: Api<Event> = Api::namespaced(client, namespace);
+    let list = limited(api.list(&ListParams::default().fields(&fields))).await?;
+    let release = target.release_name.as_str();
     let mut events: Vec<EventLine> = list
         .items
         .into_iter()
+        .filter(|e| {
+            target.kind != Kind::Helm
+                || e.involved_object
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with(release))
+        })
         .map(|e| EventLine {
             age: e
                 .last_timestamp

@@ -5,6 +5,8 @@ use std::fmt;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
+use crate::inventory::Kind;
+
 /// Where a binding applies. `Global` bindings work in the table and the detail view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Context {
@@ -112,6 +114,14 @@ pub enum Action {
     Resume,
     Reconcile,
     CancelWait,
+    /// Flux: a one-off upgrade (`reconcile.fluxcd.io/forceAt`).
+    Force,
+    /// Flux: reset the failure counters (`reconcile.fluxcd.io/resetAt`).
+    Reset,
+    /// helm CLI releases: roll back to the revision under the cursor (History tab).
+    Rollback,
+    /// helm CLI releases: uninstall, as `helm uninstall`.
+    Uninstall,
     Edit,
     Overview,
     History,
@@ -135,9 +145,31 @@ impl Action {
                 | Self::Resume
                 | Self::Reconcile
                 | Self::CancelWait
+                | Self::Force
+                | Self::Reset
+                | Self::Rollback
+                | Self::Uninstall
                 | Self::Edit
                 | Self::Save
         )
+    }
+
+    /// The kinds of release the action exists for, in the way its owner expects; it is
+    /// neither offered nor run for the others.
+    pub fn kinds(self) -> &'static [Kind] {
+        const HR: &[Kind] = &[Kind::Wheelhouse, Kind::Flux];
+        match self {
+            Self::Suspend | Self::Resume | Self::Reconcile | Self::CancelWait => HR,
+            Self::Force | Self::Reset => &[Kind::Flux],
+            Self::Rollback | Self::Uninstall => &[Kind::Helm],
+            Self::Edit | Self::Save => &[Kind::Wheelhouse],
+            _ => &Kind::ALL,
+        }
+    }
+
+    /// Whether the action exists for `kind`.
+    pub fn applies_to(self, kind: Kind) -> bool {
+        self.kinds().contains(&kind)
     }
 }
 
@@ -238,6 +270,27 @@ pub const KEYMAP: &[Binding] = &[
         "cancel wait (asks first)",
     )
     .hint(1, "c cancel wait"),
+    b(
+        Global,
+        &[Key::Char('F')],
+        Action::Force,
+        "force upgrade (Flux)",
+    )
+    .hint(2, "F force"),
+    b(
+        Global,
+        &[Key::Char('R')],
+        Action::Reset,
+        "reset failures (Flux)",
+    )
+    .hint(3, "R reset"),
+    b(
+        Global,
+        &[Key::Char('D')],
+        Action::Uninstall,
+        "uninstall (helm, asks)",
+    )
+    .hint(2, "D uninstall"),
     b(Global, &[Key::Char('e')], Action::Edit, "edit spec.values").hint(2, "e edit"),
     b(Global, &[Key::Char('h')], Action::History, "history"),
     b(Global, &[Key::Char('v')], Action::Values, "values (masked)"),
@@ -285,6 +338,13 @@ pub const KEYMAP: &[Binding] = &[
         "ns: 0 all, 1-9 favourites",
     ),
     b(Detail, &[Key::Char('d')], Action::Overview, "overview"),
+    b(
+        Detail,
+        &[Key::Char('b')],
+        Action::Rollback,
+        "roll back to rev (helm)",
+    )
+    .hint(1, "b roll back"),
     b(Detail, &[Key::Tab], Action::NextTab, "next tab").hint(3, "tab/d h v m E views"),
     b(Detail, &[Key::Esc], Action::Back, "back to the table").hint(2, "esc back"),
     b(
@@ -324,14 +384,16 @@ pub fn lookup(context: Context, ev: &KeyEvent) -> Option<Action> {
 }
 
 /// The footer's hints in `context` (its own bindings, then the global ones unless it
-/// is the editor), leaving out writes when `readonly`: as (rank, text), in keymap order.
-pub fn hints(context: Context, readonly: bool) -> Vec<(u8, &'static str)> {
+/// is the editor), leaving out writes when `readonly` and actions that do not exist for
+/// the `kind` of release under the cursor: as (rank, text), in keymap order.
+pub fn hints(context: Context, readonly: bool, kind: Option<Kind>) -> Vec<(u8, &'static str)> {
     let global = !matches!(context, Context::Editor | Context::Command);
     KEYMAP
         .iter()
         .filter(|b| b.context == context || (global && b.context == Context::Global))
         // Read-only: no write, and no marking for the bulk writes.
         .filter(|b| !(readonly && (b.action.writes() || b.action == Action::Mark)))
+        .filter(|b| kind.is_none_or(|k| b.action.applies_to(k)))
         .filter_map(|b| b.hint)
         .collect()
 }

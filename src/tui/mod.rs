@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 use crate::client::{self, Scope, Target};
 use crate::engine::{self, EngineConfig, EngineHandle};
 use crate::health::replicas::Replicas;
+use crate::inventory::Inventory;
 use crate::render::HelmRenderer;
 use app::App;
 use effect::{Effect, IoResult};
@@ -69,6 +70,8 @@ struct Session {
     handle: EngineHandle,
     /// Replica counts of the workloads in the engine's namespaces (READY column).
     replicas: Replicas,
+    /// Flux HelmReleases and stored Helm releases in the same namespaces.
+    inventory: Inventory,
 }
 
 impl Session {
@@ -121,6 +124,7 @@ impl Session {
         coverage: Scope,
     ) -> Result<Self, Error> {
         let replicas = Replicas::start(client.clone(), &coverage);
+        let inventory = Inventory::start(client.clone(), &coverage);
         let mut config = EngineConfig::new(coverage);
         config.chart_root = opts.chart_root.clone();
         // helm renders against the same cluster, as the same identity.
@@ -141,6 +145,7 @@ impl Session {
             scope,
             handle,
             replicas,
+            inventory,
         })
     }
 }
@@ -216,11 +221,13 @@ async fn event_loop(
     let mut connection = session.handle.connection();
     let mut replicas = session.replicas.subscribe();
     app.set_replicas(replicas.borrow_and_update().clone());
+    let mut others = session.inventory.subscribe();
+    app.set_others(others.borrow_and_update().clone());
     app.set_views(views.borrow_and_update().clone());
     app.role = role.borrow_and_update().clone();
     app.set_connection(connection.borrow_and_update().clone());
     // The detail view's data is fetched when it opens and again when the release changes.
-    let mut detail_seen: Option<(engine::ReleaseKey, String)> = None;
+    let mut detail_seen: Option<(model::RowKey, String)> = None;
     let mut detail_in_flight = false;
     let mut detail_loaded = Instant::now();
     let mut startup = app.on_start();
@@ -244,6 +251,7 @@ async fn event_loop(
                 app.set_views(views.borrow_and_update().clone());
             }
             Ok(()) = replicas.changed() => app.set_replicas(replicas.borrow_and_update().clone()),
+            Ok(()) = others.changed() => app.set_others(others.borrow_and_update().clone()),
             Ok(()) = role.changed() => app.role = role.borrow_and_update().clone(),
             Ok(()) = connection.changed() => app.set_connection(connection.borrow_and_update().clone()),
             Some(result) = io_rx.recv() => {
@@ -262,6 +270,8 @@ async fn event_loop(
                     connection = session.handle.connection();
                     replicas = session.replicas.subscribe();
                     app.set_replicas(replicas.borrow_and_update().clone());
+                    others = session.inventory.subscribe();
+                    app.set_others(others.borrow_and_update().clone());
                     effects.extend(app.on_io(IoResult::Switched(Ok((session.context.clone(), session.scope.clone(), session.handle.coverage().clone())))));
                     app.set_views(views.borrow_and_update().clone());
                     app.role = role.borrow_and_update().clone();
@@ -276,26 +286,18 @@ async fn event_loop(
         // Reload the detail data when its release changed (new resourceVersion), and every
         // few seconds for what the release object does not show (pods, tracked config).
         if let Some(d) = &app.detail
-            && let Some(v) = app.views.get(&d.key)
+            && let Some((target, version)) = app.detail_target()
         {
-            let version = (
-                d.key.clone(),
-                v.release
-                    .metadata
-                    .resource_version
-                    .clone()
-                    .unwrap_or_default(),
-            );
+            let version = (d.key.clone(), version);
             let opened = d.data == model::DetailData::default();
             let stale = detail_loaded.elapsed() >= DETAIL_REFRESH;
             if (opened || stale || detail_seen.as_ref() != Some(&version)) && !detail_in_flight {
                 detail_in_flight = true;
                 detail_loaded = Instant::now();
                 detail_seen = Some(version);
-                let (client, view, tx) = (session.client.clone(), v.clone(), io_tx.clone());
+                let (client, tx, key) = (session.client.clone(), io_tx.clone(), d.key.clone());
                 tokio::spawn(async move {
-                    let key = view.key.clone();
-                    let data = io::load_detail(client, view).await;
+                    let data = io::load_detail(client, target).await;
                     let _ = tx.send(IoResult::Detail { key, data });
                 });
             }
@@ -315,6 +317,20 @@ async fn event_loop(
                     let (handle, tx) = (session.handle.clone(), io_tx.clone());
                     tokio::spawn(async move {
                         let result = io::send(handle, command).await;
+                        report_write(id, result, tx).await;
+                    });
+                }
+                Effect::Flux { id, key, request } => {
+                    let (client, tx) = (session.client.clone(), io_tx.clone());
+                    tokio::spawn(async move {
+                        let result = io::send_flux(client, key, request).await;
+                        report_write(id, result, tx).await;
+                    });
+                }
+                Effect::Stored { id, key, action } => {
+                    let (handle, tx) = (session.handle.clone(), io_tx.clone());
+                    tokio::spawn(async move {
+                        let result = io::act_on_stored(handle, key, action).await;
                         report_write(id, result, tx).await;
                     });
                 }

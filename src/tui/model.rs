@@ -6,9 +6,13 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 
+use crate::api::flux::FluxHelmRelease;
 use crate::engine::status::{condition as conditions, reason as reasons};
 use crate::engine::{Phase, ReleaseKey, ReleaseView};
+use crate::health::readiness::Readiness;
 use crate::health::replicas::{ReleaseId, ReleaseReplicas, ReplicaMap};
+use crate::inventory::{Kind, Stored};
+use crate::release::Status;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum State {
@@ -53,9 +57,41 @@ pub fn spinner(now: Timestamp) -> &'static str {
     SPINNER[quarter.rem_euclid(SPINNER.len() as i64) as usize]
 }
 
+/// A row of the table: which kind of object, and its namespace and name (a Flux or
+/// wheelhouse HelmRelease's own; a stored release's storage namespace and release name).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RowKey {
+    pub key: ReleaseKey,
+    pub kind: Kind,
+}
+
+impl RowKey {
+    pub fn new(kind: Kind, key: ReleaseKey) -> Self {
+        Self { key, kind }
+    }
+
+    pub fn wheelhouse(key: ReleaseKey) -> Self {
+        Self::new(Kind::Wheelhouse, key)
+    }
+}
+
+impl std::fmt::Display for RowKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.kind {
+            Kind::Wheelhouse => write!(f, "{}", self.key),
+            kind => write!(f, "{} ({kind})", self.key),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Row {
-    pub key: ReleaseKey,
+    pub id: RowKey,
+    /// The Helm release it shows (target namespace, release name), as the replica
+    /// watches key it.
+    pub release: ReleaseId,
+    /// Whether the object is suspended (wheelhouse and Flux).
+    pub suspended: bool,
     pub chart: String,
     pub version: String,
     pub revision: Option<i32>,
@@ -94,6 +130,112 @@ impl Row {
         let mut row = Self::of(view);
         row.ready = replicas_of(view, replicas).map(ReleaseReplicas::total);
         row
+    }
+
+    /// A Flux HelmRelease's row: its conditions as Flux's CLI reads them, its history,
+    /// and the replicas of its release's workloads.
+    pub fn of_flux(key: ReleaseKey, hr: &FluxHelmRelease, replicas: &ReplicaMap) -> Self {
+        let status = hr.status.as_ref();
+        let is_true = |t: &str| hr.condition(t).is_some_and(|c| c.status == "True");
+        let ready = hr.condition(conditions::READY);
+        let state = if hr.spec.suspend {
+            State::Suspended
+        } else if is_true("Reconciling") {
+            State::Progressing
+        } else if is_true("Stalled") {
+            State::Failed
+        } else {
+            match ready {
+                Some(c) if c.status == "True" => State::Ready,
+                Some(c) if c.status == "Unknown" || c.reason.starts_with("Progressing") => {
+                    State::Progressing
+                }
+                Some(_) => State::Failed,
+                None => State::Unknown,
+            }
+        };
+        let last = status.and_then(|s| s.history.first());
+        let chart_spec = hr.spec.chart.as_ref().map(|c| &c.spec);
+        let release = ReleaseId::new(hr.target_namespace(), hr.release_name());
+        let mut message = ready.map(|c| c.message.clone()).unwrap_or_default();
+        if hr.spec.suspend && message.is_empty() {
+            message = "suspended".into();
+        }
+        Self {
+            id: RowKey::new(Kind::Flux, key),
+            ready: replicas
+                .get(&release)
+                .filter(|r| !r.workloads.is_empty())
+                .map(ReleaseReplicas::total),
+            release,
+            suspended: hr.spec.suspend,
+            chart: last
+                .map(|s| s.chart_name.clone())
+                .or_else(|| chart_spec.map(|c| c.chart.clone()))
+                .or_else(|| hr.spec.chart_ref.as_ref().map(|r| r.name.clone()))
+                .unwrap_or_else(|| "-".into()),
+            version: last
+                .map(|s| s.chart_version.clone())
+                .or_else(|| chart_spec.and_then(|c| c.version.clone()))
+                .unwrap_or_else(|| "-".into()),
+            revision: last.map(|s| s.version),
+            state,
+            phase: Phase::Idle,
+            deadline: None,
+            wait_progress: None,
+            last_change: ready.map(|c| c.last_transition_time.0),
+            message,
+        }
+    }
+
+    /// A release no HelmRelease manages, from its newest storage record, with the live
+    /// readiness of its workloads by the engine's rules: a deployed release is Ready
+    /// only when they are.
+    pub fn of_stored(stored: &Stored, replicas: &ReplicaMap) -> Self {
+        let release = ReleaseId::new(stored.target_namespace.clone(), stored.key.name.clone());
+        let workloads = replicas.get(&release).filter(|r| !r.workloads.is_empty());
+        let (state, message) = match stored.status {
+            Status::Deployed => match workloads.map(ReleaseReplicas::readiness) {
+                Some(Readiness::InProgress(why)) => (State::Progressing, why),
+                Some(Readiness::Failed(why)) => (State::Failed, why),
+                Some(Readiness::Ready) | None => (State::Ready, stored.description.clone()),
+            },
+            Status::Failed => (State::Failed, stored.description.clone()),
+            Status::PendingInstall
+            | Status::PendingUpgrade
+            | Status::PendingRollback
+            | Status::Uninstalling => (
+                State::Progressing,
+                format!("{}: {}", stored.status.as_str(), stored.description),
+            ),
+            Status::Uninstalled | Status::Superseded | Status::Unknown => (
+                State::Unknown,
+                format!("{}: {}", stored.status.as_str(), stored.description),
+            ),
+        };
+        Self {
+            id: RowKey::new(Kind::Helm, stored.key.clone()),
+            ready: workloads.map(ReleaseReplicas::total),
+            release,
+            suspended: false,
+            chart: if stored.chart.is_empty() {
+                "-".into()
+            } else {
+                stored.chart.clone()
+            },
+            version: if stored.chart_version.is_empty() {
+                "-".into()
+            } else {
+                stored.chart_version.clone()
+            },
+            revision: Some(stored.revision),
+            state,
+            phase: Phase::Idle,
+            deadline: None,
+            wait_progress: None,
+            last_change: stored.updated,
+            message,
+        }
     }
 
     /// A row without replica counts.
@@ -140,7 +282,9 @@ impl Row {
             (None, None) => (None, None),
         };
         Self {
-            key: view.key.clone(),
+            id: RowKey::wheelhouse(view.key.clone()),
+            release: release_id(view),
+            suspended: hr.spec.suspend,
             chart: chart.unwrap_or_else(|| "-".into()),
             version: last
                 .map(|s| s.chart_version.clone())
@@ -195,8 +339,9 @@ impl Row {
         }
         let needle = needle.to_lowercase();
         [
-            self.key.namespace.as_str(),
-            self.key.name.as_str(),
+            self.id.key.namespace.as_str(),
+            self.id.key.name.as_str(),
+            self.id.kind.word(),
             self.chart.as_str(),
             self.state.word(),
             self.message.as_str(),
@@ -242,7 +387,7 @@ impl SortBy {
     /// The table's order: a total order (the release key breaks ties), so a changed
     /// row finds its place by binary search.
     pub fn compare(self, a: &Row, b: &Row, reverse: bool) -> std::cmp::Ordering {
-        let by_key = || a.key.cmp(&b.key);
+        let by_key = || a.id.cmp(&b.id);
         let order = match self {
             Self::Name => by_key(),
             Self::State => a.state.cmp(&b.state).then_with(by_key),
@@ -273,6 +418,8 @@ pub struct DetailData {
     /// The last Helm release's user values (YAML, Secret-looking keys masked) and
     /// manifest (Secret data masked).
     pub helm: Fetch<HelmData>,
+    /// Every stored revision, newest first, as `helm history` lists them.
+    pub revisions: Fetch<Vec<RevisionLine>>,
     pub events: Fetch<Vec<EventLine>>,
     pub workloads: Fetch<Vec<Workload>>,
 }
@@ -287,6 +434,18 @@ pub struct HelmData {
     pub chart: String,
     pub values: String,
     pub manifest: String,
+}
+
+/// One stored revision, as `helm history` lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RevisionLine {
+    pub revision: i32,
+    pub updated: Option<Timestamp>,
+    pub status: String,
+    /// `name-version`.
+    pub chart: String,
+    pub app_version: String,
+    pub description: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -7,7 +7,9 @@ use super::app::{App, Overlay};
 use super::components::confirm::Confirm;
 use super::components::status::Progress;
 use super::effect::{Effect, IoResult};
-use super::model::{DetailData, EventLine, Fetch, HelmData, SortBy, Workload, mask_manifest};
+use super::model::{
+    DetailData, EventLine, Fetch, HelmData, RowKey, SortBy, Workload, mask_manifest,
+};
 use super::theme::Theme;
 use super::{demo, render};
 use crate::client::Scope;
@@ -59,7 +61,7 @@ fn select(app: &mut App, name: &str) {
         .table
         .rows
         .iter()
-        .position(|r| r.key.name == name)
+        .position(|r| r.id.key.name == name)
         .unwrap();
 }
 
@@ -72,6 +74,7 @@ fn k(ns: &str, name: &str) -> ReleaseKey {
 
 fn detail_data() -> DetailData {
     DetailData {
+        revisions: Fetch::Loading,
         // Revision 5 is rolling out: in Helm's storage, not yet in status.history.
         helm: Fetch::Loaded(HelmData {
             revision: 5,
@@ -217,9 +220,12 @@ fn detail_view_shows_conditions_wait_rollout_history_and_events() {
     let mut app = app(false);
     select(&mut app, "api");
     let effects = app.on_key(code(KeyCode::Enter));
-    assert_eq!(effects, vec![Effect::LoadDetail(k("apps", "api"))]);
+    assert_eq!(
+        effects,
+        vec![Effect::LoadDetail(RowKey::wheelhouse(k("apps", "api")))]
+    );
     app.on_io(IoResult::Detail {
-        key: k("apps", "api"),
+        key: RowKey::wheelhouse(k("apps", "api")),
         data: detail_data(),
     });
     insta::assert_snapshot!(render(&app, 120, 36).backend());
@@ -231,7 +237,7 @@ fn manifest_view_masks_secret_data() {
     select(&mut app, "api");
     app.on_key(key('m'));
     app.on_io(IoResult::Detail {
-        key: k("apps", "api"),
+        key: RowKey::wheelhouse(k("apps", "api")),
         data: detail_data(),
     });
     let screen = render(&app, 80, 20).backend().to_string();
@@ -715,7 +721,12 @@ fn ctrl_a_marks_every_visible_row() {
     press(&mut app, "data");
     app.on_key(code(KeyCode::Enter));
     app.on_key(KeyEvent::new(KeyCode::Char('a'), KeyModifiers::CONTROL));
-    let marked: Vec<_> = app.table.marked.iter().map(|k| k.name.as_str()).collect();
+    let marked: Vec<_> = app
+        .table
+        .marked
+        .iter()
+        .map(|k| k.key.name.as_str())
+        .collect();
     assert_eq!(marked, ["cache", "queue"]);
 }
 
@@ -782,17 +793,22 @@ fn filter_and_sort() {
     press(&mut app, "/");
     press(&mut app, "data");
     app.on_key(code(KeyCode::Enter));
-    let names: Vec<_> = app.table.rows.iter().map(|r| r.key.name.as_str()).collect();
+    let names: Vec<_> = app
+        .table
+        .rows
+        .iter()
+        .map(|r| r.id.key.name.as_str())
+        .collect();
     assert_eq!(names, ["cache", "queue"]);
     app.on_key(code(KeyCode::Esc));
     assert_eq!(app.table.rows.len(), 6);
     press(&mut app, "o");
     assert_eq!(
-        app.table.rows[0].key.name, "worker",
+        app.table.rows[0].id.key.name, "worker",
         "failed first when sorted by state"
     );
     press(&mut app, "O");
-    assert_eq!(app.table.rows[0].key.name, "web");
+    assert_eq!(app.table.rows[0].id.key.name, "web");
 }
 
 #[test]
@@ -809,7 +825,7 @@ fn commands_switch_namespace_and_context() {
         "{effects:?}"
     );
     assert_eq!(app.scope, Scope::Namespace("data".into()));
-    assert!(app.table.rows.iter().all(|r| r.key.namespace == "data"));
+    assert!(app.table.rows.iter().all(|r| r.id.key.namespace == "data"));
     assert!(app.table.rows.len() < all);
     assert_eq!(app.coverage.scope, Scope::All);
     assert!(app.run_command("ns all").is_empty());
@@ -851,7 +867,7 @@ fn history_columns_line_up_whatever_the_widths() {
     select(&mut app, "api");
     app.on_key(key('h'));
     app.on_io(IoResult::Detail {
-        key: k("apps", "api"),
+        key: RowKey::wheelhouse(k("apps", "api")),
         data: detail_data(),
     });
     let screen = render(&app, 120, 30).backend().to_string();
@@ -893,7 +909,7 @@ fn number_keys_switch_the_view_to_favourites_and_0_shows_all() {
     // Only the view filter: no effect at all (no engine restart, and data keeps key 1).
     assert!(press(&mut app, "1").is_empty());
     assert_eq!(app.scope, Scope::Namespace("data".into()));
-    assert!(app.table.rows.iter().all(|r| r.key.namespace == "data"));
+    assert!(app.table.rows.iter().all(|r| r.id.key.namespace == "data"));
     assert_eq!(app.favourites.of("prod-eu"), ["data", "apps"]);
     assert!(press(&mut app, "0").is_empty());
     assert_eq!(app.scope, Scope::All);
@@ -1112,7 +1128,7 @@ fn incremental_rows_match_a_full_rebuild() {
                     .table
                     .rows
                     .get(app.table.selected)
-                    .map(|r| r.key.clone());
+                    .map(|r| r.id.key.clone());
                 app.set_views(Arc::new(views.clone()));
                 let incremental = app.table.rows.clone();
                 app.set_views(Arc::new(crate::engine::Views::default()));
@@ -1123,10 +1139,10 @@ fn incremental_rows_match_a_full_rebuild() {
                 );
                 if let Some(key) = selected
                     && views.contains_key(&key)
-                    && incremental.iter().any(|r| r.key == key)
+                    && incremental.iter().any(|r| r.id.key == key)
                 {
-                    let i = incremental.iter().position(|r| r.key == key).unwrap();
-                    assert_eq!(app.table.rows[i].key, key);
+                    let i = incremental.iter().position(|r| r.id.key == key).unwrap();
+                    assert_eq!(app.table.rows[i].id.key, key);
                 }
             }
         }
@@ -1181,7 +1197,7 @@ fn state_column_never_cuts_the_time_left_at_80_columns_or_more() {
         .table
         .rows
         .iter()
-        .find(|r| r.key.name.starts_with("checkout"))
+        .find(|r| r.id.key.name.starts_with("checkout"))
         .unwrap()
         .state_text(app.now);
     assert!(long.ends_with("119m59s left"), "{long}");
@@ -1189,7 +1205,7 @@ fn state_column_never_cuts_the_time_left_at_80_columns_or_more() {
         .table
         .rows
         .iter()
-        .find(|r| r.key.name == "api")
+        .find(|r| r.id.key.name == "api")
         .unwrap()
         .state_text(app.now);
     for scope in [Scope::All, Scope::Namespace("payments-production".into())] {
@@ -1231,7 +1247,7 @@ fn readonly_at_80x24_keeps_its_marker_and_offers_no_write() {
         select(&mut app, "billing");
         app.on_key(code(KeyCode::Enter));
         app.on_io(IoResult::Detail {
-            key: k("apps", "billing"),
+            key: RowKey::wheelhouse(k("apps", "billing")),
             data: detail_data(),
         });
         let detail = render(&app, 80, 24).backend().to_string();
@@ -1273,13 +1289,13 @@ fn ready_counts_replicas_of_the_workloads_even_during_a_wait() {
     map.insert(
         ReleaseId::new("apps", "api"),
         ReleaseReplicas {
-            workloads: vec![WorkloadReplicas {
-                kind: Kind::Deployment,
-                namespace: "apps".into(),
-                name: "api".into(),
-                ready: 0,
-                desired: 3,
-            }],
+            workloads: vec![WorkloadReplicas::counted(
+                Kind::Deployment,
+                "apps",
+                "api",
+                0,
+                3,
+            )],
         },
     );
     app.set_replicas(std::sync::Arc::new(map));
@@ -1287,7 +1303,7 @@ fn ready_counts_replicas_of_the_workloads_even_during_a_wait() {
         app.table
             .rows
             .iter()
-            .find(|r| r.key.name == name)
+            .find(|r| r.id.key.name == name)
             .unwrap()
             .ready_text()
     };
@@ -1304,7 +1320,7 @@ fn ready_counts_replicas_of_the_workloads_even_during_a_wait() {
     select(&mut app, "api");
     app.on_key(code(KeyCode::Enter));
     app.on_io(IoResult::Detail {
-        key: k("apps", "api"),
+        key: RowKey::wheelhouse(k("apps", "api")),
         data: detail_data(),
     });
     let detail = render(&app, 100, 14).backend().to_string();

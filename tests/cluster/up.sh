@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Starts a local Kubernetes control plane on 127.0.0.1 without containers:
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (one fake node).
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (one fake node),
+# and Flux's source-controller and helm-controller (watching every namespace) with their CRDs.
 #
 # Usage: tests/cluster/up.sh DIR
 #   DIR holds everything of this cluster: certificates, etcd data, logs, the PIDs of the
@@ -18,6 +19,7 @@ die() { printf '[up] error: %s\n' "$*" >&2; exit 1; }
 mkdir -p "$1"
 dir=$(cd "$1" && pwd)
 bin=$("$here/testbin.sh")
+fluxbin=$("$here/flux.sh")
 kubectl=("$bin/kubectl" --kubeconfig "$dir/kubeconfig")
 
 started=$EPOCHREALTIME
@@ -69,6 +71,11 @@ PY
   printf 'ETCD_CLIENT_PORT=%s\nETCD_PEER_PORT=%s\nAPISERVER_PORT=%s\nKWOK_NODE_PORT=%s\n' \
     "$p1" "$p2" "$p3" "$p4" >"$dir/ports.env"
 fi
+# Ports added since a DIR was first started are picked and remembered the same way.
+for var in FLUX_STORAGE_PORT FLUX_SOURCE_HEALTH_PORT FLUX_HELM_HEALTH_PORT; do
+  grep -q "^$var=" "$dir/ports.env" ||
+    echo "$var=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" >>"$dir/ports.env"
+done
 # shellcheck source=/dev/null
 source "$dir/ports.env"
 for port in "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT"; do
@@ -215,6 +222,29 @@ status:
 EOF
 wait_for "the fake node to be Ready" 60 "${kubectl[@]}" wait --for=condition=Ready node/kwok-node-0 --timeout=1s
 wait_for "the default ServiceAccount" 60 "${kubectl[@]}" get serviceaccount default -n default
+
+# Flux: its CRDs, its namespace, and both controllers as local processes. source-controller
+# serves chart artifacts to helm-controller on 127.0.0.1. No leader election (one of each),
+# metrics off, and the health probes on ports of their own so two controllers fit one host.
+# helm-controller runs with CancelHealthCheckOnNewRevision, the gate under which a new
+# revision (a reconcile request among them) cancels its running health check.
+log "starting Flux source-controller and helm-controller"
+"${kubectl[@]}" apply --server-side --force-conflicts -f "$fluxbin/crds" >/dev/null
+"${kubectl[@]}" get namespace flux-system >/dev/null 2>&1 || "${kubectl[@]}" create namespace flux-system >/dev/null
+mkdir -p "$dir/flux/storage"
+flux_env=(env KUBECONFIG="$dir/kubeconfig" RUNTIME_NAMESPACE=flux-system)
+start source-controller "${flux_env[@]}" "$fluxbin/source-controller" \
+  --storage-path "$dir/flux/storage" \
+  --storage-addr "127.0.0.1:$FLUX_STORAGE_PORT" \
+  --storage-adv-addr "127.0.0.1:$FLUX_STORAGE_PORT" \
+  --metrics-addr 0 --health-addr "127.0.0.1:$FLUX_SOURCE_HEALTH_PORT" \
+  --log-level info --log-encoding console
+start helm-controller "${flux_env[@]}" "$fluxbin/helm-controller" \
+  --metrics-addr 0 --health-addr "127.0.0.1:$FLUX_HELM_HEALTH_PORT" \
+  --feature-gates CancelHealthCheckOnNewRevision=true \
+  --log-level info --log-encoding console
+wait_for "Flux's source-controller" 60 curl -sf "http://127.0.0.1:$FLUX_SOURCE_HEALTH_PORT/readyz"
+wait_for "Flux's helm-controller" 60 curl -sf "http://127.0.0.1:$FLUX_HELM_HEALTH_PORT/readyz"
 
 trap - ERR
 log "up in $(elapsed): export KUBECONFIG=$dir/kubeconfig"

@@ -212,7 +212,9 @@ fn new_release(
     };
     rel.labels
         .insert(OWNER_LABEL.into(), run.ctx.identity_label.clone());
-    rel.labels.extend(super::claim::labels(&run.hr));
+    if run.claim {
+        rel.labels.extend(super::claim::labels(&run.hr));
+    }
     rel
 }
 

@@ -177,6 +177,9 @@ pub struct Run<'a> {
     /// Values that came from Secrets (valuesFrom, Secret objects of the manifest): masked
     /// in every message this reconcile writes to status, Events, Helm's storage or logs.
     pub masker: crate::values::Masker,
+    /// Whether the records this run writes claim them for its HelmRelease (false when
+    /// the engine acts for the helm CLI on a release no HelmRelease manages).
+    pub claim: bool,
 }
 
 impl Run<'_> {

@@ -177,6 +177,7 @@ async fn reconcile_once(
         fix_triggered_at: None,
         elsewhere: Vec::new(),
         masker: Default::default(),
+        claim: true,
     };
     if hr.metadata.deletion_timestamp.is_some() {
         return (

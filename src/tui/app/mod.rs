@@ -6,7 +6,7 @@
 
 mod writes;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -23,11 +23,14 @@ use super::components::status::{Notices, Progress};
 use super::components::table::{ReleaseTable, Source};
 use super::effect::{Effect, IoResult};
 use super::favourites::Favourites;
+use super::io::DetailTarget;
 use super::keymap::{self, Action, Context};
+use super::model::{Row, RowKey};
 use super::theme::Theme;
 use crate::client::Scope;
 use crate::engine::{ReleaseKey, Role, Views, changed_keys};
 use crate::health::replicas::ReplicaMap;
+use crate::inventory::{Kind, Others};
 
 /// What sits over the view in front and takes the keys first.
 pub enum Overlay {
@@ -54,6 +57,11 @@ pub struct App {
     pub views: Arc<Views>,
     /// Ready and desired replicas of every Helm release's workloads (READY column).
     pub replicas: Arc<ReplicaMap>,
+    /// Flux HelmReleases and stored Helm releases.
+    pub others: Arc<Others>,
+    /// The stored releases (storage namespace, release name) a wheelhouse or Flux
+    /// HelmRelease manages: shown once, under their manager.
+    pub managed: HashSet<ReleaseKey>,
     pub table: ReleaseTable,
     pub detail: Option<Detail>,
     pub editor: Option<Editor>,
@@ -97,6 +105,8 @@ impl App {
             now,
             views: Arc::default(),
             replicas: Arc::default(),
+            others: Arc::default(),
+            managed: HashSet::new(),
             table: ReleaseTable::default(),
             detail: None,
             editor: None,
@@ -137,6 +147,8 @@ impl App {
     pub fn known_namespaces(&self) -> BTreeSet<String> {
         self.views
             .keys()
+            .chain(self.others.flux.keys())
+            .chain(self.others.helm.keys())
             .map(|k| k.namespace.clone())
             .chain(self.cluster_namespaces.iter().cloned())
             .collect()
@@ -151,6 +163,8 @@ impl App {
     fn table_and_source(&mut self) -> (&mut ReleaseTable, Source<'_>) {
         let source = Source {
             views: &self.views,
+            others: &self.others,
+            managed: &self.managed,
             replicas: &self.replicas,
             scope: &self.scope,
         };
@@ -168,15 +182,62 @@ impl App {
     /// each moves to its sorted place, so thousands of releases cost nothing per event.
     pub fn set_views(&mut self, views: Arc<Views>) {
         let old = std::mem::replace(&mut self.views, views);
-        let changed = changed_keys(&old, &self.views);
-        for key in &changed {
-            if !self.views.contains_key(key) {
-                self.table.marked.remove(key);
-            }
-        }
+        let mut changed: Vec<RowKey> = changed_keys(&old, &self.views)
+            .into_iter()
+            .map(RowKey::wheelhouse)
+            .collect();
+        changed.extend(self.remanage());
         let (table, source) = self.table_and_source();
         table.update(&source, &changed);
-        self.status.resolve_unknown(&self.views, self.now);
+        self.status
+            .resolve_unknown(&self.views, &self.others, self.now);
+    }
+
+    /// Takes a new snapshot of the Flux HelmReleases and stored Helm releases: like
+    /// the views, only the rows that changed move.
+    pub fn set_others(&mut self, others: Arc<Others>) {
+        let old = std::mem::replace(&mut self.others, others);
+        let of = |kind: Kind| move |k: ReleaseKey| RowKey::new(kind, k);
+        let mut changed: Vec<RowKey> = changed_keys(&old.flux, &self.others.flux)
+            .into_iter()
+            .map(of(Kind::Flux))
+            .chain(
+                changed_keys(&old.helm, &self.others.helm)
+                    .into_iter()
+                    .map(of(Kind::Helm)),
+            )
+            .collect();
+        changed.extend(self.remanage());
+        let (table, source) = self.table_and_source();
+        table.update(&source, &changed);
+        self.status
+            .resolve_unknown(&self.views, &self.others, self.now);
+    }
+
+    /// Which stored releases a HelmRelease manages, again; returns the rows of those
+    /// whose manager came or went.
+    fn remanage(&mut self) -> Vec<RowKey> {
+        let managed: HashSet<ReleaseKey> = self
+            .views
+            .values()
+            .map(|v| ReleaseKey::new(v.release.storage_namespace(), v.release.release_name()))
+            .chain(self.others.flux_managed())
+            .collect();
+        let moved = managed
+            .symmetric_difference(&self.managed)
+            .map(|k| RowKey::new(Kind::Helm, k.clone()))
+            .collect();
+        self.managed = managed;
+        moved
+    }
+
+    /// The row under the cursor (in the detail view: the release shown), if it is in
+    /// the table.
+    pub fn selected_row(&self) -> Option<&Row> {
+        match &self.detail {
+            Some(d) => self.table.rows.iter().find(|r| r.id == d.key),
+            None => self.table.selected_row(),
+        }
     }
 
     /// Takes a new snapshot of the workloads' replica counts: like the views, only the
@@ -226,11 +287,63 @@ impl App {
         self.status.notice(self.now)
     }
 
-    pub fn selected_key(&self) -> Option<&ReleaseKey> {
+    pub fn selected_key(&self) -> Option<&RowKey> {
         match &self.detail {
             Some(d) => Some(&d.key),
             None => self.table.selected_key(),
         }
+    }
+
+    /// What the detail view loads for the release it shows, and a version that changes
+    /// when the release does (its object's resourceVersion; a stored release's newest
+    /// revision and status): `None` when the release is gone.
+    pub fn detail_target(&self) -> Option<(DetailTarget, String)> {
+        let d = self.detail.as_ref()?;
+        let key = d.key.key.clone();
+        let (storage_namespace, release_name, target_namespace, version) = match d.key.kind {
+            Kind::Wheelhouse => {
+                let hr = &self.views.get(&key)?.release;
+                (
+                    hr.storage_namespace(),
+                    hr.release_name(),
+                    hr.target_namespace(),
+                    hr.metadata.resource_version.clone().unwrap_or_default(),
+                )
+            }
+            Kind::Flux => {
+                let hr = self.others.flux.get(&key)?;
+                (
+                    hr.storage_namespace(),
+                    hr.release_name(),
+                    hr.target_namespace(),
+                    hr.metadata.resource_version.clone().unwrap_or_default(),
+                )
+            }
+            Kind::Helm => {
+                let s = self.others.helm.get(&key)?;
+                (
+                    key.namespace.clone(),
+                    key.name.clone(),
+                    s.target_namespace.clone(),
+                    format!("{}/{}", s.revision, s.status.as_str()),
+                )
+            }
+        };
+        let target = DetailTarget {
+            kind: d.key.kind,
+            key,
+            storage_namespace,
+            release_name,
+            target_namespace,
+        };
+        Some((target, version))
+    }
+
+    /// The wheelhouse HelmRelease under the cursor, if that is what it is.
+    pub fn selected_wheelhouse(&self) -> Option<&ReleaseKey> {
+        self.selected_key()
+            .filter(|k| k.kind == Kind::Wheelhouse)
+            .map(|k| &k.key)
     }
 
     fn context(&self) -> Context {
@@ -425,7 +538,14 @@ impl App {
             Action::Values => return self.open(Tab::Values),
             Action::Manifest => return self.open(Tab::Manifest),
             Action::Events => return self.open(Tab::Events),
-            Action::Suspend | Action::Resume | Action::Reconcile | Action::CancelWait => {
+            Action::Suspend
+            | Action::Resume
+            | Action::Reconcile
+            | Action::CancelWait
+            | Action::Force
+            | Action::Reset
+            | Action::Uninstall
+            | Action::Rollback => {
                 return self.write(action);
             }
             Action::Edit => self.open_editor(),
@@ -454,9 +574,21 @@ impl App {
             );
             return;
         }
-        let Some(key) = self.selected_key().cloned() else {
+        let Some(id) = self.selected_key().cloned() else {
             return;
         };
+        if id.kind != Kind::Wheelhouse {
+            let why = match id.kind {
+                Kind::Flux => "a Flux HelmRelease's values live where Flux gets it from (Git)",
+                _ => "a helm CLI release's values change with helm upgrade",
+            };
+            self.note(
+                format!("editing values of {id}"),
+                Progress::Failed(format!("not offered: {why}")),
+            );
+            return;
+        }
+        let key = id.key;
         let Some(view) = self.views.get(&key) else {
             return;
         };
@@ -511,7 +643,7 @@ impl App {
                     ));
                 }
                 // It may have landed before the answer was given up on.
-                self.status.resolve_unknown(&self.views, now);
+                self.status.resolve_unknown(&self.views, &self.others, now);
             }
             IoResult::Done { id, result } => {
                 self.status.done(id, &result, now);

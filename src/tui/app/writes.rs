@@ -1,21 +1,36 @@
-//! Writes from the dashboard: suspend, resume, reconcile and cancel-wait on the release
-//! under the cursor or the marked ones. Suspend only suspends and resume only resumes;
-//! a bulk action, a cancel, or one that leaves some releases unchanged asks first, naming
-//! exactly what happens to each.
+//! Writes from the dashboard on the release under the cursor or the marked ones, each in
+//! the way its owner expects: wheelhouse HelmReleases through the engine's commands, Flux
+//! HelmReleases through Flux's own API (`spec.suspend`, `reconcile.fluxcd.io`
+//! annotations), helm CLI releases by the engine's rollback and uninstall. Suspend only
+//! suspends and resume only resumes; an action is never run on a kind it does not exist
+//! for. A bulk action, a cancel, a rollback, an uninstall, or one that leaves some
+//! releases unchanged asks first, naming exactly what happens to each.
 
 use super::{App, Overlay};
-use crate::engine::{Command, ReleaseKey};
+use crate::engine::Command;
+use crate::engine::stored::StoredAction;
+use crate::inventory::Kind;
+use crate::inventory::flux::Request;
 use crate::tui::components::confirm::Confirm;
 use crate::tui::components::status::Progress;
 use crate::tui::effect::Effect;
 use crate::tui::keymap::Action;
+use crate::tui::model::RowKey;
+
+/// Why a release is left out of an action.
+enum Skip {
+    /// Already in the state asked for.
+    Already,
+    /// The action does not exist for its kind.
+    NotFor(Kind),
+}
 
 impl App {
     pub(super) fn write(&mut self, action: Action) -> Vec<Effect> {
         if self.readonly {
             self.note(
                 "read-only (--readonly)".into(),
-                Progress::Failed("suspend, reconcile and cancel are disabled".into()),
+                Progress::Failed("writes are disabled".into()),
             );
             return Vec::new();
         }
@@ -24,49 +39,23 @@ impl App {
             return Vec::new();
         }
         let bulk = targets.len() > 1;
-        // Suspend only suspends and resume only resumes: a release already in that state
-        // is left unchanged, never toggled.
-        let suspended = |k: &ReleaseKey| self.views.get(k).is_some_and(|v| v.release.spec.suspend);
-        let (commands, unchanged): (Vec<Command>, Vec<ReleaseKey>) = match action {
-            Action::Suspend | Action::Resume => {
-                let want = action == Action::Suspend;
-                let (same, change): (Vec<ReleaseKey>, Vec<ReleaseKey>) =
-                    targets.iter().cloned().partition(|k| suspended(k) == want);
-                let commands = change
-                    .into_iter()
-                    .map(|k| {
-                        if want {
-                            Command::Suspend(k)
-                        } else {
-                            Command::Resume(k)
-                        }
-                    })
-                    .collect();
-                (commands, same)
+        let mut effects = Vec::new();
+        let mut skipped: Vec<(RowKey, Skip)> = Vec::new();
+        for id in targets {
+            if !action.applies_to(id.kind) {
+                let kind = id.kind;
+                skipped.push((id, Skip::NotFor(kind)));
+                continue;
             }
-            Action::Reconcile => (
-                targets.iter().cloned().map(Command::Reconcile).collect(),
-                Vec::new(),
-            ),
-            _ => (
-                targets.iter().cloned().map(Command::CancelWait).collect(),
-                Vec::new(),
-            ),
-        };
-        let verb = match action {
-            Action::Suspend => "suspend",
-            Action::Resume => "resume",
-            Action::Reconcile => "reconcile",
-            _ => "cancel the running wait of",
-        };
-        let already = if action == Action::Suspend {
-            "already suspended"
-        } else {
-            "not suspended"
-        };
-        if commands.is_empty() {
+            match self.effect_for(action, &id) {
+                Some(effect) => effects.push(effect),
+                None => skipped.push((id, Skip::Already)),
+            }
+        }
+        let verb = verb(action);
+        if effects.is_empty() {
             self.note(
-                format!("nothing to {verb}: {} {already}", list_of(&unchanged)),
+                format!("nothing to {verb}: {}", skipped_text(action, &skipped)),
                 Progress::Note,
             );
             if bulk {
@@ -74,29 +63,28 @@ impl App {
             }
             return Vec::new();
         }
-        let ask = action == Action::CancelWait || bulk || !unchanged.is_empty();
-        if !ask {
-            return commands
-                .into_iter()
-                .map(|command| {
-                    let id = self.note(describe(&command), Progress::Pending);
-                    Effect::Send { id, command }
-                })
-                .collect();
+        let asks = matches!(
+            action,
+            Action::CancelWait | Action::Rollback | Action::Uninstall
+        );
+        if !(asks || bulk || !skipped.is_empty()) {
+            for e in &effects {
+                if let Some(id) = effect_id(e) {
+                    self.status
+                        .note(id, describe_effect(e), Progress::Pending, self.now);
+                }
+            }
+            return effects;
         }
         // Say exactly what happens to each release; pending only once confirmed.
-        let changed: Vec<ReleaseKey> = commands.iter().map(|c| c.key().clone()).collect();
+        let changed: Vec<String> = effects.iter().map(target_of).collect();
         let mut question = format!("{} {}", capitalize(verb), list_of(&changed));
-        if !unchanged.is_empty() {
-            question.push_str(&format!("; {} {already}: unchanged", list_of(&unchanged)));
+        if let Some(why) = self.consequence(action, &effects) {
+            question.push_str(&format!(" ({why})"));
         }
-        let effects = commands
-            .into_iter()
-            .map(|command| Effect::Send {
-                id: self.id(),
-                command,
-            })
-            .collect();
+        if !skipped.is_empty() {
+            question.push_str(&format!("; {}", skipped_text(action, &skipped)));
+        }
         self.overlay = Some(Overlay::Confirm(Confirm {
             question: format!("{question}? (y/n)"),
             effects,
@@ -107,30 +95,124 @@ impl App {
         Vec::new()
     }
 
+    /// The write `action` makes on `id` (whose kind it exists for), with a fresh id;
+    /// `None` when the release is already as asked.
+    fn effect_for(&mut self, action: Action, id: &RowKey) -> Option<Effect> {
+        let suspended = self
+            .table
+            .rows
+            .iter()
+            .find(|r| r.id == *id)
+            .map(|r| r.suspended)
+            .or_else(|| match id.kind {
+                Kind::Wheelhouse => self.views.get(&id.key).map(|v| v.release.spec.suspend),
+                Kind::Flux => self.others.flux.get(&id.key).map(|hr| hr.spec.suspend),
+                Kind::Helm => None,
+            })
+            .unwrap_or(false);
+        if (action == Action::Suspend && suspended) || (action == Action::Resume && !suspended) {
+            return None;
+        }
+        let key = id.key.clone();
+        let effect = match id.kind {
+            Kind::Wheelhouse => {
+                let command = match action {
+                    Action::Suspend => Command::Suspend(key),
+                    Action::Resume => Command::Resume(key),
+                    Action::Reconcile => Command::Reconcile(key),
+                    _ => Command::CancelWait(key),
+                };
+                Effect::Send {
+                    id: self.id(),
+                    command,
+                }
+            }
+            Kind::Flux => {
+                let request = match action {
+                    Action::Suspend => Request::Suspend,
+                    Action::Resume => Request::Resume,
+                    Action::Force => Request::Force,
+                    Action::Reset => Request::Reset,
+                    // Flux has no cancel of its own: a new reconcile request is what
+                    // cancels its health check (with the gate; the question says so).
+                    _ => Request::Reconcile,
+                };
+                Effect::Flux {
+                    id: self.id(),
+                    key,
+                    request,
+                }
+            }
+            Kind::Helm => {
+                let action = match action {
+                    Action::Rollback => StoredAction::Rollback {
+                        to: self.detail.as_ref()?.picked_revision()?,
+                    },
+                    _ => StoredAction::Uninstall,
+                };
+                Effect::Stored {
+                    id: self.id(),
+                    key,
+                    action,
+                }
+            }
+        };
+        Some(effect)
+    }
+
+    /// What the question adds about the consequence of an action, where it is not plain.
+    fn consequence(&self, action: Action, effects: &[Effect]) -> Option<String> {
+        let flux = effects.iter().any(|e| matches!(e, Effect::Flux { .. }));
+        match action {
+            Action::CancelWait if flux => Some(
+                "Flux: by a reconcile request, which cancels a running health check only when \
+                 helm-controller runs with the CancelHealthCheckOnNewRevision feature gate; \
+                 without it the check runs to its timeout"
+                    .into(),
+            ),
+            Action::Rollback => effects.iter().find_map(|e| match e {
+                Effect::Stored {
+                    action: StoredAction::Rollback { to },
+                    ..
+                } => self.detail.as_ref()?.revision_text(*to),
+                _ => None,
+            }),
+            Action::Uninstall => Some(
+                "as helm uninstall: pre/post-delete hooks run, its objects and its history are \
+                 deleted"
+                    .into(),
+            ),
+            _ => None,
+        }
+    }
+
     /// The confirmed writes of a question: pending now (they were held back while it was
     /// open), a bulk action reported as a whole.
     pub(super) fn confirmed(&mut self, effects: Vec<Effect>) -> Vec<Effect> {
         let group = (effects.len() > 1).then(|| {
             let verb = effects
-                .iter()
-                .find_map(|e| match e {
-                    Effect::Send { command, .. } => Some(verb_of(command)),
-                    _ => None,
+                .first()
+                .map(|e| {
+                    describe_effect(e)
+                        .split(' ')
+                        .next()
+                        .unwrap_or("write")
+                        .to_owned()
                 })
-                .unwrap_or("write");
+                .unwrap_or_else(|| "write".into());
             (self.id(), format!("{verb} {}", effects.len()))
         });
         for e in &effects {
-            if let Effect::Send { id, command } = e {
+            if let Some(id) = effect_id(e) {
                 self.status
-                    .start(*id, describe(command), group.clone(), self.now);
+                    .start(id, describe_effect(e), group.clone(), self.now);
             }
         }
         effects
     }
 
     /// The releases an action applies to: the marked ones, else the one under the cursor.
-    fn targets(&self) -> Vec<ReleaseKey> {
+    fn targets(&self) -> Vec<RowKey> {
         if self.detail.is_none() && !self.table.marked.is_empty() {
             self.table.marked.iter().cloned().collect()
         } else {
@@ -139,21 +221,79 @@ impl App {
     }
 }
 
-fn verb_of(command: &Command) -> &'static str {
-    match command {
-        Command::Suspend(_) => "suspend",
-        Command::Resume(_) => "resume",
-        Command::Reconcile(_) => "reconcile",
-        Command::CancelWait(_) => "cancel wait",
+fn verb(action: Action) -> &'static str {
+    match action {
+        Action::Suspend => "suspend",
+        Action::Resume => "resume",
+        Action::Reconcile => "reconcile",
+        Action::Force => "force an upgrade of",
+        Action::Reset => "reset the failure counters of",
+        Action::Rollback => "roll back",
+        Action::Uninstall => "uninstall",
+        _ => "cancel the running wait of",
     }
 }
 
+fn effect_id(e: &Effect) -> Option<u64> {
+    match e {
+        Effect::Send { id, .. } | Effect::Flux { id, .. } | Effect::Stored { id, .. } => Some(*id),
+        _ => None,
+    }
+}
+
+/// The release a write goes to, as a question names it.
+fn target_of(e: &Effect) -> String {
+    match e {
+        Effect::Send { command, .. } => command.key().to_string(),
+        Effect::Flux { key, .. } => RowKey::new(Kind::Flux, key.clone()).to_string(),
+        Effect::Stored {
+            key,
+            action: StoredAction::Rollback { to },
+            ..
+        } => format!("{} to revision {to}", RowKey::new(Kind::Helm, key.clone())),
+        Effect::Stored { key, .. } => RowKey::new(Kind::Helm, key.clone()).to_string(),
+        _ => String::new(),
+    }
+}
+
+fn skipped_text(action: Action, skipped: &[(RowKey, Skip)]) -> String {
+    let already: Vec<String> = skipped
+        .iter()
+        .filter(|(_, s)| matches!(s, Skip::Already))
+        .map(|(k, _)| k.to_string())
+        .collect();
+    let mut parts = Vec::new();
+    if !already.is_empty() {
+        let already_so = if action == Action::Resume {
+            "not suspended"
+        } else {
+            "already suspended"
+        };
+        parts.push(format!("{} {already_so}: unchanged", list_of(&already)));
+    }
+    for kind in Kind::ALL {
+        let of_kind: Vec<String> = skipped
+            .iter()
+            .filter(|(_, s)| matches!(s, Skip::NotFor(k) if *k == kind))
+            .map(|(k, _)| k.to_string())
+            .collect();
+        if !of_kind.is_empty() {
+            parts.push(format!(
+                "{} left out: not an action of {} releases",
+                list_of(&of_kind),
+                kind.word()
+            ));
+        }
+    }
+    parts.join("; ")
+}
+
 /// Releases for a sentence: all of them when few, else the first ones and a count.
-fn list_of(keys: &[ReleaseKey]) -> String {
+fn list_of(keys: &[String]) -> String {
     const SHOWN: usize = 3;
-    let names: Vec<String> = keys.iter().take(SHOWN).map(ToString::to_string).collect();
+    let names: Vec<&str> = keys.iter().take(SHOWN).map(String::as_str).collect();
     let mut text = match keys.len() {
-        1 => names[0].clone(),
+        1 => names[0].to_owned(),
         n => format!("{n} ({}", names.join(", ")),
     };
     if keys.len() > SHOWN {
@@ -177,5 +317,21 @@ pub fn describe(command: &Command) -> String {
         Command::Resume(k) => format!("resume {k}"),
         Command::Reconcile(k) => format!("reconcile {k}"),
         Command::CancelWait(k) => format!("cancel wait of {k}"),
+    }
+}
+
+/// What the status line calls a write.
+pub fn describe_effect(e: &Effect) -> String {
+    match e {
+        Effect::Send { command, .. } => describe(command),
+        Effect::Flux { key, request, .. } => {
+            format!(
+                "{} {}",
+                request.verb(),
+                RowKey::new(Kind::Flux, key.clone())
+            )
+        }
+        Effect::Stored { key, action, .. } => action.describe(key),
+        _ => String::new(),
     }
 }

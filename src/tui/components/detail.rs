@@ -8,13 +8,16 @@ use ratatui::style::Modifier;
 use ratatui::text::{Line, Span, Text};
 use ratatui::widgets::{Block, Borders, Paragraph, Tabs};
 
-use crate::engine::{Phase, ReleaseKey, ReleaseView, Role};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+use crate::engine::{Phase, ReleaseView, Role};
+use crate::inventory::Kind;
 use crate::tracking::Selection;
 use crate::tui::app::App;
 use crate::tui::keymap::Action;
 use crate::tui::model::{
-    DetailData, Fetch, Row, State, Workload, age, left, mask_values, replicas_of, short_duration,
-    spinner,
+    DetailData, Fetch, Row, RowKey, State, Workload, age, left, mask_values, replicas_of,
+    short_duration, spinner,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,20 +52,61 @@ impl Tab {
 /// The detail view's state: which release, which tab, how far scrolled, and what was
 /// loaded for it.
 pub struct Detail {
-    pub key: ReleaseKey,
+    pub key: RowKey,
     pub tab: Tab,
     pub scroll: u16,
     pub data: DetailData,
+    /// The revision under the history's cursor (index, newest first): what `b` rolls
+    /// back to (helm CLI releases).
+    pub pick: usize,
 }
 
 impl Detail {
-    pub fn new(key: ReleaseKey, tab: Tab) -> Self {
+    pub fn new(key: RowKey, tab: Tab) -> Self {
         Self {
             key,
             tab,
             scroll: 0,
             data: DetailData::default(),
+            pick: 0,
         }
+    }
+
+    /// Whether the history's cursor picks a revision (helm CLI releases' History tab).
+    fn picking(&self) -> bool {
+        self.tab == Tab::History && self.key.kind == Kind::Helm
+    }
+
+    /// The revision under the history's cursor, when the History tab shows it.
+    pub fn picked_revision(&self) -> Option<i32> {
+        match &self.data.revisions {
+            Fetch::Loaded(r) if self.picking() => r.get(self.pick).map(|l| l.revision),
+            _ => None,
+        }
+    }
+
+    /// A stored revision as a confirmation names it: chart, app version, status and when
+    /// it was deployed.
+    pub fn revision_text(&self, revision: i32) -> Option<String> {
+        let Fetch::Loaded(lines) = &self.data.revisions else {
+            return None;
+        };
+        let l = lines.iter().find(|l| l.revision == revision)?;
+        let when = l
+            .updated
+            .map(|t| t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string())
+            .unwrap_or_else(|| "never".into());
+        Some(format!(
+            "revision {revision}: chart {}{}, {}, last deployed {when}; as helm rollback: \
+             hooks run, a new revision is recorded",
+            l.chart,
+            if l.app_version.is_empty() {
+                String::new()
+            } else {
+                format!(" (app {})", l.app_version)
+            },
+            l.status
+        ))
     }
 
     /// Shows `tab` from its top.
@@ -73,6 +117,17 @@ impl Detail {
 
     /// The moving keys scroll; tab goes to the next tab. Whether the action was the view's.
     pub fn on_action(&mut self, action: Action, page: usize) -> bool {
+        if self.picking()
+            && let Fetch::Loaded(lines) = &self.data.revisions
+            && matches!(action, Action::Up | Action::Down)
+        {
+            let last = lines.len().saturating_sub(1);
+            self.pick = match action {
+                Action::Up => self.pick.saturating_sub(1),
+                _ => (self.pick + 1).min(last),
+            };
+            return true;
+        }
         let page = page as u16;
         self.scroll = match action {
             Action::Up => self.scroll.saturating_sub(1),
@@ -122,9 +177,39 @@ pub fn draw(f: &mut Frame, app: &App, d: &Detail, area: Rect) {
             .highlight_style(t.header().add_modifier(Modifier::REVERSED)),
         tabs,
     );
-    let Some(view) = app.views.get(&d.key) else {
+    let view = match d.key.kind {
+        Kind::Wheelhouse => app.views.get(&d.key.key),
+        _ => None,
+    };
+    let row = app.selected_row();
+    if view.is_none() && (d.key.kind == Kind::Wheelhouse || row.is_none()) {
         f.render_widget(
-            Paragraph::new("This release is gone (deleted, or out of scope).").style(t.muted()),
+            Paragraph::new(
+                "This release is gone (deleted, out of scope, or now managed by a HelmRelease).",
+            )
+            .style(t.muted()),
+            body,
+        );
+        return;
+    }
+    let Some(view) = view else {
+        let row = row.expect("checked above");
+        let text = match d.tab {
+            Tab::Overview => other_overview(app, d, row),
+            Tab::History => stored_history(app, d),
+            Tab::Values => other_values(app, d),
+            Tab::Manifest => fetched(app, &d.data.helm, |h| {
+                Text::from(format!(
+                    "# revision {} (Secret data masked)\n{}",
+                    h.revision, h.manifest
+                ))
+            }),
+            Tab::Events => events(app, d),
+        };
+        f.render_widget(
+            Paragraph::new(text)
+                .style(t.base())
+                .scroll((d.scroll.min(u16::MAX / 2), 0)),
             body,
         );
         return;
@@ -147,6 +232,303 @@ pub fn draw(f: &mut Frame, app: &App, d: &Detail, area: Rect) {
             .scroll((d.scroll.min(u16::MAX / 2), 0)),
         body,
     );
+}
+
+/// The overview of a Flux HelmRelease or a stored release: state, replicas, its
+/// conditions (Flux) or Helm status (stored), rollout with failing pods, history, events.
+fn other_overview<'a>(app: &App, d: &Detail, row: &Row) -> Text<'a> {
+    let t = &app.theme;
+    let mut lines = vec![Line::from(vec![
+        Span::styled("State    ", t.muted()),
+        Span::styled(row.state_text(app.now), t.state(row.state)),
+        Span::styled(
+            format!(
+                "   chart {} {}   revision {}",
+                row.chart,
+                row.version,
+                row.revision.map_or("-".into(), |r| r.to_string())
+            ),
+            t.base(),
+        ),
+    ])];
+    lines.push(Line::from(vec![
+        Span::styled("Managed  ", t.muted()),
+        Span::raw(match d.key.kind {
+            Kind::Flux => {
+                "by Flux's helm-controller (s/S suspend/resume, r reconcile, F force, R reset)"
+            }
+            _ => "by the helm CLI, no HelmRelease (h then b rolls back, D uninstalls)",
+        }),
+    ]));
+    lines.push(Line::from(vec![
+        Span::styled("Message  ", t.muted()),
+        Span::raw(row.message.replace('\n', " ")),
+    ]));
+    lines.extend(release_replica_lines(app, row));
+    lines.push(Line::raw(""));
+    if d.key.kind == Kind::Flux {
+        lines.push(section(app, "Conditions"));
+        let hr = app.others.flux.get(&d.key.key);
+        let conditions = hr
+            .and_then(|hr| hr.status.as_ref())
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or_default();
+        lines.extend(condition_lines(app, conditions));
+        if let Some(s) = hr.and_then(|hr| hr.status.as_ref()) {
+            lines.push(Line::from(vec![
+                Span::styled("  last attempted revision ", t.muted()),
+                Span::raw(
+                    s.last_attempted_revision
+                        .clone()
+                        .unwrap_or_else(|| "-".into()),
+                ),
+                Span::styled("   failures ", t.muted()),
+                Span::raw(s.failures.to_string()),
+            ]));
+        }
+    } else {
+        lines.push(section(app, "Helm status"));
+        lines.extend(
+            fetched(app, &d.data.helm, |h| {
+                Text::raw(format!(
+                    "  {} (revision {}): {}",
+                    h.status, h.revision, h.description
+                ))
+            })
+            .lines,
+        );
+    }
+    lines.push(Line::raw(""));
+    lines.push(section(app, "Rollout"));
+    lines.extend(workload_lines(app, d));
+    lines.push(Line::raw(""));
+    lines.push(section(app, "History (h for all)"));
+    lines.extend(stored_history(app, d).lines.into_iter().take(4));
+    lines.push(Line::raw(""));
+    lines.push(section(app, "Events (E for all)"));
+    lines.extend(events(app, d).lines.into_iter().take(5));
+    Text::from(lines)
+}
+
+/// A release's replicas by workload, with each one's readiness by the engine's rules.
+fn release_replica_lines<'a>(app: &App, row: &Row) -> Vec<Line<'a>> {
+    let t = &app.theme;
+    let Some(replicas) = app
+        .replicas
+        .get(&row.release)
+        .filter(|r| !r.workloads.is_empty())
+    else {
+        return vec![Line::from(vec![
+            Span::styled("Ready    ", t.muted()),
+            Span::styled(
+                "- (no Deployment, StatefulSet or DaemonSet seen)",
+                t.muted(),
+            ),
+        ])];
+    };
+    let (ready, desired) = replicas.total();
+    let mut lines = vec![Line::from(vec![
+        Span::styled("Ready    ", t.muted()),
+        Span::raw(format!("{ready}/{desired} replicas")),
+    ])];
+    for w in &replicas.workloads {
+        let (state, why) = match &w.readiness {
+            crate::health::readiness::Readiness::Ready => (State::Ready, String::new()),
+            crate::health::readiness::Readiness::InProgress(why) => {
+                (State::Progressing, why.clone())
+            }
+            crate::health::readiness::Readiness::Failed(why) => (State::Failed, why.clone()),
+        };
+        lines.push(Line::from(vec![
+            Span::styled(format!("         {} ", state.symbol()), t.state(state)),
+            Span::raw(format!("{}/{} {}/{} ", w.kind, w.name, w.ready, w.desired)),
+            Span::styled(why, t.muted()),
+        ]));
+    }
+    lines
+}
+
+/// `helm history`: every stored revision, newest first; for a helm CLI release a cursor
+/// picks the one `b` rolls back to.
+fn stored_history<'a>(app: &App, d: &Detail) -> Text<'a> {
+    let t = &app.theme;
+    fetched(app, &d.data.revisions, |revisions| {
+        if revisions.is_empty() {
+            return Text::styled("  no revisions stored", t.muted());
+        }
+        let chart_w = revisions
+            .iter()
+            .map(|r| r.chart.len())
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        let status_w = revisions
+            .iter()
+            .map(|r| r.status.len())
+            .max()
+            .unwrap_or(6)
+            .max(6);
+        let mut lines = vec![Line::styled(
+            format!(
+                "  {:<4} {:<sw$} {:<chart_w$} {:<11} {:>8}  DESCRIPTION",
+                "REV",
+                "STATUS",
+                "CHART",
+                "APP VERSION",
+                "UPDATED",
+                sw = status_w + 2,
+            ),
+            t.muted(),
+        )];
+        for (i, r) in revisions.iter().enumerate() {
+            let state = match r.status.as_str() {
+                "deployed" | "superseded" => State::Ready,
+                "failed" => State::Failed,
+                s if s.starts_with("pending") => State::Progressing,
+                _ => State::Unknown,
+            };
+            let picked = d.picking() && i == d.pick;
+            let line = Line::from(vec![
+                Span::raw(format!(
+                    "{}{:<4} ",
+                    if picked { "› " } else { "  " },
+                    r.revision
+                )),
+                Span::styled(
+                    format!("{} {:<status_w$} ", state.symbol(), r.status),
+                    t.state(state),
+                ),
+                Span::raw(format!(
+                    "{:<chart_w$} {:<11} {:>8}  ",
+                    r.chart,
+                    r.app_version,
+                    r.updated.map_or("-".into(), |u| age(u, app.now)),
+                )),
+                Span::styled(r.description.clone(), t.muted()),
+            ]);
+            lines.push(if picked {
+                line.style(t.selected())
+            } else {
+                line
+            });
+        }
+        if d.picking() && !app.readonly {
+            lines.push(Line::raw(""));
+            lines.push(Line::styled(
+                "  j/k pick a revision, b rolls back to it (asks first)",
+                t.muted(),
+            ));
+        }
+        Text::from(lines)
+    })
+}
+
+/// Values of a Flux HelmRelease (its spec.values, then the release's) or of a stored
+/// release (the release's), credentials masked.
+fn other_values<'a>(app: &App, d: &Detail) -> Text<'a> {
+    let t = &app.theme;
+    let mut lines = Vec::new();
+    if let Some(hr) = app.others.flux.get(&d.key.key) {
+        lines.push(section(
+            app,
+            "spec.values (Flux; edited where Flux reads it from)",
+        ));
+        let spec = hr
+            .spec
+            .values
+            .as_ref()
+            .map(|v| crate::yaml::to_string(&mask_values(v)))
+            .unwrap_or_else(|| "{}\n".into());
+        lines.extend(spec.lines().map(|l| Line::raw(format!("  {l}"))));
+        lines.push(Line::raw(""));
+    }
+    lines.push(section(
+        app,
+        "Values of the last Helm release (credentials masked)",
+    ));
+    match &d.data.helm {
+        Fetch::Loading => lines.push(Line::styled("  loading…", t.muted())),
+        Fetch::Failed(e) => lines.push(Line::styled(format!("  ✗ {e}"), t.base().fg(t.error))),
+        Fetch::Loaded(h) => lines.extend(h.values.lines().map(|l| Line::raw(format!("  {l}")))),
+    }
+    Text::from(lines)
+}
+
+fn condition_lines<'a>(app: &App, conditions: &[Condition]) -> Vec<Line<'a>> {
+    let t = &app.theme;
+    if conditions.is_empty() {
+        return vec![Line::styled("  none yet", t.muted())];
+    }
+    conditions
+        .iter()
+        .map(|c| {
+            let (sym, state) = match (c.type_.as_str(), c.status.as_str()) {
+                (_, "True") if c.type_ == "Stalled" || c.type_ == "Reconciling" => {
+                    ("!", State::Progressing)
+                }
+                (_, "True") => ("✓", State::Ready),
+                (_, "False") if c.type_ == "Stalled" || c.type_ == "Reconciling" => {
+                    ("✓", State::Ready)
+                }
+                (_, "False") => ("✗", State::Failed),
+                _ => ("?", State::Unknown),
+            };
+            Line::from(vec![
+                Span::styled(
+                    format!("  {sym} {:<12} {:<7} ", c.type_, c.status),
+                    t.state(state),
+                ),
+                Span::styled(format!("{:<20} ", c.reason), t.base()),
+                Span::styled(
+                    format!("{:>6}  ", age(c.last_transition_time.0, app.now)),
+                    t.muted(),
+                ),
+                Span::raw(c.message.replace('\n', " ")),
+            ])
+        })
+        .collect()
+}
+
+/// The rollout section: each workload of the release's manifest, its counts, its pods
+/// that are not ready and why, and its tracked config.
+fn workload_lines<'a>(app: &App, d: &Detail) -> Vec<Line<'a>> {
+    let t = &app.theme;
+    let mut lines = Vec::new();
+    match &d.data.workloads {
+        Fetch::Loading => lines.push(Line::styled("  loading workloads…", t.muted())),
+        Fetch::Failed(e) => lines.push(Line::styled(
+            format!("  ✗ cannot read workloads: {e}"),
+            t.base().fg(t.error),
+        )),
+        Fetch::Loaded(ws) if ws.is_empty() => lines.push(Line::styled(
+            "  no Deployments, StatefulSets or DaemonSets",
+            t.muted(),
+        )),
+        Fetch::Loaded(ws) => {
+            for w in ws {
+                let ok = w.ready >= w.desired && w.updated >= w.desired && w.failing.is_empty();
+                let state = if ok { State::Ready } else { State::Progressing };
+                lines.push(Line::from(vec![
+                    Span::styled(
+                        format!("  {} {:<32} ", state.symbol(), w.object),
+                        t.state(state),
+                    ),
+                    Span::raw(format!(
+                        "desired {}  updated {}  ready {}  available {}",
+                        w.desired, w.updated, w.ready, w.available
+                    )),
+                ]));
+                for (pod, why) in &w.failing {
+                    lines.push(Line::from(vec![
+                        Span::styled(format!("      ✗ pod {pod}: "), t.state(State::Failed)),
+                        Span::raw(why.clone()),
+                    ]));
+                }
+                lines.extend(tracking_lines(app, w));
+            }
+        }
+    }
+    lines
 }
 
 fn section<'a>(app: &App, title: &str) -> Line<'a> {
@@ -214,32 +596,7 @@ fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
         .as_ref()
         .map(|s| s.conditions.as_slice())
         .unwrap_or_default();
-    if conditions.is_empty() {
-        lines.push(Line::styled("  none yet", t.muted()));
-    }
-    for c in conditions {
-        let (sym, state) = match (c.type_.as_str(), c.status.as_str()) {
-            (_, "True") if c.type_ == "Stalled" || c.type_ == "Reconciling" => {
-                ("!", State::Progressing)
-            }
-            (_, "True") => ("✓", State::Ready),
-            (_, "False") if c.type_ == "Stalled" || c.type_ == "Reconciling" => ("✓", State::Ready),
-            (_, "False") => ("✗", State::Failed),
-            _ => ("?", State::Unknown),
-        };
-        lines.push(Line::from(vec![
-            Span::styled(
-                format!("  {sym} {:<12} {:<7} ", c.type_, c.status),
-                t.state(state),
-            ),
-            Span::styled(format!("{:<20} ", c.reason), t.base()),
-            Span::styled(
-                format!("{:>6}  ", age(c.last_transition_time.0, app.now)),
-                t.muted(),
-            ),
-            Span::raw(c.message.replace('\n', " ")),
-        ]));
-    }
+    lines.extend(condition_lines(app, conditions));
     lines.push(Line::raw(""));
     lines.push(section(app, "Rollout"));
     if let Some(w) = &view.live.wait {
@@ -250,40 +607,7 @@ fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
             ]));
         }
     }
-    match &d.data.workloads {
-        Fetch::Loading => lines.push(Line::styled("  loading workloads…", t.muted())),
-        Fetch::Failed(e) => lines.push(Line::styled(
-            format!("  ✗ cannot read workloads: {e}"),
-            t.base().fg(t.error),
-        )),
-        Fetch::Loaded(ws) if ws.is_empty() => lines.push(Line::styled(
-            "  no Deployments, StatefulSets or DaemonSets",
-            t.muted(),
-        )),
-        Fetch::Loaded(ws) => {
-            for w in ws {
-                let ok = w.ready >= w.desired && w.updated >= w.desired && w.failing.is_empty();
-                let state = if ok { State::Ready } else { State::Progressing };
-                lines.push(Line::from(vec![
-                    Span::styled(
-                        format!("  {} {:<32} ", state.symbol(), w.object),
-                        t.state(state),
-                    ),
-                    Span::raw(format!(
-                        "desired {}  updated {}  ready {}  available {}",
-                        w.desired, w.updated, w.ready, w.available
-                    )),
-                ]));
-                for (pod, why) in &w.failing {
-                    lines.push(Line::from(vec![
-                        Span::styled(format!("      ✗ pod {pod}: "), t.state(State::Failed)),
-                        Span::raw(why.clone()),
-                    ]));
-                }
-                lines.extend(tracking_lines(app, w));
-            }
-        }
-    }
+    lines.extend(workload_lines(app, d));
     lines.push(Line::raw(""));
     lines.push(section(app, "History (h for all)"));
     lines.extend(history(app, d, view).lines.into_iter().take(4));

@@ -2,6 +2,7 @@
 //! out, the least needed go first (sorting and marking before the actions), so at 80
 //! columns the action keys are still there; `?` lists them all.
 
+use crate::inventory::Kind;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::widgets::Paragraph;
@@ -19,13 +20,15 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     } else {
         Context::Table
     };
-    let line = footer(context, app.readonly, area.width as usize);
+    let kind = app.selected_key().map(|k| k.kind);
+    let line = footer(context, app.readonly, kind, area.width as usize);
     f.render_widget(Paragraph::new(line).style(app.theme.muted()), area);
 }
 
-/// The footer text for `context` in `width` columns.
-pub fn footer(context: Context, readonly: bool, width: usize) -> String {
-    let mut hints = keymap::hints(context, readonly);
+/// The footer text for `context` and the kind of release under the cursor, in `width`
+/// columns.
+pub fn footer(context: Context, readonly: bool, kind: Option<Kind>, width: usize) -> String {
+    let mut hints = keymap::hints(context, readonly, kind);
     // Help first and quit last, the rest in keymap order.
     hints.sort_by_key(|(_, text)| match *text {
         "? help" => 0,
@@ -71,7 +74,7 @@ mod tests {
     #[test]
     fn at_80_columns_the_action_keys_stay() {
         for context in [Context::Table, Context::Detail] {
-            let line = footer(context, false, 80);
+            let line = footer(context, false, Some(Kind::Wheelhouse), 80);
             assert!(line.chars().count() <= 80, "{line}");
             for key in [
                 "? help",
@@ -83,7 +86,7 @@ mod tests {
                 assert!(line.contains(key), "{context}: {line}");
             }
         }
-        let editor = footer(Context::Editor, false, 80);
+        let editor = footer(Context::Editor, false, None, 80);
         assert!(
             editor.contains("ctrl-s") && editor.contains("esc"),
             "{editor}"
@@ -91,8 +94,37 @@ mod tests {
     }
 
     #[test]
+    fn each_kind_is_offered_its_own_actions_only() {
+        let flux = footer(Context::Table, false, Some(Kind::Flux), 200);
+        for key in [
+            "s suspend",
+            "r reconcile",
+            "c cancel wait",
+            "F force",
+            "R reset",
+        ] {
+            assert!(flux.contains(key), "{flux}");
+        }
+        for key in ["e edit", "D uninstall"] {
+            assert!(!flux.contains(key), "{flux}");
+        }
+        let helm = footer(Context::Detail, false, Some(Kind::Helm), 80);
+        assert!(
+            helm.contains("b roll back") && helm.contains("D uninstall"),
+            "{helm}"
+        );
+        for key in ["s suspend", "r reconcile", "e edit", "F force"] {
+            assert!(!helm.contains(key), "{helm}");
+        }
+        let wheelhouse = footer(Context::Table, false, Some(Kind::Wheelhouse), 200);
+        for key in ["F force", "D uninstall", "b roll back"] {
+            assert!(!wheelhouse.contains(key), "{wheelhouse}");
+        }
+    }
+
+    #[test]
     fn read_only_offers_no_write() {
-        let line = footer(Context::Table, true, 200);
+        let line = footer(Context::Table, true, None, 200);
         assert!(line.starts_with("READ-ONLY"), "{line}");
         for write in ["suspend", "reconcile", "cancel", "edit"] {
             assert!(!line.contains(write), "{line}");

@@ -9,6 +9,11 @@ use super::centered;
 use crate::tui::app::App;
 use crate::tui::keymap;
 
+/// The width of a short binding, two of which share a line of a column.
+const HALF: usize = 19;
+/// The key column (longer keys push their text right).
+const SHORT_KEYS: usize = 7;
+
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let t = &app.theme;
     // Two balanced columns so the whole keymap fits an 80x24 terminal.
@@ -24,14 +29,36 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             continue;
         }
         lines.push((Line::styled(ctx.to_string(), t.header()), None));
+        // Short bindings go two to a line (a column of 38 holds two of 19), so the
+        // whole keymap still fits 80x24 as it grows.
+        let mut pending: Option<Vec<Span>> = None;
         for (keys, help, _) in rows {
-            lines.push((
-                Line::from(vec![
-                    Span::styled(format!(" {keys:<12}"), t.base().fg(t.accent)),
-                    Span::raw(help),
-                ]),
-                Some(ctx.to_string()),
-            ));
+            let (keys_w, help_w) = (keys.chars().count(), help.chars().count());
+            let short = keys_w <= SHORT_KEYS && help_w <= HALF - SHORT_KEYS - 3;
+            let piece = |short: bool| {
+                let pad = SHORT_KEYS;
+                let fill = if short { HALF - pad - 2 } else { 0 };
+                vec![
+                    Span::styled(format!(" {keys:<pad$} "), t.base().fg(t.accent)),
+                    Span::raw(format!("{help:<fill$}")),
+                ]
+            };
+            match (short, pending.take()) {
+                (true, Some(mut first)) => {
+                    first.extend(piece(true));
+                    lines.push((Line::from(first), Some(ctx.to_string())));
+                }
+                (true, None) => pending = Some(piece(true)),
+                (false, first) => {
+                    if let Some(first) = first {
+                        lines.push((Line::from(first), Some(ctx.to_string())));
+                    }
+                    lines.push((Line::from(piece(false)), Some(ctx.to_string())));
+                }
+            }
+        }
+        if let Some(first) = pending {
+            lines.push((Line::from(first), Some(ctx.to_string())));
         }
     }
     lines.push((

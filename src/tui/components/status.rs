@@ -11,6 +11,7 @@ use ratatui::widgets::Paragraph;
 
 use super::{draw_input, short_age};
 use crate::engine::Views;
+use crate::inventory::Others;
 use crate::tui::app::{App, Overlay};
 use crate::tui::io::{Expect, LateOutcome};
 use crate::tui::model::State;
@@ -109,12 +110,10 @@ impl Notices {
     }
 
     /// Writes of unknown outcome that the objects now show are reported applied.
-    pub fn resolve_unknown(&mut self, views: &Views, now: Timestamp) {
+    pub fn resolve_unknown(&mut self, views: &Views, others: &Others, now: Timestamp) {
         for f in &mut self.feedback {
             let Some(expect) = &f.watch else { continue };
-            let shown = views
-                .get(expect.key())
-                .is_some_and(|v| expect.landed(&v.release));
+            let shown = expect.landed(views, others);
             if shown {
                 f.progress = Progress::Landed;
                 f.watch = None;

@@ -2,7 +2,7 @@
 //! one release at a time as the views change (thousands of releases cost nothing per
 //! event), with the cursor, marks for bulk actions and the filter.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
@@ -13,42 +13,85 @@ use super::{fit, short_age};
 use crate::client::Scope;
 use crate::engine::{ReleaseKey, Views};
 use crate::health::replicas::{ReleaseId, ReplicaMap};
+use crate::inventory::{Kind, Others};
+use crate::release::Status;
 use crate::tui::app::App;
 use crate::tui::keymap::Action;
-use crate::tui::model::{Row, SortBy, State, age, release_id};
+use crate::tui::model::{Row, RowKey, SortBy, State, age};
 
-/// What the rows are made from: the releases, their workloads' replica counts, and the
-/// namespaces in view.
+/// What the rows are made from: the wheelhouse HelmReleases, the Flux HelmReleases and
+/// stored Helm releases, which stored releases a HelmRelease manages (shown once, under
+/// their manager), their workloads' replica counts, and the namespaces in view.
 pub struct Source<'a> {
     pub views: &'a Views,
+    pub others: &'a Others,
+    pub managed: &'a HashSet<ReleaseKey>,
     pub replicas: &'a ReplicaMap,
     pub scope: &'a Scope,
+}
+
+impl Source<'_> {
+    /// The row of `id` as the sources show it now; `None` when it is gone, or when it
+    /// is a stored release that a HelmRelease manages or that was uninstalled.
+    pub fn row(&self, id: &RowKey) -> Option<Row> {
+        match id.kind {
+            Kind::Wheelhouse => self
+                .views
+                .get(&id.key)
+                .map(|v| Row::with_replicas(v, self.replicas)),
+            Kind::Flux => self
+                .others
+                .flux
+                .get(&id.key)
+                .map(|hr| Row::of_flux(id.key.clone(), hr, self.replicas)),
+            Kind::Helm => self
+                .others
+                .helm
+                .get(&id.key)
+                .filter(|s| s.status != Status::Uninstalled && !self.managed.contains(&id.key))
+                .map(|s| Row::of_stored(s, self.replicas)),
+        }
+    }
+
+    /// Every row the sources could show.
+    fn ids(&self) -> impl Iterator<Item = RowKey> + '_ {
+        let of = |kind: Kind| move |k: &ReleaseKey| RowKey::new(kind, k.clone());
+        self.views
+            .keys()
+            .map(of(Kind::Wheelhouse))
+            .chain(self.others.flux.keys().map(of(Kind::Flux)))
+            .chain(self.others.helm.keys().map(of(Kind::Helm)))
+    }
 }
 
 #[derive(Default)]
 pub struct ReleaseTable {
     /// Rows after filter and sort, in display order.
     pub rows: Vec<Row>,
-    /// The rows in `rows`, by release, with the Helm release each shows: what to look
-    /// for when one of them changes.
-    row_cache: HashMap<ReleaseKey, (Row, ReleaseId)>,
+    /// The rows in `rows`: what to look for when one of them changes.
+    row_cache: HashMap<RowKey, Row>,
     /// The rows in `rows` of each Helm release, for a change of its replica counts.
-    rows_of_release: HashMap<ReleaseId, BTreeSet<ReleaseKey>>,
+    rows_of_release: HashMap<ReleaseId, BTreeSet<RowKey>>,
     pub selected: usize,
-    pub marked: BTreeSet<ReleaseKey>,
+    pub marked: BTreeSet<RowKey>,
     pub filter: String,
     pub sort: SortBy,
     pub reverse: bool,
 }
 
 impl ReleaseTable {
+    /// The row under the cursor.
+    pub fn selected_row(&self) -> Option<&Row> {
+        self.rows.get(self.selected)
+    }
+
     /// The release under the cursor.
-    pub fn selected_key(&self) -> Option<&ReleaseKey> {
-        self.rows.get(self.selected).map(|r| &r.key)
+    pub fn selected_key(&self) -> Option<&RowKey> {
+        self.selected_row().map(|r| &r.id)
     }
 
     /// The rows of the Helm releases in `releases` (whose replica counts changed).
-    pub fn rows_of(&self, releases: &[ReleaseId]) -> BTreeSet<ReleaseKey> {
+    pub fn rows_of(&self, releases: &[ReleaseId]) -> BTreeSet<RowKey> {
         releases
             .iter()
             .filter_map(|release| self.rows_of_release.get(release))
@@ -63,7 +106,7 @@ impl ReleaseTable {
     pub fn update<'a>(
         &mut self,
         source: &Source,
-        keys: impl IntoIterator<Item = &'a ReleaseKey> + Clone,
+        keys: impl IntoIterator<Item = &'a RowKey> + Clone,
     ) {
         if keys.clone().into_iter().count() > 64 + self.rows.len() / 8 {
             self.refresh(source);
@@ -84,49 +127,48 @@ impl ReleaseTable {
     fn shown(&self, scope: &Scope, row: &Row) -> bool {
         let in_view = match scope {
             Scope::All => true,
-            Scope::Namespace(ns) => *ns == row.key.namespace,
+            Scope::Namespace(ns) => *ns == row.id.key.namespace,
         };
         in_view && row.matches(&self.filter)
     }
 
     /// Moves one release's row to where it belongs now (or out of the table).
-    fn update_row(&mut self, source: &Source, key: &ReleaseKey) {
+    fn update_row(&mut self, source: &Source, key: &RowKey) {
         let (sort, reverse) = (self.sort, self.reverse);
         let order = |a: &Row, b: &Row| sort.compare(a, b, reverse);
-        if let Some((old, release)) = self.row_cache.remove(key) {
+        if let Some(old) = self.row_cache.remove(key) {
             if let Ok(i) = self.rows.binary_search_by(|r| order(r, &old)) {
                 self.rows.remove(i);
             }
-            if let Some(keys) = self.rows_of_release.get_mut(&release) {
+            if let Some(keys) = self.rows_of_release.get_mut(&old.release) {
                 keys.remove(key);
                 if keys.is_empty() {
-                    self.rows_of_release.remove(&release);
+                    self.rows_of_release.remove(&old.release);
                 }
             }
         }
-        let Some(view) = source.views.get(key) else {
+        let Some(row) = source.row(key) else {
+            self.marked.remove(key);
             return;
         };
-        let row = Row::with_replicas(view, source.replicas);
         if self.shown(source.scope, &row) {
             let i = self
                 .rows
                 .binary_search_by(|r| order(r, &row))
                 .unwrap_or_else(|i| i);
             self.rows.insert(i, row.clone());
-            let release = release_id(view);
             self.rows_of_release
-                .entry(release.clone())
+                .entry(row.release.clone())
                 .or_default()
                 .insert(key.clone());
-            self.row_cache.insert(key.clone(), (row, release));
+            self.row_cache.insert(key.clone(), row);
         }
     }
 
     /// Puts the cursor on a release's row, if it is in the table.
-    fn select_key(&mut self, key: &ReleaseKey) {
+    fn select_key(&mut self, key: &RowKey) {
         let found = match self.row_cache.get(key) {
-            Some((row, _)) => self
+            Some(row) => self
                 .rows
                 .binary_search_by(|r| self.sort.compare(r, row, self.reverse))
                 .ok(),
@@ -141,32 +183,27 @@ impl ReleaseTable {
     /// change, or most releases changed at once.
     pub fn refresh(&mut self, source: &Source) {
         let key = self.selected_key().cloned();
-        let mut rows: Vec<(Row, ReleaseId)> = source
-            .views
-            .values()
-            .map(|v| (Row::with_replicas(v, source.replicas), v))
-            .filter(|(r, _)| self.shown(source.scope, r))
-            .map(|(r, v)| (r, release_id(v)))
+        let mut rows: Vec<Row> = source
+            .ids()
+            .filter_map(|id| source.row(&id))
+            .filter(|r| self.shown(source.scope, r))
             .collect();
-        rows.sort_by(|a, b| self.sort.compare(&a.0, &b.0, self.reverse));
+        rows.sort_by(|a, b| self.sort.compare(a, b, self.reverse));
         self.rows_of_release.clear();
-        for (row, release) in &rows {
+        for row in &rows {
             self.rows_of_release
-                .entry(release.clone())
+                .entry(row.release.clone())
                 .or_default()
-                .insert(row.key.clone());
+                .insert(row.id.clone());
         }
-        self.rows = rows.iter().map(|(r, _)| r.clone()).collect();
-        self.row_cache = rows
-            .into_iter()
-            .map(|(r, id)| (r.key.clone(), (r, id)))
-            .collect();
+        self.row_cache = rows.iter().map(|r| (r.id.clone(), r.clone())).collect();
+        self.rows = rows;
         // Keep the cursor on the same release when rows move.
         if let Some(key) = key {
             self.select_key(&key);
         }
         self.selected = self.selected.min(self.rows.len().saturating_sub(1));
-        self.marked.retain(|k| source.views.contains_key(k));
+        self.marked.retain(|k| source.row(k).is_some());
     }
 
     /// A new filter (the cursor goes to the top).
@@ -215,7 +252,7 @@ impl ReleaseTable {
                 }
             }
             Action::MarkAll => {
-                let visible: Vec<ReleaseKey> = self.rows.iter().map(|r| r.key.clone()).collect();
+                let visible: Vec<RowKey> = self.rows.iter().map(|r| r.id.clone()).collect();
                 self.marked.extend(visible);
             }
             Action::ClearMarks => self.marked.clear(),
@@ -268,8 +305,8 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     if app.table.rows.is_empty() {
         let msg = if !app.views.listed {
             "Listing HelmReleases…"
-        } else if app.views.is_empty() {
-            "No HelmReleases here (yet). The table fills in live as they appear."
+        } else if app.views.is_empty() && app.others.flux.is_empty() && app.others.helm.is_empty() {
+            "No Helm releases here (yet). The table fills in live as they appear."
         } else {
             "No release matches the filter (esc clears it)."
         };
@@ -292,6 +329,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         "",
         "NAMESPACE",
         "NAME",
+        "KIND",
         "CHART",
         "VERSION",
         "REV",
@@ -305,8 +343,9 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     // terminal is narrow are namespace, name, chart and version (see `fit_columns`).
     let mut widths: Vec<u16> = vec![
         2,
-        w(&|r| r.key.namespace.len(), 9, 16),
-        w(&|r| r.key.name.len(), 4, if wide { 28 } else { 18 }),
+        w(&|r| r.id.key.namespace.len(), 9, 16),
+        w(&|r| r.id.key.name.len(), 4, if wide { 28 } else { 18 }),
+        4,
         w(&|r| r.chart.len(), 5, 16),
         w(&|r| r.version.len(), 7, 10),
         3,
@@ -319,10 +358,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         drop.push(1);
     }
     if !wide {
-        drop.push(4);
+        drop.push(5);
     }
     // (column, narrowest it may become), in the order they give way: the name last.
-    let mut shrinkable = vec![(4, 5), (3, 5), (1, 6), (2, 8)];
+    let mut shrinkable = vec![(5, 5), (4, 5), (1, 6), (2, 8)];
     shrinkable.retain(|(c, _)| !drop.contains(c));
     for i in drop.iter().rev() {
         header.remove(*i);
@@ -347,7 +386,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         .chain([Constraint::Fill(1)])
         .collect();
     let rows = visible.iter().enumerate().map(|(i, r)| {
-        let marked = app.table.marked.contains(&r.key);
+        let marked = app.table.marked.contains(&r.id);
         let here = offset + i == app.table.selected;
         // The cursor and marks are symbols too, not only colour.
         let gutter = match (here, marked) {
@@ -359,8 +398,9 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         let plain = ratatui::style::Style::default();
         let mut cells: Vec<(String, ratatui::style::Style)> = vec![
             (gutter.to_owned(), plain),
-            (r.key.namespace.clone(), plain),
-            (r.key.name.clone(), plain),
+            (r.id.key.namespace.clone(), plain),
+            (r.id.key.name.clone(), plain),
+            (kind_tag(r.id.kind).to_owned(), t.muted()),
             (r.chart.clone(), plain),
             (r.version.clone(), plain),
             (
@@ -405,6 +445,15 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         .column_spacing(1)
         .style(t.base());
     f.render_widget(table, inner);
+}
+
+/// The KIND column: four columns wide, the filter matches the whole word.
+fn kind_tag(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Wheelhouse => "wh",
+        Kind::Flux => "flux",
+        Kind::Helm => "helm",
+    }
 }
 
 /// The message column keeps at least this much room when others give way.
