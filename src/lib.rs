@@ -11,6 +11,7 @@ mod error;
 pub mod health;
 pub mod install;
 pub mod inventory;
+pub mod migrate;
 pub mod rbac;
 pub mod release;
 pub mod render;

@@ -4,6 +4,7 @@ mod controller;
 mod dashboard;
 mod install;
 pub mod list;
+mod migrate;
 
 use std::path::PathBuf;
 
@@ -88,6 +89,9 @@ pub enum Command {
     /// wheelhouse-system), ServiceAccount and RBAC, Deployments, metrics Service (apply it
     /// with `kubectl apply -f -`)
     Install(install::InstallArgs),
+    /// Turn a Flux HelmRelease (helm.toolkit.fluxcd.io/v2) into a wheelhouse one that
+    /// continues the same Helm release: print it, or hand the release over with --apply
+    Migrate(migrate::MigrateArgs),
 }
 
 #[derive(Debug, Args)]
@@ -151,6 +155,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             install::run(&cli.cluster, args);
             Ok(())
         }
+        Some(Command::Migrate(args)) => migrate::run(&cli.cluster, args).await,
         None => dashboard::run(&cli.cluster, &cli.dashboard).await,
         Some(Command::List) => {
             let target = cli.cluster.target();

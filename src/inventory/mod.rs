@@ -124,8 +124,8 @@ impl Drop for Inventory {
 }
 
 enum Seen {
-    Flux(Event<FluxHelmRelease>),
-    Secret(Event<Secret>),
+    Flux(Box<Event<FluxHelmRelease>>),
+    Secret(Box<Event<Secret>>),
 }
 
 async fn run(
@@ -136,7 +136,7 @@ async fn run(
 ) {
     let flux_events = watcher::watcher(flux, watcher::Config::default().page_size(100))
         .default_backoff()
-        .map(|e| e.map(Seen::Flux))
+        .map(|e| e.map(|e| Seen::Flux(Box::new(e))))
         .boxed();
     // Pages of 50: Helm's records carry the whole release (gzipped), and a page's
     // response is held whole while it is read.
@@ -147,7 +147,7 @@ async fn run(
             .page_size(50),
     )
     .default_backoff()
-    .map(|e| e.map(Seen::Secret))
+    .map(|e| e.map(|e| Seen::Secret(Box::new(e))))
     .boxed();
     let mut events = futures::stream::select(flux_events, secret_events);
     let mut state = State::default();
@@ -156,9 +156,9 @@ async fn run(
     loop {
         tokio::select! {
             next = events.next() => match next {
-                Some(Ok(Seen::Flux(event))) => state.flux(event),
+                Some(Ok(Seen::Flux(event))) => state.flux(*event),
                 Some(Ok(Seen::Secret(event))) => {
-                    for key in state.secret(event) {
+                    for key in state.secret(*event) {
                         state.reread(&client, key).await;
                     }
                 }

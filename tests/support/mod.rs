@@ -16,6 +16,7 @@ pub mod controller;
 pub mod discovery;
 pub mod engine;
 pub mod figures;
+pub mod flux;
 pub mod process;
 pub mod source;
 pub mod tmux;
