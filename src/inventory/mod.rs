@@ -330,3 +330,98 @@ impl State {
         self.dirty = true;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::ByteString;
+
+    use super::*;
+    use crate::release::{Info, Release, Status};
+
+    /// A storage Secret of `name` revision `version` with `status`, as Helm writes it.
+    fn record(ns: &str, name: &str, version: i32, status: Status) -> Secret {
+        let release = Release {
+            name: name.into(),
+            namespace: ns.into(),
+            version,
+            info: Some(Info {
+                status,
+                description: format!("revision {version}"),
+                ..Info::default()
+            }),
+            ..Release::default()
+        };
+        let data = crate::release::storage::encode(&release).unwrap();
+        let mut secret = Secret::default();
+        secret.metadata.name = Some(crate::release::storage::secret_name(name, version));
+        secret.metadata.namespace = Some(ns.into());
+        secret.metadata.labels = Some(
+            [
+                ("name", name.to_owned()),
+                ("owner", "helm".to_owned()),
+                ("status", status.as_str().to_owned()),
+                ("version", version.to_string()),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v))
+            .collect(),
+        );
+        secret.data = Some([("release".to_owned(), ByteString(data.into_bytes()))].into());
+        secret
+    }
+
+    fn newest(state: &State, name: &str) -> Option<(i32, Status)> {
+        state
+            .others
+            .helm
+            .get(&ReleaseKey::new("apps", name))
+            .map(|s| (s.revision, s.status))
+    }
+
+    #[test]
+    fn the_newest_record_of_each_release_is_the_one_shown() {
+        let mut state = State::default();
+        state.secret(Event::Init);
+        for (v, status) in [(2, Status::Deployed), (1, Status::Superseded)] {
+            state.secret(Event::InitApply(record("apps", "web", v, status)));
+        }
+        state.secret(Event::InitDone);
+        assert_eq!(newest(&state, "web"), Some((2, Status::Deployed)));
+        assert!(state.others.helm_listed && state.dirty);
+        // An upgrade: the new record is the newest at once, then deployed.
+        state.secret(Event::Apply(record(
+            "apps",
+            "web",
+            3,
+            Status::PendingUpgrade,
+        )));
+        assert_eq!(newest(&state, "web"), Some((3, Status::PendingUpgrade)));
+        // An older record changing (superseded) changes nothing shown.
+        state.secret(Event::Apply(record("apps", "web", 2, Status::Superseded)));
+        assert_eq!(newest(&state, "web"), Some((3, Status::PendingUpgrade)));
+        // The newest going asks for the one before to be read again.
+        let reread = state.secret(Event::Delete(record("apps", "web", 3, Status::Failed)));
+        assert_eq!(reread, [ReleaseKey::new("apps", "web")]);
+        // Every record gone (helm uninstall): the release goes.
+        for v in [1, 2] {
+            state.secret(Event::Delete(record("apps", "web", v, Status::Superseded)));
+        }
+        assert_eq!(newest(&state, "web"), None);
+    }
+
+    #[test]
+    fn a_record_that_does_not_decode_hides_only_itself() {
+        let mut state = State::default();
+        let mut bad = record("apps", "bad", 1, Status::Deployed);
+        bad.data = Some([("release".to_owned(), ByteString(b"not base64!".to_vec()))].into());
+        state.secret(Event::Apply(bad));
+        state.secret(Event::Apply(record("apps", "good", 1, Status::Deployed)));
+        assert_eq!(newest(&state, "good"), Some((1, Status::Deployed)));
+        assert_eq!(newest(&state, "bad"), None);
+        // A Secret without Helm's labels is not a record.
+        let mut stray = record("apps", "stray", 1, Status::Deployed);
+        stray.metadata.labels = None;
+        state.secret(Event::Apply(stray));
+        assert_eq!(newest(&state, "stray"), None);
+    }
+}

@@ -285,3 +285,176 @@ pub fn many(n: usize) -> Arc<Views> {
     });
     Arc::new(views.collect())
 }
+
+/// A Flux HelmRelease in `namespace` with a Ready condition (status, reason, message)
+/// and `revisions` history entries of `chart`.
+pub fn flux_release(
+    namespace: &str,
+    name: &str,
+    chart: &str,
+    ready: (&str, &str, &str),
+    revisions: i32,
+    suspend: bool,
+) -> crate::api::flux::FluxHelmRelease {
+    let (status, reason, message) = ready;
+    let history: Vec<serde_json::Value> = (1..=revisions)
+        .rev()
+        .map(|v| {
+            serde_json::json!({"name": name, "namespace": namespace, "version": v,
+                "status": if v == revisions { "deployed" } else { "superseded" },
+                "chartName": chart, "chartVersion": format!("2.{v}.0"), "appVersion": "2.0",
+                "lastDeployed": at(i64::from(revisions - v) * 3600 + 300)})
+        })
+        .collect();
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2",
+        "kind": "HelmRelease",
+        "metadata": {"name": name, "namespace": namespace, "resourceVersion": "1"},
+        "spec": {"suspend": suspend, "interval": "10m",
+                 "chart": {"spec": {"chart": chart, "version": "2.x",
+                                    "sourceRef": {"kind": "HelmRepository", "name": "charts"}}},
+                 "values": {"replicas": 2, "apiKey": "s3cr3t"}},
+        "status": {
+            "conditions": [
+                {"type": "Ready", "status": status, "reason": reason, "message": message,
+                 "lastTransitionTime": at(300)},
+                {"type": "Released", "status": "True", "reason": "UpgradeSucceeded",
+                 "message": message, "lastTransitionTime": at(300)},
+            ],
+            "history": history,
+            "lastAttemptedRevision": format!("2.{revisions}.0"),
+            "storageNamespace": namespace,
+        },
+    }))
+    .expect("valid Flux HelmRelease")
+}
+
+/// A stored Helm release's newest record.
+pub fn stored(
+    namespace: &str,
+    name: &str,
+    chart: &str,
+    revision: i32,
+    status: crate::release::Status,
+    description: &str,
+) -> crate::inventory::Stored {
+    crate::inventory::Stored {
+        key: ReleaseKey::new(namespace, name),
+        target_namespace: namespace.to_owned(),
+        revision,
+        status,
+        chart: chart.to_owned(),
+        chart_version: "0.9.1".into(),
+        app_version: "0.9".into(),
+        updated: Some(now() - std::time::Duration::from_secs(7200)),
+        description: description.to_owned(),
+    }
+}
+
+/// The other kinds beside [`sample`]: two Flux HelmReleases (one suspended) and the
+/// stored releases of the cluster, of which `legacy` and `batch` no HelmRelease manages
+/// (the others are the records of the wheelhouse and Flux releases themselves).
+pub fn others() -> Arc<crate::inventory::Others> {
+    use crate::release::Status;
+    let payments = flux_release(
+        "apps",
+        "payments",
+        "payments",
+        (
+            "True",
+            "UpgradeSucceeded",
+            "Helm upgrade succeeded for release apps/payments.v3 with chart payments@2.3.0",
+        ),
+        3,
+        false,
+    );
+    let search = flux_release(
+        "data",
+        "search",
+        "opensearch",
+        ("True", "InstallSucceeded", "Helm install succeeded"),
+        1,
+        true,
+    );
+    let mut others = crate::inventory::Others {
+        flux_listed: true,
+        helm_listed: true,
+        ..Default::default()
+    };
+    for hr in [payments, search] {
+        others.flux.insert(
+            ReleaseKey::new(
+                hr.metadata.namespace.clone().unwrap(),
+                hr.metadata.name.clone().unwrap(),
+            ),
+            Arc::new(hr),
+        );
+    }
+    for s in [
+        stored(
+            "apps",
+            "legacy",
+            "legacy",
+            4,
+            Status::Deployed,
+            "Upgrade complete",
+        ),
+        stored(
+            "data",
+            "batch",
+            "batch",
+            2,
+            Status::Failed,
+            "Upgrade \"batch\" failed: timed out waiting for the condition",
+        ),
+        stored(
+            "apps",
+            "web",
+            "podinfo",
+            3,
+            Status::Deployed,
+            "Upgrade complete",
+        ),
+        stored(
+            "apps",
+            "payments",
+            "payments",
+            3,
+            Status::Deployed,
+            "Upgrade complete",
+        ),
+    ] {
+        others.helm.insert(s.key.clone(), Arc::new(s));
+    }
+    Arc::new(others)
+}
+
+/// Replicas of the other kinds' workloads: legacy is rolling (1 of 2 ready).
+pub fn others_replicas() -> Arc<ReplicaMap> {
+    let mut map = (*replicas()).clone();
+    map.insert(
+        ReleaseId::new("apps", "legacy"),
+        ReleaseReplicas {
+            workloads: vec![WorkloadReplicas::counted(
+                Kind::Deployment,
+                "apps",
+                "legacy",
+                1,
+                2,
+            )],
+        },
+    );
+    map.insert(
+        ReleaseId::new("apps", "payments"),
+        ReleaseReplicas {
+            workloads: vec![WorkloadReplicas::counted(
+                Kind::Deployment,
+                "apps",
+                "payments",
+                2,
+                2,
+            )],
+        },
+    );
+    Arc::new(map)
+}

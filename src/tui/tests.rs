@@ -1333,3 +1333,5 @@ fn ready_counts_replicas_of_the_workloads_even_during_a_wait() {
     let detail = render(&app, 100, 10).backend().to_string();
     assert!(detail.contains("Ready    - (no Deployment"), "{detail}");
 }
+
+mod kinds;
