@@ -53,6 +53,8 @@ YAML
   release data reports 5m '{behavior: image-pull-error}'
   release data ledger 5m '{externalConfig: ledger-settings}'
 } | "$kubectl" apply -f - >/dev/null
+# The other kinds: a helm CLI release and a Flux HelmRelease (Flux's real controllers).
+"$root/tests/cluster/seed-other-kinds.sh" "$state/cluster" shop
 
 shot() { # name cols rows background
   tmux -L "$socket" capture-pane -e -p -t shot > "$state/$1.ans"
@@ -83,6 +85,14 @@ keys Escape
 keys / ; keys -l ledger ; keys Enter Enter
 sleep 4
 shot detail-config 120 30 '#1e1e1e'
+keys Escape Escape
+keys / ; keys -l search ; keys Enter Enter
+sleep 3
+shot detail-flux 120 30 '#1e1e1e'
+keys Escape Escape
+keys / ; keys -l legacy ; keys Enter Enter h j
+sleep 3
+shot history-helm 120 30 '#1e1e1e'
 keys Escape Escape
 keys '?'
 shot help 120 30 '#1e1e1e'

@@ -2,7 +2,8 @@
 # The README's run command: opens wheelhouse on your cluster, or, when no cluster is
 # configured (no $KUBECONFIG and no ~/.kube/config), on the project's local control
 # plane, which it starts (tests/cluster/up.sh) with the HelmRelease CRD and the sample
-# releases in tests/fixtures/samples/ (one healthy, one stuck, one suspended).
+# releases in tests/fixtures/samples/ (one healthy, one stuck, one suspended), a release
+# made by the helm CLI and a Flux HelmRelease (tests/cluster/seed-other-kinds.sh).
 # The local cluster keeps running between runs; stop it with `tests/run.sh --down`.
 #
 # Usage: tests/run.sh [--local] [--down] [wheelhouse arguments...]
@@ -37,6 +38,8 @@ if $local_cluster; then
   for sample in "$root"/tests/fixtures/samples/*.yaml; do
     "$kubectl" create --save-config -f "$sample" >/dev/null 2>&1 || true
   done
+  # The other kinds the dashboard lists: a helm CLI release and a Flux HelmRelease.
+  "$root/tests/cluster/seed-other-kinds.sh" "$state" default
 fi
 
 # Chart paths in the samples are relative to the repository root: that is the chart root

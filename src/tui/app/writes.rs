@@ -38,6 +38,20 @@ impl App {
         if targets.is_empty() {
             return Vec::new();
         }
+        if action == Action::Rollback
+            && targets.iter().all(|t| t.kind == Kind::Helm)
+            && self
+                .detail
+                .as_ref()
+                .and_then(|d| d.picked_revision())
+                .is_none()
+        {
+            self.note(
+                "roll back".into(),
+                Progress::Failed("pick the revision in the History tab first (h, then j/k)".into()),
+            );
+            return Vec::new();
+        }
         let bulk = targets.len() > 1;
         let mut effects = Vec::new();
         let mut skipped: Vec<(RowKey, Skip)> = Vec::new();

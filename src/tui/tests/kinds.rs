@@ -205,6 +205,11 @@ fn a_helm_release_is_rolled_back_to_the_picked_revision_after_a_question() {
         key: id,
         data: revisions("legacy"),
     });
+    // b before a revision is picked says where to pick one.
+    assert!(press(&mut app, "b").is_empty() && app.overlay.is_none());
+    assert!(
+        matches!(&app.status.feedback.last().unwrap().progress, Progress::Failed(why) if why.contains("History tab"))
+    );
     press(&mut app, "h");
     // Newest first; two down picks revision 2.
     press(&mut app, "jj");
