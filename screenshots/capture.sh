@@ -72,7 +72,7 @@ start() { # cols rows theme
 
 start 120 30 dark
 sleep 12 # installs run, the never-ready wait keeps going
-"$kubectl" patch helmrelease -n shop billing --type merge -p '{"spec":{"suspend":true}}' >/dev/null
+"$kubectl" patch helmreleases.wheelhouse.dev -n shop billing --type merge -p '{"spec":{"suspend":true}}' >/dev/null
 sleep 2
 keys j j
 shot table 120 30 '#1e1e1e'

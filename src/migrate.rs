@@ -179,7 +179,7 @@ pub fn convert(flux: &Value, repository: Option<&Repository>) -> Result<Migrated
         }
     }
     m.note(
-        "install/upgrade.takeOwnership and install/upgrade/rollback.forceConflicts are written as Flux's helm-controller behaves: it takes over existing objects (unless disableTakeOwnership) and always forces server-side apply conflicts. Without forceConflicts the next upgrade would fail on every field whose value changes while helm-controller still holds it. Set them to false for wheelhouse's stricter defaults once wheelhouse has upgraded the release",
+        "install/upgrade.takeOwnership is written as Flux's helm-controller behaves: it takes over existing objects unless disableTakeOwnership. Conflicts are not forced: fields helm-controller holds with the values it deployed are the release's own and move to wheelhouse on the next upgrade; a field another manager changed stays theirs (Flux would have forced it)",
     );
     if let Some(v) = spec.remove("driftDetection")
         && let Some(carried) = drift_detection(v, &mut m)
@@ -775,9 +775,6 @@ fn action(section: &str, value: Value, m: &mut Mapping) -> Option<Value> {
             out.insert("takeOwnership".into(), Value::Bool(true));
         }
     }
-    if matches!(section, "install" | "upgrade" | "rollback") {
-        out.insert("forceConflicts".into(), Value::Bool(true));
-    }
     // Server-side apply on (or Helm's choice, which is server-side for these releases) is
     // what wheelhouse does; only turning it off is lost.
     match fields.get("serverSideApply") {
@@ -1072,10 +1069,10 @@ spec:
   dependsOn:
     - {name: redis}
     - {name: db, namespace: data}
-  install: {createNamespace: true, crds: CreateReplace, forceConflicts: true, remediation: {retries: 3}}
-  upgrade: {cleanupOnFail: true, takeOwnership: true, forceConflicts: true, remediation: {retries: -1, strategy: uninstall, remediateLastFailure: false}}
+  install: {createNamespace: true, crds: CreateReplace, remediation: {retries: 3}}
+  upgrade: {cleanupOnFail: true, takeOwnership: true, remediation: {retries: -1, strategy: uninstall, remediateLastFailure: false}}
   test: {enable: true, timeout: 1m, ignoreFailures: true}
-  rollback: {timeout: 1m, disableHooks: true, forceConflicts: true}
+  rollback: {timeout: 1m, disableHooks: true}
   uninstall: {keepHistory: true}
   driftDetection: {mode: warn, ignore: [/spec/replicas]}
 "#,
@@ -1167,12 +1164,14 @@ spec:
         assert_eq!(m.release.storage_namespace(), "flux-system");
         assert_eq!(m.helm.revision, None);
         // helm-controller's own behaviour, which wheelhouse does only when asked.
-        let behaves = json!({"takeOwnership": true, "forceConflicts": true});
+        let behaves = json!({"takeOwnership": true});
         assert_eq!(spec["install"], behaves);
         assert_eq!(spec["upgrade"], behaves);
-        assert_eq!(spec["rollback"], json!({"forceConflicts": true}));
+        // No forced conflicts: the fields helm-controller holds with the values it
+        // deployed are the release's own, and an upgrade takes them over without force.
+        assert!(spec.get("rollback").is_none(), "{spec}");
         assert!(spec.get("test").is_none() && spec.get("uninstall").is_none());
-        assert!(m.release.spec.upgrade.as_ref().unwrap().force_conflicts);
+        assert!(!m.release.spec.upgrade.as_ref().unwrap().force_conflicts);
         assert!(m.not_carried.is_empty(), "{:#?}", m.not_carried);
 
         // What Flux recorded wins: a shortened name, another storage namespace.

@@ -158,7 +158,14 @@ pub fn conflicts(live: &Value, rendered: &Value, previous: Option<&Value>) -> Ve
             if want == have || found.iter().any(|c| c.leaf == leaf) {
                 continue;
             }
-            let unchanged = previous.and_then(|p| resolve(p, &leaf)) == Some(want);
+            let before = previous.and_then(|p| resolve(p, &leaf));
+            // Still the value the previous revision rendered: the release's own field,
+            // written by whoever deployed that revision (Flux's helm-controller before a
+            // migration), which [`migrate`] hands to the release manager.
+            if before == Some(have) {
+                continue;
+            }
+            let unchanged = before == Some(want);
             found.push(Conflict {
                 manager: manager.to_string(),
                 subresource: subresource.to_string(),
@@ -572,6 +579,16 @@ mod tests {
         assert!(!found[0].unchanged);
         // A new object (no previous rendering) is a real conflict as well.
         assert!(!conflicts(&live, &render(3, "web:1"), None)[0].unchanged);
+    }
+
+    #[test]
+    fn a_field_still_holding_the_previous_render_is_the_releases_own() {
+        // Flux's helm-controller deployed replicas 2 (the previous revision); the chart
+        // now renders 3: no conflict, the field moves to the release manager.
+        let live = scaled(2, "helm-controller", None);
+        assert!(conflicts(&live, &render(3, "web:1"), Some(&render(2, "web:1"))).is_empty());
+        // Without the previous revision there is nothing to tell it by.
+        assert_eq!(conflicts(&live, &render(3, "web:1"), None).len(), 1);
     }
 
     #[test]
