@@ -67,7 +67,7 @@ start() { # cols rows theme
   sleep 1 # let the old server go before a new one takes the socket
   tmux -L "$socket" -f /dev/null new-session -d -s shot -x "$1" -y "$2" \
     -e "WHEELHOUSE_HELM=$testbin/helm" -e WHEELHOUSE_LOG=off -e TERM=xterm-256color \
-    -e "KUBECONFIG=$KUBECONFIG" -- "$wheelhouse" -A --theme "$3"
+    -e "KUBECONFIG=$KUBECONFIG" -e "XDG_CONFIG_HOME=$state/config" -- "$wheelhouse" -A --theme "$3"
 }
 
 start 120 30 dark
@@ -90,8 +90,9 @@ keys / ; keys -l search ; keys Enter Enter
 sleep 3
 shot detail-flux 120 30 '#1e1e1e'
 keys Escape Escape
-keys / ; keys -l legacy ; keys Enter Enter h j
-sleep 3
+keys / ; keys -l legacy ; keys Enter Enter h
+sleep 3 # the revisions load, then j picks the one before the newest
+keys j
 shot history-helm 120 30 '#1e1e1e'
 keys Escape Escape
 keys '?'

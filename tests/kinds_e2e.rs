@@ -264,17 +264,15 @@ async fn a_helm_cli_release_is_rolled_back_and_uninstalled_as_helm_does() {
     })
     .await;
     let history = |name: &str| -> Vec<(i64, String, String, String)> {
-        let json: serde_json::Value =
-            serde_json::from_str(&helm(&ns.name, &["history", name, "-o", "json"])).unwrap();
-        json.as_array()
-            .unwrap()
+        support::engine::helm_history_json(&ns.name, name)
             .iter()
             .map(|r| {
+                let text = |k: &str| r[k].as_str().unwrap().to_owned();
                 (
                     r["revision"].as_i64().unwrap(),
-                    r["status"].as_str().unwrap().to_owned(),
-                    r["chart"].as_str().unwrap().to_owned(),
-                    r["description"].as_str().unwrap().to_owned(),
+                    text("status"),
+                    text("chart"),
+                    text("description"),
                 )
             })
             .collect()

@@ -20,7 +20,7 @@ use support::{PATIENCE, kubeconfig_path};
 use wheelhouse::api::HelmRelease;
 use wheelhouse::api::flux::{FluxHelmRelease, FluxHelmRepository};
 use wheelhouse::client::Scope;
-use wheelhouse::engine::{self, Coverage, EngineHandle, Role, SHARD_LABEL};
+use wheelhouse::engine::{Coverage, SHARD_LABEL};
 
 /// How long Flux may take to fetch the index and chart and install from them.
 const FLUX_PATIENCE: Duration = Duration::from_secs(180);
@@ -134,30 +134,10 @@ async fn flux_until(
 /// An engine for the shard `ns` of namespace `ns`, stopped when dropped. The release is
 /// labelled into that shard, so the cluster-wide engines other tests may run at the same
 /// time (dashboards among them) leave it alone.
-struct ShardEngine {
-    handle: EngineHandle,
-    _cache: tempfile::TempDir,
-}
-
-impl Drop for ShardEngine {
-    fn drop(&mut self) {
-        self.handle.shutdown();
-    }
-}
-
-async fn start_shard_engine(client: &Client, ns: &str) -> ShardEngine {
+async fn start_shard_engine(client: &Client, ns: &str) -> support::engine::TestEngine {
     let (mut config, cache) = support::engine::config(ns, &format!("test-engine-{ns}"));
     config.coverage = Coverage::new(Scope::Namespace(ns.into()), Some(ns.into()));
-    let handle = engine::start(client.clone(), config).expect("engine starts");
-    let mut role = handle.role();
-    tokio::time::timeout(PATIENCE, role.wait_for(|r| *r == Role::Leader))
-        .await
-        .expect("engine took the lease")
-        .unwrap();
-    ShardEngine {
-        handle,
-        _cache: cache,
-    }
+    support::engine::start_leading(client, config, cache).await
 }
 
 fn flux_condition(hr: &Value, type_: &str) -> Option<(String, String)> {

@@ -120,19 +120,25 @@ pub async fn start_with_metrics(
 ) -> (TestEngine, wheelhouse::telemetry::Metrics) {
     let (config, cache) = config(ns, identity);
     let metrics = config.metrics.clone();
+    (start_leading(client, config, cache).await, metrics)
+}
+
+/// Starts an engine with `config` (its chart cache in `cache`) and waits until it leads.
+pub async fn start_leading(
+    client: &Client,
+    config: EngineConfig,
+    cache: tempfile::TempDir,
+) -> TestEngine {
     let handle = engine::start(client.clone(), config).expect("engine starts");
     let mut role = handle.role();
     tokio::time::timeout(PATIENCE, role.wait_for(|r| *r == Role::Leader))
         .await
         .expect("engine took the lease")
         .unwrap();
-    (
-        TestEngine {
-            handle,
-            _cache: cache,
-        },
-        metrics,
-    )
+    TestEngine {
+        handle,
+        _cache: cache,
+    }
 }
 
 pub fn chart(name: &str) -> String {
@@ -274,12 +280,16 @@ pub fn helm_try(ns: &str, args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
-/// `helm history -o json` as (revision, status, description).
-pub fn helm_history(ns: &str, release: &str) -> Vec<(i64, String, String)> {
+/// `helm history -o json`, one JSON object per revision.
+pub fn helm_history_json(ns: &str, release: &str) -> Vec<serde_json::Value> {
     let json: serde_json::Value =
         serde_json::from_str(&helm(ns, &["history", release, "-o", "json"])).unwrap();
-    json.as_array()
-        .unwrap()
+    json.as_array().unwrap().clone()
+}
+
+/// `helm history -o json` as (revision, status, description).
+pub fn helm_history(ns: &str, release: &str) -> Vec<(i64, String, String)> {
+    helm_history_json(ns, release)
         .iter()
         .map(|r| {
             (

@@ -426,7 +426,6 @@ fn stored_history<'a>(app: &App, d: &Detail) -> Text<'a> {
 /// Values of a Flux HelmRelease (its spec.values, then the release's) or of a stored
 /// release (the release's), credentials masked.
 fn other_values<'a>(app: &App, d: &Detail) -> Text<'a> {
-    let t = &app.theme;
     let mut lines = Vec::new();
     if let Some(hr) = app.others.flux.get(&d.key.key) {
         lines.push(section(
@@ -442,16 +441,24 @@ fn other_values<'a>(app: &App, d: &Detail) -> Text<'a> {
         lines.extend(spec.lines().map(|l| Line::raw(format!("  {l}"))));
         lines.push(Line::raw(""));
     }
-    lines.push(section(
+    lines.extend(release_values(
         app,
+        d,
         "Values of the last Helm release (credentials masked)",
     ));
+    Text::from(lines)
+}
+
+/// The values the last Helm release was made with, under `title`.
+fn release_values<'a>(app: &App, d: &Detail, title: &str) -> Vec<Line<'a>> {
+    let t = &app.theme;
+    let mut lines = vec![section(app, title)];
     match &d.data.helm {
         Fetch::Loading => lines.push(Line::styled("  loading…", t.muted())),
         Fetch::Failed(e) => lines.push(Line::styled(format!("  ✗ {e}"), t.base().fg(t.error))),
         Fetch::Loaded(h) => lines.extend(h.values.lines().map(|l| Line::raw(format!("  {l}")))),
     }
-    Text::from(lines)
+    lines
 }
 
 fn condition_lines<'a>(app: &App, conditions: &[Condition]) -> Vec<Line<'a>> {
@@ -832,7 +839,6 @@ fn history<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
 }
 
 fn values<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
-    let t = &app.theme;
     let spec = view
         .release
         .spec
@@ -850,15 +856,11 @@ fn values<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
     )];
     lines.extend(spec.lines().map(|l| Line::raw(format!("  {l}"))));
     lines.push(Line::raw(""));
-    lines.push(section(
+    lines.extend(release_values(
         app,
+        d,
         "Values of the last Helm release (valuesFrom merged; credentials masked)",
     ));
-    match &d.data.helm {
-        Fetch::Loading => lines.push(Line::styled("  loading…", t.muted())),
-        Fetch::Failed(e) => lines.push(Line::styled(format!("  ✗ {e}"), t.base().fg(t.error))),
-        Fetch::Loaded(h) => lines.extend(h.values.lines().map(|l| Line::raw(format!("  {l}")))),
-    }
     Text::from(lines)
 }
 
