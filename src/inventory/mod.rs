@@ -424,4 +424,23 @@ mod tests {
         state.secret(Event::Apply(stray));
         assert_eq!(newest(&state, "stray"), None);
     }
+
+    #[test]
+    fn a_record_a_helm_release_claims_is_read_from_its_labels_alone() {
+        let mut state = State::default();
+        let mut claimed = record("apps", "web", 3, Status::Deployed);
+        // Not even valid: it is never decoded.
+        claimed.data = Some([("release".to_owned(), ByteString(b"!".to_vec()))].into());
+        let labels = claimed.metadata.labels.as_mut().unwrap();
+        labels.insert(crate::release::CLAIM_UID_LABEL.into(), "uid-1".into());
+        labels.insert(crate::release::CLAIM_NAMESPACE_LABEL.into(), "apps".into());
+        labels.insert(crate::release::CLAIM_NAME_LABEL.into(), "web".into());
+        state.secret(Event::Apply(claimed));
+        assert_eq!(newest(&state, "web"), Some((3, Status::Deployed)));
+        let shown = &state.others.helm[&ReleaseKey::new("apps", "web")];
+        assert!(
+            shown.description.contains("HelmRelease apps/web"),
+            "{shown:?}"
+        );
+    }
 }

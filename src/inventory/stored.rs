@@ -44,8 +44,38 @@ pub fn labels(secret: &Secret) -> Option<(ReleaseKey, i32, String)> {
 
 /// The record a storage Secret holds, reduced; `None` when it does not decode (one bad
 /// record hides only itself).
+///
+/// A record a wheelhouse HelmRelease claims (its claim labels) is that HelmRelease's: the
+/// table shows it under the HelmRelease, so it is reduced from its labels alone and not
+/// decoded (at thousands of releases, decoding every managed record would cost seconds of
+/// CPU for rows never shown). Its row appears only if the HelmRelease is gone, and then
+/// says whose it was.
 pub fn decode(secret: &Secret) -> Option<Stored> {
-    let (key, _, _) = labels(secret)?;
+    let (key, version, status) = labels(secret)?;
+    let all = secret.metadata.labels.as_ref()?;
+    if all.contains_key(crate::release::CLAIM_UID_LABEL) {
+        let claimed_by = match (
+            all.get(crate::release::CLAIM_NAMESPACE_LABEL),
+            all.get(crate::release::CLAIM_NAME_LABEL),
+        ) {
+            (Some(ns), Some(name)) => format!("{ns}/{name}"),
+            _ => "a wheelhouse HelmRelease".to_owned(),
+        };
+        return Some(Stored {
+            target_namespace: key.namespace.clone(),
+            key,
+            revision: version,
+            status: status.parse().unwrap_or_default(),
+            chart: String::new(),
+            chart_version: String::new(),
+            app_version: String::new(),
+            updated: all
+                .get("modifiedAt")
+                .and_then(|t| t.parse::<i64>().ok())
+                .and_then(|t| Timestamp::from_second(t).ok()),
+            description: format!("claimed by HelmRelease {claimed_by}, which is not in view"),
+        });
+    }
     let data = secret.data.as_ref()?.get("release")?;
     let release = match crate::release::storage::decode(&data.0) {
         Ok(r) => r,
