@@ -7,10 +7,13 @@
 //! - Flux HelmReleases, typed as [`FluxHelmRelease`] (only the fields wheelhouse reads).
 //!   A cluster without Flux's CRD is not an error: the watch retries quietly and the
 //!   dashboard shows no Flux rows.
-//! - Helm's storage Secrets (`owner=helm`), reduced to the newest record of each release
-//!   ([`Stored`]): status, revision, chart, app version, when it was updated. A record is
-//!   decoded only when it is the newest of its release; when the newest goes (a failed
-//!   `helm rollback` cleaned up, or storage edited by hand) the one before is read again.
+//! - Helm's storage Secrets (`owner=helm`), watched by their labels only (a record holds
+//!   the whole release, gzipped; listing thousands of them whole would move hundreds of
+//!   MB), reduced to the newest record of each release ([`Stored`]). The labels give its
+//!   revision and status at once; the newest record of a release that no wheelhouse
+//!   HelmRelease claims is then read on its own ([`FETCHES`] at a time) for its chart,
+//!   app version and description, again whenever its newest revision or status changes
+//!   (including when the newest goes and the one before is newest again).
 //!
 //! Which of the stored releases a HelmRelease manages is the reader's to decide (the
 //! dashboard knows wheelhouse's HelmReleases from its engine, Flux's from here).
@@ -25,6 +28,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
+use kube::api::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
@@ -100,7 +104,7 @@ impl Inventory {
     /// Starts both watches over `scope` (every namespace, or one).
     pub fn start(client: Client, scope: &Scope) -> Self {
         let (tx, rx) = watch::channel(Arc::new(Others::default()));
-        let (flux, secrets): (Api<FluxHelmRelease>, Api<Secret>) = match scope {
+        let (flux, secrets): (Api<FluxHelmRelease>, Api<PartialObjectMeta<Secret>>) = match scope {
             Scope::All => (Api::all(client.clone()), Api::all(client.clone())),
             Scope::Namespace(ns) => (
                 Api::namespaced(client.clone(), ns),
@@ -125,48 +129,58 @@ impl Drop for Inventory {
 
 enum Seen {
     Flux(Box<Event<FluxHelmRelease>>),
-    Secret(Box<Event<Secret>>),
+    Record(Box<Event<PartialObjectMeta<Secret>>>),
 }
+
+/// Records read at once at most (the newest record of releases nobody claims).
+const FETCHES: usize = 8;
 
 async fn run(
     client: Client,
     flux: Api<FluxHelmRelease>,
-    secrets: Api<Secret>,
+    secrets: Api<PartialObjectMeta<Secret>>,
     tx: watch::Sender<Arc<Others>>,
 ) {
     let flux_events = watcher::watcher(flux, watcher::Config::default().page_size(100))
         .default_backoff()
         .map(|e| e.map(|e| Seen::Flux(Box::new(e))))
         .boxed();
-    // Pages of 50: Helm's records carry the whole release (gzipped), and a page's
-    // response is held whole while it is read.
-    let secret_events = watcher::watcher(
+    // Helm's records carry the whole release (gzipped): the watch reads their labels
+    // only, and the newest record of a release nobody claims is read on its own.
+    let record_events = watcher::watcher(
         secrets,
         watcher::Config::default()
             .labels(stored::SELECTOR)
-            .page_size(50),
+            .page_size(500),
     )
     .default_backoff()
-    .map(|e| e.map(|e| Seen::Secret(Box::new(e))))
+    .map(|e| e.map(|e| Seen::Record(Box::new(e))))
     .boxed();
-    let mut events = futures::stream::select(flux_events, secret_events);
+    let mut events = futures::stream::select(flux_events, record_events);
     let mut state = State::default();
+    let mut fetches: tokio::task::JoinSet<(ReleaseKey, i32, Option<Stored>)> =
+        tokio::task::JoinSet::new();
+    let mut queued: std::collections::VecDeque<(ReleaseKey, i32)> = Default::default();
     let mut tick = tokio::time::interval(PUBLISH_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        while fetches.len() < FETCHES
+            && let Some((key, version)) = queued.pop_front()
+        {
+            fetches.spawn(fetch(client.clone(), key, version));
+        }
         tokio::select! {
             next = events.next() => match next {
                 Some(Ok(Seen::Flux(event))) => state.flux(*event),
-                Some(Ok(Seen::Secret(event))) => {
-                    for key in state.secret(*event) {
-                        state.reread(&client, key).await;
-                    }
-                }
+                Some(Ok(Seen::Record(event))) => queued.extend(state.record(*event)),
                 // No Flux CRD, forbidden, or the API server is away: the backoff
                 // retries; the table shows what was seen.
                 Some(Err(e)) => tracing::debug!(error = %e, "release inventory watch"),
                 None => return,
             },
+            Some(Ok((key, version, decoded))) = fetches.join_next(), if !fetches.is_empty() => {
+                state.fetched(&key, version, decoded);
+            }
             _ = tick.tick() => {
                 if state.dirty {
                     state.dirty = false;
@@ -178,12 +192,47 @@ async fn run(
     }
 }
 
-/// The records of one stored release: the status label of each revision, and the
-/// newest one decoded.
+/// Reads and decodes one record; `None` when it is gone or does not decode.
+async fn fetch(client: Client, key: ReleaseKey, version: i32) -> (ReleaseKey, i32, Option<Stored>) {
+    let api: Api<Secret> = Api::namespaced(client, &key.namespace);
+    let name = crate::release::storage::secret_name(&key.name, version);
+    let decoded = match tokio::time::timeout(Duration::from_secs(10), api.get_opt(&name)).await {
+        Ok(Ok(Some(secret))) => stored::decode(&secret),
+        _ => None,
+    };
+    (key, version, decoded)
+}
+
+/// One stored release by its records' labels: each revision as its labels tell it,
+/// whether the newest is claimed by a wheelhouse HelmRelease, and the newest decoded.
 #[derive(Default)]
 struct Records {
-    revisions: std::collections::BTreeMap<i32, String>,
-    newest: Option<Arc<Stored>>,
+    revisions: std::collections::BTreeMap<i32, (Arc<Stored>, bool)>,
+    decoded: Option<Arc<Stored>>,
+}
+
+impl Records {
+    /// What the release shows: the newest record decoded when it was read at its
+    /// current status, else what its labels say.
+    fn shown(&self) -> Option<Arc<Stored>> {
+        let (newest, _) = self.revisions.values().next_back()?;
+        match &self.decoded {
+            Some(d) if d.revision == newest.revision && d.status == newest.status => {
+                Some(d.clone())
+            }
+            _ => Some(newest.clone()),
+        }
+    }
+
+    /// The newest revision, when it must be read (not claimed, not read at its status).
+    fn to_read(&self) -> Option<i32> {
+        let (newest, claimed) = self.revisions.values().next_back()?;
+        let read = self
+            .decoded
+            .as_ref()
+            .is_some_and(|d| d.revision == newest.revision && d.status == newest.status);
+        (!claimed && !read).then_some(newest.revision)
+    }
 }
 
 #[derive(Default)]
@@ -191,7 +240,7 @@ struct State {
     others: Others,
     flux_relisting: Option<HashMap<ReleaseKey, Arc<FluxHelmRelease>>>,
     records: HashMap<ReleaseKey, Records>,
-    secrets_relisting: Option<HashMap<ReleaseKey, Records>>,
+    records_relisting: Option<HashMap<ReleaseKey, Records>>,
     dirty: bool,
 }
 
@@ -225,105 +274,89 @@ impl State {
         }
     }
 
-    /// Takes one storage event; returns the releases whose newest record went, to be
-    /// read again.
-    fn secret(&mut self, event: Event<Secret>) -> Vec<ReleaseKey> {
+    /// Takes one storage event (labels only); returns the records to read: the newest of
+    /// each release nobody claims, when it changed.
+    fn record(&mut self, event: Event<PartialObjectMeta<Secret>>) -> Vec<(ReleaseKey, i32)> {
         match event {
             Event::Init => {
-                self.secrets_relisting = Some(HashMap::new());
+                self.records_relisting = Some(HashMap::new());
                 Vec::new()
             }
-            Event::InitApply(secret) => {
-                let relisting = self.secrets_relisting.get_or_insert_default();
-                if let Some((key, version, status)) = stored::labels(&secret) {
-                    let records = relisting.entry(key).or_default();
-                    records.revisions.insert(version, status);
-                    if records
-                        .newest
-                        .as_ref()
-                        .is_none_or(|n| n.revision <= version)
-                    {
-                        records.newest = stored::decode(&secret).map(Arc::new);
-                    }
+            Event::InitApply(meta) => {
+                if let Some((key, stored, claimed)) = stored::from_labels(&meta.metadata) {
+                    // What was decoded before a relist stays good for the same status.
+                    let relisting = self.records_relisting.get_or_insert_default();
+                    let records = relisting.entry(key.clone()).or_insert_with(|| Records {
+                        decoded: self.records.get(&key).and_then(|r| r.decoded.clone()),
+                        ..Records::default()
+                    });
+                    records
+                        .revisions
+                        .insert(stored.revision, (Arc::new(stored), claimed));
                 }
                 Vec::new()
             }
             Event::InitDone => {
-                self.records = self.secrets_relisting.take().unwrap_or_default();
+                self.records = self.records_relisting.take().unwrap_or_default();
                 self.others.helm = self
                     .records
                     .iter()
-                    .filter_map(|(k, r)| Some((k.clone(), r.newest.clone()?)))
+                    .filter_map(|(k, r)| Some((k.clone(), r.shown()?)))
                     .collect();
                 self.others.helm_listed = true;
                 self.dirty = true;
-                Vec::new()
+                self.records
+                    .iter()
+                    .filter_map(|(k, r)| Some((k.clone(), r.to_read()?)))
+                    .collect()
             }
-            Event::Apply(secret) => {
-                let Some((key, version, status)) = stored::labels(&secret) else {
+            Event::Apply(meta) => {
+                let Some((key, stored, claimed)) = stored::from_labels(&meta.metadata) else {
                     return Vec::new();
                 };
                 let records = self.records.entry(key.clone()).or_default();
-                records.revisions.insert(version, status);
-                if records
-                    .newest
-                    .as_ref()
-                    .is_none_or(|n| n.revision <= version)
-                {
-                    records.newest = stored::decode(&secret).map(Arc::new);
-                    self.publish(&key);
-                }
-                Vec::new()
+                records
+                    .revisions
+                    .insert(stored.revision, (Arc::new(stored), claimed));
+                let read = records.to_read();
+                self.publish(&key);
+                read.map(|v| (key, v)).into_iter().collect()
             }
-            Event::Delete(secret) => {
-                let Some((key, version, _)) = stored::labels(&secret) else {
+            Event::Delete(meta) => {
+                let Some((key, stored, _)) = stored::from_labels(&meta.metadata) else {
                     return Vec::new();
                 };
                 let Some(records) = self.records.get_mut(&key) else {
                     return Vec::new();
                 };
-                records.revisions.remove(&version);
+                records.revisions.remove(&stored.revision);
                 if records.revisions.is_empty() {
                     self.records.remove(&key);
                     self.publish(&key);
                     return Vec::new();
                 }
-                if records
-                    .newest
-                    .as_ref()
-                    .is_some_and(|n| n.revision == version)
-                {
-                    records.newest = None;
-                    return vec![key];
-                }
-                Vec::new()
+                let read = records.to_read();
+                self.publish(&key);
+                read.map(|v| (key, v)).into_iter().collect()
             }
         }
     }
 
-    /// Reads the newest record of a release again (its newest one was deleted).
-    async fn reread(&mut self, client: &Client, key: ReleaseKey) {
-        let Some(version) = self
-            .records
-            .get(&key)
-            .and_then(|r| r.revisions.keys().next_back().copied())
-        else {
+    /// A record read: shown if it is still the newest of its release.
+    fn fetched(&mut self, key: &ReleaseKey, version: i32, decoded: Option<Stored>) {
+        let Some(records) = self.records.get_mut(key) else {
             return;
         };
-        let api: Api<Secret> = Api::namespaced(client.clone(), &key.namespace);
-        let name = crate::release::storage::secret_name(&key.name, version);
-        let newest = match tokio::time::timeout(Duration::from_secs(10), api.get_opt(&name)).await {
-            Ok(Ok(Some(secret))) => stored::decode(&secret).map(Arc::new),
-            _ => None,
-        };
-        if let Some(records) = self.records.get_mut(&key) {
-            records.newest = newest;
+        if let Some(d) = decoded
+            && records.revisions.keys().next_back() == Some(&version)
+        {
+            records.decoded = Some(Arc::new(d));
+            self.publish(key);
         }
-        self.publish(&key);
     }
 
     fn publish(&mut self, key: &ReleaseKey) {
-        match self.records.get(key).and_then(|r| r.newest.clone()) {
+        match self.records.get(key).and_then(Records::shown) {
             Some(newest) => self.others.helm.insert(key.clone(), newest),
             None => self.others.helm.remove(key),
         };
@@ -370,77 +403,118 @@ mod tests {
         secret
     }
 
-    fn newest(state: &State, name: &str) -> Option<(i32, Status)> {
+    /// What the metadata watch delivers of a record.
+    fn meta(secret: &Secret) -> PartialObjectMeta<Secret> {
+        PartialObjectMeta {
+            types: None,
+            metadata: secret.metadata.clone(),
+            _phantom: Default::default(),
+        }
+    }
+
+    fn shown(state: &State, name: &str) -> Option<(i32, Status, String)> {
         state
             .others
             .helm
             .get(&ReleaseKey::new("apps", name))
-            .map(|s| (s.revision, s.status))
+            .map(|s| (s.revision, s.status, s.description.clone()))
+    }
+
+    /// Delivers what `requests` asks to read, as the fetch tasks would.
+    fn read(state: &mut State, requests: Vec<(ReleaseKey, i32)>, records: &[Secret]) {
+        for (key, version) in requests {
+            let secret = records.iter().find(|s| {
+                s.metadata.name.as_deref()
+                    == Some(&crate::release::storage::secret_name(&key.name, version))
+            });
+            state.fetched(&key, version, secret.and_then(stored::decode));
+        }
     }
 
     #[test]
-    fn the_newest_record_of_each_release_is_the_one_shown() {
+    fn labels_show_a_release_at_once_and_its_newest_record_is_read_once() {
         let mut state = State::default();
-        state.secret(Event::Init);
-        for (v, status) in [(2, Status::Deployed), (1, Status::Superseded)] {
-            state.secret(Event::InitApply(record("apps", "web", v, status)));
-        }
-        state.secret(Event::InitDone);
-        assert_eq!(newest(&state, "web"), Some((2, Status::Deployed)));
-        assert!(state.others.helm_listed && state.dirty);
-        // An upgrade: the new record is the newest at once, then deployed.
-        state.secret(Event::Apply(record(
-            "apps",
-            "web",
-            3,
-            Status::PendingUpgrade,
-        )));
-        assert_eq!(newest(&state, "web"), Some((3, Status::PendingUpgrade)));
-        // An older record changing (superseded) changes nothing shown.
-        state.secret(Event::Apply(record("apps", "web", 2, Status::Superseded)));
-        assert_eq!(newest(&state, "web"), Some((3, Status::PendingUpgrade)));
-        // The newest going asks for the one before to be read again.
-        let reread = state.secret(Event::Delete(record("apps", "web", 3, Status::Failed)));
-        assert_eq!(reread, [ReleaseKey::new("apps", "web")]);
+        let v1 = record("apps", "web", 1, Status::Superseded);
+        let v2 = record("apps", "web", 2, Status::Deployed);
+        state.record(Event::Init);
+        state.record(Event::InitApply(meta(&v2)));
+        state.record(Event::InitApply(meta(&v1)));
+        let requests = state.record(Event::InitDone);
+        // Shown from its labels before anything is read; only the newest is read.
+        assert_eq!(
+            shown(&state, "web"),
+            Some((2, Status::Deployed, String::new()))
+        );
+        assert_eq!(requests, [(ReleaseKey::new("apps", "web"), 2)]);
+        read(&mut state, requests, &[v1.clone(), v2.clone()]);
+        assert_eq!(
+            shown(&state, "web"),
+            Some((2, Status::Deployed, "revision 2".into()))
+        );
+        // An older record changing asks for nothing.
+        assert!(state.record(Event::Apply(meta(&v1))).is_empty());
+        // An upgrade: the new record is shown at once, then read.
+        let v3 = record("apps", "web", 3, Status::PendingUpgrade);
+        let requests = state.record(Event::Apply(meta(&v3)));
+        assert_eq!(shown(&state, "web").unwrap().1, Status::PendingUpgrade);
+        assert_eq!(requests, [(ReleaseKey::new("apps", "web"), 3)]);
+        // The newest going makes the one before newest again: read again only if its
+        // status is not the one it was read at (here it is).
+        assert!(state.record(Event::Delete(meta(&v3))).is_empty());
+        assert_eq!(
+            shown(&state, "web"),
+            Some((2, Status::Deployed, "revision 2".into()))
+        );
         // Every record gone (helm uninstall): the release goes.
-        for v in [1, 2] {
-            state.secret(Event::Delete(record("apps", "web", v, Status::Superseded)));
-        }
-        assert_eq!(newest(&state, "web"), None);
+        state.record(Event::Delete(meta(&v2)));
+        state.record(Event::Delete(meta(&v1)));
+        assert_eq!(shown(&state, "web"), None);
     }
 
     #[test]
-    fn a_record_that_does_not_decode_hides_only_itself() {
+    fn a_read_that_comes_after_a_newer_record_is_dropped() {
+        let mut state = State::default();
+        let v1 = record("apps", "web", 1, Status::Deployed);
+        let requests = state.record(Event::Apply(meta(&v1)));
+        let v2 = record("apps", "web", 2, Status::PendingUpgrade);
+        state.record(Event::Apply(meta(&v2)));
+        read(&mut state, requests, &[v1]);
+        assert_eq!(shown(&state, "web").unwrap().0, 2);
+        assert_eq!(shown(&state, "web").unwrap().2, "");
+    }
+
+    #[test]
+    fn a_record_that_does_not_decode_keeps_what_its_labels_say() {
         let mut state = State::default();
         let mut bad = record("apps", "bad", 1, Status::Deployed);
         bad.data = Some([("release".to_owned(), ByteString(b"not base64!".to_vec()))].into());
-        state.secret(Event::Apply(bad));
-        state.secret(Event::Apply(record("apps", "good", 1, Status::Deployed)));
-        assert_eq!(newest(&state, "good"), Some((1, Status::Deployed)));
-        assert_eq!(newest(&state, "bad"), None);
+        let requests = state.record(Event::Apply(meta(&bad)));
+        read(&mut state, requests, &[bad]);
+        assert_eq!(
+            shown(&state, "bad"),
+            Some((1, Status::Deployed, String::new()))
+        );
         // A Secret without Helm's labels is not a record.
         let mut stray = record("apps", "stray", 1, Status::Deployed);
         stray.metadata.labels = None;
-        state.secret(Event::Apply(stray));
-        assert_eq!(newest(&state, "stray"), None);
+        assert!(state.record(Event::Apply(meta(&stray))).is_empty());
+        assert_eq!(shown(&state, "stray"), None);
     }
 
     #[test]
-    fn a_record_a_helm_release_claims_is_read_from_its_labels_alone() {
+    fn a_record_a_helm_release_claims_is_never_read() {
         let mut state = State::default();
         let mut claimed = record("apps", "web", 3, Status::Deployed);
-        // Not even valid: it is never decoded.
-        claimed.data = Some([("release".to_owned(), ByteString(b"!".to_vec()))].into());
         let labels = claimed.metadata.labels.as_mut().unwrap();
         labels.insert(crate::release::CLAIM_UID_LABEL.into(), "uid-1".into());
         labels.insert(crate::release::CLAIM_NAMESPACE_LABEL.into(), "apps".into());
         labels.insert(crate::release::CLAIM_NAME_LABEL.into(), "web".into());
-        state.secret(Event::Apply(claimed));
-        assert_eq!(newest(&state, "web"), Some((3, Status::Deployed)));
-        let shown = &state.others.helm[&ReleaseKey::new("apps", "web")];
+        assert!(state.record(Event::Apply(meta(&claimed))).is_empty());
+        let (revision, status, description) = shown(&state, "web").unwrap();
+        assert_eq!((revision, status), (3, Status::Deployed));
         assert!(
-            shown.description.contains("HelmRelease apps/web"),
-            "{shown:?}"
+            description.contains("HelmRelease apps/web"),
+            "{description}"
         );
     }
 }

@@ -3,6 +3,7 @@
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
+use kube::api::ObjectMeta;
 
 use crate::engine::ReleaseKey;
 use crate::release::Status;
@@ -28,54 +29,52 @@ pub struct Stored {
     pub description: String,
 }
 
-/// (release, revision, status label) of a storage Secret; `None` for a Secret that is
-/// not a Helm record.
-pub fn labels(secret: &Secret) -> Option<(ReleaseKey, i32, String)> {
-    let labels = secret.metadata.labels.as_ref()?;
+/// What a storage Secret's labels say: the release (storage namespace, name), the
+/// revision, and the record as far as labels tell it (status, when it was modified,
+/// whose claim it carries). `None` for a Secret that is not a Helm record.
+pub fn from_labels(meta: &ObjectMeta) -> Option<(ReleaseKey, Stored, bool)> {
+    let labels = meta.labels.as_ref()?;
     let name = labels.get("name")?;
-    let version = labels.get("version")?.parse().ok()?;
-    let status = labels.get("status").cloned().unwrap_or_default();
-    Some((
-        ReleaseKey::new(secret.namespace().unwrap_or_default(), name.clone()),
-        version,
-        status,
-    ))
-}
-
-/// The record a storage Secret holds, reduced; `None` when it does not decode (one bad
-/// record hides only itself).
-///
-/// A record a wheelhouse HelmRelease claims (its claim labels) is that HelmRelease's: the
-/// table shows it under the HelmRelease, so it is reduced from its labels alone and not
-/// decoded (at thousands of releases, decoding every managed record would cost seconds of
-/// CPU for rows never shown). Its row appears only if the HelmRelease is gone, and then
-/// says whose it was.
-pub fn decode(secret: &Secret) -> Option<Stored> {
-    let (key, version, status) = labels(secret)?;
-    let all = secret.metadata.labels.as_ref()?;
-    if all.contains_key(crate::release::CLAIM_UID_LABEL) {
-        let claimed_by = match (
-            all.get(crate::release::CLAIM_NAMESPACE_LABEL),
-            all.get(crate::release::CLAIM_NAME_LABEL),
+    let revision = labels.get("version")?.parse().ok()?;
+    let key = ReleaseKey::new(meta.namespace.clone().unwrap_or_default(), name.clone());
+    let claimed = labels.contains_key(crate::release::CLAIM_UID_LABEL);
+    let description = if claimed {
+        // Its row is the HelmRelease's; it shows only if that HelmRelease is gone.
+        let by = match (
+            labels.get(crate::release::CLAIM_NAMESPACE_LABEL),
+            labels.get(crate::release::CLAIM_NAME_LABEL),
         ) {
-            (Some(ns), Some(name)) => format!("{ns}/{name}"),
+            (Some(ns), Some(name)) => format!("HelmRelease {ns}/{name}"),
             _ => "a wheelhouse HelmRelease".to_owned(),
         };
-        return Some(Stored {
-            target_namespace: key.namespace.clone(),
-            key,
-            revision: version,
-            status: status.parse().unwrap_or_default(),
-            chart: String::new(),
-            chart_version: String::new(),
-            app_version: String::new(),
-            updated: all
-                .get("modifiedAt")
-                .and_then(|t| t.parse::<i64>().ok())
-                .and_then(|t| Timestamp::from_second(t).ok()),
-            description: format!("claimed by HelmRelease {claimed_by}, which is not in view"),
-        });
-    }
+        format!("claimed by {by}, which is not in view")
+    } else {
+        String::new()
+    };
+    let stored = Stored {
+        target_namespace: key.namespace.clone(),
+        key: key.clone(),
+        revision,
+        status: labels
+            .get("status")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_default(),
+        chart: String::new(),
+        chart_version: String::new(),
+        app_version: String::new(),
+        updated: labels
+            .get("modifiedAt")
+            .and_then(|t| t.parse::<i64>().ok())
+            .and_then(|t| Timestamp::from_second(t).ok()),
+        description,
+    };
+    Some((key, stored, claimed))
+}
+
+/// The record a storage Secret holds, decoded and reduced; `None` when it does not decode
+/// (one bad record hides only itself).
+pub fn decode(secret: &Secret) -> Option<Stored> {
+    let (key, _, _) = from_labels(&secret.metadata)?;
     let data = secret.data.as_ref()?.get("release")?;
     let release = match crate::release::storage::decode(&data.0) {
         Ok(r) => r,
