@@ -1,8 +1,8 @@
 //! The dashboard's inventory of Helm's storage at scale, against the local control plane;
 //! run it with `tests/bench.sh inventory`. N releases made by "the helm CLI"
 //! (WHEELHOUSE_BENCH_RELEASES, default 2,000), two records each (superseded and
-//! deployed), each record a realistic release (a chart with its templates, values and a
-//! ~12 KB manifest) encoded as Helm stores it. Measured in the same run:
+//! deployed), each record a realistic release (a chart with its templates, values and
+//! files, a ~12 KB manifest; ~20 KB as stored) encoded as Helm stores it. Measured in the same run:
 //!   - the baseline: a paginated LIST of the records whole, what a watch of whole Secrets
 //!     would read at every start (time, and bytes of record data);
 //!   - the inventory (`wheelhouse::inventory`): from start to every release listed (from
@@ -44,6 +44,10 @@ fn release(ns: &str, name: &str, version: i32, status: Status) -> Release {
         "templates": [{"name": "templates/deployment.yaml",
                        "data": base64(template.as_bytes())}],
         "values": {"replicas": 2, "image": {"tag": "1.2.3"}},
+        "schema": null, "lock": null,
+        // A README and a dashboard JSON as charts ship them: text that compresses about
+        // as real chart files do, so a record weighs what real ones weigh (~20 KB).
+        "files": [{"name": "files/dashboard.json", "data": base64(&filler(name, 24_000))}],
     }))
     .expect("a chart");
     Release {
@@ -64,6 +68,20 @@ fn release(ns: &str, name: &str, version: i32, status: Status) -> Release {
         manifest: manifest.repeat(3),
         ..Release::default()
     }
+}
+
+/// `len` bytes of hex text derived from `seed`: as incompressible as gzip finds JSON with
+/// many distinct ids (about 2:1).
+fn filler(seed: &str, len: usize) -> Vec<u8> {
+    use sha2::{Digest, Sha256};
+    let mut out = Vec::with_capacity(len);
+    let mut h = Sha256::digest(seed.as_bytes());
+    while out.len() < len {
+        out.extend_from_slice(format!("{{\"id\": \"{}\"}},\n", hex::encode(h)).as_bytes());
+        h = Sha256::digest(h);
+    }
+    out.truncate(len);
+    out
 }
 
 fn base64(bytes: &[u8]) -> String {
@@ -98,7 +116,8 @@ fn record(ns: &str, r: &Release) -> Secret {
 }
 
 fn rss_mib() -> f64 {
-    support::process::read_rss(std::process::id()).map_or(0.0, |(rss, _)| rss as f64 / 1_048_576.0)
+    // read_rss gives KiB.
+    support::process::read_rss(std::process::id()).map_or(0.0, |(rss, _)| rss as f64 / 1024.0)
 }
 
 #[tokio::main]
@@ -131,6 +150,27 @@ async fn main() {
         started.elapsed().as_secs_f64()
     );
 
+    let before = rss_mib();
+    let started = Instant::now();
+    let inventory = Inventory::start(client.clone(), &Scope::Namespace(ns.name.clone()));
+    let mut rx = inventory.subscribe();
+    let (mut listed, mut read) = (None, None);
+    let limit = Instant::now() + Duration::from_secs(600);
+    while read.is_none() {
+        assert!(
+            Instant::now() < limit,
+            "the inventory never read every release"
+        );
+        let _ = tokio::time::timeout(Duration::from_millis(500), rx.changed()).await;
+        let others = rx.borrow_and_update().clone();
+        if listed.is_none() && others.helm_listed && others.helm.len() >= n {
+            listed = Some(started.elapsed());
+        }
+        if others.helm.len() >= n && others.helm.values().all(|s| !s.chart.is_empty()) {
+            read = Some(started.elapsed());
+        }
+    }
+    let with = rss_mib();
     // Baseline: the records read whole, page by page.
     let started = Instant::now();
     let (mut bytes, mut count, mut next) = (0usize, 0usize, None::<String>);
@@ -159,26 +199,6 @@ async fn main() {
         bytes as f64 / 1e6
     );
 
-    let before = rss_mib();
-    let started = Instant::now();
-    let inventory = Inventory::start(client.clone(), &Scope::Namespace(ns.name.clone()));
-    let mut rx = inventory.subscribe();
-    let (mut listed, mut read) = (None, None);
-    let limit = Instant::now() + Duration::from_secs(600);
-    while read.is_none() {
-        assert!(
-            Instant::now() < limit,
-            "the inventory never read every release"
-        );
-        let _ = tokio::time::timeout(Duration::from_millis(500), rx.changed()).await;
-        let others = rx.borrow_and_update().clone();
-        if listed.is_none() && others.helm_listed && others.helm.len() >= n {
-            listed = Some(started.elapsed());
-        }
-        if others.helm.len() >= n && others.helm.values().all(|s| !s.chart.is_empty()) {
-            read = Some(started.elapsed());
-        }
-    }
     let (listed, read) = (listed.unwrap(), read.unwrap());
     println!(
         "inventory: every release listed (labels)              {:>7.2} s   ({:.2}x the baseline)",
@@ -190,10 +210,7 @@ async fn main() {
         read.as_secs_f64(),
         read.as_secs_f64() / baseline.as_secs_f64()
     );
-    println!(
-        "RSS of this process: {before:.0} MiB before the inventory, {:.0} MiB with it",
-        rss_mib()
-    );
+    println!("RSS of this process: {before:.0} MiB before the inventory, {with:.0} MiB with it");
     drop(inventory);
     ns.delete().await;
 }

@@ -118,9 +118,13 @@ async fn a_flux_release_is_listed_live_and_driven_through_flux() {
         row(s, "web", "flux").is_some_and(|l| l.contains("‖ Suspended"))
     })
     .await;
-    let logged_before = flux::helm_controller_log()
-        .matches("suspended for this object")
-        .count();
+    // helm-controller logs each reconcile of a suspended object, with its namespace.
+    let suspended_lines = |log: &str| {
+        log.lines()
+            .filter(|l| l.contains("suspended for this object") && l.contains(&ns.name))
+            .count()
+    };
+    let logged_before = suspended_lines(&flux::helm_controller_log());
     flux_api
         .patch(
             "web",
@@ -130,9 +134,7 @@ async fn a_flux_release_is_listed_live_and_driven_through_flux() {
         .await
         .unwrap();
     poll("helm-controller seeing the suspended object", async || {
-        let log = flux::helm_controller_log();
-        (log.matches("suspended for this object").count() > logged_before && log.contains(&ns.name))
-            .then_some(())
+        (suspended_lines(&flux::helm_controller_log()) > logged_before).then_some(())
     })
     .await;
     assert_eq!(
