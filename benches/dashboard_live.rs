@@ -44,6 +44,8 @@ const TARGET_FULL_AFTER_LIST_S: f64 = 1.0;
 const TARGET_CHANGE_MS: f64 = 200.0;
 const TARGET_IDLE_CPU_PCT: f64 = 2.0;
 const TARGET_RSS_MIB: f64 = 150.0;
+/// Issue #19: quitting never waits on the network.
+const TARGET_QUIT_MS: u128 = 200;
 
 fn sizes() -> Vec<usize> {
     std::env::var("WHEELHOUSE_BENCH_SIZES")
@@ -152,6 +154,8 @@ struct Figures {
     idle_cpu_pct: f64,
     rss_mib: f64,
     peak_mib: f64,
+    /// From `q` to the process gone.
+    quit: Duration,
 }
 
 fn secs(d: Option<Duration>) -> String {
@@ -236,7 +240,7 @@ async fn measure(
     let after = read_cpu(pid).expect("dashboard stat");
     let idle_cpu_pct = (after.own - before.own) as f64 / hz / IDLE_WINDOW.as_secs_f64() * 100.0;
     let (rss, peak) = read_rss(pid).expect("dashboard status");
-    dash.quit().await;
+    let quit = dash.quit().await;
     Figures {
         releases,
         mode,
@@ -247,6 +251,7 @@ async fn measure(
         idle_cpu_pct,
         rss_mib: mib(rss),
         peak_mib: mib(peak),
+        quit,
     }
 }
 
@@ -288,6 +293,11 @@ fn report(f: &Figures) {
         f.rss_mib,
         f.peak_mib,
         verdict(f.peak_mib < TARGET_RSS_MIB)
+    );
+    println!(
+        "  q -> process gone:     {} ms (target < {TARGET_QUIT_MS} ms: {})",
+        f.quit.as_millis(),
+        verdict(f.quit.as_millis() < TARGET_QUIT_MS)
     );
 }
 

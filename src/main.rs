@@ -4,8 +4,17 @@ use clap::Parser;
 use tracing_subscriber::EnvFilter;
 use wheelhouse::cli::{Cli, Command};
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
+    let code = runtime.block_on(run());
+    // Tasks still running (an engine step cut short by the dashboard's quit, a chart
+    // being unpacked on the blocking pool) must not hold the exit up: the dashboard's `q`
+    // never waits on them (the engine has handed its Lease back or let it expire by now).
+    runtime.shutdown_timeout(std::time::Duration::from_millis(20));
+    code
+}
+
+async fn run() -> ExitCode {
     let cli = Cli::parse();
     // The headless controller logs structured JSON at info; interactive commands stay
     // quiet unless asked (WHEELHOUSE_LOG takes tracing's filter syntax).

@@ -241,6 +241,9 @@ pub enum Connection {
 /// engine lease). Cheap to clone.
 #[derive(Clone)]
 pub struct EngineHandle {
+    /// Lets the Lease go at once (see `abandon`), and says when it has been.
+    pub(super) lease_stop: CancellationToken,
+    pub(super) lease_done: watch::Receiver<bool>,
     /// What actions run with: the stored-release actions run on it in the caller's task.
     pub(super) ctx: Arc<super::run::Context>,
     pub(super) client: Client,
@@ -258,6 +261,18 @@ pub struct EngineHandle {
 }
 
 impl EngineHandle {
+    /// For a process about to exit at once (the dashboard's `q`): stops the workers and
+    /// lets the Lease go without waiting for their step to end, and returns once it is
+    /// let go. The process exit then ends any step in flight, as a kill would: its
+    /// revision stays pending for the next engine to unlock; the API calls it already
+    /// sent are the only writes that can still land.
+    pub async fn abandon(&self) {
+        self.stop.cancel();
+        self.lease_stop.cancel();
+        let mut done = self.lease_done.clone();
+        let _ = done.wait_for(|d| *d).await;
+    }
+
     /// Rolls back or uninstalls a release no HelmRelease manages, as the helm CLI does,
     /// with this engine's action code; returns what Helm would print.
     pub async fn act_on_stored(

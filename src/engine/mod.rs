@@ -102,6 +102,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     // The lease is handed back only after the workers have finished their current step,
     // so no other engine starts on a release while this one still writes to it.
     let lease_stop = CancellationToken::new();
+    let lease_stop_handle = lease_stop.clone();
     let (idle_tx, idle_rx) = watch::channel(true);
     let idle_seen = idle_rx.clone();
     let (role, lease_task) = if config.passive {
@@ -193,6 +194,13 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         last_poke: None,
         finished: HashMap::new(),
     };
+    // The lease task's end (the Lease let go), seen by the shutdown below and by
+    // `abandon`, which lets the Lease go without waiting for the workers.
+    let (lease_done_tx, lease_done_rx) = watch::channel(false);
+    let lease_task = tokio::spawn(async move {
+        let _ = lease_task.await;
+        lease_done_tx.send_replace(true);
+    });
     let (stopped_tx, stopped_rx) = watch::channel(false);
     tokio::spawn(async move {
         let workers = dispatcher.workers.clone();
@@ -217,6 +225,8 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         stopped_tx.send_replace(true);
     });
     Ok(EngineHandle {
+        lease_stop: lease_stop_handle,
+        lease_done: lease_done_rx,
         ctx,
         client,
         views: views_rx,

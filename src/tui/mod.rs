@@ -185,6 +185,9 @@ pub async fn run(opts: Options) -> Result<(), Error> {
     result
 }
 
+/// From `q` to the process gone: quitting never waits on the network longer than this.
+const QUIT_BUDGET: Duration = Duration::from_millis(100);
+
 /// Stops the engine and gives it a moment to hand back the lease, so the next wheelhouse
 /// takes over at once instead of after the lease expires. The lease task drops the role
 /// sender when it is done.
@@ -307,7 +310,28 @@ async fn event_loop(
         for effect in effects {
             match effect {
                 Effect::Quit => {
-                    stop(&session.handle).await;
+                    // The terminal first, then the Lease handed back without waiting for
+                    // the engine's step (one call, a few ms), within a budget: a step cut
+                    // short by the exit leaves its revision pending, which the next
+                    // engine unlocks, and a Lease not handed back in time expires.
+                    let pressed = Instant::now();
+                    let _ = ratatui::try_restore();
+                    let left = QUIT_BUDGET.saturating_sub(pressed.elapsed());
+                    tracing::debug!(
+                        ms = pressed.elapsed().as_millis(),
+                        "quit: terminal restored"
+                    );
+                    if tokio::time::timeout(left, session.handle.abandon())
+                        .await
+                        .is_ok()
+                    {
+                        tracing::debug!(ms = pressed.elapsed().as_millis(), "quit: lease let go");
+                    } else {
+                        tracing::warn!(
+                            "quit before the engine ended its step ({} ms); its Lease expires on its own",
+                            QUIT_BUDGET.as_millis()
+                        );
+                    }
                     return Ok(());
                 }
                 Effect::Redraw => terminal.clear()?,
