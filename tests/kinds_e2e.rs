@@ -317,6 +317,21 @@ async fn a_helm_cli_release_is_rolled_back_and_uninstalled_as_helm_does() {
     })
     .await;
 
-    dash.quit().await;
+    // This dashboard's engine leads (its own Lease namespace); q lets the Lease go on
+    // its way out, without waiting for the engine's step.
+    dash.wait_for("the engine running here", |s| s.contains("engine here"))
+        .await;
+    let quit = dash.quit().await;
+    let lease =
+        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), &ns.name)
+            .get(wheelhouse::engine::lease::LEASE_NAME)
+            .await
+            .unwrap();
+    assert_eq!(
+        lease.spec.and_then(|s| s.holder_identity),
+        None,
+        "the Lease is still held {} ms after q",
+        quit.as_millis()
+    );
     ns.delete().await;
 }
