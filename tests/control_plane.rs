@@ -1,13 +1,14 @@
 //! The local control plane does what the rest of the suite relies on: workloads roll out
 //! through controller-manager, scheduler and kwok; the test-behaviour labels make pods
 //! that never become ready or that crash-loop; the CRD installs and the API server
-//! enforces its validation; the cached helm binary runs.
+//! enforces its validation; the cached helm binary runs; pods' logs are served through
+//! the API server.
 
 mod support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{ListParams, PostParams};
+use kube::api::{ListParams, LogParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client};
 use support::{PATIENCE, TestNamespace, client, from_yaml, install_crd, testbin};
@@ -162,6 +163,59 @@ async fn crash_looping_pod_shows_crash_loop_back_off() {
     let status = pods[0].status.as_ref().unwrap();
     assert!(!ready(&pods[0]));
     assert!(status.container_statuses.as_ref().unwrap()[0].restart_count > 0);
+
+    // Its logs come through the API server's real log path (the API server asks kwok
+    // on the fake node, over TLS checked against the cluster CA): the last 200 of 300
+    // lines, the previous container's, and a followed stream.
+    let pods_api: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let name = pods[0].metadata.name.clone().unwrap();
+    let tail = pods_api
+        .logs(
+            &name,
+            &LogParams {
+                tail_lines: Some(200),
+                ..LogParams::default()
+            },
+        )
+        .await
+        .unwrap();
+    let lines: Vec<&str> = tail.lines().collect();
+    assert_eq!(lines.len(), 200);
+    assert_eq!(
+        (lines[0], lines[199]),
+        ("current line 101", "current line 300")
+    );
+    let previous = pods_api
+        .logs(
+            &name,
+            &LogParams {
+                previous: true,
+                tail_lines: Some(1),
+                ..LogParams::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(previous.trim_end(), "previous line 050");
+    let mut follow = pods_api
+        .log_stream(
+            &name,
+            &LogParams {
+                follow: true,
+                tail_lines: Some(1),
+                ..LogParams::default()
+            },
+        )
+        .await
+        .unwrap()
+        .lines();
+    use futures::AsyncBufReadExt;
+    use futures::TryStreamExt;
+    let first = tokio::time::timeout(PATIENCE, follow.try_next())
+        .await
+        .expect("a followed line")
+        .unwrap();
+    assert_eq!(first.as_deref(), Some("current line 300"));
     ns.delete().await;
 }
 

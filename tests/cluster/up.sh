@@ -106,6 +106,32 @@ if [[ ! -f "$pki/admin.crt" ]]; then
   ossl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub"
 fi
 
+# kwok serves pod logs to the API server as a kubelet would, over TLS verified with our CA.
+if [[ ! -f "$pki/kwok.crt" ]]; then
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=kwok-node-0" \
+    -keyout "$pki/kwok.key" -out "$pki/kwok.csr" 2>>"$dir/logs/openssl.log"
+  printf 'subjectAltName=IP:127.0.0.1,DNS:kwok-node-0\nextendedKeyUsage=serverAuth\n' >"$pki/kwok.ext"
+  openssl x509 -req -in "$pki/kwok.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+    -CAcreateserial -days 3650 -extfile "$pki/kwok.ext" -out "$pki/kwok.crt" 2>>"$dir/logs/openssl.log"
+fi
+
+# What every fake pod's container logs, in the CRI log format a kubelet reads
+# (`<RFC 3339 time> stdout F <line>`): 300 numbered lines now, and 50 from before its last
+# restart (`previous`), so a tail of 200 and the previous logs can be told apart.
+mkdir -p "$dir/pod-logs"
+for i in $(seq 1 300); do printf '2026-01-01T00:%02d:%02d.000000000Z stdout F current line %03d\n' $((i / 60)) $((i % 60)) "$i"; done >"$dir/pod-logs/current.log"
+for i in $(seq 1 50); do printf '2025-12-31T23:59:%02d.000000000Z stderr F previous line %03d\n' "$i" "$i"; done >"$dir/pod-logs/previous.log"
+cat >"$dir/kwok-logs.yaml" <<YAML
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata: {name: every-pod}
+spec:
+  logs:
+  - logsFile: $dir/pod-logs/current.log
+    previousLogsFile: $dir/pod-logs/previous.log
+    follow: true
+YAML
+
 b64() { base64 -w0 <"$1"; }
 cat >"$dir/kubeconfig" <<EOF
 apiVersion: v1
@@ -175,6 +201,9 @@ start kube-apiserver "$bin/kube-apiserver" \
   --service-account-issuer https://kubernetes.default.svc \
   --service-cluster-ip-range 10.0.0.0/16 \
   --authorization-mode RBAC \
+  --kubelet-certificate-authority "$pki/ca.crt" \
+  --kubelet-client-certificate "$pki/admin.crt" --kubelet-client-key "$pki/admin.key" \
+  --kubelet-preferred-address-types InternalIP \
   --endpoint-reconciler-type none \
   --allow-privileged
 wait_for "the API server" 90 "${kubectl[@]}" get --raw /readyz
@@ -198,7 +227,9 @@ log "starting kwok"
 start kwok "$bin/kwok" \
   --kubeconfig "$dir/kubeconfig" \
   --manage-nodes-with-annotation-selector kwok.x-k8s.io/node=fake \
-  --config "$here/kwok-stages.yaml" \
+  --config "$here/kwok-stages.yaml" --config "$dir/kwok-logs.yaml" \
+  --server-address "127.0.0.1:$KWOK_NODE_PORT" \
+  --tls-cert-file "$pki/kwok.crt" --tls-private-key-file "$pki/kwok.key" \
   --node-lease-duration-seconds 40 \
   --node-ip 127.0.0.1 --node-port "$KWOK_NODE_PORT" \
   --cidr 10.244.0.0/16
