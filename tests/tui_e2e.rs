@@ -475,3 +475,57 @@ async fn a_suspend_without_an_answer_is_reported_when_it_lands() {
     dash.quit().await;
     ns.delete().await;
 }
+
+#[tokio::test]
+async fn logs_of_a_crash_looping_pod_appear() {
+    let _shared = API_SERVER.read().await;
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::new(&client, "tui-logs").await;
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
+    let hr = support::from_yaml::<HelmRelease>(&format!(
+        "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: crashy}}\n\
+         spec:\n  chart: {{path: {}}}\n  values: {{behavior: crash-loop}}\n",
+        chart().display()
+    ));
+    let dash = dashboard(&ns.name, &[]);
+    api.create(&PostParams::default(), &hr).await.unwrap();
+    dash.wait_for("crashy listed", |s| line_of(s, "crashy").is_some())
+        .await;
+    dash.keys(&["/"]);
+    dash.type_text("crashy");
+    dash.keys(&["Enter", "Enter"]);
+    dash.wait_for("the failing pod in the rollout", |s| {
+        s.contains("CrashLoopBackOff")
+    })
+    .await;
+    // The local control plane's pods log 300 numbered lines (tests/cluster/up.sh): the
+    // view asks for the last 200 and follows.
+    dash.keys(&["l"]);
+    let screen = dash
+        .wait_for("the pod's last lines", |s| s.contains("current line 300"))
+        .await;
+    assert!(screen.contains("following"), "{screen}");
+    // The crash-looping container's previous logs.
+    dash.keys(&["p"]);
+    dash.wait_for("the previous container's lines", |s| {
+        s.contains("previous line 050") && s.contains("previous container")
+    })
+    .await;
+    // Search: the view jumps to the match.
+    dash.keys(&["/"]);
+    dash.type_text("line 007");
+    dash.keys(&["Enter"]);
+    dash.wait_for("the match at the top", |s| {
+        s.lines()
+            .find(|l| l.contains("previous line"))
+            .is_some_and(|l| l.contains("previous line 007"))
+    })
+    .await;
+    // esc leaves the logs (their stream stops) for the detail view.
+    dash.keys(&["Escape"]);
+    dash.wait_for("back in the detail view", |s| s.contains("Overview (d)"))
+        .await;
+    dash.quit().await;
+    ns.delete().await;
+}

@@ -5,6 +5,7 @@ use crate::client::Scope;
 use crate::engine::stored::StoredAction;
 use crate::engine::{Command, ReleaseKey};
 use crate::inventory::flux::Request;
+use crate::tui::components::logs::LogSource;
 use crate::tui::favourites::Favourites;
 use crate::tui::io::{Expect, LateOutcome, WriteError};
 use crate::tui::model::DetailData;
@@ -30,6 +31,10 @@ pub enum Effect {
         action: StoredAction,
     },
     LoadDetail(RowKey),
+    /// Stream a pod's logs (any stream already open is stopped).
+    StreamLogs(LogSource),
+    /// Stop the open log stream.
+    StopLogs,
     /// Merge patch for `spec.values`, guarded by the resourceVersion the edit started from.
     PatchValues {
         id: u64,
@@ -70,6 +75,16 @@ pub enum IoResult {
     Detail {
         key: RowKey,
         data: DetailData,
+    },
+    /// Lines of the log stream `stream`.
+    LogLines {
+        stream: u64,
+        lines: Vec<String>,
+    },
+    /// The log stream `stream` ended, or why it failed.
+    LogEnd {
+        stream: u64,
+        failed: Option<String>,
     },
     /// A new session started (namespace or context switch), or failed to.
     Switched(Result<(String, Scope, crate::engine::Coverage), String>),

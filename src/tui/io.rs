@@ -257,6 +257,81 @@ pub async fn act_on_stored(
     }
 }
 
+/// Streams a pod's logs to the UI loop in batches (at most every 100 ms, so a chatty pod
+/// costs a redraw a tenth of a second, not one per line), until the stream ends; its
+/// end, or why it failed, goes last. Cancelled by aborting the task.
+pub async fn stream_logs(
+    client: Client,
+    source: crate::tui::components::logs::LogSource,
+    tx: tokio::sync::mpsc::UnboundedSender<super::effect::IoResult>,
+) {
+    use super::effect::IoResult;
+    use futures::{AsyncBufReadExt, StreamExt};
+    let api: Api<Pod> = Api::namespaced(client, &source.namespace);
+    let params = kube::api::LogParams {
+        tail_lines: Some(crate::tui::components::logs::TAIL),
+        previous: source.previous,
+        follow: source.follow,
+        ..kube::api::LogParams::default()
+    };
+    let stream = source.stream;
+    let reader = match tokio::time::timeout(LIMIT, api.log_stream(&source.pod, &params)).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => {
+            let _ = tx.send(IoResult::LogEnd {
+                stream,
+                failed: Some(human(&e.to_string())),
+            });
+            return;
+        }
+        Err(_) => {
+            let _ = tx.send(IoResult::LogEnd {
+                stream,
+                failed: Some(format!(
+                    "no answer from the API server within {}s",
+                    LIMIT.as_secs()
+                )),
+            });
+            return;
+        }
+    };
+    let mut lines = reader.lines().ready_chunks(500);
+    let mut batch: Vec<String> = Vec::new();
+    let mut flush = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            next = lines.next() => match next {
+                Some(chunk) => {
+                    for line in chunk {
+                        match line {
+                            Ok(l) => batch.push(l),
+                            Err(e) => {
+                                let _ = tx.send(IoResult::LogLines { stream, lines: std::mem::take(&mut batch) });
+                                let _ = tx.send(IoResult::LogEnd { stream, failed: Some(e.to_string()) });
+                                return;
+                            }
+                        }
+                    }
+                }
+                None => break,
+            },
+            _ = flush.tick() => {
+                if !batch.is_empty() {
+                    let _ = tx.send(IoResult::LogLines { stream, lines: std::mem::take(&mut batch) });
+                }
+            }
+        }
+    }
+    let _ = tx.send(IoResult::LogLines {
+        stream,
+        lines: batch,
+    });
+    let _ = tx.send(IoResult::LogEnd {
+        stream,
+        failed: None,
+    });
+}
+
 /// The cluster's namespace names, for `:ns` completion (metadata only). An identity that
 /// may not list namespaces gets the API's refusal, which the dashboard does not show.
 pub async fn list_namespaces(client: Client) -> Result<Vec<String>, String> {

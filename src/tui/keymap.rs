@@ -13,6 +13,8 @@ pub enum Context {
     Global,
     Table,
     Detail,
+    /// A pod's logs (from the detail view).
+    Logs,
     Editor,
     /// The `:` command line.
     Command,
@@ -24,6 +26,7 @@ impl fmt::Display for Context {
             Self::Global => "Everywhere",
             Self::Table => "Release table",
             Self::Detail => "Detail view",
+            Self::Logs => "Logs",
             Self::Editor => "Values editor",
             Self::Command => "Command line (:)",
         })
@@ -129,6 +132,14 @@ pub enum Action {
     Manifest,
     Events,
     NextTab,
+    /// The logs of the release's first failing pod.
+    Logs,
+    /// Logs: follow new lines, or stop following.
+    Follow,
+    /// Logs: the previous container's, or the current one's.
+    Previous,
+    /// Logs: the next line matching the search.
+    SearchNext,
     Save,
     /// Namespace favourite `n` (`0`: every namespace).
     Namespace(u8),
@@ -203,7 +214,7 @@ impl Binding {
     }
 }
 
-use Context::{Command, Detail, Editor, Global, Table};
+use Context::{Command, Detail, Editor, Global, Logs, Table};
 
 pub const KEYMAP: &[Binding] = &[
     b(
@@ -293,6 +304,7 @@ pub const KEYMAP: &[Binding] = &[
     .hint(2, "D uninstall"),
     b(Global, &[Key::Char('e')], Action::Edit, "edit spec.values").hint(2, "e edit"),
     b(Global, &[Key::Char('h')], Action::History, "history"),
+    b(Global, &[Key::Char('E')], Action::Events, "events"),
     b(Global, &[Key::Char('v')], Action::Values, "values (masked)"),
     b(
         Global,
@@ -300,8 +312,8 @@ pub const KEYMAP: &[Binding] = &[
         Action::Manifest,
         "manifest (Secrets masked)",
     ),
-    b(Global, &[Key::Char('E')], Action::Events, "events"),
     b(Table, &[Key::Enter], Action::Open, "details").hint(2, "enter details"),
+    b(Table, &[Key::Char('u')], Action::ClearMarks, "unmark"),
     b(
         Table,
         &[Key::Char('/')],
@@ -316,7 +328,6 @@ pub const KEYMAP: &[Binding] = &[
         Action::MarkAll,
         "mark every visible row",
     ),
-    b(Table, &[Key::Char('u')], Action::ClearMarks, "clear marks"),
     b(
         Table,
         &[Key::Char('o')],
@@ -338,6 +349,7 @@ pub const KEYMAP: &[Binding] = &[
         "ns: 0 all, 1-9 favourites",
     ),
     b(Detail, &[Key::Char('d')], Action::Overview, "overview"),
+    b(Detail, &[Key::Tab], Action::NextTab, "next tab").hint(3, "tab/d h v m E views"),
     b(
         Detail,
         &[Key::Char('b')],
@@ -345,7 +357,18 @@ pub const KEYMAP: &[Binding] = &[
         "roll back to rev (helm)",
     )
     .hint(1, "b roll back"),
-    b(Detail, &[Key::Tab], Action::NextTab, "next tab").hint(3, "tab/d h v m E views"),
+    b(
+        Detail,
+        &[Key::Char('l')],
+        Action::Logs,
+        "logs of a failing pod",
+    )
+    .hint(2, "l logs"),
+    b(Logs, &[Key::Char('f')], Action::Follow, "follow").hint(1, "f follow"),
+    b(Logs, &[Key::Char('p')], Action::Previous, "previous").hint(1, "p previous"),
+    b(Logs, &[Key::Char('/')], Action::Filter, "search").hint(2, "/ search"),
+    b(Logs, &[Key::Char('n')], Action::SearchNext, "next hit").hint(2, "n next"),
+    b(Logs, &[Key::Esc], Action::Back, "back to the detail").hint(0, "esc back"),
     b(Detail, &[Key::Esc], Action::Back, "back to the table").hint(2, "esc back"),
     b(
         Editor,
@@ -404,7 +427,7 @@ pub type HelpRow = (String, &'static str, Action);
 
 /// The help screen's lines, grouped by context: (heading, [(keys, help, action)]).
 pub fn help() -> Vec<(Context, Vec<HelpRow>)> {
-    [Global, Table, Detail, Editor, Command]
+    [Global, Table, Detail, Logs, Editor, Command]
         .into_iter()
         .map(|ctx| {
             let rows = KEYMAP

@@ -231,6 +231,8 @@ async fn event_loop(
     app.set_connection(connection.borrow_and_update().clone());
     // The detail view's data is fetched when it opens and again when the release changes.
     let mut detail_seen: Option<(model::RowKey, String)> = None;
+    // The open log stream's task, aborted when the logs view closes or changes.
+    let mut log_stream: Option<tokio::task::JoinHandle<()>> = None;
     let mut detail_in_flight = false;
     let mut detail_loaded = Instant::now();
     let mut startup = app.on_start();
@@ -337,6 +339,18 @@ async fn event_loop(
                 Effect::Redraw => terminal.clear()?,
                 // Fetched by the reload check above on the next turn.
                 Effect::LoadDetail(_) => detail_seen = None,
+                Effect::StreamLogs(source) => {
+                    if let Some(old) = log_stream.take() {
+                        old.abort();
+                    }
+                    let (client, tx) = (session.client.clone(), io_tx.clone());
+                    log_stream = Some(tokio::spawn(io::stream_logs(client, source, tx)));
+                }
+                Effect::StopLogs => {
+                    if let Some(old) = log_stream.take() {
+                        old.abort();
+                    }
+                }
                 Effect::Send { id, command } => {
                     let (handle, tx) = (session.handle.clone(), io_tx.clone());
                     tokio::spawn(async move {

@@ -251,7 +251,11 @@ fn help_is_generated_from_the_keymap_and_fits_80x24() {
     press(&mut app, "?");
     let screen = render(&app, 80, 24).backend().to_string();
     for b in super::keymap::KEYMAP {
-        assert!(screen.contains(b.help), "help lacks {:?}", b.help);
+        assert!(
+            screen.contains(b.help),
+            "help lacks {:?}:\n{screen}",
+            b.help
+        );
     }
     insta::assert_snapshot!(screen);
 }
@@ -540,5 +544,6 @@ fn ready_counts_replicas_of_the_workloads_even_during_a_wait() {
 
 mod editor;
 mod kinds;
+mod logs;
 mod navigation;
 mod writes;

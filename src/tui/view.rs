@@ -3,11 +3,13 @@
 //! component; this file only places them.
 
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::layout::{Constraint, Layout};
 use ratatui::widgets::Block;
 
 use super::app::{App, Overlay};
-use super::components::{command, confirm, detail, editor, footer, header, help, status, table};
+use super::components::{
+    command, confirm, detail, editor, footer, header, help, logs, status, table,
+};
 
 pub fn draw(f: &mut Frame, app: &App) {
     let area = f.area();
@@ -28,6 +30,8 @@ pub fn draw(f: &mut Frame, app: &App) {
     }
     if let Some(ed) = &app.editor {
         editor::draw(f, app, ed, body);
+    } else if let Some(l) = &app.logs {
+        logs::draw(f, app, l, body);
     } else if let Some(d) = &app.detail {
         detail::draw(f, app, d, body);
     } else {
@@ -39,16 +43,8 @@ pub fn draw(f: &mut Frame, app: &App) {
         _ => footer::draw(f, app, hints),
     }
     match &app.overlay {
-        // Everything under the header, so the whole keymap fits 80x24.
-        Some(Overlay::Help) => help::draw(
-            f,
-            app,
-            Rect {
-                y: top.bottom(),
-                height: area.height.saturating_sub(top.height),
-                ..area
-            },
-        ),
+        // The whole screen, so the whole keymap fits 80x24.
+        Some(Overlay::Help) => help::draw(f, app, area),
         Some(Overlay::Confirm(c)) => confirm::draw(f, app, body, &c.question),
         _ => {}
     }

@@ -19,6 +19,7 @@ use super::components::confirm::{Answer, Confirm};
 use super::components::detail::{Detail, Tab};
 use super::components::editor::{Edited, Editor};
 use super::components::line_input;
+use super::components::logs::{LogSource, LogView};
 use super::components::status::{Notices, Progress};
 use super::components::table::{ReleaseTable, Source};
 use super::effect::{Effect, IoResult};
@@ -64,6 +65,8 @@ pub struct App {
     pub managed: HashSet<ReleaseKey>,
     pub table: ReleaseTable,
     pub detail: Option<Detail>,
+    /// A pod's logs, in front of the detail view.
+    pub logs: Option<LogView>,
     pub editor: Option<Editor>,
     pub overlay: Option<Overlay>,
     pub status: Notices,
@@ -109,6 +112,7 @@ impl App {
             managed: HashSet::new(),
             table: ReleaseTable::default(),
             detail: None,
+            logs: None,
             editor: None,
             overlay: None,
             status: Notices::default(),
@@ -349,6 +353,8 @@ impl App {
     fn context(&self) -> Context {
         if self.editor.is_some() {
             Context::Editor
+        } else if self.logs.is_some() {
+            Context::Logs
         } else if self.detail.is_some() {
             Context::Detail
         } else {
@@ -397,6 +403,19 @@ impl App {
                     Vec::new()
                 }
             },
+            Overlay::Filter(mut text) if self.logs.is_some() => {
+                let logs = self.logs.as_mut().expect("checked");
+                match ev.code {
+                    KeyCode::Esc => logs.search = None,
+                    KeyCode::Enter => logs.search_next(self.page),
+                    _ => {
+                        text.input(ev);
+                        logs.search = Some(text.lines().concat());
+                        self.overlay = Some(Overlay::Filter(text));
+                    }
+                }
+                Vec::new()
+            }
             Overlay::Filter(mut text) => {
                 match ev.code {
                     KeyCode::Esc => {
@@ -490,6 +509,12 @@ impl App {
     fn on_action(&mut self, action: Action) -> Vec<Effect> {
         // The view in front handles its own keys first.
         let page = self.page;
+        if let Some(logs) = &mut self.logs {
+            if logs.on_action(action, page) {
+                return Vec::new();
+            }
+            return self.on_logs_action(action);
+        }
         if let Some(d) = &mut self.detail {
             if d.on_action(action, page) {
                 return Vec::new();
@@ -549,9 +574,72 @@ impl App {
                 return self.write(action);
             }
             Action::Edit => self.open_editor(),
+            Action::Logs => return self.open_logs(),
             _ => {}
         }
         Vec::new()
+    }
+
+    /// `l` in the detail view: the logs of the release's first failing pod (its last
+    /// lines, or its previous container's when it has restarted), followed.
+    fn open_logs(&mut self) -> Vec<Effect> {
+        let failing = match self.detail.as_ref().map(|d| &d.data.workloads) {
+            Some(super::model::Fetch::Loaded(ws)) => ws
+                .iter()
+                .find_map(|w| w.failing.first().map(|(pod, _)| pod.clone())),
+            _ => None,
+        };
+        let (Some(pod), Some((target, _))) = (failing, self.detail_target()) else {
+            self.note(
+                "logs".into(),
+                Progress::Failed("no failing pod in this release's rollout".into()),
+            );
+            return Vec::new();
+        };
+        let source = LogSource {
+            namespace: target.target_namespace,
+            pod,
+            previous: false,
+            follow: true,
+            stream: self.id(),
+        };
+        self.logs = Some(LogView::new(source.clone()));
+        vec![Effect::StreamLogs(source)]
+    }
+
+    /// The logs view's own actions: follow, previous, search, back.
+    fn on_logs_action(&mut self, action: Action) -> Vec<Effect> {
+        let Some(logs) = &mut self.logs else {
+            return Vec::new();
+        };
+        match action {
+            Action::Back => {
+                self.logs = None;
+                vec![Effect::StopLogs]
+            }
+            Action::Follow | Action::Previous => {
+                let mut source = logs.source.clone();
+                if action == Action::Follow {
+                    source.follow = !source.follow;
+                } else {
+                    source.previous = !source.previous;
+                    source.follow = !source.previous;
+                }
+                source.stream = self.id();
+                self.logs = Some(LogView::new(source.clone()));
+                vec![Effect::StreamLogs(source)]
+            }
+            Action::Filter => {
+                self.overlay = Some(Overlay::Filter(line_input("text to find in the logs")));
+                Vec::new()
+            }
+            Action::Quit => vec![Effect::Quit],
+            Action::Help => {
+                self.overlay = Some(Overlay::Help);
+                Vec::new()
+            }
+            _ => Vec::new(),
+        }
     }
 
     fn open(&mut self, tab: Tab) -> Vec<Effect> {
@@ -655,6 +743,16 @@ impl App {
                         Ok(()) => self.editor = None,
                         Err(e) => ed.error = Some(format!("not applied: {e}")),
                     }
+                }
+            }
+            IoResult::LogLines { stream, lines } => {
+                if let Some(logs) = &mut self.logs {
+                    logs.append(stream, lines);
+                }
+            }
+            IoResult::LogEnd { stream, failed } => {
+                if let Some(logs) = &mut self.logs {
+                    logs.end(stream, failed);
                 }
             }
             IoResult::Detail { key, data } => {

@@ -15,6 +15,8 @@ const SEPARATOR: &str = " · ";
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let context = if app.editor.is_some() {
         Context::Editor
+    } else if app.logs.is_some() {
+        Context::Logs
     } else if app.detail.is_some() {
         Context::Detail
     } else {

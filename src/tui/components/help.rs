@@ -61,14 +61,6 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             lines.push((Line::from(first), Some(ctx.to_string())));
         }
     }
-    lines.push((
-        Line::styled("✓ Ready  ◐ Progressing  ✗ Failed", t.muted()),
-        None,
-    ));
-    lines.push((
-        Line::styled("‖ Suspended  ⊘ Canceled  ? Unknown", t.muted()),
-        None,
-    ));
     // Split at the middle; a context cut in two says so at the top of the second column.
     let mut split = lines.len().div_ceil(2);
     // A heading never ends a column: it goes to the next one with its keys.
@@ -87,7 +79,12 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(t.base().fg(t.accent))
-        .title(Span::styled(" Keys (any key closes) ", t.header()));
+        .title(Span::styled(" Keys (any key closes) ", t.header()))
+        // The states' symbols, on the bottom border: status is never colour alone.
+        .title_bottom(Line::styled(
+            " ✓ Ready  ◐ Progressing  ✗ Failed  ‖ Suspended  ⊘ Canceled  ? Unknown ",
+            t.muted(),
+        ));
     let inner = block.inner(rect);
     f.render_widget(block, rect);
     let halves =

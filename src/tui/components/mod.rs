@@ -11,6 +11,7 @@ pub mod editor;
 pub mod footer;
 pub mod header;
 pub mod help;
+pub mod logs;
 pub mod status;
 pub mod table;
 
