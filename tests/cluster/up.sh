@@ -169,7 +169,10 @@ wait_for() {
   local deadline=$((SECONDS + timeout))
   until "$@" >/dev/null 2>&1; do
     while read -r name pid; do
-      alive "$pid" || die "$name exited while waiting for $what (see $dir/logs/$name.log)"
+      if ! alive "$pid"; then
+        tail -n 20 "$dir/logs/$name.log" >&2 || true
+        die "$name exited while waiting for $what (its log's last lines above; all of it in $dir/logs/$name.log)"
+      fi
     done <"$dir/pids"
     ((SECONDS < deadline)) || die "timed out after ${timeout}s waiting for $what"
     sleep 0.2
@@ -261,6 +264,12 @@ wait_for "the default ServiceAccount" 60 "${kubectl[@]}" get serviceaccount defa
 # revision (a reconcile request among them) cancels its running health check.
 log "starting Flux source-controller and helm-controller"
 "${kubectl[@]}" apply --server-side --force-conflicts -f "$fluxbin/crds" >/dev/null
+# A controller that starts before its kinds are served exits ("no matches for kind").
+"${kubectl[@]}" wait --for condition=Established --timeout 60s \
+  crd/helmreleases.helm.toolkit.fluxcd.io crd/helmrepositories.source.toolkit.fluxcd.io \
+  crd/helmcharts.source.toolkit.fluxcd.io crd/gitrepositories.source.toolkit.fluxcd.io \
+  crd/ocirepositories.source.toolkit.fluxcd.io crd/buckets.source.toolkit.fluxcd.io \
+  crd/externalartifacts.source.toolkit.fluxcd.io >/dev/null
 "${kubectl[@]}" get namespace flux-system >/dev/null 2>&1 || "${kubectl[@]}" create namespace flux-system >/dev/null
 mkdir -p "$dir/flux/storage"
 flux_env=(env KUBECONFIG="$dir/kubeconfig" RUNTIME_NAMESPACE=flux-system)
