@@ -44,7 +44,8 @@ async fn poll<T>(what: &str, mut f: impl AsyncFnMut() -> Option<T>) -> T {
     }
 }
 
-/// The freeze test stops the API server that every test here uses: it runs alone.
+/// The freeze test stops the API server that every test here uses, and the logs test's
+/// engine would act on the others' releases: each runs alone.
 static API_SERVER: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
 
 #[tokio::test]
@@ -478,7 +479,10 @@ async fn a_suspend_without_an_answer_is_reported_when_it_lands() {
 
 #[tokio::test]
 async fn logs_of_a_crash_looping_pod_appear() {
-    let _shared = API_SERVER.read().await;
+    // Alone: its dashboard's engine covers every namespace, and a second engine acting on
+    // the other tests' releases at the same time would race their waits (a cancel in
+    // dashboard_drives_releases went unseen in a fresh-clone run).
+    let _alone = API_SERVER.write().await;
     let client = client().await;
     install_crd(&client).await;
     let ns = TestNamespace::new(&client, "tui-logs").await;
