@@ -218,11 +218,18 @@ async fn objects_in(client: &Client, ns: &str) -> Vec<String> {
         .unwrap()
         .items
     {
+        // The deployment controller annotates its revision whenever it gets to it: not
+        // the release's content, and a race with the first snapshot.
+        let annotations: std::collections::BTreeMap<_, _> = d
+            .annotations()
+            .iter()
+            .filter(|(k, _)| !k.starts_with("deployment.kubernetes.io/"))
+            .collect();
         out.push(format!(
             "Deployment {} {:?} {:?}",
             d.name_any(),
             serde_json::to_string(&d.spec).unwrap(),
-            d.annotations()
+            annotations
         ));
     }
     out.sort();
