@@ -192,39 +192,23 @@ pub fn draw(f: &mut Frame, app: &App, d: &Detail, area: Rect) {
         );
         return;
     }
-    let Some(view) = view else {
-        let row = row.expect("checked above");
-        let text = match d.tab {
-            Tab::Overview => other_overview(app, d, row),
-            Tab::History => stored_history(app, d),
-            Tab::Values => other_values(app, d),
-            Tab::Manifest => fetched(app, &d.data.helm, |h| {
-                Text::from(format!(
-                    "# revision {} (Secret data masked)\n{}",
-                    h.revision, h.manifest
-                ))
-            }),
-            Tab::Events => events(app, d),
-        };
-        f.render_widget(
-            Paragraph::new(text)
-                .style(t.base())
-                .scroll((d.scroll.min(u16::MAX / 2), 0)),
-            body,
-        );
-        return;
-    };
-    let text = match d.tab {
-        Tab::Overview => overview(app, d, view),
-        Tab::History => history(app, d, view),
-        Tab::Values => values(app, d, view),
-        Tab::Manifest => fetched(app, &d.data.helm, |h| {
+    // A wheelhouse release draws from its HelmRelease view; the other kinds from their row
+    // and what was fetched.
+    let other = || row.expect("checked above");
+    let text = match (d.tab, view) {
+        (Tab::Overview, Some(v)) => overview(app, d, v),
+        (Tab::Overview, None) => other_overview(app, d, other()),
+        (Tab::History, Some(v)) => history(app, d, v),
+        (Tab::History, None) => stored_history(app, d),
+        (Tab::Values, Some(v)) => values(app, d, v),
+        (Tab::Values, None) => other_values(app, d),
+        (Tab::Manifest, _) => fetched(app, &d.data.helm, |h| {
             Text::from(format!(
                 "# revision {} (Secret data masked)\n{}",
                 h.revision, h.manifest
             ))
         }),
-        Tab::Events => events(app, d),
+        (Tab::Events, _) => events(app, d),
     };
     f.render_widget(
         Paragraph::new(text)
