@@ -85,15 +85,6 @@ pub struct Others {
     pub helm_listed: bool,
 }
 
-impl Others {
-    /// The Helm releases (storage namespace, name) the Flux HelmReleases manage.
-    pub fn flux_managed(&self) -> impl Iterator<Item = ReleaseKey> + '_ {
-        self.flux
-            .values()
-            .map(|hr| ReleaseKey::new(hr.storage_namespace(), hr.release_name()))
-    }
-}
-
 /// The running watches; dropping it stops them.
 pub struct Inventory {
     rx: watch::Receiver<Arc<Others>>,

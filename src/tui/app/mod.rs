@@ -6,7 +6,7 @@
 
 mod writes;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
@@ -61,8 +61,11 @@ pub struct App {
     /// Flux HelmReleases and stored Helm releases.
     pub others: Arc<Others>,
     /// The stored releases (storage namespace, release name) a wheelhouse or Flux
-    /// HelmRelease manages: shown once, under their manager.
-    pub managed: HashSet<ReleaseKey>,
+    /// HelmRelease manages, with how many do: shown once, under their manager.
+    pub managed: HashMap<ReleaseKey, usize>,
+    /// The stored release each managing HelmRelease names, to update `managed` one
+    /// manager at a time.
+    manages: HashMap<RowKey, ReleaseKey>,
     pub table: ReleaseTable,
     pub detail: Option<Detail>,
     /// A pod's logs, in front of the detail view.
@@ -109,7 +112,8 @@ impl App {
             views: Arc::default(),
             replicas: Arc::default(),
             others: Arc::default(),
-            managed: HashSet::new(),
+            managed: HashMap::new(),
+            manages: HashMap::new(),
             table: ReleaseTable::default(),
             detail: None,
             logs: None,
@@ -190,7 +194,8 @@ impl App {
             .into_iter()
             .map(RowKey::wheelhouse)
             .collect();
-        changed.extend(self.remanage());
+        let moved = self.remanage(&changed);
+        changed.extend(moved);
         let (table, source) = self.table_and_source();
         table.update(&source, &changed);
         self.status
@@ -211,27 +216,59 @@ impl App {
                     .map(of(Kind::Helm)),
             )
             .collect();
-        changed.extend(self.remanage());
+        let flux: Vec<RowKey> = changed
+            .iter()
+            .filter(|k| k.kind == Kind::Flux)
+            .cloned()
+            .collect();
+        changed.extend(self.remanage(&flux));
         let (table, source) = self.table_and_source();
         table.update(&source, &changed);
         self.status
             .resolve_unknown(&self.views, &self.others, self.now);
     }
 
-    /// Which stored releases a HelmRelease manages, again; returns the rows of those
-    /// whose manager came or went.
-    fn remanage(&mut self) -> Vec<RowKey> {
-        let managed: HashSet<ReleaseKey> = self
-            .views
-            .values()
-            .map(|v| ReleaseKey::new(v.release.storage_namespace(), v.release.release_name()))
-            .chain(self.others.flux_managed())
-            .collect();
-        let moved = managed
-            .symmetric_difference(&self.managed)
-            .map(|k| RowKey::new(Kind::Helm, k.clone()))
-            .collect();
-        self.managed = managed;
+    /// Which stored release each of the changed HelmReleases `managers` manages now
+    /// (only those are looked at, so a snapshot costs what changed in it); returns the
+    /// rows of the stored releases whose manager came or went.
+    fn remanage(&mut self, managers: &[RowKey]) -> Vec<RowKey> {
+        let mut moved = Vec::new();
+        for manager in managers {
+            let now = match manager.kind {
+                Kind::Wheelhouse => self.views.get(&manager.key).map(|v| {
+                    ReleaseKey::new(v.release.storage_namespace(), v.release.release_name())
+                }),
+                Kind::Flux => self
+                    .others
+                    .flux
+                    .get(&manager.key)
+                    .map(|hr| ReleaseKey::new(hr.storage_namespace(), hr.release_name())),
+                Kind::Helm => None,
+            };
+            let before = match &now {
+                Some(stored) => self.manages.insert(manager.clone(), stored.clone()),
+                None => self.manages.remove(manager),
+            };
+            if before == now {
+                continue;
+            }
+            if let Some(stored) = before
+                && let Some(n) = self.managed.get_mut(&stored)
+            {
+                *n -= 1;
+                if *n == 0 {
+                    self.managed.remove(&stored);
+                    moved.push(RowKey::new(Kind::Helm, stored));
+                }
+            }
+            if let Some(stored) = now {
+                let n = self.managed.entry(stored.clone()).or_default();
+                *n += 1;
+                if *n == 1 {
+                    moved.push(RowKey::new(Kind::Helm, stored));
+                }
+            }
+        }
         moved
     }
 

@@ -2,7 +2,7 @@
 //! one release at a time as the views change (thousands of releases cost nothing per
 //! event), with the cursor, marks for bulk actions and the filter.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
@@ -25,7 +25,7 @@ use crate::tui::model::{Row, RowKey, SortBy, State, age};
 pub struct Source<'a> {
     pub views: &'a Views,
     pub others: &'a Others,
-    pub managed: &'a HashSet<ReleaseKey>,
+    pub managed: &'a HashMap<ReleaseKey, usize>,
     pub replicas: &'a ReplicaMap,
     pub scope: &'a Scope,
 }
@@ -48,7 +48,7 @@ impl Source<'_> {
                 .others
                 .helm
                 .get(&id.key)
-                .filter(|s| s.status != Status::Uninstalled && !self.managed.contains(&id.key))
+                .filter(|s| s.status != Status::Uninstalled && !self.managed.contains_key(&id.key))
                 .map(|s| Row::of_stored(s, self.replicas)),
         }
     }
