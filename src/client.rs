@@ -117,6 +117,18 @@ pub async fn can_watch_all_helmreleases(client: &Client) -> bool {
     allowed
 }
 
+/// Who this client is to the API server (a SelfSubjectReview): the username status and
+/// Events name when an operator pins a release. `None` when the server cannot say.
+pub async fn username(client: &Client) -> Option<String> {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    let api: Api<SelfSubjectReview> = Api::all(client.clone());
+    let review = api
+        .create(&Default::default(), &SelfSubjectReview::default())
+        .await
+        .ok()?;
+    review.status?.user_info?.username
+}
+
 /// The engine scope of a front end: every namespace when the identity can see them all,
 /// else the namespace it was pointed at.
 pub async fn engine_scope(client: &Client, view: &Scope, default_namespace: &str) -> Scope {

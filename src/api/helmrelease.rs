@@ -25,6 +25,46 @@ pub mod annotations {
     pub const FORCE_AT: &str = "reconcile.wheelhouse.dev/forceAt";
     pub const RESET_AT: &str = "reconcile.wheelhouse.dev/resetAt";
     pub const CANCEL_WAIT_AT: &str = "reconcile.wheelhouse.dev/cancelWaitAt";
+    /// Roll back and pin: JSON `{"revision": N, "requestedBy": "...", "requestedAt":
+    /// "<token>"}`, honoured while `spec.suspend` is true (the dashboard's `b` writes both
+    /// in one patch). The whole value is the token.
+    pub const ROLLBACK_TO: &str = "reconcile.wheelhouse.dev/rollbackTo";
+}
+
+/// A roll back and pin request, as [`annotations::ROLLBACK_TO`] holds it.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RollbackRequest {
+    /// The Helm revision to roll back to.
+    pub revision: i32,
+    /// Who asked (the Kubernetes username of the operator).
+    #[serde(default)]
+    pub requested_by: String,
+    /// When they asked; also what makes each request a new token.
+    #[serde(default)]
+    pub requested_at: String,
+}
+
+impl RollbackRequest {
+    /// The request `hr` carries, if any: `Err` says why its annotation does not read.
+    pub fn of(hr: &HelmRelease) -> Option<Result<Self, String>> {
+        let raw = hr
+            .metadata
+            .annotations
+            .as_ref()?
+            .get(annotations::ROLLBACK_TO)?;
+        Some(serde_json::from_str(raw).map_err(|e| {
+            format!(
+                "annotation {} is not {{\"revision\": N, \"requestedBy\": \"...\", \"requestedAt\": \"...\"}}: {e}",
+                annotations::ROLLBACK_TO
+            )
+        }))
+    }
+
+    /// The annotation's value.
+    pub fn to_annotation(&self) -> String {
+        serde_json::to_string(self).expect("a plain struct serialises")
+    }
 }
 
 /// The desired state of one Helm release.
@@ -450,6 +490,13 @@ pub struct HelmReleaseStatus {
     pub last_handled_reset_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_handled_cancel_wait_at: Option<String>,
+    /// The rollbackTo annotation last handled (its whole value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_rollback_to: Option<String>,
+    /// Set while the release is suspended at a revision an operator rolled back to;
+    /// resuming returns it to the spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<Pin>,
     /// Present while a health check runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait: Option<WaitStatus>,
@@ -463,6 +510,34 @@ pub struct HelmReleaseStatus {
     /// status writes of the engine acting next leave it alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub let_go: Option<EngineRef>,
+}
+
+/// A release held at a revision an operator rolled back to.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Pin {
+    /// The revision rolled back to.
+    pub revision: i32,
+    /// The revision the rollback recorded (Helm's new revision holding it).
+    pub recorded_as: i32,
+    pub by: String,
+    pub at: String,
+}
+
+impl Pin {
+    /// What the Ready condition and the dashboard say.
+    pub fn message(&self) -> String {
+        format!(
+            "pinned to revision {} by {} at {}; resume to return to the spec",
+            self.revision,
+            if self.by.is_empty() {
+                "an operator"
+            } else {
+                &self.by
+            },
+            self.at
+        )
+    }
 }
 
 /// An engine, as one engine names another in a release's status.

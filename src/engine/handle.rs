@@ -199,12 +199,21 @@ pub enum Command {
     Resume(ReleaseKey),
     Reconcile(ReleaseKey),
     CancelWait(ReleaseKey),
+    /// Roll back to `revision` and keep the release there: suspends it and asks for the
+    /// rollback in one write (a running wait is cancelled with it).
+    Pin {
+        key: ReleaseKey,
+        revision: i32,
+        /// Who asks, as status and Events name them.
+        by: String,
+    },
 }
 
 impl Command {
     pub fn key(&self) -> &ReleaseKey {
         match self {
             Self::Suspend(k) | Self::Resume(k) | Self::Reconcile(k) | Self::CancelWait(k) => k,
+            Self::Pin { key, .. } => key,
         }
     }
 
@@ -223,6 +232,12 @@ impl Command {
             Self::Resume(_) => !hr.spec.suspend,
             Self::Reconcile(_) => annotation(annotations::RECONCILE_REQUESTED_AT),
             Self::CancelWait(_) => annotation(annotations::CANCEL_WAIT_AT),
+            Self::Pin { .. } => {
+                hr.spec.suspend
+                    && crate::api::RollbackRequest::of(hr)
+                        .and_then(Result::ok)
+                        .is_some_and(|r| r.requested_at == token)
+            }
         }
     }
 }
@@ -283,6 +298,12 @@ impl EngineHandle {
         super::stored::act(&self.ctx, key, action, &self.stop).await
     }
 
+    /// What applying `hr`'s spec would write, rendered by this engine's renderer; nothing
+    /// is written (see [`super::preview`]).
+    pub async fn preview(&self, hr: &HelmRelease) -> Result<super::preview::Preview, String> {
+        super::preview::preview(&self.ctx, hr).await
+    }
+
     /// What this engine reconciles (while it holds its Lease).
     pub fn coverage(&self) -> &super::Coverage {
         &self.coverage
@@ -314,7 +335,13 @@ impl EngineHandle {
     pub async fn send_as(&self, command: Command, token: String) -> Result<(), kube::Error> {
         write_command(&self.client, &command, &token).await?;
         if *self.role.borrow() == Role::Leader {
-            // The worker reacts now instead of after the watch round trip.
+            // The worker reacts now instead of after the watch round trip. A pin ends a
+            // running wait at once, as the cancelWaitAt it writes does.
+            if let Command::Pin { key, .. } = &command {
+                let _ = self
+                    .direct
+                    .send((Command::CancelWait(key.clone()), token.clone()));
+            }
             let _ = self.direct.send((command, token));
         }
         Ok(())
@@ -374,6 +401,20 @@ pub async fn write_command(
             annotations::RECONCILE_REQUESTED_AT: now}}}),
         Command::CancelWait(_) => serde_json::json!({"metadata": {"annotations": {
             annotations::CANCEL_WAIT_AT: now}}}),
+        Command::Pin { revision, by, .. } => {
+            let request = crate::api::RollbackRequest {
+                revision: *revision,
+                requested_by: by.clone(),
+                requested_at: now.to_owned(),
+            };
+            serde_json::json!({
+                "spec": {"suspend": true},
+                "metadata": {"annotations": {
+                    annotations::ROLLBACK_TO: request.to_annotation(),
+                    annotations::CANCEL_WAIT_AT: now,
+                }},
+            })
+        }
     };
     api.patch(
         &key.name,

@@ -13,6 +13,7 @@ pub mod coverage;
 pub mod handle;
 pub mod lease;
 pub mod plan;
+pub mod preview;
 pub mod run;
 pub mod status;
 pub mod stored;

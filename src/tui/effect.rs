@@ -31,6 +31,13 @@ pub enum Effect {
         action: StoredAction,
     },
     LoadDetail(RowKey),
+    /// What a changes view shows, loaded (and rendered) on a task.
+    LoadChanges {
+        request: u64,
+        of: ChangesOf,
+    },
+    /// Who the operator is to the API server (pins name them).
+    LoadUser,
     /// Stream a pod's logs (any stream already open is stopped).
     StreamLogs(LogSource),
     /// Stop the open log stream.
@@ -51,6 +58,27 @@ pub enum Effect {
     SaveFavourites(Favourites),
     Redraw,
     Quit,
+}
+
+/// What a changes view is of.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ChangesOf {
+    /// Two stored revisions of a release (`release`: storage namespace and release name),
+    /// from `from` to `to`.
+    Revisions {
+        release: ReleaseKey,
+        from: i32,
+        to: i32,
+    },
+    /// One stored revision, whole.
+    Revision { release: ReleaseKey, revision: i32 },
+    /// The wheelhouse HelmRelease `key` as its spec would be applied (with `values` in
+    /// place of its spec.values when given), rendered by the engine, against the
+    /// release's newest stored revision.
+    Render {
+        key: ReleaseKey,
+        values: Option<serde_json::Value>,
+    },
 }
 
 /// Results of IO tasks.
@@ -76,6 +104,13 @@ pub enum IoResult {
         key: RowKey,
         data: DetailData,
     },
+    /// The lines of changes load `request` and their summary, or why there are none.
+    Changes {
+        request: u64,
+        result: Result<(Vec<crate::tui::diff::DiffLine>, String), String>,
+    },
+    /// The operator's username, as the API server knows them.
+    User(String),
     /// Lines of the log stream `stream`.
     LogLines {
         stream: u64,

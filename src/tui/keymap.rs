@@ -15,6 +15,8 @@ pub enum Context {
     Detail,
     /// A pod's logs (from the detail view).
     Logs,
+    /// A diff, a revision shown whole, or what a write will change (with its question).
+    Changes,
     Editor,
     /// The `:` command line.
     Command,
@@ -27,6 +29,7 @@ impl fmt::Display for Context {
             Self::Table => "Release table",
             Self::Detail => "Detail view",
             Self::Logs => "Logs",
+            Self::Changes => "Changes (diffs)",
             Self::Editor => "Values editor",
             Self::Command => "Command line (:)",
         })
@@ -121,8 +124,14 @@ pub enum Action {
     Force,
     /// Flux: reset the failure counters (`reconcile.fluxcd.io/resetAt`).
     Reset,
-    /// helm CLI releases: roll back to the revision under the cursor (History tab).
+    /// Roll back to the revision under the History tab's cursor: a helm CLI release as
+    /// `helm rollback` does, a wheelhouse one pinned there (suspended until resumed).
     Rollback,
+    /// History tab: the diff of the revision under the cursor and the marked one (or the
+    /// newest).
+    Compare,
+    /// Answer yes to the question of the view in front.
+    Yes,
     /// helm CLI releases: uninstall, as `helm uninstall`.
     Uninstall,
     Edit,
@@ -172,7 +181,8 @@ impl Action {
         match self {
             Self::Suspend | Self::Resume | Self::Reconcile | Self::CancelWait => HR,
             Self::Force | Self::Reset => &[Kind::Flux],
-            Self::Rollback | Self::Uninstall => &[Kind::Helm],
+            Self::Rollback => &[Kind::Wheelhouse, Kind::Helm],
+            Self::Uninstall => &[Kind::Helm],
             Self::Edit | Self::Save => &[Kind::Wheelhouse],
             _ => &Kind::ALL,
         }
@@ -214,7 +224,7 @@ impl Binding {
     }
 }
 
-use Context::{Command, Detail, Editor, Global, Logs, Table};
+use Context::{Changes, Command, Detail, Editor, Global, Logs, Table};
 
 pub const KEYMAP: &[Binding] = &[
     b(
@@ -254,19 +264,8 @@ pub const KEYMAP: &[Binding] = &[
     ),
     b(Global, &[Key::Char('g'), Key::Home], Action::Top, "first"),
     b(Global, &[Key::Char('G'), Key::End], Action::Bottom, "last"),
-    b(
-        Global,
-        &[Key::Char('s')],
-        Action::Suspend,
-        "suspend (never resumes)",
-    )
-    .hint(1, "s suspend"),
-    b(
-        Global,
-        &[Key::Char('S')],
-        Action::Resume,
-        "resume (never suspends)",
-    ),
+    b(Global, &[Key::Char('s')], Action::Suspend, "suspend").hint(1, "s suspend"),
+    b(Global, &[Key::Char('S')], Action::Resume, "resume"),
     b(
         Global,
         &[Key::Char('r')],
@@ -281,20 +280,8 @@ pub const KEYMAP: &[Binding] = &[
         "cancel wait (asks first)",
     )
     .hint(1, "c cancel wait"),
-    b(
-        Global,
-        &[Key::Char('F')],
-        Action::Force,
-        "force upgrade (Flux)",
-    )
-    .hint(2, "F force"),
-    b(
-        Global,
-        &[Key::Char('R')],
-        Action::Reset,
-        "reset failures (Flux)",
-    )
-    .hint(3, "R reset"),
+    b(Global, &[Key::Char('F')], Action::Force, "force").hint(2, "F force"),
+    b(Global, &[Key::Char('R')], Action::Reset, "reset").hint(3, "R reset"),
     b(
         Global,
         &[Key::Char('D')],
@@ -305,13 +292,8 @@ pub const KEYMAP: &[Binding] = &[
     b(Global, &[Key::Char('e')], Action::Edit, "edit spec.values").hint(2, "e edit"),
     b(Global, &[Key::Char('h')], Action::History, "history"),
     b(Global, &[Key::Char('E')], Action::Events, "events"),
-    b(Global, &[Key::Char('v')], Action::Values, "values (masked)"),
-    b(
-        Global,
-        &[Key::Char('m')],
-        Action::Manifest,
-        "manifest (Secrets masked)",
-    ),
+    b(Global, &[Key::Char('v')], Action::Values, "values"),
+    b(Global, &[Key::Char('m')], Action::Manifest, "manifest"),
     b(Table, &[Key::Enter], Action::Open, "details").hint(2, "enter details"),
     b(Table, &[Key::Char('u')], Action::ClearMarks, "unmark"),
     b(
@@ -350,34 +332,23 @@ pub const KEYMAP: &[Binding] = &[
     ),
     b(Detail, &[Key::Char('d')], Action::Overview, "overview"),
     b(Detail, &[Key::Tab], Action::NextTab, "next tab").hint(3, "tab/d h v m E views"),
-    b(
-        Detail,
-        &[Key::Char('b')],
-        Action::Rollback,
-        "roll back to rev (helm)",
-    )
-    .hint(1, "b roll back"),
-    b(
-        Detail,
-        &[Key::Char('l')],
-        Action::Logs,
-        "logs of a failing pod",
-    )
-    .hint(2, "l logs"),
+    b(Detail, &[Key::Char('b')], Action::Rollback, "roll back").hint(3, "b roll back"),
+    b(Detail, &[Key::Char('x')], Action::Compare, "diff revs").hint(5, "x diff"),
+    b(Detail, &[Key::Space], Action::Mark, "mark rev"),
+    b(Detail, &[Key::Enter], Action::Open, "show rev"),
+    b(Detail, &[Key::Char('l')], Action::Logs, "pod logs").hint(2, "l logs"),
     b(Logs, &[Key::Char('f')], Action::Follow, "follow").hint(1, "f follow"),
     b(Logs, &[Key::Char('p')], Action::Previous, "previous").hint(1, "p previous"),
     b(Logs, &[Key::Char('/')], Action::Filter, "search").hint(2, "/ search"),
     b(Logs, &[Key::Char('n')], Action::SearchNext, "next hit").hint(2, "n next"),
-    b(Logs, &[Key::Esc], Action::Back, "back to the detail").hint(0, "esc back"),
-    b(Detail, &[Key::Esc], Action::Back, "back to the table").hint(2, "esc back"),
-    b(
-        Editor,
-        &[Key::Ctrl('s')],
-        Action::Save,
-        "validate, confirm, apply",
-    )
-    .hint(0, "ctrl-s validate & apply"),
-    b(Editor, &[Key::Esc], Action::Back, "leave (draft kept)").hint(0, "esc leave (draft kept)"),
+    b(Logs, &[Key::Esc], Action::Back, "back").hint(0, "esc back"),
+    b(Changes, &[Key::Char('y')], Action::Yes, "yes").hint(0, "y yes"),
+    b(Changes, &[Key::Char('/')], Action::Filter, "search").hint(2, "/ search"),
+    b(Changes, &[Key::Char('n')], Action::SearchNext, "next hit").hint(2, "n next"),
+    b(Changes, &[Key::Esc], Action::Back, "close, no").hint(0, "esc close/no"),
+    b(Detail, &[Key::Esc], Action::Back, "back").hint(2, "esc back"),
+    b(Editor, &[Key::Ctrl('s')], Action::Save, "review").hint(0, "ctrl-s validate & apply"),
+    b(Editor, &[Key::Esc], Action::Back, "leave").hint(0, "esc leave (draft kept)"),
     b(
         Command,
         &[Key::Tab],
@@ -414,6 +385,12 @@ pub fn hints(context: Context, readonly: bool, kind: Option<Kind>) -> Vec<(u8, &
     KEYMAP
         .iter()
         .filter(|b| b.context == context || (global && b.context == Context::Global))
+        // The views in front of a release (logs, changes) take no write from a global key.
+        .filter(|b| {
+            !(matches!(context, Context::Logs | Context::Changes)
+                && b.context == Context::Global
+                && b.action.writes())
+        })
         // Read-only: no write, and no marking for the bulk writes.
         .filter(|b| !(readonly && (b.action.writes() || b.action == Action::Mark)))
         .filter(|b| kind.is_none_or(|k| b.action.applies_to(k)))
@@ -427,7 +404,7 @@ pub type HelpRow = (String, &'static str, Action);
 
 /// The help screen's lines, grouped by context: (heading, [(keys, help, action)]).
 pub fn help() -> Vec<(Context, Vec<HelpRow>)> {
-    [Global, Table, Detail, Logs, Editor, Command]
+    [Global, Table, Detail, Logs, Changes, Editor, Command]
         .into_iter()
         .map(|ctx| {
             let rows = KEYMAP

@@ -351,6 +351,29 @@ async fn event_loop(
                         old.abort();
                     }
                 }
+                Effect::LoadChanges { request, of } => {
+                    let (client, handle, tx) = (
+                        session.client.clone(),
+                        session.handle.clone(),
+                        io_tx.clone(),
+                    );
+                    tokio::spawn(async move {
+                        let result = io::load_changes(client, handle, of).await;
+                        let _ = tx.send(IoResult::Changes { request, result });
+                    });
+                }
+                Effect::LoadUser => {
+                    let (client, tx) = (session.client.clone(), io_tx.clone());
+                    let fallback = session.context.clone();
+                    tokio::spawn(async move {
+                        let user = tokio::time::timeout(io::LIMIT, client::username(&client))
+                            .await
+                            .ok()
+                            .flatten()
+                            .unwrap_or_else(|| format!("a user of context {fallback}"));
+                        let _ = tx.send(IoResult::User(user));
+                    });
+                }
                 Effect::Send { id, command } => {
                     let (handle, tx) = (session.handle.clone(), io_tx.clone());
                     tokio::spawn(async move {

@@ -6,7 +6,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use super::app::{App, Overlay};
 use super::components::confirm::Confirm;
 use super::components::status::Progress;
-use super::effect::{Effect, IoResult};
+use super::effect::{ChangesOf, Effect, IoResult};
 use super::model::{
     DetailData, EventLine, Fetch, HelmData, RowKey, SortBy, Workload, mask_manifest,
 };
@@ -542,6 +542,7 @@ fn ready_counts_replicas_of_the_workloads_even_during_a_wait() {
     assert!(detail.contains("Ready    - (no Deployment"), "{detail}");
 }
 
+mod changes;
 mod editor;
 mod kinds;
 mod logs;

@@ -1,4 +1,4 @@
-//! The screen's layout: the header, the view in front (table, detail or editor), the
+//! The screen's layout: the header, the view in front (table, detail, logs, editor or changes), the
 //! status line and the footer, with the overlays on top. Each part is drawn by its
 //! component; this file only places them.
 
@@ -8,7 +8,7 @@ use ratatui::widgets::Block;
 
 use super::app::{App, Overlay};
 use super::components::{
-    command, confirm, detail, editor, footer, header, help, logs, status, table,
+    changes, command, confirm, detail, editor, footer, header, help, logs, status, table,
 };
 
 pub fn draw(f: &mut Frame, app: &App) {
@@ -28,7 +28,9 @@ pub fn draw(f: &mut Frame, app: &App) {
     if in_table {
         header::draw_favourites(f, app, favourites);
     }
-    if let Some(ed) = &app.editor {
+    if let Some(c) = &app.changes {
+        changes::draw(f, app, c, body);
+    } else if let Some(ed) = &app.editor {
         editor::draw(f, app, ed, body);
     } else if let Some(l) = &app.logs {
         logs::draw(f, app, l, body);
@@ -47,10 +49,5 @@ pub fn draw(f: &mut Frame, app: &App) {
         Some(Overlay::Help) => help::draw(f, app, area),
         Some(Overlay::Confirm(c)) => confirm::draw(f, app, body, &c.question),
         _ => {}
-    }
-    if let Some(ed) = &app.editor
-        && ed.confirm.is_some()
-    {
-        editor::draw_values_confirm(f, app, ed, body);
     }
 }

@@ -14,6 +14,7 @@
 mod finalize;
 mod guards;
 mod handover;
+mod pin;
 mod reconcile;
 
 use std::sync::{Arc, Mutex};

@@ -49,10 +49,12 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
 
     take_tokens(&mut run.status, &hr);
     run.inbox.conflict = None;
+    super::pin::pin_if_asked(run).await?;
     if hr.spec.suspend {
         run.write_status().await;
         return Ok(Requeue::After(NEVER));
     }
+    super::pin::unpin_if_resumed(run).await;
     if let Some(message) = claimed_elsewhere(run).await? {
         return Ok(Requeue::After(
             stall(run, reason::RELEASE_CONFLICT, message, interval).await,
@@ -417,7 +419,7 @@ fn left_waiting(s: &HelmReleaseStatus, r: &Release) -> bool {
             .is_some_and(|w| w.revision == r.version && w.hook.is_none())
 }
 
-fn record_history(run: &mut Run<'_>, history: &[Release]) {
+pub(super) fn record_history(run: &mut Run<'_>, history: &[Release]) {
     let max = usize::try_from(run.hr.spec.max_history).unwrap_or(0);
     run.status.history = status::history(history, max, |r| crate::values::digest(&r.config));
 }

@@ -4,6 +4,7 @@
 //! it never performs IO; it returns [`Effect`]s the run loop hands to tasks, and takes
 //! their results back as [`IoResult`]s.
 
+mod changes;
 mod writes;
 
 use std::collections::{BTreeSet, HashMap};
@@ -14,6 +15,7 @@ use k8s_openapi::jiff::Timestamp;
 use tui_textarea::TextArea;
 
 pub use self::writes::describe;
+use super::components::changes::ChangesView;
 use super::components::command::{self, CommandLine, Completion, Typed};
 use super::components::confirm::{Answer, Confirm};
 use super::components::detail::{Detail, Tab};
@@ -71,6 +73,10 @@ pub struct App {
     /// A pod's logs, in front of the detail view.
     pub logs: Option<LogView>,
     pub editor: Option<Editor>,
+    /// A diff or what a write will change, in front of every view.
+    pub changes: Option<ChangesView>,
+    /// The operator, as the API server knows them: pins name them.
+    pub user: String,
     pub overlay: Option<Overlay>,
     pub status: Notices,
     /// Drafts of values edits left with esc, so nothing typed is lost: the whole text
@@ -118,6 +124,8 @@ impl App {
             detail: None,
             logs: None,
             editor: None,
+            changes: None,
+            user: String::new(),
             overlay: None,
             status: Notices::default(),
             drafts: HashMap::new(),
@@ -136,6 +144,7 @@ impl App {
     pub fn on_start(&mut self) -> Vec<Effect> {
         let mut effects = self.remember_scope();
         effects.push(Effect::LoadCompletions);
+        effects.push(Effect::LoadUser);
         effects
     }
 
@@ -387,8 +396,11 @@ impl App {
             .map(|k| &k.key)
     }
 
-    fn context(&self) -> Context {
-        if self.editor.is_some() {
+    /// The context of the view in front, whose keys apply.
+    pub fn context(&self) -> Context {
+        if self.changes.is_some() {
+            Context::Changes
+        } else if self.editor.is_some() {
             Context::Editor
         } else if self.logs.is_some() {
             Context::Logs
@@ -417,6 +429,12 @@ impl App {
         if let Some(overlay) = self.overlay.take() {
             return self.on_overlay_key(overlay, ev);
         }
+        if self.changes.is_some() {
+            return match keymap::lookup(Context::Changes, &ev) {
+                Some(action) => self.on_changes_action(action),
+                None => Vec::new(),
+            };
+        }
         if self.editor.is_some() {
             return self.on_editor_key(ev);
         }
@@ -440,6 +458,19 @@ impl App {
                     Vec::new()
                 }
             },
+            Overlay::Filter(mut text) if self.changes.is_some() => {
+                let view = self.changes.as_mut().expect("checked");
+                match ev.code {
+                    KeyCode::Esc => view.search = None,
+                    KeyCode::Enter => view.search_next(),
+                    _ => {
+                        text.input(ev);
+                        view.search = Some(text.lines().concat());
+                        self.overlay = Some(Overlay::Filter(text));
+                    }
+                }
+                Vec::new()
+            }
             Overlay::Filter(mut text) if self.logs.is_some() => {
                 let logs = self.logs.as_mut().expect("checked");
                 match ev.code {
@@ -595,6 +626,12 @@ impl App {
                 self.table.filter.clear();
                 self.refresh_rows();
             }
+            Action::Open if self.detail.as_ref().is_some_and(|d| d.picking()) => {
+                return self.show_revision();
+            }
+            Action::Compare => return self.compare(),
+            Action::Rollback if self.readonly => return self.write(action),
+            Action::Rollback => return self.review_rollback(),
             Action::Open | Action::Overview => return self.open(Tab::Overview),
             Action::History => return self.open(Tab::History),
             Action::Values => return self.open(Tab::Values),
@@ -606,8 +643,7 @@ impl App {
             | Action::CancelWait
             | Action::Force
             | Action::Reset
-            | Action::Uninstall
-            | Action::Rollback => {
+            | Action::Uninstall => {
                 return self.write(action);
             }
             Action::Edit => self.open_editor(),
@@ -731,25 +767,34 @@ impl App {
         let Some(mut ed) = self.editor.take() else {
             return Vec::new();
         };
-        match ed.on_key(ev, self.page) {
+        match ed.on_key(ev) {
             Edited::Stay => self.editor = Some(ed),
             Edited::Leave => {
                 self.drafts.insert(ed.key, (ed.text, ed.original));
             }
-            Edited::Apply(values) => {
-                let id = self.note(format!("apply values to {}", ed.key), Progress::Pending);
-                ed.saving = Some(id);
-                let effect = Effect::PatchValues {
-                    id,
-                    key: ed.key.clone(),
-                    original: ed.original.clone(),
-                    values,
-                };
+            Edited::Review(values) => {
+                let (key, original) = (ed.key.clone(), ed.original.clone());
                 self.editor = Some(ed);
-                return vec![effect];
+                return self.review_values(&key, &original, values);
             }
         }
         Vec::new()
+    }
+
+    /// The values edit confirmed: patched, guarded by the values it started from.
+    fn apply_values(&mut self, values: serde_json::Value) -> Vec<Effect> {
+        let Some(key) = self.editor.as_ref().map(|ed| ed.key.clone()) else {
+            return Vec::new();
+        };
+        let id = self.note(format!("apply values to {key}"), Progress::Pending);
+        let ed = self.editor.as_mut().expect("checked");
+        ed.saving = Some(id);
+        vec![Effect::PatchValues {
+            id,
+            key,
+            original: ed.original.clone(),
+            values,
+        }]
     }
 
     /// Takes an IO result back; returns the IO it leads to.
@@ -787,6 +832,12 @@ impl App {
                     logs.append(stream, lines);
                 }
             }
+            IoResult::Changes { request, result } => {
+                if let Some(view) = &mut self.changes {
+                    view.loaded(request, result);
+                }
+            }
+            IoResult::User(user) => self.user = user,
             IoResult::LogEnd { stream, failed } => {
                 if let Some(logs) = &mut self.logs {
                     logs.end(stream, failed);

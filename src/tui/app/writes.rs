@@ -3,8 +3,9 @@
 //! HelmReleases through Flux's own API (`spec.suspend`, `reconcile.fluxcd.io`
 //! annotations), helm CLI releases by the engine's rollback and uninstall. Suspend only
 //! suspends and resume only resumes; an action is never run on a kind it does not exist
-//! for. A bulk action, a cancel, a rollback, an uninstall, or one that leaves some
-//! releases unchanged asks first, naming exactly what happens to each.
+//! for. A bulk action, a cancel, an uninstall, or one that leaves some releases unchanged
+//! asks first, naming exactly what happens to each; a rollback and the resume of a pinned
+//! release ask below the diff of what they change (see `changes`).
 
 use super::{App, Overlay};
 use crate::engine::Command;
@@ -38,19 +39,18 @@ impl App {
         if targets.is_empty() {
             return Vec::new();
         }
-        if action == Action::Rollback
-            && targets.iter().all(|t| t.kind == Kind::Helm)
-            && self
-                .detail
-                .as_ref()
-                .and_then(|d| d.picked_revision())
-                .is_none()
+        // Resuming a pinned release returns it to its spec: what that changes first.
+        if action == Action::Resume
+            && let [id] = targets.as_slice()
+            && id.kind == Kind::Wheelhouse
+            && let Some(pin) = self
+                .views
+                .get(&id.key)
+                .filter(|v| v.release.spec.suspend)
+                .and_then(|v| v.release.status.as_ref()?.pinned.clone())
         {
-            self.note(
-                "roll back".into(),
-                Progress::Failed("pick the revision in the History tab first (h, then j/k)".into()),
-            );
-            return Vec::new();
+            let id = id.clone();
+            return self.review_resume(&id, &pin);
         }
         let bulk = targets.len() > 1;
         let mut effects = Vec::new();
@@ -77,10 +77,7 @@ impl App {
             }
             return Vec::new();
         }
-        let asks = matches!(
-            action,
-            Action::CancelWait | Action::Rollback | Action::Uninstall
-        );
+        let asks = matches!(action, Action::CancelWait | Action::Uninstall);
         if !(asks || bulk || !skipped.is_empty()) {
             for e in &effects {
                 if let Some(id) = effect_id(e) {
@@ -157,19 +154,12 @@ impl App {
                     request,
                 }
             }
-            Kind::Helm => {
-                let action = match action {
-                    Action::Rollback => StoredAction::Rollback {
-                        to: self.detail.as_ref()?.picked_revision()?,
-                    },
-                    _ => StoredAction::Uninstall,
-                };
-                Effect::Stored {
-                    id: self.id(),
-                    key,
-                    action,
-                }
-            }
+            // Rollback is reviewed in the changes view (see `changes`).
+            Kind::Helm => Effect::Stored {
+                id: self.id(),
+                key,
+                action: StoredAction::Uninstall,
+            },
         };
         Some(effect)
     }
@@ -184,13 +174,6 @@ impl App {
                  without it the check runs to its timeout"
                     .into(),
             ),
-            Action::Rollback => effects.iter().find_map(|e| match e {
-                Effect::Stored {
-                    action: StoredAction::Rollback { to },
-                    ..
-                } => self.detail.as_ref()?.revision_text(*to),
-                _ => None,
-            }),
             Action::Uninstall => Some(
                 "as helm uninstall: pre/post-delete hooks run, its objects and its history are \
                  deleted"
@@ -331,6 +314,9 @@ pub fn describe(command: &Command) -> String {
         Command::Resume(k) => format!("resume {k}"),
         Command::Reconcile(k) => format!("reconcile {k}"),
         Command::CancelWait(k) => format!("cancel wait of {k}"),
+        Command::Pin { key, revision, .. } => {
+            format!("roll back {key} to revision {revision} and pin it")
+        }
     }
 }
 

@@ -59,6 +59,8 @@ pub struct Detail {
     /// The revision under the history's cursor (index, newest first): what `b` rolls
     /// back to (helm CLI releases).
     pub pick: usize,
+    /// The revision marked (space in the History tab) to diff the picked one against.
+    pub base: Option<i32>,
 }
 
 impl Detail {
@@ -69,12 +71,22 @@ impl Detail {
             scroll: 0,
             data: DetailData::default(),
             pick: 0,
+            base: None,
         }
     }
 
-    /// Whether the history's cursor picks a revision (helm CLI releases' History tab).
-    fn picking(&self) -> bool {
-        self.tab == Tab::History && self.key.kind == Kind::Helm
+    /// Whether the history's cursor picks a revision (the History tab, once Helm's
+    /// storage is read).
+    pub fn picking(&self) -> bool {
+        self.tab == Tab::History && matches!(self.data.revisions, Fetch::Loaded(_))
+    }
+
+    /// The newest stored revision, when the History tab has read them.
+    pub fn newest_revision(&self) -> Option<i32> {
+        match &self.data.revisions {
+            Fetch::Loaded(r) => r.first().map(|l| l.revision),
+            _ => None,
+        }
     }
 
     /// The revision under the history's cursor, when the History tab shows it.
@@ -117,6 +129,11 @@ impl Detail {
 
     /// The moving keys scroll; tab goes to the next tab. Whether the action was the view's.
     pub fn on_action(&mut self, action: Action, page: usize) -> bool {
+        if self.picking() && action == Action::Mark {
+            let picked = self.picked_revision();
+            self.base = if self.base == picked { None } else { picked };
+            return true;
+        }
         if self.picking()
             && let Fetch::Loaded(lines) = &self.data.revisions
             && matches!(action, Action::Up | Action::Down)
@@ -198,6 +215,9 @@ pub fn draw(f: &mut Frame, app: &App, d: &Detail, area: Rect) {
     let text = match (d.tab, view) {
         (Tab::Overview, Some(v)) => overview(app, d, v),
         (Tab::Overview, None) => other_overview(app, d, other()),
+        // Helm's storage once read (as `helm history`, with a cursor); status.history
+        // until then.
+        (Tab::History, Some(_)) if d.picking() => stored_history(app, d),
         (Tab::History, Some(v)) => history(app, d, v),
         (Tab::History, None) => stored_history(app, d),
         (Tab::Values, Some(v)) => values(app, d, v),
@@ -372,12 +392,14 @@ fn stored_history<'a>(app: &App, d: &Detail) -> Text<'a> {
                 _ => State::Unknown,
             };
             let picked = d.picking() && i == d.pick;
+            let marker = match (picked, d.base == Some(r.revision)) {
+                (true, true) => "›◆",
+                (true, false) => "› ",
+                (false, true) => " ◆",
+                (false, false) => "  ",
+            };
             let line = Line::from(vec![
-                Span::raw(format!(
-                    "{}{:<4} ",
-                    if picked { "› " } else { "  " },
-                    r.revision
-                )),
+                Span::raw(format!("{marker}{:<4} ", r.revision)),
                 Span::styled(
                     format!("{} {:<status_w$} ", state.symbol(), r.status),
                     t.state(state),
@@ -396,10 +418,18 @@ fn stored_history<'a>(app: &App, d: &Detail) -> Text<'a> {
                 line
             });
         }
-        if d.picking() && !app.readonly {
+        if d.picking() {
             lines.push(Line::raw(""));
+            let rollback = if app.readonly || d.key.kind == Kind::Flux {
+                ""
+            } else {
+                " · b roll back (diff, asks)"
+            };
             lines.push(Line::styled(
-                "  j/k pick a revision, b rolls back to it (asks first)",
+                format!(
+                    "  j/k pick · enter show · x diff vs {} · space mark ◆{rollback}",
+                    if d.base.is_some() { "◆" } else { "newest" }
+                ),
                 t.muted(),
             ));
         }

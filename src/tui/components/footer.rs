@@ -13,15 +13,7 @@ use crate::tui::keymap::{self, Context};
 const SEPARATOR: &str = " · ";
 
 pub fn draw(f: &mut Frame, app: &App, area: Rect) {
-    let context = if app.editor.is_some() {
-        Context::Editor
-    } else if app.logs.is_some() {
-        Context::Logs
-    } else if app.detail.is_some() {
-        Context::Detail
-    } else {
-        Context::Table
-    };
+    let context = app.context();
     let kind = app.selected_key().map(|k| k.kind);
     let line = footer(context, app.readonly, kind, area.width as usize);
     f.render_widget(Paragraph::new(line).style(app.theme.muted()), area);

@@ -4,6 +4,7 @@
 //! never perform IO: a component that needs some returns an
 //! [`Effect`](super::effect::Effect) for the run loop.
 
+pub mod changes;
 pub mod command;
 pub mod confirm;
 pub mod detail;

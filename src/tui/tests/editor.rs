@@ -1,5 +1,6 @@
-//! The values editor: drafts kept whatever happens, validation, and the diff asked
-//! about before anything is applied.
+//! The values editor: drafts kept whatever happens, validation, and the review of what
+//! the values change (values diff, then the manifest the engine renders) asked about
+//! before anything is applied.
 
 use super::*;
 
@@ -25,10 +26,13 @@ fn editor_keeps_an_invalid_draft_and_shows_the_error() {
     assert!(ed.text.lines().iter().any(|l| l == "bad: [1"));
     insta::assert_snapshot!(render(&app, 80, 24).backend());
 
-    // Fixed: valid YAML asks first, and only `y` patches.
+    // Fixed: valid YAML is rendered and reviewed first, and only `y` patches, once the
+    // render is there.
     press(&mut app, "]");
-    assert!(app.on_key(save).is_empty());
-    assert!(app.editor.as_ref().unwrap().confirm.is_some());
+    let request = rendering(&app.on_key(save));
+    assert!(app.changes.is_some());
+    assert!(press(&mut app, "y").is_empty(), "not before the render");
+    rendered(&mut app, request);
     let effects = press(&mut app, "y");
     let [
         Effect::PatchValues {
@@ -145,8 +149,43 @@ fn save_draft(app: &mut App, yaml: &str) -> Vec<Effect> {
     app.on_key(KeyEvent::new(KeyCode::Char('s'), KeyModifiers::CONTROL))
 }
 
+/// The render a review asked for: its request id.
+fn rendering(effects: &[Effect]) -> u64 {
+    match effects {
+        [
+            Effect::LoadChanges {
+                request,
+                of: ChangesOf::Render {
+                    values: Some(_), ..
+                },
+            },
+        ] => *request,
+        other => panic!("expected a render request, got {other:?}"),
+    }
+}
+
+/// The engine's render of a values edit, as io::load_changes answers it: the release's
+/// manifest then and now, diffed by the real diff (a Deployment scaled, a Secret's
+/// password changed).
+fn rendered(app: &mut App, request: u64) {
+    let old = "---\n# Source: web/templates/secret.yaml\napiVersion: v1\nkind: Secret\nmetadata:\n  name: web-db\ndata:\n  password: aHVudGVyMg==\n---\n# Source: web/templates/deployment.yaml\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 2\n";
+    let new = old
+        .replace("aHVudGVyMg==", "Y29ycmVjdC1ob3JzZQ==")
+        .replace("replicas: 2", "replicas: 3");
+    let (lines, summary) = crate::tui::diff::release_diff(
+        &serde_json::json!({"replicas": 2}),
+        old,
+        &serde_json::json!({"replicas": 3}),
+        &new,
+    );
+    app.on_io(IoResult::Changes {
+        request,
+        result: Ok((lines, summary)),
+    });
+}
+
 #[test]
-fn apply_confirmation_shows_the_values_diff_with_credentials_masked() {
+fn apply_review_shows_the_values_and_rendered_diff_with_credentials_masked() {
     let mut app = app(false);
     select(&mut app, "web");
     press(&mut app, "e");
@@ -154,25 +193,42 @@ fn apply_confirmation_shows_the_values_diff_with_credentials_masked() {
         &mut app,
         "replicas: 3\nimage:\n  tag: 1.2.3\ndb:\n  password: correct-horse\nextra: true\n",
     );
-    assert!(effects.is_empty(), "asks first: {effects:?}");
+    let request = rendering(&effects);
+    // The values diff at once, while the engine renders.
     let screen = render(&app, 80, 24).backend().to_string();
-    for secret in ["hunter2", "correct-horse"] {
+    for line in ["-replicas: 2", "+replicas: 3", "rendering the chart"] {
+        assert!(screen.contains(line), "{line}:\n{screen}");
+    }
+    rendered(&mut app, request);
+    let screen = render(&app, 100, 30).backend().to_string();
+    for secret in [
+        "hunter2",
+        "correct-horse",
+        "aHVudGVyMg",
+        "Y29ycmVjdC1ob3JzZQ",
+    ] {
         assert!(!screen.contains(secret), "{secret} shown:\n{screen}");
     }
     for line in [
-        "-replicas: 2",
+        "━━ values (as Helm stores them)",
         "+replicas: 3",
-        "+extra: true",
+        "━━ Secret/web-db (changed)",
         "+  password: \"*** (changed)\"",
+        "━━ Deployment/web (changed)",
+        "-  replicas: 2",
+        "Apply these values to spec.values of apps/web?",
         "y: apply",
+        "2 changed, 0 added, 0 removed",
     ] {
         assert!(screen.contains(line), "{line}:\n{screen}");
     }
     insta::assert_snapshot!(screen);
-    // Any other key goes back to the draft; y applies it.
-    press(&mut app, "n");
-    assert!(app.editor.as_ref().unwrap().confirm.is_none());
-    save_draft(&mut app, "replicas: 3\n");
+    // esc goes back to the draft, nothing sent; y applies it.
+    assert!(app.on_key(code(KeyCode::Esc)).is_empty());
+    assert!(app.changes.is_none());
+    assert!(app.editor.is_some(), "the draft is still open");
+    let request = rendering(&save_draft(&mut app, "replicas: 3\n"));
+    rendered(&mut app, request);
     assert!(matches!(
         press(&mut app, "y").as_slice(),
         [Effect::PatchValues { .. }]
@@ -180,40 +236,66 @@ fn apply_confirmation_shows_the_values_diff_with_credentials_masked() {
 }
 
 #[test]
-fn a_long_values_diff_scrolls_and_the_question_stays_visible_at_80x24() {
+fn a_render_that_fails_is_shown_and_nothing_can_be_applied() {
     let mut app = app(false);
-    let old: serde_json::Map<String, serde_json::Value> = (0..40)
-        .map(|i| (format!("key{i:02}"), serde_json::json!(i)))
+    select(&mut app, "web");
+    press(&mut app, "e");
+    let request = rendering(&save_draft(&mut app, "replicas: many\n"));
+    app.on_io(IoResult::Changes {
+        request,
+        result: Err("helm failed to render the chart: replicas must be a number".into()),
+    });
+    let screen = render(&app, 100, 24).backend().to_string();
+    assert!(screen.contains("replicas must be a number"), "{screen}");
+    assert!(screen.contains("esc: back to the editor"), "{screen}");
+    assert!(press(&mut app, "y").is_empty());
+    assert!(app.changes.is_some(), "the question stays until esc");
+}
+
+#[test]
+fn a_diff_of_thousands_of_lines_scrolls_and_searches_with_the_question_on_screen() {
+    let mut app = app(false);
+    let old: serde_json::Map<String, serde_json::Value> = (0..3000)
+        .map(|i| (format!("key{i:04}"), serde_json::json!(i)))
         .collect();
     set_values(&mut app, "web", old.into());
     select(&mut app, "web");
     press(&mut app, "e");
-    let new: String = (0..40).map(|i| format!("key{i:02}: {}\n", i + 1)).collect();
-    save_draft(&mut app, &new);
-    // One hunk header and 80 changed lines: far more than the screen holds.
-    assert_eq!(app.editor.as_ref().unwrap().diff.len(), 81);
+    let new: String = (0..3000)
+        .map(|i| format!("key{i:04}: {}\n", i + 1))
+        .collect();
+    let request = rendering(&save_draft(&mut app, &new));
+    let view = app.changes.as_ref().unwrap();
+    // A section header, one hunk header and 6,000 changed lines.
+    assert_eq!(view.lines.len(), 6002);
+    app.on_io(IoResult::Changes {
+        request,
+        result: Ok((view.lines.clone(), "values changed".into())),
+    });
     app.page = 16; // as the event loop sets it for 24 rows
     let screen = render(&app, 80, 24).backend().to_string();
-    assert!(screen.contains("(start of the diff)"), "{screen}");
-    assert!(screen.contains("more lines"), "{screen}");
     assert!(screen.contains("Apply these values"), "{screen}");
-    assert!(screen.contains("pgup/pgdn g/G: scroll"), "{screen}");
+    assert!(screen.contains("line 1/6002"), "{screen}");
     insta::assert_snapshot!(screen);
 
-    // The moving keys scroll it, and the question stays open.
+    // The moving keys scroll it, and the question stays.
     press(&mut app, "G");
     let end = render(&app, 80, 24).backend().to_string();
-    assert!(end.contains("(end of the diff)"), "{end}");
-    assert!(end.contains("+key39: 40"), "{end}");
-    assert!(end.contains("lines above"), "{end}");
+    assert!(end.contains("+key2999: 3000"), "{end}");
     assert!(end.contains("Apply these values"), "{end}");
-    insta::assert_snapshot!("a_long_values_diff_scrolled_to_its_end", end);
-    press(&mut app, "kk");
-    let up = render(&app, 80, 24).backend().to_string();
-    assert!(up.contains("… 2 more lines"), "{up}");
-    assert!(app.editor.as_ref().unwrap().confirm.is_some());
-
-    // Any other key goes back to editing, and nothing was sent.
-    assert!(press(&mut app, "x").is_empty());
-    assert!(app.editor.as_ref().unwrap().confirm.is_none());
+    // `/` finds a line far down, `n` the next one.
+    press(&mut app, "g/");
+    press(&mut app, "KEY2500:");
+    app.on_key(code(KeyCode::Enter));
+    let view = app.changes.as_ref().unwrap();
+    assert_eq!(view.lines[view.top].text(), "-key2500: 2500");
+    press(&mut app, "n");
+    let view = app.changes.as_ref().unwrap();
+    assert_eq!(view.lines[view.top].text(), "+key2500: 2501");
+    let found = render(&app, 80, 24).backend().to_string();
+    assert!(found.contains("(search: KEY2500:)"), "{found}");
+    insta::assert_snapshot!("a_diff_of_thousands_of_lines_found_by_search", found);
+    // Nothing was sent on the way.
+    assert!(app.on_key(code(KeyCode::Esc)).is_empty());
+    assert!(app.editor.is_some());
 }

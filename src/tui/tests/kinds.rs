@@ -26,7 +26,7 @@ fn select_kind(app: &mut App, name: &str, kind: Kind) {
         .unwrap_or_else(|| panic!("no {kind} row {name}"));
 }
 
-fn revisions(chart: &str) -> DetailData {
+pub(super) fn revisions(chart: &str) -> DetailData {
     let line = |revision, status: &str, version: &str, description: &str| RevisionLine {
         revision,
         updated: Some(demo::now() - std::time::Duration::from_secs(3600 * (5 - revision) as u64)),
@@ -214,18 +214,50 @@ fn a_helm_release_is_rolled_back_to_the_picked_revision_after_a_question() {
     // Newest first; two down picks revision 2.
     press(&mut app, "jj");
     insta::assert_snapshot!("helm_history_picker", render(&app, 100, 16).backend());
-    assert!(press(&mut app, "b").is_empty());
-    let Some(Overlay::Confirm(confirm)) = &app.overlay else {
-        panic!("no question");
+    // b shows what the rollback changes, with the question under it.
+    let effects = press(&mut app, "b");
+    let [
+        Effect::LoadChanges {
+            request,
+            of:
+                ChangesOf::Revisions {
+                    release,
+                    from: 4,
+                    to: 2,
+                },
+        },
+    ] = effects.as_slice()
+    else {
+        panic!("{effects:?}")
     };
+    assert_eq!(release, &ReleaseKey::new("apps", "legacy"));
+    let question = &app
+        .changes
+        .as_ref()
+        .unwrap()
+        .question
+        .as_ref()
+        .unwrap()
+        .text;
     assert!(
-        confirm
-            .question
-            .contains("apps/legacy (helm) to revision 2")
-            && confirm.question.contains("legacy-0.8.0"),
-        "{}",
-        confirm.question
+        question.contains("apps/legacy (helm) to revision 2") && question.contains("legacy-0.8.0"),
+        "{question}"
     );
+    assert!(
+        press(&mut app, "y").is_empty(),
+        "not before the diff is there"
+    );
+    let (lines, summary) = crate::tui::diff::release_diff(
+        &serde_json::json!({"replicas": 2}),
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: legacy\nspec:\n  replicas: 2\n  template:\n    spec:\n      containers:\n      - image: legacy:0.9.1\n",
+        &serde_json::json!({"replicas": 1}),
+        "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: legacy\nspec:\n  replicas: 1\n  template:\n    spec:\n      containers:\n      - image: legacy:0.8.0\n",
+    );
+    app.on_io(IoResult::Changes {
+        request: *request,
+        result: Ok((lines, format!("revision 4 → 2: {summary}"))),
+    });
+    insta::assert_snapshot!("helm_rollback_diff", render(&app, 100, 24).backend());
     let effects = press(&mut app, "y");
     assert!(
         matches!(

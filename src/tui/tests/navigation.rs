@@ -158,7 +158,7 @@ fn number_keys_switch_the_view_to_favourites_and_0_shows_all() {
     fresh.set_favourites(Ok(app.favourites.clone()));
     let effects = fresh.on_start();
     assert!(
-        matches!(&effects[..], [Effect::SaveFavourites(f), Effect::LoadCompletions]
+        matches!(&effects[..], [Effect::SaveFavourites(f), Effect::LoadCompletions, Effect::LoadUser]
             if f.of("prod-eu") == ["data", "apps", "kube-system"]),
         "{effects:?}"
     );

@@ -1,0 +1,167 @@
+//! Roll back and pin: an operator's request (the `rollbackTo` annotation, written with
+//! `spec.suspend: true` in one patch) to put back an earlier revision and keep it there.
+//! The engine runs its own rollback action (a new revision, as `helm rollback`), records
+//! the pin in status, and starts nothing else while the release stays suspended; on
+//! resume the pin is dropped and the release returns to its spec like any change.
+
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::events::EventType;
+
+use super::guards::{claimed_elsewhere, identity_taken_elsewhere};
+use super::reconcile::{record_acting, record_history};
+use crate::api::{Pin, RollbackRequest, annotations};
+use crate::engine::actions::{self, Outcome};
+use crate::engine::run::Run;
+use crate::engine::status::{self, Truth, condition, reason};
+
+pub const REASON_PINNED: &str = "Pinned";
+pub const REASON_RESUMED: &str = "Resumed";
+pub const REASON_ROLLBACK_REFUSED: &str = "RollbackRefused";
+
+/// Handles a rollbackTo request not handled yet. Suspended releases only: a rollback
+/// that the next reconcile would undo pins nothing, so without suspend it is refused.
+pub(super) async fn pin_if_asked(run: &mut Run<'_>) -> crate::Result<()> {
+    let Some(request) = RollbackRequest::of(&run.hr) else {
+        return Ok(());
+    };
+    let token = run
+        .hr
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(annotations::ROLLBACK_TO))
+        .cloned()
+        .unwrap_or_default();
+    if run.status.last_handled_rollback_to.as_deref() == Some(token.as_str()) {
+        return Ok(());
+    }
+    run.status.last_handled_rollback_to = Some(token);
+    let request = match request {
+        Ok(r) => r,
+        Err(why) => return refuse(run, why).await,
+    };
+    if !run.hr.spec.suspend {
+        let why = format!(
+            "rollback to revision {} refused: a rollback pins the release and is honoured only \
+             with spec.suspend: true in the same change (the next reconcile would undo it)",
+            request.revision
+        );
+        return refuse(run, why).await;
+    }
+    if let Some(why) = claimed_elsewhere(run).await? {
+        return refuse(run, why).await;
+    }
+    if let Some(why) = identity_taken_elsewhere(run).await? {
+        return refuse(run, why).await;
+    }
+    let history = run.storage.history(&run.release_name).await?;
+    if let Some(latest) = history.last()
+        && let Some(info) = latest.info.as_ref()
+        && info.status.is_pending()
+    {
+        let why = format!(
+            "rollback to revision {} refused: revision {} is {}, another operation is in progress",
+            request.revision,
+            latest.version,
+            info.status.as_str()
+        );
+        return refuse(run, why).await;
+    }
+    if !history.iter().any(|r| r.version == request.revision) {
+        let why = format!(
+            "rollback refused: revision {} is not in Helm storage",
+            request.revision
+        );
+        return refuse(run, why).await;
+    }
+    record_acting(run).await;
+    let outcome = actions::rollback(run, &history, request.revision).await?;
+    let after = run.storage.history(&run.release_name).await?;
+    record_history(run, &after);
+    let generation = run.hr.metadata.generation;
+    match outcome {
+        Outcome::Succeeded { .. } => {
+            let pin = Pin {
+                revision: request.revision,
+                recorded_as: after.last().map_or(0, |r| r.version),
+                by: request.requested_by.clone(),
+                at: Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+            };
+            let message = pin.message();
+            status::set(
+                &mut run.status,
+                condition::READY,
+                Truth::True,
+                REASON_PINNED,
+                &message,
+                generation,
+            );
+            status::remove(&mut run.status, condition::RECONCILING);
+            status::remove(&mut run.status, condition::STALLED);
+            run.status.pinned = Some(pin);
+            run.write_status().await;
+            run.event(EventType::Normal, REASON_PINNED, "Rollback", message)
+                .await;
+        }
+        Outcome::Failed { message, .. }
+        | Outcome::Blocked { message, .. }
+        | Outcome::Canceled { message, .. } => {
+            let message = format!(
+                "rollback to revision {} (asked by {}) failed: {message}; the release stays \
+                 suspended",
+                request.revision,
+                if request.requested_by.is_empty() {
+                    "an operator"
+                } else {
+                    &request.requested_by
+                }
+            );
+            status::set(
+                &mut run.status,
+                condition::READY,
+                Truth::False,
+                reason::ROLLBACK_FAILED,
+                &message,
+                generation,
+            );
+            run.status.pinned = None;
+            run.write_status().await;
+            run.event(
+                EventType::Warning,
+                reason::ROLLBACK_FAILED,
+                "Rollback",
+                message,
+            )
+            .await;
+        }
+    }
+    Ok(())
+}
+
+/// A resumed release leaves its pin: the reconcile that follows returns it to the spec.
+pub(super) async fn unpin_if_resumed(run: &mut Run<'_>) {
+    if run.hr.spec.suspend {
+        return;
+    }
+    if let Some(pin) = run.status.pinned.take() {
+        let message = format!(
+            "resumed: leaving revision {} (pinned by {}) for the spec",
+            pin.revision,
+            if pin.by.is_empty() {
+                "an operator"
+            } else {
+                &pin.by
+            }
+        );
+        run.event(EventType::Normal, REASON_RESUMED, "Reconcile", message)
+            .await;
+    }
+}
+
+async fn refuse(run: &mut Run<'_>, why: String) -> crate::Result<()> {
+    tracing::warn!(release = %run.key, "{why}");
+    run.write_status().await;
+    run.event(EventType::Warning, REASON_ROLLBACK_REFUSED, "Rollback", why)
+        .await;
+    Ok(())
+}
