@@ -265,6 +265,156 @@ async fn a_suspended_release_is_left_alone_until_resumed() {
     ns.delete().await;
 }
 
+/// The pin as the dashboard's `b` writes it: suspend and rollbackTo in one patch; the
+/// rollback is the engine's own (a new revision, as `helm rollback`), status names the pin,
+/// and resume returns the release to its spec with an upgrade.
+#[tokio::test]
+async fn a_pinned_release_is_rolled_back_held_there_and_returned_to_its_spec_on_resume() {
+    let (client, ns, api) = setup("eng-pin").await;
+    let engine = eng::start(&client, &ns.name).await;
+    install_webapp(
+        &api,
+        "web",
+        serde_json::json!({"values": {"message": "one"}}),
+    )
+    .await;
+    set_values(&api, "web", serde_json::json!({"message": "two"})).await;
+    wait_for(&api, "web", "upgraded to revision 2", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+            && h.status
+                .as_ref()
+                .is_some_and(|s| s.history.first().is_some_and(|r| r.version == 2))
+    })
+    .await;
+
+    let key = wheelhouse::engine::ReleaseKey::new(&ns.name, "web");
+    engine
+        .handle
+        .send(wheelhouse::engine::Command::Pin {
+            key: key.clone(),
+            revision: 1,
+            by: "alice@example.com".into(),
+        })
+        .await
+        .unwrap();
+    let pinned = wait_for(&api, "web", "pinned", |h| is(h, "Ready", "True", "Pinned")).await;
+    let pin = pinned.status.as_ref().unwrap().pinned.clone().unwrap();
+    assert_eq!((pin.revision, pin.recorded_as), (1, 3));
+    assert_eq!(pin.by, "alice@example.com");
+    let ready = pinned.condition("Ready").unwrap().message.clone();
+    assert!(
+        ready.starts_with("pinned to revision 1 by alice@example.com at ")
+            && ready.ends_with("; resume to return to the spec"),
+        "{ready}"
+    );
+    assert!(pinned.spec.suspend);
+    // As helm rollback records it: revision 3, deployed, "Rollback to 1", with revision
+    // 1's values; revision 2 superseded.
+    let history = helm_history(&ns.name, "web");
+    assert_eq!(
+        history,
+        [
+            (1, "superseded".into(), "Install complete".into()),
+            (2, "superseded".into(), "Upgrade complete".into()),
+            (3, "deployed".into(), "Rollback to 1".into()),
+        ]
+    );
+    let values = helm(&ns.name, &["get", "values", "web", "-o", "json"]);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&values).unwrap(),
+        serde_json::json!({"message": "one"})
+    );
+    let pinned_event = |e: &str| e.contains("Pinned") && e.contains("alice@example.com");
+    let events = eng::event_matching(&client, &ns.name, "web", pinned_event).await;
+    assert!(events.iter().any(|e| pinned_event(e)), "{events:?}");
+    // Held there: a reconcile request while suspended changes nothing (its token is
+    // recorded as handled: the positive sign it was looked at).
+    eng::annotate(
+        &api,
+        "web",
+        wheelhouse::api::annotations::RECONCILE_REQUESTED_AT,
+        "look",
+    )
+    .await;
+    wait_for(&api, "web", "the reconcile request handled", |h| {
+        h.status
+            .as_ref()
+            .and_then(|s| s.last_handled_reconcile_at.as_deref())
+            == Some("look")
+    })
+    .await;
+    assert_eq!(
+        helm_history(&ns.name, "web").len(),
+        3,
+        "a pinned release was upgraded"
+    );
+
+    // Resume: the pin goes, and the spec (message: two) is applied as revision 4.
+    engine
+        .handle
+        .send(wheelhouse::engine::Command::Resume(key))
+        .await
+        .unwrap();
+    let resumed = wait_for(&api, "web", "back on the spec", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+            && h.status.as_ref().is_some_and(|s| s.pinned.is_none())
+    })
+    .await;
+    assert_eq!(resumed.status.as_ref().unwrap().history[0].version, 4);
+    let values = helm(&ns.name, &["get", "values", "web", "-o", "json"]);
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&values).unwrap(),
+        serde_json::json!({"message": "two"})
+    );
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), &ns.name)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(
+        cm.items.iter().any(|c| c
+            .data
+            .as_ref()
+            .is_some_and(|d| d.values().any(|v| v.contains("two")))),
+        "the spec's ConfigMap is back"
+    );
+    ns.delete().await;
+}
+
+/// A rollbackTo without suspend pins nothing (the next reconcile would undo it): refused
+/// with an Event, and no revision written.
+#[tokio::test]
+async fn a_rollback_request_without_suspend_is_refused() {
+    let (client, ns, api) = setup("eng-pin-refused").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    install_webapp(&api, "web", serde_json::json!({})).await;
+    let request = wheelhouse::api::RollbackRequest {
+        revision: 1,
+        requested_by: "bob".into(),
+        requested_at: "t1".into(),
+    };
+    eng::annotate(
+        &api,
+        "web",
+        wheelhouse::api::annotations::ROLLBACK_TO,
+        &request.to_annotation(),
+    )
+    .await;
+    wait_for(&api, "web", "the request handled", |h| {
+        h.status
+            .as_ref()
+            .and_then(|s| s.last_handled_rollback_to.as_deref())
+            == Some(request.to_annotation().as_str())
+    })
+    .await;
+    let refused = |e: &str| e.contains("RollbackRefused") && e.contains("spec.suspend");
+    let events = eng::event_matching(&client, &ns.name, "web", refused).await;
+    assert!(events.iter().any(|e| refused(e)), "{events:?}");
+    assert_eq!(helm_history(&ns.name, "web").len(), 1);
+    let hr = api.get("web").await.unwrap();
+    assert!(hr.status.unwrap().pinned.is_none());
+    ns.delete().await;
+}
+
 fn helm_history_opt(ns: &str, release: &str) -> Vec<String> {
     let out = std::process::Command::new(support::testbin().join("helm"))
         .args([

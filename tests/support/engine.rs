@@ -428,6 +428,24 @@ pub async fn events_of(client: &Client, ns: &str, name: &str) -> Vec<String> {
     }
 }
 
+/// Events about the HelmRelease `name` once one of them satisfies `pred` (the recorder
+/// publishes after the status write a test waits for); all of them after 10 s if none does.
+pub async fn event_matching(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    pred: impl Fn(&str) -> bool,
+) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let events = events_of(client, ns, name).await;
+        if events.iter().any(|e| pred(e)) || tokio::time::Instant::now() >= deadline {
+            return events;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// The Events (events.k8s.io) about the object `name` in `ns`, as they are now.
 pub async fn events_about(
     client: &Client,

@@ -15,7 +15,7 @@ use crate::api::{HelmRelease, annotations};
 pub(in crate::engine) struct Trigger {
     generation: Option<i64>,
     deleting: bool,
-    tokens: [Option<String>; 4],
+    tokens: [Option<String>; 5],
 }
 
 impl Trigger {
@@ -34,6 +34,7 @@ impl Trigger {
                 a(annotations::FORCE_AT),
                 a(annotations::RESET_AT),
                 a(annotations::CANCEL_WAIT_AT),
+                a(annotations::ROLLBACK_TO),
             ],
         }
     }
