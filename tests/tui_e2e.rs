@@ -533,3 +533,172 @@ async fn logs_of_a_crash_looping_pod_appear() {
     dash.quit().await;
     ns.delete().await;
 }
+
+/// `helm history` of a release in `ns` as (revision, status, description).
+fn history_of(ns: &str, release: &str) -> Vec<(i64, String, String)> {
+    let out = std::process::Command::new(support::testbin().join("helm"))
+        .args([
+            "history",
+            release,
+            "-o",
+            "json",
+            "--namespace",
+            ns,
+            "--kubeconfig",
+        ])
+        .arg(support::kubeconfig_path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    json.iter()
+        .map(|r| {
+            (
+                r["revision"].as_i64().unwrap(),
+                r["status"].as_str().unwrap().to_owned(),
+                r["description"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn greeting_of(hr: &HelmRelease) -> Option<&str> {
+    hr.spec.values.as_ref()?.get("greeting")?.as_str()
+}
+
+#[tokio::test]
+async fn a_release_is_rolled_back_and_pinned_then_resumed_and_an_edit_is_reviewed() {
+    // Alone: its dashboard's engine covers every namespace (see the logs test).
+    let _alone = API_SERVER.write().await;
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::new(&client, "tui-pin").await;
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
+    let hr = support::from_yaml::<HelmRelease>(&format!(
+        "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: pinme}}\n\
+         spec:\n  chart: {{path: {}}}\n  values: {{greeting: one}}\n",
+        chart().display()
+    ));
+    let dash = dashboard(&ns.name, &[]);
+    api.create(&PostParams::default(), &hr).await.unwrap();
+    dash.wait_for("pinme Ready", |s| {
+        line_of(s, "pinme").is_some_and(|l| l.contains("✓ Ready"))
+    })
+    .await;
+    api.patch(
+        "pinme",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"spec": {"values": {"greeting": "two"}}})),
+    )
+    .await
+    .unwrap();
+    poll("revision 2 deployed", async || {
+        (history_of(&ns.name, "pinme")
+            .last()
+            .map(|r| (r.0, r.1.clone()))
+            == Some((2, "deployed".into())))
+        .then_some(())
+    })
+    .await;
+
+    // The History tab, revision 1 picked: b shows the diff and asks.
+    dash.keys(&["/"]);
+    dash.type_text("pinme");
+    dash.keys(&["Enter", "Enter", "h"]);
+    dash.wait_for("the revision picker", |s| s.contains("j/k pick"))
+        .await;
+    dash.keys(&["j", "b"]);
+    let review = dash
+        .wait_for("the rollback's diff and question", |s| {
+            s.contains("Roll back") && s.contains("line 1/") && s.contains("y: yes")
+        })
+        .await;
+    for part in [
+        "revision 2 (now) → revision 1",
+        "-  greeting: \"two\"",
+        "+  greeting: \"one\"",
+        "suspended until resumed",
+    ] {
+        assert!(review.contains(part), "{part}:\n{review}");
+    }
+    assert!(!review.contains("not-shown-in-the-dashboard"), "{review}");
+    assert_eq!(history_of(&ns.name, "pinme").len(), 2, "nothing before y");
+    dash.keys(&["y"]);
+    let pinned = poll("pinned to revision 1", async || {
+        let hr = api.get("pinme").await.unwrap();
+        hr.status.as_ref()?.pinned.clone().map(|p| (hr.clone(), p))
+    })
+    .await;
+    assert_eq!(pinned.1.revision, 1);
+    assert!(pinned.0.spec.suspend);
+    assert_eq!(
+        history_of(&ns.name, "pinme").last().unwrap(),
+        &(3, "deployed".into(), "Rollback to 1".into())
+    );
+    dash.keys(&["Escape"]);
+    dash.wait_for("the table says pinned", |s| {
+        line_of(s, "pinme")
+            .is_some_and(|l| l.contains("‖ Suspended") && l.contains("pinned to revision 1"))
+    })
+    .await;
+
+    // Resume: what returning to the spec changes, rendered by the engine, then y.
+    dash.keys(&["S"]);
+    let review = dash
+        .wait_for("the resume's rendered diff", |s| {
+            s.contains("Resume") && s.contains("line 1/") && s.contains("y: yes")
+        })
+        .await;
+    for part in ["-  greeting: \"one\"", "+  greeting: \"two\"", "pinned by"] {
+        assert!(review.contains(part), "{part}:\n{review}");
+    }
+    dash.keys(&["y"]);
+    poll("back on the spec at revision 4", async || {
+        let hr = api.get("pinme").await.unwrap();
+        let status = hr.status.as_ref()?;
+        (status.pinned.is_none()
+            && status.history.first().map(|h| h.version) == Some(4)
+            && hr
+                .condition("Ready")
+                .is_some_and(|c| c.status == "True" && c.reason == "UpgradeSucceeded"))
+        .then_some(())
+    })
+    .await;
+
+    // A values edit: its diff (values, then the manifest the engine renders) before the
+    // write, which happens only on y.
+    dash.keys(&["e"]);
+    dash.wait_for("the editor", |s| s.contains("greeting: two"))
+        .await;
+    dash.keys(&["End", "BSpace", "BSpace", "BSpace"]);
+    dash.type_text("three");
+    dash.keys(&["C-s"]);
+    let review = dash
+        .wait_for("the edit's rendered diff", |s| {
+            s.contains("ConfigMap/pinme-config (changed)") && s.contains("y: apply")
+        })
+        .await;
+    for part in [
+        "-greeting: two",
+        "+greeting: three",
+        "+  greeting: \"three\"",
+    ] {
+        assert!(review.contains(part), "{part}:\n{review}");
+    }
+    assert_eq!(
+        greeting_of(&api.get("pinme").await.unwrap()),
+        Some("two"),
+        "nothing before y"
+    );
+    dash.keys(&["y"]);
+    poll("the edit applied", async || {
+        (greeting_of(&api.get("pinme").await.unwrap()) == Some("three")).then_some(())
+    })
+    .await;
+    dash.quit().await;
+    ns.delete().await;
+}

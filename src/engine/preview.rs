@@ -41,15 +41,24 @@ pub async fn preview(ctx: &Context, hr: &HelmRelease) -> Result<Preview, String>
     )
     .await
     .map_err(|e| e.to_string())?;
+    // As the revision would store it: with config tracking's hashes in the pod templates.
+    let manifest = if hr.spec.config_tracking.clone().unwrap_or_default().enabled {
+        crate::tracking::prepare_manifest(&ctx.client, &rendered.manifest, &hr.target_namespace())
+            .await
+            .map_err(|e| e.to_string())?
+            .stored
+    } else {
+        rendered.manifest
+    };
     let mut masker = prepared.values.secrets.clone();
-    masker.add_manifest_secrets(&rendered.manifest);
+    masker.add_manifest_secrets(&manifest);
     if let Some(c) = &current {
         masker.add_manifest_secrets(&c.manifest);
     }
     Ok(Preview {
         current,
         values: prepared.values.values,
-        manifest: rendered.manifest,
+        manifest,
         masker,
     })
 }

@@ -160,10 +160,10 @@ pub fn draw(f: &mut Frame, app: &App, v: &ChangesView, area: Rect) {
         Load::Loading(what) => format!("{what} "),
         Load::Loaded if v.lines.is_empty() => "no change ".to_owned(),
         Load::Loaded => format!(
-            "{} · line {}/{} ",
-            v.summary,
+            "line {}/{} · {} ",
             (v.top + 1).min(v.lines.len()),
-            v.lines.len()
+            v.lines.len(),
+            v.summary,
         ),
         Load::Failed(e) => format!("✗ {e} "),
     };
