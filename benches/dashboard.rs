@@ -1,6 +1,8 @@
 //! Dashboard with 5,000 releases (synthetic engine views): time to take the whole list
 //! (rows, filter, sort), time to take a snapshot where 10 releases changed (the
-//! incremental path, as a ratio to the whole list), time to draw a frame, and memory.
+//! incremental path, as a ratio to the whole list), time to draw a frame, and memory; and
+//! a diff of thousands of lines in the changes view: computing it, drawing a frame of it,
+//! a search across it, each beside the table's frame measured in the same run.
 //!
 //! Run: `cargo bench --bench dashboard`
 
@@ -102,6 +104,8 @@ fn main() {
     }
     let filtered = start.elapsed();
 
+    let diff = diff_figures(&mut app);
+
     println!("dashboard benchmark: {RELEASES} releases, mean of {ROUNDS} rounds");
     println!("  whole list arrives (rows, sort):  {}", per_round(update));
     println!(
@@ -120,4 +124,102 @@ fn main() {
         "  memory: {rss:.1} MiB resident ({:.1} MiB for views and app), peak {peak:.1} MiB",
         rss - rss_before
     );
+    diff.print();
+}
+
+/// Objects in the diffed manifests, each of which changes.
+const OBJECTS: usize = 600;
+
+struct DiffFigures {
+    lines: usize,
+    compute: Duration,
+    table_frame: Duration,
+    frame: Duration,
+    search: Duration,
+}
+
+impl DiffFigures {
+    fn print(&self) {
+        let table = self.table_frame.as_secs_f64();
+        println!(
+            "changes view: a diff of {} lines ({OBJECTS} objects changed)",
+            self.lines
+        );
+        println!(
+            "  computed once (values and manifest): {:.1} ms",
+            self.compute.as_secs_f64() * 1000.0
+        );
+        println!(
+            "  frame 120x40 mid-diff: {} ({:.2}x the table's frame in this run)",
+            per_round(self.frame),
+            self.frame.as_secs_f64() / table
+        );
+        println!(
+            "  search `n` across the diff: {} ({:.2}x the table's frame)",
+            per_round(self.search),
+            self.search.as_secs_f64() / table
+        );
+    }
+}
+
+/// A manifest of OBJECTS Deployments, their image at `tag`.
+fn manifest(tag: &str) -> String {
+    (0..OBJECTS)
+        .map(|i| {
+            format!(
+                "---\n# Source: app/templates/d{i}.yaml\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: app-{i}\n  labels:\n    team: team-{}\nspec:\n  replicas: 2\n  selector:\n    matchLabels:\n      app: app-{i}\n  template:\n    metadata:\n      labels:\n        app: app-{i}\n    spec:\n      containers:\n      - name: app\n        image: registry.example/app-{i}:{tag}\n        ports:\n        - containerPort: 8080\n",
+                i % 10
+            )
+        })
+        .collect()
+}
+
+fn diff_figures(app: &mut App) -> DiffFigures {
+    use wheelhouse::tui::components::changes::ChangesView;
+    let (old, new) = (manifest("1.0.0"), manifest("1.0.1"));
+    let start = Instant::now();
+    let (lines, summary) = wheelhouse::tui::diff::release_diff(
+        &serde_json::json!({"tag": "1.0.0"}),
+        &old,
+        &serde_json::json!({"tag": "1.0.1"}),
+        &new,
+    );
+    let compute = start.elapsed();
+    let count = lines.len();
+
+    app.table.selected = app.table.rows.len() / 2;
+    let start = Instant::now();
+    for _ in 0..ROUNDS {
+        std::hint::black_box(render(app, 120, 40));
+    }
+    let table_frame = start.elapsed();
+
+    let mut view = ChangesView::new("bench".into(), 1);
+    view.loaded(1, Ok((lines, summary)));
+    view.top = count / 2;
+    app.changes = Some(view);
+    let start = Instant::now();
+    for _ in 0..ROUNDS {
+        std::hint::black_box(render(app, 120, 40));
+    }
+    let frame = start.elapsed();
+
+    // The one line that says app-599's new image: found from the top each round.
+    let view = app.changes.as_mut().expect("set above");
+    view.search = Some("APP-599:1.0.1".into());
+    let start = Instant::now();
+    for _ in 0..ROUNDS {
+        view.top = 0;
+        view.search_next();
+    }
+    let search = start.elapsed();
+    assert!(view.lines[view.top].text().contains("app-599:1.0.1"));
+    app.changes = None;
+    DiffFigures {
+        lines: count,
+        compute,
+        table_frame,
+        frame,
+        search,
+    }
 }

@@ -321,7 +321,8 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     } else {
         app.table.selected + 1 - height
     };
-    let visible = &app.table.rows[offset..(offset + height).min(app.table.rows.len())];
+    let rows = &app.table.rows;
+    let visible = &rows[offset.min(rows.len())..(offset + height).min(rows.len())];
     let w = |f: &dyn Fn(&Row) -> usize, min: usize, max: usize| {
         visible.iter().map(f).max().unwrap_or(0).clamp(min, max) as u16
     };
