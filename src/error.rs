@@ -45,6 +45,9 @@ pub enum Error {
     #[error("{0}")]
     Io(#[from] std::io::Error),
 
+    #[error("notifications: {0}")]
+    Notify(#[from] crate::notify::Error),
+
     /// The engine stopped during an action; the revision stays pending for the next one.
     #[error("the engine stopped mid-action; the next engine unlocks the revision and retries")]
     Stopped,

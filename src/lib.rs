@@ -12,6 +12,7 @@ pub mod health;
 pub mod install;
 pub mod inventory;
 pub mod migrate;
+pub mod notify;
 pub mod rbac;
 pub mod release;
 pub mod render;

@@ -3,8 +3,9 @@
 //!
 //! Two grants, kept apart on purpose:
 //! - the engine's own needs ([`engine_rules`]): HelmReleases and their status, Helm's
-//!   release Secrets, valuesFrom and tracked ConfigMaps/Secrets, workloads and pods to
-//!   wait on and roll, Events, and its Lease (in the lease namespace only);
+//!   release Secrets, valuesFrom and tracked ConfigMaps/Secrets, the notifications
+//!   setting and its webhook Secrets, workloads and pods to wait on and roll, Events, and
+//!   its Lease (in the lease namespace only);
 //! - the release contents: whatever the charts create. wheelhouse cannot know that in
 //!   advance, so it binds an existing ClusterRole the operator chooses (`admin` by
 //!   default: every namespaced kind, no cluster-scoped ones). Charts that ship CRDs or
@@ -82,7 +83,8 @@ pub fn engine_rules() -> Vec<PolicyRule> {
             &["update"],
         ),
         // Helm's release storage (sh.helm.release.v1.* Secrets), valuesFrom and repository
-        // credentials, and the Secrets config tracking hashes.
+        // credentials, the Secrets config tracking hashes, and the notification providers'
+        // webhook Secrets (beside the engine's Lease, each watched by name).
         rule(
             &[""],
             &["secrets"],
@@ -90,7 +92,8 @@ pub fn engine_rules() -> Vec<PolicyRule> {
                 "get", "list", "watch", "create", "update", "patch", "delete",
             ],
         ),
-        // valuesFrom and tracked ConfigMaps.
+        // valuesFrom and tracked ConfigMaps, and the notifications setting (the ConfigMap
+        // `wheelhouse-notifications` beside the engine's Lease, watched by name).
         rule(&[""], &["configmaps"], READ),
         // Health waits and fail-fast read pods; config tracking replaces gated StatefulSet
         // pods, and hooks delete their test pods.
@@ -107,7 +110,8 @@ pub fn engine_rules() -> Vec<PolicyRule> {
             &["jobs", "cronjobs"],
             &["get", "list", "watch", "patch"],
         ),
-        // Events on releases and workloads (both APIs: kube's recorder uses events.k8s.io).
+        // Events on releases, workloads and the notifications ConfigMap (both APIs: kube's
+        // recorder uses events.k8s.io).
         rule(&["", "events.k8s.io"], &["events"], &["create", "patch"]),
         // A cluster-wide engine watches the namespace engines' Leases to leave their
         // namespaces alone (engine::coverage); read only.
@@ -309,6 +313,35 @@ pub(crate) mod tests {
                 assert!(!["escalate", "bind", "impersonate"].contains(&s.as_str()));
             }
         }
+    }
+
+    /// The notifier reads its ConfigMap and Secrets where the engine holds its Lease,
+    /// which the engine role's binding always covers: the lease namespace under a
+    /// ClusterRoleBinding, a namespace engine's own namespace under its RoleBinding.
+    #[test]
+    fn the_notifications_setting_is_readable_without_a_grant_of_its_own() {
+        let allows = |resource: &str, verbs: &[&str]| {
+            engine_rules().iter().any(|r| {
+                r.api_groups.iter().flatten().any(|g| g.is_empty())
+                    && r.resources.iter().flatten().any(|x| x == resource)
+                    && verbs.iter().all(|v| r.verbs.iter().any(|x| x == v))
+            })
+        };
+        assert!(allows("configmaps", READ));
+        assert!(allows("secrets", READ));
+        assert!(allows("events", &["create", "patch"]));
+        let (ns, _) = crate::engine::Coverage::new(Scope::Namespace("apps".into()), None)
+            .lease("wheelhouse-system");
+        assert_eq!(
+            ns, "apps",
+            "a namespace engine's setting is in its own namespace"
+        );
+        let objects = manifests(&opts(Scope::Namespace("apps".into())));
+        let engine_binding = objects
+            .iter()
+            .find(|o| o["kind"] == "RoleBinding" && o["roleRef"]["name"] == ENGINE_ROLE)
+            .unwrap();
+        assert_eq!(engine_binding["metadata"]["namespace"], "apps");
     }
 
     #[test]

@@ -169,6 +169,16 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     ctx.chart_poll = config.chart_poll;
     ctx.metrics = config.metrics.clone();
     ctx.loads = tokio::sync::Semaphore::new(config.concurrent.max(1));
+    if !config.passive {
+        // The setting lives beside the engine's Lease (README, "Notifications").
+        ctx.notifier = crate::notify::start(
+            client.clone(),
+            &lease_ns,
+            &config.identity,
+            config.metrics.clone(),
+            stop.clone(),
+        )?;
+    }
     let ctx = Arc::new(ctx);
     let coverage = config.coverage.clone();
     let dispatcher = Dispatcher {

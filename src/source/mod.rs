@@ -25,6 +25,8 @@ use rustls::RootCertStore;
 use sha2::{Digest, Sha256};
 
 pub use auth::RepoAuth;
+/// The system's trust roots, for the notifications' HTTPS client too.
+pub(crate) use http::system_roots;
 
 use crate::api::ChartSpec;
 use http::{Credentials, HttpClient};

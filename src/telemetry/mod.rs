@@ -6,7 +6,7 @@
 //! controller-runtime's `controller_runtime_reconcile_total{controller, result}`. What
 //! Flux has no counterpart for is `wheelhouse_*`: health-check waits, their
 //! cancellations and fail-fast verdicts, the time from a trigger to its fix being
-//! applied, and the render queue.
+//! applied, the render queue, and notifications delivered and dropped.
 
 pub mod server;
 
@@ -52,6 +52,11 @@ struct ReasonLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CauseLabels {
     cause: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProviderTypeLabels {
+    r#type: String,
 }
 
 /// What started a reconcile at once, before its backoff or interval ran out.
@@ -136,6 +141,8 @@ pub struct Metrics {
     /// Reconciles running (a worker between start and end of one reconcile).
     pub in_flight: Gauge,
     cause_retries: Family<CauseLabels, Counter>,
+    notifications_delivered: Family<ProviderTypeLabels, Counter>,
+    notifications_dropped: Family<ReasonLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -210,9 +217,23 @@ impl Metrics {
             "Failed reconciles tried again at once because their cause cleared (cluster_healed, access_granted, values_source, release_record), before their backoff ran out",
             cause_retries.clone(),
         );
+        let notifications_delivered = Family::<ProviderTypeLabels, Counter>::default();
+        registry.register(
+            "wheelhouse_notifications_delivered",
+            "Notifications a webhook accepted, by provider type (slack, msteams, generic, flux)",
+            notifications_delivered.clone(),
+        );
+        let notifications_dropped = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "wheelhouse_notifications_dropped",
+            "Notifications not delivered, by reason (queue_full, provider_queue_full, undelivered: attempts used up, refused: a 4xx answer, provider_removed)",
+            notifications_dropped.clone(),
+        );
         Self {
             registry: Arc::new(registry),
             cause_retries,
+            notifications_delivered,
+            notifications_dropped,
             reconcile_duration,
             reconciles,
             wait_duration,
@@ -273,6 +294,22 @@ impl Metrics {
             .inc();
     }
 
+    pub fn notification_delivered(&self, provider_type: &str) {
+        self.notifications_delivered
+            .get_or_create(&ProviderTypeLabels {
+                r#type: provider_type.into(),
+            })
+            .inc();
+    }
+
+    pub fn notification_dropped(&self, reason: &str) {
+        self.notifications_dropped
+            .get_or_create(&ReasonLabels {
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
     pub fn fix_applied(&self, since_trigger: Duration) {
         self.fix_applied.observe(since_trigger.as_secs_f64());
     }
@@ -310,6 +347,8 @@ mod tests {
         m.failed_fast("CrashLoopBackOff");
         m.fix_applied(Duration::from_millis(150));
         m.queue_depth.set(3);
+        m.notification_delivered("slack");
+        m.notification_dropped("queue_full");
         let text = m.encode();
         for line in [
             r#"gotk_reconcile_duration_seconds_count{kind="HelmRelease",name="web",namespace="apps"} 2"#,
@@ -320,6 +359,8 @@ mod tests {
             r#"wheelhouse_fail_fast_total{reason="CrashLoopBackOff"} 1"#,
             "wheelhouse_trigger_to_fix_applied_seconds_count 1",
             "wheelhouse_queue_depth 3",
+            r#"wheelhouse_notifications_delivered_total{type="slack"} 1"#,
+            r#"wheelhouse_notifications_dropped_total{reason="queue_full"} 1"#,
         ] {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }

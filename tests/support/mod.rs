@@ -18,6 +18,7 @@ pub mod engine;
 pub mod figures;
 pub mod flux;
 pub mod process;
+pub mod receiver;
 pub mod source;
 pub mod tmux;
 

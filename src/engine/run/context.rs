@@ -51,6 +51,8 @@ pub struct Context {
     pub loads: tokio::sync::Semaphore,
     /// Workers in their first reconcile at once (an engine starting over thousands).
     pub starts: Arc<tokio::sync::Semaphore>,
+    /// Tells the on-call channel of failures, recoveries and cancellations (never waits).
+    pub notifier: crate::notify::Notifier,
 }
 
 /// The most refused permissions remembered at once (others back off).
@@ -91,6 +93,7 @@ impl Context {
             metrics: crate::telemetry::Metrics::new(),
             loads: tokio::sync::Semaphore::new(4),
             starts: Arc::new(tokio::sync::Semaphore::new(STARTS)),
+            notifier: crate::notify::Notifier::off(),
         }
     }
 }
@@ -334,6 +337,7 @@ impl Run<'_> {
             *s == self.status
         }) && written.as_ref().is_none_or(|w| *w == self.status);
         if unchanged {
+            self.notify();
             return;
         }
         let mut shown = self.status.clone();
@@ -341,9 +345,24 @@ impl Run<'_> {
             c.message = self.masker.mask(&c.message);
         }
         match status::write(&self.api, &self.key.name, &shown).await {
-            Ok(()) => *self.inbox.written.lock().unwrap() = Some(self.status.clone()),
+            Ok(()) => {
+                *self.inbox.written.lock().unwrap() = Some(self.status.clone());
+                self.notify();
+            }
             Err(e) => tracing::warn!(release = %self.key, error = %e, "cannot write status"),
         }
+    }
+
+    /// Tells the notifier the Ready condition now in the cluster; only a status that is
+    /// there counts, so a restarted engine (starting from it) tells nothing twice.
+    fn notify(&self) {
+        let mut told = self.inbox.notified.lock().unwrap();
+        let told = told.get_or_insert_with(|| {
+            crate::notify::ReleaseState::from_status(self.hr.status.as_ref())
+        });
+        self.ctx
+            .notifier
+            .status_written(told, &self.hr, &self.status, &self.masker);
     }
 
     pub(crate) async fn event(&self, type_: EventType, reason: &str, action: &str, note: String) {

@@ -50,6 +50,8 @@ pub struct Inbox {
     pub(super) last_status: Option<HelmReleaseStatus>,
     /// The status this worker last wrote, so that writing it again can be skipped.
     written: Mutex<Option<HelmReleaseStatus>>,
+    /// What the notifier was told of this release (from its status at the first write).
+    notified: Mutex<Option<crate::notify::ReleaseState>>,
     /// Reconciles in a row that ended in an error or a failure: the retry backs off.
     pub(super) failing: u32,
     /// Started while the term runs (a release relabelled into our shard, a namespace
@@ -79,6 +81,7 @@ impl Inbox {
             candidate: None,
             last_status: None,
             written: Mutex::new(None),
+            notified: Mutex::new(None),
             failing: 0,
             handover: false,
             predecessor: None,
