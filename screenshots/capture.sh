@@ -73,6 +73,9 @@ start() { # cols rows theme
 start 120 30 dark
 sleep 12 # installs run, the never-ready wait keeps going
 "$kubectl" patch helmreleases.wheelhouse.dev -n shop billing --type merge -p '{"spec":{"suspend":true}}' >/dev/null
+# A second revision of frontend, to roll back from (the pin-diff shot).
+"$kubectl" patch helmreleases.wheelhouse.dev -n shop frontend --type merge \
+  -p '{"spec":{"values":{"replicas":3,"greeting":"welcome back"}}}' >/dev/null
 sleep 2
 keys j j
 shot table 120 30 '#1e1e1e'
@@ -101,6 +104,12 @@ keys x / ; keys -l frontend ; keys Enter e
 keys -l 'extra: [1' ; keys Enter C-s
 shot editor-error 120 30 '#1e1e1e'
 keys Escape
+keys Enter h
+sleep 3 # the revisions load; j picks revision 1, b shows what rolling back changes
+keys j b
+sleep 3
+shot pin-diff 120 30 '#1e1e1e'
+keys Escape Escape
 
 start 80 24 light
 sleep 4
