@@ -253,8 +253,11 @@ async fn a_helm_cli_release_is_rolled_back_and_uninstalled_as_helm_does() {
     .await;
     // Newest first: one down picks revision 1.
     dash.keys(&["j", "b"]);
+    // The diff of what it changes, then the question under it.
     let screen = dash
-        .wait_for("the rollback question", |s| s.contains("(y/n)"))
+        .wait_for("the rollback's diff and question", |s| {
+            s.contains("line 1/") && s.contains("y: yes")
+        })
         .await;
     assert!(
         screen.contains("to revision 1") && screen.contains("tui-app-0.1.0"),
