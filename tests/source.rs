@@ -267,7 +267,7 @@ async fn basic_auth_is_required_and_accepted() {
     let wrong = RepoAuth {
         username: Some("reader".into()),
         password: Some("wrong-Pa55".into()),
-        ca_pem: None,
+        ..Default::default()
     };
     let err = f.source.resolve(&spec, &wrong).await.unwrap_err();
     assert!(

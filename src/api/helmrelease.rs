@@ -167,10 +167,11 @@ pub struct HelmReleaseSpec {
         .message("chart.path cannot be combined with repository, name, version or secretRef"),
 )]
 pub struct ChartSpec {
-    /// URL of an HTTP(S) Helm repository (the folder holding index.yaml).
+    /// URL of an HTTP(S) Helm repository (the folder holding index.yaml), or of an OCI
+    /// registry path (`oci://host/path`, the chart being `path/name`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self.startsWith('https://') || self.startsWith('http://')")
-        .message("chart.repository must be an http:// or https:// Helm repository URL (oci:// is not supported yet)"))]
+    #[x_kube(validation = Rule::new("self.startsWith('https://') || self.startsWith('http://') || self.startsWith('oci://')")
+        .message("chart.repository must be an http:// or https:// Helm repository URL, or oci://host/path"))]
     pub repository: Option<String>,
 
     /// Chart name in the repository.
@@ -180,7 +181,8 @@ pub struct ChartSpec {
     pub name: Option<String>,
 
     /// Exact version or semver range (e.g. `1.2.3`, `>=1.0.0 <2.0.0`, `~1.4`). Defaults to
-    /// the latest stable version.
+    /// the latest stable version. For an OCI chart, `@sha256:<digest>` after the version
+    /// (or alone) pins the manifest's digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("size(self) > 0").message("chart.version must not be empty; omit it for the latest stable version"))]
     pub version: Option<String>,
@@ -191,9 +193,37 @@ pub struct ChartSpec {
     pub path: Option<String>,
 
     /// Secret in the HelmRelease's namespace with `username`/`password` for basic auth
-    /// and/or `ca.crt` for a private CA.
+    /// (or, for an OCI registry, `.dockerconfigjson` as a `kubernetes.io/dockerconfigjson`
+    /// Secret holds it) and/or `ca.crt` for a private CA.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_ref: Option<LocalObjectReference>,
+
+    /// OCI only: reach the registry over plain HTTP. Without it, plain HTTP is used only
+    /// for a registry on a loopback address that does not answer TLS.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure: bool,
+}
+
+impl ChartSpec {
+    /// Where the chart comes from, as the dashboard shows it: a path, a repository's
+    /// chart, or an OCI reference (with the version asked for, which may be a range or a
+    /// digest pin).
+    pub fn source_text(&self) -> String {
+        let version = self
+            .version
+            .as_deref()
+            .map_or_else(|| " (newest stable)".to_owned(), |v| format!(" {v}"));
+        match (&self.path, &self.repository, &self.name) {
+            (Some(path), _, _) => format!("path {path}"),
+            (None, Some(repo), Some(name)) if repo.starts_with("oci://") => format!(
+                "{}/{name}{version}{}",
+                repo.trim_end_matches('/'),
+                if self.insecure { " (plain HTTP)" } else { "" }
+            ),
+            (None, Some(repo), Some(name)) => format!("{name} from {repo}{version}"),
+            _ => "(no chart source)".to_owned(),
+        }
+    }
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]

@@ -14,6 +14,8 @@ pub struct RepoAuth {
     pub password: Option<String>,
     /// PEM certificates trusted in addition to the system roots.
     pub ca_pem: Option<Vec<u8>>,
+    /// Registry credentials from `.dockerconfigjson`: (registry, username, password).
+    pub registries: Vec<(String, String, String)>,
 }
 
 impl fmt::Debug for RepoAuth {
@@ -27,6 +29,14 @@ impl fmt::Debug for RepoAuth {
                     .ca_pem
                     .as_ref()
                     .map(|pem| format!("<{} bytes>", pem.len())),
+            )
+            .field(
+                "registries",
+                &self
+                    .registries
+                    .iter()
+                    .map(|(r, u, _)| (r, u))
+                    .collect::<Vec<_>>(),
             )
             .finish()
     }
@@ -82,16 +92,31 @@ impl RepoAuth {
             .get("ca.crt")
             .or_else(|| data.get("caFile"))
             .map(|v| v.0.clone());
-        if username.is_none() && ca_pem.is_none() {
+        let registries = match data.get(".dockerconfigjson") {
+            Some(json) => docker_config(&json.0).map_err(|why| invalid(&why))?,
+            None => Vec::new(),
+        };
+        if username.is_none() && ca_pem.is_none() && registries.is_empty() {
             return Err(invalid(
-                "has none of the keys username/password, ca.crt (or caFile)",
+                "has none of the keys username/password, .dockerconfigjson, ca.crt (or caFile)",
             ));
         }
         Ok(Self {
             username,
             password,
             ca_pem,
+            registries,
         })
+    }
+
+    /// The credentials for an OCI `registry` (`host[:port]`): its `.dockerconfigjson`
+    /// entry, else `username`/`password`.
+    pub(crate) fn registry_basic(&self, registry: &str) -> Option<(&str, &str)> {
+        self.registries
+            .iter()
+            .find(|(r, _, _)| r == registry)
+            .map(|(_, u, p)| (u.as_str(), p.as_str()))
+            .or_else(|| self.basic())
     }
 
     pub(crate) fn basic(&self) -> Option<(&str, &str)> {
@@ -100,6 +125,53 @@ impl RepoAuth {
             _ => None,
         }
     }
+}
+
+/// The registries of a Docker config (`{"auths": {"host": {"username", "password"} or
+/// {"auth": base64("user:password")}}}`), keyed by `host[:port]` (a scheme or path in
+/// the key, as `docker login` once wrote them, is dropped).
+fn docker_config(json: &[u8]) -> Result<Vec<(String, String, String)>, String> {
+    use base64::Engine;
+    let value: serde_json::Value = serde_json::from_slice(json)
+        .map_err(|e| format!("key .dockerconfigjson is not JSON: {e}"))?;
+    let auths = value
+        .get("auths")
+        .and_then(|a| a.as_object())
+        .ok_or("key .dockerconfigjson has no auths")?;
+    let mut out = Vec::new();
+    for (key, entry) in auths {
+        let host = key
+            .trim_start_matches("https://")
+            .trim_start_matches("http://")
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let field = |k: &str| entry.get(k).and_then(|v| v.as_str()).map(str::to_owned);
+        let (user, password) = match (field("username"), field("password"), field("auth")) {
+            (Some(u), Some(p), _) => (u, p),
+            (_, _, Some(auth)) => {
+                let decoded = base64::engine::general_purpose::STANDARD
+                    .decode(auth.trim())
+                    .ok()
+                    .and_then(|b| String::from_utf8(b).ok())
+                    .ok_or_else(|| {
+                        format!(".dockerconfigjson: auth of {key} is not base64 user:password")
+                    })?;
+                let (u, p) = decoded.split_once(':').ok_or_else(|| {
+                    format!(".dockerconfigjson: auth of {key} is not user:password")
+                })?;
+                (u.to_owned(), p.to_owned())
+            }
+            _ => {
+                return Err(format!(
+                    ".dockerconfigjson: {key} has neither username/password nor auth"
+                ));
+            }
+        };
+        out.push((host, user, password));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -120,13 +192,37 @@ mod tests {
     }
 
     #[test]
+    fn a_docker_config_gives_each_registry_its_credentials() {
+        let json = br#"{"auths": {
+            "https://ghcr.io/v1/": {"auth": "Ym9iOmh1bnRlcjI="},
+            "127.0.0.1:5000": {"username": "alice", "password": "s3cret"}}}"#;
+        let mut got = docker_config(json).unwrap();
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                ("127.0.0.1:5000".into(), "alice".into(), "s3cret".into()),
+                ("ghcr.io".into(), "bob".into(), "hunter2".into()),
+            ]
+        );
+        assert!(docker_config(b"{}").is_err());
+        assert!(docker_config(br#"{"auths": {"x": {"auth": "no-colon"}}}"#).is_err());
+        let auth = RepoAuth::from_secret_data(&secret(&[(".dockerconfigjson", json)]), "ns", "reg")
+            .unwrap();
+        assert_eq!(auth.registry_basic("ghcr.io"), Some(("bob", "hunter2")));
+        assert_eq!(auth.registry_basic("quay.io"), None);
+    }
+
+    #[test]
     fn debug_never_shows_the_password() {
         let auth = RepoAuth {
             username: Some("bob".into()),
             password: Some("hunter2".into()),
             ca_pem: Some(b"-----BEGIN CERTIFICATE-----".to_vec()),
+            registries: vec![("ghcr.io".into(), "bob".into(), "hunter3".into())],
         };
         let shown = format!("{auth:?} {auth:#?}");
+        assert!(!shown.contains("hunter3"), "{shown}");
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(
             shown.contains("bob") && shown.contains("<redacted>"),

@@ -12,6 +12,7 @@ mod cache;
 mod http;
 mod index;
 mod local;
+mod oci;
 mod url;
 pub mod version;
 
@@ -189,6 +190,12 @@ pub enum Error {
         reason: String,
     },
 
+    #[error("{reference} is not a Helm chart: {why}")]
+    NotAChart { reference: String, why: String },
+
+    #[error("{reference}: not found in the registry ({detail})")]
+    OciNotFound { reference: String, detail: String },
+
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -229,6 +236,7 @@ pub struct ChartSource {
     clients: Mutex<HashMap<Option<String>, HttpClient>>,
     /// Last index per (index URL, credentials), for conditional requests.
     indexes: Mutex<HashMap<String, CachedIndex>>,
+    oci: oci::OciClients,
 }
 
 struct CachedIndex {
@@ -254,6 +262,7 @@ impl ChartSource {
             system_roots: Arc::new(http::system_roots()),
             clients: Mutex::new(HashMap::new()),
             indexes: Mutex::new(HashMap::new()),
+            oci: oci::OciClients::default(),
         })
     }
 
@@ -295,6 +304,9 @@ impl ChartSource {
                     digest: local.digest,
                     path: local.path,
                 })
+            }
+            (None, Some(repository), Some(_)) if repository.starts_with("oci://") => {
+                oci::resolve(&self.oci, &self.cache_dir, self.timeout, chart, auth).await
             }
             (None, Some(repository), Some(name)) => {
                 self.resolve_from_repository(repository, name, chart.version.as_deref(), auth)
@@ -572,12 +584,12 @@ mod tests {
         let a = RepoAuth {
             username: Some("a".into()),
             password: Some("b".into()),
-            ca_pem: None,
+            ..Default::default()
         };
         let b = RepoAuth {
             username: Some("ab".into()),
             password: Some(String::new()),
-            ca_pem: None,
+            ..Default::default()
         };
         assert_ne!(index_cache_key(url, &a), none);
         assert_ne!(index_cache_key(url, &a), index_cache_key(url, &b));

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts a local Kubernetes control plane on 127.0.0.1 without containers:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (one fake node),
-# and Flux's source-controller and helm-controller (watching every namespace) with their CRDs.
+# Flux's source-controller and helm-controller (watching every namespace) with their CRDs,
+# and two OCI registries (plain HTTP; TLS with basic auth) for the chart-source tests.
 #
 # Usage: tests/cluster/up.sh DIR
 #   DIR holds everything of this cluster: certificates, etcd data, logs, the PIDs of the
@@ -20,6 +21,7 @@ mkdir -p "$1"
 dir=$(cd "$1" && pwd)
 bin=$("$here/testbin.sh")
 fluxbin=$("$here/flux.sh")
+registrybin=$("$here/registry.sh")
 kubectl=("$bin/kubectl" --kubeconfig "$dir/kubeconfig")
 
 started=$EPOCHREALTIME
@@ -72,7 +74,7 @@ PY
     "$p1" "$p2" "$p3" "$p4" >"$dir/ports.env"
 fi
 # Ports added since a DIR was first started are picked and remembered the same way.
-for var in FLUX_STORAGE_PORT FLUX_SOURCE_HEALTH_PORT FLUX_HELM_HEALTH_PORT; do
+for var in FLUX_STORAGE_PORT FLUX_SOURCE_HEALTH_PORT FLUX_HELM_HEALTH_PORT REGISTRY_PORT REGISTRY_TLS_PORT; do
   grep -q "^$var=" "$dir/ports.env" ||
     echo "$var=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" >>"$dir/ports.env"
 done
@@ -285,6 +287,52 @@ start helm-controller "${flux_env[@]}" "$fluxbin/helm-controller" \
   --log-level info --log-encoding console
 wait_for "Flux's source-controller" 60 curl -sf "http://127.0.0.1:$FLUX_SOURCE_HEALTH_PORT/readyz"
 wait_for "Flux's helm-controller" 60 curl -sf "http://127.0.0.1:$FLUX_HELM_HEALTH_PORT/readyz"
+
+# OCI registries for the chart-source tests (the CNCF distribution registry): one plain
+# HTTP and anonymous, one over TLS (a certificate of the local CA, which no system trusts)
+# with basic auth. What tests need to reach them is in DIR/registry.env.
+log "starting the OCI registries"
+reg="$dir/registry"
+mkdir -p "$reg/plain" "$reg/tls"
+if [[ ! -f "$pki/registry.crt" ]]; then
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=registry" \
+    -keyout "$pki/registry.key" -out "$pki/registry.csr" 2>>"$dir/logs/openssl.log"
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$pki/registry.ext"
+  openssl x509 -req -in "$pki/registry.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+    -CAcreateserial -days 3650 -extfile "$pki/registry.ext" -out "$pki/registry.crt" 2>>"$dir/logs/openssl.log"
+fi
+if [[ ! -f "$reg/htpasswd" ]]; then
+  password=$(python3 -c 'import secrets; print(secrets.token_hex(12))')
+  "$registrybin/htpasswd" wheelhouse "$password" >"$reg/htpasswd"
+  printf 'REGISTRY_USER=wheelhouse\nREGISTRY_PASSWORD=%s\n' "$password" >"$reg/credentials.env"
+fi
+cat >"$reg/plain.yaml" <<YAML
+version: 0.1
+log: {level: warn, accesslog: {disabled: true}}
+storage: {filesystem: {rootdirectory: $reg/plain}, delete: {enabled: true}}
+http: {addr: 127.0.0.1:$REGISTRY_PORT}
+YAML
+cat >"$reg/tls.yaml" <<YAML
+version: 0.1
+log: {level: warn, accesslog: {disabled: true}}
+storage: {filesystem: {rootdirectory: $reg/tls}, delete: {enabled: true}}
+http:
+  addr: 127.0.0.1:$REGISTRY_TLS_PORT
+  tls: {certificate: $pki/registry.crt, key: $pki/registry.key}
+auth:
+  htpasswd: {realm: wheelhouse-local, path: $reg/htpasswd}
+YAML
+start registry "$registrybin/registry" serve "$reg/plain.yaml"
+start registry-tls "$registrybin/registry" serve "$reg/tls.yaml"
+wait_for "the OCI registry" 30 curl -sf "http://127.0.0.1:$REGISTRY_PORT/v2/"
+wait_for "the OCI registry with TLS and basic auth" 30 \
+  curl -s -o /dev/null --cacert "$pki/ca.crt" "https://127.0.0.1:$REGISTRY_TLS_PORT/v2/"
+{
+  echo "REGISTRY=127.0.0.1:$REGISTRY_PORT"
+  echo "REGISTRY_TLS=127.0.0.1:$REGISTRY_TLS_PORT"
+  echo "REGISTRY_CA=$pki/ca.crt"
+  cat "$reg/credentials.env"
+} >"$dir/registry.env"
 
 trap - ERR
 log "up in $(elapsed): export KUBECONFIG=$dir/kubeconfig"

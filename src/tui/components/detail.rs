@@ -575,6 +575,10 @@ fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
             ),
         ]),
         Line::from(vec![
+            Span::styled("Source   ", t.muted()),
+            Span::raw(hr.spec.chart.source_text()),
+        ]),
+        Line::from(vec![
             Span::styled("Phase    ", t.muted()),
             Span::raw(
                 if view.live.phase == Phase::Idle && !matches!(app.role, Role::Leader) {
