@@ -613,12 +613,11 @@ fn helm_repository(
     } else {
         url
     };
-    if oci {
-        m.note(format!(
-            "chart.repository {url} is an OCI registry: wheelhouse does not read oci:// repositories yet, and its CRD refuses them until it does"
-        ));
-    }
     carried.insert("repository".into(), Value::String(url));
+    // Flux's plain-HTTP switch for an OCI registry means the same as wheelhouse's.
+    if oci && spec.get("insecure").and_then(Value::as_bool) == Some(true) {
+        carried.insert("insecure".into(), Value::Bool(true));
+    }
     if let Some(secret) = spec.pointer("/secretRef/name").and_then(Value::as_str) {
         carried.insert("secretRef".into(), json!({ "name": secret }));
         let mut note = format!(
@@ -1275,7 +1274,8 @@ spec:
             m.object["spec"]["chart"],
             json!({"repository": "oci://ghcr.io/acme/charts", "name": "web", "version": "1.x", "secretRef": {"name": "ghcr-auth"}})
         );
-        assert!(m.notes.iter().any(|n| n.contains("OCI registry")));
+        // Read as wheelhouse reads OCI registries: nothing to say about the URL.
+        assert!(!m.notes.iter().any(|n| n.contains("OCI registry")));
         let secret = m
             .notes
             .iter()

@@ -260,12 +260,18 @@ async fn crd_installs_and_api_server_rejects_invalid_helmrelease() {
         "{no_source}"
     );
 
-    let oci = rejected(
-        "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: oci}\n\
-         spec: {chart: {repository: 'oci://ghcr.io/org/charts', name: app}}",
+    let ftp = rejected(
+        "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: ftp}\n\
+         spec: {chart: {repository: 'ftp://charts.example.com', name: app}}",
     )
     .await;
-    assert!(oci.contains("oci:// is not supported yet"), "{oci}");
+    assert!(ftp.contains("or oci://host/path"), "{ftp}");
+    // An OCI registry is a repository like the others.
+    let oci: HelmRelease = from_yaml(
+        "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: oci}\n\
+         spec: {suspend: true, chart: {repository: 'oci://ghcr.io/org/charts', name: app}}",
+    );
+    api.create(&PostParams::default(), &oci).await.unwrap();
 
     // Bad durations and enums are caught by the schema. Sent as raw JSON because the
     // Rust types cannot even represent them.

@@ -488,42 +488,33 @@ async fn migrate_refuses_what_it_cannot_carry_and_checks_before_it_changes_anyth
         Some("creds")
     );
 
-    // An OCI chart: the API server refuses it (not supported yet), checked before Flux is
-    // suspended, so the Flux HelmRelease is left as it was.
-    create(
-        &repos,
-        flux_helm_repository(
-            &ns_name,
-            "ghcr",
-            json!({"type": "oci", "url": "oci://ghcr.io/acme/charts", "interval": "1h"}),
-        ),
-    )
-    .await;
+    // A chart name the wheelhouse CRD refuses (Flux's allows it): the API server's dry run
+    // refuses it before Flux is suspended, so the Flux HelmRelease is left as it was.
     create(
         &flux,
         flux_helm_release(
             &ns_name,
-            "oci",
-            json!({"interval": "1h", "chart": chart("ghcr")}),
+            "upper",
+            json!({"interval": "1h", "chart": {"spec": {"chart": "WebApp", "sourceRef": {"kind": "HelmRepository", "name": "charts"}}}}),
         ),
     )
     .await;
     let (ok, _, stderr) = wheelhouse(&[
         "migrate",
-        &format!("{ns_name}/oci"),
+        &format!("{ns_name}/upper"),
         "--apply",
         "--suspend-flux",
     ]);
     assert!(!ok);
     assert!(
         stderr.contains("refused the wheelhouse HelmRelease")
-            && stderr.contains("oci:// is not supported yet")
+            && stderr.contains("chart.name must be a chart name")
             && stderr.contains("nothing was changed"),
         "{stderr}"
     );
-    let oci = serde_json::to_value(flux.get("oci").await.unwrap()).unwrap();
-    assert_ne!(oci["spec"]["suspend"], true);
-    assert!(api.get_opt("oci").await.unwrap().is_none());
+    let upper = serde_json::to_value(flux.get("upper").await.unwrap()).unwrap();
+    assert_ne!(upper["spec"]["suspend"], true);
+    assert!(api.get_opt("upper").await.unwrap().is_none());
 
     ns.delete().await;
 }
