@@ -147,8 +147,11 @@ async fn dashboard_drives_releases() {
     dash.keys(&["Up", "End"]);
     dash.type_text("]");
     dash.keys(&["C-s"]);
-    dash.wait_for("the confirmation", |s| s.contains("Apply these values"))
-        .await;
+    // The question, once the engine's render of the draft is there (y waits for it).
+    dash.wait_for("the confirmation under the rendered diff", |s| {
+        s.contains("Apply these values") && s.contains("y: apply")
+    })
+    .await;
     dash.keys(&["y"]);
     dash.wait_for("values feedback", |s| {
         s.contains(&format!("✓ apply values to {}/web: done", ns.name))
@@ -175,8 +178,11 @@ async fn dashboard_drives_releases() {
     dash.keys(&["End"]);
     dash.type_text(" # mine");
     dash.keys(&["C-s"]);
-    dash.wait_for("the confirmation", |s| s.contains("Apply these values"))
-        .await;
+    // The question, once the engine's render of the draft is there (y waits for it).
+    dash.wait_for("the confirmation under the rendered diff", |s| {
+        s.contains("Apply these values") && s.contains("y: apply")
+    })
+    .await;
     dash.keys(&["y"]);
     let screen = dash
         .wait_for("the concurrent-change refusal", |s| {
