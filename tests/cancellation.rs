@@ -569,3 +569,133 @@ async fn an_operator_cancel_reads_canceled_until_the_next_action() {
     .await;
     ns.delete().await;
 }
+
+/// The fix pushed at once after a broken revision: that revision's pod, created moments
+/// before the fix's wait began, crash-loops during it. It is the old template's and never
+/// fails the fix (only pods of the workload's current template count: its new
+/// ReplicaSet's pod-template-hash). A creation-time rule alone would count it.
+#[tokio::test]
+async fn an_earlier_rollouts_crash_looping_pod_never_fails_the_fix() {
+    use k8s_openapi::api::core::v1::Pod;
+    let (client, ns, api, _engine) = setup("cancel-oldpods").await;
+    let values = |image: &str| {
+        serde_json::json!({"replicaCount": 1, "behavior": "never-ready",
+                           "image": format!("registry.invalid/webapp:{image}")})
+    };
+    install_webapp(
+        &api,
+        "web",
+        serde_json::json!({"timeout": "2m", "values": {"replicaCount": 1}}),
+    )
+    .await;
+    set_values(&api, "web", values("broken")).await;
+    waiting_on(&api, "web", 2).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
+    let image_of = |p: &Pod| {
+        p.spec
+            .as_ref()
+            .and_then(|s| s.containers.first())
+            .and_then(|c| c.image.clone())
+            .unwrap_or_default()
+    };
+    let old = poll_pods(&pods, |all| {
+        all.iter()
+            .find(|p| image_of(p).ends_with(":broken"))
+            .cloned()
+    })
+    .await;
+    let old_name = old.metadata.name.clone().unwrap();
+    // Held while it terminates (a kubelet takes its grace period; kwok would not), with
+    // its last status, as the rollout of the fix deletes it.
+    let hold = |finalizers: serde_json::Value| {
+        Patch::Merge(serde_json::json!({"metadata": {"finalizers": finalizers}}))
+    };
+    pods.patch(
+        &old_name,
+        &PatchParams::default(),
+        &hold(serde_json::json!(["wheelhouse.dev/test-hold"])),
+    )
+    .await
+    .unwrap();
+    // At once, so the broken revision's pod is younger than the fix's wait by < 2 s.
+    set_values(&api, "web", values("fix")).await;
+    waiting_on(&api, "web", 3).await;
+    let (old, new) = poll_pods(&pods, |all| {
+        let old = all
+            .iter()
+            .find(|p| p.metadata.name.as_deref() == Some(old_name.as_str()))?;
+        let new = all.iter().find(|p| image_of(p).ends_with(":fix"))?;
+        Some((old.clone(), new.clone()))
+    })
+    .await;
+    // The broken revision's pod crash-loops now, during the fix's wait.
+    let mut status = old.status.clone().unwrap_or_default();
+    for c in status.container_statuses.iter_mut().flatten() {
+        c.ready = false;
+        c.restart_count = 3;
+        c.state = Some(k8s_openapi::api::core::v1::ContainerState {
+            waiting: Some(k8s_openapi::api::core::v1::ContainerStateWaiting {
+                reason: Some("CrashLoopBackOff".into()),
+                message: Some("back-off restarting failed container".into()),
+            }),
+            ..Default::default()
+        });
+    }
+    pods.patch_status(
+        &old_name,
+        &PatchParams::default(),
+        &Patch::Merge(
+            serde_json::json!({"status": {"containerStatuses": status.container_statuses}}),
+        ),
+    )
+    .await
+    .unwrap();
+    // Then the fix's pod becomes ready (its test behaviour label dropped): the wait sees
+    // that after the crash loop, so its outcome tells whether the crash loop failed it.
+    pods.patch(
+        new.metadata.name.as_deref().unwrap(),
+        &PatchParams::default(),
+        &Patch::Merge(
+            serde_json::json!({"metadata": {"labels": {"wheelhouse.dev/test-behavior": null}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let hr = wait_for(&api, "web", "revision 3 decided", |h| {
+        h.status
+            .as_ref()
+            .and_then(|s| s.history.first())
+            .is_some_and(|r| r.version == 3 && r.status != "pending-upgrade")
+    })
+    .await;
+    assert!(
+        is(&hr, "Ready", "True", "UpgradeSucceeded"),
+        "the fix failed on {old_name}: {:?}",
+        hr.condition("Ready")
+    );
+    let history = helm_history(&ns.name, "web");
+    assert_eq!(
+        history.last().map(|h| (h.0, h.1.as_str())),
+        Some((3, "deployed")),
+        "{history:?}"
+    );
+    ns.delete().await;
+}
+
+async fn poll_pods<T>(
+    pods: &Api<k8s_openapi::api::core::v1::Pod>,
+    pick: impl Fn(&[k8s_openapi::api::core::v1::Pod]) -> Option<T>,
+) -> T {
+    let start = Instant::now();
+    loop {
+        let all = pods.list(&Default::default()).await.unwrap().items;
+        if let Some(t) = pick(&all) {
+            return t;
+        }
+        assert!(
+            start.elapsed() < support::PATIENCE,
+            "the pods never appeared"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

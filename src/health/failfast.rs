@@ -53,6 +53,68 @@ pub fn pod_failure(pod: &Value, now: Timestamp, unschedulable_grace: Duration) -
     None
 }
 
+/// Which of a workload's pods belong to its current template: the pods of an earlier
+/// rollout (a broken revision the one now waited on replaces) are still there for a while
+/// and must never fail the wait of the revision that fixes them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Revision {
+    /// Pods carrying this label value (a Deployment's new ReplicaSet's
+    /// `pod-template-hash`, a StatefulSet's `controller-revision-hash`).
+    Label { key: &'static str, value: String },
+    /// The workload's controller has not seen its current spec yet: every pod there is an
+    /// earlier template's.
+    NotObserved,
+    /// No way to tell (a DaemonSet): pods are told apart by creation time only.
+    Unknown,
+}
+
+impl Revision {
+    /// Of a workload as the API shows it (`kind` one of Deployment, StatefulSet,
+    /// DaemonSet).
+    pub fn of(kind: &str, workload: &Value) -> Self {
+        let generation = workload["metadata"]["generation"].as_i64();
+        let observed = workload["status"]["observedGeneration"].as_i64();
+        if generation.is_some() && observed.is_none_or(|o| Some(o) < generation) {
+            return Self::NotObserved;
+        }
+        match kind {
+            // The Progressing condition names the new ReplicaSet ("Created new replica set
+            // \"web-5d4f8\"", "ReplicaSet \"web-5d4f8\" is progressing."); its name ends
+            // in the hash its pods carry.
+            "Deployment" => workload["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["type"] == "Progressing")
+                .and_then(|c| c["message"].as_str())
+                .and_then(|m| m.split('"').nth(1))
+                .and_then(|rs| rs.rsplit_once('-'))
+                .map_or(Self::Unknown, |(_, hash)| Self::Label {
+                    key: "pod-template-hash",
+                    value: hash.to_owned(),
+                }),
+            "StatefulSet" => {
+                workload["status"]["updateRevision"]
+                    .as_str()
+                    .map_or(Self::Unknown, |r| Self::Label {
+                        key: "controller-revision-hash",
+                        value: r.to_owned(),
+                    })
+            }
+            _ => Self::Unknown,
+        }
+    }
+
+    /// Whether a pod with `labels` may fail the wait.
+    pub fn admits(&self, labels: &Value) -> bool {
+        match self {
+            Self::Label { key, value } => labels[*key].as_str() == Some(value.as_str()),
+            Self::NotObserved => false,
+            Self::Unknown => true,
+        }
+    }
+}
+
 /// Whether `labels` satisfy a workload's `spec.selector.matchLabels` (and the simple
 /// `In` expressions charts use).
 pub fn selects(selector: &Value, labels: &Value) -> bool {
@@ -92,6 +154,63 @@ pub fn selects(selector: &Value, labels: &Value) -> bool {
     }
     // An empty selector selects nothing here: we never want "every pod".
     any
+}
+
+#[cfg(test)]
+mod revision_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn deployment(generation: i64, observed: i64, message: &str) -> Value {
+        json!({"metadata": {"generation": generation},
+               "status": {"observedGeneration": observed,
+                          "conditions": [{"type": "Available", "message": "x"},
+                                         {"type": "Progressing", "message": message}]}})
+    }
+
+    #[test]
+    fn a_deployments_pods_are_its_new_replica_sets() {
+        let r = Revision::of(
+            "Deployment",
+            &deployment(3, 3, "ReplicaSet \"web-app-5d4f8c7b9\" is progressing."),
+        );
+        assert_eq!(
+            r,
+            Revision::Label {
+                key: "pod-template-hash",
+                value: "5d4f8c7b9".into()
+            }
+        );
+        assert!(r.admits(&json!({"app": "web", "pod-template-hash": "5d4f8c7b9"})));
+        assert!(!r.admits(&json!({"app": "web", "pod-template-hash": "7c9d6b5f4"})));
+        let created = Revision::of(
+            "Deployment",
+            &deployment(2, 2, "Created new replica set \"web-66b8f\""),
+        );
+        assert!(created.admits(&json!({"pod-template-hash": "66b8f"})));
+        // Not observed yet: no pod there is the new template's.
+        let r = Revision::of(
+            "Deployment",
+            &deployment(4, 3, "ReplicaSet \"web-5d4f8c7b9\" is progressing."),
+        );
+        assert_eq!(r, Revision::NotObserved);
+        assert!(!r.admits(&json!({"pod-template-hash": "5d4f8c7b9"})));
+        // No condition to read: by creation time only, as before.
+        let bare = json!({"metadata": {"generation": 1}, "status": {"observedGeneration": 1}});
+        assert_eq!(Revision::of("Deployment", &bare), Revision::Unknown);
+        assert!(Revision::Unknown.admits(&json!({})));
+    }
+
+    #[test]
+    fn a_statefulsets_pods_are_its_update_revisions() {
+        let sts = json!({"metadata": {"generation": 2},
+                         "status": {"observedGeneration": 2, "updateRevision": "db-6f7b9"}});
+        let r = Revision::of("StatefulSet", &sts);
+        assert!(r.admits(&json!({"controller-revision-hash": "db-6f7b9"})));
+        assert!(!r.admits(&json!({"controller-revision-hash": "db-58c4d"})));
+        let ds = json!({"metadata": {"generation": 1}, "status": {"observedGeneration": 1}});
+        assert_eq!(Revision::of("DaemonSet", &ds), Revision::Unknown);
+    }
 }
 
 #[cfg(test)]

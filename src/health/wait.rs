@@ -155,6 +155,8 @@ pub async fn wait(
     }
     let has_pod_watches = !pod_stores.is_empty();
     let mut selectors: BTreeMap<usize, serde_json::Value> = BTreeMap::new();
+    // Which pods of each workload are its current template's (see failfast::Revision).
+    let mut revisions: BTreeMap<usize, failfast::Revision> = BTreeMap::new();
     let mut pods: BTreeMap<(String, String), serde_json::Value> = BTreeMap::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     let mut states: BTreeMap<usize, Readiness> = BTreeMap::new();
@@ -167,6 +169,7 @@ pub async fn wait(
             options,
             &mut states,
             &mut selectors,
+            &mut revisions,
         );
     }
     for store in pod_stores.values() {
@@ -177,7 +180,7 @@ pub async fn wait(
     let mut last = None;
 
     loop {
-        if let Some((pod, reason)) = failing_pod(targets, &selectors, &pods, options) {
+        if let Some((pod, reason)) = failing_pod(targets, &selectors, &revisions, &pods, options) {
             return Outcome::Failed {
                 object: pod,
                 reason,
@@ -215,7 +218,7 @@ pub async fn wait(
                     let mut selected = false;
                     for i in (0..targets.len()).filter(|&i| group[i] == g) {
                         if name.as_ref().is_none_or(|n| *n == targets[i].name) {
-                            selected |= observe(targets, i, stores[g].get(&targets[i].name), options, &mut states, &mut selectors);
+                            selected |= observe(targets, i, stores[g].get(&targets[i].name), options, &mut states, &mut selectors, &mut revisions);
                         }
                     }
                     // Pods that arrived before their workload's selector was known.
@@ -256,6 +259,7 @@ fn observe(
     options: &WaitOptions,
     states: &mut BTreeMap<usize, Readiness>,
     selectors: &mut BTreeMap<usize, serde_json::Value>,
+    revisions: &mut BTreeMap<usize, failfast::Revision>,
 ) -> bool {
     let Some(obj) = obj else {
         states.insert(
@@ -266,6 +270,8 @@ fn observe(
     };
     states.insert(i, readiness_of(&targets[i], &obj, options.strictness));
     if WORKLOADS.contains(&targets[i].resource.kind.as_str()) {
+        let value = serde_json::to_value(&*obj).unwrap_or_default();
+        revisions.insert(i, failfast::Revision::of(&targets[i].resource.kind, &value));
         let selector = obj.data["spec"]["selector"].clone();
         if selectors.get(&i) != Some(&selector) {
             selectors.insert(i, selector);
@@ -307,10 +313,13 @@ fn keep_pod(
     }
 }
 
-/// The first pod of a workload in `targets` that cannot become ready, with the reason.
+/// The first pod of a workload in `targets` that cannot become ready, with the reason:
+/// only pods of the workload's current template count (an earlier rollout's failing pods,
+/// still there while the fix rolls out, never fail it).
 fn failing_pod(
     targets: &[Target],
     selectors: &BTreeMap<usize, serde_json::Value>,
+    revisions: &BTreeMap<usize, failfast::Revision>,
     pods: &BTreeMap<(String, String), serde_json::Value>,
     options: &WaitOptions,
 ) -> Option<(String, String)> {
@@ -323,6 +332,7 @@ fn failing_pod(
         let owned = selectors.iter().any(|(i, selector)| {
             targets[*i].namespace.as_deref() == Some(ns.as_str())
                 && failfast::selects(selector, labels)
+                && revisions.get(i).is_none_or(|r| r.admits(labels))
         });
         if owned && let Some(reason) = failfast::pod_failure(pod, now, options.unschedulable_grace)
         {
