@@ -540,38 +540,6 @@ async fn logs_of_a_crash_looping_pod_appear() {
     ns.delete().await;
 }
 
-/// `helm history` of a release in `ns` as (revision, status, description).
-fn history_of(ns: &str, release: &str) -> Vec<(i64, String, String)> {
-    let out = std::process::Command::new(support::testbin().join("helm"))
-        .args([
-            "history",
-            release,
-            "-o",
-            "json",
-            "--namespace",
-            ns,
-            "--kubeconfig",
-        ])
-        .arg(support::kubeconfig_path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
-    json.iter()
-        .map(|r| {
-            (
-                r["revision"].as_i64().unwrap(),
-                r["status"].as_str().unwrap().to_owned(),
-                r["description"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect()
-}
-
 fn greeting_of(hr: &HelmRelease) -> Option<&str> {
     hr.spec.values.as_ref()?.get("greeting")?.as_str()
 }
@@ -603,7 +571,7 @@ async fn a_release_is_rolled_back_and_pinned_then_resumed_and_an_edit_is_reviewe
     .await
     .unwrap();
     poll("revision 2 deployed", async || {
-        (history_of(&ns.name, "pinme")
+        (support::engine::helm_history(&ns.name, "pinme")
             .last()
             .map(|r| (r.0, r.1.clone()))
             == Some((2, "deployed".into())))
@@ -632,7 +600,11 @@ async fn a_release_is_rolled_back_and_pinned_then_resumed_and_an_edit_is_reviewe
         assert!(review.contains(part), "{part}:\n{review}");
     }
     assert!(!review.contains("not-shown-in-the-dashboard"), "{review}");
-    assert_eq!(history_of(&ns.name, "pinme").len(), 2, "nothing before y");
+    assert_eq!(
+        support::engine::helm_history(&ns.name, "pinme").len(),
+        2,
+        "nothing before y"
+    );
     dash.keys(&["y"]);
     let pinned = poll("pinned to revision 1", async || {
         let hr = api.get("pinme").await.unwrap();
@@ -642,7 +614,9 @@ async fn a_release_is_rolled_back_and_pinned_then_resumed_and_an_edit_is_reviewe
     assert_eq!(pinned.1.revision, 1);
     assert!(pinned.0.spec.suspend);
     assert_eq!(
-        history_of(&ns.name, "pinme").last().unwrap(),
+        support::engine::helm_history(&ns.name, "pinme")
+            .last()
+            .unwrap(),
         &(3, "deployed".into(), "Rollback to 1".into())
     );
     dash.keys(&["Escape"]);

@@ -388,35 +388,8 @@ impl ChartSource {
         let response = client
             .get(&chart_url, credentials.as_ref(), &[], MAX_CHART_BYTES)
             .await?;
-        let body = response.body;
         let shown_url = url::redact(&chart_url);
-        let path = cached.clone();
-        blocking(move || {
-            let actual = local::sha256_hex(&body);
-            if let Some(expected) = expected
-                && expected != actual
-            {
-                return Err(Error::DigestMismatch {
-                    url: shown_url,
-                    expected,
-                    actual,
-                });
-            }
-            // Validate before caching, so the cache only ever holds charts.
-            let meta = local::archive_meta(&body, &shown_url)?;
-            cache::write_atomic(&path, &body).map_err(|source| Error::Cache {
-                path: path.clone(),
-                source,
-            })?;
-            Ok(ResolvedChart {
-                name: meta.name,
-                version: meta.version,
-                app_version: meta.app_version,
-                digest: format!("sha256:{actual}"),
-                path,
-            })
-        })
-        .await
+        store_chart(response.body, expected, cached, shown_url).await
     }
 
     /// The repository's index: downloaded when it changed, otherwise the parsed copy.
@@ -508,6 +481,42 @@ impl ChartSource {
 
 /// A cached archive, if present and intact. A corrupt one is removed so it is
 /// downloaded again.
+/// A downloaded archive checked against its `expected` sha256 (hex), validated as a chart,
+/// then written to `path` in the cache: the cache only ever holds charts.
+async fn store_chart(
+    body: impl AsRef<[u8]> + Send + 'static,
+    expected: Option<String>,
+    path: PathBuf,
+    origin: String,
+) -> Result<ResolvedChart, Error> {
+    blocking(move || {
+        let body = body.as_ref();
+        let actual = local::sha256_hex(body);
+        if let Some(expected) = expected
+            && expected != actual
+        {
+            return Err(Error::DigestMismatch {
+                url: origin,
+                expected,
+                actual,
+            });
+        }
+        let meta = local::archive_meta(body, &origin)?;
+        cache::write_atomic(&path, body).map_err(|source| Error::Cache {
+            path: path.clone(),
+            source,
+        })?;
+        Ok(ResolvedChart {
+            name: meta.name,
+            version: meta.version,
+            app_version: meta.app_version,
+            digest: format!("sha256:{actual}"),
+            path,
+        })
+    })
+    .await
+}
+
 async fn cached_chart(
     path: &std::path::Path,
     expected: Option<&str>,

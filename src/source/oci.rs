@@ -21,7 +21,7 @@ use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
-use super::{Error, RepoAuth, ResolvedChart, blocking, cache, local, version};
+use super::{Error, RepoAuth, ResolvedChart, local, version};
 
 /// Helm's media types (helm.sh/helm/v4/pkg/registry).
 pub const HELM_CONFIG_MEDIA_TYPE: &str = "application/vnd.cncf.helm.config.v1+json";
@@ -356,28 +356,12 @@ async fn fetch(
         .pull_blob(&reference, layer, &mut body)
         .await
         .map_err(fail)?;
-    blocking(move || {
-        let actual = local::sha256_hex(&body);
-        if actual != layer_hex {
-            return Err(Error::DigestMismatch {
-                url: format!("{shown} (chart layer)"),
-                expected: layer_hex,
-                actual,
-            });
-        }
-        let meta = local::archive_meta(&body, &shown)?;
-        cache::write_atomic(&path, &body).map_err(|source| Error::Cache {
-            path: path.clone(),
-            source,
-        })?;
-        Ok(ResolvedChart {
-            name: meta.name,
-            version: meta.version,
-            app_version: meta.app_version,
-            digest: format!("sha256:{actual}"),
-            path,
-        })
-    })
+    super::store_chart(
+        body,
+        Some(layer_hex),
+        path,
+        format!("{shown} (chart layer)"),
+    )
     .await
 }
 

@@ -108,14 +108,20 @@ if [[ ! -f "$pki/admin.crt" ]]; then
   ossl rsa -in "$pki/sa.key" -pubout -out "$pki/sa.pub"
 fi
 
+# server_cert NAME DNS: $pki/NAME.crt and .key for 127.0.0.1 and DNS, signed by our CA
+# (made once per DIR).
+server_cert() {
+  local name=$1 dns=$2
+  [[ -f "$pki/$name.crt" ]] && return 0
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=$dns" \
+    -keyout "$pki/$name.key" -out "$pki/$name.csr" 2>>"$dir/logs/openssl.log"
+  printf 'subjectAltName=IP:127.0.0.1,DNS:%s\nextendedKeyUsage=serverAuth\n' "$dns" >"$pki/$name.ext"
+  openssl x509 -req -in "$pki/$name.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
+    -CAcreateserial -days 3650 -extfile "$pki/$name.ext" -out "$pki/$name.crt" 2>>"$dir/logs/openssl.log"
+}
+
 # kwok serves pod logs to the API server as a kubelet would, over TLS verified with our CA.
-if [[ ! -f "$pki/kwok.crt" ]]; then
-  openssl req -newkey rsa:2048 -nodes -subj "/CN=kwok-node-0" \
-    -keyout "$pki/kwok.key" -out "$pki/kwok.csr" 2>>"$dir/logs/openssl.log"
-  printf 'subjectAltName=IP:127.0.0.1,DNS:kwok-node-0\nextendedKeyUsage=serverAuth\n' >"$pki/kwok.ext"
-  openssl x509 -req -in "$pki/kwok.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
-    -CAcreateserial -days 3650 -extfile "$pki/kwok.ext" -out "$pki/kwok.crt" 2>>"$dir/logs/openssl.log"
-fi
+server_cert kwok kwok-node-0
 
 # What every fake pod's container logs, in the CRI log format a kubelet reads
 # (`<RFC 3339 time> stdout F <line>`): 300 numbered lines now, and 50 from before its last
@@ -294,13 +300,7 @@ wait_for "Flux's helm-controller" 60 curl -sf "http://127.0.0.1:$FLUX_HELM_HEALT
 log "starting the OCI registries"
 reg="$dir/registry"
 mkdir -p "$reg/plain" "$reg/tls"
-if [[ ! -f "$pki/registry.crt" ]]; then
-  openssl req -newkey rsa:2048 -nodes -subj "/CN=registry" \
-    -keyout "$pki/registry.key" -out "$pki/registry.csr" 2>>"$dir/logs/openssl.log"
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$pki/registry.ext"
-  openssl x509 -req -in "$pki/registry.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" \
-    -CAcreateserial -days 3650 -extfile "$pki/registry.ext" -out "$pki/registry.crt" 2>>"$dir/logs/openssl.log"
-fi
+server_cert registry localhost
 if [[ ! -f "$reg/htpasswd" ]]; then
   password=$(python3 -c 'import secrets; print(secrets.token_hex(12))')
   "$registrybin/htpasswd" wheelhouse "$password" >"$reg/htpasswd"
