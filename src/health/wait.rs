@@ -268,9 +268,10 @@ fn observe(
         );
         return false;
     };
-    states.insert(i, readiness_of(&targets[i], &obj, options.strictness));
+    // Serialised once for the readiness rules and the workload's current revision.
+    let value = typed_value(&targets[i], &obj);
+    states.insert(i, readiness::of_with(&value, options.strictness));
     if WORKLOADS.contains(&targets[i].resource.kind.as_str()) {
-        let value = serde_json::to_value(&*obj).unwrap_or_default();
         revisions.insert(i, failfast::Revision::of(&targets[i].resource.kind, &value));
         let selector = obj.data["spec"]["selector"].clone();
         if selectors.get(&i) != Some(&selector) {
@@ -342,12 +343,13 @@ fn failing_pod(
     None
 }
 
-fn readiness_of(target: &Target, obj: &DynamicObject, strict: readiness::Strictness) -> Readiness {
+/// The object as JSON with its type meta (dynamic objects may come back without it; the
+/// readiness rules dispatch on it).
+fn typed_value(target: &Target, obj: &DynamicObject) -> serde_json::Value {
     let mut value = serde_json::to_value(obj).unwrap_or_default();
-    // Dynamic objects may come back without type meta; the rules dispatch on it.
     value["apiVersion"] = target.resource.api_version.clone().into();
     value["kind"] = target.resource.kind.clone().into();
-    readiness::of_with(&value, strict)
+    value
 }
 
 fn progress_of(targets: &[Target], states: &BTreeMap<usize, Readiness>) -> Progress {
