@@ -15,9 +15,16 @@ fi
 [[ $# -eq 1 ]] || { log "usage: $0 [--keep] DIR"; exit 2; }
 dir=$1
 [[ -d "$dir" ]] || { log "nothing at $dir"; exit 0; }
+dir=$(cd "$dir" && pwd)
 
-# Only signal a PID that still runs the binary we started (PIDs get reused).
-ours() { [[ -r "/proc/$2/cmdline" ]] && tr '\0' ' ' <"/proc/$2/cmdline" | grep -q "/$1 "; }
+# Only signal a PID that still runs what we started (PIDs get reused): the binary NAME, or
+# a command naming a file in DIR (registry-tls runs the binary `registry`).
+ours() {
+  [[ -r "/proc/$2/cmdline" ]] || return 1
+  local cmdline
+  cmdline=$(tr '\0' ' ' <"/proc/$2/cmdline")
+  [[ "$cmdline" == *"/$1 "* || "$cmdline" == *" $dir/"* ]]
+}
 
 # Sends SIGTERM to every given "name pid" at once, waits up to 15s, then SIGKILLs.
 stop() {
