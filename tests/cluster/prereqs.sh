@@ -17,6 +17,8 @@ fi
 declare -A packages=(
   [openssl]=openssl [python3]=python3 [curl]=curl [setsid]=util-linux
   [flock]=util-linux [ss]=iproute2 [tmux]=tmux [base64]=coreutils
+  # The Git server of the chart-source tests runs `git http-backend` and `git upload-pack`.
+  [git]=git
 )
 missing=()
 for cmd in "${!packages[@]}"; do

@@ -2,12 +2,16 @@
 # Starts a local Kubernetes control plane on 127.0.0.1 without containers:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (one fake node),
 # Flux's source-controller and helm-controller (watching every namespace) with their CRDs,
-# and two OCI registries (plain HTTP; TLS with basic auth) for the chart-source tests.
+# two OCI registries (plain HTTP; TLS with basic auth) and a Git server (anonymous smart
+# HTTP; HTTPS with basic or bearer auth; SSH with a public key) for the chart-source tests.
 #
 # Usage: tests/cluster/up.sh DIR
 #   DIR holds everything of this cluster: certificates, etcd data, logs, the PIDs of the
 #   processes started (DIR/pids, read by down.sh) and DIR/kubeconfig. Returns once the
-#   API answers, the fake node is Ready and the default ServiceAccount exists.
+#   API answers, the fake node is Ready, the default ServiceAccount exists and the
+#   registries and the Git server answer. What tests need to reach the registries is in
+#   DIR/registry.env, and the Git server in DIR/git.env (its repositories root, URLs, CA,
+#   credentials, SSH identity and known_hosts files).
 #   Running it again on a DIR whose cluster is up does nothing; on a stopped DIR it
 #   restarts the cluster with its data.
 set -euo pipefail
@@ -22,6 +26,7 @@ dir=$(cd "$1" && pwd)
 bin=$("$here/testbin.sh")
 fluxbin=$("$here/flux.sh")
 registrybin=$("$here/registry.sh")
+gitserverbin=$("$here/gitserver.sh")
 kubectl=("$bin/kubectl" --kubeconfig "$dir/kubeconfig")
 
 started=$EPOCHREALTIME
@@ -74,7 +79,8 @@ PY
     "$p1" "$p2" "$p3" "$p4" >"$dir/ports.env"
 fi
 # Ports added since a DIR was first started are picked and remembered the same way.
-for var in FLUX_STORAGE_PORT FLUX_SOURCE_HEALTH_PORT FLUX_HELM_HEALTH_PORT REGISTRY_PORT REGISTRY_TLS_PORT; do
+for var in FLUX_STORAGE_PORT FLUX_SOURCE_HEALTH_PORT FLUX_HELM_HEALTH_PORT REGISTRY_PORT REGISTRY_TLS_PORT \
+  GIT_HTTP_PORT GIT_HTTPS_PORT GIT_SSH_PORT; do
   grep -q "^$var=" "$dir/ports.env" ||
     echo "$var=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" >>"$dir/ports.env"
 done
@@ -333,6 +339,51 @@ wait_for "the OCI registry with TLS and basic auth" 30 \
   echo "REGISTRY_CA=$pki/ca.crt"
   cat "$reg/credentials.env"
 } >"$dir/registry.env"
+
+# The Git server of the Git chart-source tests (tests/cluster/gitserver/main.go), one
+# process serving the bare repositories under DIR/git/repos (tests create them) read-only:
+# anonymous smart HTTP, HTTPS (a certificate of the local CA) with basic auth or a bearer
+# token (403 for anything under /forbidden/), and SSH with a public key. What tests need
+# to reach it is in DIR/git.env.
+log "starting the Git server"
+gitdir="$dir/git"
+mkdir -p "$gitdir/repos"
+server_cert git localhost
+[[ -f "$gitdir/ssh/client_ed25519" ]] || "$gitserverbin/gitserver" keygen "$gitdir/ssh"
+if [[ ! -f "$gitdir/credentials.env" ]]; then
+  printf 'GIT_USER=wheelhouse\nGIT_PASSWORD=%s\nGIT_TOKEN=%s\n' \
+    "$(python3 -c 'import secrets; print(secrets.token_hex(12))')" \
+    "$(python3 -c 'import secrets; print(secrets.token_hex(20))')" >"$gitdir/credentials.env"
+  chmod 600 "$gitdir/credentials.env"
+fi
+# known_hosts lines as OpenSSH writes them for a non-default port: the server's host key,
+# and an unrelated key for the same host (a known_hosts the client must refuse).
+host_key_line() { printf '[127.0.0.1]:%s %s\n' "$GIT_SSH_PORT" "$(cut -d' ' -f1,2 "$1")"; }
+host_key_line "$gitdir/ssh/host_ed25519.pub" >"$gitdir/ssh/known_hosts"
+host_key_line "$gitdir/ssh/other_host_ed25519.pub" >"$gitdir/ssh/wrong_known_hosts"
+start gitserver "$gitserverbin/gitserver" serve \
+  -root "$gitdir/repos" \
+  -http "127.0.0.1:$GIT_HTTP_PORT" \
+  -https "127.0.0.1:$GIT_HTTPS_PORT" -cert "$pki/git.crt" -key "$pki/git.key" \
+  -credentials "$gitdir/credentials.env" \
+  -ssh "127.0.0.1:$GIT_SSH_PORT" -host-key "$gitdir/ssh/host_ed25519" \
+  -authorized-keys "$gitdir/ssh/authorized_keys"
+# An SSH server speaks first: its version line.
+ssh_banner() { timeout 2 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && head -c 8 <&3 | grep -q "^SSH-2.0-"' _ "$1"; }
+wait_for "the Git server over HTTP" 30 curl -s -o /dev/null "http://127.0.0.1:$GIT_HTTP_PORT/"
+wait_for "the Git server over HTTPS" 30 curl -s -o /dev/null --cacert "$pki/ca.crt" "https://127.0.0.1:$GIT_HTTPS_PORT/"
+wait_for "the Git server over SSH" 30 ssh_banner "$GIT_SSH_PORT"
+{
+  echo "GIT_ROOT=$gitdir/repos"
+  echo "GIT_HTTP=http://127.0.0.1:$GIT_HTTP_PORT"
+  echo "GIT_HTTPS=https://127.0.0.1:$GIT_HTTPS_PORT"
+  echo "GIT_CA=$pki/ca.crt"
+  cat "$gitdir/credentials.env"
+  echo "GIT_SSH=ssh://git@127.0.0.1:$GIT_SSH_PORT"
+  echo "GIT_SSH_IDENTITY=$gitdir/ssh/client_ed25519"
+  echo "GIT_SSH_KNOWN_HOSTS=$gitdir/ssh/known_hosts"
+  echo "GIT_SSH_WRONG_KNOWN_HOSTS=$gitdir/ssh/wrong_known_hosts"
+} >"$dir/git.env"
 
 trap - ERR
 log "up in $(elapsed): export KUBECONFIG=$dir/kubeconfig"
