@@ -181,19 +181,7 @@ fn source() -> (ChartSource, tempfile::TempDir) {
 
 /// A path of its own in the registry for each test.
 fn unique(prefix: &str) -> String {
-    format!("{prefix}-{:08x}", rand_u32())
-}
-
-fn rand_u32() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos(),
-    );
-    h.finish() as u32
+    format!("{prefix}-{:08x}", support::rand_u32())
 }
 
 #[tokio::test]

@@ -157,14 +157,16 @@ pub struct HelmReleaseSpec {
     pub drift_detection: Option<DriftDetection>,
 }
 
-/// Exactly one of `path`, or `repository` + `name` (with an optional `version`).
+/// Exactly one of `path`, `repository` + `name` (with an optional `version`), or `git`.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = Rule::new("has(self.path) || (has(self.repository) && has(self.name))")
-        .message("chart needs either path, or repository and name"),
-    validation = Rule::new("!has(self.path) || !(has(self.repository) || has(self.name) || has(self.version) || has(self.secretRef))")
-        .message("chart.path cannot be combined with repository, name, version or secretRef"),
+    validation = Rule::new("has(self.path) || has(self.git) || (has(self.repository) && has(self.name))")
+        .message("chart needs either path, repository and name, or git"),
+    validation = Rule::new("!has(self.path) || !(has(self.repository) || has(self.name) || has(self.version) || has(self.secretRef) || has(self.git))")
+        .message("chart.path cannot be combined with repository, name, version, secretRef or git"),
+    validation = Rule::new("!has(self.git) || !(has(self.repository) || has(self.name) || has(self.version) || has(self.insecure))")
+        .message("chart.git cannot be combined with repository, name, version or insecure (the chart is the directory git.path)"),
 )]
 pub struct ChartSpec {
     /// URL of an HTTP(S) Helm repository (the folder holding index.yaml), or of an OCI
@@ -202,6 +204,54 @@ pub struct ChartSpec {
     /// for a registry on a loopback address that does not answer TLS.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub insecure: bool,
+
+    /// A chart directory in a Git repository, fetched shallow at the commit `ref` names.
+    /// Every new commit is a new desired state. Credentials come from `secretRef`:
+    /// `username`/`password` or `bearerToken` (HTTPS, with an optional `ca.crt`), or
+    /// `identity` and `known_hosts` (SSH), as in Flux's GitRepository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git: Option<GitSource>,
+}
+
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GitSource {
+    /// `https://host/repo.git`, `http://` (loopback or trusted networks only), or
+    /// `ssh://user@host[:port]/repo.git`.
+    #[x_kube(validation = Rule::new("self.startsWith('https://') || self.startsWith('http://') || self.startsWith('ssh://')")
+        .message("chart.git.url must be an https://, http:// or ssh:// URL"))]
+    pub url: String,
+
+    /// What to check out; the default branch (HEAD) when omitted.
+    #[serde(default, rename = "ref", skip_serializing_if = "Option::is_none")]
+    pub reference: Option<GitRef>,
+
+    /// The chart directory inside the repository (default: the repository's root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+/// At most one of these; Flux's GitRepository `ref`.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("[has(self.branch), has(self.tag), has(self.semver), has(self.commit)].filter(x, x).size() <= 1")
+        .message("chart.git.ref takes one of branch, tag, semver or commit"),
+)]
+pub struct GitRef {
+    /// The branch's newest commit; each new commit is a new desired state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// The highest tag matching this semver range (a leading `v` in tags is allowed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semver: Option<String>,
+    /// A full commit SHA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.matches('^[0-9a-f]{40}$')")
+        .message("chart.git.ref.commit must be a full 40-character commit SHA"))]
+    pub commit: Option<String>,
 }
 
 impl ChartSpec {
@@ -213,6 +263,9 @@ impl ChartSpec {
             .version
             .as_deref()
             .map_or_else(|| " (newest stable)".to_owned(), |v| format!(" {v}"));
+        if let Some(git) = &self.git {
+            return git.source_text(None);
+        }
         match (&self.path, &self.repository, &self.name) {
             (Some(path), _, _) => format!("path {path}"),
             (None, Some(repo), Some(name)) if repo.starts_with("oci://") => format!(
@@ -223,6 +276,36 @@ impl ChartSpec {
             (None, Some(repo), Some(name)) => format!("{name} from {repo}{version}"),
             _ => "(no chart source)".to_owned(),
         }
+    }
+}
+
+impl GitSource {
+    /// `url@commit` (the first 12 digits of the commit, when known) with the ref and
+    /// path asked for, as the dashboard shows it.
+    pub fn source_text(&self, commit: Option<&str>) -> String {
+        let reference = match &self.reference {
+            Some(GitRef {
+                branch: Some(b), ..
+            }) => format!(" branch {b}"),
+            Some(GitRef { tag: Some(t), .. }) => format!(" tag {t}"),
+            Some(GitRef {
+                semver: Some(r), ..
+            }) => format!(" tags {r}"),
+            Some(GitRef {
+                commit: Some(c), ..
+            }) => format!(" commit {}", &c[..c.len().min(12)]),
+            _ => " (default branch)".to_owned(),
+        };
+        let path = self
+            .path
+            .as_deref()
+            .filter(|p| !p.trim_matches('/').is_empty())
+            .map(|p| format!(" path {p}"))
+            .unwrap_or_default();
+        let at = commit
+            .map(|c| format!("@{}", &c[..c.len().min(12)]))
+            .unwrap_or_default();
+        format!("{}{at}{reference}{path}", self.url)
     }
 }
 
@@ -500,6 +583,9 @@ pub struct HelmReleaseStatus {
     /// Digest of the merged values of the last attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_attempted_config_digest: Option<String>,
+    /// Git charts: `<ref>@sha1:<commit>` of the last attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_attempted_source_revision: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_attempted_release_action: Option<ReleaseAction>,
     /// Helm revisions, newest first.
@@ -613,6 +699,9 @@ pub struct Snapshot {
     /// passed, failed, or absent when no tests ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub test_result: Option<String>,
+    /// The Git commit a Git chart's revision was made from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commit: Option<String>,
 }
 
 /// Progress of the running health check.
@@ -631,6 +720,25 @@ pub struct WaitStatus {
 }
 
 impl HelmRelease {
+    /// The chart's source as the detail view shows it; for a Git chart with the commit of
+    /// the newest revision (or of the last attempt, before there is one).
+    pub fn source_text(&self) -> String {
+        let Some(git) = &self.spec.chart.git else {
+            return self.spec.chart.source_text();
+        };
+        let status = self.status.as_ref();
+        let commit = status
+            .and_then(|s| s.history.first())
+            .and_then(|h| h.commit.clone())
+            .or_else(|| {
+                status
+                    .and_then(|s| s.last_attempted_source_revision.as_deref())
+                    .and_then(commit_of)
+                    .map(str::to_owned)
+            });
+        git.source_text(commit.as_deref())
+    }
+
     /// The Helm release name, defaulted as Flux does.
     pub fn release_name(&self) -> String {
         if let Some(name) = &self.spec.release_name {
@@ -724,6 +832,14 @@ fn yes() -> bool {
 
 fn is_zero(n: &i64) -> bool {
     *n == 0
+}
+
+/// The commit in a Git revision, `<ref>@sha1:<commit>` (or `sha1:<commit>`).
+pub fn commit_of(revision: &str) -> Option<&str> {
+    revision
+        .rsplit_once("sha1:")
+        .map(|(_, c)| c)
+        .filter(|c| c.len() == 40 && c.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 #[cfg(test)]

@@ -12,6 +12,14 @@ pub struct Desired {
     pub chart_name: String,
     pub chart_version: String,
     pub config_digest: String,
+    /// A Git chart's `<ref>@sha1:<commit>`: each new commit is a new desired state.
+    pub source_revision: Option<String>,
+}
+
+impl Desired {
+    pub fn source_commit(&self) -> Option<&str> {
+        crate::api::commit_of(self.source_revision.as_deref()?)
+    }
 }
 
 /// The newest Helm revision, reduced to what the decision needs.
@@ -22,6 +30,8 @@ pub struct Latest {
     pub chart_name: String,
     pub chart_version: String,
     pub config_digest: String,
+    /// The Git commit the revision was made from (its source-commit label).
+    pub source_commit: Option<String>,
     pub tests: TestState,
     /// The revision failed because an engine stopped mid-action and it was unlocked,
     /// not because of the release: it is retried rather than remediated.
@@ -138,6 +148,9 @@ fn in_sync(latest: &Latest, desired: &Desired) -> bool {
     latest.chart_name == desired.chart_name
         && latest.chart_version == desired.chart_version
         && latest.config_digest == desired.config_digest
+        && desired
+            .source_commit()
+            .is_none_or(|c| latest.source_commit.as_deref() == Some(c))
 }
 
 /// `retries` < 0 means retry forever.
@@ -277,6 +290,7 @@ mod tests {
             chart_name: "app".into(),
             chart_version: "1.1.0".into(),
             config_digest: "sha256:new".into(),
+            source_revision: None,
         }
     }
 
@@ -287,6 +301,7 @@ mod tests {
             chart_name: "app".into(),
             chart_version: "1.1.0".into(),
             config_digest: "sha256:new".into(),
+            source_commit: None,
             tests: TestState::NoTests,
             interrupted: false,
             left_waiting: false,
@@ -363,6 +378,27 @@ mod tests {
                 "{s}"
             );
         }
+    }
+
+    #[test]
+    fn a_new_git_commit_is_a_new_desired_state_even_at_the_same_chart_version() {
+        let commit = |c: char| std::iter::repeat_n(c, 40).collect::<String>();
+        let at = |c: char| Some(format!("main@sha1:{}", commit(c)));
+        let mut o = observed(Some(Latest {
+            source_commit: Some(commit('a')),
+            ..latest(3, Status::Deployed)
+        }));
+        o.desired.source_revision = at('a');
+        assert_eq!(next(&o), Next::InSync);
+        o.desired.source_revision = at('b');
+        assert_eq!(next(&o), Next::Upgrade);
+        // A revision without the label (made by the helm CLI, or before Git sources) is
+        // brought to the commit once.
+        o.latest.as_mut().unwrap().source_commit = None;
+        assert_eq!(next(&o), Next::Upgrade);
+        // Charts from anywhere else ignore the label.
+        o.desired.source_revision = None;
+        assert_eq!(next(&o), Next::InSync);
     }
 
     #[test]

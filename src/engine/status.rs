@@ -202,6 +202,7 @@ pub fn history(
                     super::plan::TestState::Failed => Some("failed".into()),
                     _ => None,
                 },
+                commit: r.labels.get(super::actions::SOURCE_COMMIT_LABEL).cloned(),
             }
         })
         .collect();

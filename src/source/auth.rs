@@ -16,6 +16,12 @@ pub struct RepoAuth {
     pub ca_pem: Option<Vec<u8>>,
     /// Registry credentials from `.dockerconfigjson`: (registry, username, password).
     pub registries: Vec<(String, String, String)>,
+    /// Git over HTTPS: sent as `Authorization: Bearer` (Flux's `bearerToken`).
+    pub bearer_token: Option<String>,
+    /// Git over SSH: the private key (`identity`, OpenSSH or PEM) and the server's
+    /// accepted keys (`known_hosts`), as Flux's GitRepository Secrets hold them.
+    pub ssh_identity: Option<String>,
+    pub known_hosts: Option<String>,
 }
 
 impl fmt::Debug for RepoAuth {
@@ -38,6 +44,15 @@ impl fmt::Debug for RepoAuth {
                     .map(|(r, u, _)| (r, u))
                     .collect::<Vec<_>>(),
             )
+            .field(
+                "bearer_token",
+                &self.bearer_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field(
+                "ssh_identity",
+                &self.ssh_identity.as_ref().map(|_| "<redacted>"),
+            )
+            .field("known_hosts", &self.known_hosts)
             .finish()
     }
 }
@@ -96,9 +111,17 @@ impl RepoAuth {
             Some(json) => docker_config(&json.0).map_err(|why| invalid(&why))?,
             None => Vec::new(),
         };
-        if username.is_none() && ca_pem.is_none() && registries.is_empty() {
+        let bearer_token = text("bearerToken")?;
+        let ssh_identity = text("identity")?;
+        let known_hosts = text("known_hosts")?;
+        if username.is_none()
+            && ca_pem.is_none()
+            && registries.is_empty()
+            && bearer_token.is_none()
+            && ssh_identity.is_none()
+        {
             return Err(invalid(
-                "has none of the keys username/password, .dockerconfigjson, ca.crt (or caFile)",
+                "has none of the keys username/password, .dockerconfigjson, bearerToken, identity, ca.crt (or caFile)",
             ));
         }
         Ok(Self {
@@ -106,6 +129,9 @@ impl RepoAuth {
             password,
             ca_pem,
             registries,
+            bearer_token,
+            ssh_identity,
+            known_hosts,
         })
     }
 
@@ -220,9 +246,14 @@ mod tests {
             password: Some("hunter2".into()),
             ca_pem: Some(b"-----BEGIN CERTIFICATE-----".to_vec()),
             registries: vec![("ghcr.io".into(), "bob".into(), "hunter3".into())],
+            bearer_token: Some("hunter4".into()),
+            ssh_identity: Some("hunter5".into()),
+            known_hosts: None,
         };
         let shown = format!("{auth:?} {auth:#?}");
-        assert!(!shown.contains("hunter3"), "{shown}");
+        for secret in ["hunter3", "hunter4", "hunter5"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(
             shown.contains("bob") && shown.contains("<redacted>"),

@@ -58,6 +58,33 @@ pub(crate) fn system_roots() -> RootCertStore {
     roots
 }
 
+/// TLS trusting `roots` plus the PEM certificates in `ca_pem`, on ring.
+pub(crate) fn tls_config(
+    roots: &RootCertStore,
+    ca_pem: Option<&[u8]>,
+) -> Result<rustls::ClientConfig, Error> {
+    let mut roots = roots.clone();
+    if let Some(pem) = ca_pem {
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
+            .collect::<Result<_, _>>()
+            .map_err(|e| Error::InvalidCa(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(Error::InvalidCa("no PEM certificate found".into()));
+        }
+        for cert in certs {
+            roots
+                .add(cert)
+                .map_err(|e| Error::InvalidCa(e.to_string()))?;
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::TlsSetup(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
 impl HttpClient {
     /// A client trusting `roots` plus the PEM certificates in `ca_pem`.
     pub fn new(
@@ -65,26 +92,7 @@ impl HttpClient {
         ca_pem: Option<&[u8]>,
         timeout: Duration,
     ) -> Result<Self, Error> {
-        let mut roots = roots.clone();
-        if let Some(pem) = ca_pem {
-            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
-                .collect::<Result<_, _>>()
-                .map_err(|e| Error::InvalidCa(e.to_string()))?;
-            if certs.is_empty() {
-                return Err(Error::InvalidCa("no PEM certificate found".into()));
-            }
-            for cert in certs {
-                roots
-                    .add(cert)
-                    .map_err(|e| Error::InvalidCa(e.to_string()))?;
-            }
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| Error::TlsSetup(e.to_string()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+        let tls = tls_config(roots, ca_pem)?;
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(Some(timeout.min(Duration::from_secs(30))));
@@ -237,7 +245,7 @@ fn parse_uri(url: &str) -> Result<Uri, Error> {
     }
 }
 
-fn basic_auth(username: &str, password: &str) -> HeaderValue {
+pub(super) fn basic_auth(username: &str, password: &str) -> HeaderValue {
     let token = BASE64.encode(format!("{username}:{password}"));
     let mut value =
         HeaderValue::from_str(&format!("Basic {token}")).expect("base64 is a valid header value");
@@ -248,7 +256,7 @@ fn basic_auth(username: &str, password: &str) -> HeaderValue {
 
 /// Classifies a failed request: TLS trust problems get their own errors because the fix
 /// (add a CA) differs from a network problem.
-fn connect_error(url: &str, error: &(dyn std::error::Error + 'static)) -> Error {
+pub(super) fn connect_error(url: &str, error: &(dyn std::error::Error + 'static)) -> Error {
     for e in causes(error) {
         if let Some(tls) = e.downcast_ref::<rustls::Error>() {
             return match tls {

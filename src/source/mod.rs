@@ -9,6 +9,7 @@
 
 mod auth;
 mod cache;
+mod git;
 mod http;
 mod index;
 mod local;
@@ -44,7 +45,7 @@ const LISTED_VERSIONS: usize = 10;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("chart needs either path, or repository and name")]
+    #[error("chart needs either path, repository and name, or git")]
     InvalidSpec,
 
     #[error("chart path {} does not exist", path.display())]
@@ -196,8 +197,44 @@ pub enum Error {
     #[error("{reference}: not found in the registry ({detail})")]
     OciNotFound { reference: String, detail: String },
 
+    #[error("chart.git.ref: {reason}")]
+    InvalidGitRef { reason: String },
+
+    #[error("{url}: no {wanted}{}", found(available))]
+    GitRefNotFound {
+        url: String,
+        wanted: String,
+        available: Vec<String>,
+    },
+
+    #[error("{url}: repository not found (HTTP 404)")]
+    GitRepositoryNotFound { url: String },
+
+    #[error("chart.git.path {path} at {url}@{commit} is not a chart: {why}")]
+    GitPathNotChart {
+        url: String,
+        commit: String,
+        path: String,
+        why: String,
+    },
+
+    #[error("{url}: SSH: {why}")]
+    GitSsh { url: String, why: String },
+
+    #[error("{url}: git: {cause}")]
+    GitProtocol { url: String, cause: String },
+
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// " (found: a, b)" after a ref that is not there, or nothing when there is nothing to list.
+fn found(available: &[String]) -> String {
+    if available.is_empty() {
+        String::new()
+    } else {
+        format!(" (found: {})", list_versions(available))
+    }
 }
 
 fn list_versions(available: &[String]) -> String {
@@ -222,6 +259,16 @@ pub struct ResolvedChart {
     pub digest: String,
     /// A chart directory or .tgz.
     pub path: PathBuf,
+    /// Where in its source the chart came from, when that is more than its version:
+    /// a Git chart's `<ref>@sha1:<commit>` (Flux's revision format).
+    pub revision: Option<String>,
+}
+
+impl ResolvedChart {
+    /// The Git commit (hex) of a chart from Git.
+    pub fn commit(&self) -> Option<&str> {
+        crate::api::commit_of(self.revision.as_deref()?)
+    }
 }
 
 /// Resolves charts; one per engine, shared by its workers.
@@ -288,6 +335,13 @@ impl ChartSource {
         chart: &ChartSpec,
         auth: &RepoAuth,
     ) -> Result<ResolvedChart, Error> {
+        if let Some(git) = &chart.git {
+            if chart.path.is_some() || chart.repository.is_some() || chart.name.is_some() {
+                return Err(Error::InvalidSpec);
+            }
+            return git::resolve(&self.cache_dir, &self.system_roots, self.timeout, git, auth)
+                .await;
+        }
         match (&chart.path, &chart.repository, &chart.name) {
             (Some(path), None, None) => {
                 let path = PathBuf::from(path);
@@ -303,6 +357,7 @@ impl ChartSource {
                     app_version: local.meta.app_version,
                     digest: local.digest,
                     path: local.path,
+                    revision: None,
                 })
             }
             (None, Some(repository), Some(_)) if repository.starts_with("oci://") => {
@@ -512,6 +567,7 @@ async fn store_chart(
             app_version: meta.app_version,
             digest: format!("sha256:{actual}"),
             path,
+            revision: None,
         })
     })
     .await
@@ -546,6 +602,7 @@ async fn cached_chart(
             app_version: meta.app_version,
             digest: format!("sha256:{actual}"),
             path,
+            revision: None,
         }))
     })
     .await

@@ -188,3 +188,16 @@ pub async fn apply_documents(client: &Client, documents: &[serde_json::Value], m
         .unwrap_or_else(|e| panic!("apply {} {name}: {e}", types.kind));
     }
 }
+
+/// A random number for names of their own per test (registry paths, repositories).
+pub fn rand_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos(),
+    );
+    h.finish() as u32
+}

@@ -161,6 +161,10 @@ pub async fn install_or_upgrade(
         pending,
         underway,
     );
+    if let Some(commit) = prepared.resolved.commit() {
+        rel.labels
+            .insert(super::SOURCE_COMMIT_LABEL.into(), commit.to_owned());
+    }
     // Config tracking: hash the ConfigMaps/Secrets each workload consumes into its pod
     // template (and gate pods whose config does not exist yet) before the first apply, so
     // pods start once with it instead of restarting to receive it.
@@ -536,6 +540,7 @@ fn attempt(
     s.last_attempted_generation = generation;
     s.last_attempted_revision = Some(desired.chart_version.clone());
     s.last_attempted_config_digest = Some(desired.config_digest.clone());
+    s.last_attempted_source_revision = desired.source_revision.clone();
     s.last_attempted_release_action = Some(action);
     let verb = match action {
         ReleaseAction::Install => "install",
@@ -718,6 +723,7 @@ mod tests {
             chart_name: "app".into(),
             chart_version: "1.2.0".into(),
             config_digest: "sha256:v".into(),
+            source_revision: Some(format!("main@sha1:{}", "c".repeat(40))),
         };
         let cases = [
             (ReleaseAction::Install, "install"),

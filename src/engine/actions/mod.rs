@@ -183,6 +183,9 @@ fn note(
 }
 
 pub const OWNER_LABEL: &str = "wheelhouse.dev/owner";
+/// On a revision made from a Git chart: the commit (40 hex digits, a valid label value).
+/// A rollback copies it from the revision it restores.
+pub const SOURCE_COMMIT_LABEL: &str = "wheelhouse.dev/source-commit";
 
 fn new_release(
     run: &Run<'_>,

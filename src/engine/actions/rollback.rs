@@ -39,6 +39,10 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
     );
     rel.manifest = target.manifest.clone();
     rel.hooks = target.hooks.clone();
+    if let Some(commit) = target.labels.get(super::SOURCE_COMMIT_LABEL) {
+        rel.labels
+            .insert(super::SOURCE_COMMIT_LABEL.into(), commit.clone());
+    }
     run.masker.add_manifest_secrets(&rel.manifest);
     for hook in &rel.hooks {
         run.masker.add_manifest_secrets(&hook.manifest);

@@ -32,7 +32,11 @@ impl Prepared {
             self.resolved.version.as_str(),
             self.resolved.digest.as_str(),
             self.values.digest.as_str(),
-        ] {
+        ]
+        .into_iter()
+        // Only where there is one, so the digests of other charts stay as they were.
+        .chain(self.resolved.commit())
+        {
             h.update(part.as_bytes());
             h.update([0]);
         }
@@ -45,6 +49,7 @@ impl Prepared {
             chart_name: self.resolved.name.clone(),
             chart_version: self.resolved.version.clone(),
             config_digest: self.values.digest.clone(),
+            source_revision: self.resolved.revision.clone(),
         }
     }
 }
@@ -188,6 +193,7 @@ mod tests {
                 app_version: None,
                 digest: chart.into(),
                 path: "/charts/app".into(),
+                revision: None,
             },
             chart: Chart::default(),
             values: ComposedValues {

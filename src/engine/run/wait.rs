@@ -178,7 +178,8 @@ impl Run<'_> {
         };
         let mut chart_poll =
             tokio::time::interval_at(Instant::now() + ctx.chart_poll, ctx.chart_poll);
-        let polls_chart = supersede && self.hr.spec.chart.repository.is_some();
+        let chart = &self.hr.spec.chart;
+        let polls_chart = supersede && (chart.repository.is_some() || chart.git.is_some());
         type Check<'c> = std::pin::Pin<
             Box<dyn std::future::Future<Output = Result<Candidate, String>> + Send + 'c>,
         >;
@@ -259,7 +260,7 @@ impl Run<'_> {
                     again = Some((changed, Instant::now()));
                 }
                 _ = chart_poll.tick(), if polls_chart => {
-                    again.get_or_insert_with(|| ("chart repository checked for new versions".into(), Instant::now()));
+                    again.get_or_insert_with(|| ("chart source checked for new versions".into(), Instant::now()));
                 }
                 msg = self.inbox.rx.recv() => match msg {
                     // Deleting the HelmRelease ends the wait at once so the uninstall (or,

@@ -306,6 +306,8 @@ fn fresh_retries(s: &mut HelmReleaseStatus, desired: &Desired, generation: Optio
     if s.last_attempted_generation != generation
         || s.last_attempted_revision.as_deref() != Some(desired.chart_version.as_str())
         || s.last_attempted_config_digest.as_deref() != Some(desired.config_digest.as_str())
+        || (desired.source_revision.is_some()
+            && s.last_attempted_source_revision != desired.source_revision)
     {
         reset_failures(s);
     }
@@ -373,6 +375,7 @@ fn observe(
             chart_name: meta.name,
             chart_version: meta.version,
             config_digest: crate::values::digest(&r.config),
+            source_commit: r.labels.get(actions::SOURCE_COMMIT_LABEL).cloned(),
             tests: TestState::of(r),
             interrupted: info.status == Status::Failed
                 && (info
@@ -463,6 +466,7 @@ mod tests {
             chart_name: "app".into(),
             chart_version: "1.0.0".into(),
             config_digest: crate::values::digest(&serde_json::Map::new()),
+            source_revision: None,
         }
     }
 

@@ -576,7 +576,7 @@ fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
         ]),
         Line::from(vec![
             Span::styled("Source   ", t.muted()),
-            Span::raw(hr.spec.chart.source_text()),
+            Span::raw(hr.source_text()),
         ]),
         Line::from(vec![
             Span::styled("Phase    ", t.muted()),
