@@ -256,7 +256,7 @@ async fn crd_installs_and_api_server_rejects_invalid_helmrelease() {
     )
     .await;
     assert!(
-        no_source.contains("chart needs either path, or repository and name"),
+        no_source.contains("chart needs either path, repository and name, or git"),
         "{no_source}"
     );
 
@@ -272,6 +272,41 @@ async fn crd_installs_and_api_server_rejects_invalid_helmrelease() {
          spec: {suspend: true, chart: {repository: 'oci://ghcr.io/org/charts', name: app}}",
     );
     api.create(&PostParams::default(), &oci).await.unwrap();
+    // A Git chart: a URL of a network transport, one ref, and nothing of the other sources.
+    let git: HelmRelease = from_yaml(
+        "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: git}\n\
+         spec: {suspend: true, chart: {git: {url: 'https://git.example.com/charts.git', ref: {tag: v1.0.0}, path: charts/app}}}",
+    );
+    api.create(&PostParams::default(), &git).await.unwrap();
+    for (name, chart, says) in [
+        (
+            "git-file",
+            "{git: {url: 'file:///srv/charts'}}",
+            "chart.git.url must be an https://, http:// or ssh:// URL",
+        ),
+        (
+            "git-two-refs",
+            "{git: {url: 'https://h/c.git', ref: {branch: main, tag: v1}}}",
+            "chart.git.ref takes one of branch, tag, semver or commit",
+        ),
+        (
+            "git-short-commit",
+            "{git: {url: 'https://h/c.git', ref: {commit: abc123}}}",
+            "full 40-character commit SHA",
+        ),
+        (
+            "git-and-repo",
+            "{git: {url: 'https://h/c.git'}, repository: 'https://h', name: app}",
+            "chart.git cannot be combined with repository",
+        ),
+    ] {
+        let message = rejected(&format!(
+            "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: {name}}}\n\
+             spec: {{chart: {chart}}}"
+        ))
+        .await;
+        assert!(message.contains(says), "{name}: {message}");
+    }
 
     // Bad durations and enums are caught by the schema. Sent as raw JSON because the
     // Rust types cannot even represent them.

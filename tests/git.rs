@@ -160,6 +160,18 @@ impl Repo {
         git(w, &["rev-parse", "HEAD"])
     }
 
+    /// Commits a chart at `path` with a symbolic link out of the repository.
+    fn commit_symlinked_chart(&self, path: &str) -> String {
+        let w = self.work.path();
+        let chart = w.join(path);
+        copy_dir(Path::new(&eng::chart("webapp")), &chart);
+        std::os::unix::fs::symlink("/etc/passwd", chart.join("templates/passwd.yaml")).unwrap();
+        git(w, &["add", "-A"]);
+        git(w, &["commit", "-q", "-m", "a symlink"]);
+        git(w, &["push", "-q", "origin", "HEAD"]);
+        git(w, &["rev-parse", "HEAD"])
+    }
+
     /// Commits a file that is not a chart at `path`.
     fn commit_file(&self, path: &str) -> String {
         let w = self.work.path();
@@ -381,6 +393,14 @@ async fn each_failure_says_what_is_wrong() {
     assert!(e.to_string().contains("no Chart.yaml"), "{e}");
     let e = err(at(branch("main"), "charts/nothing"), none()).await;
     assert!(matches!(e, Error::GitPathNotChart { .. }), "{e}");
+    // A chart with a symbolic link (here to /etc/passwd) is refused, not followed.
+    repo.commit_symlinked_chart("charts/linked");
+    let e = err(at(branch("main"), "charts/linked"), none()).await;
+    assert!(matches!(e, Error::GitPathNotChart { .. }), "{e}");
+    assert!(
+        e.to_string().contains("passwd.yaml is a symbolic link"),
+        "{e}"
+    );
     // ...while the chart's own path at that commit still resolves.
     assert!(
         source
@@ -426,14 +446,12 @@ async fn https_needs_the_ca_and_credentials_which_go_as_basic_or_bearer() {
         .resolve(&spec, &RepoAuth::default())
         .await
         .unwrap_err();
-    eprintln!("ERR: {e}");
     assert!(matches!(e, Error::UnknownCa { .. }), "{e}");
     let only_ca = RepoAuth {
         ca_pem: Some(ca.clone()),
         ..Default::default()
     };
     let e = source.resolve(&spec, &only_ca).await.unwrap_err();
-    eprintln!("ERR: {e}");
     assert!(
         matches!(
             e,
@@ -451,7 +469,6 @@ async fn https_needs_the_ca_and_credentials_which_go_as_basic_or_bearer() {
         ..only_ca.clone()
     };
     let e = source.resolve(&spec, &wrong).await.unwrap_err();
-    eprintln!("ERR: {e}");
     assert!(
         matches!(
             e,
@@ -486,7 +503,6 @@ async fn https_needs_the_ca_and_credentials_which_go_as_basic_or_bearer() {
         )
         .await
         .unwrap_err();
-    eprintln!("ERR: {e}");
     assert!(matches!(e, Error::Auth { status: 403, .. }), "{e}");
 
     // Basic auth from a Secret on the cluster, read as the engine reads it; and a token.
@@ -565,11 +581,9 @@ async fn ssh_needs_the_identity_and_the_servers_key_in_known_hosts() {
         .resolve(&spec, &auth(Some(&s.wrong_known_hosts)))
         .await
         .unwrap_err();
-    eprintln!("ERR: {e}");
     assert!(matches!(e, Error::GitSsh { .. }), "{e}");
     assert!(e.to_string().contains("not in known_hosts"), "{e}");
     let e = source.resolve(&spec, &auth(None)).await.unwrap_err();
-    eprintln!("ERR: {e}");
     assert!(e.to_string().contains("known_hosts"), "{e}");
     // A key the server does not know.
     let stranger = RepoAuth {
@@ -577,7 +591,6 @@ async fn ssh_needs_the_identity_and_the_servers_key_in_known_hosts() {
         ..auth(Some(&s.known_hosts))
     };
     let e = source.resolve(&spec, &stranger).await.unwrap_err();
-    eprintln!("ERR: {e}");
     assert!(matches!(e, Error::GitSsh { .. }), "{e}");
     assert!(e.to_string().contains("refused the identity"), "{e}");
 }

@@ -851,6 +851,49 @@ mod tests {
     }
 
     #[test]
+    fn a_git_charts_source_shows_the_deployed_commit() {
+        let mut hr = from_yaml(
+            r#"
+apiVersion: wheelhouse.dev/v1alpha1
+kind: HelmRelease
+metadata: {name: web, namespace: apps}
+spec:
+  chart: {git: {url: "https://git.example.com/charts.git", ref: {branch: main}, path: deploy/web}}
+"#,
+        );
+        assert_eq!(
+            hr.source_text(),
+            "https://git.example.com/charts.git branch main path deploy/web"
+        );
+        let (old, new) = ("a".repeat(40), "b".repeat(40));
+        let status = hr.status.get_or_insert_with(Default::default);
+        status.last_attempted_source_revision = Some(format!("main@sha1:{new}"));
+        assert_eq!(
+            hr.source_text(),
+            "https://git.example.com/charts.git@bbbbbbbbbbbb branch main path deploy/web"
+        );
+        // Once a revision exists, the commit shown is the newest revision's.
+        hr.status.as_mut().unwrap().history.push(Snapshot {
+            version: 1,
+            name: "web".into(),
+            namespace: "apps".into(),
+            chart_name: "web".into(),
+            chart_version: "1.0.0".into(),
+            app_version: None,
+            config_digest: String::new(),
+            status: "deployed".into(),
+            action: None,
+            first_deployed: None,
+            last_deployed: None,
+            deleted: None,
+            test_result: None,
+            commit: Some(old),
+        });
+        assert!(hr.source_text().contains("@aaaaaaaaaaaa branch main"));
+        assert_eq!(commit_of("v1@sha1:0123"), None);
+    }
+
+    #[test]
     fn minimal_release_gets_flux_defaults() {
         let hr = from_yaml(
             r#"

@@ -52,7 +52,7 @@ mod tests {
         let yaml = crd_yaml();
         for needle in [
             "x-kubernetes-validations",
-            "chart needs either path, or repository and name",
+            "chart needs either path, repository and name, or git",
             "x-kubernetes-preserve-unknown-fields: true",
             "CreateReplace",
         ] {

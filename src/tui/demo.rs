@@ -59,6 +59,25 @@ pub fn release(
     .expect("valid HelmRelease")
 }
 
+/// `hr` with its chart from a Git branch, its newest revision made from a commit.
+fn from_git(mut hr: HelmRelease) -> HelmRelease {
+    hr.spec.chart = crate::api::ChartSpec {
+        git: Some(crate::api::GitSource {
+            url: "https://git.example/platform/charts.git".into(),
+            reference: Some(crate::api::GitRef {
+                branch: Some("main".into()),
+                ..Default::default()
+            }),
+            path: Some("charts/api".into()),
+        }),
+        ..Default::default()
+    };
+    if let Some(newest) = hr.status.as_mut().and_then(|s| s.history.first_mut()) {
+        newest.commit = Some("3f2c9e1a7b4d5c6e8f9a0b1c2d3e4f5a6b7c8d9e".into());
+    }
+    hr
+}
+
 pub fn view(hr: HelmRelease, live: LiveState) -> ReleaseView {
     ReleaseView {
         key: ReleaseKey::of(&hr),
@@ -122,7 +141,7 @@ pub fn sample() -> Arc<Views> {
             LiveState::default(),
         ),
         view(
-            release(
+            from_git(release(
                 "apps",
                 "api",
                 "api",
@@ -133,7 +152,7 @@ pub fn sample() -> Arc<Views> {
                 )),
                 4,
                 40,
-            ),
+            )),
             waiting(
                 38,
                 262,

@@ -262,11 +262,24 @@ impl Row {
             }
         };
         let last = status.and_then(|s| s.history.first());
+        // A path or Git chart is named by its Chart.yaml: the newest revision's name, else
+        // the directory's.
+        let directory = |p: &str| {
+            let p = p.trim_end_matches('/');
+            p.rsplit('/').next().unwrap_or(p).to_owned()
+        };
         let chart = hr.spec.chart.name.clone().or_else(|| {
-            hr.spec.chart.path.as_deref().map(|p| {
-                let p = p.trim_end_matches('/');
-                p.rsplit('/').next().unwrap_or(p).to_owned()
-            })
+            last.map(|s| s.chart_name.clone())
+                .filter(|n| !n.is_empty())
+                .or_else(|| hr.spec.chart.path.as_deref().map(directory))
+                .or_else(|| {
+                    let git = hr.spec.chart.git.as_ref()?;
+                    Some(
+                        directory(git.path.as_deref().unwrap_or(&git.url))
+                            .trim_end_matches(".git")
+                            .to_owned(),
+                    )
+                })
         });
         // status.wait is what the engine wrote last; it only says something while the
         // release is still progressing.

@@ -156,7 +156,7 @@ impl Endpoint {
                     url: text.to_owned(),
                 })
             }
-            gix::url::Scheme::Ssh => {
+            gix::url::Scheme::Ssh if text.starts_with("ssh://") => {
                 let host = parsed
                     .host()
                     .ok_or_else(|| invalid("the URL has no host"))?
@@ -456,12 +456,24 @@ impl Job {
         let remote = self.remote(&repo, commit)?;
         let connection = self.connect(&remote)?;
         let depth = NonZeroU32::new(1).expect("1 is not zero");
-        connection
+        let outcome = connection
             .prepare_fetch(gix::progress::Discard, Default::default())
             .map_err(|e| self.classify(&e))?
             .with_shallow(gix::remote::fetch::Shallow::DepthAtRemote(depth))
             .receive(gix::progress::Discard, &self.interrupt)
             .map_err(|e| self.classify_fetch(&e, commit))?;
+        if let gix::remote::fetch::Status::Change {
+            write_pack_bundle, ..
+        } = &outcome.status
+        {
+            tracing::debug!(
+                url = %self.shown,
+                commit,
+                objects = write_pack_bundle.index.num_objects,
+                shallow = repo.is_shallow().unwrap_or(false),
+                "fetched a Git commit"
+            );
+        }
 
         let id = gix::ObjectId::from_hex(commit.as_bytes()).map_err(|e| self.internal(&e))?;
         let tree = repo
@@ -497,7 +509,7 @@ impl Job {
             .prefix(".checkout-")
             .tempdir_in(&checkouts)
             .map_err(io(&checkouts))?;
-        write_tree(&repo, &tree, &staging.path().join(CHART_DIR), &|why| {
+        write_tree(&tree, &staging.path().join(CHART_DIR), &|why| {
             not_a_chart(&why)
         })?;
         let chart = self.load_chart(staging.path(), commit)?;
@@ -734,7 +746,6 @@ const CHART_DIR: &str = "chart";
 /// (its target could lie outside the chart, or outside the repository), a submodule
 /// skipped (Helm reads none).
 fn write_tree(
-    repo: &gix::Repository,
     tree: &gix::Tree<'_>,
     dir: &Path,
     refuse: &dyn Fn(String) -> Error,
@@ -756,7 +767,7 @@ fn write_tree(
         let mode = entry.mode();
         if mode.is_tree() {
             let sub = entry.object().map_err(|e| internal(&e))?.into_tree();
-            write_tree(repo, &sub, &target, refuse)?;
+            write_tree(&sub, &target, refuse)?;
         } else if mode.is_link() {
             return Err(refuse(format!(
                 "{name} is a symbolic link, which wheelhouse does not follow out of a Git tree"

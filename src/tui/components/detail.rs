@@ -772,7 +772,16 @@ fn history<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
     }
     // Columns as wide as their widest cell (a `pending-rollback` status or a long chart
     // name would otherwise push the rest of its row out of line).
-    let chart_of = |h: &crate::api::Snapshot| format!("{}-{}", h.chart_name, h.chart_version);
+    // A Git chart's revision names its commit, as `git log --oneline` abbreviates it.
+    let chart_of = |h: &crate::api::Snapshot| match &h.commit {
+        Some(c) => format!(
+            "{}-{}@{}",
+            h.chart_name,
+            h.chart_version,
+            &c[..c.len().min(12)]
+        ),
+        None => format!("{}-{}", h.chart_name, h.chart_version),
+    };
     let rev_w = history
         .iter()
         .map(|h| h.version.to_string().len())
