@@ -449,7 +449,7 @@ async fn a_new_chart_version_in_range_supersedes_the_wait() {
     .await;
     assert_eq!(revision_of(&hr), 3);
     let history = helm_history(&ns.name, "web");
-    assert_superseded(&history, &["chart repository checked", "webapp@1.1.1"]);
+    assert_superseded(&history, &["chart source checked", "webapp@1.1.1"]);
     ns.delete().await;
 }
 
