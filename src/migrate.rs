@@ -809,8 +809,8 @@ fn action(section: &str, value: Value, m: &mut Mapping) -> Option<Value> {
     (!out.is_empty()).then_some(Value::Object(out))
 }
 
-/// `driftDetection`: the mode, and the ignore rules that apply to every object (wheelhouse
-/// has no per-object targets).
+/// `driftDetection`: the mode, and the ignore rules (a target by kind, name and namespace;
+/// Flux's group, version and label or annotation selectors are not carried).
 fn drift_detection(value: Value, m: &mut Mapping) -> Option<Value> {
     let Value::Object(mut fields) = value else {
         m.drop_field("spec.driftDetection", &value);
@@ -821,23 +821,29 @@ fn drift_detection(value: Value, m: &mut Mapping) -> Option<Value> {
         out.insert("mode".into(), mode);
     }
     if let Some(Value::Array(rules)) = fields.remove("ignore") {
-        let mut paths = Vec::new();
+        let mut carried = Vec::new();
         for (i, rule) in rules.into_iter().enumerate() {
             let at = format!("spec.driftDetection.ignore[{i}]");
-            if rule.get("target").is_some_and(is_set) {
-                m.drop_because(
-                    &at,
-                    "a rule for some objects only, by target: wheelhouse's ignore paths apply to every object of the release",
-                );
+            let Value::Object(mut kept) = keep(rule, &at, &["paths", "target"], m) else {
                 continue;
+            };
+            if let Some(target) = kept.remove("target").filter(is_set)
+                && let Value::Object(target) = keep(
+                    target,
+                    &format!("{at}.target"),
+                    &["kind", "name", "namespace"],
+                    m,
+                )
+                && !target.is_empty()
+            {
+                kept.insert("target".into(), Value::Object(target));
             }
-            let kept = keep(rule, &at, &["paths", "target"], m);
-            if let Some(Value::Array(p)) = kept.get("paths") {
-                paths.extend(p.iter().cloned());
+            if kept.get("paths").is_some_and(is_set) {
+                carried.push(Value::Object(kept));
             }
         }
-        if !paths.is_empty() {
-            out.insert("ignore".into(), Value::Array(paths));
+        if !carried.is_empty() {
+            out.insert("ignore".into(), Value::Array(carried));
         }
     }
     for (key, v) in fields {
@@ -1073,7 +1079,7 @@ spec:
   test: {enable: true, timeout: 1m, ignoreFailures: true}
   rollback: {timeout: 1m, disableHooks: true}
   uninstall: {keepHistory: true}
-  driftDetection: {mode: warn, ignore: [/spec/replicas]}
+  driftDetection: {mode: warn, ignore: [{paths: [/spec/replicas]}, {paths: [/data], target: {kind: ConfigMap}}]}
 "#,
         );
         assert_eq!(m.object, expected, "{}", crate::yaml::to_string(&m.object));
@@ -1096,7 +1102,6 @@ spec:
             "spec.upgrade.force",
             "spec.test.filters",
             "spec.rollback.recreate",
-            "spec.driftDetection.ignore[1]",
             "spec.serviceAccountName",
             "spec.kubeConfig",
             "spec.commonMetadata",

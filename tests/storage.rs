@@ -131,6 +131,7 @@ fn release(
         hooks: vec![hook(name)],
         apply_method: Some("ssa".into()),
         labels: BTreeMap::from([(OWNER_LABEL.to_string(), "test-engine".to_string())]),
+        managers: Vec::new(),
     }
 }
 

@@ -551,9 +551,12 @@ impl Default for ConfigTracking {
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum DriftDetectionMode {
-    #[default]
+    /// Nothing is corrected and no Event is emitted; status still says what runs.
     Disabled,
+    /// Reported (status, Ready, an Event) and left as it is.
+    #[default]
     Warn,
+    /// Corrected: the spec's desired state is applied again.
     Enabled,
 }
 
@@ -562,9 +565,55 @@ pub enum DriftDetectionMode {
 pub struct DriftDetection {
     #[serde(default)]
     pub mode: DriftDetectionMode,
-    /// JSON pointers (RFC 6901) of fields drift detection ignores.
+    /// Fields drift detection leaves alone (and correction leaves as they are), as
+    /// Flux's rules: JSON pointers, on every object or on those `target` selects.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ignore: Vec<String>,
+    pub ignore: Vec<IgnoreRule>,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct IgnoreRule {
+    /// JSON pointers (RFC 6901), e.g. `/spec/replicas`: the field and all under it.
+    pub paths: Vec<String>,
+    /// Only objects of this kind, name and/or namespace (all objects when omitted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<IgnoreTarget>,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct IgnoreTarget {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// Objects of the release that differ from its manifest, as the last check found them.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftStatus {
+    pub objects: Vec<DriftedObject>,
+    /// The Helm revision whose manifest they were compared with.
+    pub revision: i32,
+    pub detected_at: String,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftedObject {
+    /// `Deployment/web`, as Helm names objects.
+    pub object: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// JSON pointers of the fields that differ; empty when the object is missing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fields: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub missing: bool,
 }
 
 /// The observed state, written only by the engine (status subresource).
@@ -613,6 +662,13 @@ pub struct HelmReleaseStatus {
     /// resuming returns it to the spec.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pinned: Option<Pin>,
+    /// Set while the newest revision in Helm's storage was written by another tool (the
+    /// helm CLI's `rollback` or `upgrade`) rather than from this HelmRelease's spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_revision: Option<ExternalRevision>,
+    /// Set while live objects differ from the newest revision's manifest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<DriftStatus>,
     /// Present while a health check runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait: Option<WaitStatus>,
@@ -626,6 +682,43 @@ pub struct HelmReleaseStatus {
     /// status writes of the engine acting next leave it alone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub let_go: Option<EngineRef>,
+}
+
+/// A revision another tool wrote into the release's Helm storage.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ExternalRevision {
+    pub revision: i32,
+    /// The field manager(s) of its storage Secret, e.g. `helm`.
+    pub by: String,
+    /// Helm's description of it, e.g. `Rollback to 1`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// When it was deployed, as its record says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<String>,
+    /// The generation of the HelmRelease when it was seen: a newer spec is applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seen_at_generation: Option<i64>,
+}
+
+impl ExternalRevision {
+    pub fn message(&self) -> String {
+        let what = if self.description.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", self.description)
+        };
+        format!(
+            "revision {}{what} was written by {}{}, not from this HelmRelease's spec",
+            self.revision,
+            self.by,
+            self.at
+                .as_deref()
+                .map(|a| format!(" at {a}"))
+                .unwrap_or_default()
+        )
+    }
 }
 
 /// A release held at a revision an operator rolled back to.
@@ -971,7 +1064,7 @@ spec:
   uninstall: {keepHistory: true}
   healthCheck: {failFast: false, cancelOnNewRevision: false}
   configTracking: {enabled: false}
-  driftDetection: {mode: warn, ignore: ["/spec/replicas"]}
+  driftDetection: {mode: warn, ignore: [{paths: ["/spec/replicas"]}]}
 "#;
         let hr = from_yaml(src);
         assert_eq!(hr.spec.values_from[0].values_key, "values.yaml");

@@ -164,7 +164,7 @@ pub(super) struct Target {
 impl Target {
     /// Namespaced kinds without a namespace get `default_namespace`; cluster-scoped kinds
     /// lose any namespace they were given (the API server would ignore it anyway).
-    fn new(
+    pub(super) fn new(
         mut obj: DynamicObject,
         (resource, namespaced): (ApiResource, bool),
         default_namespace: &str,
@@ -300,6 +300,14 @@ impl Applier {
             .unwrap()
             .insert(api_version.to_string(), resources);
         Ok(found)
+    }
+
+    /// The API resource of `obj`'s kind, None when discovery does not serve it.
+    pub(super) async fn resolve_kind(
+        &self,
+        obj: &DynamicObject,
+    ) -> Result<Option<(ApiResource, bool)>, Error> {
+        self.resolve(obj).await
     }
 
     async fn resolve(&self, obj: &DynamicObject) -> Result<Option<(ApiResource, bool)>, Error> {
@@ -933,6 +941,13 @@ fn settle_conflicts(
 
 /// Whether `obj` is of an API group discovery cannot serve now: it can be neither read
 /// nor deleted, and is left alone.
+impl Owner<'_> {
+    /// Whether `obj`'s group/version is one discovery cannot serve now.
+    pub(super) fn is_unavailable(&self, obj: &DynamicObject) -> bool {
+        is_unavailable(obj, self)
+    }
+}
+
 fn is_unavailable(obj: &DynamicObject, owner: &Owner<'_>) -> bool {
     let api_version = obj.types.as_ref().map_or("", |t| t.api_version.as_str());
     owner.unavailable.iter().any(|g| g == api_version)

@@ -372,6 +372,7 @@ impl Dispatcher {
         }
         let mut events = watcher(self.api.clone(), config).default_backoff().boxed();
         let mut leases = self.namespace_lease_events();
+        let mut records = self.record_events();
         let mut store = Store::default();
         let mut relisted: Option<HashSet<ReleaseKey>> = None;
         let mut workers: HashMap<ReleaseKey, Worker> = HashMap::new();
@@ -571,6 +572,13 @@ impl Dispatcher {
                         _ => {}
                     }
                 }
+                Some(event) = records.next() => {
+                    // Another tool wrote a release record (`helm rollback` by hand): the
+                    // HelmRelease managing that release looks at it now, not at its interval.
+                    if let (Ok(watcher::Event::Apply(record)), Some(_)) = (event, &term) {
+                        Self::wake_for_record(&store, &workers, &record.metadata);
+                    }
+                }
                 Some((command, token)) = self.direct.recv() => {
                     let key = command.key().clone();
                     if let (Some(w), Some(_)) = (workers.get(&key), &term) {
@@ -605,6 +613,59 @@ impl Dispatcher {
         }
         if let Some((t, _)) = term {
             t.cancel();
+        }
+    }
+
+    /// Helm's storage Secrets in our scope, metadata only (labels and managedFields say
+    /// all a wake-up needs; the records themselves can be large).
+    fn record_events(
+        &self,
+    ) -> futures::stream::BoxStream<
+        'static,
+        Result<
+            watcher::Event<kube::api::PartialObjectMeta<k8s_openapi::api::core::v1::Secret>>,
+            watcher::Error,
+        >,
+    > {
+        let api = self.coverage.scope.api::<kube::api::PartialObjectMeta<
+            k8s_openapi::api::core::v1::Secret,
+        >>(self.ctx.client.clone());
+        watcher(api, watcher::Config::default().labels("owner=helm"))
+            .default_backoff()
+            .boxed()
+    }
+
+    /// Wakes the worker of each HelmRelease managing the release `record` belongs to, when
+    /// the record's last writer was not wheelhouse.
+    fn wake_for_record(
+        store: &Store,
+        workers: &HashMap<ReleaseKey, Worker>,
+        record: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    ) {
+        let last_writer = record
+            .managed_fields
+            .iter()
+            .flatten()
+            .max_by(|a, b| a.time.cmp(&b.time))
+            .and_then(|m| m.manager.as_deref());
+        if last_writer.is_none_or(|m| m == crate::release::FIELD_MANAGER) {
+            return;
+        }
+        let (Some(namespace), Some(name)) = (
+            record.namespace.as_deref(),
+            record.labels.as_ref().and_then(|l| l.get("name")),
+        ) else {
+            return;
+        };
+        for (key, hr) in &store.releases {
+            if hr.storage_namespace() == namespace
+                && &hr.release_name() == name
+                && let Some(w) = workers.get(key)
+            {
+                tracing::info!(release = %key, writer = last_writer.unwrap_or_default(), "another tool wrote a release record: looking now");
+                let look = Command::Reconcile(key.clone());
+                let _ = w.inbox.send(Msg::Command(Box::new((look, String::new()))));
+            }
         }
     }
 

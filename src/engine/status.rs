@@ -17,6 +17,8 @@ pub mod condition {
     pub const RELEASED: &str = "Released";
     pub const TEST_SUCCESS: &str = "TestSuccess";
     pub const REMEDIATED: &str = "Remediated";
+    /// True while live objects differ from the newest revision's manifest.
+    pub const DRIFTED: &str = "Drifted";
 }
 
 pub mod reason {
@@ -50,6 +52,12 @@ pub mod reason {
     pub const RECONCILE_ERROR: &str = "ReconcileError";
     /// dependsOn leads back to the release itself.
     pub const DEPENDENCY_CYCLE: &str = "DependencyCycle";
+    /// Live objects differ from the newest revision's manifest.
+    pub const DRIFTED: &str = "Drifted";
+    /// Drifted objects were applied again (driftDetection.mode enabled).
+    pub const DRIFT_CORRECTED: &str = "DriftCorrected";
+    /// The newest revision in Helm's storage was written by another tool.
+    pub const EXTERNAL_REVISION: &str = "ExternalRevision";
     /// The object's spec does not decode (wheelhouse cannot read it).
     pub const INVALID_SPEC: &str = "InvalidSpec";
 }

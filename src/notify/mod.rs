@@ -46,8 +46,8 @@ pub enum Severity {
     /// A health-check wait was cancelled (superseded by a newer revision, or by an
     /// operator).
     Cancellation,
-    /// The live objects drifted from the release. Accepted in routes; nothing sends it
-    /// yet (drift detection is to come).
+    /// The release is not what its HelmRelease says: another tool wrote its newest
+    /// revision (`ExternalRevision`). Drift of the live objects is to come.
     Drift,
 }
 
@@ -141,6 +141,9 @@ impl ReleaseState {
             "True" => std::mem::take(&mut self.failing).then_some(Severity::Recovery),
             "False" if why == reason::HEALTH_CHECK_CANCELED => {
                 (before != self.ready).then_some(Severity::Cancellation)
+            }
+            "False" if why == reason::EXTERNAL_REVISION => {
+                (before != self.ready).then_some(Severity::Drift)
             }
             "False" if !NOT_FAILURES.contains(&why.as_str()) && !self.failing => {
                 self.failing = true;
@@ -346,6 +349,20 @@ mod tests {
             ("True", "InstallSucceeded"),
         ];
         assert_eq!(told(ReleaseState::default(), &steps), [None; 4]);
+    }
+
+    #[test]
+    fn a_revision_of_another_tool_is_told_once_as_drift() {
+        let steps = [
+            ("True", "UpgradeSucceeded"),
+            ("False", "ExternalRevision"),
+            ("False", "ExternalRevision"),
+            ("True", "UpgradeSucceeded"),
+        ];
+        assert_eq!(
+            told(ReleaseState::default(), &steps),
+            [None, Some(Severity::Drift), None, None]
+        );
     }
 
     #[test]

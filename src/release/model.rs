@@ -38,6 +38,10 @@ pub struct Release {
     /// Storage labels (not part of the JSON; kept on the Secret).
     #[serde(skip)]
     pub labels: BTreeMap<String, String>,
+    /// The field managers that wrote the storage Secret (its managedFields): `wheelhouse`
+    /// for ours, `helm` for the helm CLI's. Read, never written.
+    #[serde(skip)]
+    pub managers: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

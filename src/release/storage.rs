@@ -130,7 +130,7 @@ impl Storage {
     /// already there, which makes creating revision N+1 a lock between writers.
     pub async fn create(&self, release: &Release) -> Result<(), Error> {
         let secret = to_secret(release, Op::Create, now())?;
-        match self.api.create(&PostParams::default(), &secret).await {
+        match self.api.create(&written(), &secret).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.is_already_exists() => Err(Error::Exists {
                 name: release.name.clone(),
@@ -164,11 +164,7 @@ impl Storage {
                 .entry("createdAt".into())
                 .or_insert_with(|| created.clone());
         }
-        match self
-            .api
-            .replace(&key, &PostParams::default(), &secret)
-            .await
-        {
+        match self.api.replace(&key, &written(), &secret).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(s)) if s.is_not_found() => Err(not_found()),
             Err(e) => Err(e.into()),
@@ -336,6 +332,17 @@ fn to_secret(release: &Release, op: Op, now: i64) -> Result<Secret, Error> {
 }
 
 /// Decodes a release Secret; `Release.labels` mirrors the Secret's labels.
+/// The field manager of the records wheelhouse writes: how a revision written by another
+/// tool (`helm`, Flux's `helm-controller`) is told apart.
+pub const FIELD_MANAGER: &str = "wheelhouse";
+
+fn written() -> PostParams {
+    PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PostParams::default()
+    }
+}
+
 fn from_secret(secret: Secret) -> Result<Release, Error> {
     let name = secret.metadata.name.clone().unwrap_or_default();
     let data = secret
@@ -346,6 +353,13 @@ fn from_secret(secret: Secret) -> Result<Release, Error> {
             secret: Some(name.clone()),
             message: format!("no {DATA_KEY:?} key in the Secret's data"),
         })?;
+    let managers = secret
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect();
     let mut release = decode(&data.0).map_err(|e| match e {
         Error::Decode { message, .. } => Error::Decode {
             secret: Some(name.clone()),
@@ -354,6 +368,7 @@ fn from_secret(secret: Secret) -> Result<Release, Error> {
         other => other,
     })?;
     release.labels = secret.metadata.labels.unwrap_or_default();
+    release.managers = managers;
     Ok(release)
 }
 
@@ -485,6 +500,7 @@ mod tests {
             }],
             apply_method: Some("ssa".into()),
             labels: BTreeMap::new(),
+            managers: Vec::new(),
         }
     }
 

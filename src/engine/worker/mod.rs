@@ -11,6 +11,8 @@
 //! check, what all of them see) is in `super::run`. The actions themselves, each with how
 //! its outcome is recorded, are in `super::actions`.
 
+mod drift;
+mod external;
 mod finalize;
 mod guards;
 mod handover;

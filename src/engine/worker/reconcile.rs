@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use kube::runtime::events::EventType;
 
+use super::external;
 use super::guards::{
     claimed_elsewhere, dependency_cycle, identity_taken_elsewhere, stall, unready_dependency,
 };
@@ -132,9 +133,17 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         run.status.last_handled_force_at.as_deref(),
     );
 
-    for _ in 0..8 {
+    let mut restore_external = false;
+    for step in 0..8 {
         let history = run.storage.history(&run.release_name).await?;
-        let observed = observe(&run.status, &run.hr, &history, &desired, force.is_some());
+        if step == 0 {
+            match external_revision(run, &history, force.is_some(), generation, interval).await {
+                Some(held) => return Ok(held),
+                None => restore_external = run.status.external_revision.take().is_some(),
+            }
+        }
+        let forced = force.is_some() || restore_external;
+        let observed = observe(&run.status, &run.hr, &history, &desired, forced);
         let next = plan::next(&observed);
         tracing::info!(release = %run.key, action = ?next, "planned");
         let latest = history.last().cloned();
@@ -147,6 +156,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
             Next::InSync => {
                 in_sync(&mut run.status, latest.as_ref(), generation);
                 record_history(run, &history);
+                super::drift::check(run, latest.as_ref()).await;
                 run.write_status().await;
                 return Ok(Requeue::After(interval));
             }
@@ -328,6 +338,83 @@ fn in_sync(s: &mut HelmReleaseStatus, latest: Option<&Release>, generation: Opti
     status::remove(s, condition::RECONCILING);
     status::remove(s, condition::STALLED);
     s.observed_generation = generation;
+}
+
+/// A revision another tool wrote (the helm CLI's rollback or upgrade): said in status and
+/// an Event, then held (`warn`, `disabled`: returns the requeue) or restored (`enabled`,
+/// a newer spec, `forceAt`: returns None with `status.externalRevision` still set, which
+/// the caller takes as "upgrade now").
+async fn external_revision(
+    run: &mut Run<'_>,
+    history: &[Release],
+    forced: bool,
+    generation: Option<i64>,
+    interval: Duration,
+) -> Option<Requeue> {
+    let Some(mut seen) = external::detect(&run.status, history) else {
+        run.status.external_revision = None;
+        return None;
+    };
+    let first_sight = run
+        .status
+        .external_revision
+        .as_ref()
+        .is_none_or(|e| e.revision != seen.revision);
+    seen.seen_at_generation = seen.seen_at_generation.or(generation);
+    let mode = run
+        .hr
+        .spec
+        .drift_detection
+        .as_ref()
+        .map(|d| d.mode)
+        .unwrap_or_default();
+    let message = seen.message();
+    run.status.external_revision = Some(seen.clone());
+    match external::respond(&run.hr, &seen, forced) {
+        external::Response::Restore => {
+            if first_sight || mode == crate::api::DriftDetectionMode::Enabled {
+                run.event(
+                    EventType::Warning,
+                    reason::EXTERNAL_REVISION,
+                    "Restore",
+                    format!("{message}; applying the spec again"),
+                )
+                .await;
+            }
+            None
+        }
+        external::Response::Hold => {
+            let message = format!(
+                "{message}; left as it is (driftDetection.mode {}): change the spec, set the mode to enabled or set forceAt to apply the spec",
+                match mode {
+                    crate::api::DriftDetectionMode::Disabled => "disabled",
+                    _ => "warn",
+                }
+            );
+            status::set(
+                &mut run.status,
+                condition::READY,
+                Truth::False,
+                reason::EXTERNAL_REVISION,
+                &message,
+                generation,
+            );
+            status::remove(&mut run.status, condition::RECONCILING);
+            record_history(run, history);
+            // The Event before the status: a reader who sees the status sees the Event.
+            if first_sight && mode != crate::api::DriftDetectionMode::Disabled {
+                run.event(
+                    EventType::Warning,
+                    reason::EXTERNAL_REVISION,
+                    "Reconcile",
+                    message,
+                )
+                .await;
+            }
+            run.write_status().await;
+            Some(Requeue::After(interval))
+        }
+    }
 }
 
 /// The planner gave up (retries used up, nothing to roll back to): Stalled=True.
