@@ -172,3 +172,203 @@ fn hr_condition_message(status: &wheelhouse::api::HelmReleaseStatus) -> String {
         .map(|c| c.message.clone())
         .unwrap_or_default()
 }
+
+fn kubectl(ns: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(support::testbin().join("kubectl"))
+        .args(args)
+        .args(["-n", ns])
+        .env("KUBECONFIG", support::kubeconfig_path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+async fn replicas(client: &kube::Client, ns: &str) -> i32 {
+    Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), ns)
+        .get("web")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .replicas
+        .unwrap()
+}
+
+/// Installs `web` (2 replicas) with `drift` as its driftDetection.
+async fn installed(api: &Api<HelmRelease>, drift: serde_json::Value) {
+    api.create(
+        &PostParams::default(),
+        &eng::webapp("web", serde_json::json!({"driftDetection": drift})),
+    )
+    .await
+    .unwrap();
+    wait_for(api, "web", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+}
+
+fn drifted(h: &HelmRelease) -> bool {
+    h.condition("Drifted").is_some_and(|c| c.status == "True")
+}
+
+/// A reconcile request, answered: the sign a drift check ran after what came before.
+async fn reconciled(api: &Api<HelmRelease>, token: &str) -> HelmRelease {
+    eng::annotate(api, "web", "reconcile.wheelhouse.dev/requestedAt", token).await;
+    wait_for(api, "web", "the reconcile request handled", |h| {
+        h.status
+            .as_ref()
+            .and_then(|s| s.last_handled_reconcile_at.as_deref())
+            == Some(token)
+    })
+    .await
+}
+
+/// warn: `kubectl scale` and `kubectl edit` (a patch of the image) are reported with the
+/// objects and fields, within moments, and left as they are.
+#[tokio::test]
+async fn warn_reports_a_scaled_and_edited_deployment() {
+    let (client, ns, api) = eng::setup("drift-warn").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    installed(&api, serde_json::json!({"mode": "warn"})).await;
+    let scaled = Instant::now();
+    kubectl(&ns.name, &["scale", "deployment/web", "--replicas=5"]);
+    let hr = wait_for(&api, "web", "the scale reported as drift", drifted).await;
+    println!("kubectl scale -> Drifted: {:?}", scaled.elapsed());
+    let drift = hr.status.as_ref().unwrap().drift.clone().unwrap();
+    assert_eq!(drift.objects.len(), 1, "{drift:?}");
+    assert_eq!(drift.objects[0].object, "Deployment/web");
+    assert_eq!(drift.objects[0].fields, ["/spec/replicas"]);
+    let message = hr.condition("Drifted").unwrap().message.clone();
+    assert!(
+        message.contains("Deployment/web: /spec/replicas"),
+        "{message}"
+    );
+    // Ready still says the release is deployed; it is left as it is.
+    assert!(is(&hr, "Ready", "True", "InstallSucceeded"));
+    assert_eq!(replicas(&client, &ns.name).await, 5);
+    let events = event_matching(&client, &ns.name, "web", |e| e.starts_with("Drifted")).await;
+    assert!(
+        events.iter().any(|e| e.starts_with("Drifted")),
+        "{events:?}"
+    );
+
+    kubectl(
+        &ns.name,
+        &[
+            "patch",
+            "deployment/web",
+            "--type=json",
+            "-p",
+            r#"[{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "registry.invalid/webapp:hotfix"}]"#,
+        ],
+    );
+    let hr = wait_for(&api, "web", "the edit reported too", |h| {
+        h.status
+            .as_ref()
+            .and_then(|s| s.drift.as_ref())
+            .is_some_and(|d| {
+                d.objects[0]
+                    .fields
+                    .iter()
+                    .any(|f| f.starts_with("/spec/template/spec/containers"))
+            })
+    })
+    .await;
+    assert!(
+        hr.status.unwrap().drift.unwrap().objects[0]
+            .fields
+            .contains(&"/spec/replicas".to_owned())
+    );
+    ns.delete().await;
+}
+
+/// enabled: the drifted Deployment is applied again, and nothing else.
+#[tokio::test]
+async fn enabled_corrects_a_scaled_deployment() {
+    let (client, ns, api) = eng::setup("drift-enabled").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    installed(&api, serde_json::json!({"mode": "enabled"})).await;
+    let config = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns.name);
+    let config_version = config
+        .get("web-config")
+        .await
+        .unwrap()
+        .metadata
+        .resource_version;
+    let scaled = Instant::now();
+    kubectl(&ns.name, &["scale", "deployment/web", "--replicas=5"]);
+    let hr = wait_for(&api, "web", "the scale corrected", |h| {
+        h.condition("Drifted")
+            .is_some_and(|c| c.reason == "DriftCorrected")
+    })
+    .await;
+    println!("kubectl scale -> corrected: {:?}", scaled.elapsed());
+    assert_eq!(replicas(&client, &ns.name).await, 2);
+    assert_eq!(hr.status.unwrap().drift, None);
+    // Only the drifted object was applied.
+    assert_eq!(
+        config
+            .get("web-config")
+            .await
+            .unwrap()
+            .metadata
+            .resource_version,
+        config_version
+    );
+    let events = event_matching(&client, &ns.name, "web", |e| {
+        e.starts_with("DriftCorrected")
+    })
+    .await;
+    assert!(
+        events.iter().any(
+            |e| e.starts_with("DriftCorrected") && e.contains("Deployment/web: /spec/replicas")
+        ),
+        "{events:?}"
+    );
+    // No new revision: correction is not an upgrade.
+    assert_eq!(statuses(&ns.name, "web"), ["deployed"]);
+    ns.delete().await;
+}
+
+/// An ignore rule leaves the Deployment's replicas to whoever sets them (an HPA, say),
+/// even with correction on; disabled looks at nothing.
+#[tokio::test]
+async fn an_ignore_rule_and_disabled_leave_a_scaled_deployment_alone() {
+    let (client, ns, api) = eng::setup("drift-ignore").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    installed(
+        &api,
+        serde_json::json!({"mode": "enabled", "ignore": [
+            {"paths": ["/spec/replicas"], "target": {"kind": "Deployment", "name": "web"}}]}),
+    )
+    .await;
+    kubectl(&ns.name, &["scale", "deployment/web", "--replicas=5"]);
+    let hr = reconciled(&api, "after-scale").await;
+    assert!(hr.condition("Drifted").is_none(), "{:?}", hr.status);
+    assert_eq!(replicas(&client, &ns.name).await, 5);
+
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(
+            serde_json::json!({"spec": {"driftDetection": {"mode": "disabled", "ignore": null}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "the new spec seen", |h| {
+        h.status.as_ref().and_then(|s| s.observed_generation) == h.metadata.generation
+    })
+    .await;
+    kubectl(&ns.name, &["scale", "deployment/web", "--replicas=7"]);
+    let hr = reconciled(&api, "disabled").await;
+    assert!(hr.condition("Drifted").is_none(), "{:?}", hr.status);
+    assert_eq!(replicas(&client, &ns.name).await, 7);
+    ns.delete().await;
+}

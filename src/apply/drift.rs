@@ -15,10 +15,7 @@ use serde_json::Value;
 use super::Error;
 use super::applier::{Applier, Owner, Target};
 use super::fields::RELEASE_FIELD_MANAGER;
-use super::manifest::{
-    ObjectRef, check_ownership, has_keep_policy, helm_resource_string, parse_manifest,
-    set_ownership,
-};
+use super::manifest::{ObjectRef, check_ownership, has_keep_policy, parse_manifest, set_ownership};
 
 /// Fields a rule leaves alone, on every object or on those of a kind/name/namespace.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -93,7 +90,7 @@ impl Applier {
             let Some(live) = live else {
                 if !has_keep_policy(&target.obj) {
                     drifted.push(ObjectDrift {
-                        object: helm_resource_string(&target.reference),
+                        object: format!("{}/{}", target.reference.kind, target.reference.name),
                         reference: target.reference.clone(),
                         fields: Vec::new(),
                         missing: true,
@@ -128,7 +125,7 @@ impl Applier {
             differences(&live, &desired, &mut String::new(), &mut fields);
             if !fields.is_empty() {
                 drifted.push(ObjectDrift {
-                    object: helm_resource_string(&target.reference),
+                    object: format!("{}/{}", target.reference.kind, target.reference.name),
                     reference: target.reference.clone(),
                     fields: fields.into_iter().collect(),
                     missing: false,

@@ -373,6 +373,9 @@ impl Dispatcher {
         let mut events = watcher(self.api.clone(), config).default_backoff().boxed();
         let mut leases = self.namespace_lease_events();
         let mut records = self.record_events();
+        let mut workloads = self.workload_events();
+        // Each workload's generation as last seen: a newer one is a change of its spec.
+        let mut generations: HashMap<String, i64> = HashMap::new();
         let mut store = Store::default();
         let mut relisted: Option<HashSet<ReleaseKey>> = None;
         let mut workers: HashMap<ReleaseKey, Worker> = HashMap::new();
@@ -579,6 +582,13 @@ impl Dispatcher {
                         Self::wake_for_record(&store, &workers, &record.metadata);
                     }
                 }
+                Some((workload, initial)) = workloads.next() => {
+                    // Someone changed a release's workload (`kubectl scale`, `kubectl
+                    // edit`): its HelmRelease checks for drift now, not at its interval.
+                    if term.is_some() {
+                        Self::wake_for_workload(&store, &workers, &mut generations, &workload, initial);
+                    }
+                }
                 Some((command, token)) = self.direct.recv() => {
                     let key = command.key().clone();
                     if let (Some(w), Some(_)) = (workers.get(&key), &term) {
@@ -633,6 +643,119 @@ impl Dispatcher {
         watcher(api, watcher::Config::default().labels("owner=helm"))
             .default_backoff()
             .boxed()
+    }
+
+    /// Deployments, StatefulSets and DaemonSets in our scope, metadata only (their
+    /// generation, managedFields and Helm annotations), with whether each came from a
+    /// (re)list rather than a change.
+    fn workload_events(
+        &self,
+    ) -> futures::stream::BoxStream<
+        'static,
+        (
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+            bool,
+        ),
+    > {
+        use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+        use kube::api::PartialObjectMeta;
+        fn metas<K>(
+            api: Api<PartialObjectMeta<K>>,
+        ) -> futures::stream::BoxStream<
+            'static,
+            (
+                k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+                bool,
+            ),
+        >
+        where
+            K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+            K::DynamicType: Default,
+        {
+            watcher(api, watcher::Config::default())
+                .default_backoff()
+                .filter_map(|event| async move {
+                    match event.ok()? {
+                        watcher::Event::Apply(o) => Some((o.metadata, false)),
+                        watcher::Event::InitApply(o) => Some((o.metadata, true)),
+                        _ => None,
+                    }
+                })
+                .boxed()
+        }
+        let client = self.ctx.client.clone();
+        let scope = &self.coverage.scope;
+        futures::stream::select_all([
+            metas(scope.api::<PartialObjectMeta<Deployment>>(client.clone())),
+            metas(scope.api::<PartialObjectMeta<StatefulSet>>(client.clone())),
+            metas(scope.api::<PartialObjectMeta<DaemonSet>>(client)),
+        ])
+        .boxed()
+    }
+
+    /// Wakes the worker of the HelmRelease whose release `workload` belongs to (by Helm's
+    /// annotations), when its spec changed (a newer generation) and the last writer of
+    /// its spec was neither wheelhouse's apply (`helm`) nor its config tracking.
+    fn wake_for_workload(
+        store: &Store,
+        workers: &HashMap<ReleaseKey, Worker>,
+        generations: &mut HashMap<String, i64>,
+        workload: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+        initial: bool,
+    ) {
+        let (Some(uid), Some(generation)) = (workload.uid.as_ref(), workload.generation) else {
+            return;
+        };
+        let before = generations.insert(uid.clone(), generation);
+        if initial || before.is_none_or(|b| b >= generation) {
+            return;
+        }
+        // managedFields times have one-second resolution: a change by someone else in the
+        // same second as our last apply still counts. The controllers' own bookkeeping
+        // (status, the Deployment controller's revision annotation) never does.
+        let ours = |m: &str| {
+            m == crate::apply::RELEASE_FIELD_MANAGER
+                || m == crate::tracking::FIELD_MANAGER
+                || m == "kube-controller-manager"
+        };
+        let entries = || {
+            workload
+                .managed_fields
+                .iter()
+                .flatten()
+                .filter(|m| m.subresource.as_deref() != Some("status"))
+        };
+        let latest_ours = entries()
+            .filter(|m| m.manager.as_deref().is_some_and(ours))
+            .map(|m| m.time.clone())
+            .max();
+        let Some(other) = entries()
+            .filter(|m| m.manager.as_deref().is_some_and(|w| !ours(w)))
+            .max_by(|a, b| a.time.cmp(&b.time))
+        else {
+            return;
+        };
+        if latest_ours.is_some_and(|t| t > other.time) {
+            return;
+        }
+        let writer = other.manager.as_deref();
+        let annotation = |key: &str| workload.annotations.as_ref().and_then(|a| a.get(key));
+        let (Some(release), Some(namespace)) = (
+            annotation(crate::apply::manifest::RELEASE_NAME_ANNOTATION),
+            annotation(crate::apply::manifest::RELEASE_NAMESPACE_ANNOTATION),
+        ) else {
+            return;
+        };
+        for (key, hr) in &store.releases {
+            if &hr.release_name() == release
+                && &hr.target_namespace() == namespace
+                && let Some(w) = workers.get(key)
+            {
+                tracing::info!(release = %key, writer = writer.unwrap_or_default(), "a workload of the release changed: checking for drift now");
+                let look = Command::Reconcile(key.clone());
+                let _ = w.inbox.send(Msg::Command(Box::new((look, String::new()))));
+            }
+        }
     }
 
     /// Wakes the worker of each HelmRelease managing the release `record` belongs to, when
