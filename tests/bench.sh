@@ -2,7 +2,7 @@
 # Benchmarks that need the local control plane: starts one, runs the benchmark, stops it.
 # Figures are printed; they are measured, not asserted (machines are shared and noisy).
 #
-# Usage: tests/bench.sh mttr|handover|scale|dashboard-live|inventory
+# Usage: tests/bench.sh mttr|handover|scale|dashboard-live|inventory|drift
 #   mttr    time to recovery and fail-fast (WHEELHOUSE_BENCH_RUNS=N for more runs; default 5)
 #   handover  takeover after SIGTERM and after kill -9 of the leading controller, and a
 #           dead aggregated API healing to the held-up release Ready (default 3 runs)
@@ -15,13 +15,15 @@
 #   inventory  2,000 helm CLI releases (4,000 storage records): the dashboard's inventory
 #           listing and reading them against a whole-record LIST in the same run
 #           (WHEELHOUSE_BENCH_RELEASES sets the count)
+#   drift   kubectl scale -> Drifted and -> corrected, helm rollback by hand ->
+#           ExternalRevision, among 300 releases (WHEELHOUSE_BENCH_RELEASES, _RUNS)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-usage="usage: tests/bench.sh mttr|handover|scale|dashboard-live|inventory"
+usage="usage: tests/bench.sh mttr|handover|scale|dashboard-live|inventory|drift"
 bench=${1:?$usage}
 case "$bench" in
-  mttr | handover | scale | dashboard-live | inventory) ;;
+  mttr | handover | scale | dashboard-live | inventory | drift) ;;
   *) echo "$usage" >&2; exit 2 ;;
 esac
 "$root/tests/cluster/prereqs.sh"

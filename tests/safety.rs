@@ -961,7 +961,8 @@ async fn adopting_a_helm_cli_release_ends_in_exactly_the_new_manifest() {
     }
 
     // `helm rollback` by hand to the helm CLI's revision (no --force-conflicts needed)
-    // brings the nodeSelector back; the next reconcile removes it again.
+    // brings the nodeSelector back; wheelhouse leaves another tool's revision alone
+    // (driftDetection warn) until asked: a forced reconcile removes it again.
     helm(&ns.name, &["rollback", "ssa", "1"]);
     assert!(
         support::node_selector(&client, &ns.name, "ssa")
@@ -971,7 +972,7 @@ async fn adopting_a_helm_cli_release_ends_in_exactly_the_new_manifest() {
     support::engine::annotate(
         &api,
         "ssa",
-        "reconcile.wheelhouse.dev/requestedAt",
+        "reconcile.wheelhouse.dev/forceAt",
         "after-rollback",
     )
     .await;

@@ -682,3 +682,53 @@ async fn a_release_is_rolled_back_and_pinned_then_resumed_and_an_edit_is_reviewe
     dash.quit().await;
     ns.delete().await;
 }
+
+/// A Deployment scaled by hand: the table marks its release drifted within moments, and
+/// `w` in its detail view shows the drifted field as a diff (live → the revision).
+#[tokio::test]
+async fn a_scaled_deployment_is_marked_drifted_and_its_diff_shown() {
+    let _alone = API_SERVER.write().await;
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::new(&client, "tui-drift").await;
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
+    let hr = support::from_yaml::<HelmRelease>(&format!(
+        "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: drifty}}\n\
+         spec:\n  chart: {{path: {}}}\n  values: {{replicas: 1}}\n",
+        chart().display()
+    ));
+    let dash = dashboard(&ns.name, &[]);
+    api.create(&PostParams::default(), &hr).await.unwrap();
+    dash.wait_for("drifty Ready", |s| {
+        line_of(s, "drifty").is_some_and(|l| l.contains("✓ Ready"))
+    })
+    .await;
+    // `kubectl scale`, as another field manager.
+    Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns.name)
+        .patch(
+            "drifty-app",
+            &kube::api::PatchParams {
+                field_manager: Some("kubectl".into()),
+                ..Default::default()
+            },
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"replicas": 4}})),
+        )
+        .await
+        .unwrap();
+    let table = dash
+        .wait_for("drifty marked drifted", |s| {
+            line_of(s, "drifty").is_some_and(|l| l.contains("≠ Drifted"))
+        })
+        .await;
+    assert!(table.contains("live objects differ"), "{table}");
+    dash.keys(&["/"]);
+    dash.type_text("drifty");
+    dash.keys(&["Enter", "Enter", "w"]);
+    let diff = dash
+        .wait_for("the drift diff", |s| s.contains("object(s) drifted"))
+        .await;
+    for part in ["-  replicas: 4", "+  replicas: 1", "drifty-app (changed)"] {
+        assert!(diff.contains(part), "{part}:\n{diff}");
+    }
+    ns.delete().await;
+}

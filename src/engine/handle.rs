@@ -304,6 +304,11 @@ impl EngineHandle {
         super::preview::preview(&self.ctx, hr).await
     }
 
+    /// How `hr`'s live objects differ from its newest revision now (for the dashboard).
+    pub async fn drift(&self, hr: &HelmRelease) -> Result<super::drift::DriftView, String> {
+        super::drift::view(&self.ctx, hr).await
+    }
+
     /// What this engine reconciles (while it holds its Lease).
     pub fn coverage(&self) -> &super::Coverage {
         &self.coverage

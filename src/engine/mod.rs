@@ -10,6 +10,7 @@
 pub mod actions;
 pub mod claim;
 pub mod coverage;
+pub mod drift;
 pub mod handle;
 pub mod lease;
 pub mod plan;

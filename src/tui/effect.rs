@@ -79,6 +79,8 @@ pub enum ChangesOf {
         key: ReleaseKey,
         values: Option<serde_json::Value>,
     },
+    /// The wheelhouse HelmRelease `key`'s live objects against its newest revision.
+    Drift { key: ReleaseKey },
 }
 
 /// Results of IO tasks.

@@ -882,6 +882,44 @@ pub async fn load_changes(
                 format!("{from} → the spec, as the engine renders it: {summary}"),
             ))
         }
+        ChangesOf::Drift { key } => {
+            let api: Api<HelmRelease> = Api::namespaced(client.clone(), &key.namespace);
+            let hr = limited(api.get(&key.name)).await?;
+            let view = tokio::time::timeout(RENDER_LIMIT, handle.drift(&hr))
+                .await
+                .map_err(|_| format!("comparing took over {}s", RENDER_LIMIT.as_secs()))??;
+            if view.objects.is_empty() {
+                return Ok((
+                    Vec::new(),
+                    format!(
+                        "no drift: the live objects are as revision {} makes them",
+                        view.revision
+                    ),
+                ));
+            }
+            // Live on the left, the revision's on the right: the diff reads as what a
+            // correction would change.
+            let document = |v: &serde_json::Value| format!("---\n{}", crate::yaml::to_string(v));
+            let live: String = view
+                .objects
+                .iter()
+                .filter_map(|d| d.live.as_ref().map(document))
+                .collect();
+            let desired: String = view.objects.iter().map(|d| document(&d.desired)).collect();
+            let (lines, counts) = crate::tui::diff::manifest_diff(&live, &desired);
+            let lines = lines
+                .into_iter()
+                .map(|l| l.map_text(|t| view.masker.mask(t)))
+                .collect();
+            Ok((
+                lines,
+                format!(
+                    "live → revision {}: {} object(s) drifted ({counts})",
+                    view.revision,
+                    view.objects.len()
+                ),
+            ))
+        }
     }
 }
 

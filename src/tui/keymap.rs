@@ -130,6 +130,8 @@ pub enum Action {
     /// History tab: the diff of the revision under the cursor and the marked one (or the
     /// newest).
     Compare,
+    /// How the live objects differ from the newest revision (wheelhouse releases).
+    Drift,
     /// Answer yes to the question of the view in front.
     Yes,
     /// helm CLI releases: uninstall, as `helm uninstall`.
@@ -183,7 +185,7 @@ impl Action {
             Self::Force | Self::Reset => &[Kind::Flux],
             Self::Rollback => &[Kind::Wheelhouse, Kind::Helm],
             Self::Uninstall => &[Kind::Helm],
-            Self::Edit | Self::Save => &[Kind::Wheelhouse],
+            Self::Edit | Self::Save | Self::Drift => &[Kind::Wheelhouse],
             _ => &Kind::ALL,
         }
     }
@@ -334,6 +336,7 @@ pub const KEYMAP: &[Binding] = &[
     b(Detail, &[Key::Tab], Action::NextTab, "next tab").hint(3, "tab/d h v m E views"),
     b(Detail, &[Key::Char('b')], Action::Rollback, "roll back").hint(3, "b roll back"),
     b(Detail, &[Key::Char('x')], Action::Compare, "diff revs").hint(5, "x diff"),
+    b(Detail, &[Key::Char('w')], Action::Drift, "drift diff").hint(5, "w drift"),
     b(Detail, &[Key::Space], Action::Mark, "mark rev"),
     b(Detail, &[Key::Enter], Action::Open, "show rev"),
     b(Detail, &[Key::Char('l')], Action::Logs, "pod logs").hint(2, "l logs"),

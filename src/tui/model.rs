@@ -19,6 +19,9 @@ pub enum State {
     Failed,
     Progressing,
     Canceled,
+    /// The cluster is not what the release says: live objects differ from its
+    /// manifest, or another tool wrote its newest revision.
+    Drifted,
     Unknown,
     Suspended,
     Ready,
@@ -33,6 +36,7 @@ impl State {
             Self::Failed => "✗",
             Self::Suspended => "‖",
             Self::Canceled => "⊘",
+            Self::Drifted => "≠",
             Self::Unknown => "?",
         }
     }
@@ -44,6 +48,7 @@ impl State {
             Self::Failed => "Failed",
             Self::Suspended => "Suspended",
             Self::Canceled => "Canceled",
+            Self::Drifted => "Drifted",
             Self::Unknown => "Unknown",
         }
     }
@@ -246,6 +251,9 @@ impl Row {
         let reconciling = view
             .condition(conditions::RECONCILING)
             .is_some_and(|c| c.status == "True");
+        let drifted = view
+            .condition(conditions::DRIFTED)
+            .filter(|c| c.status == "True");
         let state = if view.problem.is_some() {
             State::Failed
         } else if hr.spec.suspend {
@@ -254,7 +262,9 @@ impl Row {
             State::Progressing
         } else {
             match ready {
+                Some(c) if c.status == "True" && drifted.is_some() => State::Drifted,
                 Some(c) if c.status == "True" => State::Ready,
+                Some(c) if c.reason == reasons::EXTERNAL_REVISION => State::Drifted,
                 Some(c) if c.reason == reasons::HEALTH_CHECK_CANCELED => State::Canceled,
                 Some(c) if c.reason == reasons::PROGRESSING => State::Progressing,
                 Some(c) if c.status == "False" => State::Failed,
@@ -318,7 +328,10 @@ impl Row {
             wait_progress,
             ready: None,
             last_change: ready.map(|c| c.last_transition_time.0),
-            message: view.problem.clone().unwrap_or_else(|| hr.ready_message()),
+            message: view.problem.clone().unwrap_or_else(|| match drifted {
+                Some(c) if state == State::Drifted => c.message.clone(),
+                _ => hr.ready_message(),
+            }),
         }
     }
 

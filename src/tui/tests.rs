@@ -548,3 +548,59 @@ mod kinds;
 mod logs;
 mod navigation;
 mod writes;
+
+/// A release someone scaled by hand (Ready, Drifted) and one whose newest revision the
+/// helm CLI wrote (ExternalRevision): both marked drifted in the table, with what
+/// drifted as their message.
+#[test]
+fn drifted_releases_are_marked_in_the_table() {
+    let mut app = app(false);
+    let mut views = (*app.views).clone();
+    let mut scaled = demo::release(
+        "data",
+        "search",
+        "opensearch",
+        Some(("True", "InstallSucceeded", "Helm install succeeded")),
+        1,
+        7200,
+    );
+    let status = scaled.status.as_mut().unwrap();
+    status
+        .conditions
+        .push(k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: "Drifted".into(),
+            status: "True".into(),
+            reason: "Drifted".into(),
+            message:
+                "live objects differ from revision's manifest: StatefulSet/search: /spec/replicas"
+                    .into(),
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(demo::now()),
+            observed_generation: None,
+        });
+    let rolled = demo::release(
+        "data",
+        "ledger",
+        "ledger",
+        Some((
+            "False",
+            "ExternalRevision",
+            "revision 3 (Rollback to 1) was written by Helm, not from this HelmRelease's spec",
+        )),
+        3,
+        60,
+    );
+    for hr in [scaled, rolled] {
+        let view = demo::view(hr, Default::default());
+        views.insert(view.key.clone(), view);
+    }
+    app.set_views(std::sync::Arc::new(views));
+    let screen = render(&app, 180, 16).backend().to_string();
+    for line in [
+        "≠ Drifted",
+        "StatefulSet/search: /spec/replicas",
+        "revision 3 (Rollback to 1) was",
+    ] {
+        assert!(screen.contains(line), "{line:?} not in:\n{screen}");
+    }
+    insta::assert_snapshot!(screen);
+}

@@ -167,7 +167,8 @@ impl Theme {
             State::Progressing => self.progressing,
             State::Failed => self.failed,
             State::Suspended => self.suspended,
-            State::Canceled => self.canceled,
+            // Attention without failure, as a cancelled wait.
+            State::Canceled | State::Drifted => self.canceled,
             State::Unknown => self.unknown,
         };
         self.base().fg(fg)

@@ -8,7 +8,7 @@ use kube::runtime::events::EventType;
 
 use crate::api::{DriftDetectionMode, DriftStatus, DriftedObject};
 use crate::apply::Owner;
-use crate::apply::drift::{Ignore, ObjectDrift};
+use crate::apply::drift::ObjectDrift;
 use crate::engine::run::Run;
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::release::{Release, Status};
@@ -151,53 +151,17 @@ fn clear(run: &mut Run<'_>, corrected: Option<String>) {
     }
 }
 
-/// The manifest as the engine applies it: the stored one with the config-tracking
-/// hashes, so a hash the engine added is not taken for drift.
-async fn applied_manifest(run: &Run<'_>, latest: &Release) -> crate::Result<String> {
-    if !run
-        .hr
-        .spec
-        .config_tracking
-        .clone()
-        .unwrap_or_default()
-        .enabled
-    {
-        return Ok(latest.manifest.clone());
-    }
-    let prepared =
-        crate::tracking::prepare_manifest(&run.ctx.client, &latest.manifest, &run.target_namespace)
-            .await
-            .map_err(|e| crate::Error::Tracking(Box::new(e)))?;
-    Ok(prepared.applied)
-}
-
 async fn drifted(
     run: &Run<'_>,
     latest: &Release,
     rules: &[crate::api::IgnoreRule],
 ) -> crate::Result<Vec<ObjectDrift>> {
-    let manifest = applied_manifest(run, latest).await?;
-    let unavailable = run.ctx.unavailable_groups().await?;
-    let elsewhere = run.elsewhere.clone();
-    let owner = Owner::new(&run.release_name, &run.target_namespace)
-        .previous(Some(&latest.manifest))
-        .others(&elsewhere)
-        .unavailable(&unavailable);
-    let ignore: Vec<Ignore> = rules
-        .iter()
-        .map(|r| Ignore {
-            paths: r.paths.clone(),
-            kind: r.target.as_ref().and_then(|t| t.kind.clone()),
-            name: r.target.as_ref().and_then(|t| t.name.clone()),
-            namespace: r.target.as_ref().and_then(|t| t.namespace.clone()),
-        })
-        .collect();
-    Ok(run.ctx.applier.drift(&manifest, &owner, &ignore).await?)
+    crate::engine::drift::compare(run.ctx, &run.hr, latest, rules, &run.elsewhere).await
 }
 
 /// Applies the drifted objects again (forced, as an upgrade applies), nothing else.
 async fn correct(run: &Run<'_>, latest: &Release, found: &[ObjectDrift]) -> crate::Result<()> {
-    let manifest = applied_manifest(run, latest).await?;
+    let manifest = crate::engine::drift::applied_manifest(run.ctx, &run.hr, latest).await?;
     let wanted: Vec<crate::apply::ObjectRef> = found.iter().map(|d| d.reference.clone()).collect();
     let subset = crate::apply::manifest::documents_of(&manifest, &wanted, &run.target_namespace);
     let unavailable = run.ctx.unavailable_groups().await?;

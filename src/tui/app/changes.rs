@@ -83,6 +83,36 @@ impl App {
         )
     }
 
+    /// `w`: how the open release's live objects differ from its newest revision, as the
+    /// engine's drift check finds them now.
+    pub(super) fn show_drift(&mut self) -> Vec<Effect> {
+        let Some(id) = self.detail.as_ref().map(|d| d.key.clone()) else {
+            self.note(
+                "drift".into(),
+                Progress::Failed("open a release first (enter)".into()),
+            );
+            return Vec::new();
+        };
+        if !Action::Drift.applies_to(id.kind) {
+            self.note(
+                format!("drift of {id}"),
+                Progress::Failed(format!(
+                    "not shown for {} releases: only wheelhouse checks them",
+                    id.kind.word()
+                )),
+            );
+            return Vec::new();
+        }
+        let key = id.key.clone();
+        self.open_changes(
+            format!("{key}: live objects → their revision (drift, Secret data masked)"),
+            ChangesOf::Drift { key },
+            None,
+            Vec::new(),
+            "comparing the live objects by server-side dry run…",
+        )
+    }
+
     /// `b`: what rolling back to the picked revision changes, and the question. A helm
     /// CLI release is rolled back as `helm rollback`; a wheelhouse one is pinned there.
     pub(super) fn review_rollback(&mut self) -> Vec<Effect> {

@@ -630,6 +630,7 @@ impl App {
                 return self.show_revision();
             }
             Action::Compare => return self.compare(),
+            Action::Drift => return self.show_drift(),
             Action::Rollback if self.readonly => return self.write(action),
             Action::Rollback => return self.review_rollback(),
             Action::Open | Action::Overview => return self.open(Tab::Overview),

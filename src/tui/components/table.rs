@@ -477,6 +477,7 @@ fn count_states(rows: &[Row]) -> String {
         State::Progressing,
         State::Failed,
         State::Canceled,
+        State::Drifted,
         State::Suspended,
         State::Unknown,
     ];
