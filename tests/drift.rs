@@ -372,3 +372,60 @@ async fn an_ignore_rule_and_disabled_leave_a_scaled_deployment_alone() {
     assert_eq!(replicas(&client, &ns.name).await, 7);
     ns.delete().await;
 }
+
+/// A deleted object is drift (and, enabled, recreated); one the release keeps by policy
+/// (`helm.sh/resource-policy: keep`) and the user deleted on purpose is left deleted.
+#[tokio::test]
+async fn a_deleted_object_is_recreated_unless_the_release_keeps_it_by_policy() {
+    let (client, ns, api) = eng::setup("drift-deleted").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    let config = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns.name);
+    for (name, keep) in [("plain", false), ("kept", true)] {
+        let spec = serde_json::json!({"values": {"keepConfig": keep}, "driftDetection": {"mode": "enabled"}});
+        api.create(&PostParams::default(), &eng::webapp(name, spec))
+            .await
+            .unwrap();
+        wait_for(&api, name, "installed", |h| {
+            is(h, "Ready", "True", "InstallSucceeded")
+        })
+        .await;
+        kubectl(
+            &ns.name,
+            &["delete", "configmap", &format!("{name}-config")],
+        );
+        eng::annotate(
+            &api,
+            name,
+            "reconcile.wheelhouse.dev/requestedAt",
+            "after-delete",
+        )
+        .await;
+        let hr = wait_for(&api, name, "the reconcile request handled", |h| {
+            h.status
+                .as_ref()
+                .and_then(|s| s.last_handled_reconcile_at.as_deref())
+                == Some("after-delete")
+        })
+        .await;
+        let exists = config
+            .get_opt(&format!("{name}-config"))
+            .await
+            .unwrap()
+            .is_some();
+        if keep {
+            assert!(!exists, "a kept object the user deleted is not recreated");
+            assert!(hr.condition("Drifted").is_none(), "{:?}", hr.status);
+        } else {
+            assert!(exists, "the deleted ConfigMap is recreated");
+            let events =
+                event_matching(&client, &ns.name, name, |e| e.starts_with("DriftCorrected")).await;
+            assert!(
+                events
+                    .iter()
+                    .any(|e| e.contains("ConfigMap/plain-config missing")),
+                "{events:?}"
+            );
+        }
+    }
+    ns.delete().await;
+}

@@ -133,15 +133,15 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         run.status.last_handled_force_at.as_deref(),
     );
 
-    let mut restore_external = false;
-    for step in 0..8 {
+    for _ in 0..8 {
         let history = run.storage.history(&run.release_name).await?;
-        if step == 0 {
+        // At every step: another tool may write while an action of ours ends (a `helm
+        // rollback` right after our upgrade's wait), and the next step must not undo it.
+        let restore_external =
             match external_revision(run, &history, force.is_some(), generation, interval).await {
                 Some(held) => return Ok(held),
-                None => restore_external = run.status.external_revision.take().is_some(),
-            }
-        }
+                None => run.status.external_revision.take().is_some(),
+            };
         let forced = force.is_some() || restore_external;
         let observed = observe(&run.status, &run.hr, &history, &desired, forced);
         let next = plan::next(&observed);
