@@ -95,6 +95,9 @@ pub fn engine_rules() -> Vec<PolicyRule> {
         // valuesFrom and tracked ConfigMaps, and the notifications setting (the ConfigMap
         // `wheelhouse-notifications` beside the engine's Lease, watched by name).
         rule(&[""], &["configmaps"], READ),
+        // Drift: a Service of a release changed by someone else wakes its check (metadata
+        // watch); the release's own role applies and dry-runs it.
+        rule(&[""], &["services"], READ),
         // Health waits and fail-fast read pods; config tracking replaces gated StatefulSet
         // pods, and hooks delete their test pods.
         rule(&[""], &["pods"], &["get", "list", "watch", "delete"]),

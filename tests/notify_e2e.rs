@@ -582,3 +582,65 @@ routes:
     }
     ns.delete().await;
 }
+
+/// Object drift (a Deployment scaled by hand) is told once, as drift; with driftDetection
+/// enabled its correction is told instead.
+#[tokio::test]
+async fn drift_and_a_revision_of_another_tool_are_told_as_drift() {
+    let (client, ns, api) = eng::setup("notify-drift").await;
+    let receiver = Receiver::start().await;
+    webhook_secret(&client, &ns.name, "hook", &receiver.url("/hook")).await;
+    configure(
+        &client,
+        &ns.name,
+        &format!(
+            "providers:\n- {{name: hook, type: generic, secretRef: {{name: hook}}}}\nroutes:\n- providers: [hook]\n{FAST_RETRY}"
+        ),
+    )
+    .await;
+    let _engine = eng::start(&client, &ns.name).await;
+    notifications_ready(&client, &ns.name).await;
+    for (name, mode) in [("warned", "warn"), ("fixed", "enabled")] {
+        let spec = json!({"values": {"replicaCount": 1}, "driftDetection": {"mode": mode}});
+        api.create(&PostParams::default(), &webapp(name, spec))
+            .await
+            .unwrap();
+        wait_for(&api, name, "installed", ready).await;
+        Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns.name)
+            .patch(
+                name,
+                &kube::api::PatchParams {
+                    field_manager: Some("kubectl".into()),
+                    ..Default::default()
+                },
+                &kube::api::Patch::Merge(json!({"spec": {"replicas": 3}})),
+            )
+            .await
+            .unwrap();
+    }
+    let received = receiver
+        .wait_for("both releases' drift", |r| {
+            count(r, "warned", "drift") > 0 && count(r, "fixed", "drift") > 0
+        })
+        .await;
+    let told = |name: &str| -> Vec<Value> {
+        received
+            .iter()
+            .map(Received::json)
+            .filter(|b| b["release"]["name"] == name)
+            .collect()
+    };
+    let warned = told("warned");
+    assert_eq!(warned.len(), 1, "{warned:#?}");
+    assert_eq!(warned[0]["reason"], "Drifted");
+    assert!(
+        warned[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Deployment/warned: /spec/replicas")),
+        "{warned:#?}"
+    );
+    let fixed = told("fixed");
+    assert_eq!(fixed.len(), 1, "{fixed:#?}");
+    assert_eq!(fixed[0]["reason"], "DriftCorrected");
+    ns.delete().await;
+}

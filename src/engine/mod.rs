@@ -646,9 +646,9 @@ impl Dispatcher {
             .boxed()
     }
 
-    /// Deployments, StatefulSets and DaemonSets in our scope, metadata only (their
-    /// generation, managedFields and Helm annotations), with whether each came from a
-    /// (re)list rather than a change.
+    /// Deployments, StatefulSets, DaemonSets, ConfigMaps, Secrets and Services in our
+    /// scope, metadata only (generation, managedFields and Helm annotations: never a
+    /// Secret's data), with whether each came from a (re)list rather than a change.
     fn workload_events(
         &self,
     ) -> futures::stream::BoxStream<
@@ -659,6 +659,7 @@ impl Dispatcher {
         ),
     > {
         use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+        use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
         use kube::api::PartialObjectMeta;
         fn metas<K>(
             api: Api<PartialObjectMeta<K>>,
@@ -689,7 +690,11 @@ impl Dispatcher {
         futures::stream::select_all([
             metas(scope.api::<PartialObjectMeta<Deployment>>(client.clone())),
             metas(scope.api::<PartialObjectMeta<StatefulSet>>(client.clone())),
-            metas(scope.api::<PartialObjectMeta<DaemonSet>>(client)),
+            metas(scope.api::<PartialObjectMeta<DaemonSet>>(client.clone())),
+            // Kinds without a generation: any write by someone else counts.
+            metas(scope.api::<PartialObjectMeta<ConfigMap>>(client.clone())),
+            metas(scope.api::<PartialObjectMeta<Secret>>(client.clone())),
+            metas(scope.api::<PartialObjectMeta<Service>>(client)),
         ])
         .boxed()
     }
@@ -704,12 +709,18 @@ impl Dispatcher {
         workload: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
         initial: bool,
     ) {
-        let (Some(uid), Some(generation)) = (workload.uid.as_ref(), workload.generation) else {
+        let Some(uid) = workload.uid.as_ref() else {
             return;
         };
-        let before = generations.insert(uid.clone(), generation);
-        if initial || before.is_none_or(|b| b >= generation) {
-            return;
+        // A workload's spec changes with its generation (its status does not); a kind
+        // without one counts each write. A (re)list says nothing about what changed: it
+        // is judged by its last writer alone, since the watch may have started (or
+        // restarted) after someone's edit.
+        if let Some(generation) = workload.generation {
+            let before = generations.insert(uid.clone(), generation);
+            if !initial && before.is_none_or(|b| b >= generation) {
+                return;
+            }
         }
         // managedFields times have one-second resolution: a change by someone else in the
         // same second as our last apply still counts. The controllers' own bookkeeping

@@ -116,6 +116,8 @@ pub struct Notification {
 pub struct ReleaseState {
     failing: bool,
     ready: Option<(String, String)>,
+    /// The Drifted condition (status, reason) as last written.
+    drifted: Option<(String, String)>,
 }
 
 /// Ready reasons with status False that are no failure.
@@ -129,7 +131,18 @@ impl ReleaseState {
     pub fn from_status(status: Option<&HelmReleaseStatus>) -> Self {
         let mut state = Self::default();
         state.advance(status.and_then(ready_of));
+        state.advance_drift(status.and_then(drifted_of));
         state
+    }
+
+    /// Object drift found (Drifted=True) or corrected (reason DriftCorrected): told once
+    /// per change, as drift.
+    pub fn advance_drift(&mut self, drifted: Option<&Condition>) -> Option<Severity> {
+        let now = drifted.map(|c| (c.status.clone(), c.reason.clone()));
+        let before = std::mem::replace(&mut self.drifted, now.clone());
+        let (status, why) = now?;
+        let news = status == "True" || why == reason::DRIFT_CORRECTED;
+        (news && before != self.drifted).then_some(Severity::Drift)
     }
 
     /// The event that a release whose Ready is now `ready` announces, if any.
@@ -152,6 +165,13 @@ impl ReleaseState {
             _ => None,
         }
     }
+}
+
+fn drifted_of(status: &HelmReleaseStatus) -> Option<&Condition> {
+    status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == condition::DRIFTED)
 }
 
 fn ready_of(status: &HelmReleaseStatus) -> Option<&Condition> {
@@ -202,20 +222,38 @@ impl Notifier {
         masker: &crate::values::Masker,
     ) {
         let ready = ready_of(status);
-        let Some(severity) = state.advance(ready) else {
-            return;
-        };
-        let Some(ready) = ready else { return };
+        if let Some(severity) = state.advance(ready)
+            && let Some(ready) = ready
+        {
+            self.send(self.notification(severity, ready, hr, status, masker));
+        }
+        let drifted = drifted_of(status);
+        if let Some(severity) = state.advance_drift(drifted)
+            && let Some(drifted) = drifted
+        {
+            self.send(self.notification(severity, drifted, hr, status, masker));
+        }
+    }
+
+    /// What `condition` (Ready, or Drifted) of `hr` says, as a message to route.
+    fn notification(
+        &self,
+        severity: Severity,
+        condition: &Condition,
+        hr: &HelmRelease,
+        status: &HelmReleaseStatus,
+        masker: &crate::values::Masker,
+    ) -> Notification {
         let latest = status.history.first();
-        self.send(Notification {
+        Notification {
             severity,
             namespace: hr.metadata.namespace.clone().unwrap_or_default(),
             name: hr.metadata.name.clone().unwrap_or_default(),
             uid: hr.metadata.uid.clone().unwrap_or_default(),
             resource_version: hr.metadata.resource_version.clone(),
             generation: hr.metadata.generation,
-            reason: ready.reason.clone(),
-            message: masker.mask(&ready.message),
+            reason: condition.reason.clone(),
+            message: masker.mask(&condition.message),
             timestamp: Timestamp::now(),
             chart_version: status.last_attempted_revision.clone(),
             config_digest: status.last_attempted_config_digest.clone(),
@@ -223,7 +261,7 @@ impl Notifier {
             app_version: latest.and_then(|s| s.app_version.clone()),
             helm_revision: latest.map(|s| s.version),
             instance: self.identity.clone(),
-        });
+        }
     }
 
     /// Queues `n` for delivery, or drops it when the queue is full: a reconcile never
@@ -363,6 +401,21 @@ mod tests {
             told(ReleaseState::default(), &steps),
             [None, Some(Severity::Drift), None, None]
         );
+    }
+
+    #[test]
+    fn object_drift_is_told_once_when_found_and_once_when_corrected() {
+        let mut state = ReleaseState::default();
+        let drifted = |s: &str, r: &str| Some(ready(s, r));
+        let mut drifted_ = |s: &str, r: &str| {
+            let c = drifted(s, r);
+            state.advance_drift(c.as_ref())
+        };
+        assert_eq!(drifted_("True", "Drifted"), Some(Severity::Drift));
+        assert_eq!(drifted_("True", "Drifted"), None);
+        assert_eq!(drifted_("False", "DriftCorrected"), Some(Severity::Drift));
+        let mut state = ReleaseState::default();
+        assert_eq!(state.advance_drift(None), None);
     }
 
     #[test]
