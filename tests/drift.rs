@@ -188,6 +188,28 @@ fn kubectl(ns: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `kubectl edit` of the web Deployment's image, as a JSON patch.
+fn edit_image(ns: &str) {
+    kubectl(
+        ns,
+        &[
+            "patch",
+            "deployment/web",
+            "--type=json",
+            "-p",
+            r#"[{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "registry.invalid/webapp:hotfix"}]"#,
+        ],
+    );
+}
+
+/// The web Deployment's first container image.
+async fn image(client: &kube::Client, ns: &str) -> String {
+    support::pod_spec(client, ns, "web").await.containers[0]
+        .image
+        .clone()
+        .unwrap_or_default()
+}
+
 async fn replicas(client: &kube::Client, ns: &str) -> i32 {
     Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), ns)
         .get("web")
@@ -258,16 +280,7 @@ async fn warn_reports_a_scaled_and_edited_deployment() {
         "{events:?}"
     );
 
-    kubectl(
-        &ns.name,
-        &[
-            "patch",
-            "deployment/web",
-            "--type=json",
-            "-p",
-            r#"[{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "registry.invalid/webapp:hotfix"}]"#,
-        ],
-    );
+    edit_image(&ns.name);
     let hr = wait_for(&api, "web", "the edit reported too", |h| {
         h.status
             .as_ref()
@@ -342,35 +355,9 @@ async fn enabled_corrects_a_scaled_deployment() {
         "{events:?}"
     );
     // `kubectl edit` of the image: corrected too.
-    kubectl(
-        &ns.name,
-        &[
-            "patch",
-            "deployment/web",
-            "--type=json",
-            "-p",
-            r#"[{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "registry.invalid/webapp:hotfix"}]"#,
-        ],
-    );
-    let deployments =
-        Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns.name);
-    let image = || async {
-        deployments
-            .get("web")
-            .await
-            .unwrap()
-            .spec
-            .unwrap()
-            .template
-            .spec
-            .unwrap()
-            .containers[0]
-            .image
-            .clone()
-            .unwrap_or_default()
-    };
+    edit_image(&ns.name);
     let edited = Instant::now();
-    while image().await != "registry.invalid/webapp:1.0" {
+    while image(&client, &ns.name).await != "registry.invalid/webapp:1.0" {
         assert!(
             edited.elapsed() < support::PATIENCE,
             "the edited image was never restored"
@@ -413,32 +400,14 @@ async fn an_ignore_rule_and_disabled_leave_a_scaled_deployment_alone() {
     })
     .await;
     kubectl(&ns.name, &["scale", "deployment/web", "--replicas=7"]);
-    kubectl(
-        &ns.name,
-        &[
-            "patch",
-            "deployment/web",
-            "--type=json",
-            "-p",
-            r#"[{"op": "replace", "path": "/spec/template/spec/containers/0/image", "value": "registry.invalid/webapp:hotfix"}]"#,
-        ],
-    );
+    edit_image(&ns.name);
     let hr = reconciled(&api, "disabled").await;
     assert!(hr.condition("Drifted").is_none(), "{:?}", hr.status);
     assert_eq!(replicas(&client, &ns.name).await, 7);
-    let image = Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns.name)
-        .get("web")
-        .await
-        .unwrap()
-        .spec
-        .unwrap()
-        .template
-        .spec
-        .unwrap()
-        .containers[0]
-        .image
-        .clone();
-    assert_eq!(image.as_deref(), Some("registry.invalid/webapp:hotfix"));
+    assert_eq!(
+        image(&client, &ns.name).await,
+        "registry.invalid/webapp:hotfix"
+    );
     ns.delete().await;
 }
 

@@ -115,6 +115,21 @@ fn count(received: &[Received], name: &str, event: &str) -> usize {
         .count()
 }
 
+/// A receiver, and the setting routing everything to it as one generic provider.
+async fn generic_hook(client: &Client, ns: &str) -> Receiver {
+    let receiver = Receiver::start().await;
+    webhook_secret(client, ns, "hook", &receiver.url("/hook")).await;
+    configure(
+        client,
+        ns,
+        &format!(
+            "providers:\n- {{name: hook, type: generic, secretRef: {{name: hook}}}}\nroutes:\n- providers: [hook]\n{FAST_RETRY}"
+        ),
+    )
+    .await;
+    receiver
+}
+
 const FAST_RETRY: &str = "retry: {attempts: 3, initialDelay: 200ms, maxDelay: 1s}\ntimeout: 5s\n";
 
 #[tokio::test]
@@ -347,16 +362,7 @@ routes:
 #[tokio::test]
 async fn a_superseded_wait_is_told_as_a_cancellation_and_is_no_failure() {
     let (client, ns, api) = eng::setup("notify-cancel").await;
-    let receiver = Receiver::start().await;
-    webhook_secret(&client, &ns.name, "hook", &receiver.url("/hook")).await;
-    configure(
-        &client,
-        &ns.name,
-        &format!(
-            "providers:\n- {{name: hook, type: generic, secretRef: {{name: hook}}}}\nroutes:\n- providers: [hook]\n{FAST_RETRY}"
-        ),
-    )
-    .await;
+    let receiver = generic_hook(&client, &ns.name).await;
     let _engine = eng::start(&client, &ns.name).await;
     notifications_ready(&client, &ns.name).await;
 
@@ -588,16 +594,7 @@ routes:
 #[tokio::test]
 async fn drift_and_a_revision_of_another_tool_are_told_as_drift() {
     let (client, ns, api) = eng::setup("notify-drift").await;
-    let receiver = Receiver::start().await;
-    webhook_secret(&client, &ns.name, "hook", &receiver.url("/hook")).await;
-    configure(
-        &client,
-        &ns.name,
-        &format!(
-            "providers:\n- {{name: hook, type: generic, secretRef: {{name: hook}}}}\nroutes:\n- providers: [hook]\n{FAST_RETRY}"
-        ),
-    )
-    .await;
+    let receiver = generic_hook(&client, &ns.name).await;
     let _engine = eng::start(&client, &ns.name).await;
     notifications_ready(&client, &ns.name).await;
     for (name, mode) in [("warned", "warn"), ("fixed", "enabled")] {

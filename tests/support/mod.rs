@@ -142,12 +142,12 @@ pub async fn install_crd(client: &Client) {
     .expect("watch the CRD");
 }
 
-/// The nodeSelector of a Deployment's pod template.
-pub async fn node_selector(
+/// The pod spec of a Deployment's template.
+pub async fn pod_spec(
     client: &Client,
     ns: &str,
     name: &str,
-) -> Option<std::collections::BTreeMap<String, String>> {
+) -> k8s_openapi::api::core::v1::PodSpec {
     Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), ns)
         .get(name)
         .await
@@ -157,7 +157,15 @@ pub async fn node_selector(
         .template
         .spec
         .unwrap()
-        .node_selector
+}
+
+/// The nodeSelector of a Deployment's pod template.
+pub async fn node_selector(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> Option<std::collections::BTreeMap<String, String>> {
+    pod_spec(client, ns, name).await.node_selector
 }
 
 /// Server-side applies each object (any kind the API server serves, found by discovery)
