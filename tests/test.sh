@@ -23,8 +23,8 @@ bin=$("$root/tests/cluster/testbin.sh")
 target=${CARGO_TARGET_DIR:-$root/target}
 mkdir -p "$target"
 free_mb=$(($(df -Pk "$target" | awk 'NR == 2 { print $4 }') / 1024))
-if [[ ! -d "$target/debug/deps" ]] && ((free_mb < 4000)); then
-  log "error: ${free_mb} MB free under $target; a cold build of the test suite needs about 4000 MB (3.7 GB measured)"
+if [[ ! -d "$target/debug/deps" ]] && ((free_mb < 7000)); then
+  log "error: ${free_mb} MB free under $target; a cold build of the test suite needs about 7000 MB (6.2 GB measured)"
   exit 1
 elif ((free_mb < 1024)); then
   log "warning: only ${free_mb} MB free under $target; the build may run out of disk"
