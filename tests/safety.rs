@@ -366,9 +366,10 @@ async fn two_helmreleases_stored_in_two_namespaces_never_share_a_release() {
     let target = support::TestNamespace::new(&client, "id-t").await;
     let _first_engine = start(&client, &first_ns.name).await;
     let _second_engine = start(&client, &second_ns.name).await;
+    // The second would correct drift: it must not, on the first's objects.
     let spec = |value: &str| {
         serde_json::json!({"releaseName": "x", "targetNamespace": target.name,
-                           "values": {"value": value}})
+                           "values": {"value": value}, "driftDetection": {"mode": "enabled"}})
     };
     first
         .create(&PostParams::default(), &shared("web", spec("first")))
@@ -397,6 +398,42 @@ async fn two_helmreleases_stored_in_two_namespaces_never_share_a_release() {
         "{message}"
     );
     assert_eq!(objects_in(&client, &target.name).await, before);
+    assert!(storage_of(&client, &second_ns.name, "x").await.is_empty());
+    // Someone scales the first's Deployment: the first (its own drift, enabled) puts it
+    // back; the second, asked to reconcile, touches nothing and reports no drift.
+    kubectl_scale(&target.name, "x", 3);
+    // (Asked: each test engine watches only its own namespace, not the target one.)
+    support::engine::annotate(
+        &first,
+        "web",
+        "reconcile.wheelhouse.dev/requestedAt",
+        "look",
+    )
+    .await;
+    wait_for(&first, "web", "the first corrects its own drift", |h| {
+        h.condition("Drifted")
+            .is_some_and(|c| c.reason == "DriftCorrected")
+    })
+    .await;
+    support::engine::annotate(
+        &second,
+        "web",
+        "reconcile.wheelhouse.dev/requestedAt",
+        "look",
+    )
+    .await;
+    let second_seen = wait_for(&second, "web", "the second's reconcile handled", |h| {
+        h.status
+            .as_ref()
+            .and_then(|s| s.last_handled_reconcile_at.as_deref())
+            == Some("look")
+    })
+    .await;
+    assert!(
+        second_seen.condition("Drifted").is_none(),
+        "{:?}",
+        second_seen.status
+    );
     assert!(storage_of(&client, &second_ns.name, "x").await.is_empty());
 
     second

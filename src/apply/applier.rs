@@ -233,9 +233,9 @@ fn group_kind(obj: &DynamicObject) -> (String, String) {
     (reference.group().to_string(), reference.kind)
 }
 
-type Identity = (String, String, Option<String>, String);
+pub(super) type Identity = (String, String, Option<String>, String);
 
-fn identity(reference: &ObjectRef) -> Identity {
+pub(super) fn identity(reference: &ObjectRef) -> Identity {
     let (group, kind, namespace, name) = reference.identity();
     (
         group.to_string(),
@@ -635,7 +635,10 @@ impl Applier {
 
     /// The objects of the other records deploying this (release name, namespace), each
     /// with who owns it.
-    async fn foreign_objects(&self, owner: &Owner<'_>) -> Result<HashMap<Identity, String>, Error> {
+    pub(super) async fn foreign_objects(
+        &self,
+        owner: &Owner<'_>,
+    ) -> Result<HashMap<Identity, String>, Error> {
         let mut objects = HashMap::new();
         for other in owner.others {
             let Ok(parsed) = parse_manifest(&other.manifest) else {

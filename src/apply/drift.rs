@@ -13,7 +13,7 @@ use kube::api::{DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
 use super::Error;
-use super::applier::{Applier, Owner, Target};
+use super::applier::{Applier, Owner, Target, identity};
 use super::fields::RELEASE_FIELD_MANAGER;
 use super::manifest::{ObjectRef, check_ownership, has_keep_policy, parse_manifest, set_ownership};
 
@@ -57,13 +57,15 @@ impl Applier {
     /// The objects of `manifest` (with ownership metadata set as an apply sets it) that
     /// differ from what is live. An object deleted on purpose from a release with
     /// `helm.sh/resource-policy: keep` is not drift; one that no longer names this
-    /// release is someone else's now, and not compared.
+    /// release is someone else's now, and one another record of the same (release name,
+    /// namespace) deploys (`owner.others`) is never ours: neither is compared.
     pub async fn drift(
         &self,
         manifest: &str,
         owner: &Owner<'_>,
         ignore: &[Ignore],
     ) -> Result<Vec<ObjectDrift>, Error> {
+        let foreign = self.foreign_objects(owner).await?;
         let mut drifted = Vec::new();
         for mut obj in parse_manifest(manifest)? {
             if owner.is_unavailable(&obj) {
@@ -74,6 +76,9 @@ impl Applier {
             };
             set_ownership(&mut obj, owner.release_name, owner.namespace);
             let target = Target::new(obj, resource, owner.namespace);
+            if foreign.contains_key(&identity(&target.reference)) {
+                continue;
+            }
             let rules: Vec<&Ignore> = ignore
                 .iter()
                 .filter(|r| r.applies_to(&target.reference))

@@ -77,7 +77,19 @@ pub async fn view(ctx: &Context, hr: &HelmRelease) -> Result<DriftView, String> 
         .as_ref()
         .map(|d| d.ignore.clone())
         .unwrap_or_default();
-    let objects = compare(ctx, hr, latest, &rules, &[])
+    // Objects another record of this (name, namespace) deploys are never ours to show.
+    let elsewhere = crate::release::stored_elsewhere(
+        &ctx.client,
+        &hr.storage_namespace(),
+        &hr.release_name(),
+        &hr.target_namespace(),
+        hr.metadata.uid.as_deref(),
+    )
+    .await
+    .map_err(|e| format!("cannot read Helm's storage: {e}"))?
+    .map(|scan| scan.found)
+    .unwrap_or_default();
+    let objects = compare(ctx, hr, latest, &rules, &elsewhere)
         .await
         .map_err(|e| e.to_string())?;
     let mut masker = Masker::default();
