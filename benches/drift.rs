@@ -27,19 +27,7 @@ async fn wait_hr(
     what: &str,
     pred: impl Fn(&HelmRelease) -> bool,
 ) {
-    let limit = Instant::now() + Duration::from_secs(600);
-    loop {
-        if let Some(hr) = api.get_opt(name).await.unwrap()
-            && pred(&hr)
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < limit,
-            "{name}: timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eng::poll_hr(api, name, what, Duration::from_secs(600), pred).await;
 }
 
 /// Scales `name`'s Deployment to `replicas` as `kubectl scale` would: another field

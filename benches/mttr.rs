@@ -32,19 +32,7 @@ async fn wait_hr(
     what: &str,
     pred: impl Fn(&HelmRelease) -> bool,
 ) {
-    let limit = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Some(hr) = api.get_opt(name).await.unwrap()
-            && pred(&hr)
-        {
-            return;
-        }
-        assert!(
-            Instant::now() < limit,
-            "{name}: timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eng::poll_hr(api, name, what, Duration::from_secs(120), pred).await;
 }
 
 /// Watches the engine's live state from now on and reports when the worker for `key`

@@ -34,23 +34,7 @@ struct GitServer {
 }
 
 fn server() -> GitServer {
-    let dir = support::kubeconfig_path()
-        .parent()
-        .expect("the kubeconfig is in the cluster's directory")
-        .to_owned();
-    let env = std::fs::read_to_string(dir.join("git.env")).unwrap_or_else(|e| {
-        panic!(
-            "no {}/git.env ({e}): the cluster was started before tests/cluster/up.sh \
-             started a Git server; run tests/cluster/down.sh and up.sh on it again",
-            dir.display()
-        )
-    });
-    let get = |key: &str| {
-        env.lines()
-            .find_map(|l| l.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("{key} missing from git.env"))
-            .to_owned()
-    };
+    let get = support::cluster_env("git.env", "a Git server");
     GitServer {
         root: get("GIT_ROOT").into(),
         http: get("GIT_HTTP"),
@@ -141,7 +125,7 @@ impl Repo {
             git(w, &["checkout", "-q", "-B", branch]);
         }
         let chart = w.join(path);
-        copy_dir(Path::new(&eng::chart("webapp")), &chart);
+        support::copy_dir(Path::new(&eng::chart("webapp")), &chart);
         let yaml = std::fs::read_to_string(chart.join("Chart.yaml"))
             .unwrap()
             .replace("version: 1.0.0", &format!("version: {version}"));
@@ -164,7 +148,7 @@ impl Repo {
     fn commit_symlinked_chart(&self, path: &str) -> String {
         let w = self.work.path();
         let chart = w.join(path);
-        copy_dir(Path::new(&eng::chart("webapp")), &chart);
+        support::copy_dir(Path::new(&eng::chart("webapp")), &chart);
         std::os::unix::fs::symlink("/etc/passwd", chart.join("templates/passwd.yaml")).unwrap();
         git(w, &["add", "-A"]);
         git(w, &["commit", "-q", "-m", "a symlink"]);
@@ -192,19 +176,6 @@ impl Repo {
             git(w, &["tag", name]);
         }
         git(w, &["push", "-q", "origin", name]);
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
     }
 }
 

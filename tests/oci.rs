@@ -27,23 +27,7 @@ struct Registries {
 }
 
 fn registries() -> Registries {
-    let dir = support::kubeconfig_path()
-        .parent()
-        .expect("the kubeconfig is in the cluster's directory")
-        .to_owned();
-    let env = std::fs::read_to_string(dir.join("registry.env")).unwrap_or_else(|e| {
-        panic!(
-            "no {}/registry.env ({e}): the cluster was started before tests/cluster/up.sh \
-             started OCI registries; run tests/cluster/down.sh and up.sh on it again",
-            dir.display()
-        )
-    });
-    let get = |key: &str| {
-        env.lines()
-            .find_map(|l| l.strip_prefix(&format!("{key}=")))
-            .unwrap_or_else(|| panic!("{key} missing from registry.env"))
-            .to_owned()
-    };
+    let get = support::cluster_env("registry.env", "OCI registries");
     Registries {
         plain: get("REGISTRY"),
         tls: get("REGISTRY_TLS"),

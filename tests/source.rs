@@ -571,7 +571,7 @@ async fn path_charts_directory_and_archive() {
 
     // A copy with one changed file has another digest.
     let copy = tempfile::tempdir().unwrap();
-    copy_dir(&fixture_chart(), copy.path());
+    support::copy_dir(&fixture_chart(), copy.path());
     let same = source
         .resolve(&path_chart(copy.path()), &none)
         .await
@@ -725,19 +725,6 @@ async fn charts_packaged_and_indexed_by_helm_resolve_and_render() {
     ]);
     assert!(rendered.contains("name: demo-hello"), "{rendered}");
     assert!(rendered.contains("greeting: \"hi\""), "{rendered}");
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).unwrap();
-        }
-    }
 }
 
 #[tokio::test]

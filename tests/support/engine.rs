@@ -482,3 +482,27 @@ pub async fn annotate(api: &Api<HelmRelease>, name: &str, key: &str, value: &str
     .await
     .unwrap();
 }
+
+/// Polls the HelmRelease every 10 ms until `pred` holds (benchmarks: a watch would add its
+/// own delay to the figure), failing after `limit`.
+pub async fn poll_hr(
+    api: &Api<HelmRelease>,
+    name: &str,
+    what: &str,
+    limit: Duration,
+    pred: impl Fn(&HelmRelease) -> bool,
+) {
+    let limit = std::time::Instant::now() + limit;
+    loop {
+        if let Some(hr) = api.get_opt(name).await.unwrap()
+            && pred(&hr)
+        {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < limit,
+            "{name}: timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

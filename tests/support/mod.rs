@@ -209,3 +209,41 @@ pub fn rand_u32() -> u32 {
     );
     h.finish() as u32
 }
+
+/// A `KEY=value` file `up.sh` writes beside the test cluster's kubeconfig (`git.env`,
+/// `registry.env`), as a lookup that panics on a missing key; `what` names the server the
+/// file is about, for the message when the cluster predates it.
+pub fn cluster_env(file: &str, what: &str) -> impl Fn(&str) -> String {
+    let dir = kubeconfig_path()
+        .parent()
+        .expect("the kubeconfig is in the cluster's directory")
+        .to_owned();
+    let env = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| {
+        panic!(
+            "no {}/{file} ({e}): the cluster was started before tests/cluster/up.sh \
+             started {what}; run tests/cluster/down.sh and up.sh on it again",
+            dir.display()
+        )
+    });
+    let file = file.to_owned();
+    move |key: &str| {
+        env.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("{key} missing from {file}"))
+            .to_owned()
+    }
+}
+
+/// Copies the directory `from` to `to`, recursively.
+pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
