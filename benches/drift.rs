@@ -1,8 +1,9 @@
 //! Drift benchmark against the local control plane: `tests/bench.sh drift`. With
 //! WHEELHOUSE_BENCH_RELEASES releases (default 300) reconciled by one engine, it measures
 //! over WHEELHOUSE_BENCH_RUNS releases (default 10):
-//!   - `kubectl scale` of a release's Deployment (a replicas patch by another field
-//!     manager, accepted by the API server) -> Drifted=True in the HelmRelease's status;
+//!   - `kubectl scale` of a release's Deployment (a patch of its scale subresource by
+//!     another field manager, accepted by the API server) -> Drifted=True in the
+//!     HelmRelease's status;
 //!   - the same with driftDetection enabled -> the replicas restored;
 //!   - `helm rollback` by hand (the helm CLI returned) -> ExternalRevision in status.
 //!
@@ -30,11 +31,11 @@ async fn wait_hr(
     eng::poll_hr(api, name, what, Duration::from_secs(600), pred).await;
 }
 
-/// Scales `name`'s Deployment to `replicas` as `kubectl scale` would: another field
-/// manager's write of spec.replicas.
+/// Scales `name`'s Deployment to `replicas` as `kubectl scale` does: through the scale
+/// subresource, as another field manager (recorded without a time in managedFields).
 async fn scale(client: &Client, ns: &str, name: &str, replicas: i32) -> Instant {
     Api::<Deployment>::namespaced(client.clone(), ns)
-        .patch(
+        .patch_scale(
             name,
             &PatchParams {
                 field_manager: Some("kubectl".into()),

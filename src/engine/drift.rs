@@ -9,6 +9,48 @@ use crate::apply::drift::{Ignore, ObjectDrift};
 use crate::release::{Elsewhere, Release, Storage};
 use crate::values::Masker;
 
+/// Who last changed `object` when that was not wheelhouse (its apply as `helm`, its
+/// config tracking) nor the controllers' bookkeeping (status, the Deployment
+/// controller's revision annotation); none when it was.
+///
+/// managedFields times have one-second resolution: a change by someone else in the same
+/// second as our last apply still counts. A write through the scale subresource
+/// (`kubectl scale`) is recorded without a time, so it cannot be ordered against ours:
+/// while such an entry stands, a change counts as someone else's (at worst a drift check
+/// that finds nothing).
+pub(crate) fn writer_not_ours(
+    object: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> Option<&str> {
+    let ours = |m: &str| {
+        m == crate::apply::RELEASE_FIELD_MANAGER
+            || m == crate::tracking::FIELD_MANAGER
+            || m == "kube-controller-manager"
+    };
+    let entries = object
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| m.subresource.as_deref() != Some("status"));
+    let (mut latest_ours, mut theirs) = (None, None);
+    for entry in entries {
+        let Some(manager) = entry.manager.as_deref() else {
+            continue;
+        };
+        if ours(manager) {
+            latest_ours = latest_ours.max(entry.time.as_ref());
+        } else if theirs.is_none_or(|(_, t): (&str, Option<_>)| {
+            t.is_some() && (entry.time.is_none() || entry.time.as_ref() > t)
+        }) {
+            theirs = Some((manager, entry.time.as_ref()));
+        }
+    }
+    let (writer, time) = theirs?;
+    match (time, latest_ours) {
+        (Some(t), Some(ours)) if ours > t => None,
+        _ => Some(writer),
+    }
+}
+
 /// The stored manifest with config tracking's hashes, as the engine applied it, so a
 /// hash the engine added is not taken for drift.
 pub(crate) async fn applied_manifest(
@@ -99,4 +141,79 @@ pub async fn view(ctx: &Context, hr: &HelmRelease) -> Result<DriftView, String> 
         objects,
         masker,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::writer_not_ours;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta, Time};
+
+    fn entry(manager: &str, subresource: Option<&str>, second: Option<u32>) -> ManagedFieldsEntry {
+        ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            operation: Some("Update".into()),
+            subresource: subresource.map(Into::into),
+            time: second.map(|s| {
+                Time(
+                    format!("2026-11-24T10:00:{s:02}Z")
+                        .parse::<k8s_openapi::jiff::Timestamp>()
+                        .unwrap(),
+                )
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn meta(entries: Vec<ManagedFieldsEntry>) -> ObjectMeta {
+        ObjectMeta {
+            managed_fields: Some(entries),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_last_writer_decides_and_a_tie_is_theirs() {
+        let applied = entry("helm", None, Some(10));
+        let status = entry("kube-controller-manager", Some("status"), Some(30));
+        assert_eq!(
+            writer_not_ours(&meta(vec![applied.clone(), status.clone()])),
+            None
+        );
+        let edited = entry("kubectl-edit", None, Some(20));
+        assert_eq!(
+            writer_not_ours(&meta(vec![applied.clone(), edited.clone(), status])),
+            Some("kubectl-edit")
+        );
+        // Our apply after their edit: ours is the last word.
+        let reapplied = entry("helm", None, Some(25));
+        assert_eq!(
+            writer_not_ours(&meta(vec![reapplied, edited.clone()])),
+            None
+        );
+        // The same second: theirs may have come after.
+        let same = entry("helm", None, Some(20));
+        assert_eq!(
+            writer_not_ours(&meta(vec![same, edited])),
+            Some("kubectl-edit")
+        );
+    }
+
+    /// `kubectl scale` writes through the scale subresource, which the API server records
+    /// without a time (seen on Kubernetes 1.36).
+    #[test]
+    fn a_scale_without_a_time_is_theirs() {
+        let scaled = entry("kubectl", Some("scale"), None);
+        let applied = entry("helm", None, Some(10));
+        let tracked = entry("wheelhouse", None, Some(11));
+        assert_eq!(
+            writer_not_ours(&meta(vec![applied, tracked, scaled.clone()])),
+            Some("kubectl")
+        );
+        // It is named even beside an older timed edit.
+        let edited = entry("kubectl-edit", None, Some(5));
+        assert_eq!(
+            writer_not_ours(&meta(vec![edited, scaled])),
+            Some("kubectl")
+        );
+    }
 }

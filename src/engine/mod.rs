@@ -34,8 +34,8 @@ use tokio_util::task::TaskTracker;
 
 pub use coverage::{Coverage, SHARD_LABEL};
 pub use handle::{
-    Command, Connection, EngineHandle, LiveMap, LiveState, Phase, ReleaseKey, ReleaseMap,
-    ReleaseView, Views, WaitView, changed_keys, new_token,
+    Command, Connection, EngineHandle, FixTimeline, LiveMap, LiveState, Phase, ReleaseKey,
+    ReleaseMap, ReleaseView, Views, WaitView, changed_keys, new_token,
 };
 pub use lease::Role;
 
@@ -722,35 +722,9 @@ impl Dispatcher {
                 return;
             }
         }
-        // managedFields times have one-second resolution: a change by someone else in the
-        // same second as our last apply still counts. The controllers' own bookkeeping
-        // (status, the Deployment controller's revision annotation) never does.
-        let ours = |m: &str| {
-            m == crate::apply::RELEASE_FIELD_MANAGER
-                || m == crate::tracking::FIELD_MANAGER
-                || m == "kube-controller-manager"
-        };
-        let entries = || {
-            workload
-                .managed_fields
-                .iter()
-                .flatten()
-                .filter(|m| m.subresource.as_deref() != Some("status"))
-        };
-        let latest_ours = entries()
-            .filter(|m| m.manager.as_deref().is_some_and(ours))
-            .map(|m| m.time.clone())
-            .max();
-        let Some(other) = entries()
-            .filter(|m| m.manager.as_deref().is_some_and(|w| !ours(w)))
-            .max_by(|a, b| a.time.cmp(&b.time))
-        else {
+        let Some(writer) = drift::writer_not_ours(workload) else {
             return;
         };
-        if latest_ours.is_some_and(|t| t > other.time) {
-            return;
-        }
-        let writer = other.manager.as_deref();
         let annotation = |key: &str| workload.annotations.as_ref().and_then(|a| a.get(key));
         let (Some(release), Some(namespace)) = (
             annotation(crate::apply::manifest::RELEASE_NAME_ANNOTATION),
@@ -763,7 +737,7 @@ impl Dispatcher {
                 && &hr.target_namespace() == namespace
                 && let Some(w) = workers.get(key)
             {
-                tracing::info!(release = %key, writer = writer.unwrap_or_default(), "a workload of the release changed: checking for drift now");
+                tracing::info!(release = %key, writer, "a workload of the release changed: checking for drift now");
                 let look = Command::Reconcile(key.clone());
                 let _ = w.inbox.send(Msg::Command(Box::new((look, String::new()))));
             }
