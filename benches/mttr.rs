@@ -38,6 +38,7 @@ async fn wait_hr(
 /// Watches the engine's live state from now on and reports when the worker for `key`
 /// starts applying a revision newer than `after` (phase Upgrading; if that moment was
 /// coalesced away, the first sight of the new revision's wait, a slight overestimate).
+/// The baseline's fix supersedes nothing, so it has no [`wheelhouse::engine::FixTimeline`].
 fn apply_started(
     handle: &EngineHandle,
     key: ReleaseKey,
@@ -61,9 +62,38 @@ fn apply_started(
     })
 }
 
+/// Waits for the worker of `key` to write the first object of a fix triggered after
+/// `since`, and returns that fix's steps.
+async fn fix_written(
+    handle: &EngineHandle,
+    key: &ReleaseKey,
+    since: Instant,
+) -> wheelhouse::engine::FixTimeline {
+    let mut live = handle.live();
+    loop {
+        let fix = live.borrow_and_update().get(key).and_then(|s| s.fix);
+        if let Some(fix) = fix.filter(|f| f.triggered >= since && f.first_written.is_some()) {
+            return fix;
+        }
+        live.changed().await.unwrap();
+    }
+}
+
 struct Sample {
+    /// From the patch accepted by the API server.
     to_apply: Duration,
     to_ready: Duration,
+    /// From the fix's watch event reaching the worker (with cancellation on).
+    steps: Option<Steps>,
+}
+
+/// From the fix's watch event to each step.
+struct Steps {
+    prepared: Duration,
+    rendered: Duration,
+    apply_started: Duration,
+    first_written: Duration,
+    ready: Duration,
 }
 
 async fn stuck_then_fixed(client: &Client, cancel: bool, runs: usize) -> Vec<Sample> {
@@ -113,22 +143,43 @@ async fn stuck_then_fixed(client: &Client, cancel: bool, runs: usize) -> Vec<Sam
         .await;
         tokio::time::sleep(Duration::from_millis(500)).await;
 
-        let applying = apply_started(&handle, key, 2);
+        let applying = (!cancel).then(|| apply_started(&handle, key.clone(), 2));
+        let sent = Instant::now();
         let fix = values(serde_json::json!({"behavior": ""}));
         api.patch(&name, &PatchParams::default(), &fix)
             .await
             .unwrap();
         // The trigger is the moment the API server accepted the fix.
         let trigger = Instant::now();
-        let applied = applying.await.unwrap();
+        let (apply_started, steps) = match applying {
+            Some(applying) => (applying.await.unwrap(), None),
+            None => {
+                let steps = fix_written(&handle, &key, sent).await;
+                (
+                    steps.apply_started.expect("the fix was applied"),
+                    Some(steps),
+                )
+            }
+        };
         wait_hr(&api, &name, "fix ready", |h| {
             is(h, "Ready", "True", "UpgradeSucceeded")
                 && h.status.as_ref().unwrap().history[0].version == 3
         })
         .await;
+        let ready = Instant::now();
         samples.push(Sample {
-            to_apply: applied.saturating_duration_since(trigger),
-            to_ready: trigger.elapsed(),
+            to_apply: apply_started.saturating_duration_since(trigger),
+            to_ready: ready.saturating_duration_since(trigger),
+            steps: steps.map(|steps| {
+                let after = |t: Instant| t.saturating_duration_since(steps.triggered);
+                Steps {
+                    prepared: after(steps.prepared),
+                    rendered: after(steps.rendered),
+                    apply_started: after(apply_started),
+                    first_written: after(steps.first_written.expect("waited for")),
+                    ready: after(ready),
+                }
+            }),
         });
     }
     handle.shutdown();
@@ -237,6 +288,35 @@ async fn main() {
         off_apply.as_secs_f64() / on_apply.as_secs_f64(),
         off_ready.as_secs_f64() / on_ready.as_secs_f64()
     );
+    println!();
+    println!(
+        "Where the time goes (cancellation on): from the fix's watch event reaching the worker to"
+    );
+    let steps: Vec<&Steps> = on.iter().filter_map(|s| s.steps.as_ref()).collect();
+    for (i, s) in steps.iter().enumerate() {
+        println!(
+            "  run {i}: prepared {}  rendered {}  apply started {}  first object written {}  Ready {}",
+            figures::fmt(s.prepared),
+            figures::fmt(s.rendered),
+            figures::fmt(s.apply_started),
+            figures::fmt(s.first_written),
+            figures::fmt(s.ready)
+        );
+    }
+    for (label, pick) in [
+        (
+            "  desired state prepared",
+            (|s: &Steps| s.prepared) as fn(&Steps) -> Duration,
+        ),
+        ("  render done", |s| s.rendered),
+        ("  apply started (wait cancelled, revision stored)", |s| {
+            s.apply_started
+        }),
+        ("  the fix's first object written", |s| s.first_written),
+        ("  Ready", |s| s.ready),
+    ] {
+        row(label, steps.iter().map(|s| pick(s)).collect());
+    }
 
     let ff_on = fail_fast(&client, true, runs).await;
     let ff_off = fail_fast(&client, false, runs).await;

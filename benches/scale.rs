@@ -8,9 +8,13 @@
 //!     the `webapp` test chart (`replicaCount: 1`: a ConfigMap, a Deployment and a
 //!     Service each) are created, 32 at a time;
 //!   - time from the first HelmRelease created until all are Ready (listed every second),
-//!     the controller's peak RSS (VmHWM) and CPU seconds until then, the CPU of its helm
-//!     children (the renders; cutime+cstime, which counts the children it has reaped)
-//!     separately, then CPU per minute over 60 idle seconds and the RSS at the end.
+//!     the controller's peak RSS (VmHWM) and CPU seconds until then, the CPU of the
+//!     renders separately: the render helper's own CPU (a long-lived child) plus that of
+//!     helm processes with `--renderer helm` (cutime+cstime: the children it has reaped),
+//!     per release too; then CPU per minute over 60 idle seconds and the RSS at the end.
+//!
+//! `WHEELHOUSE_BENCH_RENDERER=helm` runs the controller with `--renderer helm` (the helm
+//! CLI per render), the baseline of the render helper.
 //!
 //! Counts: `WHEELHOUSE_BENCH_RELEASES` (default 1000), `WHEELHOUSE_BENCH_SECRETS` (2000),
 //! `WHEELHOUSE_BENCH_CONFIGMAPS` (2000); `WHEELHOUSE_BENCH_CONCURRENT` passes
@@ -34,7 +38,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use support::engine::webapp;
-use support::process::{clock_ticks, read_cpu, read_rss};
+use support::process::{children_named, clock_ticks, read_cpu, read_rss};
 use support::{TestNamespace, client, install_crd, kubeconfig_path, testbin};
 use wheelhouse::api::HelmRelease;
 
@@ -50,6 +54,8 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(500);
 const BENCH_LABEL: &str = "wheelhouse.dev/bench";
 const TARGET_RSS_MB: f64 = 150.0;
 const TARGET_IDLE_CPU_PER_MIN: f64 = 1.0;
+/// Issue #22: render CPU per release at 1,000 releases.
+const TARGET_RENDER_CPU_MS: f64 = 10.0;
 
 fn env_count(name: &str, default: usize) -> usize {
     match std::env::var(name) {
@@ -87,6 +93,24 @@ fn shape(pid: u32) -> String {
     )
 }
 
+/// CPU ticks of the renders so far: the render helper's own (it lives as long as the
+/// controller) and the helm processes the controller has reaped.
+fn render_ticks(pid: u32) -> u64 {
+    let helper: u64 = children_named(pid, "wheelhouse-render")
+        .into_iter()
+        .filter_map(read_cpu)
+        .map(|c| c.own)
+        .sum();
+    read_cpu(pid).map_or(0, |c| c.children) + helper
+}
+
+/// (VmRSS, VmHWM) in KiB of the render helper, if one runs.
+fn helper_rss(pid: u32) -> Option<(u64, u64)> {
+    children_named(pid, "wheelhouse-render")
+        .into_iter()
+        .find_map(read_rss)
+}
+
 fn mb(kib: u64) -> f64 {
     kib as f64 * 1024.0 / 1e6
 }
@@ -113,8 +137,12 @@ impl Controller {
         if let Some(n) = concurrent {
             cmd.args(["--concurrent", &n.to_string()]);
         }
+        if let Ok(renderer) = std::env::var("WHEELHOUSE_BENCH_RENDERER") {
+            cmd.args(["--renderer", &renderer]);
+        }
         let child = cmd
             .env("WHEELHOUSE_HELM", testbin().join("helm"))
+            .env("WHEELHOUSE_RENDER_HELPER", support::render_helper())
             // The controller's default logging (JSON at info) is what is measured.
             .env_remove("WHEELHOUSE_LOG")
             .env_remove("KUBECONFIG")
@@ -478,6 +506,7 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     controller.check_running();
     let before = read_cpu(pid).expect("controller stat");
+    let renders_before = render_ticks(pid);
     let (rss_before, _) = read_rss(pid).expect("controller status");
     println!(
         "controller: lease held {} after start; 5 s later, before any HelmRelease: RSS {:.1} MB, \
@@ -533,17 +562,18 @@ async fn main() {
             let cpu = read_cpu(pid).unwrap_or_default();
             let (rss, _) = read_rss(pid).unwrap_or_default();
             eprintln!(
-                "  {:>7}: {n}/{releases} Ready; controller RSS {:.1} MB, CPU {:.1} s, helm {:.1} s",
+                "  {:>7}: {n}/{releases} Ready; controller RSS {:.1} MB, CPU {:.1} s, renders {:.1} s",
                 duration(first_created.elapsed()),
                 mb(rss),
                 secs(cpu.own - before.own, hz),
-                secs(cpu.children - before.children, hz)
+                secs(render_ticks(pid) - renders_before, hz)
             );
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
     let to_ready = first_created.elapsed();
     let at_ready = read_cpu(pid).expect("controller stat");
+    let renders_at_ready = render_ticks(pid);
     let cluster_at_ready = cluster_cpu(&cluster);
     let (rss_at_ready, hwm_at_ready) = read_rss(pid).expect("controller status");
     let shape_at_ready = shape(pid);
@@ -554,6 +584,8 @@ async fn main() {
     controller.check_running();
     let idle_elapsed = idle_start.elapsed();
     let after = read_cpu(pid).expect("controller stat");
+    let renders_after = render_ticks(pid);
+    let helper = helper_rss(pid);
     let (rss_end, hwm_end) = read_rss(pid).expect("controller status");
     let shape_end = shape(pid);
     sampler.abort();
@@ -583,11 +615,27 @@ async fn main() {
         "controller CPU, first HelmRelease to all Ready",
         secs(at_ready.own - before.own, hz)
     );
+    let render_cpu = secs(renders_at_ready - renders_before, hz);
     println!(
-        "{:<62} {:>10.1} s   (helm processes, reaped; not in the line above)",
-        "helm renders' CPU, same period (cutime+cstime)",
-        secs(at_ready.children - before.children, hz)
+        "{:<62} {:>10.1} s   (the render helper, or helm processes; not in the line above)",
+        "renders' CPU, same period", render_cpu
     );
+    let per_release_ms = render_cpu * 1000.0 / releases as f64;
+    println!(
+        "{:<62} {:>9.1} ms   < {TARGET_RENDER_CPU_MS:.0} ms    {}",
+        "renders' CPU per release",
+        per_release_ms,
+        verdict(per_release_ms < TARGET_RENDER_CPU_MS)
+    );
+    if let Some((rss, hwm)) = helper {
+        println!(
+            "{:<62} {:>9.1} MB   (RSS at the end {:.1} MB; with the controller's peak {:.1} MB)",
+            "render helper peak RSS (VmHWM)",
+            mb(hwm),
+            mb(rss),
+            peak + mb(hwm)
+        );
+    }
     println!(
         "{:<62} {:>6.2} s/min   < {TARGET_IDLE_CPU_PER_MIN:.0} s/min   {}",
         format!(
@@ -599,8 +647,8 @@ async fn main() {
     );
     println!(
         "{:<62} {:>6.2} s/min",
-        "helm renders' CPU in the same window",
-        per_min(after.children - at_ready.children)
+        "renders' CPU in the same window",
+        per_min(renders_after - renders_at_ready)
     );
     println!(
         "{:<62} {:>9.1} MB   (peak by then {:.1} MB; before the releases {:.1} MB)",

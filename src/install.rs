@@ -40,7 +40,7 @@ pub const METRICS_PORT: (&str, i32) = ("http-prom", 8080);
 pub const HEALTH_PORT: (&str, i32) = ("healthz", 8081);
 
 /// The writable home of the controller (an emptyDir; the root filesystem is read-only):
-/// helm's configuration and cache, and the chart cache.
+/// the chart cache (and with `--renderer helm`, helm's configuration and cache).
 const HOME: &str = "/home/wheelhouse";
 /// The user the controller runs as (distroless' `nonroot`), so `runAsNonRoot` holds
 /// whatever user the image names.
@@ -51,7 +51,8 @@ const USER: i64 = 65532;
 pub struct InstallOptions {
     /// The namespace of the controllers, their ServiceAccount and their Lease.
     pub namespace: String,
-    /// The controller image; it runs `wheelhouse` and has `helm` on its PATH.
+    /// The controller image; it runs `wheelhouse` and has the render helper
+    /// `wheelhouse-render` beside it or on its PATH.
     pub image: String,
     /// One more controller Deployment for each shard key.
     pub shards: Vec<String>,
@@ -139,8 +140,19 @@ pub fn manifests(opts: &InstallOptions) -> Vec<serde_json::Value> {
 
 /// Everything as a YAML document stream for `kubectl apply -f -`.
 pub fn yaml(opts: &InstallOptions) -> String {
-    crate::yaml::to_documents(&manifests(opts))
+    format!(
+        "{IMAGE_NOTE}{}",
+        crate::yaml::to_documents(&manifests(opts))
+    )
 }
+
+/// What the stream says first: what the controller image must hold.
+pub const IMAGE_NOTE: &str = "\
+# wheelhouse controller. The image runs `wheelhouse` as its entrypoint and must contain
+# the render helper `wheelhouse-render` beside it (same directory) or on its PATH, runnable
+# as any user: build it with src/render/helper/build.sh (a static Go binary on Helm's SDK).
+# No helm binary is needed unless the controller runs with `--renderer helm`.
+";
 
 /// The name of a controller's Deployment.
 pub fn deployment_name(shard: Option<&str>) -> String {
@@ -268,15 +280,16 @@ fn deployment(opts: &InstallOptions, shard: Option<&str>) -> Deployment {
         image_pull_policy: Some("IfNotPresent".to_owned()),
         args: Some(args),
         env: Some(vec![
-            // helm keeps its configuration and cache under HOME; wheelhouse and helm put
-            // temporary files (render seeds) in /tmp.
+            // The chart cache is under HOME (and, with `--renderer helm`, helm's
+            // configuration and cache; helm's render seeds go to /tmp).
             env("HOME", HOME.to_owned()),
             env("XDG_CACHE_HOME", format!("{HOME}/.cache")),
         ]),
         ports: Some(vec![port(METRICS_PORT), port(HEALTH_PORT)]),
         liveness_probe: Some(probe("/healthz")),
         readiness_probe: Some(probe("/readyz")),
-        // helm runs in the same container when rendering, and counts against the limit.
+        // The render helper runs in the same container (about 50 MB resident) and counts
+        // against the limit.
         resources: Some(ResourceRequirements {
             requests: Some(quantities("100m", "64Mi")),
             limits: Some(quantities("1", "256Mi")),
@@ -433,6 +446,18 @@ mod tests {
                 serde_json::json!([{"kind": "ServiceAccount", "name": "wheelhouse", "namespace": "ops"}])
             );
         }
+    }
+
+    #[test]
+    fn the_stream_first_says_what_the_image_holds() {
+        let text = yaml(&opts(&[]));
+        assert!(text.starts_with("# wheelhouse controller."), "{text}");
+        assert!(text.contains("wheelhouse-render"));
+        // The note is YAML comments only: the objects follow (read back below).
+        assert!(
+            text.strip_prefix(IMAGE_NOTE)
+                .is_some_and(|rest| rest.starts_with("apiVersion: apiextensions.k8s.io/v1\n"))
+        );
     }
 
     #[test]
@@ -618,7 +643,7 @@ mod tests {
                     );
                 }
             }
-            assert!(text.starts_with("apiVersion: apiextensions.k8s.io/v1\n"));
+            assert!(text.starts_with(IMAGE_NOTE));
         }
     }
 

@@ -823,14 +823,13 @@ async fn before_hook_creation_replaces_the_previous_hook_object() {
 
 #[tokio::test]
 async fn a_rendered_chart_applies_and_its_hooks_run() {
-    use wheelhouse::render::{HelmRenderer, Previous, RenderRequest, Renderer};
+    use wheelhouse::render::{Previous, RenderRequest};
 
     let (client, applier, ns) = setup("apply-rendered").await;
     let chart =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/apply-render");
     let values = serde_json::Map::new();
-    let renderer = HelmRenderer::new(support::testbin().join("helm"), PATIENCE)
-        .with_cluster(Some(&support::kubeconfig_path()), None);
+    let renderer = support::renderer(None);
     let mut rendered = renderer
         .render(RenderRequest {
             release_name: RELEASE,
@@ -843,6 +842,7 @@ async fn a_rendered_chart_applies_and_its_hooks_run() {
                 chart_name: "apply-render",
                 chart_version: "0.1.0",
             }),
+            discovery: None,
         })
         .await
         .unwrap();

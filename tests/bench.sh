@@ -2,12 +2,16 @@
 # Benchmarks that need the local control plane: starts one, runs the benchmark, stops it.
 # Figures are printed; they are measured, not asserted (machines are shared and noisy).
 #
-# Usage: tests/bench.sh mttr|handover|scale|dashboard-live|inventory|drift
-#   mttr    time to recovery and fail-fast (WHEELHOUSE_BENCH_RUNS=N for more runs; default 5)
+# Usage: tests/bench.sh mttr|render|handover|scale|dashboard-live|inventory|drift
+#   mttr    time to recovery, with where its time goes, and fail-fast
+#           (WHEELHOUSE_BENCH_RUNS=N for more runs; default 5)
+#   render  one render of the webapp chart: the render helper (discovery warm, as the
+#           engine renders, discovery afresh) against the helm CLI (default 50 runs)
 #   handover  takeover after SIGTERM and after kill -9 of the leading controller, and a
 #           dead aggregated API healing to the held-up release Ready (default 3 runs)
 #   scale   1,000 releases beside 2,000 Secrets and 2,000 ConfigMaps: time to Ready, peak
-#           RSS, CPU and idle CPU of the real controller process (WHEELHOUSE_BENCH_RELEASES,
+#           RSS, CPU and idle CPU of the real controller process and its renders
+#           (WHEELHOUSE_BENCH_RENDERER=helm for the helm CLI; WHEELHOUSE_BENCH_RELEASES,
 #           WHEELHOUSE_BENCH_SECRETS, WHEELHOUSE_BENCH_CONFIGMAPS set smaller counts)
 #   dashboard-live  the real dashboard in tmux at 1,000 and 5,000 releases, engine on and
 #           --readonly: first rows, full list, change to screen, idle CPU, RSS
@@ -20,10 +24,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-usage="usage: tests/bench.sh mttr|handover|scale|dashboard-live|inventory|drift"
+usage="usage: tests/bench.sh mttr|render|handover|scale|dashboard-live|inventory|drift"
 bench=${1:?$usage}
 case "$bench" in
-  mttr | handover | scale | dashboard-live | inventory | drift) ;;
+  mttr | render | handover | scale | dashboard-live | inventory | drift) ;;
   *) echo "$usage" >&2; exit 2 ;;
 esac
 "$root/tests/cluster/prereqs.sh"
@@ -31,5 +35,7 @@ bin=$("$root/tests/cluster/testbin.sh")
 cluster=$(mktemp -d "${TMPDIR:-/tmp}/wheelhouse-bench.XXXXXX")
 trap '"$root/tests/cluster/down.sh" "$cluster"' EXIT
 "$root/tests/cluster/up.sh" "$cluster"
+helper=$("$root/src/render/helper/build.sh")
 export WHEELHOUSE_TEST_KUBECONFIG="$cluster/kubeconfig" WHEELHOUSE_TESTBIN="$bin"
+export WHEELHOUSE_RENDER_HELPER="$helper/wheelhouse-render"
 cargo bench --locked --bench "${bench//-/_}"

@@ -81,6 +81,7 @@ impl Controller {
             .args(["controller", "--namespace", ns, "--lease-namespace", ns])
             .env("KUBECONFIG", kubeconfig_path())
             .env("WHEELHOUSE_HELM", testbin().join("helm"))
+            .env("WHEELHOUSE_RENDER_HELPER", support::render_helper())
             .env("WHEELHOUSE_LOG", "info,kube=warn")
             .stdout(Stdio::null())
             .stderr(Stdio::null())

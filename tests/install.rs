@@ -385,6 +385,7 @@ impl Controller {
             .env("XDG_CACHE_HOME", home.join(".cache"))
             .env("TMPDIR", &tmp)
             .env("WHEELHOUSE_HELM", testbin().join("helm"))
+            .env("WHEELHOUSE_RENDER_HELPER", support::render_helper())
             .env("WHEELHOUSE_LOG", "info,kube=warn")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

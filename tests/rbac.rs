@@ -184,11 +184,7 @@ async fn the_generated_rbac_is_enough_for_the_engine_and_no_more() {
     let (mut config, _cache) = eng::config(&ns.name, "rbac-engine");
     let metrics = config.metrics.clone();
     let (user, groups) = identity(&ns.name, "engine");
-    config.renderer = std::sync::Arc::new(
-        wheelhouse::render::HelmRenderer::new(support::testbin().join("helm"), PATIENCE)
-            .with_cluster(Some(&kubeconfig_path()), None)
-            .impersonate(&user, &groups),
-    );
+    config.renderer = support::renderer(Some((&user, &groups)));
     let handle = wheelhouse::engine::start(engine_client.clone(), config).unwrap();
     let mut role = handle.role();
     tokio::time::timeout(

@@ -1,5 +1,6 @@
-//! The helm renderer, run with the real helm binary on a fixture chart against the local
-//! control plane (it renders as a server dry-run, with discovery and lookup).
+//! Both renderers on a fixture chart against the local control plane (each renders as a
+//! server dry-run, with discovery and lookup): the helm CLI, and the render helper on
+//! Helm's Go SDK, which must give the very same result for every request.
 
 mod support;
 
@@ -8,7 +9,9 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use wheelhouse::release::Status;
-use wheelhouse::render::{Error, HelmRenderer, Previous, RenderRequest, Rendered, Renderer};
+use wheelhouse::render::{
+    Error, HelmRenderer, HelperRenderer, Previous, RenderRequest, Rendered, Renderer,
+};
 
 fn chart() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/apply-render")
@@ -17,6 +20,18 @@ fn chart() -> PathBuf {
 fn helm() -> HelmRenderer {
     HelmRenderer::new(support::testbin().join("helm"), Duration::from_secs(60))
         .with_cluster(Some(&support::kubeconfig_path()), None)
+}
+
+fn helper() -> HelperRenderer {
+    HelperRenderer::new(support::render_helper(), Duration::from_secs(60))
+        .with_cluster(Some(&support::kubeconfig_path()), None)
+}
+
+fn renderers() -> [(&'static str, Box<dyn Renderer>); 2] {
+    [
+        ("helm CLI", Box::new(helm())),
+        ("render helper", Box::new(helper())),
+    ]
 }
 
 fn values(v: Value) -> Map<String, Value> {
@@ -30,14 +45,25 @@ fn request<'a>(values: &'a Map<String, Value>, chart: &'a Path) -> RenderRequest
         chart_path: chart,
         values,
         previous: None,
+        discovery: None,
     }
 }
 
+/// What both renderers render, which must be the same.
 async fn render(req: RenderRequest<'_>) -> Rendered {
-    helm()
-        .render(req)
-        .await
-        .unwrap_or_else(|e| panic!("render failed: {e}"))
+    let mut rendered = Vec::new();
+    for (name, renderer) in renderers() {
+        let r = renderer
+            .render(req)
+            .await
+            .unwrap_or_else(|e| panic!("{name}: render failed: {e}"));
+        rendered.push(r);
+    }
+    assert_eq!(
+        rendered[1], rendered[0],
+        "the render helper renders what the helm CLI renders"
+    );
+    rendered.pop().unwrap()
 }
 
 #[tokio::test]
@@ -148,32 +174,43 @@ async fn hooks_are_split_out_with_weights_and_policies() {
 async fn a_template_error_carries_helms_message() {
     let chart = chart();
     let values = values(json!({"fail": true}));
-    let err = helm()
-        .render(request(&values, &chart))
-        .await
-        .expect_err("the chart was told to fail");
-    let Error::Failed { stderr, .. } = &err else {
-        panic!("expected Failed, got {err:?}")
-    };
-    assert!(
-        stderr.contains("apply-render was told to fail"),
-        "stderr: {stderr}"
-    );
-    assert!(
-        err.to_string().contains("apply-render was told to fail"),
-        "{err}"
-    );
+    let mut said = Vec::new();
+    for (name, renderer) in renderers() {
+        let err = renderer
+            .render(request(&values, &chart))
+            .await
+            .expect_err("the chart was told to fail");
+        let Error::Failed { stderr, .. } = &err else {
+            panic!("{name}: expected Failed, got {err:?}")
+        };
+        assert!(
+            stderr.contains("apply-render was told to fail"),
+            "{name}: stderr: {stderr}"
+        );
+        assert!(
+            err.to_string().contains("apply-render was told to fail"),
+            "{name}: {err}"
+        );
+        said.push(stderr.lines().last().unwrap_or_default().to_owned());
+    }
+    // The same words from both: the helm CLI's last line is its error.
+    assert_eq!(said[1], said[0]);
 }
 
 #[tokio::test]
-async fn a_missing_chart_or_helm_binary_is_reported() {
+async fn a_missing_chart_or_program_is_reported() {
     let values = Map::new();
     let missing = Path::new("/nonexistent/chart");
-    let err = helm()
-        .render(request(&values, missing))
-        .await
-        .expect_err("no such chart");
-    assert!(err.to_string().contains("/nonexistent/chart"), "{err}");
+    for (name, renderer) in renderers() {
+        let err = renderer
+            .render(request(&values, missing))
+            .await
+            .expect_err("no such chart");
+        assert!(
+            err.to_string().contains("/nonexistent/chart"),
+            "{name}: {err}"
+        );
+    }
 
     let chart = chart();
     let nobody = HelmRenderer::new(PathBuf::from("/nonexistent/helm"), Duration::from_secs(5));
@@ -183,38 +220,123 @@ async fn a_missing_chart_or_helm_binary_is_reported() {
         .expect_err("no such helm");
     assert!(matches!(err, Error::Spawn { .. }), "{err:?}");
     assert!(err.to_string().contains("/nonexistent/helm"), "{err}");
+
+    let nobody = HelperRenderer::new(
+        PathBuf::from("/nonexistent/wheelhouse-render"),
+        Duration::from_secs(5),
+    );
+    let err = nobody
+        .render(request(&values, &chart))
+        .await
+        .expect_err("no such helper");
+    assert!(matches!(err, Error::Unavailable(_)), "{err:?}");
+    assert!(
+        err.to_string().contains("/nonexistent/wheelhouse-render"),
+        "{err}"
+    );
+}
+
+/// A stand-in program at `dir/name` running `script`, retried past ETXTBSY (another test
+/// thread forking while the script was open for writing makes exec fail for a moment).
+fn stand_in(dir: &Path, name: &str, script: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, script).unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    path
+}
+
+async fn render_past_etxtbsy(renderer: &dyn Renderer, req: RenderRequest<'_>) -> Error {
+    let mut err = renderer.render(req).await.expect_err("fails");
+    for _ in 0..20 {
+        let busy = match &err {
+            Error::Spawn { source, .. } => source.raw_os_error() == Some(26),
+            Error::Unavailable(m) => m.contains("Text file busy"),
+            _ => false,
+        };
+        if !busy {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        err = renderer.render(req).await.expect_err("fails");
+    }
+    err
+}
+
+/// A helper that says it is ready and then never answers is stopped by the timeout; one
+/// that exits fails its render with what it said, and is started again for the next.
+#[tokio::test]
+async fn a_hanging_or_dying_helper_is_reported_and_started_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart = chart();
+    let values = Map::new();
+    let silent = stand_in(
+        dir.path(),
+        "silent",
+        "#!/bin/sh\necho '{\"ready\":true,\"helm\":\"v0\"}'\nsleep 30\n",
+    );
+    let slow = HelperRenderer::new(silent, Duration::from_millis(300));
+    let started = std::time::Instant::now();
+    let err = render_past_etxtbsy(&slow, request(&values, &chart)).await;
+    assert!(matches!(err, Error::TimedOut { .. }), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    // The next render gets a fresh helper: the hung one cannot be interrupted.
+    let err = slow.render(request(&values, &chart)).await.unwrap_err();
+    assert!(matches!(err, Error::TimedOut { .. }), "{err:?}");
+    // Neither hung helper outlives its render (the stand-in's shell keeps its name).
+    let running = || {
+        let out = std::process::Command::new("pgrep")
+            .args(["-f", &format!("{}/silent", dir.path().display())])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).lines().count()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while running() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a timed-out helper is still running"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Dies on its first request; counts its starts in a file.
+    let starts = dir.path().join("starts");
+    let dying = stand_in(
+        dir.path(),
+        "dying",
+        &format!(
+            "#!/bin/sh\necho started >> {}\necho '{{\"ready\":true,\"helm\":\"v0\"}}'\nread line\necho 'out of memory' >&2\nexit 2\n",
+            starts.display()
+        ),
+    );
+    let dying = HelperRenderer::new(dying, Duration::from_secs(10));
+    for _ in 0..2 {
+        let err = render_past_etxtbsy(&dying, request(&values, &chart)).await;
+        assert!(
+            err.to_string()
+                .contains("the render helper exited (out of memory)"),
+            "{err}"
+        );
+    }
+    let starts = std::fs::read_to_string(&starts).unwrap();
+    assert_eq!(
+        starts.lines().count(),
+        2,
+        "started again for the second render"
+    );
 }
 
 #[tokio::test]
 async fn a_hanging_helm_is_stopped_by_the_timeout() {
     // A stand-in helm that never finishes.
     let dir = tempfile::tempdir().unwrap();
-    let fake = dir.path().join("helm");
-    std::fs::write(&fake, "#!/bin/sh\nexec sleep 30\n").unwrap();
-    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let fake = stand_in(dir.path(), "helm", "#!/bin/sh\nexec sleep 30\n");
 
     let chart = chart();
     let values = Map::new();
     let slow = HelmRenderer::new(fake, Duration::from_millis(300));
     let started = std::time::Instant::now();
-    let mut err = slow
-        .render(request(&values, &chart))
-        .await
-        .expect_err("timed out");
-    // Another test thread forking while the script was open for writing makes exec fail
-    // with ETXTBSY for a moment; that is the test's doing, not the renderer's.
-    for _ in 0..20 {
-        match &err {
-            Error::Spawn { source, .. } if source.raw_os_error() == Some(26) => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                err = slow
-                    .render(request(&values, &chart))
-                    .await
-                    .expect_err("timed out");
-            }
-            _ => break,
-        }
-    }
+    let err = render_past_etxtbsy(&slow, request(&values, &chart)).await;
     assert!(matches!(err, Error::TimedOut { .. }), "{err:?}");
     assert!(err.to_string().contains("timed out"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(10));

@@ -45,8 +45,12 @@ fi
 # Chart paths in the samples are relative to the repository root: that is the chart root
 # of this engine (relative paths never resolve against the working directory).
 export WHEELHOUSE_CHART_ROOT="${WHEELHOUSE_CHART_ROOT:-$root}"
+if [[ -z "${WHEELHOUSE_RENDER_HELPER:-}" ]]; then
+  # The engine renders charts with its render helper (built once, cached).
+  export WHEELHOUSE_RENDER_HELPER="$("$root/src/render/helper/build.sh")/wheelhouse-render"
+fi
 if [[ -z "${WHEELHOUSE_HELM:-}" ]] && ! command -v helm >/dev/null; then
-  # The engine renders charts with helm; use the pinned one the test binaries include.
+  # `--renderer helm` renders with the helm CLI: the pinned one the test binaries include.
   export WHEELHOUSE_HELM="$("$root/tests/cluster/testbin.sh")/helm"
 fi
 exec "$wheelhouse" "$@"

@@ -1241,28 +1241,46 @@ async fn dependency_cycles_are_reported_not_waited_on() {
 #[tokio::test]
 async fn an_engine_that_cannot_render_says_how_to_fix_it_and_leaves_the_lease() {
     let (client, ns, api) = setup("safe-render").await;
-    let (mut config, _cache) = support::engine::config(&ns.name, "no-helm");
-    config.renderer = std::sync::Arc::new(HelmRenderer::new(
-        "/nonexistent/helm".into(),
-        Duration::from_secs(5),
-    ));
-    let broken = engine::start(client.clone(), config).unwrap();
-    let mut role = broken.role();
-    let reason = tokio::time::timeout(
-        PATIENCE,
-        role.wait_for(|r| matches!(r, Role::Unable { .. })),
-    )
-    .await
-    .expect("the engine says it cannot work")
-    .unwrap()
-    .clone();
-    let Role::Unable { reason } = reason else {
-        unreachable!()
-    };
-    assert!(
-        reason.contains("cannot run /nonexistent/helm") && reason.contains("WHEELHOUSE_HELM"),
-        "{reason}"
-    );
+    // Neither renderer's program exists: each engine says how to fix it.
+    let renderers: [(std::sync::Arc<dyn wheelhouse::render::Renderer>, [&str; 2]); 2] = [
+        (
+            std::sync::Arc::new(wheelhouse::render::HelperRenderer::new(
+                "/nonexistent/wheelhouse-render".into(),
+                Duration::from_secs(5),
+            )),
+            [
+                "cannot run /nonexistent/wheelhouse-render",
+                "WHEELHOUSE_RENDER_HELPER",
+            ],
+        ),
+        (
+            std::sync::Arc::new(HelmRenderer::new(
+                "/nonexistent/helm".into(),
+                Duration::from_secs(5),
+            )),
+            ["cannot run /nonexistent/helm", "WHEELHOUSE_HELM"],
+        ),
+    ];
+    let mut broken = Vec::new();
+    for (i, (renderer, said)) in renderers.into_iter().enumerate() {
+        let (mut config, _cache) = support::engine::config(&ns.name, &format!("no-renderer-{i}"));
+        config.renderer = renderer;
+        let engine = engine::start(client.clone(), config).unwrap();
+        let mut role = engine.role();
+        let reason = tokio::time::timeout(
+            PATIENCE,
+            role.wait_for(|r| matches!(r, Role::Unable { .. })),
+        )
+        .await
+        .expect("the engine says it cannot work")
+        .unwrap()
+        .clone();
+        let Role::Unable { reason } = reason else {
+            unreachable!()
+        };
+        assert!(said.iter().all(|s| reason.contains(s)), "{reason}");
+        broken.push(engine);
+    }
     // An engine that can render takes the lease and reconciles.
     let _good = start(&client, &ns.name).await;
     api.create(
@@ -1275,26 +1293,36 @@ async fn an_engine_that_cannot_render_says_how_to_fix_it_and_leaves_the_lease() 
         is(h, "Ready", "True", "InstallSucceeded")
     })
     .await;
-    broken.shutdown();
+    for engine in broken {
+        engine.shutdown();
+    }
 
     // The headless controller refuses to start, once, with the fix in its message.
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wheelhouse"))
-        .arg("--kubeconfig")
-        .arg(kubeconfig_path())
-        .args([
-            "-n",
-            &ns.name,
-            "controller",
-            "--lease-namespace",
-            &ns.name,
-            "--helm",
-            "/nonexistent/helm",
-        ])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("WHEELHOUSE_HELM"), "{stderr}");
+    for (flags, said) in [
+        (
+            &["--render-helper", "/nonexistent/wheelhouse-render"][..],
+            "WHEELHOUSE_RENDER_HELPER",
+        ),
+        (
+            &["--renderer", "helm", "--helm", "/nonexistent/helm"][..],
+            "WHEELHOUSE_HELM",
+        ),
+    ] {
+        let run = tokio::process::Command::new(env!("CARGO_BIN_EXE_wheelhouse"))
+            .arg("--kubeconfig")
+            .arg(kubeconfig_path())
+            .args(["-n", &ns.name, "controller", "--lease-namespace", &ns.name])
+            .args(flags)
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(PATIENCE, run)
+            .await
+            .expect("the controller exits at once")
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(stderr.contains(said), "{stderr}");
+    }
     let _ = testbin();
     ns.delete().await;
 }

@@ -17,6 +17,9 @@ cargo fmt --all -- --check
 # The control plane first: its one-time Go build needs about 7 GB of scratch space, freed
 # when it ends (tests/cluster/testbin.sh), so it never sits beside the Rust build.
 bin=$("$root/tests/cluster/testbin.sh")
+# The render helper the engines render with (src/render/helper/build.sh: built once,
+# cached like the control plane).
+helper=$("$root/src/render/helper/build.sh")
 
 # A cold build of the suite writes about 3.7 GB under target/ (README, "Disk"). Say so before
 # cargo fails half-way with "No space left on device".
@@ -42,6 +45,7 @@ fi
 
 export WHEELHOUSE_TEST_KUBECONFIG="$cluster/kubeconfig"
 export WHEELHOUSE_TESTBIN="$bin"
+export WHEELHOUSE_RENDER_HELPER="$helper/wheelhouse-render"
 log "running cargo test against $WHEELHOUSE_TEST_KUBECONFIG"
 # Benchmarks (benches/, harness = false) are not tests: they run with tests/bench.sh or
 # cargo bench and print figures. clippy above still compiles them.

@@ -554,6 +554,16 @@ impl Applier {
         manifest: &str,
         owner: &Owner<'_>,
     ) -> Result<Vec<ObjectRef>, Error> {
+        Ok(self.apply_release_timed(manifest, owner).await?.0)
+    }
+
+    /// [`Applier::apply_release`], also saying when the API server wrote the first object
+    /// (none when there was nothing to write).
+    pub async fn apply_release_timed(
+        &self,
+        manifest: &str,
+        owner: &Owner<'_>,
+    ) -> Result<(Vec<ObjectRef>, Option<std::time::Instant>), Error> {
         let namespace = owner.namespace;
         let mut objects = parse_manifest(manifest)?;
         sort_by_kind(&mut objects, kind_of, INSTALL_ORDER);
@@ -590,6 +600,7 @@ impl Applier {
         }
 
         let mut applied = Vec::with_capacity(planned.len());
+        let mut first_written = None;
         for (mut obj, resource) in planned {
             let resource = match resource {
                 Some(resource) => resource,
@@ -602,12 +613,13 @@ impl Applier {
             set_ownership(&mut obj, owner.release_name, namespace);
             let target = Target::new(obj, resource, namespace);
             self.apply_object(&target, owner.force_conflicts).await?;
+            first_written.get_or_insert_with(std::time::Instant::now);
             if crd_defines(&target.obj).is_some_and(|gk| awaited_kinds.contains(&gk)) {
                 self.wait_crd_served(&target.obj).await?;
             }
             applied.push(target.reference);
         }
-        Ok(applied)
+        Ok((applied, first_written))
     }
 
     /// The previous revision's objects by identity, as JSON, namespaces settled.

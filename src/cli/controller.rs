@@ -8,11 +8,10 @@ use std::time::Duration;
 
 use clap::Args;
 
-use super::ClusterArgs;
+use super::{ClusterArgs, RenderArgs};
 use crate::Result;
 use crate::client::{self, Scope};
 use crate::engine::{self, Connection, EngineConfig, Role};
-use crate::render::HelmRenderer;
 use crate::telemetry::server::{self, Endpoints};
 use tokio_util::sync::CancellationToken;
 
@@ -21,10 +20,6 @@ pub struct ControllerArgs {
     /// Namespace of the engine Lease; every wheelhouse of a cluster must use the same one.
     #[arg(long, env = "WHEELHOUSE_LEASE_NAMESPACE", default_value = "default")]
     pub lease_namespace: String,
-
-    /// The helm binary used to render charts (default: $WHEELHOUSE_HELM, then `helm` on PATH).
-    #[arg(long, env = "WHEELHOUSE_HELM", value_name = "PATH")]
-    pub helm: Option<PathBuf>,
 
     /// Directory for downloaded charts (default: the platform cache directory).
     #[arg(long, value_name = "DIR")]
@@ -43,8 +38,7 @@ pub struct ControllerArgs {
     #[arg(long, value_name = "ADDR")]
     pub health_addr: Option<SocketAddr>,
 
-    /// At most this many charts are rendered at once (each render is a helm process);
-    /// further reconciles queue.
+    /// At most this many charts are rendered at once; further reconciles queue.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub concurrent: usize,
 
@@ -54,7 +48,7 @@ pub struct ControllerArgs {
     pub no_cancel_on_new_revision: bool,
 }
 
-pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
+pub async fn run(cluster: &ClusterArgs, render: &RenderArgs, args: ControllerArgs) -> Result<()> {
     let target = cluster.target();
     let (client, default_ns) = client::connect(&target).await?;
     // Like Flux controllers, the headless engine watches every namespace unless told not to.
@@ -66,16 +60,13 @@ pub async fn run(cluster: &ClusterArgs, args: ControllerArgs) -> Result<()> {
     let mut config = EngineConfig::new(scope);
     config.coverage.shard = args.shard;
     config.lease_namespace = args.lease_namespace;
-    // helm renders against the same cluster, as the same identity (in a pod: its
-    // ServiceAccount, through helm's in-cluster configuration).
-    let renderer = match args.helm {
-        Some(helm) => HelmRenderer::new(helm, HelmRenderer::DEFAULT_TIMEOUT),
-        None => HelmRenderer::from_env(),
-    };
+    // Rendering talks to the same cluster, as the same identity (in a pod: its
+    // ServiceAccount, through the in-cluster configuration).
     let context =
         client::selected_context(cluster.kubeconfig.as_deref(), cluster.context.as_deref());
-    config.renderer =
-        Arc::new(renderer.with_cluster(cluster.kubeconfig.as_deref(), context.as_deref()));
+    config.renderer = render
+        .choice()
+        .renderer(cluster.kubeconfig.as_deref(), context.as_deref());
     if let Some(dir) = args.chart_cache {
         config.chart_cache = dir;
     }

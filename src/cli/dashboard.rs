@@ -2,7 +2,7 @@
 
 use clap::Args;
 
-use super::ClusterArgs;
+use super::{ClusterArgs, RenderArgs};
 use crate::Result;
 use crate::tui;
 
@@ -27,10 +27,11 @@ pub struct DashboardArgs {
     pub lease_namespace: Option<String>,
 }
 
-pub async fn run(cluster: &ClusterArgs, args: &DashboardArgs) -> Result<()> {
+pub async fn run(cluster: &ClusterArgs, render: &RenderArgs, args: &DashboardArgs) -> Result<()> {
     let options = tui::Options {
         cluster: cluster.target(),
         chart_root: cluster.chart_root.clone(),
+        render: render.choice(),
         readonly: args.readonly,
         theme: args.theme.clone(),
         lease_namespace: args.lease_namespace.clone(),

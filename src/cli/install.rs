@@ -7,8 +7,9 @@ use crate::install::{self, InstallOptions};
 
 #[derive(Debug, Args)]
 pub struct InstallArgs {
-    /// The controller image. It must run `wheelhouse` as its entrypoint and have `helm` on
-    /// its PATH (no image is published yet: name your own build).
+    /// The controller image. It must run `wheelhouse` as its entrypoint and have the render
+    /// helper `wheelhouse-render` beside it or on its PATH (no image is published yet: name
+    /// your own build).
     #[arg(long, value_name = "REF", default_value_t = install::default_image())]
     pub image: String,
 

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::{Result, api, client};
+use crate::{Result, api, client, render};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -25,6 +25,9 @@ pub struct Cli {
 
     #[command(flatten)]
     pub dashboard: dashboard::DashboardArgs,
+
+    #[command(flatten)]
+    pub render: RenderArgs,
 
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -60,6 +63,46 @@ pub struct ClusterArgs {
     /// working directory).
     #[arg(long, global = true, env = "WHEELHOUSE_CHART_ROOT", value_name = "DIR")]
     pub chart_root: Option<PathBuf>,
+}
+
+/// How charts are rendered, by the engine of the dashboard and of `wheelhouse controller`.
+#[derive(Debug, Clone, Args)]
+pub struct RenderArgs {
+    /// What renders charts: `helper`, wheelhouse's long-lived render helper on Helm's
+    /// Go SDK, or `helm`, the helm CLI started for every render (slower; a fallback).
+    #[arg(
+        long,
+        global = true,
+        env = "WHEELHOUSE_RENDERER",
+        value_enum,
+        default_value = "helper"
+    )]
+    pub renderer: render::Kind,
+
+    /// The render helper (default: $WHEELHOUSE_RENDER_HELPER, then wheelhouse-render
+    /// beside this executable, then on PATH).
+    #[arg(
+        long,
+        global = true,
+        env = "WHEELHOUSE_RENDER_HELPER",
+        value_name = "PATH"
+    )]
+    pub render_helper: Option<PathBuf>,
+
+    /// The helm binary of `--renderer helm` (default: $WHEELHOUSE_HELM, then `helm` on
+    /// PATH).
+    #[arg(long, global = true, env = "WHEELHOUSE_HELM", value_name = "PATH")]
+    pub helm: Option<PathBuf>,
+}
+
+impl RenderArgs {
+    pub fn choice(&self) -> render::Choice {
+        render::Choice {
+            kind: self.renderer,
+            helper: self.render_helper.clone(),
+            helm: self.helm.clone(),
+        }
+    }
 }
 
 impl ClusterArgs {
@@ -131,7 +174,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             print!("{}", api::crd_yaml());
             Ok(())
         }
-        Some(Command::Controller(args)) => controller::run(&cli.cluster, args).await,
+        Some(Command::Controller(args)) => controller::run(&cli.cluster, &cli.render, args).await,
         Some(Command::Rbac(args)) => {
             let (service_account_namespace, service_account) = args.service_account;
             // Like the controller: every namespace unless one is named.
@@ -156,7 +199,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Some(Command::Migrate(args)) => migrate::run(&cli.cluster, args).await,
-        None => dashboard::run(&cli.cluster, &cli.dashboard).await,
+        None => dashboard::run(&cli.cluster, &cli.render, &cli.dashboard).await,
         Some(Command::List) => {
             let target = cli.cluster.target();
             let (client, default_ns) = client::connect(&target).await?;

@@ -100,6 +100,25 @@ pub struct LiveState {
     /// Triggers checked against the desired state while waiting (each ends in a
     /// superseded wait, a fix that cannot be prepared, or nothing new).
     pub checks: u32,
+    /// The newest desired state that superseded a wait, step by step.
+    pub fix: Option<FixTimeline>,
+}
+
+/// When each step towards a desired state that superseded a running wait happened
+/// (monotonic): what the time to recovery is made of (`tests/bench.sh mttr` prints it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixTimeline {
+    /// The event that brought it reached the worker (a HelmRelease update, a values
+    /// source change, a new chart version).
+    pub triggered: std::time::Instant,
+    /// Chart resolved and values composed.
+    pub prepared: std::time::Instant,
+    /// Rendered (the wait is cancelled right after).
+    pub rendered: std::time::Instant,
+    /// Its revision stored as pending, and the apply begun.
+    pub apply_started: Option<std::time::Instant>,
+    /// Its first object written by the API server.
+    pub first_written: Option<std::time::Instant>,
 }
 
 /// One release as a front end shows it.

@@ -43,7 +43,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 
 use crate::api::{FINALIZER, HelmRelease, RawHelmRelease, Undecodable};
 use crate::client::Scope;
-use crate::render::{HelmRenderer, Renderer};
+use crate::render::Renderer;
 use crate::source::ChartSource;
 use crate::tracking;
 use run::{Context, Inbox, Msg};
@@ -88,7 +88,7 @@ impl EngineConfig {
             identity: lease::identity(),
             chart_cache: cache.join("charts"),
             chart_root: std::env::var_os("WHEELHOUSE_CHART_ROOT").map(PathBuf::from),
-            renderer: Arc::new(HelmRenderer::from_env()),
+            renderer: crate::render::Choice::from_env().renderer(None, None),
             passive: false,
             cancel_on_new_revision: true,
             chart_poll: std::time::Duration::from_secs(15),

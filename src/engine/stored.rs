@@ -105,7 +105,7 @@ pub async fn act(
         start_permit: Mutex::new(None),
         desired_digest: String::new(),
         desired_sources: Vec::new(),
-        fix_triggered_at: None,
+        fix: None,
         elsewhere,
         masker: Default::default(),
         claim: false,

@@ -15,31 +15,55 @@ use super::Error;
 const AGGREGATED: &str =
     "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json";
 
-/// The `group/version`s the server registers but cannot discover now (an APIService
-/// whose backend is down); empty when discovery is complete. A server without aggregated
-/// discovery (before Kubernetes 1.26) cannot say, and reads as complete.
+/// What one read of the aggregated discovery document says.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Discovery {
+    /// The `group/version`s the server registers but cannot discover now (an APIService
+    /// whose backend is down); empty when discovery is complete. A server without
+    /// aggregated discovery (before Kubernetes 1.26) cannot say, and reads as complete.
+    pub unavailable: Vec<String>,
+    /// A digest of the whole document: it changes when a group, version or resource
+    /// comes or goes, or goes stale, so a renderer that keeps discovery knows to read it
+    /// again.
+    pub digest: String,
+}
+
+/// Reads the aggregated discovery document (one request).
+pub async fn discover(client: &Client) -> Result<Discovery, Error> {
+    let text = discovery_text(client).await?;
+    let document: Value =
+        serde_json::from_str(&text).map_err(|e| Error::Discovery(e.to_string()))?;
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(text.as_bytes());
+    Ok(Discovery {
+        unavailable: stale_groups(&document),
+        digest: digest[..16].iter().map(|b| format!("{b:02x}")).collect(),
+    })
+}
+
+/// The `group/version`s discovery cannot serve now (see [`Discovery::unavailable`]).
 pub async fn unavailable_groups(client: &Client) -> Result<Vec<String>, Error> {
-    Ok(discovery_document(client).await?.0)
+    Ok(discover(client).await?.unavailable)
 }
 
 /// Discovery as one document tells it: the `group/version`s marked stale, and those
 /// served (fresh).
 pub async fn discovery_state(client: &Client) -> Result<(Vec<String>, Vec<String>), Error> {
-    discovery_document(client).await
+    let text = discovery_text(client).await?;
+    let document: Value =
+        serde_json::from_str(&text).map_err(|e| Error::Discovery(e.to_string()))?;
+    Ok((stale_groups(&document), fresh_groups(&document)))
 }
 
-async fn discovery_document(client: &Client) -> Result<(Vec<String>, Vec<String>), Error> {
+async fn discovery_text(client: &Client) -> Result<String, Error> {
     let request = hyper::Request::get("/apis")
         .header(hyper::header::ACCEPT, AGGREGATED)
         .body(Vec::new())
         .map_err(|e| Error::Discovery(e.to_string()))?;
-    let text = client
+    client
         .request_text(request)
         .await
-        .map_err(|e| Error::Discovery(crate::apply::api_message(&e)))?;
-    let document: Value =
-        serde_json::from_str(&text).map_err(|e| Error::Discovery(e.to_string()))?;
-    Ok((stale_groups(&document), fresh_groups(&document)))
+        .map_err(|e| Error::Discovery(crate::apply::api_message(&e)))
 }
 
 /// The APIService that serves `group_version` (`v1beta1.metrics.k8s.io` for

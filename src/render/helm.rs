@@ -8,7 +8,7 @@
 //! `helm install`/`helm upgrade` gives them:
 //! - `.Capabilities` from the API server's discovery, read afresh on every render (Helm
 //!   invalidates its discovery cache first): every group/version and group/version/Kind
-//!   served, nothing else; a discovery that fails for any group fails the render;
+//!   served, nothing else (a group whose discovery fails is left out, as helm leaves it);
 //! - `lookup` against the live cluster, as the engine's own identity (helm is given the
 //!   engine's kubeconfig and context);
 //! - `.Release.Revision`, `.Release.IsInstall`, `.Release.IsUpgrade` computed by Helm from
@@ -30,12 +30,16 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
 use super::{Error, Previous, RenderRequest, Rendered, Renderer};
-use crate::release::{Hook, Status};
+use crate::release::Hook;
+#[cfg(test)]
+use crate::release::Status;
 
 /// How much of helm's stderr an error keeps: the template error is at the end.
 const STDERR_LINES: usize = 20;
 
-/// What helm prints when a group's discovery failed and it carried on without it.
+/// What helm prints when a group's discovery failed and it carried on without it (helm
+/// v4.3.1 no longer says it: its version set swallows the error; the engine's own read
+/// of discovery names what is missing either way).
 const PARTIAL_DISCOVERY: &str = "orphaned API service";
 
 pub struct HelmRenderer {
@@ -261,9 +265,8 @@ struct HelmOutput {
     version: i32,
 }
 
-/// The history helm is given: the newest stored revision, as Helm's upgrade reads it. A
-/// revision still pending (a wait wheelhouse is about to cancel) is given as superseded,
-/// which is what it becomes before the next revision is stored.
+/// The history helm is given: the newest stored revision, as Helm's upgrade reads it
+/// (see [`super::seed_status`]).
 fn seed(req: &RenderRequest<'_>) -> serde_json::Value {
     let Some(Previous {
         version,
@@ -274,11 +277,7 @@ fn seed(req: &RenderRequest<'_>) -> serde_json::Value {
     else {
         return serde_json::json!([]);
     };
-    let status = match status {
-        s if s.is_pending() => Status::Superseded,
-        Status::Uninstalling => Status::Failed,
-        s => s,
-    };
+    let status = super::seed_status(status);
     serde_json::json!([{
         "name": req.release_name,
         "namespace": req.namespace,
@@ -350,6 +349,7 @@ mod tests {
             chart_path: Path::new("-odd/chart"),
             values,
             previous,
+            discovery: None,
         }
     }
 

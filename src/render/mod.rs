@@ -3,12 +3,15 @@
 //! [`Renderer`] is the seam: the engine hands it a chart, values and the release's newest
 //! revision and gets back Helm's two outputs, the release manifest and the hooks, rendered
 //! as `helm install`/`helm upgrade` would render them on the same cluster (Capabilities
-//! from discovery, live `lookup`, Helm's Revision). [`HelmRenderer`], the first
-//! implementation, asks the helm CLI for a server dry-run; apply, hooks, waits and storage
-//! stay wheelhouse's own, so a wait can be cancelled without cancelling anything else.
+//! from discovery, live `lookup`, Helm's Revision). Two implementations: the default,
+//! [`HelperRenderer`], asks wheelhouse's render helper (a long-lived program on Helm's Go
+//! SDK) and keeps discovery warm between renders; [`HelmRenderer`], the fallback, runs
+//! the helm CLI for a server dry-run per render. Apply, hooks, waits and storage stay
+//! wheelhouse's own, so a wait can be cancelled without cancelling anything else.
 
 mod discovery;
 mod helm;
+mod helper;
 
 use std::path::Path;
 use std::time::Duration;
@@ -18,12 +21,72 @@ use thiserror::Error;
 
 use crate::release::{Hook, Status};
 
-pub use discovery::{apiservice_of, discovery_state, unavailable_groups};
+pub use discovery::{Discovery, apiservice_of, discover, discovery_state, unavailable_groups};
 
 /// Said in a render error when the chart needs an API group discovery cannot serve.
 pub const NEEDS_UNAVAILABLE_GROUP: &str =
     "the chart needs an API group the API server cannot serve now";
 pub use helm::HelmRenderer;
+pub use helper::HelperRenderer;
+
+/// Which program renders: `helper` (the default) or `helm` (the CLI, one process per
+/// render).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Kind {
+    #[default]
+    Helper,
+    Helm,
+}
+
+/// A renderer chosen by `--renderer`/`$WHEELHOUSE_RENDERER`, with where its program is
+/// (none: its default place; see [`HelperRenderer::from_env`], [`HelmRenderer::from_env`]).
+#[derive(Debug, Clone, Default)]
+pub struct Choice {
+    pub kind: Kind,
+    pub helper: Option<std::path::PathBuf>,
+    pub helm: Option<std::path::PathBuf>,
+}
+
+impl Choice {
+    /// The choice of `$WHEELHOUSE_RENDERER` (`helper` when unset or unknown: the CLI
+    /// refuses an unknown one before this is asked).
+    pub fn from_env() -> Self {
+        let kind = match std::env::var("WHEELHOUSE_RENDERER").as_deref() {
+            Ok("helm") => Kind::Helm,
+            _ => Kind::Helper,
+        };
+        Self {
+            kind,
+            ..Self::default()
+        }
+    }
+
+    /// The renderer for the cluster (and identity) the engine uses.
+    pub fn renderer(
+        &self,
+        kubeconfig: Option<&Path>,
+        context: Option<&str>,
+    ) -> std::sync::Arc<dyn Renderer> {
+        match self.kind {
+            Kind::Helper => std::sync::Arc::new(
+                self.helper
+                    .clone()
+                    .map_or_else(HelperRenderer::from_env, |p| {
+                        HelperRenderer::new(p, HelperRenderer::DEFAULT_TIMEOUT)
+                    })
+                    .with_cluster(kubeconfig, context),
+            ),
+            Kind::Helm => std::sync::Arc::new(
+                self.helm
+                    .clone()
+                    .map_or_else(HelmRenderer::from_env, |p| {
+                        HelmRenderer::new(p, HelmRenderer::DEFAULT_TIMEOUT)
+                    })
+                    .with_cluster(kubeconfig, context),
+            ),
+        }
+    }
+}
 
 /// What to render. No `Debug`: `values` may hold secrets.
 #[derive(Clone, Copy)]
@@ -38,6 +101,10 @@ pub struct RenderRequest<'a> {
     /// The release's newest stored revision; `None` for a first install. Helm derives
     /// `.Release.Revision` (its version + 1) and IsInstall/IsUpgrade from it.
     pub previous: Option<Previous<'a>>,
+    /// A digest of the discovery the engine read just before ([`Discovery::digest`]): a
+    /// renderer that keeps discovery between renders reads it again when this changes.
+    /// `None`: read it afresh.
+    pub discovery: Option<&'a str>,
 }
 
 /// The newest stored revision, as Helm's upgrade reads it.
@@ -58,6 +125,17 @@ impl<'a> Previous<'a> {
             chart_name: meta.map_or("", |m| m.name.as_str()),
             chart_version: meta.map_or("", |m| m.version.as_str()),
         }
+    }
+}
+
+/// The status Helm's upgrade is shown for the newest revision. A revision still pending
+/// (a wait wheelhouse is about to cancel) reads as superseded, which is what it becomes
+/// before the next revision is stored.
+pub(crate) fn seed_status(status: Status) -> Status {
+    match status {
+        s if s.is_pending() => Status::Superseded,
+        Status::Uninstalling => Status::Failed,
+        s => s,
     }
 }
 

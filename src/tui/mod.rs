@@ -30,7 +30,6 @@ use crate::client::{self, Scope, Target};
 use crate::engine::{self, EngineConfig, EngineHandle};
 use crate::health::replicas::Replicas;
 use crate::inventory::Inventory;
-use crate::render::HelmRenderer;
 use app::App;
 use effect::{Effect, IoResult};
 use theme::Theme;
@@ -55,6 +54,8 @@ pub struct Options {
     pub cluster: Target,
     /// What a relative `chart.path` is relative to (the engine's `chart_root`).
     pub chart_root: Option<PathBuf>,
+    /// What renders charts for the engine.
+    pub render: crate::render::Choice,
     pub readonly: bool,
     pub theme: Option<String>,
     /// Namespace of the engine Lease (default: `default`, as every wheelhouse).
@@ -127,12 +128,12 @@ impl Session {
         let inventory = Inventory::start(client.clone(), &coverage);
         let mut config = EngineConfig::new(coverage);
         config.chart_root = opts.chart_root.clone();
-        // helm renders against the same cluster, as the same identity.
+        // Rendering talks to the same cluster, as the same identity.
         let selected =
             client::selected_context(args.kubeconfig.as_deref(), args.context.as_deref());
-        config.renderer = Arc::new(
-            HelmRenderer::from_env().with_cluster(args.kubeconfig.as_deref(), selected.as_deref()),
-        );
+        config.renderer = opts
+            .render
+            .renderer(args.kubeconfig.as_deref(), selected.as_deref());
         config.passive = opts.readonly;
         if let Some(ns) = &opts.lease_namespace {
             config.lease_namespace = ns.clone();

@@ -30,6 +30,7 @@ impl Controller {
             .arg("--chart-cache")
             .arg(dir.path().join("charts"))
             .env("WHEELHOUSE_HELM", testbin().join("helm"))
+            .env("WHEELHOUSE_RENDER_HELPER", super::render_helper())
             .env("WHEELHOUSE_LOG", "info")
             .envs(env.iter().copied())
             .stdout(Stdio::null())

@@ -2,7 +2,6 @@
 //! too, so tests in parallel never share an engine.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use kube::runtime::wait::await_condition;
@@ -10,7 +9,6 @@ use kube::{Api, Client};
 use wheelhouse::api::HelmRelease;
 use wheelhouse::client::Scope;
 use wheelhouse::engine::{self, EngineConfig, EngineHandle, Role};
-use wheelhouse::render::HelmRenderer;
 
 use super::{PATIENCE, kubeconfig_path, testbin};
 
@@ -32,10 +30,7 @@ pub fn config(ns: &str, identity: &str) -> (EngineConfig, tempfile::TempDir) {
     config.identity = identity.into();
     config.chart_cache = cache.path().join("charts");
     config.chart_poll = Duration::from_secs(1);
-    config.renderer = Arc::new(
-        HelmRenderer::new(testbin().join("helm"), Duration::from_secs(60))
-            .with_cluster(Some(&kubeconfig_path()), None),
-    );
+    config.renderer = super::renderer(None);
     (config, cache)
 }
 

@@ -8,7 +8,9 @@ pub fn stats(mut d: Vec<Duration>) -> (Duration, Duration, Duration) {
 }
 
 pub fn fmt(d: Duration) -> String {
-    if d < Duration::from_secs(2) {
+    if d < Duration::from_millis(100) {
+        format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+    } else if d < Duration::from_secs(2) {
         format!("{} ms", d.as_millis())
     } else {
         format!("{:.1} s", d.as_secs_f64())

@@ -38,6 +38,60 @@ pub fn kubeconfig_path() -> PathBuf {
     PathBuf::from(path)
 }
 
+/// wheelhouse's render helper: `$WHEELHOUSE_RENDER_HELPER` (tests/test.sh sets it), else
+/// built (once; cached) by `src/render/helper/build.sh`.
+pub fn render_helper() -> PathBuf {
+    static HELPER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    HELPER
+        .get_or_init(|| {
+            if let Some(path) = std::env::var_os("WHEELHOUSE_RENDER_HELPER") {
+                return PathBuf::from(path);
+            }
+            let script =
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/render/helper/build.sh");
+            let out = std::process::Command::new(&script)
+                .stderr(std::process::Stdio::inherit())
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+            assert!(
+                out.status.success(),
+                "{} failed ({}); see its output above",
+                script.display(),
+                out.status
+            );
+            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("wheelhouse-render")
+        })
+        .clone()
+}
+
+/// The renderer engines in tests use: the render helper, or the helm CLI when
+/// `WHEELHOUSE_RENDERER=helm` (the whole suite runs with either).
+pub fn renderer(
+    identity: Option<(&str, &[String])>,
+) -> std::sync::Arc<dyn wheelhouse::render::Renderer> {
+    use wheelhouse::render::{HelmRenderer, HelperRenderer, Kind};
+    let timeout = Duration::from_secs(60);
+    let kubeconfig = kubeconfig_path();
+    match wheelhouse::render::Choice::from_env().kind {
+        Kind::Helm => {
+            let mut r = HelmRenderer::new(testbin().join("helm"), timeout)
+                .with_cluster(Some(&kubeconfig), None);
+            if let Some((user, groups)) = identity {
+                r = r.impersonate(user, groups);
+            }
+            std::sync::Arc::new(r)
+        }
+        Kind::Helper => {
+            let mut r =
+                HelperRenderer::new(render_helper(), timeout).with_cluster(Some(&kubeconfig), None);
+            if let Some((user, groups)) = identity {
+                r = r.impersonate(user, groups);
+            }
+            std::sync::Arc::new(r)
+        }
+    }
+}
+
 /// Directory of the control plane's binaries (helm, kubectl, ...).
 pub fn testbin() -> PathBuf {
     let path = std::env::var_os("WHEELHOUSE_TESTBIN")

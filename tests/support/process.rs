@@ -48,3 +48,27 @@ pub fn read_rss(pid: u32) -> Option<(u64, u64)> {
     };
     Some((field("VmRSS:")?, field("VmHWM:")?))
 }
+
+/// The live children of `pid` whose command name starts with `name` (as /proc shows it:
+/// at most 15 bytes).
+pub fn children_named(pid: u32, name: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let short: String = name.chars().take(15).collect();
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+                return false;
+            };
+            let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+                return false;
+            };
+            let comm = &stat[open + 1..close];
+            let ppid = stat[close + 1..].split_whitespace().nth(1);
+            comm == short && ppid == Some(&pid.to_string())
+        })
+        .collect()
+}

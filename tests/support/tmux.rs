@@ -23,6 +23,10 @@ impl Dashboard {
         let config = tempfile::tempdir().expect("a config directory");
         let xdg = format!("XDG_CONFIG_HOME={}", config.path().display());
         let helm = format!("WHEELHOUSE_HELM={}", testbin().join("helm").display());
+        let helper = format!(
+            "WHEELHOUSE_RENDER_HELPER={}",
+            super::render_helper().display()
+        );
         let status = Command::new("tmux")
             .args([
                 "-L",
@@ -35,7 +39,7 @@ impl Dashboard {
                 "dash",
             ])
             .args(["-x", "120", "-y", "40"])
-            .args(["-e", &helm, "-e", "WHEELHOUSE_LOG=off"])
+            .args(["-e", &helm, "-e", &helper, "-e", "WHEELHOUSE_LOG=off"])
             .args(["-e", "TERM=xterm-256color", "-e", &xdg, "--"])
             .arg(env!("CARGO_BIN_EXE_wheelhouse"))
             .args(["--kubeconfig".as_ref(), kubeconfig_path().as_os_str()])

@@ -228,8 +228,9 @@ pub async fn install_or_upgrade(
     } else {
         Phase::Installing
     });
-    if let Some(at) = run.fix_triggered_at.take() {
-        run.ctx.metrics.fix_applied(at.elapsed());
+    run.fix_step(|fix| fix.apply_started = Some(std::time::Instant::now()));
+    if let Some(fix) = &run.fix {
+        run.ctx.metrics.fix_applied(fix.triggered.elapsed());
     }
 
     let timeout = spec.timeout.as_std();
@@ -246,10 +247,14 @@ pub async fn install_or_upgrade(
             run.run_hooks(&mut rel.hooks, version, event, &ns, timeout)
                 .await?;
         }
-        run.ctx
+        let first_written = run
+            .ctx
             .applier
-            .apply_release(&applied_manifest, &owner)
-            .await?;
+            .apply_release_timed(&applied_manifest, &owner)
+            .await?
+            .1;
+        run.fix_step(|fix| fix.first_written = first_written);
+        run.fix = None;
         let mut removed = crate::apply::Removed::default();
         if let Some(prev) = previous.filter(|_| is_upgrade) {
             removed = run

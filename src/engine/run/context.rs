@@ -100,14 +100,20 @@ impl Context {
 
 impl Context {
     /// The `group/version`s discovery cannot serve now (see
-    /// [`crate::render::unavailable_groups`]), remembered for the healing watcher.
+    /// [`crate::render::discover`]), remembered for the healing watcher.
     pub async fn unavailable_groups(&self) -> Result<Vec<String>, crate::render::Error> {
-        let unavailable = crate::render::unavailable_groups(&self.client).await?;
-        if !unavailable.is_empty() {
+        Ok(self.discover().await?.unavailable)
+    }
+
+    /// Discovery now: what it cannot serve (remembered for the healing watcher) and its
+    /// digest (for a renderer that keeps discovery between renders).
+    pub async fn discover(&self) -> Result<crate::render::Discovery, crate::render::Error> {
+        let discovery = crate::render::discover(&self.client).await?;
+        if !discovery.unavailable.is_empty() {
             let mut seen = self.stale_seen.lock().unwrap_or_else(|e| e.into_inner());
-            seen.extend(unavailable.iter().cloned());
+            seen.extend(discovery.unavailable.iter().cloned());
         }
-        Ok(unavailable)
+        Ok(discovery)
     }
 
     /// Remembers the permission a Forbidden `message` names, so its grant is noticed.
@@ -171,9 +177,9 @@ pub struct Run<'a> {
     /// The desired state this reconcile works towards, and where its values came from.
     pub(in crate::engine) desired_digest: String,
     pub(in crate::engine) desired_sources: Vec<crate::values::ValuesSourceRef>,
-    /// When the event arrived whose desired state this reconcile applies, if it
-    /// superseded a wait (for the trigger-to-fix metric).
-    pub fix_triggered_at: Option<tokio::time::Instant>,
+    /// The steps of the desired state this reconcile applies, if it superseded a wait
+    /// (for the trigger-to-fix metric and the live state).
+    pub fix: Option<crate::engine::FixTimeline>,
     /// Other records deploying this (release name, target namespace) from another storage
     /// namespace, as the guards found them: their objects are never this release's.
     pub elsewhere: Vec<crate::release::Elsewhere>,
@@ -207,6 +213,18 @@ impl Run<'_> {
             entry.phase = live.phase;
             entry.wait = live.wait.clone();
         });
+    }
+
+    /// Marks a step of the fix this reconcile applies (none: it superseded no wait).
+    pub fn fix_step(&mut self, step: impl FnOnce(&mut crate::engine::FixTimeline)) {
+        let Some(fix) = self.fix.as_mut() else {
+            return;
+        };
+        step(fix);
+        let (key, fix) = (self.key.clone(), *fix);
+        self.ctx
+            .live
+            .send_modify(|m| m.entry(key).or_default().fix = Some(fix));
     }
 
     /// Runs the hooks of `event`, showing the one that runs in status.wait and in the

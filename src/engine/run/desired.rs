@@ -61,6 +61,22 @@ pub struct Candidate {
     pub generation: Option<i64>,
     /// When the event that led to it arrived.
     pub triggered_at: Option<tokio::time::Instant>,
+    /// When it was prepared, and rendered.
+    pub prepared_at: std::time::Instant,
+    pub rendered_at: std::time::Instant,
+}
+
+impl Candidate {
+    /// Its steps so far, once it supersedes a wait (it has a trigger then).
+    pub fn timeline(&self) -> Option<crate::engine::FixTimeline> {
+        Some(crate::engine::FixTimeline {
+            triggered: self.triggered_at?.into_std(),
+            prepared: self.prepared_at,
+            rendered: self.rendered_at,
+            apply_started: None,
+            first_written: None,
+        })
+    }
 }
 
 /// Resolves the chart and composes the values; an error carries the Ready reason.
@@ -111,6 +127,7 @@ pub(super) async fn prepare_candidate(
     waiting: &Release,
 ) -> Result<Candidate, String> {
     let prepared = prepare(ctx, &hr).await.map_err(|(_, m)| m)?;
+    let prepared_at = std::time::Instant::now();
     let rendered = render(
         ctx,
         &hr.release_name(),
@@ -125,6 +142,8 @@ pub(super) async fn prepare_candidate(
         rendered,
         generation: hr.metadata.generation,
         triggered_at: None,
+        prepared_at,
+        rendered_at: std::time::Instant::now(),
     })
 }
 
@@ -139,7 +158,8 @@ pub async fn render(
 ) -> crate::Result<Rendered> {
     // Rendered as helm renders on an incomplete discovery (without the missing groups);
     // what is missing travels with the render, so nothing is pruned on its account.
-    let unavailable = ctx.unavailable_groups().await?;
+    let discovery = ctx.discover().await?;
+    let unavailable = discovery.unavailable;
     let rendered = ctx
         .renderer
         .render(RenderRequest {
@@ -148,6 +168,7 @@ pub async fn render(
             chart_path: &prepared.resolved.path,
             values: &prepared.values.values,
             previous: previous.map(Previous::of),
+            discovery: Some(&discovery.digest),
         })
         .await;
     let mut rendered = match rendered {

@@ -177,7 +177,7 @@ async fn reconcile_once(
         start_permit: Mutex::new(start_permit),
         desired_digest: String::new(),
         desired_sources: Vec::new(),
-        fix_triggered_at: None,
+        fix: None,
         elsewhere: Vec::new(),
         masker: Default::default(),
         claim: true,

@@ -94,7 +94,8 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
     let (prepared, mut rendered) = match candidate {
         Some(c) => {
             let c = *c;
-            run.fix_triggered_at = c.triggered_at;
+            run.fix = c.timeline();
+            run.fix_step(|_| {});
             (Ok(c.prepared), Some(c.rendered))
         }
         None => (prepare(run.ctx, &hr).await, None),

@@ -1,0 +1,481 @@
+//! The [`Renderer`] that asks wheelhouse's render helper, a long-lived Go program built on
+//! Helm's own SDK (`src/render/helper/`), to render as `helm upgrade --install
+//! --dry-run=server` does, without a process per render.
+//!
+//! The helper is started once, on the first render (or [`Renderer::check`]), and speaks
+//! newline-delimited JSON on stdin/stdout: a request carries an id, the chart, the values,
+//! the release's newest revision (the seed of Helm's in-memory storage, as the helm CLI
+//! renderer seeds it), the cluster and identity to render against, and a digest of the
+//! API server's discovery document. Renders run concurrently in the helper and answers
+//! come back by id. What stays warm between renders is discovery: the helper keeps it
+//! in memory per cluster and identity, and drops it when the digest changes (a CRD
+//! created, an APIService gone stale), so `.Capabilities` is what a fresh `helm` would
+//! see. `lookup` is never cached.
+//!
+//! A helper that exits (killed, crashed) fails the renders it had and is started again
+//! for the next one; after a render times out, the next render gets a fresh helper. Values travel only over the pipe: never on disk, never in a
+//! process listing.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, Command};
+use tokio::sync::oneshot;
+
+use super::{Error, RenderRequest, Rendered, Renderer, seed_status};
+use crate::release::Hook;
+
+/// The helper's program name, looked for beside wheelhouse's own executable, then on
+/// `PATH`.
+pub const PROGRAM: &str = "wheelhouse-render";
+
+/// How long the helper may take to say it is ready.
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How much of the helper's stderr an error quotes (it never writes values there).
+const STDERR_KEEP: usize = 4096;
+
+const HOW: &str = "build it with src/render/helper/build.sh (it prints the directory), \
+     put wheelhouse-render beside wheelhouse or on PATH, or point WHEELHOUSE_RENDER_HELPER \
+     (or `--render-helper`) at it; `--renderer helm` renders with the helm CLI instead";
+
+/// The cluster and identity renders run against (the engine's own).
+#[derive(Debug, Clone, Default, Serialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+struct Cluster {
+    kubeconfig: String,
+    context: String,
+    as_user: String,
+    as_groups: Vec<String>,
+}
+
+pub struct HelperRenderer {
+    program: PathBuf,
+    timeout: Duration,
+    cluster: Cluster,
+    process: tokio::sync::Mutex<Option<Arc<Process>>>,
+}
+
+impl HelperRenderer {
+    pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+    pub fn new(program: PathBuf, timeout: Duration) -> Self {
+        Self {
+            program,
+            timeout,
+            cluster: Cluster::default(),
+            process: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// `$WHEELHOUSE_RENDER_HELPER`, else `wheelhouse-render` beside this executable,
+    /// else on `PATH`; a 60 s timeout.
+    pub fn from_env() -> Self {
+        Self::new(default_program(), Self::DEFAULT_TIMEOUT)
+    }
+
+    /// Points renders at the cluster (and identity) the engine uses. None: the helper's
+    /// defaults ($KUBECONFIG, ~/.kube/config, in-cluster), as helm's.
+    pub fn with_cluster(mut self, kubeconfig: Option<&Path>, context: Option<&str>) -> Self {
+        self.cluster.kubeconfig = kubeconfig
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        self.cluster.context = context.unwrap_or_default().to_owned();
+        self
+    }
+
+    /// Renders as another identity, as the engine's client does when it impersonates.
+    pub fn impersonate(mut self, user: &str, groups: &[String]) -> Self {
+        self.cluster.as_user = user.to_owned();
+        self.cluster.as_groups = groups.to_vec();
+        self
+    }
+
+    /// The running helper, started if there is none or the last one exited.
+    async fn process(&self) -> Result<Arc<Process>, Error> {
+        let mut slot = self.process.lock().await;
+        if let Some(p) = slot.as_ref().filter(|p| !p.exited()) {
+            return Ok(p.clone());
+        }
+        let process = Arc::new(Process::start(&self.program).await?);
+        *slot = Some(process.clone());
+        Ok(process)
+    }
+
+    async fn run(&self, req: RenderRequest<'_>) -> Result<Rendered, Error> {
+        let process = self.process().await?;
+        let request = Request {
+            id: 0,
+            release: req.release_name,
+            namespace: req.namespace,
+            chart: req.chart_path,
+            values: req.values,
+            previous: req.previous.map(|p| Seed {
+                version: p.version,
+                status: seed_status(p.status).as_str(),
+                chart: p.chart_name,
+                chart_version: p.chart_version,
+            }),
+            cluster: &self.cluster,
+            discovery: req.discovery.unwrap_or_default(),
+        };
+        let answer = tokio::time::timeout(self.timeout, process.ask(request)).await;
+        let response = match answer {
+            Err(_) => {
+                // Helm cannot interrupt a render (its `lookup` has no deadline): the next
+                // render gets a fresh helper, and this one is stopped once the renders it
+                // still has are done or have timed out too.
+                let mut slot = self.process.lock().await;
+                if slot.as_ref().is_some_and(|p| Arc::ptr_eq(p, &process)) {
+                    *slot = None;
+                }
+                return Err(Error::TimedOut {
+                    timeout: self.timeout,
+                });
+            }
+            Ok(response) => response?,
+        };
+        if let Some(error) = response.error {
+            // As the helm CLI says it, so a message reads the same from either renderer.
+            return Err(Error::Failed {
+                status: "render helper: error".into(),
+                stderr: format!("Error: {error}"),
+            });
+        }
+        Ok(Rendered {
+            manifest: response.manifest,
+            hooks: response.hooks.unwrap_or_default(),
+            revision: response.version,
+            unavailable: if response.partial {
+                vec!["a group helm could not discover (an orphaned API service)".into()]
+            } else {
+                Vec::new()
+            },
+        })
+    }
+}
+
+impl Renderer for HelperRenderer {
+    fn render<'a>(&'a self, req: RenderRequest<'a>) -> BoxFuture<'a, Result<Rendered, Error>> {
+        Box::pin(self.run(req))
+    }
+
+    /// Starts the helper: it runs and answers, and says which Helm it is built on.
+    fn check(&self) -> BoxFuture<'_, Result<String, Error>> {
+        Box::pin(async move {
+            let process = self.process().await?;
+            Ok(format!("{PROGRAM} (helm {})", process.helm))
+        })
+    }
+}
+
+/// `$WHEELHOUSE_RENDER_HELPER`, else `wheelhouse-render` beside the running executable
+/// when there is one, else the bare name (found on `PATH`).
+fn default_program() -> PathBuf {
+    if let Some(path) = std::env::var_os("WHEELHOUSE_RENDER_HELPER").filter(|p| !p.is_empty()) {
+        return PathBuf::from(path);
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join(PROGRAM)))
+        .filter(|beside| beside.is_file())
+        .unwrap_or_else(|| PathBuf::from(PROGRAM))
+}
+
+#[derive(Serialize)]
+struct Request<'a> {
+    id: u64,
+    release: &'a str,
+    namespace: &'a str,
+    chart: &'a Path,
+    values: &'a serde_json::Map<String, serde_json::Value>,
+    previous: Option<Seed<'a>>,
+    cluster: &'a Cluster,
+    discovery: &'a str,
+}
+
+/// The release's newest revision, as Helm's upgrade reads it from storage.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Seed<'a> {
+    version: i32,
+    status: &'a str,
+    chart: &'a str,
+    chart_version: &'a str,
+}
+
+#[derive(Deserialize, Default)]
+struct Response {
+    #[serde(default)]
+    id: u64,
+    #[serde(default)]
+    manifest: String,
+    #[serde(default)]
+    hooks: Option<Vec<Hook>>,
+    #[serde(default)]
+    version: i32,
+    #[serde(default)]
+    partial: bool,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Ready {
+    ready: bool,
+    #[serde(default)]
+    helm: String,
+}
+
+type Pending = Arc<Mutex<Option<HashMap<u64, oneshot::Sender<Response>>>>>;
+
+/// One running helper: its stdin, the renders waiting for an answer, and what it said
+/// on stderr (for the error when it exits).
+struct Process {
+    stdin: tokio::sync::Mutex<ChildStdin>,
+    /// `None` once the helper exited: nothing more will be answered.
+    pending: Pending,
+    next_id: AtomicU64,
+    stderr: Arc<Mutex<String>>,
+    helm: String,
+    _child: Child,
+}
+
+impl Process {
+    async fn start(program: &Path) -> Result<Self, Error> {
+        let unavailable = |what: String| Error::Unavailable(format!("{what}; {HOW}"));
+        let mut child = Command::new(program)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| unavailable(format!("cannot run {}: {e}", program.display())))?;
+        let stdin = child.stdin.take().expect("stdin is piped");
+        let mut stdout = BufReader::new(child.stdout.take().expect("stdout is piped"));
+        let stderr = Arc::new(Mutex::new(String::new()));
+        tokio::spawn(keep_stderr(
+            child.stderr.take().expect("stderr is piped"),
+            stderr.clone(),
+        ));
+
+        let mut first = String::new();
+        let ready = tokio::time::timeout(START_TIMEOUT, stdout.read_line(&mut first)).await;
+        let said = || stderr.lock().unwrap().trim().to_owned();
+        let ready: Ready = match ready {
+            Err(_) => {
+                return Err(unavailable(format!(
+                    "{} did not say it was ready within {}s",
+                    program.display(),
+                    START_TIMEOUT.as_secs()
+                )));
+            }
+            Ok(Err(e)) => return Err(unavailable(format!("{}: {e}", program.display()))),
+            Ok(Ok(_)) => match serde_json::from_str(&first) {
+                Ok(ready @ Ready { ready: true, .. }) => ready,
+                _ => {
+                    // Give a dying helper a moment to finish its last words.
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    return Err(unavailable(format!(
+                        "{} is not a working render helper (it said {:?}{})",
+                        program.display(),
+                        first.trim(),
+                        match said() {
+                            s if s.is_empty() => String::new(),
+                            s => format!(", and on stderr: {s}"),
+                        }
+                    )));
+                }
+            },
+        };
+
+        let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
+        tokio::spawn(answer(stdout, pending.clone()));
+        Ok(Self {
+            stdin: tokio::sync::Mutex::new(stdin),
+            pending,
+            next_id: AtomicU64::new(1),
+            stderr,
+            helm: ready.helm,
+            _child: child,
+        })
+    }
+
+    fn exited(&self) -> bool {
+        self.pending.lock().unwrap().is_none()
+    }
+
+    /// Sends one request and waits for its answer.
+    async fn ask(&self, mut request: Request<'_>) -> Result<Response, Error> {
+        request.id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut line = serde_json::to_vec(&request).map_err(Error::Values)?;
+        line.push(b'\n');
+        let (tx, rx) = oneshot::channel();
+        match self.pending.lock().unwrap().as_mut() {
+            Some(pending) => pending.insert(request.id, tx),
+            None => return Err(self.gone()),
+        };
+        // Dropped before its answer (a timeout): forget the request.
+        let forget = Forget {
+            pending: &self.pending,
+            id: request.id,
+        };
+        let written = {
+            let mut stdin = self.stdin.lock().await;
+            match stdin.write_all(&line).await {
+                Ok(()) => stdin.flush().await,
+                Err(e) => Err(e),
+            }
+        };
+        if written.is_err() {
+            return Err(self.gone());
+        }
+        let response = rx.await.map_err(|_| self.gone())?;
+        drop(forget);
+        Ok(response)
+    }
+
+    /// The error for a helper that exited, with the end of what it said.
+    fn gone(&self) -> Error {
+        let said = self.stderr.lock().unwrap().trim().to_owned();
+        Error::Failed {
+            status: "render helper exited".into(),
+            stderr: if said.is_empty() {
+                "the render helper exited; it is started again for the next render".into()
+            } else {
+                format!(
+                    "the render helper exited ({said}); it is started again for the next render"
+                )
+            },
+        }
+    }
+}
+
+struct Forget<'a> {
+    pending: &'a Pending,
+    id: u64,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        if let Some(pending) = self.pending.lock().unwrap().as_mut() {
+            pending.remove(&self.id);
+        }
+    }
+}
+
+/// Hands each answer to the render waiting for it; at the helper's end, fails them all.
+async fn answer(mut stdout: BufReader<tokio::process::ChildStdout>, pending: Pending) {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match stdout.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let Ok(response) = serde_json::from_slice::<Response>(&line) else {
+            // Not an answer wheelhouse can read: never quoted (it may hold values).
+            tracing::warn!("the render helper wrote a line that is not an answer; ignored");
+            continue;
+        };
+        let waiting = pending
+            .lock()
+            .unwrap()
+            .as_mut()
+            .and_then(|p| p.remove(&response.id));
+        if let Some(tx) = waiting {
+            let _ = tx.send(response);
+        }
+    }
+    // Dropping the senders wakes every render still waiting, with an error.
+    pending.lock().unwrap().take();
+}
+
+/// Keeps the end of the helper's stderr (it writes there only when something is wrong).
+async fn keep_stderr(mut stderr: tokio::process::ChildStderr, kept: Arc<Mutex<String>>) {
+    let mut buf = [0u8; 1024];
+    while let Ok(n) = stderr.read(&mut buf).await {
+        if n == 0 {
+            break;
+        }
+        let mut kept = kept.lock().unwrap();
+        kept.push_str(&String::from_utf8_lossy(&buf[..n]));
+        if kept.len() > STDERR_KEEP {
+            let cut = kept.len() - STDERR_KEEP;
+            let cut = (cut..kept.len())
+                .find(|&i| kept.is_char_boundary(i))
+                .unwrap_or(cut);
+            kept.drain(..cut);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_missing_helper_says_how_to_fix_it() {
+        let renderer = HelperRenderer::new(
+            PathBuf::from("/nonexistent/wheelhouse-render"),
+            Duration::from_secs(5),
+        );
+        let err = renderer.check().await.unwrap_err().to_string();
+        assert!(
+            err.contains("cannot run /nonexistent/wheelhouse-render"),
+            "{err}"
+        );
+        assert!(err.contains("src/render/helper/build.sh"), "{err}");
+        assert!(err.contains("--renderer helm"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_program_that_is_not_the_helper_is_refused() {
+        // `cat` echoes nothing before its input: not ready. `echo` says something else.
+        let renderer = HelperRenderer::new(PathBuf::from("echo"), Duration::from_secs(5));
+        let err = renderer.check().await.unwrap_err().to_string();
+        assert!(err.contains("is not a working render helper"), "{err}");
+    }
+
+    #[test]
+    fn the_request_is_what_the_helper_reads() {
+        let values = serde_json::Map::from_iter([("a".to_owned(), serde_json::json!(1))]);
+        let cluster = Cluster {
+            kubeconfig: "/k".into(),
+            context: "c".into(),
+            ..Cluster::default()
+        };
+        let request = Request {
+            id: 7,
+            release: "web",
+            namespace: "prod",
+            chart: Path::new("/charts/web"),
+            values: &values,
+            previous: Some(Seed {
+                version: 3,
+                status: "superseded",
+                chart: "web",
+                chart_version: "1.0.0",
+            }),
+            cluster: &cluster,
+            discovery: "d1",
+        };
+        assert_eq!(
+            serde_json::to_value(&request).unwrap(),
+            serde_json::json!({
+                "id": 7, "release": "web", "namespace": "prod", "chart": "/charts/web",
+                "values": {"a": 1},
+                "previous": {"version": 3, "status": "superseded", "chart": "web", "chartVersion": "1.0.0"},
+                "cluster": {"kubeconfig": "/k", "context": "c", "asUser": "", "asGroups": []},
+                "discovery": "d1",
+            })
+        );
+    }
+}
