@@ -19,6 +19,13 @@ use wheelhouse::api::HelmRelease;
 
 const WIDGETS_CRD: &str = "widgets.parity.wheelhouse.dev";
 
+/// The group a dead APIService serves in `a_dead_aggregated_api_renders_as_helm_renders_it`.
+const DEAD_GROUP: &str = "deadparity.wheelhouse.dev";
+
+/// One test at a time installs the `parity` chart: each creates or deletes its
+/// subchart's CRD, cluster-wide.
+static PARITY_CHART: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn create_config_map(client: &Client, ns: &str, name: &str, data: serde_json::Value) {
     let cm: ConfigMap = serde_json::from_value(serde_json::json!({
         "metadata": {"name": name}, "data": data}))
@@ -82,6 +89,7 @@ async fn delete_crd(client: &Client, name: &str) {
 /// Revision/IsInstall/IsUpgrade, and YAML 1.1 values from a valuesFrom ConfigMap.
 #[tokio::test]
 async fn wheelhouse_renders_what_helm_install_and_upgrade_render() {
+    let _one_at_a_time = PARITY_CHART.lock().await;
     let client = client().await;
     install_crd(&client).await;
     // The subchart's CRD must not exist yet: wheelhouse installs it (install.crds Create).
@@ -148,6 +156,7 @@ async fn wheelhouse_renders_what_helm_install_and_upgrade_render() {
         ("hasRemovedKind", "false"),
         ("hasWidgetKind", "true"),
         ("hasGadgetKind", "false"),
+        ("hasDeadGroupKind", "false"),
         ("revision", "1"),
         ("isInstall", "true"),
         ("isUpgrade", "false"),
@@ -236,6 +245,75 @@ async fn wheelhouse_renders_what_helm_install_and_upgrade_render() {
     ours.delete().await;
     theirs.delete().await;
     delete_crd(&client, "gadgets.parity.wheelhouse.dev").await;
+}
+
+/// A dead aggregated API (an APIService whose backend is gone): wheelhouse renders what
+/// `helm install` renders on the same cluster, without the group; once the API is back,
+/// the next upgrade of each renders with it (the render helper's cached discovery is
+/// dropped when the discovery document changes).
+#[tokio::test]
+async fn a_dead_aggregated_api_renders_as_helm_renders_it() {
+    let _one_at_a_time = PARITY_CHART.lock().await;
+    let client = client().await;
+    install_crd(&client).await;
+    let ours = TestNamespace::new(&client, "parity-dead-w").await;
+    let theirs = TestNamespace::new(&client, "parity-dead-h").await;
+    let dead = support::discovery::DeadGroup::create(&client, DEAD_GROUP, &ours.name).await;
+
+    let _engine = start(&client, &ours.name).await;
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ours.name);
+    api.create(
+        &PostParams::default(),
+        &release(
+            "parity",
+            "parity",
+            serde_json::json!({"values": {"note": "v1"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "parity", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    helm(
+        &theirs.name,
+        &["install", "parity", &chart("parity"), "--set", "note=v1"],
+    );
+    assert_eq!(manifest_of(&ours.name), manifest_of(&theirs.name));
+    assert_eq!(
+        rendered(&client, &ours.name).await["hasDeadGroupKind"],
+        "false"
+    );
+
+    // The backend is back: the group is served (by its CRD) and discovery is whole.
+    dead.heal(&client).await;
+    let deadline = Instant::now() + PATIENCE;
+    while !wheelhouse::render::discovery_state(&client)
+        .await
+        .unwrap()
+        .1
+        .contains(&format!("{DEAD_GROUP}/v1"))
+    {
+        assert!(Instant::now() < deadline, "{DEAD_GROUP} never came back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    set_values(&api, "parity", serde_json::json!({"note": "v2"})).await;
+    wait_for(&api, "parity", "upgraded", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+    })
+    .await;
+    helm(
+        &theirs.name,
+        &["upgrade", "parity", &chart("parity"), "--set", "note=v2"],
+    );
+    assert_eq!(manifest_of(&ours.name), manifest_of(&theirs.name));
+    let data = rendered(&client, &ours.name).await;
+    assert_eq!(data["hasDeadGroupKind"], "true");
+    assert_eq!(data["revision"], "2");
+    ours.delete().await;
+    theirs.delete().await;
+    drop(dead);
 }
 
 /// A LoadBalancer Service that never gets an address: `helm install --wait` (Helm 4)

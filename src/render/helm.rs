@@ -25,12 +25,10 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 use tokio::process::Command;
 
-use super::{Error, Previous, RenderRequest, Rendered, Renderer};
-use crate::release::Hook;
+use super::{Error, Previous, ReleaseOutput, RenderRequest, Rendered, Renderer};
 #[cfg(test)]
 use crate::release::Status;
 
@@ -190,18 +188,13 @@ impl HelmRenderer {
         // the engine's own discovery check names the group, and nothing is pruned then.
         let partial = stderr.contains(PARTIAL_DISCOVERY);
         // Other stderr of a successful run is not logged: helm's warnings may quote values.
-        let release: HelmOutput = serde_json::from_slice(&output.stdout)
+        let release: ReleaseOutput = serde_json::from_slice(&output.stdout)
             .map_err(|e| Error::Output(format!("helm's release JSON: {e}")))?;
-        Ok(Rendered {
-            manifest: release.manifest,
-            hooks: release.hooks.unwrap_or_default(),
-            revision: release.version,
-            unavailable: if partial {
-                vec!["a group helm could not discover (an orphaned API service)".into()]
-            } else {
-                Vec::new()
-            },
-        })
+        Ok(release.rendered(if partial {
+            vec![super::PARTIAL.into()]
+        } else {
+            Vec::new()
+        }))
     }
 
     /// Runs `helm version --short`: the binary is found, runs, and is helm 3 or 4.
@@ -252,17 +245,6 @@ impl Renderer for HelmRenderer {
     fn check(&self) -> BoxFuture<'_, Result<String, Error>> {
         Box::pin(self.version())
     }
-}
-
-/// The part of helm's release JSON a render needs.
-#[derive(Deserialize)]
-struct HelmOutput {
-    #[serde(default)]
-    manifest: String,
-    #[serde(default)]
-    hooks: Option<Vec<Hook>>,
-    #[serde(default)]
-    version: i32,
 }
 
 /// The history helm is given: the newest stored revision, as Helm's upgrade reads it

@@ -29,8 +29,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::oneshot;
 
-use super::{Error, RenderRequest, Rendered, Renderer, seed_status};
-use crate::release::Hook;
+use super::{Error, ReleaseOutput, RenderRequest, Rendered, Renderer, seed_status};
 
 /// The helper's program name, looked for beside wheelhouse's own executable, then on
 /// `PATH`.
@@ -149,16 +148,11 @@ impl HelperRenderer {
                 stderr: format!("Error: {error}"),
             });
         }
-        Ok(Rendered {
-            manifest: response.manifest,
-            hooks: response.hooks.unwrap_or_default(),
-            revision: response.version,
-            unavailable: if response.partial {
-                vec!["a group helm could not discover (an orphaned API service)".into()]
-            } else {
-                Vec::new()
-            },
-        })
+        Ok(response.release.rendered(if response.partial {
+            vec![super::PARTIAL.into()]
+        } else {
+            Vec::new()
+        }))
     }
 }
 
@@ -215,12 +209,8 @@ struct Seed<'a> {
 struct Response {
     #[serde(default)]
     id: u64,
-    #[serde(default)]
-    manifest: String,
-    #[serde(default)]
-    hooks: Option<Vec<Hook>>,
-    #[serde(default)]
-    version: i32,
+    #[serde(flatten)]
+    release: ReleaseOutput,
     #[serde(default)]
     partial: bool,
     #[serde(default)]

@@ -23,6 +23,9 @@ use crate::release::{Hook, Status};
 
 pub use discovery::{Discovery, apiservice_of, discover, discovery_state, unavailable_groups};
 
+/// What a render's `unavailable` says when Helm's own discovery left a group out.
+const PARTIAL: &str = "a group helm could not discover (an orphaned API service)";
+
 /// Said in a render error when the chart needs an API group discovery cannot serve.
 pub const NEEDS_UNAVAILABLE_GROUP: &str =
     "the chart needs an API group the API server cannot serve now";
@@ -136,6 +139,31 @@ pub(crate) fn seed_status(status: Status) -> Status {
         s if s.is_pending() => Status::Superseded,
         Status::Uninstalling => Status::Failed,
         s => s,
+    }
+}
+
+/// The part of Helm's release JSON a render needs, as the helm CLI prints it
+/// (`--output json`) and the render helper answers it.
+#[derive(serde::Deserialize, Default)]
+struct ReleaseOutput {
+    #[serde(default)]
+    manifest: String,
+    #[serde(default)]
+    hooks: Option<Vec<Hook>>,
+    #[serde(default)]
+    version: i32,
+}
+
+impl ReleaseOutput {
+    /// What was rendered, with the `group/version`s discovery left out (see
+    /// [`Rendered::unavailable`]).
+    fn rendered(self, unavailable: Vec<String>) -> Rendered {
+        Rendered {
+            manifest: self.manifest,
+            hooks: self.hooks.unwrap_or_default(),
+            revision: self.version,
+            unavailable,
+        }
     }
 }
 

@@ -188,29 +188,12 @@ func (r *renderer) upgradeInstall(ctx context.Context, cfg *action.Configuration
 		return nil, err
 	}
 
-	chartPath, err := r.locate(&up.ChartPathOptions, req.Chart)
+	ch, acc, vals, err := r.chartAndValues(&up.ChartPathOptions, req.Chart, req.Values)
 	if err != nil {
 		return nil, err
 	}
-	vals, err := parseValues(req.Values)
-	if err != nil {
+	if err := dependenciesPresent(ch, acc); err != nil {
 		return nil, err
-	}
-	ch, err := loader.Load(chartPath)
-	if err != nil {
-		return nil, err
-	}
-	acc, err := ci.NewAccessor(ch)
-	if err != nil {
-		return nil, err
-	}
-	if deps := acc.MetaDependencies(); len(deps) > 0 {
-		if err := checkSourceDateEpoch(); err != nil {
-			return nil, err
-		}
-		if err := action.CheckDependencies(ch, deps); err != nil {
-			return nil, missingDependencies(err)
-		}
 	}
 	// (A deprecated chart only logs a warning.)
 
@@ -229,19 +212,7 @@ func (r *renderer) install(ctx context.Context, in *action.Install, req *request
 	}
 	in.ReleaseName = name
 
-	chartPath, err := r.locate(&in.ChartPathOptions, chartRef)
-	if err != nil {
-		return nil, err
-	}
-	vals, err := parseValues(req.Values)
-	if err != nil {
-		return nil, err
-	}
-	ch, err := loader.Load(chartPath)
-	if err != nil {
-		return nil, err
-	}
-	acc, err := ci.NewAccessor(ch)
+	ch, acc, vals, err := r.chartAndValues(&in.ChartPathOptions, chartRef, req.Values)
 	if err != nil {
 		return nil, err
 	}
@@ -250,13 +221,8 @@ func (r *renderer) install(ctx context.Context, in *action.Install, req *request
 	default:
 		return nil, fmt.Errorf("%s charts are not installable", kind)
 	}
-	if deps := acc.MetaDependencies(); len(deps) > 0 {
-		if err := checkSourceDateEpoch(); err != nil {
-			return nil, err
-		}
-		if err := action.CheckDependencies(ch, deps); err != nil {
-			return nil, missingDependencies(err)
-		}
+	if err := dependenciesPresent(ch, acc); err != nil {
+		return nil, err
 	}
 	in.Namespace = namespace
 
@@ -266,6 +232,44 @@ func (r *renderer) install(ctx context.Context, in *action.Install, req *request
 		return nil, convErr
 	}
 	return rel, err
+}
+
+// chartAndValues are the CLI's first steps on either path, in its order: locate the
+// chart, parse `--values -`, load the chart.
+func (r *renderer) chartAndValues(opts *action.ChartPathOptions, ref string, raw json.RawMessage) (ci.Charter, ci.Accessor, map[string]any, error) {
+	chartPath, err := r.locate(opts, ref)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	vals, err := parseValues(raw)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ch, err := loader.Load(chartPath)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	acc, err := ci.NewAccessor(ch)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return ch, acc, vals, nil
+}
+
+// dependenciesPresent is the CLI's check that the dependencies Chart.yaml names are in
+// charts/ (with SOURCE_DATE_EPOCH checked first, as the CLI does).
+func dependenciesPresent(ch ci.Charter, acc ci.Accessor) error {
+	deps := acc.MetaDependencies()
+	if len(deps) == 0 {
+		return nil
+	}
+	if err := checkSourceDateEpoch(); err != nil {
+		return err
+	}
+	if err := action.CheckDependencies(ch, deps); err != nil {
+		return missingDependencies(err)
+	}
+	return nil
 }
 
 // locate resolves the chart argument. The helper takes local charts only (an absolute
