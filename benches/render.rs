@@ -57,6 +57,7 @@ fn upgrade<'a>(
             chart_version: "1.0.0",
         }),
         discovery,
+        as_user: None,
     }
 }
 

@@ -95,6 +95,13 @@ impl Error {
             {
                 return Some("an API group is not discovered");
             }
+            // A `lookup` the API server refused (helm fails the render on it, as with the
+            // same credentials by hand): granted later, the release tries again.
+            Self::Render(crate::render::Error::Failed { stderr, .. })
+                if crate::rbac::Access::refused_in(stderr).is_some() =>
+            {
+                return Some("the API server refused a call of the chart's `lookup`");
+            }
             _ => {}
         }
         let mut next: Option<&(dyn std::error::Error + 'static)> = Some(self);
@@ -199,6 +206,11 @@ mod tests {
             stderr: "template: x: fail".into(),
         });
         assert_eq!(template.cluster_cause(), None);
+        let refused_lookup = Error::Render(crate::render::Error::Failed {
+            status: "exit status: 1".into(),
+            stderr: r#"template: t/templates/c.yaml:3:9: executing "t/templates/c.yaml" at <lookup "v1" "Secret" "victim" "db">: error calling lookup: secrets "db" is forbidden: User "system:serviceaccount:t:default" cannot get resource "secrets" in API group "" in the namespace "victim""#.into(),
+        });
+        assert!(refused_lookup.cluster_cause().is_some());
         let invalid = Error::Kube(kube::Error::Api(Box::new(kube::core::Status {
             code: 422,
             ..Default::default()

@@ -56,6 +56,9 @@ pub struct InstallOptions {
     pub image: String,
     /// One more controller Deployment for each shard key.
     pub shards: Vec<String>,
+    /// The cluster's tenancy policy: published for every engine (dashboards included),
+    /// and, when locked down, the controllers' flags and a grant that only impersonates.
+    pub tenancy: crate::tenancy::Policy,
 }
 
 /// `ghcr.io/wheelhouse-dev/wheelhouse:v<this version>`.
@@ -124,7 +127,9 @@ pub fn manifests(opts: &InstallOptions) -> Vec<serde_json::Value> {
         service_account_namespace: opts.namespace.clone(),
         service_account: SERVICE_ACCOUNT.to_owned(),
         lease_namespace: opts.namespace.clone(),
-        release_role: RELEASE_ROLE.to_owned(),
+        // Locked down, release contents get their rights from each namespace's
+        // ServiceAccount, never from a grant of the engine's.
+        release_role: (!opts.tenancy.locked_down()).then(|| RELEASE_ROLE.to_owned()),
     }));
     out.push(value(&metrics_service(&opts.namespace)));
     out.push(value(&deployment(opts, None)));
@@ -135,6 +140,9 @@ pub fn manifests(opts: &InstallOptions) -> Vec<serde_json::Value> {
             out.push(value(&deployment(opts, Some(key))));
         }
     }
+    // The policy every engine of the cluster reads (src/tenancy.rs), published even when
+    // open, so that a dashboard can tell an open cluster from one it cannot read.
+    out.extend(crate::tenancy::manifests(&opts.tenancy));
     out
 }
 
@@ -242,6 +250,12 @@ fn deployment(opts: &InstallOptions, shard: Option<&str>) -> Deployment {
     .collect();
     if let Some(key) = shard {
         args.extend(["--shard".to_owned(), key.to_owned()]);
+    }
+    if let Some(sa) = &opts.tenancy.default_service_account {
+        args.extend(["--default-service-account".to_owned(), sa.clone()]);
+    }
+    if opts.tenancy.no_cross_namespace_refs {
+        args.push("--no-cross-namespace-refs".to_owned());
     }
     let probe = |path: &str| Probe {
         http_get: Some(HTTPGetAction {
@@ -386,6 +400,7 @@ mod tests {
             namespace: "ops".into(),
             image: "registry.example/wheelhouse:dev".into(),
             shards: shards.iter().map(|s| (*s).to_owned()).collect(),
+            tenancy: Default::default(),
         }
     }
 
@@ -421,6 +436,9 @@ mod tests {
                 "ClusterRoleBinding/wheelhouse-release-admin",
                 "Service/wheelhouse-controller-metrics",
                 "Deployment/wheelhouse-controller",
+                "ConfigMap/wheelhouse-tenancy",
+                "Role/wheelhouse-tenancy-reader",
+                "RoleBinding/wheelhouse-tenancy-reader",
             ]
         );
         assert_eq!(objects[0], value(&crate::api::crd()));
@@ -432,20 +450,59 @@ mod tests {
                 service_account_namespace: "ops".into(),
                 service_account: "wheelhouse".into(),
                 lease_namespace: "ops".into(),
-                release_role: "admin".into(),
+                release_role: Some("admin".into()),
             })[..]
         );
-        for o in &objects[2..] {
+        for o in &objects[2..10] {
             if o["kind"] != "ClusterRole" && o["kind"] != "ClusterRoleBinding" {
                 assert_eq!(o["metadata"]["namespace"], "ops", "{o}");
             }
         }
+        // The open policy, published where every engine reads it.
+        assert_eq!(
+            objects[10..],
+            crate::tenancy::manifests(&Default::default())[..]
+        );
         for binding in [&objects[5], &objects[6], &objects[7]] {
             assert_eq!(
                 binding["subjects"],
                 serde_json::json!([{"kind": "ServiceAccount", "name": "wheelhouse", "namespace": "ops"}])
             );
         }
+    }
+
+    #[test]
+    fn a_locked_down_install_impersonates_and_publishes_its_policy() {
+        let mut o = opts(&["s1"]);
+        o.tenancy = crate::tenancy::Policy {
+            default_service_account: Some("tenant".into()),
+            no_cross_namespace_refs: true,
+        };
+        let objects = manifests(&o);
+        assert!(
+            !kinds(&objects)
+                .iter()
+                .any(|k| k.contains("wheelhouse-release-")),
+            "{:?}",
+            kinds(&objects)
+        );
+        for name in [
+            "Deployment/wheelhouse-controller",
+            "Deployment/wheelhouse-controller-shard-s1",
+        ] {
+            let args =
+                strings(&find(&objects, name)["spec"]["template"]["spec"]["containers"][0]["args"]);
+            let at = args
+                .iter()
+                .position(|a| *a == "--default-service-account")
+                .unwrap();
+            assert_eq!(args[at + 1], "tenant");
+            assert!(args.contains(&"--no-cross-namespace-refs"), "{args:?}");
+        }
+        let published = find(&objects, "ConfigMap/wheelhouse-tenancy");
+        assert_eq!(published["metadata"]["namespace"], "kube-public");
+        assert_eq!(published["data"]["defaultServiceAccount"], "tenant");
+        assert_eq!(published["data"]["noCrossNamespaceRefs"], "true");
     }
 
     #[test]
@@ -541,9 +598,12 @@ mod tests {
     #[test]
     fn one_deployment_per_shard_and_one_service_for_all() {
         let objects = manifests(&opts(&["s1", "eu.west-2", "s1"]));
-        let names = kinds(&objects);
+        let names: Vec<String> = kinds(&objects)
+            .into_iter()
+            .filter(|n| n.starts_with("Deployment/"))
+            .collect();
         assert_eq!(
-            names[names.len() - 3..],
+            names,
             [
                 "Deployment/wheelhouse-controller",
                 "Deployment/wheelhouse-controller-shard-s1",
@@ -629,6 +689,7 @@ mod tests {
             namespace: "on".into(),
             image: "y".into(),
             shards: vec!["0644".into(), "no".into()],
+            tenancy: Default::default(),
         };
         for o in [opts(&["s1"]), tricky] {
             let text = yaml(&o);

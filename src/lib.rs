@@ -18,6 +18,7 @@ pub mod release;
 pub mod render;
 pub mod source;
 pub mod telemetry;
+pub mod tenancy;
 pub mod tracking;
 pub mod tui;
 pub mod values;

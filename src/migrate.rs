@@ -292,9 +292,6 @@ fn why_not(path: &str) -> String {
     let last = general.rsplit('.').next().unwrap_or_default();
     let why = match general.as_str() {
         "spec.kubeConfig" => "wheelhouse deploys to the cluster it runs in only",
-        "spec.serviceAccountName" => {
-            "wheelhouse acts with its own identity and impersonates no ServiceAccount"
-        }
         "spec.persistentClient" => "a helm-controller client setting; wheelhouse has none",
         "spec.commonMetadata" => {
             "wheelhouse adds no common labels or annotations: the next upgrade removes them from the release's objects"
@@ -654,7 +651,9 @@ fn helm_repository(
 
 /// interval, timeout, maxHistory, values, valuesFrom, dependsOn: the same in both.
 fn plain(spec: &mut Map<String, Value>, out: &mut Map<String, Value>, m: &mut Mapping) {
-    for key in ["interval", "timeout", "maxHistory"] {
+    // serviceAccountName means the same: everything done for the release is done as that
+    // ServiceAccount of the HelmRelease's namespace, by impersonation.
+    for key in ["interval", "timeout", "maxHistory", "serviceAccountName"] {
         if let Some(v) = spec.remove(key).filter(|v| !v.is_null()) {
             out.insert(key.into(), v);
         }
@@ -1065,6 +1064,7 @@ spec:
   timeout: 2m30s
   suspend: false
   maxHistory: 3
+  serviceAccountName: deployer
   values:
     replicaCount: 2
     ingress: {enabled: true}
@@ -1102,7 +1102,6 @@ spec:
             "spec.upgrade.force",
             "spec.test.filters",
             "spec.rollback.recreate",
-            "spec.serviceAccountName",
             "spec.kubeConfig",
             "spec.commonMetadata",
             "spec.postRenderers",

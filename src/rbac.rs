@@ -46,8 +46,10 @@ pub struct RbacOptions {
     pub service_account: String,
     /// Namespace of the engine Lease (`--lease-namespace` of the controller).
     pub lease_namespace: String,
-    /// Existing ClusterRole bound for what the charts create.
-    pub release_role: String,
+    /// Existing ClusterRole bound for what the charts create. `None` (multi-tenant):
+    /// no grant for release contents at all; each release acts as a ServiceAccount of
+    /// its namespace, which the engine may impersonate.
+    pub release_role: Option<String>,
 }
 
 fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
@@ -62,9 +64,29 @@ fn rule(groups: &[&str], resources: &[&str], verbs: &[&str]) -> PolicyRule {
 
 const READ: &[&str] = &["get", "list", "watch"];
 
-/// The engine's own permissions, each with the code that needs it.
+/// The engine's own permissions, each with the code that needs it. Multi-tenant
+/// (`impersonating`): Helm's storage is written as each release's ServiceAccount, so the
+/// engine only reads Secrets, and it may impersonate ServiceAccounts.
+pub fn engine_rules_for(impersonating: bool) -> Vec<PolicyRule> {
+    let mut rules = engine_rules();
+    if impersonating {
+        for r in &mut rules {
+            if r.resources.as_deref() == Some(&["secrets".to_owned()]) {
+                r.verbs = READ.iter().map(|v| (*v).to_owned()).collect();
+            }
+        }
+        // Releases act as a ServiceAccount of their own namespace (src/tenancy.rs).
+        rules.push(rule(&[""], &["serviceaccounts"], &["impersonate"]));
+    }
+    rules
+}
+
+/// The engine's own permissions when it also writes Helm's storage for releases that act
+/// as the engine (no tenancy), each with the code that needs it.
 pub fn engine_rules() -> Vec<PolicyRule> {
     vec![
+        // Whether the ServiceAccount a release acts as exists (src/tenancy.rs).
+        rule(&[""], &["serviceaccounts"], &["get"]),
         // Watches releases; finalizer and annotations go through patch, the spec never.
         rule(
             &["wheelhouse.dev"],
@@ -168,7 +190,7 @@ pub fn manifests(opts: &RbacOptions) -> Vec<serde_json::Value> {
         }),
         value(&ClusterRole {
             metadata: meta(ENGINE_ROLE, None),
-            rules: Some(engine_rules()),
+            rules: Some(engine_rules_for(opts.release_role.is_none())),
             ..ClusterRole::default()
         }),
     ];
@@ -203,13 +225,10 @@ pub fn manifests(opts: &RbacOptions) -> Vec<serde_json::Value> {
             ));
         }
     }
-    let grants = [
-        (ENGINE_ROLE.to_owned(), ENGINE_ROLE),
-        (
-            format!("wheelhouse-release-{}", opts.release_role),
-            opts.release_role.as_str(),
-        ),
-    ];
+    let mut grants = vec![(ENGINE_ROLE.to_owned(), ENGINE_ROLE)];
+    if let Some(role) = &opts.release_role {
+        grants.push((format!("wheelhouse-release-{role}"), role.as_str()));
+    }
     for (name, role) in grants {
         out.push(match &opts.scope {
             Scope::All => value(&ClusterRoleBinding {
@@ -247,7 +266,7 @@ pub(crate) mod tests {
             service_account_namespace: "wheelhouse-system".into(),
             service_account: "wheelhouse".into(),
             lease_namespace: "wheelhouse-system".into(),
-            release_role: "admin".into(),
+            release_role: Some("admin".into()),
         }
     }
 
@@ -263,6 +282,34 @@ pub(crate) mod tests {
                 )
             })
             .collect()
+    }
+
+    #[test]
+    fn multi_tenant_grants_impersonation_and_no_release_contents() {
+        let mut o = opts(Scope::All);
+        o.release_role = None;
+        let objects = manifests(&o);
+        let names = kinds(&objects);
+        assert!(
+            !names.iter().any(|n| n.contains("wheelhouse-release-")),
+            "{names:?}"
+        );
+        let rules: Vec<PolicyRule> = serde_json::from_value(objects[1]["rules"].clone()).unwrap();
+        let verbs_on = |resource: &str| -> Vec<String> {
+            rules
+                .iter()
+                .filter(|r| r.resources.iter().flatten().any(|x| x == resource))
+                .flat_map(|r| r.verbs.clone())
+                .collect()
+        };
+        assert_eq!(verbs_on("secrets"), ["get", "list", "watch"]);
+        assert!(verbs_on("serviceaccounts").contains(&"impersonate".to_owned()));
+        // The single-tenant grant never impersonates.
+        assert!(
+            !engine_rules()
+                .iter()
+                .any(|r| r.verbs.iter().any(|v| v == "impersonate"))
+        );
     }
 
     #[test]

@@ -843,6 +843,7 @@ async fn a_rendered_chart_applies_and_its_hooks_run() {
                 chart_version: "0.1.0",
             }),
             discovery: None,
+            as_user: None,
         })
         .await
         .unwrap();

@@ -46,6 +46,7 @@ fn request<'a>(values: &'a Map<String, Value>, chart: &'a Path) -> RenderRequest
         values,
         previous: None,
         discovery: None,
+        as_user: None,
     }
 }
 

@@ -110,6 +110,15 @@ pub struct HelmReleaseSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_namespace: Option<String>,
 
+    /// ServiceAccount of the HelmRelease's namespace that everything done for the release
+    /// (rendering and `lookup`, apply, prune, hooks, tests, rollback, uninstall, Helm
+    /// storage) is done as, by impersonation (Flux's field). Unset: the cluster's default
+    /// service account under lockdown, else the engine's own identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$') && size(self) <= 253")
+        .message("serviceAccountName must be a ServiceAccount name (a DNS-1123 subdomain)"))]
+    pub service_account_name: Option<String>,
+
     /// Revisions kept in Helm storage; 0 keeps all.
     #[serde(default = "default_max_history")]
     #[schemars(range(min = 0))]

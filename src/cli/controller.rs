@@ -46,6 +46,27 @@ pub struct ControllerArgs {
     /// their timeout (as in Flux and Helm), for comparison.
     #[arg(long)]
     pub no_cancel_on_new_revision: bool,
+
+    /// Tenancy lockdown (Flux's flag): a HelmRelease without spec.serviceAccountName acts
+    /// as this ServiceAccount of its own namespace, by impersonation. The cluster's
+    /// published policy (`wheelhouse install --default-service-account`) applies too.
+    #[arg(long, env = "WHEELHOUSE_DEFAULT_SERVICE_ACCOUNT", value_name = "NAME", value_parser = parse_service_account_name)]
+    pub default_service_account: Option<String>,
+
+    /// Refuse spec.targetNamespace, spec.storageNamespace and dependsOn outside the
+    /// HelmRelease's own namespace (Flux's flag).
+    #[arg(long, env = "WHEELHOUSE_NO_CROSS_NAMESPACE_REFS")]
+    pub no_cross_namespace_refs: bool,
+}
+
+pub(super) fn parse_service_account_name(name: &str) -> std::result::Result<String, String> {
+    if crate::tenancy::is_dns_subdomain(name) {
+        Ok(name.to_owned())
+    } else {
+        Err(format!(
+            "{name:?} is not a ServiceAccount name (a DNS-1123 subdomain)"
+        ))
+    }
 }
 
 pub async fn run(cluster: &ClusterArgs, render: &RenderArgs, args: ControllerArgs) -> Result<()> {
@@ -73,6 +94,10 @@ pub async fn run(cluster: &ClusterArgs, render: &RenderArgs, args: ControllerArg
     config.chart_root = cluster.chart_root.clone();
     config.cancel_on_new_revision = !args.no_cancel_on_new_revision;
     config.concurrent = args.concurrent;
+    config.tenancy = crate::tenancy::Policy {
+        default_service_account: args.default_service_account,
+        no_cross_namespace_refs: args.no_cross_namespace_refs,
+    };
     tracing::info!(identity = %config.identity, coverage = %config.coverage, lease_namespace = %config.lease_namespace, "starting engine");
     // A controller that cannot render charts is of no use: say how to fix it and stop,
     // as a misconfigured controller should (its pod restarts with the message in its log).

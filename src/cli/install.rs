@@ -17,6 +17,18 @@ pub struct InstallArgs {
     /// HelmReleases labelled `sharding.wheelhouse.dev/key: KEY`.
     #[arg(long = "shard", value_name = "KEY", value_parser = install::parse_shard_key)]
     pub shards: Vec<String>,
+
+    /// Multi-tenant lockdown (Flux's flag): every HelmRelease without serviceAccountName
+    /// acts as this ServiceAccount of its own namespace. The engine's ServiceAccount then
+    /// holds only what the engine needs plus `impersonate` on ServiceAccounts, and the
+    /// policy is published for every engine of the cluster, dashboards included.
+    #[arg(long, value_name = "NAME", value_parser = super::controller::parse_service_account_name)]
+    pub default_service_account: Option<String>,
+
+    /// Refuse targetNamespace, storageNamespace and dependsOn outside a HelmRelease's own
+    /// namespace, on every engine of the cluster (Flux's flag).
+    #[arg(long)]
+    pub no_cross_namespace_refs: bool,
 }
 
 pub fn run(cluster: &ClusterArgs, args: InstallArgs) {
@@ -45,6 +57,10 @@ pub fn run(cluster: &ClusterArgs, args: InstallArgs) {
             namespace,
             image: args.image,
             shards: args.shards,
+            tenancy: crate::tenancy::Policy {
+                default_service_account: args.default_service_account,
+                no_cross_namespace_refs: args.no_cross_namespace_refs,
+            },
         })
     );
 }

@@ -154,8 +154,19 @@ pub struct RbacArgs {
 
     /// Existing ClusterRole bound for what the charts create. `admin` covers namespaced
     /// objects; charts with CRDs or cluster-scoped objects need a wider one.
-    #[arg(long, value_name = "CLUSTERROLE", default_value = "admin")]
+    #[arg(
+        long,
+        value_name = "CLUSTERROLE",
+        default_value = "admin",
+        conflicts_with = "multi_tenant"
+    )]
     pub release_role: String,
+
+    /// No grant for release contents: every release acts as a ServiceAccount of its own
+    /// namespace (serviceAccountName, or the cluster's --default-service-account), which
+    /// the engine may impersonate; the engine writes no Secrets of its own.
+    #[arg(long)]
+    pub multi_tenant: bool,
 }
 
 fn parse_service_account(s: &str) -> std::result::Result<(String, String), String> {
@@ -189,7 +200,7 @@ pub async fn run(cli: Cli) -> Result<()> {
                     service_account_namespace,
                     service_account,
                     lease_namespace: args.lease_namespace,
-                    release_role: args.release_role,
+                    release_role: (!args.multi_tenant).then_some(args.release_role),
                 })
             );
             Ok(())

@@ -61,8 +61,9 @@ pub(crate) async fn applied_manifest(
     if !hr.spec.config_tracking.clone().unwrap_or_default().enabled {
         return Ok(latest.manifest.clone());
     }
+    let acting = ctx.acting_for(hr);
     let prepared =
-        crate::tracking::prepare_manifest(&ctx.client, &latest.manifest, &hr.target_namespace())
+        crate::tracking::prepare_manifest(&acting.client, &latest.manifest, &hr.target_namespace())
             .await
             .map_err(|e| crate::Error::Tracking(Box::new(e)))?;
     Ok(prepared.applied)
@@ -92,7 +93,9 @@ pub(crate) async fn compare(
             namespace: r.target.as_ref().and_then(|t| t.namespace.clone()),
         })
         .collect();
-    Ok(ctx.applier.drift(&manifest, &owner, &ignore).await?)
+    // Compared by dry-run apply as the release's identity (nothing is written).
+    let acting = ctx.acting_for(hr);
+    Ok(acting.applier.drift(&manifest, &owner, &ignore).await?)
 }
 
 /// What drifted, for the dashboard: each drifted object live and as the revision would
@@ -105,7 +108,7 @@ pub struct DriftView {
 
 /// Compares `hr`'s release with its newest revision now.
 pub async fn view(ctx: &Context, hr: &HelmRelease) -> Result<DriftView, String> {
-    let storage = Storage::new(ctx.client.clone(), &hr.storage_namespace());
+    let storage = Storage::new(ctx.acting_for(hr).client.clone(), &hr.storage_namespace());
     let history = storage
         .history(&hr.release_name())
         .await

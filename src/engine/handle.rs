@@ -348,6 +348,12 @@ impl EngineHandle {
         self.role.clone()
     }
 
+    /// The tenancy policy this engine enforces (the cluster's, read when it took the
+    /// lease and kept current since): whom each release acts as.
+    pub fn policy(&self) -> crate::tenancy::Policy {
+        self.ctx.policy()
+    }
+
     /// Carries out a command: writes it to the cluster, and hands it to the local engine
     /// when this process runs it.
     pub async fn send(&self, command: Command) -> Result<(), kube::Error> {

@@ -14,6 +14,7 @@ pub mod drift;
 pub mod handle;
 pub mod lease;
 pub mod plan;
+mod policy;
 pub mod preview;
 pub mod run;
 pub mod status;
@@ -72,6 +73,9 @@ pub struct EngineConfig {
     /// At most this many renders (helm processes) at once; the rest queue.
     pub concurrent: usize,
     pub metrics: crate::telemetry::Metrics,
+    /// The tenancy rules this engine was started with (`--default-service-account`,
+    /// `--no-cross-namespace-refs`); the cluster's published policy tightens them.
+    pub tenancy: crate::tenancy::Policy,
 }
 
 impl EngineConfig {
@@ -94,6 +98,7 @@ impl EngineConfig {
             chart_poll: std::time::Duration::from_secs(15),
             concurrent: 4,
             metrics: crate::telemetry::Metrics::new(),
+            tenancy: crate::tenancy::Policy::default(),
         }
     }
 }
@@ -107,6 +112,8 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     let lease_stop_handle = lease_stop.clone();
     let (idle_tx, idle_rx) = watch::channel(true);
     let idle_seen = idle_rx.clone();
+    let (policy_tx, policy_rx) = watch::channel(config.tenancy.clone());
+    let policy_tx = Arc::new(policy_tx);
     let (role, lease_task) = if config.passive {
         let (_tx, rx) = watch::channel(Role::Follower {
             holder: "none (read-only)".into(),
@@ -114,16 +121,27 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         (rx, tokio::spawn(async {}))
     } else {
         let renderer = config.renderer.clone();
+        let (policy_client, flags, scope) = (
+            client.clone(),
+            config.tenancy.clone(),
+            config.coverage.scope.clone(),
+        );
+        let policy = policy_tx.clone();
         let able = Box::pin(async move {
             match renderer.check().await {
-                Ok(version) => {
-                    tracing::info!(%version, "renderer ready");
-                    Ok(())
+                Ok(version) => tracing::info!(%version, "renderer ready"),
+                Err(e) => {
+                    return Err(format!(
+                        "this process cannot render charts, so it does not run the engine: {e}"
+                    ));
                 }
-                Err(e) => Err(format!(
-                    "this process cannot render charts, so it does not run the engine: {e}"
-                )),
             }
+            // One tenancy policy for the cluster: an engine that cannot enforce it (it
+            // cannot read it, or cannot impersonate) never takes a lease.
+            let enforced = policy::in_force(&policy_client, &flags, &scope).await?;
+            tracing::info!(policy = %enforced.describe(), "tenancy");
+            policy.send_replace(enforced);
+            Ok(())
         });
         lease::run(
             client.clone(),
@@ -162,6 +180,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         live_tx,
     );
     ctx.cancel_on_new_revision = config.cancel_on_new_revision;
+    ctx.policy = policy_rx;
     let (lease_ns, lease_name) = config.coverage.lease(&config.lease_namespace);
     ctx.engine = crate::api::EngineRef {
         identity: config.identity.clone(),
@@ -179,6 +198,14 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
             config.metrics.clone(),
             stop.clone(),
         )?;
+    }
+    if !config.passive {
+        tokio::spawn(policy::keep_current(
+            client.clone(),
+            config.tenancy.clone(),
+            policy_tx.clone(),
+            stop.clone(),
+        ));
     }
     let ctx = Arc::new(ctx);
     let coverage = config.coverage.clone();
@@ -1060,6 +1087,11 @@ async fn watch_healing(ctx: Arc<Context>, stop: CancellationToken) {
             ctx.healed
                 .send_replace(crate::telemetry::RetryCause::AccessGranted);
         }
+        if account_created(&ctx).await {
+            tracing::info!("a missing ServiceAccount was created: releases acting as it try again");
+            ctx.healed
+                .send_replace(crate::telemetry::RetryCause::AccessGranted);
+        }
     }
 }
 
@@ -1102,7 +1134,7 @@ impl DiscoveryLooks {
 /// Whether a permission the API server refused a reconcile is granted now (each asked
 /// with a SelfSubjectAccessReview; granted ones are forgotten).
 async fn access_granted(ctx: &Context) -> bool {
-    let refused: Vec<crate::rbac::Access> = ctx
+    let refused: Vec<(crate::tenancy::Identity, crate::rbac::Access)> = ctx
         .refused
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -1110,15 +1142,45 @@ async fn access_granted(ctx: &Context) -> bool {
         .cloned()
         .collect();
     let mut granted = false;
-    for access in refused {
-        let allowed = tokio::time::timeout(PROBE_EVERY, access.allowed(&ctx.client)).await;
+    for (identity, access) in refused {
+        // Asked as the identity refused: a release's ServiceAccount by impersonation.
+        let client = ctx.acting(&identity).client.clone();
+        let allowed = tokio::time::timeout(PROBE_EVERY, access.allowed(&client)).await;
         if let Ok(Ok(true)) = allowed {
             granted = true;
             let mut refused = ctx.refused.lock().unwrap_or_else(|e| e.into_inner());
-            refused.remove(&access);
+            refused.remove(&(identity, access));
         }
     }
     granted
+}
+
+/// Whether a ServiceAccount a release acts as, missing when last looked for, exists now.
+async fn account_created(ctx: &Context) -> bool {
+    let missing: Vec<(String, String)> = ctx
+        .missing_accounts
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .cloned()
+        .collect();
+    let mut created = false;
+    for (namespace, name) in missing {
+        let exists = tokio::time::timeout(
+            PROBE_EVERY,
+            crate::tenancy::service_account_exists(&ctx.client, &namespace, &name),
+        )
+        .await;
+        if let Ok(Ok(true)) = exists {
+            created = true;
+            let mut missing = ctx
+                .missing_accounts
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            missing.remove(&(namespace, name));
+        }
+    }
+    created
 }
 
 /// Asks the API server for its version every LIVENESS_EVERY, each answer within

@@ -24,16 +24,22 @@ pub struct Preview {
 
 /// Prepares and renders `hr` as its next reconcile would; an error says why it cannot be.
 pub async fn preview(ctx: &Context, hr: &HelmRelease) -> Result<Preview, String> {
-    let storage = Storage::new(ctx.client.clone(), &hr.storage_namespace());
+    // As the release's identity, as its reconcile would: a preview opened by an
+    // administrator must not render `lookup` with the administrator's rights.
+    let acting = ctx.acting_for(hr);
+    let storage = Storage::new(acting.client.clone(), &hr.storage_namespace());
     let release_name = hr.release_name();
     let history = storage
         .history(&release_name)
         .await
         .map_err(|e| format!("cannot read Helm's storage: {e}"))?;
-    let prepared = prepare(ctx, hr).await.map_err(|(_, message)| message)?;
+    let prepared = prepare(ctx, &acting, hr)
+        .await
+        .map_err(|(_, message)| message)?;
     let current = history.last().cloned();
     let rendered = render(
         ctx,
+        &acting,
         &release_name,
         &hr.target_namespace(),
         &prepared,
@@ -43,10 +49,14 @@ pub async fn preview(ctx: &Context, hr: &HelmRelease) -> Result<Preview, String>
     .map_err(|e| e.to_string())?;
     // As the revision would store it: with config tracking's hashes in the pod templates.
     let manifest = if hr.spec.config_tracking.clone().unwrap_or_default().enabled {
-        crate::tracking::prepare_manifest(&ctx.client, &rendered.manifest, &hr.target_namespace())
-            .await
-            .map_err(|e| e.to_string())?
-            .stored
+        crate::tracking::prepare_manifest(
+            &acting.client,
+            &rendered.manifest,
+            &hr.target_namespace(),
+        )
+        .await
+        .map_err(|e| e.to_string())?
+        .stored
     } else {
         rendered.manifest
     };

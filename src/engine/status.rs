@@ -60,6 +60,9 @@ pub mod reason {
     pub const EXTERNAL_REVISION: &str = "ExternalRevision";
     /// The object's spec does not decode (wheelhouse cannot read it).
     pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// The tenancy policy refuses what the release asks (a cross-namespace reference),
+    /// or the ServiceAccount it acts as does not exist (Flux's reason for the former).
+    pub const ACCESS_DENIED: &str = "AccessDenied";
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -48,7 +48,10 @@ pub async fn act(
     action: StoredAction,
     stop: &CancellationToken,
 ) -> Result<String, Refusal> {
-    let storage = Storage::new(ctx.client.clone(), &key.namespace);
+    // As whom the helm CLI's release is acted on: the namespace's default service account
+    // under lockdown, as for any release there.
+    let acting = ctx.acting(&ctx.policy().identity_in(&key.namespace, None));
+    let storage = Storage::new(acting.client.clone(), &key.namespace);
     let history = storage
         .history(&key.name)
         .await
@@ -92,6 +95,7 @@ pub async fn act(
     let mut inbox = Inbox::new(rx, hr.clone());
     let mut run = Run {
         ctx,
+        acting,
         key: key.clone(),
         release_name: key.name.clone(),
         target_namespace: latest.namespace.clone(),

@@ -116,6 +116,11 @@ impl HelmRenderer {
         .map(OsString::from)
         .collect();
         args.extend(self.cluster.iter().cloned());
+        if let Some(user) = req.as_user {
+            // The release's identity replaces any the renderer was given.
+            strip_identity(&mut args);
+            args.extend(["--kube-as-user".into(), user.into()]);
+        }
         args.extend([
             "--".into(),
             req.release_name.into(),
@@ -269,6 +274,23 @@ fn seed(req: &RenderRequest<'_>) -> serde_json::Value {
     }])
 }
 
+/// Drops `--kube-as-user`/`--kube-as-group` and their values from `args`.
+fn strip_identity(args: &mut Vec<OsString>) {
+    let mut out = Vec::with_capacity(args.len());
+    let mut skip = false;
+    for arg in args.drain(..) {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        if arg == "--kube-as-user" || arg == "--kube-as-group" {
+            skip = true;
+            continue;
+        }
+        out.push(arg);
+    }
+    *args = out;
+}
+
 /// Environment variables by which helm picks a cluster or identity other than its
 /// arguments say (`HELM_KUBECONTEXT`, `HELM_KUBEAPISERVER`, `HELM_KUBETOKEN`,
 /// `HELM_KUBEASUSER`, `HELM_KUBECAFILE`, ...), and `HELM_NAMESPACE`.
@@ -332,7 +354,34 @@ mod tests {
             values,
             previous,
             discovery: None,
+            as_user: None,
         }
+    }
+
+    #[test]
+    fn a_releases_identity_replaces_the_renderers() {
+        let values = serde_json::Map::new();
+        let helm = HelmRenderer::new("helm".into(), HelmRenderer::DEFAULT_TIMEOUT)
+            .with_cluster(None, Some("ctx"))
+            .impersonate("engine", &["ops".to_owned()]);
+        let mut req = request(&values, None);
+        req.as_user = Some("system:serviceaccount:t:deployer");
+        let args: Vec<String> = helm
+            .args(&req)
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let at = args.iter().position(|a| a == "--kube-as-user").unwrap();
+        assert_eq!(args[at + 1], "system:serviceaccount:t:deployer");
+        assert_eq!(
+            args.iter().filter(|a| a.starts_with("--kube-as")).count(),
+            1
+        );
+        assert!(
+            !args.iter().any(|a| a == "engine" || a == "ops"),
+            "{args:?}"
+        );
+        assert!(args.iter().any(|a| a == "ctx"));
     }
 
     #[test]

@@ -110,6 +110,16 @@ impl HelperRenderer {
 
     async fn run(&self, req: RenderRequest<'_>) -> Result<Rendered, Error> {
         let process = self.process().await?;
+        // The release's identity replaces the renderer's own for this render; the helper
+        // keeps discovery per identity.
+        let cluster = match req.as_user {
+            Some(user) => Cluster {
+                as_user: user.to_owned(),
+                as_groups: Vec::new(),
+                ..self.cluster.clone()
+            },
+            None => self.cluster.clone(),
+        };
         let request = Request {
             id: 0,
             release: req.release_name,
@@ -122,7 +132,7 @@ impl HelperRenderer {
                 chart: p.chart_name,
                 chart_version: p.chart_version,
             }),
-            cluster: &self.cluster,
+            cluster: &cluster,
             discovery: req.discovery.unwrap_or_default(),
         };
         let answer = tokio::time::timeout(self.timeout, process.ask(request)).await;

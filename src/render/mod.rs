@@ -108,6 +108,9 @@ pub struct RenderRequest<'a> {
     /// renderer that keeps discovery between renders reads it again when this changes.
     /// `None`: read it afresh.
     pub discovery: Option<&'a str>,
+    /// Render (and `lookup`) as this Kubernetes user, by impersonation: the release's
+    /// ServiceAccount (see [`crate::tenancy`]). `None`: the renderer's own identity.
+    pub as_user: Option<&'a str>,
 }
 
 /// The newest stored revision, as Helm's upgrade reads it.

@@ -229,6 +229,7 @@ async fn event_loop(
     app.set_others(others.borrow_and_update().clone());
     app.set_views(views.borrow_and_update().clone());
     app.role = role.borrow_and_update().clone();
+    app.tenancy = session.handle.policy();
     app.set_connection(connection.borrow_and_update().clone());
     // The detail view's data is fetched when it opens and again when the release changes.
     let mut detail_seen: Option<(model::RowKey, String)> = None;
@@ -284,7 +285,10 @@ async fn event_loop(
                 }
                 Err(e) => effects.extend(app.on_io(IoResult::Switched(Err(e)))),
             },
-            _ = tick.tick() => app.tick(Timestamp::now()),
+            _ = tick.tick() => {
+                app.tenancy = session.handle.policy();
+                app.tick(Timestamp::now());
+            }
             _ = tokio::signal::ctrl_c() => effects.push(Effect::Quit),
             _ = term.recv() => effects.push(Effect::Quit),
             _ = hangup.recv() => effects.push(Effect::Quit),

@@ -604,3 +604,25 @@ fn drifted_releases_are_marked_in_the_table() {
     }
     insta::assert_snapshot!(screen);
 }
+
+#[test]
+fn the_detail_view_says_whom_a_release_acts_as_and_the_header_says_locked_down() {
+    let mut app = app(false);
+    select(&mut app, "api");
+    app.on_key(code(KeyCode::Enter));
+    let open = render(&app, 100, 14).backend().to_string();
+    assert!(!open.contains("Acts as"), "no tenancy, nothing to say: {open}");
+    assert!(!open.contains("locked down"), "{open}");
+    app.tenancy = crate::tenancy::Policy {
+        default_service_account: Some("tenant-deployer".into()),
+        no_cross_namespace_refs: true,
+    };
+    let locked = render(&app, 100, 14).backend().to_string();
+    assert!(
+        locked.contains(
+            "Acts as  ServiceAccount apps/tenant-deployer (the cluster's default service account)"
+        ),
+        "{locked}"
+    );
+    assert!(locked.contains("engine here: all ns · locked down"), "{locked}");
+}

@@ -17,13 +17,14 @@ dir=$1
 [[ -d "$dir" ]] || { log "nothing at $dir"; exit 0; }
 dir=$(cd "$dir" && pwd)
 
-# Only signal a PID that still runs what we started (PIDs get reused): the binary NAME, or
-# a command naming a file in DIR (registry-tls runs the binary `registry`).
+# Only signal a PID that still runs what we started (PIDs get reused): the binary NAME
+# (helm-controller-lockdown runs the binary `helm-controller`), or a command naming a file
+# in DIR (registry-tls runs the binary `registry`).
 ours() {
   [[ -r "/proc/$2/cmdline" ]] || return 1
   local cmdline
   cmdline=$(tr '\0' ' ' <"/proc/$2/cmdline")
-  [[ "$cmdline" == *"/$1 "* || "$cmdline" == *" $dir/"* ]]
+  [[ "$cmdline" == *"/${1%-lockdown} "* || "$cmdline" == *" $dir/"* ]]
 }
 
 # Sends SIGTERM to every given "name pid" at once, waits up to 15s, then SIGKILLs.

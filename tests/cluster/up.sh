@@ -79,7 +79,7 @@ PY
     "$p1" "$p2" "$p3" "$p4" >"$dir/ports.env"
 fi
 # Ports added since a DIR was first started are picked and remembered the same way.
-for var in FLUX_STORAGE_PORT FLUX_SOURCE_HEALTH_PORT FLUX_HELM_HEALTH_PORT REGISTRY_PORT REGISTRY_TLS_PORT \
+for var in FLUX_STORAGE_PORT FLUX_SOURCE_HEALTH_PORT FLUX_HELM_HEALTH_PORT FLUX_LOCKED_HEALTH_PORT REGISTRY_PORT REGISTRY_TLS_PORT \
   GIT_HTTP_PORT GIT_HTTPS_PORT GIT_SSH_PORT; do
   grep -q "^$var=" "$dir/ports.env" ||
     echo "$var=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" >>"$dir/ports.env"
@@ -298,12 +298,22 @@ start source-controller "${flux_env[@]}" "$fluxbin/source-controller" \
   --storage-adv-addr "127.0.0.1:$FLUX_STORAGE_PORT" \
   --metrics-addr 0 --health-addr "127.0.0.1:$FLUX_SOURCE_HEALTH_PORT" \
   --log-level info --log-encoding console
+# Two helm-controllers, as Flux shards them: the unsharded one, and the shard `lockdown`
+# (HelmReleases labelled sharding.fluxcd.io/key: lockdown) run with Flux's multi-tenancy
+# lockdown, for the tenancy tests that compare wheelhouse's with Flux's.
 start helm-controller "${flux_env[@]}" "$fluxbin/helm-controller" \
   --metrics-addr 0 --health-addr "127.0.0.1:$FLUX_HELM_HEALTH_PORT" \
   --feature-gates CancelHealthCheckOnNewRevision=true \
+  --watch-label-selector '!sharding.fluxcd.io/key' \
+  --log-level info --log-encoding console
+start helm-controller-lockdown "${flux_env[@]}" "$fluxbin/helm-controller" \
+  --metrics-addr 0 --health-addr "127.0.0.1:$FLUX_LOCKED_HEALTH_PORT" \
+  --watch-label-selector 'sharding.fluxcd.io/key=lockdown' \
+  --default-service-account tenant-deployer --no-cross-namespace-refs \
   --log-level info --log-encoding console
 wait_for "Flux's source-controller" 60 curl -sf "http://127.0.0.1:$FLUX_SOURCE_HEALTH_PORT/readyz"
 wait_for "Flux's helm-controller" 60 curl -sf "http://127.0.0.1:$FLUX_HELM_HEALTH_PORT/readyz"
+wait_for "Flux's locked-down helm-controller" 60 curl -sf "http://127.0.0.1:$FLUX_LOCKED_HEALTH_PORT/readyz"
 
 # OCI registries for the chart-source tests (the CNCF distribution registry): one plain
 # HTTP and anonymous, one over TLS (a certificate of the local CA, which no system trusts)

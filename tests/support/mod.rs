@@ -17,6 +17,7 @@ pub mod discovery;
 pub mod engine;
 pub mod figures;
 pub mod flux;
+pub mod installed;
 pub mod process;
 pub mod receiver;
 pub mod source;

@@ -110,12 +110,12 @@ pub async fn install_or_upgrade(
     if crds != CrdPolicy::Skip && !crd_docs.is_empty() {
         if !is_upgrade && install.create_namespace {
             // CRDs are cluster-scoped, but a refusal below should not leave half a setup.
-            run.ctx
+            run.acting
                 .applier
                 .ensure_namespace(&run.target_namespace)
                 .await?;
         }
-        if let Err(e) = run.ctx.applier.apply_crds(&crd_docs, crds).await {
+        if let Err(e) = run.acting.applier.apply_crds(&crd_docs, crds).await {
             return Ok(Outcome::Failed {
                 reason: failed_reason,
                 message: format!("{verb} failed: installing the chart's CRDs: {e}"),
@@ -128,6 +128,7 @@ pub async fn install_or_upgrade(
         Some(r) if is_upgrade && crd_docs.is_empty() => r,
         _ => match render(
             run.ctx,
+            &run.acting,
             &run.release_name,
             &run.target_namespace,
             prepared,
@@ -172,7 +173,7 @@ pub async fn install_or_upgrade(
     // wheelhouse lifts it, and `helm rollback` by hand must end with schedulable pods.
     let applied_manifest = if hr.spec.config_tracking.clone().unwrap_or_default().enabled {
         let prepared = crate::tracking::prepare_manifest(
-            &run.ctx.client,
+            &run.acting.client,
             &rendered.manifest,
             &run.target_namespace,
         )
@@ -204,7 +205,7 @@ pub async fn install_or_upgrade(
     // As Helm: objects that belong to someone else stop the action before anything is
     // stored, hooked or applied.
     if let Err(e) = run
-        .ctx
+        .acting
         .applier
         .check_adoption(&applied_manifest, &owner)
         .await
@@ -236,7 +237,7 @@ pub async fn install_or_upgrade(
     let timeout = spec.timeout.as_std();
     let steps = async {
         if !is_upgrade && install.create_namespace {
-            run.ctx.applier.ensure_namespace(&ns).await?;
+            run.acting.applier.ensure_namespace(&ns).await?;
         }
         if !disable_hooks {
             let event = if is_upgrade {
@@ -248,7 +249,7 @@ pub async fn install_or_upgrade(
                 .await?;
         }
         let first_written = run
-            .ctx
+            .acting
             .applier
             .apply_release_timed(&applied_manifest, &owner)
             .await?
@@ -258,7 +259,7 @@ pub async fn install_or_upgrade(
         let mut removed = crate::apply::Removed::default();
         if let Some(prev) = previous.filter(|_| is_upgrade) {
             removed = run
-                .ctx
+                .acting
                 .applier
                 .prune(&prev.manifest, &rel.manifest, &owner)
                 .await?;
@@ -288,7 +289,7 @@ pub async fn install_or_upgrade(
             {
                 // Objects the failed upgrade created go; the previous revision's stay.
                 let _ = run
-                    .ctx
+                    .acting
                     .applier
                     .prune(&rel.manifest, &prev.manifest, &owner)
                     .await;

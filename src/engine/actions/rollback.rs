@@ -67,7 +67,12 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
         .force_conflicts(spec.force_conflicts)
         .others(&elsewhere)
         .unavailable(&unavailable);
-    if let Err(e) = run.ctx.applier.check_adoption(&rel.manifest, &owner).await {
+    if let Err(e) = run
+        .acting
+        .applier
+        .check_adoption(&rel.manifest, &owner)
+        .await
+    {
         return Ok(failed(format!("Helm rollback failed: {e}")));
     }
     run.storage.create(&rel).await?;
@@ -82,8 +87,11 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
             )
             .await?;
         }
-        run.ctx.applier.apply_release(&rel.manifest, &owner).await?;
-        run.ctx
+        run.acting
+            .applier
+            .apply_release(&rel.manifest, &owner)
+            .await?;
+        run.acting
             .applier
             .prune(&current.manifest, &rel.manifest, &owner)
             .await?;

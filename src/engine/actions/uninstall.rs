@@ -62,7 +62,7 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
             )
             .await?;
         }
-        let removed = run.ctx.applier.delete(&rel.manifest, &owner).await?;
+        let removed = run.acting.applier.delete(&rel.manifest, &owner).await?;
         if !spec.disable_hooks {
             run.run_hooks(
                 &mut rel.hooks,

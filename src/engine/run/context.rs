@@ -11,7 +11,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Inbox, Msg};
 use crate::api::{HelmRelease, HelmReleaseStatus};
-use crate::apply::Applier;
 use crate::engine::handle::{Command, LiveMap, LiveState, Phase, ReleaseKey, WaitView};
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::release::Storage;
@@ -20,11 +19,16 @@ use crate::source::ChartSource;
 
 /// Shared by all workers of one engine.
 pub struct Context {
+    /// The engine's own identity: watches, Lease, status, Events, health reads. Work done
+    /// for a release goes through its [`super::Acting`] instead.
     pub client: Client,
     pub source: ChartSource,
     pub renderer: Arc<dyn Renderer>,
-    pub applier: Applier,
     pub recorder: Recorder,
+    /// The tenancy policy in force (the cluster's published one with this engine's flags).
+    pub policy: watch::Receiver<crate::tenancy::Policy>,
+    /// The clients of each identity releases act as.
+    pub(in crate::engine) identities: super::acting::Identities,
     /// This engine's identity, in a form valid as a label value.
     pub identity_label: String,
     /// Sent when the cluster heals (discovery whole again, the API server answering
@@ -34,9 +38,12 @@ pub struct Context {
     /// Every `group/version` a reconcile saw stale in discovery, for the watcher that
     /// tells when it heals: it may heal before that watcher's first look.
     pub stale_seen: Mutex<std::collections::BTreeSet<String>>,
-    /// Permissions the API server refused a reconcile, looked at again while a worker is
-    /// held up by the cluster.
-    pub refused: Mutex<std::collections::BTreeSet<crate::rbac::Access>>,
+    /// Permissions the API server refused a reconcile, with the identity refused (none:
+    /// the engine's), looked at again while a worker is held up by the cluster.
+    pub refused: Mutex<std::collections::BTreeSet<(crate::tenancy::Identity, crate::rbac::Access)>>,
+    /// ServiceAccounts releases act as that did not exist when last looked for: their
+    /// creation lets those releases try again at once.
+    pub missing_accounts: Mutex<std::collections::BTreeSet<(String, String)>>,
     /// This engine and its Lease, as release statuses name it (`acting`, `letGo`).
     pub engine: crate::api::EngineRef,
     pub live: watch::Sender<LiveMap>,
@@ -73,7 +80,9 @@ impl Context {
         live: watch::Sender<LiveMap>,
     ) -> Self {
         Self {
-            applier: Applier::new(client.clone()),
+            policy: watch::channel(crate::tenancy::Policy::default()).1,
+            identities: Default::default(),
+            missing_accounts: Mutex::default(),
             watches: crate::health::WatchHub::new(client.clone()),
             client,
             source,
@@ -116,14 +125,21 @@ impl Context {
         Ok(discovery)
     }
 
-    /// Remembers the permission a Forbidden `message` names, so its grant is noticed.
-    pub fn note_refused(&self, message: &str) {
+    /// Remembers the permission a Forbidden `message` names, refused to `identity`, so
+    /// its grant is noticed.
+    pub fn note_refused(&self, identity: &crate::tenancy::Identity, message: &str) {
         if let Some(access) = crate::rbac::Access::refused_in(message) {
+            // A refused impersonation is the engine's own permission, asked as the engine.
+            let identity = if access.verb == "impersonate" {
+                &crate::tenancy::Identity::Engine
+            } else {
+                identity
+            };
             let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
             // Each is asked about every second while a release is held up: a bound keeps
             // an engine refused everywhere from flooding the API server.
             if refused.len() < MAX_REFUSED {
-                refused.insert(access);
+                refused.insert((identity.clone(), access));
             }
         }
     }
@@ -161,6 +177,8 @@ pub(in crate::engine) fn note_seen(ctx: &Context, key: &ReleaseKey, hr: &HelmRel
 /// What one reconcile needs to see of the world; the actions borrow it.
 pub struct Run<'a> {
     pub ctx: &'a Context,
+    /// Whom this reconcile acts as, and its clients: everything done for the release.
+    pub acting: Arc<super::Acting>,
     pub hr: Arc<HelmRelease>,
     pub key: ReleaseKey,
     pub release_name: String,
@@ -192,6 +210,12 @@ pub struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// Remembers the permission a Forbidden `message` names, refused to this release's
+    /// identity, so its grant is noticed.
+    pub fn note_refused(&self, message: &str) {
+        self.ctx.note_refused(&self.acting.identity, message);
+    }
+
     pub fn set_phase(&self, phase: Phase) {
         if phase == Phase::Waiting {
             // A health wait may take minutes: it must not hold up other workers' start.
@@ -239,8 +263,8 @@ impl Run<'_> {
         timeout: Duration,
     ) -> Result<(), crate::apply::Error> {
         let (tx, mut rx) = watch::channel(None);
-        let ctx = self.ctx;
-        let run = ctx
+        let acting = self.acting.clone();
+        let run = acting
             .applier
             .run_hooks_reporting(hooks, event, namespace, timeout, Some(&tx));
         tokio::pin!(run);

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::Context;
+use super::{Acting, Context};
 use crate::api::HelmRelease;
 use crate::chart::Chart;
 use crate::engine::plan::Desired;
@@ -82,6 +82,7 @@ impl Candidate {
 /// Resolves the chart and composes the values; an error carries the Ready reason.
 pub(in crate::engine) async fn prepare(
     ctx: &Context,
+    acting: &Acting,
     hr: &HelmRelease,
 ) -> Result<Prepared, (&'static str, String)> {
     // Loading charts is bounded like rendering: a thousand releases starting together
@@ -93,7 +94,7 @@ pub(in crate::engine) async fn prepare(
         .expect("the semaphore is never closed");
     let namespace = hr.object_namespace();
     let auth = match &hr.spec.chart.secret_ref {
-        Some(secret) => RepoAuth::from_secret(&ctx.client, &namespace, &secret.name)
+        Some(secret) => RepoAuth::from_secret(&acting.client, &namespace, &secret.name)
             .await
             .map_err(|e| (reason::ARTIFACT_FAILED, e.to_string()))?,
         None => RepoAuth::default(),
@@ -108,7 +109,7 @@ pub(in crate::engine) async fn prepare(
         .await
         .map_err(|e| (reason::ARTIFACT_FAILED, e.to_string()))?
         .map_err(|e| (reason::ARTIFACT_FAILED, e.to_string()))?;
-    let values = crate::values::compose(&ctx.client, hr)
+    let values = crate::values::compose(&acting.client, hr)
         .await
         .map_err(|e| (reason::INIT_FAILED, e.to_string()))?;
     Ok(Prepared {
@@ -126,10 +127,13 @@ pub(super) async fn prepare_candidate(
     hr: Arc<HelmRelease>,
     waiting: &Release,
 ) -> Result<Candidate, String> {
-    let prepared = prepare(ctx, &hr).await.map_err(|(_, m)| m)?;
+    // The newest spec's identity: a changed serviceAccountName applies to the candidate.
+    let acting = ctx.acting_for(&hr);
+    let prepared = prepare(ctx, &acting, &hr).await.map_err(|(_, m)| m)?;
     let prepared_at = std::time::Instant::now();
     let rendered = render(
         ctx,
+        &acting,
         &hr.release_name(),
         &hr.target_namespace(),
         &prepared,
@@ -151,6 +155,7 @@ pub(super) async fn prepare_candidate(
 /// release's newest stored revision (none: a first install).
 pub async fn render(
     ctx: &Context,
+    acting: &Acting,
     release_name: &str,
     namespace: &str,
     prepared: &Prepared,
@@ -169,6 +174,7 @@ pub async fn render(
             values: &prepared.values.values,
             previous: previous.map(Previous::of),
             discovery: Some(&discovery.digest),
+            as_user: acting.username().as_deref(),
         })
         .await;
     let mut rendered = match rendered {

@@ -5,6 +5,7 @@
 //! health check (`wait`). Both `super::worker` and `super::actions` build on it; it
 //! uses neither.
 
+mod acting;
 mod context;
 mod desired;
 mod triggers;
@@ -15,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+pub use acting::Acting;
 pub use context::{Context, Run};
 pub use desired::{Candidate, Prepared, render};
 pub use wait::{WaitEnd, Window};

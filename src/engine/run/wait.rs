@@ -89,14 +89,14 @@ impl Run<'_> {
     /// is ready to apply.
     pub async fn wait_for(&mut self, rel: &Release, window: Window) -> crate::Result<WaitEnd> {
         let refs = self
-            .ctx
+            .acting
             .applier
             .objects(&rel.manifest, &self.target_namespace)
             .await?;
         let mut targets = Vec::with_capacity(refs.len());
         for r in refs {
             if let Some((resource, namespaced)) = self
-                .ctx
+                .acting
                 .applier
                 .find_resource(&r.api_version, &r.kind)
                 .await?

@@ -171,7 +171,7 @@ async fn correct(run: &Run<'_>, latest: &Release, found: &[ObjectDrift]) -> crat
         .force_conflicts(true)
         .others(&elsewhere)
         .unavailable(&unavailable);
-    run.ctx.applier.apply_release(&subset, &owner).await?;
+    run.acting.applier.apply_release(&subset, &owner).await?;
     Ok(())
 }
 

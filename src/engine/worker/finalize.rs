@@ -43,15 +43,54 @@ pub(super) async fn add_finalizer(run: &Run<'_>) -> kube::Result<()> {
 /// Deleting a HelmRelease uninstalls its release (unless suspended), then lets the
 /// object go.
 pub(super) async fn finalize(run: &mut Run<'_>) -> Duration {
-    if !run.hr.finalizers().iter().any(|f| f == FINALIZER) {
-        return NEVER;
+    match finalize_inner(run).await {
+        Ok(d) | Err(d) => d,
     }
-    if !run.hr.spec.suspend {
+}
+
+/// Whether the release can be uninstalled as the identity it acts as. A ServiceAccount
+/// that is gone (its namespace being deleted with everything in it, say) leaves the
+/// release in place, as Flux does: no one else may uninstall it, and holding the
+/// HelmRelease forever would hold the namespace's deletion too.
+async fn uninstall_possible(run: &Run<'_>) -> Result<bool, Duration> {
+    let crate::tenancy::Identity::ServiceAccount { namespace, name } = &run.acting.identity else {
+        return Ok(true);
+    };
+    match crate::tenancy::service_account_exists(&run.ctx.client, namespace, name).await {
+        Ok(true) => Ok(true),
+        Ok(false) => {
+            let message = format!(
+                "Helm release {}/{} left in place: ServiceAccount {namespace}/{name}, which the release acts as, no longer exists, so nothing may uninstall it for this HelmRelease",
+                run.storage.namespace(),
+                run.release_name
+            );
+            tracing::warn!(release = %run.key, "{message}");
+            run.event(
+                kube::runtime::events::EventType::Warning,
+                reason::UNINSTALL_FAILED,
+                "Uninstall",
+                message,
+            )
+            .await;
+            Ok(false)
+        }
+        Err(e) => {
+            tracing::warn!(release = %run.key, error = %e, "cannot look up the ServiceAccount to uninstall as");
+            Err(RETRY)
+        }
+    }
+}
+
+async fn finalize_inner(run: &mut Run<'_>) -> Result<Duration, Duration> {
+    if !run.hr.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(NEVER);
+    }
+    if !run.hr.spec.suspend && uninstall_possible(run).await? {
         let history = match run.storage.history(&run.release_name).await {
             Ok(h) => h,
             Err(e) => {
                 tracing::warn!(release = %run.key, error = %e, "cannot read Helm storage to uninstall");
-                return RETRY;
+                return Ok(RETRY);
             }
         };
         let live = is_live(&history);
@@ -78,16 +117,16 @@ pub(super) async fn finalize(run: &mut Run<'_>) -> Duration {
             let (note, done) = actions::uninstall::on_delete(&outcome);
             run.publish_note(note, "Uninstall").await;
             if !done {
-                return RETRY;
+                return Ok(RETRY);
             }
         }
     }
     if let Err(e) = set_finalizers(run, |f| f.retain(|x| x != FINALIZER)).await {
         tracing::warn!(release = %run.key, error = %e, "cannot remove finalizer");
-        return RETRY;
+        return Ok(RETRY);
     }
     run.inbox.deleted = true;
-    NEVER
+    Ok(NEVER)
 }
 
 /// Whether the newest revision still stands for objects in the cluster (an uninstall

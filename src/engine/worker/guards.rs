@@ -36,6 +36,45 @@ pub(super) async fn stall(
     interval
 }
 
+/// What the tenancy policy holds a release to, when it holds it.
+pub(super) enum Tenancy {
+    /// A reference leaves the HelmRelease's namespace under `--no-cross-namespace-refs`:
+    /// refused until the spec changes (Flux stalls it too).
+    Refused(String),
+    /// The ServiceAccount the release acts as does not exist: nothing is done as anyone
+    /// else; tried again as soon as it is created.
+    MissingAccount(String),
+}
+
+/// Whether the tenancy policy lets this release act now (as its [`Run::acting`]).
+pub(super) async fn tenancy(run: &Run<'_>) -> crate::Result<Option<Tenancy>> {
+    let policy = run.ctx.policy();
+    if let Some(refused) = policy.refused_reference(&run.hr) {
+        return Ok(Some(Tenancy::Refused(refused)));
+    }
+    let crate::tenancy::Identity::ServiceAccount { namespace, name } = &run.acting.identity else {
+        return Ok(None);
+    };
+    // Read as the engine: impersonating a ServiceAccount that does not exist would act
+    // with the rights of every ServiceAccount's groups, which is never what was meant.
+    if crate::tenancy::service_account_exists(&run.ctx.client, namespace, name).await? {
+        return Ok(None);
+    }
+    run.ctx
+        .missing_accounts
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert((namespace.clone(), name.clone()));
+    let why = if run.hr.spec.service_account_name.is_some() {
+        "spec.serviceAccountName names it"
+    } else {
+        "the cluster's tenancy lockdown makes it every release's default (--default-service-account)"
+    };
+    Ok(Some(Tenancy::MissingAccount(format!(
+        "ServiceAccount {namespace}/{name} does not exist ({why}): the release acts only as that ServiceAccount, so nothing is done until it is created"
+    ))))
+}
+
 /// Why this HelmRelease must leave its Helm release alone, if it must: another
 /// HelmRelease that still exists manages it. An unclaimed release (the helm CLI's, or
 /// one whose HelmRelease is gone) is claimed here, before anything is done to it.
@@ -50,7 +89,7 @@ pub(super) async fn claimed_elsewhere(run: &mut Run<'_>) -> crate::Result<Option
     };
     if free {
         if let Some(newest) = history.last() {
-            claim::stamp(&run.ctx.client, run.storage.namespace(), newest, &run.hr).await?;
+            claim::stamp(&run.acting.client, run.storage.namespace(), newest, &run.hr).await?;
         }
         return Ok(None);
     }

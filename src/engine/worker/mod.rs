@@ -158,12 +158,14 @@ async fn reconcile_once(
     start_permit: Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> (Duration, Option<ReconcileResult>) {
     let api: Api<HelmRelease> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    let acting = ctx.acting_for(&hr);
     let mut run = Run {
         ctx,
         key: key.clone(),
         release_name: hr.release_name(),
         target_namespace: hr.target_namespace(),
-        storage: Storage::new(ctx.client.clone(), &hr.storage_namespace()),
+        storage: Storage::new(acting.client.clone(), &hr.storage_namespace()),
+        acting,
         status: inbox
             .last_status
             .clone()
@@ -218,14 +220,12 @@ async fn reconcile_once(
             let generation = hr.metadata.generation;
             let refused = e.forbidden();
             if let Some(refusal) = &refused {
-                ctx.note_refused(refusal);
+                run.note_refused(refusal);
             }
             let (why, message) = match refused {
                 Some(refusal) => (
                     reason::FORBIDDEN,
-                    format!(
-                        "the API server refused the engine's call: {refusal}; grant the engine's identity that permission (`wheelhouse rbac` prints what it needs)"
-                    ),
+                    refused_message(&run.acting.identity, &refusal),
                 ),
                 None => (reason::RECONCILE_ERROR, e.describe()),
             };
@@ -284,6 +284,22 @@ impl Run<'_> {
             note.message,
         )
         .await;
+    }
+}
+
+/// What a release's status says when the API server refused a call made for it: who was
+/// refused (the engine, or the release's ServiceAccount) and what grants it.
+pub(in crate::engine) fn refused_message(
+    identity: &crate::tenancy::Identity,
+    refusal: &str,
+) -> String {
+    match identity {
+        crate::tenancy::Identity::Engine => format!(
+            "the API server refused the engine's call: {refusal}; grant the engine's identity that permission (`wheelhouse rbac` prints what it needs)"
+        ),
+        sa => format!(
+            "the API server refused the release's {sa}, which the release acts as: {refusal}; grant that ServiceAccount the permission (a RoleBinding in its namespace), or change spec.serviceAccountName"
+        ),
     }
 }
 

@@ -7,7 +7,7 @@
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::EventType;
 
-use super::guards::{claimed_elsewhere, identity_taken_elsewhere};
+use super::guards::{Tenancy, claimed_elsewhere, identity_taken_elsewhere, tenancy};
 use super::reconcile::{record_acting, record_history};
 use crate::api::{Pin, RollbackRequest, annotations};
 use crate::engine::actions::{self, Outcome};
@@ -47,6 +47,12 @@ pub(super) async fn pin_if_asked(run: &mut Run<'_>) -> crate::Result<()> {
             request.revision
         );
         return refuse(run, why).await;
+    }
+    match tenancy(run).await? {
+        Some(Tenancy::Refused(why) | Tenancy::MissingAccount(why)) => {
+            return refuse(run, why).await;
+        }
+        None => {}
     }
     if let Some(why) = claimed_elsewhere(run).await? {
         return refuse(run, why).await;

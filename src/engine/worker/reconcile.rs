@@ -10,7 +10,8 @@ use kube::runtime::events::EventType;
 
 use super::external;
 use super::guards::{
-    claimed_elsewhere, dependency_cycle, identity_taken_elsewhere, stall, unready_dependency,
+    Tenancy, claimed_elsewhere, dependency_cycle, identity_taken_elsewhere, stall, tenancy,
+    unready_dependency,
 };
 use super::{NEVER, Requeue};
 use crate::api::{HelmRelease, HelmReleaseStatus, annotations};
@@ -56,6 +57,41 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         return Ok(Requeue::After(NEVER));
     }
     super::pin::unpin_if_resumed(run).await;
+    match tenancy(run).await? {
+        None => {}
+        Some(Tenancy::Refused(message)) => {
+            return Ok(Requeue::After(
+                stall(run, reason::ACCESS_DENIED, message, interval).await,
+            ));
+        }
+        Some(Tenancy::MissingAccount(message)) => {
+            status::set(
+                &mut run.status,
+                condition::READY,
+                Truth::False,
+                reason::ACCESS_DENIED,
+                &message,
+                generation,
+            );
+            status::remove(&mut run.status, condition::RECONCILING);
+            let changed = run
+                .hr
+                .condition(condition::READY)
+                .is_none_or(|c| c.message != message);
+            run.write_status().await;
+            if changed {
+                tracing::warn!(release = %run.key, "{message}");
+                run.event(
+                    EventType::Warning,
+                    reason::ACCESS_DENIED,
+                    "Reconcile",
+                    message,
+                )
+                .await;
+            }
+            return Ok(Requeue::Blocked);
+        }
+    }
     if let Some(message) = claimed_elsewhere(run).await? {
         return Ok(Requeue::After(
             stall(run, reason::RELEASE_CONFLICT, message, interval).await,
@@ -98,7 +134,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
             run.fix_step(|_| {});
             (Ok(c.prepared), Some(c.rendered))
         }
-        None => (prepare(run.ctx, &hr).await, None),
+        None => (prepare(run.ctx, &run.acting, &hr).await, None),
     };
     run.inbox.missing = None;
     let prepared = match prepared {
@@ -106,7 +142,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         Err((reason, message)) => {
             if reason == reason::INIT_FAILED {
                 // Looked at again as soon as the source it lacks appears.
-                run.inbox.missing = crate::values::missing_source(&run.ctx.client, &hr).await;
+                run.inbox.missing = crate::values::missing_source(&run.acting.client, &hr).await;
             }
             status::set(
                 &mut run.status,
@@ -243,7 +279,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         run.write_status().await;
         // The cluster's failure: no retry used, no remediation; again after a backoff.
         if let Outcome::Blocked { message, .. } = &outcome {
-            run.ctx.note_refused(message);
+            run.note_refused(message);
             return Ok(Requeue::Blocked);
         }
         // An install or upgrade that failed before storing a revision (render error,

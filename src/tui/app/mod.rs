@@ -49,6 +49,8 @@ pub struct App {
     pub scope: Scope,
     /// What the in-process engine reconciles (and its watch covers), fixed per session.
     pub coverage: crate::engine::Coverage,
+    /// The tenancy policy of the engine: whom each release acts as (detail view).
+    pub tenancy: crate::tenancy::Policy,
     pub readonly: bool,
     pub theme: Theme,
     pub role: Role,
@@ -108,6 +110,7 @@ impl App {
         Self {
             context,
             coverage: crate::engine::Coverage::new(scope.clone(), None),
+            tenancy: crate::tenancy::Policy::default(),
             scope,
             readonly,
             theme,

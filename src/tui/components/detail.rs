@@ -552,6 +552,16 @@ fn workload_lines<'a>(app: &App, d: &Detail) -> Vec<Line<'a>> {
     lines
 }
 
+/// Whom everything done for the release is done as, and why, when it is a ServiceAccount
+/// (none: the engine's own identity, the cluster is open and the release names none).
+fn acts_as(app: &App, hr: &crate::api::HelmRelease) -> Option<String> {
+    match (app.tenancy.identity(hr), &hr.spec.service_account_name) {
+        (crate::tenancy::Identity::Engine, _) => None,
+        (sa, Some(_)) => Some(format!("{sa} (serviceAccountName)")),
+        (sa, None) => Some(format!("{sa} (the cluster's default service account)")),
+    }
+}
+
 fn section<'a>(app: &App, title: &str) -> Line<'a> {
     Line::from(Span::styled(title.to_owned(), app.theme.header()))
 }
@@ -578,6 +588,7 @@ fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
             Span::styled("Source   ", t.muted()),
             Span::raw(hr.source_text()),
         ]),
+
         Line::from(vec![
             Span::styled("Phase    ", t.muted()),
             Span::raw(
@@ -589,6 +600,16 @@ fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
             ),
         ]),
     ];
+    // Tenancy in play: say whom everything done for the release is done as.
+    if let Some(identity) = acts_as(app, hr) {
+        lines.insert(
+            2,
+            Line::from(vec![
+                Span::styled("Acts as  ", t.muted()),
+                Span::raw(identity),
+            ]),
+        );
+    }
     lines.extend(replica_lines(app, view, &row));
     if let Some(deadline) = row.deadline {
         let (r, total) = row.wait_progress.unwrap_or((0, 0));

@@ -26,6 +26,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         (Role::Unable { reason }, _) => format!("client: no engine here: {reason}"),
         (Role::Unknown, _) => format!("engine: taking the lease for {coverage}…"),
     };
+    // Releases act as their namespace's ServiceAccount, whichever engine holds the lease.
+    if app.tenancy.locked_down() && matches!(app.role, Role::Leader | Role::Follower { .. }) {
+        role.push_str(" · locked down");
+    }
     // Who reconciles the rest: releases shown here that another engine covers.
     let elsewhere = app.views.values().filter(|v| v.elsewhere.is_some()).count();
     if elsewhere > 0 {
