@@ -15,7 +15,7 @@ use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client, Config, ResourceExt};
-use support::engine::{condition, events_of, helm_history, release, wait_for};
+use support::engine::{events_of, helm_history, release, wait_for};
 use support::installed::{
     Controller, OnlyWriter, eventually, service_account_kubeconfig, wheelhouse_install,
 };
@@ -130,17 +130,43 @@ async fn victim(admin: &Client) -> (TestNamespace, String) {
     (ns, password)
 }
 
+/// The Ready condition's status and message.
+fn ready_says(hr: &HelmRelease) -> Option<(String, String)> {
+    hr.condition("Ready")
+        .map(|c| (c.status.clone(), c.message.clone()))
+}
+
+/// Whether Helm's storage holds any revision of `name` in `ns` (`helm history` fails
+/// with "not found" otherwise).
+fn stored(ns: &str, name: &str) -> bool {
+    let (ok, text) = support::engine::helm_try(ns, &["history", name]);
+    assert!(ok || text.contains("not found"), "{text}");
+    ok
+}
+
 fn reach(name: &str, values: serde_json::Value) -> HelmRelease {
     release(name, "tenant-reach", serde_json::json!({"values": values}))
 }
 
-/// The installed controller for `ns`, as its pod runs: the ServiceAccount's token only,
-/// the Deployment's tenancy flags.
-async fn controller(admin: &Client, ns: &str, home: &std::path::Path) -> Controller {
+/// The installed controller, as its pod runs: the ServiceAccount's token only, every
+/// namespace, the Deployment's tenancy flags; and a shard of its own (`shard`), so that
+/// it reconciles only this test's releases (each labelled with it, see [`sharded`]).
+async fn controller(admin: &Client, shard: &str, home: &std::path::Path) -> Controller {
     let installed = installed(admin).await;
     let kubeconfig =
         service_account_kubeconfig(admin, &installed.system, SERVICE_ACCOUNT, home).await;
-    Controller::start_with(&kubeconfig, ns, &installed.system, home, &installed.flags)
+    let mut args = vec!["--shard".to_owned(), shard.to_owned()];
+    args.extend(installed.flags.iter().cloned());
+    Controller::start_with(&kubeconfig, &installed.system, home, &args)
+}
+
+/// `hr` in the test's shard (its namespace's name).
+fn sharded(mut hr: HelmRelease, shard: &str) -> HelmRelease {
+    hr.metadata
+        .labels
+        .get_or_insert_default()
+        .insert(wheelhouse::engine::SHARD_LABEL.into(), shard.into());
+    hr
 }
 
 /// Everything a tenant could read the password from: the HelmRelease (status included),
@@ -203,19 +229,22 @@ async fn a_tenant_chart_reads_and_binds_nothing_outside_its_namespace() {
     let api: Api<HelmRelease> = Api::namespaced(admin.clone(), &ns.name);
     api.create(
         &PostParams::default(),
-        &reach("reach", serde_json::json!({"victim": victim.name})),
+        &sharded(
+            reach("reach", serde_json::json!({"victim": victim.name})),
+            &ns.name,
+        ),
     )
     .await
     .unwrap();
     let user = format!("system:serviceaccount:{}:{DEPLOYER}", ns.name);
     controller
         .wait_for(&api, "reach", "the lookup refused, named", |h| {
-            condition(h, "Ready")
+            ready_says(h)
                 .is_some_and(|(s, m)| s == "False" && m.contains("forbidden") && m.contains(&user))
         })
         .await;
     let hr = api.get("reach").await.unwrap();
-    let (_, message) = condition(&hr, "Ready").unwrap();
+    let (_, message) = ready_says(&hr).unwrap();
     assert!(
         message.contains("get resource \"secrets\"") && message.contains(&victim.name),
         "the reason names the verb, the resource and where: {message}"
@@ -225,7 +254,7 @@ async fn a_tenant_chart_reads_and_binds_nothing_outside_its_namespace() {
         hr.condition("Stalled").is_none_or(|c| c.status != "True"),
         "{hr:?}"
     );
-    assert!(helm_history(&ns.name, "reach").is_empty());
+    assert!(!stored(&ns.name, "reach"));
     no_takeover(&admin, &victim.name).await;
     assert_nowhere(&admin, &ns.name, &password, &controller.log()).await;
 
@@ -271,13 +300,16 @@ async fn a_tenant_release_lives_as_its_service_account() {
     let api: Api<HelmRelease> = Api::namespaced(admin.clone(), &ns.name);
     api.create(
         &PostParams::default(),
-        &reach("legit", serde_json::json!({"message": "v1"})),
+        &sharded(
+            reach("legit", serde_json::json!({"message": "v1"})),
+            &ns.name,
+        ),
     )
     .await
     .unwrap();
     let ready = |reason: &'static str, revision: i32| {
         move |h: &HelmRelease| {
-            condition(h, "Ready").is_some_and(|(s, _)| s == "True")
+            ready_says(h).is_some_and(|(s, _)| s == "True")
                 && h.condition("Ready").is_some_and(|c| c.reason == reason)
                 && h.status
                     .as_ref()
@@ -324,13 +356,29 @@ async fn a_tenant_release_lives_as_its_service_account() {
         .unwrap()["message"]
         .clone();
     assert_eq!(message, "v1");
+    // Resumed, it returns to its spec (revision 4); deleted, it is uninstalled.
+    api.patch(
+        "legit",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"spec": {"suspend": false}})),
+    )
+    .await
+    .unwrap();
+    controller
+        .wait_for(
+            &api,
+            "legit",
+            "back to its spec",
+            ready("UpgradeSucceeded", 4),
+        )
+        .await;
     api.delete("legit", &DeleteParams::default()).await.unwrap();
     controller
         .wait_until("uninstalled and gone", || async {
             api.get_opt("legit").await.unwrap().is_none()
         })
         .await;
-    assert!(helm_history(&ns.name, "legit").is_empty());
+    assert!(!stored(&ns.name, "legit"));
     assert!(
         Api::<ConfigMap>::namespaced(admin.clone(), &ns.name)
             .get_opt("legit-reach")
@@ -373,7 +421,7 @@ async fn cross_namespace_references_are_refused_by_name() {
     for (name, spec, _) in &cases {
         api.create(
             &PostParams::default(),
-            &release(name, "tenant-reach", spec.clone()),
+            &sharded(release(name, "tenant-reach", spec.clone()), &ns.name),
         )
         .await
         .unwrap();
@@ -386,8 +434,8 @@ async fn cross_namespace_references_are_refused_by_name() {
                 })
             })
             .await;
-        assert!(helm_history(&ns.name, name).is_empty(), "{name}");
-        assert!(helm_history(&other.name, name).is_empty(), "{name}");
+        assert!(!stored(&ns.name, name), "{name}");
+        assert!(!stored(&other.name, name), "{name}");
     }
     let stored = Api::<Secret>::namespaced(admin.clone(), &other.name)
         .list(&ListParams::default().labels("owner=helm"))
@@ -457,7 +505,7 @@ async fn a_dashboard_engine_enforces_the_published_lockdown() {
     .unwrap();
     let user = format!("system:serviceaccount:{}:{DEPLOYER}", ns.name);
     wait_for(&api, "reach", "the lookup refused as the tenant", |h| {
-        condition(h, "Ready")
+        ready_says(h)
             .is_some_and(|(s, m)| s == "False" && m.contains("forbidden") && m.contains(&user))
     })
     .await;
@@ -465,10 +513,22 @@ async fn a_dashboard_engine_enforces_the_published_lockdown() {
     assert_nowhere(&admin, &ns.name, &password, "").await;
     drop(engine);
 
-    // The tenant's own ServiceAccount may do everything in its namespace, but not
-    // impersonate: it runs no engine under the lockdown.
+    // An identity that may read the namespace but not impersonate there (a namespace
+    // `admin` may: Kubernetes' `edit` includes impersonating its ServiceAccounts) runs
+    // no engine under the lockdown, and says why.
+    create_account(&admin, &ns.name, "viewer", false).await;
+    let binding: RoleBinding = support::from_yaml(&format!(
+        "metadata: {{name: viewer-view}}\n\
+         roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: view}}\n\
+         subjects: [{{kind: ServiceAccount, name: viewer, namespace: {}}}]",
+        ns.name
+    ));
+    Api::<RoleBinding>::namespaced(admin.clone(), &ns.name)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
     let home = tempfile::tempdir().unwrap();
-    let kubeconfig = service_account_kubeconfig(&admin, &ns.name, DEPLOYER, home.path()).await;
+    let kubeconfig = service_account_kubeconfig(&admin, &ns.name, "viewer", home.path()).await;
     let tenant_client = Client::try_from(
         Config::from_custom_kubeconfig(
             Kubeconfig::read_from(&kubeconfig).unwrap(),
@@ -553,9 +613,12 @@ async fn flux_locked_down_and_wheelhouse_agree() {
         hr
     };
     for (name, victim) in [("reach", victim.name.as_str()), ("legit", "")] {
-        api.create(&PostParams::default(), &ours(name, victim))
-            .await
-            .unwrap();
+        api.create(
+            &PostParams::default(),
+            &sharded(ours(name, victim), &ns.name),
+        )
+        .await
+        .unwrap();
     }
     // The legitimate release: installed by both, as the tenant's ServiceAccount.
     support::flux::until(
@@ -580,7 +643,7 @@ async fn flux_locked_down_and_wheelhouse_agree() {
     .await;
     controller
         .wait_for(&api, "reach", "refused", |h| {
-            condition(h, "Ready")
+            ready_says(h)
                 .is_some_and(|(s, m)| s == "False" && m.contains("forbidden") && m.contains(&user))
         })
         .await;
@@ -589,7 +652,7 @@ async fn flux_locked_down_and_wheelhouse_agree() {
     assert!(!flux_message.contains(&password));
     no_takeover(&admin, &victim.name).await;
     assert_nowhere(&admin, &ns.name, &password, &controller.log()).await;
-    assert!(helm_history(&ns.name, "reach").is_empty());
+    assert!(!stored(&ns.name, "reach"));
     controller.stop();
     ns.delete().await;
     victim.delete().await;
@@ -609,7 +672,9 @@ async fn missing_and_powerless_service_accounts_fail_clearly_and_recover() {
     for (name, account) in [("ghost", "ghost"), ("weak", "powerless")] {
         let mut hr = reach(name, serde_json::json!({}));
         hr.spec.service_account_name = Some(account.into());
-        api.create(&PostParams::default(), &hr).await.unwrap();
+        api.create(&PostParams::default(), &sharded(hr, &ns.name))
+            .await
+            .unwrap();
     }
     controller
         .wait_for(&api, "ghost", "the missing ServiceAccount named", |h| {
@@ -623,7 +688,7 @@ async fn missing_and_powerless_service_accounts_fail_clearly_and_recover() {
         .await;
     controller
         .wait_for(&api, "weak", "the refusal names the ServiceAccount", |h| {
-            condition(h, "Ready").is_some_and(|(s, m)| {
+            ready_says(h).is_some_and(|(s, m)| {
                 s == "False"
                     && m.contains(&format!("system:serviceaccount:{}:powerless", ns.name))
                     && m.contains("cannot")
@@ -631,7 +696,7 @@ async fn missing_and_powerless_service_accounts_fail_clearly_and_recover() {
         })
         .await;
     for name in ["ghost", "weak"] {
-        assert!(helm_history(&ns.name, name).is_empty(), "{name}");
+        assert!(!stored(&ns.name, name), "{name}");
     }
     // The causes clear: both install without anyone asking again.
     create_account(&admin, &ns.name, "ghost", true).await;

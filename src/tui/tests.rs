@@ -611,7 +611,10 @@ fn the_detail_view_says_whom_a_release_acts_as_and_the_header_says_locked_down()
     select(&mut app, "api");
     app.on_key(code(KeyCode::Enter));
     let open = render(&app, 100, 14).backend().to_string();
-    assert!(!open.contains("Acts as"), "no tenancy, nothing to say: {open}");
+    assert!(
+        !open.contains("Acts as"),
+        "no tenancy, nothing to say: {open}"
+    );
     assert!(!open.contains("locked down"), "{open}");
     app.tenancy = crate::tenancy::Policy {
         default_service_account: Some("tenant-deployer".into()),
@@ -624,5 +627,8 @@ fn the_detail_view_says_whom_a_release_acts_as_and_the_header_says_locked_down()
         ),
         "{locked}"
     );
-    assert!(locked.contains("engine here: all ns · locked down"), "{locked}");
+    assert!(
+        locked.contains("engine here: all ns · locked down"),
+        "{locked}"
+    );
 }

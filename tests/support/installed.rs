@@ -203,31 +203,36 @@ pub struct Controller {
 
 impl Controller {
     pub fn start(kubeconfig: &Path, watch: &str, lease_namespace: &str, home: &Path) -> Self {
-        Self::start_with(kubeconfig, watch, lease_namespace, home, &[])
+        // The Deployment's controller watches every namespace (the grant allows it,
+        // checked above); this one watches the test's namespace only, so it never
+        // acts on another test's releases. Identity, grant and binary are the same.
+        Self::start_with(
+            kubeconfig,
+            lease_namespace,
+            home,
+            &["--namespace".to_owned(), watch.to_owned()],
+        )
     }
 
-    /// [`Controller::start`] with more arguments (as the installed Deployment passes).
+    /// `wheelhouse controller` with `args` besides the cluster, lease and cache ones (as
+    /// the installed Deployment passes them).
     pub fn start_with(
         kubeconfig: &Path,
-        watch: &str,
         lease_namespace: &str,
         home: &Path,
-        extra: &[String],
+        args: &[String],
     ) -> Self {
         let log = home.join("controller.log");
         let tmp = home.join("tmp");
         std::fs::create_dir_all(&tmp).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_wheelhouse"))
-            // The Deployment's controller watches every namespace (the grant allows it,
-            // checked above); this one watches the test's namespace only, so it never
-            // acts on another test's releases. Identity, grant and binary are the same.
-            .args(["controller", "--namespace", watch])
+            .arg("controller")
+            .args(args)
             .args(["--lease-namespace", lease_namespace])
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .arg("--chart-cache")
             .arg(home.join(".cache/wheelhouse/charts"))
-            .args(extra)
             .env_clear()
             .env("KUBECONFIG", kubeconfig)
             .env("HOME", home)

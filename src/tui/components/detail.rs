@@ -588,7 +588,6 @@ fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
             Span::styled("Source   ", t.muted()),
             Span::raw(hr.source_text()),
         ]),
-
         Line::from(vec![
             Span::styled("Phase    ", t.muted()),
             Span::raw(
