@@ -199,14 +199,12 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
             stop.clone(),
         )?;
     }
-    if !config.passive {
-        tokio::spawn(policy::keep_current(
-            client.clone(),
-            config.tenancy.clone(),
-            policy_tx.clone(),
-            stop.clone(),
-        ));
-    }
+    tokio::spawn(policy::keep_current(
+        client.clone(),
+        config.tenancy.clone(),
+        policy_tx.clone(),
+        stop.clone(),
+    ));
     let ctx = Arc::new(ctx);
     let coverage = config.coverage.clone();
     let dispatcher = Dispatcher {

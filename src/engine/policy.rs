@@ -41,18 +41,19 @@ pub(super) async fn in_force(
     Ok(policy)
 }
 
-/// Reads the published policy every [`REFRESH_EVERY`] and publishes the policy in force
-/// (a cluster locked down while the engine runs is enforced from the next reconcile). A
-/// read that fails keeps the last policy.
+/// Reads the published policy now and every [`REFRESH_EVERY`], and publishes the policy in
+/// force (a cluster locked down while the engine runs is enforced from the next
+/// reconcile). A read that fails keeps the last policy.
 pub(super) async fn keep_current(
     client: Client,
     flags: Policy,
     policy: Arc<watch::Sender<Policy>>,
     stop: CancellationToken,
 ) {
+    // The first read is at once: a read-only dashboard (which takes no lease) shows whom
+    // releases act as from it.
     let mut every = tokio::time::interval(REFRESH_EVERY);
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    every.tick().await;
     let mut failing = false;
     loop {
         tokio::select! {
