@@ -641,3 +641,73 @@ async fn drift_and_a_revision_of_another_tool_are_told_as_drift() {
     assert_eq!(fixed[0]["reason"], "DriftCorrected");
     ns.delete().await;
 }
+
+/// A value from a Secret holding every character a message escapes (`"`, `\`, `<`, `&`,
+/// `>`, a non-ASCII letter), quoted by the API server as Go quotes it (`Invalid value:
+/// "esc \"S3cretQ\" \\ ..."`): masked in Ready, the whole status (history included),
+/// Events, Helm's stored description, every webhook payload and the controller's log.
+#[tokio::test]
+async fn a_secret_value_escaped_by_the_api_server_is_masked_everywhere() {
+    let (client, ns, api) = eng::setup("notify-mask").await;
+    let receiver = generic_hook(&client, &ns.name).await;
+    let controller = Controller::start(&["-n", &ns.name, "--lease-namespace", &ns.name]);
+    notifications_ready(&client, &ns.name).await;
+    let secret = r#"esc "S3cretQ" \ value <&> é"#;
+    let values = format!("behavior: {}\n", serde_json::to_string(secret).unwrap());
+    let holder: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "creds"},
+        "stringData": {"values.yaml": values},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(client.clone(), &ns.name)
+        .create(&PostParams::default(), &holder)
+        .await
+        .unwrap();
+    let spec = json!({
+        "valuesFrom": [{"kind": "Secret", "name": "creds"}],
+        "install": {"remediation": {"retries": 1}},
+    });
+    api.create(&PostParams::default(), &eng::release("web", "shared", spec))
+        .await
+        .unwrap();
+    let failed = wait_for(&api, "web", "refused by the API server, twice", |h| {
+        h.status.as_ref().is_some_and(|s| s.install_failures >= 2)
+            && is(h, "Ready", "False", "InstallFailed")
+    })
+    .await;
+    let leaked = |what: &str, text: &str| {
+        assert!(!text.contains("S3cretQ"), "the value is in {what}: {text}");
+    };
+    let ready = eng::condition(&failed, "Ready");
+    let message = failed.condition("Ready").unwrap().message.clone();
+    assert!(
+        message.contains("Invalid value: \"***\""),
+        "{message} ({ready:?})"
+    );
+    leaked(
+        "the status",
+        &serde_json::to_string(&failed.status).unwrap(),
+    );
+    for event in eng::events_of(&client, &ns.name, "web").await {
+        leaked("an Event", &event);
+    }
+    let history = eng::helm_history(&ns.name, "web");
+    assert!(
+        history.iter().any(|(_, _, d)| d.contains("***")),
+        "{history:?}"
+    );
+    for (_, _, description) in &history {
+        leaked("Helm's description", description);
+    }
+    // The failure reached the webhook (the positive sign), masked.
+    let deadline = tokio::time::Instant::now() + support::PATIENCE;
+    while count(&receiver.received(), "web", "failure") == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "no failure message");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    for body in receiver.received() {
+        leaked("a webhook payload", &body.body);
+    }
+    leaked("the controller's log", &controller.log());
+    ns.delete().await;
+}

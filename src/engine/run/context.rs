@@ -345,9 +345,7 @@ impl Run<'_> {
                 self.hr.metadata.generation,
             );
         }
-        for c in &mut shown.conditions {
-            c.message = self.masker.mask(&c.message);
-        }
+        let shown = self.masker.masked(&shown);
         if let Err(e) = status::write(&self.api, &self.key.name, &shown).await {
             tracing::warn!(release = %self.key, error = %e, "cannot write status");
         }
@@ -382,10 +380,8 @@ impl Run<'_> {
             self.notify();
             return;
         }
-        let mut shown = self.status.clone();
-        for c in &mut shown.conditions {
-            c.message = self.masker.mask(&c.message);
-        }
+        // Every string of it: condition messages, history descriptions, drift notes.
+        let shown = self.masker.masked(&self.status);
         match status::write(&self.api, &self.key.name, &shown).await {
             Ok(()) => {
                 *self.inbox.written.lock().unwrap() = Some(self.status.clone());

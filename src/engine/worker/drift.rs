@@ -27,10 +27,13 @@ pub(super) async fn check(run: &mut Run<'_>, latest: Option<&Release>) {
         clear(run, None);
         return;
     };
+    // A dry run's or a correction's error may quote the revision's Secrets.
+    run.masker.add_manifest_secrets(&latest.manifest);
     let found = match drifted(run, latest, &spec.ignore).await {
         Ok(found) => found,
         Err(e) => {
-            tracing::warn!(release = %run.key, error = %e, "drift check failed; tried again at the next reconcile");
+            let error = run.masker.mask(&e.to_string());
+            tracing::warn!(release = %run.key, %error, "drift check failed; tried again at the next reconcile");
             return;
         }
     };
