@@ -890,3 +890,117 @@ async fn version_constraints_pick_what_helm_picks() {
     }
     assert!(differences.is_empty(), "{differences:#?}");
 }
+
+/// Hostile `chart.path`s against a real controller (`--chart-root`): a device, the
+/// engine's own pipe to its render helper, a symlink out of the root, `..`, and a chart
+/// in the engine's cache. Each is refused with its rule, quickly, while five ordinary
+/// releases install beside them; the engine's memory stays small throughout.
+#[tokio::test]
+async fn hostile_chart_paths_are_refused_and_nothing_else_slows() {
+    use support::engine::{release, wait_for};
+    let (client, ns, api) = support::engine::setup("hostile-path").await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_owned();
+    let outside = tempfile::tempdir().unwrap();
+    let webapp = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/webapp");
+    support::copy_dir(&webapp, &root.join("webapp"));
+    support::copy_dir(&webapp, &outside.path().join("webapp"));
+    std::os::unix::fs::symlink(outside.path().join("webapp"), root.join("escape")).unwrap();
+    // The controller's chart cache is `root/charts`: a chart there (as another release's
+    // private chart would be) is inside the root, yet never readable.
+    support::copy_dir(&webapp, &root.join("charts/private"));
+    let controller = support::controller::Controller::start_in(
+        dir,
+        &[
+            "-n",
+            &ns.name,
+            "--lease-namespace",
+            &ns.name,
+            "--chart-root",
+            &root.display().to_string(),
+        ],
+        &[],
+    );
+    let pid = controller.pid();
+    let path_release = |name: &str, path: &str| {
+        let mut hr = release(
+            name,
+            "webapp",
+            serde_json::json!({"values": {"replicaCount": 1}}),
+        );
+        hr.spec.chart.path = Some(path.to_owned());
+        hr
+    };
+    // An ordinary release first, so the render helper runs and its pipes exist.
+    api.create(&PostParams::default(), &path_release("ok-0", "webapp"))
+        .await
+        .unwrap();
+    wait_for(&api, "ok-0", "installed", |h| {
+        h.condition("Ready").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    let pipe = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(Result::ok)
+        .find(|e| {
+            std::fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy().starts_with("pipe:"))
+        })
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .expect("the engine holds a pipe to its render helper");
+    let own_pipe = format!("/proc/self/fd/{pipe}");
+    let cached = root.join("charts/private").display().to_string();
+    let hostile = [
+        ("zero", "/dev/zero", "outside the chart root"),
+        ("pipe", own_pipe.as_str(), "cannot be resolved to a file"),
+        ("escape", "escape", "outside the chart root"),
+        ("dotdot", "../outside/webapp", "contains '..'"),
+        ("cache", cached.as_str(), "inside the engine's chart cache"),
+    ];
+    let started = std::time::Instant::now();
+    for (name, path, _) in &hostile {
+        api.create(&PostParams::default(), &path_release(name, path))
+            .await
+            .unwrap();
+    }
+    for i in 1..=5 {
+        api.create(
+            &PostParams::default(),
+            &path_release(&format!("ok-{i}"), "webapp"),
+        )
+        .await
+        .unwrap();
+    }
+    for (name, path, rule) in &hostile {
+        let refused = wait_for(&api, name, "refused, naming the rule", |h| {
+            h.condition("Ready")
+                .is_some_and(|c| c.reason == "ArtifactFailed" && c.message.contains(rule))
+        })
+        .await;
+        let message = refused.condition("Ready").unwrap().message.clone();
+        assert!(message.contains(&format!("{path:?}")), "{message}");
+    }
+    for i in 1..=5 {
+        wait_for(&api, &format!("ok-{i}"), "installed beside them", |h| {
+            h.condition("Ready").is_some_and(|c| c.status == "True")
+        })
+        .await;
+    }
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(30),
+        "refusals and installs took {took:?}: something waited on a hostile chart"
+    );
+    // The helper kept answering: no render timed out.
+    assert!(
+        !controller.log().contains("timed out"),
+        "{}",
+        controller.log()
+    );
+    // VmHWM: the engine's peak resident memory (kB) since it started.
+    let (_, peak_kb) = support::process::read_rss(pid).unwrap();
+    assert!(
+        peak_kb < 300 * 1024,
+        "the engine's RSS peaked at {peak_kb} kB"
+    );
+    ns.delete().await;
+}

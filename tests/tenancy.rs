@@ -144,8 +144,24 @@ fn stored(ns: &str, name: &str) -> bool {
     ok
 }
 
-fn reach(name: &str, values: serde_json::Value) -> HelmRelease {
-    release(name, "tenant-reach", serde_json::json!({"values": values}))
+/// The tenant chart from a Helm repository on 127.0.0.1 (`charts`: the URL): under the
+/// lockdown no chart.path is read, so a tenant's chart comes from a repository.
+fn from_repo(charts: &str, name: &str, spec: serde_json::Value) -> HelmRelease {
+    let mut hr = release(name, "tenant-reach", spec);
+    hr.spec.chart = support::from_yaml(&format!(
+        "{{repository: \"{charts}\", name: tenant-reach, version: 0.1.0}}"
+    ));
+    hr
+}
+
+fn reach(charts: &str, name: &str, values: serde_json::Value) -> HelmRelease {
+    from_repo(charts, name, serde_json::json!({"values": values}))
+}
+
+/// Serves the tenant chart; keep the server for as long as the test runs.
+async fn tenant_charts() -> (support::source::RepoServer, String) {
+    let chart = PathBuf::from(support::engine::chart("tenant-reach"));
+    support::flux::serve(&chart, "tenant-reach", &["0.1.0"]).await
 }
 
 /// The installed controller, as its pod runs: the ServiceAccount's token only, every
@@ -222,6 +238,7 @@ async fn no_takeover(admin: &Client, victim: &str) {
 #[tokio::test]
 async fn a_tenant_chart_reads_and_binds_nothing_outside_its_namespace() {
     let admin = client().await;
+    let (_charts, charts) = tenant_charts().await;
     let ns = tenant(&admin, "tenancy-a").await;
     let (victim, password) = victim(&admin).await;
     let home = tempfile::tempdir().unwrap();
@@ -230,7 +247,7 @@ async fn a_tenant_chart_reads_and_binds_nothing_outside_its_namespace() {
     api.create(
         &PostParams::default(),
         &sharded(
-            reach("reach", serde_json::json!({"victim": victim.name})),
+            reach(&charts, "reach", serde_json::json!({"victim": victim.name})),
             &ns.name,
         ),
     )
@@ -292,6 +309,7 @@ async fn a_tenant_chart_reads_and_binds_nothing_outside_its_namespace() {
 #[tokio::test]
 async fn a_tenant_release_lives_as_its_service_account() {
     let admin = client().await;
+    let (_charts, charts) = tenant_charts().await;
     let ns = tenant(&admin, "tenancy-b").await;
     let home = tempfile::tempdir().unwrap();
     let mut controller = controller(&admin, &ns.name, home.path()).await;
@@ -301,7 +319,7 @@ async fn a_tenant_release_lives_as_its_service_account() {
     api.create(
         &PostParams::default(),
         &sharded(
-            reach("legit", serde_json::json!({"message": "v1"})),
+            reach(&charts, "legit", serde_json::json!({"message": "v1"})),
             &ns.name,
         ),
     )
@@ -396,6 +414,7 @@ async fn a_tenant_release_lives_as_its_service_account() {
 #[tokio::test]
 async fn cross_namespace_references_are_refused_by_name() {
     let admin = client().await;
+    let (_charts, charts) = tenant_charts().await;
     let ns = tenant(&admin, "tenancy-c").await;
     let (other, _) = victim(&admin).await;
     let home = tempfile::tempdir().unwrap();
@@ -421,7 +440,7 @@ async fn cross_namespace_references_are_refused_by_name() {
     for (name, spec, _) in &cases {
         api.create(
             &PostParams::default(),
-            &sharded(release(name, "tenant-reach", spec.clone()), &ns.name),
+            &sharded(from_repo(&charts, name, spec.clone()), &ns.name),
         )
         .await
         .unwrap();
@@ -437,6 +456,26 @@ async fn cross_namespace_references_are_refused_by_name() {
         assert!(!stored(&ns.name, name), "{name}");
         assert!(!stored(&other.name, name), "{name}");
     }
+    // The engine's filesystem is not a tenant's: a chart.path is refused, named.
+    api.create(
+        &PostParams::default(),
+        &sharded(
+            release("local", "tenant-reach", serde_json::json!({})),
+            &ns.name,
+        ),
+    )
+    .await
+    .unwrap();
+    controller
+        .wait_for(&api, "local", "the chart path refused", |h| {
+            h.condition("Ready").is_some_and(|c| {
+                c.reason == "ArtifactFailed"
+                    && c.message.contains("chart.path")
+                    && c.message.contains("locked down")
+            })
+        })
+        .await;
+    assert!(!stored(&ns.name, "local"));
     let stored = Api::<Secret>::namespaced(admin.clone(), &other.name)
         .list(&ListParams::default().labels("owner=helm"))
         .await
@@ -486,6 +525,7 @@ impl Drop for Published {
 #[tokio::test]
 async fn a_dashboard_engine_enforces_the_published_lockdown() {
     let admin = client().await;
+    let (_charts, charts) = tenant_charts().await;
     install_crd(&admin).await;
     let ns = tenant(&admin, "tenancy-d").await;
     let (victim, password) = victim(&admin).await;
@@ -499,7 +539,7 @@ async fn a_dashboard_engine_enforces_the_published_lockdown() {
     let api: Api<HelmRelease> = Api::namespaced(admin.clone(), &ns.name);
     api.create(
         &PostParams::default(),
-        &reach("reach", serde_json::json!({"victim": victim.name})),
+        &reach(&charts, "reach", serde_json::json!({"victim": victim.name})),
     )
     .await
     .unwrap();
@@ -572,8 +612,7 @@ async fn flux_locked_down_and_wheelhouse_agree() {
     support::flux::require_flux(&admin).await;
     let ns = tenant(&admin, "tenancy-e").await;
     let (victim, password) = victim(&admin).await;
-    let chart = PathBuf::from(support::engine::chart("tenant-reach"));
-    let (_server, url) = support::flux::serve(&chart, "tenant-reach", &["0.1.0"]).await;
+    let (_server, url) = tenant_charts().await;
     support::flux::helm_repository(&admin, &ns.name, "charts", &url).await;
     let flux = |name: &str, victim: &str| -> serde_json::Value {
         support::from_yaml(&format!(
@@ -601,17 +640,7 @@ async fn flux_locked_down_and_wheelhouse_agree() {
     let home = tempfile::tempdir().unwrap();
     let mut controller = controller(&admin, &ns.name, home.path()).await;
     let api: Api<HelmRelease> = Api::namespaced(admin.clone(), &ns.name);
-    let ours = |name: &str, victim: &str| {
-        let mut hr = release(
-            name,
-            "tenant-reach",
-            serde_json::json!({"values": {"victim": victim}}),
-        );
-        hr.spec.chart = support::from_yaml(&format!(
-            "{{repository: \"{url}\", name: tenant-reach, version: 0.1.0}}"
-        ));
-        hr
-    };
+    let ours = |name: &str, victim: &str| reach(&url, name, serde_json::json!({"victim": victim}));
     for (name, victim) in [("reach", victim.name.as_str()), ("legit", "")] {
         api.create(
             &PostParams::default(),
@@ -664,13 +693,14 @@ async fn flux_locked_down_and_wheelhouse_agree() {
 #[tokio::test]
 async fn missing_and_powerless_service_accounts_fail_clearly_and_recover() {
     let admin = client().await;
+    let (_charts, charts) = tenant_charts().await;
     let ns = tenant(&admin, "tenancy-f").await;
     let home = tempfile::tempdir().unwrap();
     let mut controller = controller(&admin, &ns.name, home.path()).await;
     let api: Api<HelmRelease> = Api::namespaced(admin.clone(), &ns.name);
     create_account(&admin, &ns.name, "powerless", false).await;
     for (name, account) in [("ghost", "ghost"), ("weak", "powerless")] {
-        let mut hr = reach(name, serde_json::json!({}));
+        let mut hr = reach(&charts, name, serde_json::json!({}));
         hr.spec.service_account_name = Some(account.into());
         api.create(&PostParams::default(), &sharded(hr, &ns.name))
             .await

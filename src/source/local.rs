@@ -15,6 +15,208 @@ use super::Error;
 const MAX_DEPTH: usize = 32;
 /// Chart.yaml is a few hundred bytes; refuse to inflate something absurd.
 const MAX_CHART_YAML: u64 = 1024 * 1024;
+/// Helm's loader bounds: a chart (a directory's files, or an archive) at most 100 MiB,
+/// each file at most 5 MiB (helm.sh/helm/v4 pkg/chart/loader: MaxDecompressedChartSize,
+/// MaxDecompressedFileSize).
+pub const MAX_CHART_SIZE: u64 = 100 * 1024 * 1024;
+pub const MAX_FILE_SIZE: u64 = 5 * 1024 * 1024;
+/// Files a chart directory may hold (Helm sets no bound; a hostile tree of millions of
+/// empty files would otherwise hold a load slot for minutes).
+const MAX_FILES: usize = 10_000;
+
+/// Where a `chart.path` may point, and what it may be: a chart directory or a `.tgz`
+/// under the chart root (or, on an engine without one, an absolute path), never the
+/// engine's chart cache, never a device, pipe or socket, never a pseudo-filesystem.
+#[derive(Debug, Clone)]
+pub struct PathRules {
+    /// `--chart-root`: relative paths resolve against it, and nothing outside it is read.
+    pub root: Option<PathBuf>,
+    /// The engine's chart cache (charts pulled for other releases, some with
+    /// credentials): never reachable.
+    pub cache: PathBuf,
+}
+
+impl PathRules {
+    /// The canonical path `spec` names, checked against every rule (nothing is opened):
+    /// each refusal names the path and the rule.
+    pub fn resolve(&self, spec: &str) -> Result<PathBuf, Error> {
+        let refused = |rule: String| Error::PathRefused {
+            path: spec.to_owned(),
+            rule,
+        };
+        let path = Path::new(spec);
+        if path.components().any(|c| matches!(c, Component::ParentDir)) {
+            return Err(refused(
+                "it contains '..'; a chart path names a directory or .tgz under the chart root"
+                    .into(),
+            ));
+        }
+        let joined = match (&self.root, path.is_absolute()) {
+            (Some(root), false) => root.join(path),
+            (_, true) => path.to_owned(),
+            (None, false) => {
+                return Err(Error::RelativePath {
+                    path: path.to_owned(),
+                });
+            }
+        };
+        // Resolves every symlink without opening anything (a pipe or device is never
+        // read to find out what it is).
+        let real = match fs::canonicalize(&joined) {
+            Ok(real) => real,
+            // A link whose target is no file at all (`/proc/self/fd/N` of a pipe).
+            Err(e) if fs::symlink_metadata(&joined).is_ok() => {
+                return Err(refused(format!(
+                    "it cannot be resolved to a file (a link to a pipe, socket or nothing): {e}"
+                )));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Err(Error::PathNotFound { path: joined });
+            }
+            Err(e) => return Err(refused(format!("it cannot be resolved: {e}"))),
+        };
+        if let Some(root) = &self.root {
+            let root = fs::canonicalize(root).map_err(|e| {
+                refused(format!(
+                    "the chart root {} cannot be resolved: {e}",
+                    root.display()
+                ))
+            })?;
+            if !real.starts_with(&root) {
+                return Err(refused(format!(
+                    "it resolves to {}, outside the chart root {} (a symlink or an absolute path that leaves it)",
+                    real.display(),
+                    root.display()
+                )));
+            }
+        }
+        if let Ok(cache) = fs::canonicalize(&self.cache)
+            && real.starts_with(&cache)
+        {
+            return Err(refused(format!(
+                "it is inside the engine's chart cache {}, which holds the charts of other releases (some pulled with their credentials)",
+                cache.display()
+            )));
+        }
+        for system in ["/proc", "/sys", "/dev"] {
+            if real.starts_with(system) {
+                return Err(refused(format!(
+                    "it resolves to {}, in the system's {system}, which holds no charts",
+                    real.display()
+                )));
+            }
+        }
+        let meta = fs::metadata(&real).map_err(|e| refused(format!("{e}")))?;
+        if meta.is_dir() {
+            check_tree(&real, &self.root, &refused)?;
+        } else if meta.is_file() {
+            if meta.len() > MAX_CHART_SIZE {
+                return Err(refused(format!(
+                    "the archive is {} bytes, more than a chart may be ({MAX_CHART_SIZE} bytes, as Helm bounds it)",
+                    meta.len()
+                )));
+            }
+        } else {
+            return Err(refused(format!(
+                "it is a {}, not a chart directory or a .tgz file",
+                kind_of(&meta)
+            )));
+        }
+        Ok(real)
+    }
+}
+
+/// What a file system entry is, for a refusal.
+fn kind_of(meta: &fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_fifo() {
+        "pipe"
+    } else if t.is_socket() {
+        "socket"
+    } else if t.is_char_device() {
+        "character device"
+    } else if t.is_block_device() {
+        "block device"
+    } else {
+        "special file"
+    }
+}
+
+/// Every entry of a chart directory: regular files and directories only (symlinks
+/// followed, as Helm follows them, but never out of the chart root), each file within
+/// Helm's size bound, all of them within the chart's, at most [`MAX_FILES`].
+fn check_tree(
+    dir: &Path,
+    root: &Option<PathBuf>,
+    refused: &dyn Fn(String) -> Error,
+) -> Result<(), Error> {
+    let root = match root {
+        Some(r) => Some(fs::canonicalize(r).map_err(|e| refused(format!("the chart root: {e}")))?),
+        None => None,
+    };
+    let mut total = 0u64;
+    let mut files = 0usize;
+    let mut stack = vec![(dir.to_owned(), 0usize)];
+    while let Some((at, depth)) = stack.pop() {
+        if depth > MAX_DEPTH {
+            return Err(refused(format!(
+                "directories nested deeper than {MAX_DEPTH} levels under {} (a symlink loop?)",
+                at.display()
+            )));
+        }
+        let entries = fs::read_dir(&at).map_err(|e| refused(format!("{}: {e}", at.display())))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| refused(format!("{}: {e}", at.display())))?;
+            let path = entry.path();
+            let link = entry.file_type().is_ok_and(|t| t.is_symlink());
+            if link {
+                let target = fs::canonicalize(&path).map_err(|e| {
+                    refused(format!(
+                        "{} is a symlink that cannot be resolved: {e}",
+                        path.display()
+                    ))
+                })?;
+                if let Some(root) = &root
+                    && !target.starts_with(root)
+                {
+                    return Err(refused(format!(
+                        "{} is a symlink to {}, outside the chart root",
+                        path.display(),
+                        target.display()
+                    )));
+                }
+            }
+            let meta =
+                fs::metadata(&path).map_err(|e| refused(format!("{}: {e}", path.display())))?;
+            if meta.is_dir() {
+                stack.push((path, depth + 1));
+            } else if meta.is_file() {
+                files += 1;
+                total = total.saturating_add(meta.len());
+                if meta.len() > MAX_FILE_SIZE {
+                    return Err(refused(format!(
+                        "{} is {} bytes, more than a chart file may be ({MAX_FILE_SIZE} bytes, as Helm bounds it)",
+                        path.display(),
+                        meta.len()
+                    )));
+                }
+                if total > MAX_CHART_SIZE || files > MAX_FILES {
+                    return Err(refused(format!(
+                        "the directory holds more than a chart may ({MAX_CHART_SIZE} bytes, {MAX_FILES} files)"
+                    )));
+                }
+            } else {
+                return Err(refused(format!(
+                    "{} is a {}, not a regular file",
+                    path.display(),
+                    kind_of(&meta)
+                )));
+            }
+        }
+    }
+    Ok(())
+}
 
 /// The Chart.yaml fields wheelhouse needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,10 +280,20 @@ pub fn load(path: &Path) -> Result<LocalChart, Error> {
             path: absolute,
         })
     } else {
-        let bytes = fs::read(&absolute).map_err(|source| Error::PathIo {
-            path: absolute.clone(),
-            source,
-        })?;
+        // Bounded, whatever the file turned into since it was checked.
+        let mut bytes = Vec::new();
+        fs::File::open(&absolute)
+            .and_then(|f| f.take(MAX_CHART_SIZE + 1).read_to_end(&mut bytes))
+            .map_err(|source| Error::PathIo {
+                path: absolute.clone(),
+                source,
+            })?;
+        if bytes.len() as u64 > MAX_CHART_SIZE {
+            return Err(Error::InvalidArchive {
+                origin: absolute.display().to_string(),
+                reason: format!("larger than a chart may be ({MAX_CHART_SIZE} bytes)"),
+            });
+        }
         let meta = match chart_yaml_in_archive(&bytes) {
             Ok(Some(text)) => {
                 parse_chart_yaml(&text).map_err(|reason| Error::InvalidChartYaml {
@@ -269,6 +481,99 @@ mod tests {
         );
         assert!(parse_chart_yaml(b"name: [unclosed\n").is_err());
         assert_eq!(parse_chart_yaml(b"\n"), Err("name is missing".into()));
+    }
+
+    /// Each hostile `chart.path` of the issue is refused with its rule, without being
+    /// opened: a device, the engine's own pipe, a symlink out of the root, `..`, the
+    /// chart cache, a pipe inside a chart directory, an oversized file.
+    #[test]
+    fn a_chart_path_is_read_only_under_the_root_and_only_as_a_chart() {
+        let base = tempfile::tempdir().unwrap();
+        let root = base.path().join("charts");
+        let cache = base.path().join("cache");
+        let outside = base.path().join("outside/webapp");
+        for dir in [
+            &root.join("app/templates"),
+            &cache.join("private"),
+            &outside,
+        ] {
+            fs::create_dir_all(dir).unwrap();
+        }
+        for dir in [root.join("app"), cache.join("private"), outside.clone()] {
+            fs::write(dir.join("Chart.yaml"), "name: a\nversion: 1.0.0\n").unwrap();
+        }
+        std::os::unix::fs::symlink(&outside, root.join("escape")).unwrap();
+        std::os::unix::fs::symlink(&cache, root.join("cached")).unwrap();
+        let rules = PathRules {
+            root: Some(root.clone()),
+            cache: cache.clone(),
+        };
+        assert_eq!(
+            rules.resolve("app").unwrap(),
+            fs::canonicalize(root.join("app")).unwrap()
+        );
+        let (reader, _writer) = pipe();
+        let own_pipe = format!("/proc/self/fd/{reader}");
+        let absolute_outside = outside.display().to_string();
+        let cases: Vec<(&str, &str)> = vec![
+            ("/dev/zero", "outside the chart root"),
+            (&own_pipe, "cannot be resolved to a file"),
+            ("escape", "outside the chart root"),
+            ("../outside/webapp", "contains '..'"),
+            ("app/../../outside/webapp", "contains '..'"),
+            (&absolute_outside, "outside the chart root"),
+        ];
+        for (spec, rule) in &cases {
+            let e = rules.resolve(spec).unwrap_err().to_string();
+            assert!(
+                e.contains(&format!("{spec:?}")) && e.contains(rule),
+                "{spec}: {e}"
+            );
+        }
+        // Without a chart root: absolute paths only, and still never these.
+        let open = PathRules {
+            root: None,
+            cache: cache.clone(),
+        };
+        for (spec, rule) in [
+            ("/dev/zero", "in the system's /dev"),
+            (own_pipe.as_str(), "cannot be resolved"),
+            (&cache.join("private").display().to_string(), "chart cache"),
+            (
+                &root.join("cached/private").display().to_string(),
+                "chart cache",
+            ),
+        ] {
+            let e = open.resolve(spec).unwrap_err().to_string();
+            assert!(e.contains(rule), "{spec}: {e}");
+        }
+        assert!(matches!(
+            open.resolve("app"),
+            Err(Error::RelativePath { .. })
+        ));
+        // What a chart directory holds: regular files within Helm's bounds.
+        let fifo = root.join("app/templates/fifo");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let e = rules.resolve("app").unwrap_err().to_string();
+        assert!(e.contains("is a pipe, not a regular file"), "{e}");
+        fs::remove_file(&fifo).unwrap();
+        let big = fs::File::create(root.join("app/templates/big.yaml")).unwrap();
+        big.set_len(MAX_FILE_SIZE + 1).unwrap();
+        let e = rules.resolve("app").unwrap_err().to_string();
+        assert!(e.contains("more than a chart file may be"), "{e}");
+    }
+
+    /// A pipe of this process: (read end, write end) descriptors.
+    fn pipe() -> (i32, std::io::PipeWriter) {
+        let (reader, writer) = std::io::pipe().unwrap();
+        use std::os::fd::IntoRawFd;
+        (reader.into_raw_fd(), writer)
     }
 
     #[test]

@@ -59,6 +59,10 @@ pub enum Error {
     )]
     RelativePath { path: PathBuf },
 
+    /// A `chart.path` the engine will not read; `rule` says which rule and why.
+    #[error("chart.path {path:?} refused: {rule}")]
+    PathRefused { path: String, rule: String },
+
     #[error("chart path {}: {source}", path.display())]
     PathIo {
         path: PathBuf,
@@ -344,13 +348,12 @@ impl ChartSource {
         }
         match (&chart.path, &chart.repository, &chart.name) {
             (Some(path), None, None) => {
-                let path = PathBuf::from(path);
-                let path = match (&self.chart_root, path.is_absolute()) {
-                    (_, true) => path,
-                    (Some(root), false) => root.join(path),
-                    (None, false) => return Err(Error::RelativePath { path }),
+                let rules = local::PathRules {
+                    root: self.chart_root.clone(),
+                    cache: self.cache_dir.clone(),
                 };
-                let local = blocking(move || local::load(&path)).await?;
+                let spec = path.clone();
+                let local = blocking(move || local::load(&rules.resolve(&spec)?)).await?;
                 Ok(ResolvedChart {
                     name: local.meta.name,
                     version: local.meta.version,

@@ -20,7 +20,12 @@ impl Controller {
 
     /// [`Controller::start`] with extra environment variables.
     pub fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> Self {
-        let dir = tempfile::tempdir().unwrap();
+        Self::start_in(tempfile::tempdir().unwrap(), args, env)
+    }
+
+    /// [`Controller::start_with_env`] in `dir`, which holds its log and its chart cache
+    /// (`dir/charts`), and which a test may give it as its chart root.
+    pub fn start_in(dir: tempfile::TempDir, args: &[&str], env: &[(&str, &str)]) -> Self {
         let log = dir.path().join("controller.log");
         let child = Command::new(env!("CARGO_BIN_EXE_wheelhouse"))
             .arg("controller")
@@ -69,6 +74,16 @@ impl Controller {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
         false
+    }
+
+    /// Its directory: the log, and the chart cache under `charts`.
+    pub fn dir(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// What it logged so far (JSON lines).

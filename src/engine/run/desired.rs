@@ -93,6 +93,16 @@ pub(in crate::engine) async fn prepare(
         .await
         .expect("the semaphore is never closed");
     let namespace = hr.object_namespace();
+    // The engine's filesystem is not a tenant's: under the lockdown no chart.path is read.
+    if let Some(path) = &hr.spec.chart.path
+        && ctx.policy().locked_down()
+    {
+        let refused = crate::source::Error::PathRefused {
+            path: path.clone(),
+            rule: "the cluster is locked down for tenants (--default-service-account), and a chart.path reads the engine's filesystem; use chart.repository (https:// or oci://) or chart.git".into(),
+        };
+        return Err((reason::ARTIFACT_FAILED, refused.to_string()));
+    }
     let auth = match &hr.spec.chart.secret_ref {
         Some(secret) => RepoAuth::from_secret(&acting.client, &namespace, &secret.name)
             .await
