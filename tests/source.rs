@@ -898,7 +898,7 @@ async fn version_constraints_pick_what_helm_picks() {
 #[tokio::test]
 async fn hostile_chart_paths_are_refused_and_nothing_else_slows() {
     use support::engine::{release, wait_for};
-    let (client, ns, api) = support::engine::setup("hostile-path").await;
+    let (_client, ns, api) = support::engine::setup("hostile-path").await;
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_owned();
     let outside = tempfile::tempdir().unwrap();
