@@ -90,6 +90,9 @@ impl Error {
             Self::Render(crate::render::Error::Discovery(_)) => {
                 return Some("discovery could not be read");
             }
+            Self::Render(crate::render::Error::Helper { .. }) => {
+                return Some("the engine's render helper failed");
+            }
             Self::Render(crate::render::Error::Failed { stderr, .. })
                 if stderr.contains(crate::render::NEEDS_UNAVAILABLE_GROUP) =>
             {

@@ -282,3 +282,134 @@ async fn a_helm_upgrade_still_running_by_hand_is_never_unlocked_under_it() {
     assert_eq!(history[2].1, "deployed");
     ns.delete().await;
 }
+
+/// The engine's own render helper killed twice (kill -9) and then frozen for longer than
+/// the render timeout, while 12 releases install and then upgrade, all with default
+/// retries: every render the helper held is tried again on a new helper, each death is
+/// logged with its status, and every release ends Ready with no failure counted, none
+/// Stalled.
+#[tokio::test]
+async fn a_dying_and_freezing_render_helper_costs_no_release_anything() {
+    use support::process::children_named;
+    let (_client, ns, api) = eng::setup("helper-faults").await;
+    let controller = support::controller::Controller::start_with_env(
+        &["-n", &ns.name, "--lease-namespace", &ns.name],
+        &[("WHEELHOUSE_RENDER_TIMEOUT", "4s")],
+    );
+    let pid = controller.pid();
+    let helper = || {
+        let deadline = std::time::Instant::now() + support::PATIENCE;
+        loop {
+            if let Some(p) = children_named(pid, "wheelhouse-render").first() {
+                return *p;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no render helper under the controller; its log:\n{}",
+                controller.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let signal = |sig: &str, p: u32| {
+        assert!(
+            Command::new("kill")
+                .args([sig, &p.to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+    };
+    let deadline = std::time::Instant::now() + support::PATIENCE;
+    while !controller.log().contains("engine lease acquired") {
+        assert!(std::time::Instant::now() < deadline, "{}", controller.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    const RELEASES: usize = 12;
+    let names: Vec<String> = (0..RELEASES).map(|i| format!("web-{i}")).collect();
+    for name in &names {
+        api.create(
+            &PostParams::default(),
+            &eng::webapp(name, serde_json::json!({"values": {"replicaCount": 1}})),
+        )
+        .await
+        .unwrap();
+    }
+    // Killed while the installs render, twice.
+    let first = helper();
+    signal("-KILL", first);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = loop {
+        let p = helper();
+        if p != first {
+            break p;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    signal("-KILL", second);
+    for name in &names {
+        wait_for(&api, name, "installed", |h| {
+            is(h, "Ready", "True", "InstallSucceeded")
+        })
+        .await;
+    }
+    // Frozen for longer than the render timeout while every release upgrades: the first
+    // upgrade starts a helper (they start on demand), which is frozen as it renders.
+    set_values(
+        &api,
+        &names[0],
+        serde_json::json!({"replicaCount": 1, "message": "v2"}),
+    )
+    .await;
+    let third = helper();
+    signal("-STOP", third);
+    for name in &names[1..] {
+        set_values(
+            &api,
+            name,
+            serde_json::json!({"replicaCount": 1, "message": "v2"}),
+        )
+        .await;
+    }
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    // Replaced by then, and stopped by the engine once its renders timed out; if not, it
+    // may go on.
+    let _ = Command::new("kill")
+        .args(["-CONT", &third.to_string()])
+        .status();
+    for name in &names {
+        wait_for(&api, name, "upgraded", |h| {
+            is(h, "Ready", "True", "UpgradeSucceeded")
+        })
+        .await;
+    }
+    for hr in api.list(&Default::default()).await.unwrap() {
+        let status = hr.status.clone().unwrap_or_default();
+        assert_eq!(
+            (
+                status.failures,
+                status.install_failures,
+                status.upgrade_failures
+            ),
+            (0, 0, 0),
+            "{:?} counted a failure: {status:#?}",
+            hr.metadata.name
+        );
+        assert!(hr.condition("Stalled").is_none_or(|c| c.status != "True"));
+        assert_eq!(
+            helm_history(&ns.name, hr.metadata.name.as_deref().unwrap()).len(),
+            2
+        );
+    }
+    let log = controller.log();
+    let deaths = log
+        .lines()
+        .filter(|l| l.contains("the render helper exited") && l.contains("signal: 9"))
+        .count();
+    assert_eq!(deaths, 2, "each kill is logged with its status:\n{log}");
+    assert!(
+        log.contains("the render helper is replaced"),
+        "the freeze is logged:\n{log}"
+    );
+    ns.delete().await;
+}

@@ -93,6 +93,17 @@ pub struct RenderArgs {
     /// PATH).
     #[arg(long, global = true, env = "WHEELHOUSE_HELM", value_name = "PATH")]
     pub helm: Option<PathBuf>,
+
+    /// How long one render may take before its renderer is given up (a helper then
+    /// replaced, the render tried again on a new one), e.g. `60s`.
+    #[arg(
+        long,
+        global = true,
+        env = "WHEELHOUSE_RENDER_TIMEOUT",
+        value_name = "DURATION",
+        default_value = "60s"
+    )]
+    pub render_timeout: api::Duration,
 }
 
 impl RenderArgs {
@@ -101,6 +112,7 @@ impl RenderArgs {
             kind: self.renderer,
             helper: self.render_helper.clone(),
             helm: self.helm.clone(),
+            timeout: Some(self.render_timeout.as_std()),
         }
     }
 }

@@ -61,10 +61,7 @@ impl HelmRenderer {
 
     /// `$WHEELHOUSE_HELM`, else `helm` from `PATH`; a 60 s timeout.
     pub fn from_env() -> Self {
-        let helm = std::env::var_os("WHEELHOUSE_HELM")
-            .filter(|h| !h.is_empty())
-            .map_or_else(|| PathBuf::from("helm"), PathBuf::from);
-        Self::new(helm, Self::DEFAULT_TIMEOUT)
+        Self::new(default_program(), Self::DEFAULT_TIMEOUT)
     }
 
     /// Points helm at the cluster (and identity) the engine uses.
@@ -272,6 +269,13 @@ fn seed(req: &RenderRequest<'_>) -> serde_json::Value {
         "info": {"status": status.as_str()},
         "chart": {"metadata": {"name": chart_name, "version": chart_version}},
     }])
+}
+
+/// `$WHEELHOUSE_HELM`, else `helm` (found on `PATH`).
+pub(super) fn default_program() -> PathBuf {
+    std::env::var_os("WHEELHOUSE_HELM")
+        .filter(|h| !h.is_empty())
+        .map_or_else(|| PathBuf::from("helm"), PathBuf::from)
 }
 
 /// Drops `--kube-as-user`/`--kube-as-group` and their values from `args`.

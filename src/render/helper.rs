@@ -108,8 +108,54 @@ impl HelperRenderer {
         Ok(process)
     }
 
+    /// Renders on the running helper; when the helper fails (it exits, hangs, or writes
+    /// what is not an answer) the render is tried once more on a new one, so a helper's
+    /// death costs a release nothing. Failing twice is [`Error::Helper`]: the engine's
+    /// fault, which never counts against a release's retries.
     async fn run(&self, req: RenderRequest<'_>) -> Result<Rendered, Error> {
-        let process = self.process().await?;
+        let mut fault = None;
+        for attempt in 1..=2 {
+            let process = self.process().await?;
+            match self.render_once(&process, req).await {
+                Ok(rendered) => return rendered,
+                Err(f) => {
+                    self.replace(&process, &f).await;
+                    tracing::warn!(%f, attempt, release = req.release_name, "the render helper failed a render; it is tried again on a new helper");
+                    fault = Some(f);
+                }
+            }
+        }
+        Err(Error::Helper {
+            fault: fault.expect("two attempts failed"),
+        })
+    }
+
+    /// Takes `process` out of use (the next render starts a new helper), counting why.
+    /// A helper that hung is stopped once the renders it still has are done or have
+    /// timed out too (Helm cannot interrupt a render: its `lookup` has no deadline).
+    async fn replace(&self, process: &Arc<Process>, fault: &HelperFault) {
+        let mut slot = self.process.lock().await;
+        if slot.as_ref().is_some_and(|p| Arc::ptr_eq(p, process)) {
+            *slot = None;
+            // An exit is logged and counted where it is seen (`reap`).
+            if !matches!(fault, HelperFault::Exited(_)) {
+                tracing::error!(%fault, "the render helper is replaced; a new one takes the next renders");
+                helper_restarts()
+                    .get_or_create(&FaultLabels {
+                        cause: fault.label().to_owned(),
+                    })
+                    .inc();
+            }
+        }
+    }
+
+    /// One render on `process`: `Ok` with what Helm said (a render or a template error),
+    /// `Err` when the helper itself failed.
+    async fn render_once(
+        &self,
+        process: &Process,
+        req: RenderRequest<'_>,
+    ) -> Result<Result<Rendered, Error>, HelperFault> {
         // The release's identity replaces the renderer's own for this render; the helper
         // keeps discovery per identity.
         let cluster = match req.as_user {
@@ -135,35 +181,92 @@ impl HelperRenderer {
             cluster: &cluster,
             discovery: req.discovery.unwrap_or_default(),
         };
-        let answer = tokio::time::timeout(self.timeout, process.ask(request)).await;
-        let response = match answer {
-            Err(_) => {
-                // Helm cannot interrupt a render (its `lookup` has no deadline): the next
-                // render gets a fresh helper, and this one is stopped once the renders it
-                // still has are done or have timed out too.
-                let mut slot = self.process.lock().await;
-                if slot.as_ref().is_some_and(|p| Arc::ptr_eq(p, &process)) {
-                    *slot = None;
-                }
-                return Err(Error::TimedOut {
-                    timeout: self.timeout,
-                });
-            }
-            Ok(response) => response?,
+        let response = match tokio::time::timeout(self.timeout, process.ask(request)).await {
+            Err(_) => return Err(HelperFault::Hung(self.timeout)),
+            Ok(Err(Asked::Gone)) => return Err(process.fault()),
+            Ok(Err(Asked::Error(e))) => return Ok(Err(e)),
+            Ok(Ok(response)) => response,
         };
         if let Some(error) = response.error {
             // As the helm CLI says it, so a message reads the same from either renderer.
-            return Err(Error::Failed {
+            return Ok(Err(Error::Failed {
                 status: "render helper: error".into(),
                 stderr: format!("Error: {error}"),
-            });
+            }));
         }
-        Ok(response.release.rendered(if response.partial {
+        Ok(Ok(response.release.rendered(if response.partial {
             vec![super::PARTIAL.into()]
         } else {
             Vec::new()
-        }))
+        })))
     }
+}
+
+/// Why a render helper was taken out of use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HelperFault {
+    /// It exited (killed, crashed), with the status the system reported.
+    Exited(String),
+    /// A render got no answer within the render timeout (the helper frozen, or a
+    /// `lookup` that never returns).
+    Hung(Duration),
+    /// It wrote a line that is not an answer.
+    Garbage,
+}
+
+impl HelperFault {
+    fn label(&self) -> &'static str {
+        match self {
+            Self::Exited(_) => "exited",
+            Self::Hung(_) => "hung",
+            Self::Garbage => "garbage",
+        }
+    }
+}
+
+impl std::fmt::Display for HelperFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Exited(status) => write!(f, "exited ({status})"),
+            Self::Hung(timeout) => write!(f, "gave no answer within {}s", timeout.as_secs()),
+            Self::Garbage => f.write_str("wrote what is not an answer"),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct FaultLabels {
+    cause: String,
+}
+
+impl FaultLabels {
+    /// The labels of one cause (`exited`, `hung`, `garbage`).
+    pub fn new(cause: &str) -> Self {
+        Self {
+            cause: cause.to_owned(),
+        }
+    }
+}
+
+/// Render helpers replaced in this process, by cause (`wheelhouse_render_helper_restarts`).
+pub fn helper_restarts() -> &'static prometheus_client::metrics::family::Family<
+    FaultLabels,
+    prometheus_client::metrics::counter::Counter,
+> {
+    static RESTARTS: std::sync::LazyLock<
+        prometheus_client::metrics::family::Family<
+            FaultLabels,
+            prometheus_client::metrics::counter::Counter,
+        >,
+    > = std::sync::LazyLock::new(Default::default);
+    &RESTARTS
+}
+
+/// Why an ask got no answer.
+enum Asked {
+    /// The helper is gone (exited, or taken out of use): see [`Process::fault`].
+    Gone,
+    Error(Error),
 }
 
 impl Renderer for HelperRenderer {
@@ -174,7 +277,15 @@ impl Renderer for HelperRenderer {
     /// Starts the helper: it runs and answers, and says which Helm it is built on.
     fn check(&self) -> BoxFuture<'_, Result<String, Error>> {
         Box::pin(async move {
-            let process = self.process().await?;
+            // A helper killed while it starts is started again once: only a helper that
+            // cannot start at all (missing, not the helper) makes this engine unable.
+            let process = match self.process().await {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(error = %e, "the render helper did not start; trying once more");
+                    self.process().await?
+                }
+            };
             Ok(format!("{PROGRAM} (helm {})", process.helm))
         })
     }
@@ -182,7 +293,7 @@ impl Renderer for HelperRenderer {
 
 /// `$WHEELHOUSE_RENDER_HELPER`, else `wheelhouse-render` beside the running executable
 /// when there is one, else the bare name (found on `PATH`).
-fn default_program() -> PathBuf {
+pub(super) fn default_program() -> PathBuf {
     if let Some(path) = std::env::var_os("WHEELHOUSE_RENDER_HELPER").filter(|p| !p.is_empty()) {
         return PathBuf::from(path);
     }
@@ -245,7 +356,10 @@ struct Process {
     next_id: AtomicU64,
     stderr: Arc<Mutex<String>>,
     helm: String,
-    _child: Child,
+    /// Why it stopped answering, once it did.
+    fault: Arc<Mutex<Option<HelperFault>>>,
+    /// Stops the helper when this is dropped (the reaper owns the child).
+    _kill: oneshot::Sender<()>,
 }
 
 impl Process {
@@ -297,15 +411,38 @@ impl Process {
         };
 
         let pending: Pending = Arc::new(Mutex::new(Some(HashMap::new())));
-        tokio::spawn(answer(stdout, pending.clone()));
+        let fault = Arc::new(Mutex::new(None));
+        tokio::spawn(answer(stdout, pending.clone(), fault.clone()));
+        let (kill, killed) = oneshot::channel();
+        tokio::spawn(reap(child, killed, fault.clone(), pending.clone()));
         Ok(Self {
             stdin: tokio::sync::Mutex::new(stdin),
             pending,
             next_id: AtomicU64::new(1),
             stderr,
             helm: ready.helm,
-            _child: child,
+            fault,
+            _kill: kill,
         })
+    }
+
+    /// Why the helper stopped answering (it exited if nothing else was seen).
+    fn fault(&self) -> HelperFault {
+        self.fault
+            .lock()
+            .unwrap()
+            .clone()
+            .unwrap_or_else(|| HelperFault::Exited(self.said()))
+    }
+
+    /// The end of what it said on stderr, or that it said nothing.
+    fn said(&self) -> String {
+        let said = self.stderr.lock().unwrap().trim().to_owned();
+        if said.is_empty() {
+            "it said nothing on stderr".into()
+        } else {
+            said
+        }
     }
 
     fn exited(&self) -> bool {
@@ -313,14 +450,14 @@ impl Process {
     }
 
     /// Sends one request and waits for its answer.
-    async fn ask(&self, mut request: Request<'_>) -> Result<Response, Error> {
+    async fn ask(&self, mut request: Request<'_>) -> Result<Response, Asked> {
         request.id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let mut line = serde_json::to_vec(&request).map_err(Error::Values)?;
+        let mut line = serde_json::to_vec(&request).map_err(|e| Asked::Error(Error::Values(e)))?;
         line.push(b'\n');
         let (tx, rx) = oneshot::channel();
         match self.pending.lock().unwrap().as_mut() {
             Some(pending) => pending.insert(request.id, tx),
-            None => return Err(self.gone()),
+            None => return Err(Asked::Gone),
         };
         // Dropped before its answer (a timeout): forget the request.
         let forget = Forget {
@@ -335,25 +472,57 @@ impl Process {
             }
         };
         if written.is_err() {
-            return Err(self.gone());
+            return Err(Asked::Gone);
         }
-        let response = rx.await.map_err(|_| self.gone())?;
+        let response = rx.await.map_err(|_| Asked::Gone)?;
         drop(forget);
         Ok(response)
     }
+}
 
-    /// The error for a helper that exited, with the end of what it said.
-    fn gone(&self) -> Error {
-        let said = self.stderr.lock().unwrap().trim().to_owned();
-        Error::Failed {
-            status: "render helper exited".into(),
-            stderr: if said.is_empty() {
-                "the render helper exited; it is started again for the next render".into()
-            } else {
-                format!(
-                    "the render helper exited ({said}); it is started again for the next render"
-                )
-            },
+/// Owns the helper's process: stops it when its [`Process`] is dropped, and says when it
+/// exits by itself (with its status, logged and counted: a death the engine survives, but
+/// an operator should see).
+async fn reap(
+    mut child: Child,
+    killed: oneshot::Receiver<()>,
+    fault: Arc<Mutex<Option<HelperFault>>>,
+    pending: Pending,
+) {
+    tokio::select! {
+        status = child.wait() => {
+            let status = status.map_or_else(|e| format!("unknown: {e}"), |s| s.to_string());
+            let first = {
+                let mut fault = fault.lock().unwrap();
+                let first = fault.is_none();
+                fault.get_or_insert_with(|| HelperFault::Exited(status.clone()));
+                first
+            };
+            // Every render still waiting learns it at once.
+            pending.lock().unwrap().take();
+            if first {
+                tracing::error!(%status, "the render helper exited; a new one takes the next renders, and the renders it held are tried again there");
+                helper_restarts()
+                    .get_or_create(&FaultLabels { cause: "exited".into() })
+                    .inc();
+            }
+        }
+        _ = killed => {
+            // Dropped right as it died (its renders failed over before its exit was
+            // seen): still an exit to log and count. Otherwise it is stopped here.
+            let exited = fault.lock().unwrap().is_none() && pending.lock().unwrap().is_none();
+            match tokio::time::timeout(Duration::from_millis(500), child.wait()).await {
+                Ok(Ok(status)) if exited => {
+                    tracing::error!(status = %status, "the render helper exited; a new one takes the next renders, and the renders it held are tried again there");
+                    helper_restarts()
+                        .get_or_create(&FaultLabels { cause: "exited".into() })
+                        .inc();
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    let _ = child.kill().await;
+                }
+            }
         }
     }
 }
@@ -372,7 +541,13 @@ impl Drop for Forget<'_> {
 }
 
 /// Hands each answer to the render waiting for it; at the helper's end, fails them all.
-async fn answer(mut stdout: BufReader<tokio::process::ChildStdout>, pending: Pending) {
+/// A line that is not an answer means the helper is broken: every render it holds fails
+/// over to a new one.
+async fn answer(
+    mut stdout: BufReader<tokio::process::ChildStdout>,
+    pending: Pending,
+    fault: Arc<Mutex<Option<HelperFault>>>,
+) {
     let mut line = Vec::new();
     loop {
         line.clear();
@@ -382,8 +557,12 @@ async fn answer(mut stdout: BufReader<tokio::process::ChildStdout>, pending: Pen
         }
         let Ok(response) = serde_json::from_slice::<Response>(&line) else {
             // Not an answer wheelhouse can read: never quoted (it may hold values).
-            tracing::warn!("the render helper wrote a line that is not an answer; ignored");
-            continue;
+            tracing::error!(
+                bytes = line.len(),
+                "the render helper wrote a line that is not an answer; a new one takes its renders"
+            );
+            fault.lock().unwrap().get_or_insert(HelperFault::Garbage);
+            break;
         };
         let waiting = pending
             .lock()

@@ -30,7 +30,7 @@ const PARTIAL: &str = "a group helm could not discover (an orphaned API service)
 pub const NEEDS_UNAVAILABLE_GROUP: &str =
     "the chart needs an API group the API server cannot serve now";
 pub use helm::HelmRenderer;
-pub use helper::HelperRenderer;
+pub use helper::{FaultLabels, HelperFault, HelperRenderer, helper_restarts};
 
 /// Which program renders: `helper` (the default) or `helm` (the CLI, one process per
 /// render).
@@ -48,6 +48,8 @@ pub struct Choice {
     pub kind: Kind,
     pub helper: Option<std::path::PathBuf>,
     pub helm: Option<std::path::PathBuf>,
+    /// How long one render may take (none: the renderer's default, 60 s).
+    pub timeout: Option<Duration>,
 }
 
 impl Choice {
@@ -71,22 +73,20 @@ impl Choice {
         context: Option<&str>,
     ) -> std::sync::Arc<dyn Renderer> {
         match self.kind {
-            Kind::Helper => std::sync::Arc::new(
-                self.helper
-                    .clone()
-                    .map_or_else(HelperRenderer::from_env, |p| {
-                        HelperRenderer::new(p, HelperRenderer::DEFAULT_TIMEOUT)
-                    })
-                    .with_cluster(kubeconfig, context),
-            ),
-            Kind::Helm => std::sync::Arc::new(
-                self.helm
-                    .clone()
-                    .map_or_else(HelmRenderer::from_env, |p| {
-                        HelmRenderer::new(p, HelmRenderer::DEFAULT_TIMEOUT)
-                    })
-                    .with_cluster(kubeconfig, context),
-            ),
+            Kind::Helper => {
+                let timeout = self.timeout.unwrap_or(HelperRenderer::DEFAULT_TIMEOUT);
+                let program = self.helper.clone().unwrap_or_else(helper::default_program);
+                std::sync::Arc::new(
+                    HelperRenderer::new(program, timeout).with_cluster(kubeconfig, context),
+                )
+            }
+            Kind::Helm => {
+                let timeout = self.timeout.unwrap_or(HelmRenderer::DEFAULT_TIMEOUT);
+                let program = self.helm.clone().unwrap_or_else(helm::default_program);
+                std::sync::Arc::new(
+                    HelmRenderer::new(program, timeout).with_cluster(kubeconfig, context),
+                )
+            }
         }
     }
 }
@@ -210,6 +210,13 @@ pub enum Error {
 
     #[error("rendering timed out after {}s", .timeout.as_secs())]
     TimedOut { timeout: Duration },
+
+    /// The render helper failed, not the chart: it exited, hung or answered garbage, and
+    /// a fresh one failed the same render again. The engine's fault, never the release's.
+    #[error(
+        "the render helper {fault} twice rendering this release; it is started again and the release tried again"
+    )]
+    Helper { fault: HelperFault },
 
     /// helm exited with an error; `stderr` holds the end of what it said (the template
     /// error), fit for a status message.

@@ -229,6 +229,12 @@ impl Metrics {
             "Notifications not delivered, by reason (queue_full, provider_queue_full, undelivered: attempts used up, refused: a 4xx answer, provider_removed)",
             notifications_dropped.clone(),
         );
+        // Process-wide: every renderer of this process counts its helper's faults there.
+        registry.register(
+            "wheelhouse_render_helper_restarts",
+            "Render helpers replaced, by cause (exited: it died or was killed; hung: a render timed out; garbage: it wrote what is not an answer); the renders they held were tried again on the new one",
+            crate::render::helper_restarts().clone(),
+        );
         Self {
             registry: Arc::new(registry),
             cause_retries,

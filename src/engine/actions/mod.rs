@@ -59,6 +59,15 @@ pub enum Outcome {
 impl Outcome {
     /// A failure of the action, or a block when `error` is the cluster's.
     pub fn failed_by(reason: &'static str, message: String, error: &crate::Error) -> Self {
+        // The engine's own render helper failed: nothing about the release failed at all.
+        if let crate::Error::Render(crate::render::Error::Helper { fault }) = error {
+            return Self::Blocked {
+                reason: reason::PROGRESSING,
+                message: format!(
+                    "held up by the engine: its render helper {fault} rendering this release, twice; a new helper is started and the release is tried again (no retry is counted)"
+                ),
+            };
+        }
         match error.cluster_cause() {
             Some(cause) => Self::Blocked {
                 reason,
@@ -132,8 +141,14 @@ fn record_as(
             note(EventType::Warning, r, None, message)
         }
         Outcome::Blocked { reason: r, message } => {
+            // Held up by the engine itself (Progressing) is no failure: Ready is Unknown.
+            let truth = if *r == reason::PROGRESSING {
+                Truth::Unknown
+            } else {
+                Truth::False
+            };
             for type_ in owns.condition.into_iter().chain([condition::READY]) {
-                status::set(s, type_, Truth::False, r, message.clone(), generation);
+                status::set(s, type_, truth, r, message.clone(), generation);
             }
             note(EventType::Warning, r, None, message)
         }
