@@ -8,6 +8,7 @@ pub mod cli;
 pub mod client;
 pub mod engine;
 mod error;
+pub mod events;
 pub mod health;
 pub mod install;
 pub mod inventory;

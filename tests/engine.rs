@@ -709,3 +709,71 @@ async fn a_running_hook_is_shown_in_status() {
     eng::delete_and_await_uninstall(&client, &ns.name, "web").await;
     ns.delete().await;
 }
+
+/// Events say what happened last: after several upgrades, the newest UpgradeSucceeded
+/// Event names the newest revision (kube's recorder kept the first note of a reason), and
+/// a repeat of the very same note is counted in its Event's series, not a new Event.
+#[tokio::test]
+async fn events_name_the_newest_revision() {
+    let (client, ns, api) = setup("eng-events").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    api.create(
+        &PostParams::default(),
+        &webapp(
+            "web",
+            serde_json::json!({"values": {"message": "v1", "replicaCount": 1}}),
+        ),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    for revision in 2..=6 {
+        set_values(
+            &api,
+            "web",
+            serde_json::json!({"message": format!("v{revision}"), "replicaCount": 1}),
+        )
+        .await;
+        wait_for(&api, "web", "upgraded", |h| {
+            is(h, "Ready", "True", "UpgradeSucceeded")
+                && h.status.as_ref().unwrap().history[0].version == revision
+        })
+        .await;
+    }
+    let newest = |events: &[k8s_openapi::api::events::v1::Event]| {
+        events
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some("UpgradeSucceeded"))
+            .max_by_key(|e| {
+                e.series
+                    .as_ref()
+                    .map(|s| s.last_observed_time.0)
+                    .or_else(|| e.event_time.as_ref().map(|t| t.0))
+            })
+            .and_then(|e| e.note.clone())
+            .unwrap_or_default()
+    };
+    let deadline = tokio::time::Instant::now() + support::PATIENCE;
+    loop {
+        let events = eng::events_about(&client, &ns.name, "web").await;
+        let note = newest(&events);
+        if note.contains("web.v6") {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the newest UpgradeSucceeded Event says {note:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let upgrades = eng::events_about(&client, &ns.name, "web")
+        .await
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("UpgradeSucceeded"))
+        .count();
+    assert_eq!(upgrades, 5, "one Event per upgrade, each with its own note");
+    ns.delete().await;
+}

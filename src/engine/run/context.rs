@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use kube::runtime::events::{Event, EventType, Recorder};
+use crate::events::{Event, EventType, Recorder};
 use kube::{Api, Client, Resource};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
