@@ -484,3 +484,107 @@ async fn an_edited_configmap_is_reported_at_once() {
     assert_eq!(drift.objects[0].fields, ["/data/MESSAGE"]);
     ns.delete().await;
 }
+
+/// enabled, against an autoscaler: `fake-hpa` sets the Deployment's replicas to 5 through
+/// the scale subresource whenever they are not (as an HPA does), every 200 ms. The engine
+/// corrects a few times, then leaves the field to it, says so once naming the manager and
+/// the ignore rule, and no longer holds the field: from then on nothing fights.
+#[tokio::test]
+async fn a_field_an_autoscaler_keeps_changing_back_is_left_to_it() {
+    let (client, ns, api) = eng::setup("drift-fight").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    installed(&api, serde_json::json!({"mode": "enabled"})).await;
+    let deployments =
+        Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns.name);
+    let patches = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let hpa = {
+        let (deployments, patches) = (deployments.clone(), patches.clone());
+        tokio::spawn(async move {
+            loop {
+                let now = deployments.get("web").await.unwrap();
+                if now.spec.and_then(|s| s.replicas) != Some(5) {
+                    let params = PatchParams {
+                        field_manager: Some("fake-hpa".into()),
+                        ..PatchParams::default()
+                    };
+                    deployments
+                        .patch_scale(
+                            "web",
+                            &params,
+                            &Patch::Merge(serde_json::json!({"spec": {"replicas": 5}})),
+                        )
+                        .await
+                        .unwrap();
+                    patches.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        })
+    };
+    let hr = wait_for(&api, "web", "the field left to fake-hpa", |h| {
+        h.status.as_ref().is_some_and(|s| {
+            s.contested
+                .iter()
+                .any(|f| f.yielded && f.manager == "fake-hpa")
+        })
+    })
+    .await;
+    let condition = hr.condition("Drifted").unwrap();
+    assert_eq!(condition.reason, "DriftContested", "{condition:?}");
+    assert!(
+        condition.message.contains("/spec/replicas to fake-hpa"),
+        "{condition:?}"
+    );
+    let events = event_matching(&client, &ns.name, "web", |e| {
+        e.starts_with("DriftContested")
+    })
+    .await;
+    let said: Vec<&String> = events
+        .iter()
+        .filter(|e| e.starts_with("DriftContested"))
+        .collect();
+    assert_eq!(said.len(), 1, "said once: {events:#?}");
+    assert!(
+        said[0].contains("fake-hpa")
+            && said[0].contains("driftDetection: {ignore: [{paths: [\"/spec/replicas\"]"),
+        "{said:?}"
+    );
+    // Calm: the autoscaler has nothing more to change back, the engine corrects nothing.
+    let corrections = || async {
+        eng::events_about(&client, &ns.name, "web")
+            .await
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some("DriftCorrected"))
+            .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+            .sum::<i32>()
+    };
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    let (patched, corrected) = (
+        patches.load(std::sync::atomic::Ordering::SeqCst),
+        corrections().await,
+    );
+    assert!(
+        corrected <= 3,
+        "{corrected} corrections before leaving the field"
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+    assert_eq!(
+        patches.load(std::sync::atomic::Ordering::SeqCst),
+        patched,
+        "the fight went on"
+    );
+    assert_eq!(corrections().await, corrected);
+    assert_eq!(replicas(&client, &ns.name).await, 5);
+    // Never taken by force: the release's manager holds the replicas no more.
+    let live = deployments.get("web").await.unwrap();
+    let helm_holds = live.metadata.managed_fields.unwrap().iter().any(|m| {
+        m.manager.as_deref() == Some("helm")
+            && m.fields_v1
+                .as_ref()
+                .and_then(|f| f.0.pointer("/f:spec/f:replicas"))
+                .is_some()
+    });
+    assert!(!helm_holds, "helm still holds /spec/replicas");
+    hpa.abort();
+    ns.delete().await;
+}

@@ -611,6 +611,31 @@ pub struct DriftStatus {
     pub detected_at: String,
 }
 
+/// A field of a release's object that another field manager keeps changing back.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ContestedField {
+    /// `Deployment/web`, as Helm names objects.
+    pub object: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The JSON pointer of the field.
+    pub field: String,
+    /// The field manager that changed it back.
+    pub manager: String,
+    /// Corrections of it in a row that this manager undid.
+    pub corrections: i32,
+    /// When wheelhouse last corrected it (RFC 3339).
+    pub last_corrected: String,
+    /// The revision and generation it was counted against: a new one starts afresh.
+    pub revision: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    /// Corrections stopped: the field is left to `manager` and never taken by force.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub yielded: bool,
+}
+
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct DriftedObject {
@@ -678,6 +703,10 @@ pub struct HelmReleaseStatus {
     /// Set while live objects differ from the newest revision's manifest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<DriftStatus>,
+    /// Fields another field manager changed back after drift corrections (an autoscaler):
+    /// counted per field, and once it undid a few in a row, left to that manager.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub contested: Vec<ContestedField>,
     /// Present while a health check runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait: Option<WaitStatus>,

@@ -51,6 +51,9 @@ pub struct ObjectDrift {
     /// metadata, for a diff (None when missing).
     pub live: Option<Value>,
     pub desired: Value,
+    /// For each drifted field, the field manager other than wheelhouse's that holds it
+    /// now (from the live object's managedFields), when one does.
+    pub managers: std::collections::BTreeMap<String, String>,
 }
 
 impl Applier {
@@ -104,6 +107,7 @@ impl Applier {
                             &serde_json::to_value(&target.obj).unwrap_or_default(),
                             &[],
                         ),
+                        managers: Default::default(),
                     });
                 }
                 continue;
@@ -124,11 +128,16 @@ impl Applier {
                 .iter()
                 .flat_map(|r| r.paths.iter().map(String::as_str))
                 .collect();
+            let entries = live.metadata.managed_fields.clone().unwrap_or_default();
             let live = comparable(&serde_json::to_value(&live).unwrap_or_default(), &paths);
             let desired = comparable(&serde_json::to_value(&after).unwrap_or_default(), &paths);
             let mut fields = BTreeSet::new();
             differences(&live, &desired, &mut String::new(), &mut fields);
             if !fields.is_empty() {
+                let managers = fields
+                    .iter()
+                    .filter_map(|f| Some((f.clone(), holder(&entries, f)?)))
+                    .collect();
                 drifted.push(ObjectDrift {
                     object: format!("{}/{}", target.reference.kind, target.reference.name),
                     reference: target.reference.clone(),
@@ -136,11 +145,43 @@ impl Applier {
                     missing: false,
                     live: Some(live),
                     desired,
+                    managers,
                 });
             }
         }
         Ok(drifted)
     }
+}
+
+/// The field manager other than the release's (`helm`) that holds the
+/// field at `pointer` according to `entries` (an object's managedFields): the one whose
+/// `fieldsV1` has the path's keys (`f:spec` → `f:replicas`). A pointer into a list names
+/// the list, which its holder holds as a whole or by keys: the holder of the list is
+/// taken. None when no other manager holds it.
+pub fn holder(
+    entries: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry],
+    pointer: &str,
+) -> Option<String> {
+    let keys: Vec<String> = pointer
+        .split('/')
+        .skip(1)
+        .map(|k| format!("f:{}", k.replace("~1", "/").replace("~0", "~")))
+        .collect();
+    let ours = |m: &str| m == RELEASE_FIELD_MANAGER;
+    entries
+        .iter()
+        .filter(|e| e.subresource.as_deref() != Some("status"))
+        .filter(|e| e.manager.as_deref().is_some_and(|m| !ours(m)))
+        .filter(|e| {
+            let mut at = e.fields_v1.as_ref().map(|f| &f.0);
+            for key in &keys {
+                at = at.and_then(|v| v.get(key));
+            }
+            at.is_some()
+        })
+        // The newest writer first (an untimed entry, as the scale subresource writes, last).
+        .max_by_key(|e| e.time.as_ref().map(|t| t.0))
+        .and_then(|e| e.manager.clone())
 }
 
 /// `object` without what the server keeps for itself (status, resourceVersion,
@@ -168,7 +209,8 @@ pub fn comparable(object: &Value, ignored: &[&str]) -> Value {
     value
 }
 
-fn remove_pointer(value: &mut Value, pointer: &str) {
+/// Removes the field at `pointer` (RFC 6901) from `value`, if it is there.
+pub fn remove_pointer(value: &mut Value, pointer: &str) {
     let Some((parent, last)) = pointer.rsplit_once('/') else {
         return;
     };
@@ -257,6 +299,35 @@ mod tests {
             fields.into_iter().collect::<Vec<_>>(),
             ["/spec/template/spec/containers"]
         );
+    }
+
+    #[test]
+    fn the_holder_of_a_field_is_read_from_managed_fields() {
+        let entries: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry> =
+            serde_json::from_value(serde_json::json!([
+                {"manager": "helm", "operation": "Apply", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {"f:template": {}}}, "time": "2026-01-01T00:00:00Z"},
+                {"manager": "fake-hpa", "operation": "Update", "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {"f:replicas": {}}}, "time": "2026-01-01T00:00:01Z"},
+                {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status",
+                 "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {"f:replicas": {}}}},
+            ]))
+            .unwrap();
+        assert_eq!(
+            holder(&entries, "/spec/replicas").as_deref(),
+            Some("fake-hpa")
+        );
+        assert_eq!(
+            holder(&entries, "/spec/template"),
+            None,
+            "the release's own"
+        );
+        assert_eq!(
+            holder(&entries, "/status/replicas"),
+            None,
+            "status is not drift"
+        );
+        assert_eq!(holder(&entries, "/metadata/labels/a~1b"), None);
     }
 
     #[test]

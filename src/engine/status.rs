@@ -56,6 +56,9 @@ pub mod reason {
     pub const DRIFTED: &str = "Drifted";
     /// Drifted objects were applied again (driftDetection.mode enabled).
     pub const DRIFT_CORRECTED: &str = "DriftCorrected";
+    /// Another field manager keeps changing a field back after corrections: it is left
+    /// to that manager.
+    pub const DRIFT_CONTESTED: &str = "DriftContested";
     /// The newest revision in Helm's storage was written by another tool.
     pub const EXTERNAL_REVISION: &str = "ExternalRevision";
     /// The object's spec does not decode (wheelhouse cannot read it).

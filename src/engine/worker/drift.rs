@@ -6,7 +6,7 @@
 
 use kube::runtime::events::EventType;
 
-use crate::api::{DriftDetectionMode, DriftStatus, DriftedObject};
+use crate::api::{ContestedField, DriftDetectionMode, DriftStatus, DriftedObject};
 use crate::apply::Owner;
 use crate::apply::drift::ObjectDrift;
 use crate::engine::run::Run;
@@ -18,6 +18,10 @@ const SHOWN: usize = 5;
 
 pub(super) async fn check(run: &mut Run<'_>, latest: Option<&Release>) {
     let spec = run.hr.spec.drift_detection.clone().unwrap_or_default();
+    if spec.mode != DriftDetectionMode::Enabled {
+        // Only corrections are contested.
+        run.status.contested.clear();
+    }
     let deployed = latest.filter(|r| {
         r.info
             .as_ref()
@@ -57,17 +61,60 @@ pub(super) async fn check(run: &mut Run<'_>, latest: Option<&Release>) {
         .as_ref()
         .is_none_or(|d| d.objects != objects);
     if spec.mode == DriftDetectionMode::Enabled {
-        match correct(run, latest, &found).await {
-            Ok(()) => {
-                let note = format!("corrected: {message}");
-                run.event(
-                    EventType::Warning,
-                    reason::DRIFT_CORRECTED,
-                    "Correct",
-                    note.clone(),
-                )
+        let contest = contest(
+            &run.status.contested,
+            &found,
+            latest.version,
+            run.hr.metadata.generation,
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        for field in &contest.yielded_now {
+            let note = yielded_note(field);
+            tracing::warn!(release = %run.key, "{note}");
+            run.event(EventType::Warning, reason::DRIFT_CONTESTED, "Correct", note)
                 .await;
-                clear(run, Some(note));
+        }
+        run.status.contested = contest.fields.clone();
+        let yielded: Vec<&ContestedField> = contest.fields.iter().filter(|f| f.yielded).collect();
+        let correctable = without(&found, &yielded);
+        let outcome = if correctable.is_empty() {
+            Ok(None)
+        } else {
+            correct(run, latest, &correctable, &yielded)
+                .await
+                .map(|()| Some(describe(&objects_of(&correctable))))
+        };
+        match outcome {
+            Ok(corrected) => {
+                if let Some(message) = &corrected {
+                    let note = format!("corrected: {message}");
+                    run.event(
+                        EventType::Warning,
+                        reason::DRIFT_CORRECTED,
+                        "Correct",
+                        note.clone(),
+                    )
+                    .await;
+                }
+                if yielded.is_empty() {
+                    clear(run, corrected.map(|m| format!("corrected: {m}")));
+                } else {
+                    // Left to another manager: still not what the chart says, and said so.
+                    let left: Vec<String> = yielded.iter().map(|f| left_to(f)).collect();
+                    let generation = run.hr.metadata.generation;
+                    run.status.drift = None;
+                    status::set(
+                        &mut run.status,
+                        condition::DRIFTED,
+                        Truth::True,
+                        reason::DRIFT_CONTESTED,
+                        format!(
+                            "left to the managers that keep changing them back (not corrected, never taken by force): {}",
+                            left.join("; ")
+                        ),
+                        generation,
+                    );
+                }
             }
             Err(e) => {
                 let note = format!("{message}; correcting it failed: {e}");
@@ -88,6 +135,143 @@ pub(super) async fn check(run: &mut Run<'_>, latest: Option<&Release>) {
         .await;
     }
     mark(run, latest.version, objects, &message);
+}
+
+/// Corrections of one field another manager may undo in a row before wheelhouse leaves
+/// the field to it.
+const CONTEST_LIMIT: i32 = 3;
+/// Undone corrections further apart than this start the count afresh (an operator's
+/// occasional `kubectl edit` is corrected every time).
+const CONTEST_WINDOW: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
+/// The contested fields after a drift check that found `found`, and those left to their
+/// manager by this check. Pure: the state is the previous `status.contested`.
+///
+/// A drifted field held by another manager is counted: found drifted again by the same
+/// manager within [`CONTEST_WINDOW`] of our last correction means that manager undid it.
+/// After [`CONTEST_LIMIT`] undone corrections the field is yielded: no longer corrected,
+/// never taken by force. Counts belong to one revision and generation: an upgrade or a
+/// spec change (an ignore rule added, say) starts afresh. A field no longer drifted is
+/// forgotten unless yielded.
+pub(super) fn contest(
+    previous: &[ContestedField],
+    found: &[ObjectDrift],
+    revision: i32,
+    generation: Option<i64>,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Contest {
+    let current: Vec<&ContestedField> = previous
+        .iter()
+        .filter(|f| f.revision == revision && f.generation == generation)
+        .collect();
+    let mut fields = Vec::new();
+    let mut yielded_now = Vec::new();
+    for drift in found {
+        for (field, manager) in &drift.managers {
+            if manager == crate::tracking::FIELD_MANAGER {
+                continue;
+            }
+            let namespace = drift.reference.namespace.clone();
+            let before = current.iter().find(|f| {
+                f.object == drift.object && f.namespace == namespace && &f.field == field
+            });
+            let recent = |f: &&&ContestedField| {
+                f.last_corrected
+                    .parse::<k8s_openapi::jiff::Timestamp>()
+                    .is_ok_and(|t| now.duration_since(t).unsigned_abs() < CONTEST_WINDOW)
+            };
+            let entry = match before.filter(|f| &f.manager == manager) {
+                Some(f) if f.yielded => (*f).clone(),
+                Some(f) if recent(&f) => {
+                    let mut f = (*f).clone();
+                    f.corrections += 1;
+                    f.last_corrected = now.to_string();
+                    if f.corrections >= CONTEST_LIMIT {
+                        f.yielded = true;
+                        yielded_now.push(f.clone());
+                    }
+                    f
+                }
+                _ => ContestedField {
+                    object: drift.object.clone(),
+                    namespace,
+                    field: field.clone(),
+                    manager: manager.clone(),
+                    corrections: 0,
+                    last_corrected: now.to_string(),
+                    revision,
+                    generation,
+                    yielded: false,
+                },
+            };
+            fields.push(entry);
+        }
+    }
+    // Yielded fields no longer drifted (their manager set the chart's value) stay left.
+    for f in current.into_iter().filter(|f| f.yielded) {
+        if !fields
+            .iter()
+            .any(|g| g.object == f.object && g.namespace == f.namespace && g.field == f.field)
+        {
+            fields.push(f.clone());
+        }
+    }
+    Contest {
+        fields,
+        yielded_now,
+    }
+}
+
+pub(super) struct Contest {
+    pub fields: Vec<ContestedField>,
+    pub yielded_now: Vec<ContestedField>,
+}
+
+/// `found` without the yielded fields (an object left with none is dropped).
+fn without(found: &[ObjectDrift], yielded: &[&ContestedField]) -> Vec<ObjectDrift> {
+    found
+        .iter()
+        .filter_map(|d| {
+            let mut d = d.clone();
+            d.fields.retain(|field| {
+                !yielded.iter().any(|y| {
+                    y.object == d.object
+                        && y.namespace == d.reference.namespace
+                        && &y.field == field
+                })
+            });
+            (d.missing || !d.fields.is_empty()).then_some(d)
+        })
+        .collect()
+}
+
+fn objects_of(found: &[ObjectDrift]) -> Vec<DriftedObject> {
+    found
+        .iter()
+        .map(|d| DriftedObject {
+            object: d.object.clone(),
+            namespace: d.reference.namespace.clone(),
+            fields: d.fields.clone(),
+            missing: d.missing,
+        })
+        .collect()
+}
+
+/// `Deployment/web /spec/replicas to fake-hpa`.
+fn left_to(f: &ContestedField) -> String {
+    format!("{} {} to {}", f.object, f.field, f.manager)
+}
+
+/// Said once, when a field is left to another manager: who, and the rule that says so.
+fn yielded_note(f: &ContestedField) -> String {
+    let (kind, name) = f.object.split_once('/').unwrap_or((&f.object, ""));
+    format!(
+        "{object} {field}: {manager} changed it back after each of {n} corrections; wheelhouse leaves it to {manager} and no longer corrects it (never taking it by force). To say so in the spec: driftDetection: {{ignore: [{{paths: [\"{field}\"], target: {{kind: {kind}, name: {name}}}}}]}}",
+        object = f.object,
+        field = f.field,
+        manager = f.manager,
+        n = f.corrections,
+    )
 }
 
 /// `Deployment/web: /spec/replicas; ConfigMap/web-config missing; and 3 more`.
@@ -162,11 +346,39 @@ async fn drifted(
     crate::engine::drift::compare(run.ctx, &run.hr, latest, rules, &run.elsewhere).await
 }
 
-/// Applies the drifted objects again (forced, as an upgrade applies), nothing else.
-async fn correct(run: &Run<'_>, latest: &Release, found: &[ObjectDrift]) -> crate::Result<()> {
+/// Applies the drifted objects again (forced, as an upgrade applies), nothing else; the
+/// fields left to another manager (`yielded`) are left out of what is applied, so the
+/// release's manager claims them no more and the other manager keeps them.
+async fn correct(
+    run: &Run<'_>,
+    latest: &Release,
+    found: &[ObjectDrift],
+    yielded: &[&ContestedField],
+) -> crate::Result<()> {
     let manifest = crate::engine::drift::applied_manifest(run.ctx, &run.hr, latest).await?;
     let wanted: Vec<crate::apply::ObjectRef> = found.iter().map(|d| d.reference.clone()).collect();
     let subset = crate::apply::manifest::documents_of(&manifest, &wanted, &run.target_namespace);
+    let subset = if yielded.is_empty() {
+        subset
+    } else {
+        let mut documents = crate::yaml::parse_documents(&subset)
+            .map_err(|e| std::io::Error::other(format!("the revision's manifest: {e}")))?;
+        for doc in &mut documents {
+            let kind = doc
+                .get("kind")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default();
+            let name = doc
+                .pointer("/metadata/name")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default();
+            let object = format!("{kind}/{name}");
+            for field in yielded.iter().filter(|f| f.object == object) {
+                crate::apply::drift::remove_pointer(doc, &field.field);
+            }
+        }
+        crate::yaml::to_documents(&documents)
+    };
     let unavailable = run.ctx.unavailable_groups().await?;
     let elsewhere = run.elsewhere.clone();
     let owner = Owner::new(&run.release_name, &run.target_namespace)
@@ -181,6 +393,64 @@ async fn correct(run: &Run<'_>, latest: &Release, found: &[ObjectDrift]) -> crat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An autoscaler (`fake-hpa`) changes /spec/replicas back after each correction: three
+    /// corrections, then the field is left to it (said once); an upgrade starts afresh,
+    /// and a field drifted by someone only now and then is corrected every time.
+    #[test]
+    fn a_field_changed_back_after_each_correction_is_left_to_its_manager() {
+        let drift = |manager: &str| ObjectDrift {
+            object: "Deployment/web".into(),
+            reference: crate::apply::ObjectRef {
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                namespace: Some("apps".into()),
+                name: "web".into(),
+            },
+            fields: vec!["/spec/replicas".into()],
+            missing: false,
+            live: None,
+            desired: serde_json::Value::Null,
+            managers: [("/spec/replicas".to_owned(), manager.to_owned())].into(),
+        };
+        let t0: k8s_openapi::jiff::Timestamp = "2026-11-26T10:00:00Z".parse().unwrap();
+        let at = |s: i64| t0 + std::time::Duration::from_secs(s as u64);
+        let mut state: Vec<ContestedField> = Vec::new();
+        let mut corrected = 0;
+        for i in 0..6 {
+            let c = contest(&state, &[drift("fake-hpa")], 2, Some(1), at(i));
+            state = c.fields;
+            if state.iter().all(|f| !f.yielded) {
+                corrected += 1;
+            }
+            assert_eq!(c.yielded_now.len(), usize::from(i == 3), "check {i}");
+        }
+        assert_eq!(corrected, 3, "three corrections, then left");
+        assert!(state[0].yielded && state[0].manager == "fake-hpa");
+        assert!(
+            yielded_note(&state[0])
+                .contains("paths: [\"/spec/replicas\"], target: {kind: Deployment, name: web}")
+        );
+        // Left while its manager holds the chart's value too.
+        let calm = contest(&state, &[], 2, Some(1), at(100));
+        assert!(calm.fields[0].yielded);
+        // A new revision starts afresh.
+        let fresh = contest(&state, &[drift("fake-hpa")], 3, Some(1), at(200));
+        assert!(!fresh.fields[0].yielded && fresh.fields[0].corrections == 0);
+        // An operator's edit now and then is corrected every time.
+        let mut state = Vec::new();
+        for i in 0..5 {
+            let c = contest(&state, &[drift("kubectl-edit")], 2, Some(1), at(i * 3600));
+            assert!(c.yielded_now.is_empty());
+            state = c.fields;
+        }
+        // Config tracking's hash is wheelhouse's own.
+        assert!(
+            contest(&[], &[drift(crate::tracking::FIELD_MANAGER)], 2, None, t0)
+                .fields
+                .is_empty()
+        );
+    }
 
     #[test]
     fn the_message_names_objects_and_fields_and_bounds_the_list() {
