@@ -58,6 +58,7 @@ fn upgrade<'a>(
         }),
         discovery,
         as_user: None,
+        priority: Default::default(),
     }
 }
 

@@ -38,6 +38,13 @@ pub const RELEASE_ROLE: &str = "admin";
 pub const METRICS_PORT: (&str, i32) = ("http-prom", 8080);
 /// `/healthz` (liveness) and `/readyz` (readiness) (`--health-addr`).
 pub const HEALTH_PORT: (&str, i32) = ("healthz", 8081);
+/// The webhook receivers (`--receiver-addr`), as Flux's notification-controller names
+/// its receiver port.
+pub const RECEIVER_PORT: (&str, i32) = ("http-webhook", 9292);
+/// The label naming which controller Deployment a pod belongs to.
+pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
+/// The Service in front of a controller's receivers; a shard's is `<this>-shard-KEY`.
+pub const RECEIVER_SERVICE: &str = "wheelhouse-webhook-receiver";
 
 /// The writable home of the controller (an emptyDir; the root filesystem is read-only):
 /// the chart cache (and with `--renderer helm`, helm's configuration and cache).
@@ -133,11 +140,14 @@ pub fn manifests(opts: &InstallOptions) -> Vec<serde_json::Value> {
     }));
     out.push(value(&metrics_service(&opts.namespace)));
     out.push(value(&deployment(opts, None)));
+    out.push(value(&receiver_service(&opts.namespace, None)));
     let mut seen = Vec::new();
     for key in &opts.shards {
         if !seen.contains(&key) {
             seen.push(key);
             out.push(value(&deployment(opts, Some(key))));
+            // Each controller wakes only its own shard's releases: a Service of its own.
+            out.push(value(&receiver_service(&opts.namespace, Some(key))));
         }
     }
     // The policy every engine of the cluster reads (src/tenancy.rs), published even when
@@ -209,11 +219,44 @@ fn metrics_service(namespace: &str) -> Service {
     }
 }
 
+/// The Service in front of one controller's webhook receivers (port 80).
+fn receiver_service(namespace: &str, shard: Option<&str>) -> Service {
+    let mut selector = controller_labels();
+    selector.insert(INSTANCE_LABEL.to_owned(), deployment_name(shard));
+    let name = match shard {
+        Some(key) => format!("{RECEIVER_SERVICE}-shard-{key}"),
+        None => RECEIVER_SERVICE.to_owned(),
+    };
+    Service {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(namespace.to_owned()),
+            labels: Some(controller_labels()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            type_: Some("ClusterIP".to_owned()),
+            selector: Some(selector),
+            ports: Some(vec![ServicePort {
+                name: Some(RECEIVER_PORT.0.to_owned()),
+                port: 80,
+                target_port: Some(IntOrString::String(RECEIVER_PORT.0.to_owned())),
+                protocol: Some("TCP".to_owned()),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
 fn deployment(opts: &InstallOptions, shard: Option<&str>) -> Deployment {
     let name = deployment_name(shard);
     // Selectors of the controllers never overlap: the unsharded one selects pods without
     // a shard label, each shard's its own key.
     let mut pod_labels = controller_labels();
+    // Which controller a pod is, for the Service of its own receivers.
+    pod_labels.insert(INSTANCE_LABEL.to_owned(), name.clone());
     let mut selector = LabelSelector {
         match_labels: Some(controller_labels()),
         ..LabelSelector::default()
@@ -240,6 +283,8 @@ fn deployment(opts: &InstallOptions, shard: Option<&str>) -> Deployment {
         &format!("0.0.0.0:{}", METRICS_PORT.1),
         "--health-addr",
         &format!("0.0.0.0:{}", HEALTH_PORT.1),
+        "--receiver-addr",
+        &format!("0.0.0.0:{}", RECEIVER_PORT.1),
         "--lease-namespace",
         &opts.namespace,
         "--chart-cache",
@@ -299,7 +344,11 @@ fn deployment(opts: &InstallOptions, shard: Option<&str>) -> Deployment {
             env("HOME", HOME.to_owned()),
             env("XDG_CACHE_HOME", format!("{HOME}/.cache")),
         ]),
-        ports: Some(vec![port(METRICS_PORT), port(HEALTH_PORT)]),
+        ports: Some(vec![
+            port(METRICS_PORT),
+            port(HEALTH_PORT),
+            port(RECEIVER_PORT),
+        ]),
         liveness_probe: Some(probe("/healthz")),
         readiness_probe: Some(probe("/readyz")),
         // The render helper runs in the same container (about 50 MB resident) and counts
@@ -436,6 +485,7 @@ mod tests {
                 "ClusterRoleBinding/wheelhouse-release-admin",
                 "Service/wheelhouse-controller-metrics",
                 "Deployment/wheelhouse-controller",
+                "Service/wheelhouse-webhook-receiver",
                 "ConfigMap/wheelhouse-tenancy",
                 "Role/wheelhouse-tenancy-reader",
                 "RoleBinding/wheelhouse-tenancy-reader",
@@ -453,15 +503,20 @@ mod tests {
                 release_role: Some("admin".into()),
             })[..]
         );
-        for o in &objects[2..10] {
+        for o in &objects[2..11] {
             if o["kind"] != "ClusterRole" && o["kind"] != "ClusterRoleBinding" {
                 assert_eq!(o["metadata"]["namespace"], "ops", "{o}");
             }
         }
         // The open policy, published where every engine reads it.
         assert_eq!(
-            objects[10..],
+            objects[11..],
             crate::tenancy::manifests(&Default::default())[..]
+        );
+        // The receivers' Service selects the unsharded controller's pods only.
+        assert_eq!(
+            objects[10]["spec"]["selector"]["app.kubernetes.io/instance"],
+            "wheelhouse-controller"
         );
         for binding in [&objects[5], &objects[6], &objects[7]] {
             assert_eq!(
@@ -535,6 +590,8 @@ mod tests {
                 "0.0.0.0:8080",
                 "--health-addr",
                 "0.0.0.0:8081",
+                "--receiver-addr",
+                "0.0.0.0:9292",
                 "--lease-namespace",
                 "ops",
                 "--chart-cache",
@@ -546,6 +603,7 @@ mod tests {
             serde_json::json!([
                 {"name": "http-prom", "containerPort": 8080, "protocol": "TCP"},
                 {"name": "healthz", "containerPort": 8081, "protocol": "TCP"},
+                {"name": "http-webhook", "containerPort": 9292, "protocol": "TCP"},
             ])
         );
         assert_eq!(

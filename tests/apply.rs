@@ -844,6 +844,7 @@ async fn a_rendered_chart_applies_and_its_hooks_run() {
             }),
             discovery: None,
             as_user: None,
+            priority: Default::default(),
         })
         .await
         .unwrap();

@@ -214,6 +214,13 @@ pub struct ChartSpec {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub insecure: bool,
 
+    /// How often the chart's source is checked for a new version, manifest digest or
+    /// commit (Flux's `chart.spec.interval`). Default: the release's interval, and 15s
+    /// while the release waits on a health check or has failed. A push (a webhook
+    /// receiver) is seen at once either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Duration>,
+
     /// A chart directory in a Git repository, fetched shallow at the commit `ref` names.
     /// Every new commit is a new desired state. Credentials come from `secretRef`:
     /// `username`/`password` or `bearerToken` (HTTPS, with an optional `ca.crt`), or
@@ -833,6 +840,9 @@ pub struct Snapshot {
     /// The Git commit a Git chart's revision was made from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commit: Option<String>,
+    /// The start of the OCI manifest digest the revision was made from (hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 /// Progress of the running health check.
@@ -966,6 +976,14 @@ fn is_zero(n: &i64) -> bool {
 }
 
 /// The commit in a Git revision, `<ref>@sha1:<commit>` (or `sha1:<commit>`).
+/// The manifest digest (64 hex digits) of an OCI revision `<tag>@sha256:<digest>`.
+pub fn manifest_digest_of(revision: &str) -> Option<&str> {
+    revision
+        .rsplit_once("@sha256:")
+        .map(|(_, d)| d)
+        .filter(|d| d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
 pub fn commit_of(revision: &str) -> Option<&str> {
     revision
         .rsplit_once("sha1:")
@@ -1019,6 +1037,7 @@ spec:
             deleted: None,
             test_result: None,
             commit: Some(old),
+            digest: None,
         });
         assert!(hr.source_text().contains("@aaaaaaaaaaaa branch main"));
         assert_eq!(commit_of("v1@sha1:0123"), None);

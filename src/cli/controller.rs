@@ -38,6 +38,11 @@ pub struct ControllerArgs {
     #[arg(long, value_name = "ADDR")]
     pub health_addr: Option<SocketAddr>,
 
+    /// Serve the webhook receivers (ConfigMap `wheelhouse-receivers` beside the Lease) on
+    /// this address, e.g. `0.0.0.0:9292`: a push to a chart source wakes its releases.
+    #[arg(long, env = "WHEELHOUSE_RECEIVER_ADDR", value_name = "ADDR")]
+    pub receiver_addr: Option<SocketAddr>,
+
     /// At most this many charts are rendered at once; further reconciles queue.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub concurrent: usize,
@@ -105,8 +110,21 @@ pub async fn run(cluster: &ClusterArgs, render: &RenderArgs, args: ControllerArg
         return Err(crate::Error::Render(e));
     }
     let metrics = config.metrics.clone();
-    let handle = engine::start(client, config)?;
+    let lease_namespace = config.lease_namespace.clone();
+    let handle = engine::start(client.clone(), config)?;
     let servers = CancellationToken::new();
+    if let Some(addr) = args.receiver_addr {
+        let bound = crate::receive::serve(
+            addr,
+            client,
+            lease_namespace,
+            handle.pusher(),
+            metrics.clone(),
+            servers.clone(),
+        )
+        .await?;
+        tracing::info!(%bound, "serving webhook receivers on /hook/");
+    }
     if let Some(addr) = args.metrics_addr {
         let bound = server::serve(addr, Endpoints::Metrics(metrics), servers.clone()).await?;
         tracing::info!(%bound, "serving metrics on /metrics");

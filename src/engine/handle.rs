@@ -273,6 +273,30 @@ pub enum Connection {
 
 /// A handle on a running engine (or on the cluster, when another process holds the
 /// engine lease). Cheap to clone.
+/// Hands pushes to an engine's releases (see [`EngineHandle::pusher`]).
+#[derive(Clone)]
+pub struct Pusher {
+    tx: tokio::sync::broadcast::Sender<Arc<crate::source::pushed::Pushed>>,
+    views: watch::Receiver<Arc<Views>>,
+}
+
+impl Pusher {
+    /// Wakes every release whose chart `pushed` names; how many those are (0: none of
+    /// this engine's releases comes from there, and nothing is woken).
+    pub fn push(&self, pushed: crate::source::pushed::Pushed) -> usize {
+        let named = self
+            .views
+            .borrow()
+            .values()
+            .filter(|v| v.problem.is_none() && pushed.names(&v.release.spec.chart))
+            .count();
+        if named > 0 {
+            let _ = self.tx.send(Arc::new(pushed));
+        }
+        named
+    }
+}
+
 #[derive(Clone)]
 pub struct EngineHandle {
     /// Lets the Lease go at once (see `abandon`), and says when it has been.
@@ -346,6 +370,14 @@ impl EngineHandle {
     /// Whether this process runs the engine, or who does.
     pub fn role(&self) -> watch::Receiver<Role> {
         self.role.clone()
+    }
+
+    /// What a webhook receiver hands the pushes it hears to.
+    pub fn pusher(&self) -> Pusher {
+        Pusher {
+            tx: self.ctx.pushed.clone(),
+            views: self.views.clone(),
+        }
     }
 
     /// The tenancy policy this engine enforces (the cluster's, read when it took the

@@ -35,7 +35,7 @@ use tokio_util::task::TaskTracker;
 
 pub use coverage::{Coverage, SHARD_LABEL};
 pub use handle::{
-    Command, Connection, EngineHandle, FixTimeline, LiveMap, LiveState, Phase, ReleaseKey,
+    Command, Connection, EngineHandle, FixTimeline, LiveMap, LiveState, Phase, Pusher, ReleaseKey,
     ReleaseMap, ReleaseView, Views, WaitView, changed_keys, new_token,
 };
 pub use lease::Role;
@@ -188,7 +188,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     };
     ctx.chart_poll = config.chart_poll;
     ctx.metrics = config.metrics.clone();
-    ctx.loads = tokio::sync::Semaphore::new(config.concurrent.max(1));
+    ctx.loads = crate::slots::Slots::new(config.concurrent.max(1));
     if !config.passive {
         // The setting lives beside the engine's Lease (README, "Notifications").
         ctx.notifier = crate::notify::start(

@@ -20,6 +20,10 @@ impl Desired {
     pub fn source_commit(&self) -> Option<&str> {
         crate::api::commit_of(self.source_revision.as_deref()?)
     }
+
+    pub fn manifest_digest(&self) -> Option<&str> {
+        crate::api::manifest_digest_of(self.source_revision.as_deref()?)
+    }
 }
 
 /// The newest Helm revision, reduced to what the decision needs.
@@ -32,6 +36,8 @@ pub struct Latest {
     pub config_digest: String,
     /// The Git commit the revision was made from (its source-commit label).
     pub source_commit: Option<String>,
+    /// The start of the OCI manifest digest it was made from (its source-digest label).
+    pub source_digest: Option<String>,
     pub tests: TestState,
     /// The revision failed because an engine stopped mid-action and it was unlocked,
     /// not because of the release: it is retried rather than remediated.
@@ -151,6 +157,11 @@ fn in_sync(latest: &Latest, desired: &Desired) -> bool {
         && desired
             .source_commit()
             .is_none_or(|c| latest.source_commit.as_deref() == Some(c))
+        // A revision made before digests were recorded cannot be told apart: in sync.
+        && match (desired.manifest_digest(), latest.source_digest.as_deref()) {
+            (Some(d), Some(kept)) => d.starts_with(kept),
+            _ => true,
+        }
 }
 
 /// `retries` < 0 means retry forever.
@@ -302,6 +313,7 @@ mod tests {
             chart_version: "1.1.0".into(),
             config_digest: "sha256:new".into(),
             source_commit: None,
+            source_digest: None,
             tests: TestState::NoTests,
             interrupted: false,
             left_waiting: false,
@@ -398,6 +410,24 @@ mod tests {
         assert_eq!(next(&o), Next::Upgrade);
         // Charts from anywhere else ignore the label.
         o.desired.source_revision = None;
+        assert_eq!(next(&o), Next::InSync);
+    }
+
+    /// A tag pushed again with new content: same chart version, new manifest digest.
+    #[test]
+    fn a_new_manifest_digest_of_one_tag_is_a_new_desired_state() {
+        let digest = |c: char| std::iter::repeat_n(c, 64).collect::<String>();
+        let at = |c: char| Some(format!("1.0.0@sha256:{}", digest(c)));
+        let mut o = observed(Some(Latest {
+            source_digest: Some(digest('a')[..40].to_owned()),
+            ..latest(3, Status::Deployed)
+        }));
+        o.desired.source_revision = at('a');
+        assert_eq!(next(&o), Next::InSync);
+        o.desired.source_revision = at('b');
+        assert_eq!(next(&o), Next::Upgrade);
+        // A revision from before digests were recorded is not upgraded for it.
+        o.latest.as_mut().unwrap().source_digest = None;
         assert_eq!(next(&o), Next::InSync);
     }
 

@@ -33,13 +33,16 @@ pub async fn preview(ctx: &Context, hr: &HelmRelease) -> Result<Preview, String>
         .history(&release_name)
         .await
         .map_err(|e| format!("cannot read Helm's storage: {e}"))?;
-    let prepared = prepare(ctx, &acting, hr)
+    // An operator waits on it.
+    let urgent = crate::slots::Priority::Urgent;
+    let prepared = prepare(ctx, &acting, hr, urgent)
         .await
         .map_err(|(_, message)| message)?;
     let current = history.last().cloned();
     let rendered = render(
         ctx,
         &acting,
+        urgent,
         &release_name,
         &hr.target_namespace(),
         &prepared,

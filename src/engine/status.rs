@@ -217,6 +217,7 @@ pub fn history(
                     _ => None,
                 },
                 commit: r.labels.get(super::actions::SOURCE_COMMIT_LABEL).cloned(),
+                digest: r.labels.get(super::actions::SOURCE_DIGEST_LABEL).cloned(),
             }
         })
         .collect();

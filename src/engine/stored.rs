@@ -113,6 +113,8 @@ pub async fn act(
         elsewhere,
         masker: Default::default(),
         claim: false,
+        // An operator's action.
+        priority: crate::slots::Priority::Urgent,
     };
     let outcome = match action {
         StoredAction::Rollback { to } => rollback::rollback(&mut run, &history, to).await,

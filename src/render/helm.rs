@@ -359,6 +359,7 @@ mod tests {
             previous,
             discovery: None,
             as_user: None,
+            priority: Default::default(),
         }
     }
 

@@ -111,6 +111,9 @@ pub struct RenderRequest<'a> {
     /// Render (and `lookup`) as this Kubernetes user, by impersonation: the release's
     /// ServiceAccount (see [`crate::tenancy`]). `None`: the renderer's own identity.
     pub as_user: Option<&'a str>,
+    /// Urgent renders (a fix for a stuck or failed release, an operator's request) take
+    /// the next render slot ahead of routine ones.
+    pub priority: crate::slots::Priority,
 }
 
 /// The newest stored revision, as Helm's upgrade reads it.
@@ -237,10 +240,10 @@ pub enum Error {
 
 /// A renderer with at most `slots` renders at once (each is a helm process: its memory
 /// and CPU are what a burst of reconciles would otherwise multiply). Renders waiting
-/// for a slot are the engine's queue, published as a gauge.
+/// for a slot are the engine's queue, published as a gauge; urgent ones go first.
 pub struct Throttled {
     inner: std::sync::Arc<dyn Renderer>,
-    slots: tokio::sync::Semaphore,
+    slots: crate::slots::Slots,
     queued: prometheus_client::metrics::gauge::Gauge,
 }
 
@@ -252,7 +255,7 @@ impl Throttled {
     ) -> Self {
         Self {
             inner,
-            slots: tokio::sync::Semaphore::new(slots.max(1)),
+            slots: crate::slots::Slots::new(slots),
             queued,
         }
     }
@@ -262,9 +265,8 @@ impl Renderer for Throttled {
     fn render<'a>(&'a self, req: RenderRequest<'a>) -> BoxFuture<'a, Result<Rendered, Error>> {
         Box::pin(async move {
             self.queued.inc();
-            let permit = self.slots.acquire().await;
+            let _permit = self.slots.acquire(req.priority).await;
             self.queued.dec();
-            let _permit = permit.expect("the semaphore is never closed");
             self.inner.render(req).await
         })
     }

@@ -14,6 +14,7 @@ mod http;
 mod index;
 mod local;
 mod oci;
+pub mod pushed;
 mod url;
 pub mod version;
 
@@ -264,7 +265,8 @@ pub struct ResolvedChart {
     /// A chart directory or .tgz.
     pub path: PathBuf,
     /// Where in its source the chart came from, when that is more than its version:
-    /// a Git chart's `<ref>@sha1:<commit>` (Flux's revision format).
+    /// a Git chart's `<ref>@sha1:<commit>`, an OCI chart's `<tag>@sha256:<manifest
+    /// digest>` (Flux's revision formats).
     pub revision: Option<String>,
 }
 
@@ -272,6 +274,11 @@ impl ResolvedChart {
     /// The Git commit (hex) of a chart from Git.
     pub fn commit(&self) -> Option<&str> {
         crate::api::commit_of(self.revision.as_deref()?)
+    }
+
+    /// The OCI manifest digest (hex) of a chart from an OCI registry.
+    pub fn manifest_digest(&self) -> Option<&str> {
+        crate::api::manifest_digest_of(self.revision.as_deref()?)
     }
 }
 

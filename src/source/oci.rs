@@ -347,7 +347,11 @@ async fn fetch(
         })?
         .to_owned();
     let path = cache_dir.join("oci").join(format!("{layer_hex}.tgz"));
-    if let Some(resolved) = super::cached_chart(&path, Some(&layer_hex), &shown).await? {
+    // Flux's OCI revision, `<version>@sha256:<manifest digest>`: two contents pushed
+    // under one tag are two desired states.
+    let revision = |version: &str| Some(format!("{version}@{actual}"));
+    if let Some(mut resolved) = super::cached_chart(&path, Some(&layer_hex), &shown).await? {
+        resolved.revision = revision(&resolved.version);
         return Ok(resolved);
     }
     let mut body = Vec::with_capacity(usize::try_from(layer.size).unwrap_or(0));
@@ -356,13 +360,15 @@ async fn fetch(
         .pull_blob(&reference, layer, &mut body)
         .await
         .map_err(fail)?;
-    super::store_chart(
+    let mut resolved = super::store_chart(
         body,
         Some(layer_hex),
         path,
         format!("{shown} (chart layer)"),
     )
-    .await
+    .await?;
+    resolved.revision = revision(&resolved.version);
+    Ok(resolved)
 }
 
 /// The error a user can act on, for what the OCI client says.

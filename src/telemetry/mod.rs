@@ -55,6 +55,12 @@ struct CauseLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReceiverLabels {
+    receiver: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ProviderTypeLabels {
     r#type: String,
 }
@@ -141,6 +147,7 @@ pub struct Metrics {
     /// Reconciles running (a worker between start and end of one reconcile).
     pub in_flight: Gauge,
     cause_retries: Family<CauseLabels, Counter>,
+    receiver_calls: Family<ReceiverLabels, Counter>,
     notifications_delivered: Family<ProviderTypeLabels, Counter>,
     notifications_dropped: Family<ReasonLabels, Counter>,
 }
@@ -229,6 +236,12 @@ impl Metrics {
             "Notifications not delivered, by reason (queue_full, provider_queue_full, undelivered: attempts used up, refused: a 4xx answer, provider_removed)",
             notifications_dropped.clone(),
         );
+        let receiver_calls = Family::<ReceiverLabels, Counter>::default();
+        registry.register(
+            "wheelhouse_receiver_calls",
+            "Webhook receiver calls, by receiver and result (woke, ignored, unauthorized, malformed, unknown_source, too_large, rate_limited, refused, not_found)",
+            receiver_calls.clone(),
+        );
         // Process-wide: every renderer of this process counts its helper's faults there.
         registry.register(
             "wheelhouse_render_helper_restarts",
@@ -237,6 +250,7 @@ impl Metrics {
         );
         Self {
             registry: Arc::new(registry),
+            receiver_calls,
             cause_retries,
             notifications_delivered,
             notifications_dropped,
@@ -288,6 +302,16 @@ impl Metrics {
         self.fail_fast
             .get_or_create(&ReasonLabels {
                 reason: reason.into(),
+            })
+            .inc();
+    }
+
+    /// A webhook receiver's call, by how it ended.
+    pub fn receiver_call(&self, receiver: &str, result: &str) {
+        self.receiver_calls
+            .get_or_create(&ReceiverLabels {
+                receiver: receiver.into(),
+                result: result.into(),
             })
             .inc();
     }

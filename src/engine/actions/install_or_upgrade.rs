@@ -129,6 +129,7 @@ pub async fn install_or_upgrade(
         _ => match render(
             run.ctx,
             &run.acting,
+            run.priority,
             &run.release_name,
             &run.target_namespace,
             prepared,
@@ -165,6 +166,12 @@ pub async fn install_or_upgrade(
     if let Some(commit) = prepared.resolved.commit() {
         rel.labels
             .insert(super::SOURCE_COMMIT_LABEL.into(), commit.to_owned());
+    }
+    if let Some(digest) = prepared.resolved.manifest_digest() {
+        rel.labels.insert(
+            super::SOURCE_DIGEST_LABEL.into(),
+            digest[..super::SOURCE_DIGEST_KEPT].to_owned(),
+        );
     }
     // Config tracking: hash the ConfigMaps/Secrets each workload consumes into its pod
     // template (and gate pods whose config does not exist yet) before the first apply, so

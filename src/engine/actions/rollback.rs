@@ -43,6 +43,10 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
         rel.labels
             .insert(super::SOURCE_COMMIT_LABEL.into(), commit.clone());
     }
+    if let Some(digest) = target.labels.get(super::SOURCE_DIGEST_LABEL) {
+        rel.labels
+            .insert(super::SOURCE_DIGEST_LABEL.into(), digest.clone());
+    }
     run.masker.add_manifest_secrets(&rel.manifest);
     for hook in &rel.hooks {
         run.masker.add_manifest_secrets(&hook.manifest);

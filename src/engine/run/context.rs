@@ -54,13 +54,20 @@ pub struct Context {
     pub metrics: crate::telemetry::Metrics,
     /// Watches shared by every running wait of this engine.
     pub watches: crate::health::WatchHub,
-    /// Slots for resolving and loading charts (as many as for rendering).
-    pub loads: tokio::sync::Semaphore,
+    /// Slots for resolving and loading charts (as many as for rendering), urgent first.
+    pub loads: crate::slots::Slots,
     /// Workers in their first reconcile at once (an engine starting over thousands).
     pub starts: Arc<tokio::sync::Semaphore>,
     /// Tells the on-call channel of failures, recoveries and cancellations (never waits).
     pub notifier: crate::notify::Notifier,
+    /// Pushes to chart sources a webhook receiver heard: every worker and running wait
+    /// listens, and the releases whose chart they name look at once.
+    pub pushed: tokio::sync::broadcast::Sender<Arc<crate::source::pushed::Pushed>>,
 }
+
+/// Pushes a listener may fall behind by before it is told it lagged (and then looks
+/// anyway).
+const PUSHES_KEPT: usize = 256;
 
 /// The most refused permissions remembered at once (others back off).
 const MAX_REFUSED: usize = 32;
@@ -100,9 +107,10 @@ impl Context {
             cancel_on_new_revision: true,
             chart_poll: Duration::from_secs(15),
             metrics: crate::telemetry::Metrics::new(),
-            loads: tokio::sync::Semaphore::new(4),
+            loads: crate::slots::Slots::new(4),
             starts: Arc::new(tokio::sync::Semaphore::new(STARTS)),
             notifier: crate::notify::Notifier::off(),
+            pushed: tokio::sync::broadcast::channel(PUSHES_KEPT).0,
         }
     }
 }
@@ -207,6 +215,9 @@ pub struct Run<'a> {
     /// Whether the records this run writes claim them for its HelmRelease (false when
     /// the engine acts for the helm CLI on a release no HelmRelease manages).
     pub claim: bool,
+    /// This reconcile fixes a failed release, or answers an operator: its chart load and
+    /// render go ahead of routine ones.
+    pub priority: crate::slots::Priority,
 }
 
 impl Run<'_> {

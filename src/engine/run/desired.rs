@@ -36,6 +36,7 @@ impl Prepared {
         .into_iter()
         // Only where there is one, so the digests of other charts stay as they were.
         .chain(self.resolved.commit())
+        .chain(self.resolved.manifest_digest())
         {
             h.update(part.as_bytes());
             h.update([0]);
@@ -84,14 +85,11 @@ pub(in crate::engine) async fn prepare(
     ctx: &Context,
     acting: &Acting,
     hr: &HelmRelease,
+    priority: crate::slots::Priority,
 ) -> Result<Prepared, (&'static str, String)> {
     // Loading charts is bounded like rendering: a thousand releases starting together
     // would otherwise each hold a chart in memory at once.
-    let _slot = ctx
-        .loads
-        .acquire()
-        .await
-        .expect("the semaphore is never closed");
+    let _slot = ctx.loads.acquire(priority).await;
     let namespace = hr.object_namespace();
     // The engine's filesystem is not a tenant's: under the lockdown no chart.path is read.
     if let Some(path) = &hr.spec.chart.path
@@ -138,12 +136,17 @@ pub(super) async fn prepare_candidate(
     waiting: &Release,
 ) -> Result<Candidate, String> {
     // The newest spec's identity: a changed serviceAccountName applies to the candidate.
+    // A newer desired state superseding a wait is a fix someone waits for: urgent.
+    let urgent = crate::slots::Priority::Urgent;
     let acting = ctx.acting_for(&hr);
-    let prepared = prepare(ctx, &acting, &hr).await.map_err(|(_, m)| m)?;
+    let prepared = prepare(ctx, &acting, &hr, urgent)
+        .await
+        .map_err(|(_, m)| m)?;
     let prepared_at = std::time::Instant::now();
     let rendered = render(
         ctx,
         &acting,
+        urgent,
         &hr.release_name(),
         &hr.target_namespace(),
         &prepared,
@@ -166,6 +169,7 @@ pub(super) async fn prepare_candidate(
 pub async fn render(
     ctx: &Context,
     acting: &Acting,
+    priority: crate::slots::Priority,
     release_name: &str,
     namespace: &str,
     prepared: &Prepared,
@@ -185,6 +189,7 @@ pub async fn render(
             previous: previous.map(Previous::of),
             discovery: Some(&discovery.digest),
             as_user: acting.username().as_deref(),
+            priority,
         })
         .await;
     let mut rendered = match rendered {

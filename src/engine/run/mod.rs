@@ -28,6 +28,21 @@ pub(super) use triggers::{Trigger, new_token, values_source_events};
 use super::handle::Command;
 use crate::api::{HelmRelease, HelmReleaseStatus};
 
+/// How often a waiting or failed release's chart source is checked for a new desired
+/// state: `chart.interval` when set, else the engine's short default (15 s).
+pub fn source_poll(ctx: &Context, chart: &crate::api::ChartSpec) -> std::time::Duration {
+    chart
+        .interval
+        .map_or(ctx.chart_poll, |d| d.as_std())
+        .max(std::time::Duration::from_secs(1))
+}
+
+/// Whether `chart` comes from somewhere that can change under the same spec (a
+/// repository, a registry, Git): only those are polled.
+pub fn polls(chart: &crate::api::ChartSpec) -> bool {
+    chart.repository.is_some() || chart.git.is_some()
+}
+
 /// What reaches a worker.
 pub enum Msg {
     Updated(Arc<HelmRelease>),
@@ -71,6 +86,13 @@ pub struct Inbox {
     /// Where the last reconcile found the release record that blocks this release's
     /// identity (ReleaseConflict): a change there starts the next one at once.
     pub(super) conflict: Option<crate::release::Looked>,
+    /// The last reconcile left the release failed, stalled or held: its source (chart
+    /// and valuesFrom) is checked every [`source_poll`] for a new desired state, which is
+    /// tried at once with fresh retries.
+    pub(super) watch_source: bool,
+    /// The next reconcile is urgent (a fix for a failed release, an operator's request):
+    /// it takes the next render slot ahead of routine ones.
+    pub urgent: bool,
 }
 
 impl Inbox {
@@ -90,6 +112,8 @@ impl Inbox {
             blocked: false,
             missing: None,
             conflict: None,
+            watch_source: false,
+            urgent: false,
         }
     }
 }

@@ -176,9 +176,10 @@ impl Run<'_> {
         } else {
             futures::stream::select_all(Vec::new())
         };
-        let mut chart_poll =
-            tokio::time::interval_at(Instant::now() + ctx.chart_poll, ctx.chart_poll);
         let chart = &self.hr.spec.chart;
+        let mut pushed = ctx.pushed.subscribe();
+        let poll = super::source_poll(ctx, chart);
+        let mut chart_poll = tokio::time::interval_at(Instant::now() + poll, poll);
         let polls_chart = supersede && (chart.repository.is_some() || chart.git.is_some());
         type Check<'c> = std::pin::Pin<
             Box<dyn std::future::Future<Output = Result<Candidate, String>> + Send + 'c>,
@@ -258,6 +259,16 @@ impl Run<'_> {
                 }
                 Some(changed) = futures::StreamExt::next(&mut sources), if supersede => {
                     again = Some((changed, Instant::now()));
+                }
+                event = pushed.recv(), if polls_chart => {
+                    let named = match &event {
+                        Ok(p) => p.names(chart).then(|| format!("a push to {}", p.describe())),
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Some("pushes to chart sources".to_owned()),
+                        Err(_) => None,
+                    };
+                    if let Some(what) = named {
+                        again.get_or_insert_with(|| (what, Instant::now()));
+                    }
                 }
                 _ = chart_poll.tick(), if polls_chart => {
                     again.get_or_insert_with(|| ("chart source checked for new versions".into(), Instant::now()));

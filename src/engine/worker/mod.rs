@@ -54,6 +54,8 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
         });
         return;
     }
+    // Pushes to chart sources (webhook receivers): the ones naming this release's chart.
+    let mut pushed = ctx.pushed.subscribe();
     loop {
         // Subscribed only while held up by the cluster: the engine looks for healing only
         // while someone waits for it.
@@ -63,9 +65,37 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
             .as_ref()
             .map(|src| values_source_events(&ctx, &inbox.newest, std::slice::from_ref(src)));
         let mut record_changed = inbox.conflict.as_ref().map(|l| l.changes(&ctx.client));
+        // A failed or stalled release looks at its source for a new desired state.
+        let source_check = (inbox.watch_source && super::run::polls(&inbox.newest.spec.chart))
+            .then(|| Instant::now() + super::run::source_poll(&ctx, &inbox.newest.spec.chart));
         tokio::select! {
             () = stop.cancelled() => break,
             () = tokio::time::sleep_until(next_run) => {}
+            event = pushed.recv() => {
+                use tokio::sync::broadcast::error::RecvError;
+                match event {
+                    Ok(p) if p.names(&inbox.newest.spec.chart) => {
+                        tracing::info!(release = %key, source = %p.describe(), "a push to its chart source: looking now");
+                        inbox.urgent = true;
+                    }
+                    // Fell behind: one of them may have been ours.
+                    Err(RecvError::Lagged(_)) if super::run::polls(&inbox.newest.spec.chart) => {}
+                    Err(RecvError::Closed) => break,
+                    _ => continue,
+                }
+            }
+            Some(()) = async {
+                tokio::time::sleep_until(source_check?).await;
+                Some(())
+            } => {
+                match new_desired_state(&ctx, &inbox).await {
+                    Some(what) => {
+                        tracing::info!(release = %key, "{what}: trying it now, with fresh retries");
+                        inbox.urgent = true;
+                    }
+                    None => continue,
+                }
+            }
             Some(Some(())) = async { Some(futures::StreamExt::next(record_changed.as_mut()?).await) } => {
                 tracing::info!(release = %key, "a release record it conflicted with changed: trying again now");
                 ctx.metrics.retried_on_cause(crate::telemetry::RetryCause::ReleaseRecord);
@@ -93,7 +123,11 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
                             inbox.handled_cancel = Some(t);
                             continue;
                         }
-                        _ => last = None,
+                        // An operator waits on it.
+                        _ => {
+                            last = None;
+                            inbox.urgent = true;
+                        }
                     },
                 }
                 if last.as_ref() == Some(&Trigger::of(&inbox.newest)) {
@@ -183,7 +217,17 @@ async fn reconcile_once(
         elsewhere: Vec::new(),
         masker: Default::default(),
         claim: true,
+        priority: crate::slots::Priority::Routine,
     };
+    // A fix for a failed or stalled release, or an operator's request, goes first.
+    let failed = run
+        .status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == condition::READY && c.status == "False");
+    if run.inbox.urgent || failed {
+        run.priority = crate::slots::Priority::Urgent;
+    }
     if hr.metadata.deletion_timestamp.is_some() {
         return (
             finalize::finalize(&mut run).await,
@@ -258,6 +302,13 @@ async fn reconcile_once(
         }
     };
     run.inbox.blocked = matches!(requeue, Requeue::Blocked);
+    // Failed, stalled or held: a new desired state from its source is looked for.
+    run.inbox.watch_source = run
+        .status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == condition::READY && c.status != "True");
+    run.inbox.urgent = false;
     run.inbox.last_status = Some(run.status.clone());
     let interval = hr.spec.interval.as_std();
     let after = match requeue {
@@ -285,6 +336,31 @@ impl Run<'_> {
         )
         .await;
     }
+}
+
+/// What is new in the desired state of a release that failed, stalled or was held (a
+/// chart version or digest, a commit, valuesFrom data), if anything: compared with what
+/// was last attempted, as helm-controller decides to reset its failure counters.
+async fn new_desired_state(ctx: &Context, inbox: &Inbox) -> Option<String> {
+    let hr = &inbox.newest;
+    let status = inbox.last_status.as_ref()?;
+    let acting = ctx.acting_for(hr);
+    let prepared = super::run::prepare(ctx, &acting, hr, crate::slots::Priority::Urgent)
+        .await
+        .ok()?;
+    let desired = prepared.desired();
+    reconcile::attempt_differs(status, &desired, hr.metadata.generation).then(|| {
+        format!(
+            "a new desired state from its source: chart {}@{}{}",
+            desired.chart_name,
+            desired.chart_version,
+            desired
+                .source_revision
+                .as_deref()
+                .map(|r| format!(" ({r})"))
+                .unwrap_or_default()
+        )
+    })
 }
 
 /// What a release's status says when the API server refused a call made for it: who was

@@ -134,7 +134,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
             run.fix_step(|_| {});
             (Ok(c.prepared), Some(c.rendered))
         }
-        None => (prepare(run.ctx, &run.acting, &hr).await, None),
+        None => (prepare(run.ctx, &run.acting, &hr, run.priority).await, None),
     };
     run.inbox.missing = None;
     let prepared = match prepared {
@@ -350,14 +350,25 @@ fn take_tokens(s: &mut HelmReleaseStatus, hr: &HelmRelease) {
 /// A new desired state (generation, chart version or values) gets a fresh set of
 /// retries, as in Flux.
 fn fresh_retries(s: &mut HelmReleaseStatus, desired: &Desired, generation: Option<i64>) {
-    if s.last_attempted_generation != generation
+    if attempt_differs(s, desired, generation) {
+        reset_failures(s);
+    }
+}
+
+/// Whether `desired` (at `generation`) is not what was last attempted: a new generation,
+/// chart version, values, or source revision (a Git commit, an OCI manifest digest). As
+/// helm-controller's MustResetFailures decides: such a desired state gets fresh retries,
+/// an unchanged one never does.
+pub(super) fn attempt_differs(
+    s: &HelmReleaseStatus,
+    desired: &Desired,
+    generation: Option<i64>,
+) -> bool {
+    s.last_attempted_generation != generation
         || s.last_attempted_revision.as_deref() != Some(desired.chart_version.as_str())
         || s.last_attempted_config_digest.as_deref() != Some(desired.config_digest.as_str())
         || (desired.source_revision.is_some()
             && s.last_attempted_source_revision != desired.source_revision)
-    {
-        reset_failures(s);
-    }
 }
 
 /// Zero failure counters; whatever stalled the release on them no longer holds.
@@ -500,6 +511,7 @@ fn observe(
             chart_version: meta.version,
             config_digest: crate::values::digest(&r.config),
             source_commit: r.labels.get(actions::SOURCE_COMMIT_LABEL).cloned(),
+            source_digest: r.labels.get(actions::SOURCE_DIGEST_LABEL).cloned(),
             tests: TestState::of(r),
             interrupted: info.status == Status::Failed
                 && (info
