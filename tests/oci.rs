@@ -5,8 +5,6 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::ByteString;
@@ -14,137 +12,9 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::PostParams;
 use support::engine::{self as eng, helm_history, is, wait_for, waiting_on};
+use support::oci::{Pusher, helm, registries};
 use wheelhouse::api::{ChartSpec, HelmRelease};
 use wheelhouse::source::{ChartSource, Error, RepoAuth};
-
-/// What tests need to reach the registries (DIR/registry.env of the cluster).
-struct Registries {
-    plain: String,
-    tls: String,
-    ca: PathBuf,
-    user: String,
-    password: String,
-}
-
-fn registries() -> Registries {
-    let get = support::cluster_env("registry.env", "OCI registries");
-    Registries {
-        plain: get("REGISTRY"),
-        tls: get("REGISTRY_TLS"),
-        ca: PathBuf::from(get("REGISTRY_CA")),
-        user: get("REGISTRY_USER"),
-        password: get("REGISTRY_PASSWORD"),
-    }
-}
-
-fn helm(args: &[&str], registry_config: &Path) -> String {
-    let out = Command::new(support::testbin().join("helm"))
-        .args(args)
-        .env("HELM_REGISTRY_CONFIG", registry_config)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "helm {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
-/// A chart pusher with its own registry login (helm's registry config in a temp dir).
-struct Pusher {
-    dir: tempfile::TempDir,
-}
-
-impl Pusher {
-    fn new() -> Self {
-        Self {
-            dir: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn config(&self) -> PathBuf {
-        self.dir.path().join("registry.json")
-    }
-
-    fn login(&self, r: &Registries) {
-        helm(
-            &[
-                "registry",
-                "login",
-                &r.tls,
-                "--username",
-                &r.user,
-                "--password",
-                &r.password,
-                "--ca-file",
-                &r.ca.display().to_string(),
-            ],
-            &self.config(),
-        );
-    }
-
-    /// Packages the webapp test chart as `version` (its pods' `behavior` as given) and
-    /// pushes it to `oci://{registry}/{path}`; returns the manifest digest helm printed.
-    fn push(
-        &self,
-        registry: &str,
-        path: &str,
-        version: &str,
-        behavior: &str,
-        tls: Option<&Path>,
-    ) -> String {
-        let src = PathBuf::from(eng::chart("webapp"));
-        let chart = self.dir.path().join(format!("webapp-{version}-src/webapp"));
-        std::fs::create_dir_all(chart.join("templates")).unwrap();
-        for entry in std::fs::read_dir(src.join("templates")).unwrap() {
-            let entry = entry.unwrap();
-            if entry.path().is_file() {
-                std::fs::copy(
-                    entry.path(),
-                    chart.join("templates").join(entry.file_name()),
-                )
-                .unwrap();
-            }
-        }
-        let yaml = std::fs::read_to_string(src.join("Chart.yaml"))
-            .unwrap()
-            .replace("version: 1.0.0", &format!("version: {version}"));
-        std::fs::write(chart.join("Chart.yaml"), yaml).unwrap();
-        let values = std::fs::read_to_string(src.join("values.yaml"))
-            .unwrap()
-            .replace("behavior: \"\"", &format!("behavior: \"{behavior}\""));
-        std::fs::write(chart.join("values.yaml"), values).unwrap();
-        let out = self.dir.path().join("out");
-        helm(
-            &[
-                "package",
-                &chart.display().to_string(),
-                "-d",
-                &out.display().to_string(),
-            ],
-            &self.config(),
-        );
-        let tgz = out.join(format!("webapp-{version}.tgz"));
-        let target = format!("oci://{registry}/{path}");
-        let mut args = vec!["push".to_owned(), tgz.display().to_string(), target];
-        match tls {
-            Some(ca) => args.extend(["--ca-file".to_owned(), ca.display().to_string()]),
-            None => args.push("--plain-http".to_owned()),
-        }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let said = helm(&args, &self.config());
-        said.lines()
-            .find_map(|l| l.strip_prefix("Digest: "))
-            .unwrap_or_else(|| panic!("no digest in helm push's output: {said}"))
-            .trim()
-            .to_owned()
-    }
-}
 
 fn oci_chart(repository: String, version: Option<&str>) -> ChartSpec {
     ChartSpec {

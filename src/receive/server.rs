@@ -69,6 +69,7 @@ pub async fn serve(
                     async move { Ok::<_, Infallible>(state.respond(req, peer).await) }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
                     .header_read_timeout(Duration::from_secs(10))
                     .serve_connection(TokioIo::new(stream), service)
                     .await;

@@ -78,12 +78,30 @@ PY
   printf 'ETCD_CLIENT_PORT=%s\nETCD_PEER_PORT=%s\nAPISERVER_PORT=%s\nKWOK_NODE_PORT=%s\n' \
     "$p1" "$p2" "$p3" "$p4" >"$dir/ports.env"
 fi
-# Ports added since a DIR was first started are picked and remembered the same way.
+# Ports added since a DIR was first started are picked and remembered the same way, all in
+# one process holding every socket open: separate picks may get the same port back.
+missing=()
 for var in FLUX_STORAGE_PORT FLUX_SOURCE_HEALTH_PORT FLUX_HELM_HEALTH_PORT FLUX_LOCKED_HEALTH_PORT REGISTRY_PORT REGISTRY_TLS_PORT \
   GIT_HTTP_PORT GIT_HTTPS_PORT GIT_SSH_PORT; do
-  grep -q "^$var=" "$dir/ports.env" ||
-    echo "$var=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')" >>"$dir/ports.env"
+  grep -q "^$var=" "$dir/ports.env" || missing+=("$var")
 done
+if ((${#missing[@]})); then
+  python3 - "$dir/ports.env" "${missing[@]}" <<'PY' >>"$dir/ports.env"
+import socket, sys
+taken = {int(l.split("=")[1]) for l in open(sys.argv[1]) if "=" in l}
+socks = []
+for var in sys.argv[2:]:
+    while True:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        socks.append(s)
+        port = s.getsockname()[1]
+        if port not in taken:
+            taken.add(port)
+            print(f"{var}={port}")
+            break
+PY
+fi
 # shellcheck source=/dev/null
 source "$dir/ports.env"
 for port in "$ETCD_CLIENT_PORT" "$ETCD_PEER_PORT" "$APISERVER_PORT"; do

@@ -17,7 +17,9 @@ pub mod discovery;
 pub mod engine;
 pub mod figures;
 pub mod flux;
+pub mod git;
 pub mod installed;
+pub mod oci;
 pub mod process;
 pub mod receiver;
 pub mod source;
@@ -301,4 +303,13 @@ pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
             std::fs::copy(entry.path(), target).unwrap();
         }
     }
+}
+
+/// A TCP port on 127.0.0.1 that is free now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }

@@ -195,7 +195,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
                 record_history(run, &history);
                 super::drift::check(run, latest.as_ref()).await;
                 run.write_status().await;
-                return Ok(Requeue::After(interval));
+                return Ok(Requeue::After(idle_recheck(interval, &hr.spec.chart)));
             }
             Next::Stalled { reason: r, message } => {
                 nothing_more_to_try(&mut run.status, r, message, generation);
@@ -316,7 +316,22 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
             return Ok(Requeue::After(NEVER));
         }
     }
-    Ok(Requeue::After(interval))
+    Ok(Requeue::After(idle_recheck(
+        interval,
+        &run.inbox.newest.spec.chart,
+    )))
+}
+
+/// When an idle release is looked at again: its interval, or sooner when its chart source
+/// has an interval of its own (Flux's `chart.spec.interval`: how often the chart is
+/// fetched, a new one being a new desired state).
+fn idle_recheck(interval: Duration, chart: &crate::api::ChartSpec) -> Duration {
+    match chart.interval {
+        Some(d) if crate::engine::run::polls(chart) => {
+            interval.min(d.as_std().max(Duration::from_secs(1)))
+        }
+        _ => interval,
+    }
 }
 
 /// Takes the request annotations not handled yet: resetAt gives fresh retries;

@@ -1,0 +1,198 @@
+//! The OCI registries of the chart-source tests (tests/cluster/up.sh starts them), and
+//! pushing the webapp test chart there with the real `helm package` and `helm push`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What tests need to reach the registries (DIR/registry.env of the cluster).
+pub struct Registries {
+    pub plain: String,
+    pub tls: String,
+    pub ca: PathBuf,
+    pub user: String,
+    pub password: String,
+}
+
+pub fn registries() -> Registries {
+    let get = super::cluster_env("registry.env", "OCI registries");
+    Registries {
+        plain: get("REGISTRY"),
+        tls: get("REGISTRY_TLS"),
+        ca: PathBuf::from(get("REGISTRY_CA")),
+        user: get("REGISTRY_USER"),
+        password: get("REGISTRY_PASSWORD"),
+    }
+}
+
+pub fn helm(args: &[&str], registry_config: &Path) -> String {
+    let out = Command::new(super::testbin().join("helm"))
+        .args(args)
+        .env("HELM_REGISTRY_CONFIG", registry_config)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "helm {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A chart pusher with its own registry login (helm's registry config in a temp dir).
+pub struct Pusher {
+    dir: tempfile::TempDir,
+}
+
+impl Pusher {
+    pub fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    pub fn config(&self) -> PathBuf {
+        self.dir.path().join("registry.json")
+    }
+
+    pub fn login(&self, r: &Registries) {
+        helm(
+            &[
+                "registry",
+                "login",
+                &r.tls,
+                "--username",
+                &r.user,
+                "--password",
+                &r.password,
+                "--ca-file",
+                &r.ca.display().to_string(),
+            ],
+            &self.config(),
+        );
+    }
+
+    /// Packages the webapp test chart as `version` (its pods' `behavior` as given) and
+    /// pushes it to `oci://{registry}/{path}`; returns the manifest digest helm printed.
+    pub fn push(
+        &self,
+        registry: &str,
+        path: &str,
+        version: &str,
+        behavior: &str,
+        tls: Option<&Path>,
+    ) -> String {
+        let src = PathBuf::from(super::engine::chart("webapp"));
+        let chart = self.dir.path().join(format!("webapp-{version}-src/webapp"));
+        std::fs::create_dir_all(chart.join("templates")).unwrap();
+        for entry in std::fs::read_dir(src.join("templates")).unwrap() {
+            let entry = entry.unwrap();
+            if entry.path().is_file() {
+                std::fs::copy(
+                    entry.path(),
+                    chart.join("templates").join(entry.file_name()),
+                )
+                .unwrap();
+            }
+        }
+        let yaml = std::fs::read_to_string(src.join("Chart.yaml"))
+            .unwrap()
+            .replace("version: 1.0.0", &format!("version: {version}"));
+        std::fs::write(chart.join("Chart.yaml"), yaml).unwrap();
+        let values = std::fs::read_to_string(src.join("values.yaml"))
+            .unwrap()
+            .replace("behavior: \"\"", &format!("behavior: \"{behavior}\""));
+        std::fs::write(chart.join("values.yaml"), values).unwrap();
+        let out = self.dir.path().join("out");
+        helm(
+            &[
+                "package",
+                &chart.display().to_string(),
+                "-d",
+                &out.display().to_string(),
+            ],
+            &self.config(),
+        );
+        let tgz = out.join(format!("webapp-{version}.tgz"));
+        let target = format!("oci://{registry}/{path}");
+        let mut args = vec!["push".to_owned(), tgz.display().to_string(), target];
+        match tls {
+            Some(ca) => args.extend(["--ca-file".to_owned(), ca.display().to_string()]),
+            None => args.push("--plain-http".to_owned()),
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let said = helm(&args, &self.config());
+        said.lines()
+            .find_map(|l| l.strip_prefix("Digest: "))
+            .unwrap_or_else(|| panic!("no digest in helm push's output: {said}"))
+            .trim()
+            .to_owned()
+    }
+}
+
+/// A registry of a test's own (the CNCF distribution registry the local control plane
+/// builds), on a free port, configured to send its push notifications to `url` with
+/// `Authorization: Bearer <token>`, as an operator configures one for a webhook receiver.
+pub struct NotifyingRegistry {
+    child: std::process::Child,
+    /// `127.0.0.1:<port>`.
+    pub address: String,
+    _dir: tempfile::TempDir,
+}
+
+impl NotifyingRegistry {
+    pub fn start(url: &str, token: &str) -> Self {
+        let out =
+            Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/cluster/registry.sh"))
+                .stderr(std::process::Stdio::inherit())
+                .output()
+                .unwrap();
+        assert!(out.status.success(), "tests/cluster/registry.sh failed");
+        let bin = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("registry");
+        let port = super::free_port();
+        let dir = tempfile::tempdir().unwrap();
+        let config = dir.path().join("config.yaml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog: {{level: warn, accesslog: {{disabled: true}}}}\n\
+                 storage: {{filesystem: {{rootdirectory: {root}}}}}\n\
+                 http: {{addr: 127.0.0.1:{port}}}\n\
+                 notifications:\n  endpoints:\n  - name: wheelhouse\n    url: {url}\n    \
+                 headers: {{Authorization: [\"Bearer {token}\"]}}\n    timeout: 2s\n    threshold: 10\n    backoff: 1s\n",
+                root = dir.path().join("data").display(),
+            ),
+        )
+        .unwrap();
+        let child = Command::new(bin)
+            .args(["serve", &config.display().to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let address = format!("127.0.0.1:{port}");
+        let deadline = std::time::Instant::now() + super::PATIENCE;
+        while std::net::TcpStream::connect(&address).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the registry never listened"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        Self {
+            child,
+            address,
+            _dir: dir,
+        }
+    }
+}
+
+impl Drop for NotifyingRegistry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
