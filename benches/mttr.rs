@@ -6,10 +6,13 @@
 //!     (the patch accepted by the API server) to the start of the fix's apply, and to
 //!     Ready;
 //!   - fail-fast: from the first crash-looping pod of a new revision to the release
-//!     reported failed, with fail-fast on and off (timeout 20s).
+//!     reported failed, with fail-fast on and off (timeout 20s);
+//!   - the table of fixes by every carrier (`mttr_table`), idle, with Flux beside it.
 
 #[path = "../tests/support/mod.rs"]
 mod support;
+#[path = "mttr_table/mod.rs"]
+mod table;
 
 use std::time::{Duration, Instant};
 
@@ -325,4 +328,18 @@ async fn main() {
     let a = row("  fail-fast on (timeout 5m)", ff_on);
     let b = row("  fail-fast off (timeout 20s)", ff_off);
     println!("  ratio off/on: {:.0}x", b.as_secs_f64() / a.as_secs_f64());
+
+    let runs = std::env::var("WHEELHOUSE_BENCH_TABLE_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(10);
+    println!();
+    println!(
+        "The fix by every carrier, {runs} runs a row: from the trigger (the patch accepted; \
+         `helm push` or `git push` returned) to the fix's Deployment written and to Ready:"
+    );
+    let mut rows = table::ours(&client, runs, None).await;
+    rows.extend(table::flux(&client, runs).await);
+    table::print(&rows);
+    table::print_ratios(&rows);
 }

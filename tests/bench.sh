@@ -2,9 +2,14 @@
 # Benchmarks that need the local control plane: starts one, runs the benchmark, stops it.
 # Figures are printed; they are measured, not asserted (machines are shared and noisy).
 #
-# Usage: tests/bench.sh mttr|render|handover|scale|dashboard-live|inventory|drift
+# Usage: tests/bench.sh mttr|mttr-busy|render|handover|scale|dashboard-live|inventory|drift
 #   mttr    time to recovery, with where its time goes, and fail-fast
-#           (WHEELHOUSE_BENCH_RUNS=N for more runs; default 5)
+#           (WHEELHOUSE_BENCH_RUNS=N for more runs; default 5), then the table of fixes
+#           by spec, valuesFrom, OCI chart version and Git commit for a waiting and a
+#           failed release, idle, p50/p99 to the fix's object and to Ready, Flux beside it
+#           for the spec and OCI rows (WHEELHOUSE_BENCH_TABLE_RUNS; default 10)
+#   mttr-busy  the same table while 1,000 releases upgrade at once
+#           (WHEELHOUSE_BENCH_RELEASES sets the count)
 #   render  one render of the webapp chart: the render helper (discovery warm, as the
 #           engine renders, discovery afresh) against the helm CLI (default 50 runs)
 #   handover  takeover after SIGTERM and after kill -9 of the leading controller, and a
@@ -24,10 +29,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-usage="usage: tests/bench.sh mttr|render|handover|scale|dashboard-live|inventory|drift"
+usage="usage: tests/bench.sh mttr|mttr-busy|render|handover|scale|dashboard-live|inventory|drift"
 bench=${1:?$usage}
 case "$bench" in
-  mttr | render | handover | scale | dashboard-live | inventory | drift) ;;
+  mttr | mttr-busy | render | handover | scale | dashboard-live | inventory | drift) ;;
   *) echo "$usage" >&2; exit 2 ;;
 esac
 "$root/tests/cluster/prereqs.sh"

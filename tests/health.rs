@@ -38,6 +38,7 @@ async fn create_deployment(
         resource: ApiResource::erase::<Deployment>(&()),
         namespace: Some(ns.into()),
         name: name.into(),
+        generation: None,
     }
 }
 
@@ -112,6 +113,7 @@ async fn failed_job_ends_the_wait_as_failed() {
         resource: ApiResource::erase::<Job>(&()),
         namespace: Some(ns.name.clone()),
         name: "migrate".into(),
+        generation: None,
     };
     let outcome = health::wait(
         &client,

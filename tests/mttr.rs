@@ -8,12 +8,12 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use hmac::{KeyInit, Mac};
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
-use kube::{Api, Client};
 use support::engine::{self as eng, helm_history, is, wait_for, waiting_on};
 use support::git::{Repo, server};
+use support::hooks::{github_signature, post, receiver};
 use support::oci::{NotifyingRegistry, Pusher, registries};
 use wheelhouse::api::HelmRelease;
 
@@ -200,70 +200,49 @@ async fn each_new_desired_state_is_tried_after_a_stall_with_fresh_retries() {
     ns.delete().await;
 }
 
-/// A receiver set up as an operator would: the ConfigMap beside the Lease, the token in
-/// a Secret; returns its path (Flux's).
-async fn receiver(client: &Client, ns: &str, name: &str, kind: &str, token: &str) -> String {
-    let secret: Secret = support::from_yaml(&format!(
-        "metadata: {{name: {name}-token}}\nstringData: {{token: {token}}}"
-    ));
-    Api::<Secret>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let mut config = configmaps
-        .get_opt(wheelhouse::receive::CONFIGMAP)
-        .await
-        .unwrap()
-        .and_then(|c| c.data)
-        .and_then(|d| d.get(wheelhouse::receive::KEY).cloned())
-        .unwrap_or_else(|| "receivers:\n".into());
-    config.push_str(&format!(
-        "- {{name: {name}, type: {kind}, secretRef: {{name: {name}-token}}}}\n"
-    ));
-    let cm: ConfigMap = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": wheelhouse::receive::CONFIGMAP},
-        "data": {wheelhouse::receive::KEY: config},
-    }))
-    .unwrap();
-    configmaps
-        .patch(
-            wheelhouse::receive::CONFIGMAP,
-            &PatchParams::apply("wheelhouse-tests").force(),
-            &Patch::Apply(&cm),
-        )
-        .await
-        .unwrap();
-    wheelhouse::receive::path_of(token.as_bytes(), name, ns)
-}
-
-/// POSTs `body` with `headers` to the controller's receivers; the status code.
-fn post(port: u16, path: &str, headers: &[(&str, &str)], body: &[u8]) -> u16 {
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), body).unwrap();
-    let mut command = std::process::Command::new("curl");
-    command.args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"]);
-    for (k, v) in headers {
-        command.args(["-H", &format!("{k}: {v}")]);
-    }
-    let out = command
-        .args(["--data-binary", &format!("@{}", file.path().display())])
-        .arg(format!("http://127.0.0.1:{port}{path}"))
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .trim()
-        .parse()
-        .unwrap_or(0)
-}
-
 /// A refused call: what it is, its headers, its body, the status it gets.
 type BadCall<'a> = (&'a str, Vec<(&'a str, String)>, Vec<u8>, u16);
 
-fn github_signature(token: &str, body: &[u8]) -> String {
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(token.as_bytes()).unwrap();
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+/// A stalled release of a chart that is not polled (a path): its valuesFrom ConfigMap is
+/// watched, so new data is tried at once with fresh retries, and data that changes nothing
+/// (a new resourceVersion, the same values) leaves it stalled.
+#[tokio::test]
+async fn a_stalled_release_takes_new_values_data_at_once() {
+    let (client, ns, api) = eng::setup("mttr-values").await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    set_overrides(&configmaps, "behavior: crash-loop").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    api.create(
+        &PostParams::default(),
+        &eng::webapp(
+            "web",
+            serde_json::json!({"valuesFrom": [{"kind": "ConfigMap", "name": "overrides"}],
+                               "values": {"replicaCount": 1}, "timeout": "30s", "interval": "1h"}),
+        ),
+    )
+    .await
+    .unwrap();
+    let hr = wait_for(&api, "web", "the install failed and stalled", |h| {
+        h.condition("Stalled").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    let history = hr.status.as_ref().unwrap().history.len();
+    // The same values written again (a comment added): no new desired state.
+    set_overrides(&configmaps, "behavior: crash-loop # again").await;
+    // The fix.
+    set_overrides(&configmaps, "note: fixed").await;
+    let hr = wait_for(&api, "web", "the values fix deployed", |h| {
+        h.condition("Ready").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    assert_eq!(failures(&hr), (0, 0));
+    assert_eq!(
+        hr.status.as_ref().unwrap().history.len(),
+        history + 1,
+        "only the fix was tried: {:?}",
+        hr.status
+    );
+    ns.delete().await;
 }
 
 /// Push, not poll: the charts are checked every hour (chart.interval), yet a registry's

@@ -62,6 +62,10 @@ pub struct Target {
     pub resource: ApiResource,
     pub namespace: Option<String>,
     pub name: String,
+    /// The object's generation as the API server had it when the wait began: a shared
+    /// watch that has not caught up with the apply still holds the previous generation,
+    /// fully rolled out, which must not pass for the new one.
+    pub generation: Option<i64>,
 }
 
 impl fmt::Display for Target {
@@ -268,6 +272,17 @@ fn observe(
         );
         return false;
     };
+    if let (Some(applied), Some(seen)) = (targets[i].generation, obj.metadata.generation)
+        && seen < applied
+    {
+        states.insert(
+            i,
+            Readiness::InProgress(format!(
+                "waiting for the watch to see generation {applied} (it has {seen})"
+            )),
+        );
+        return false;
+    }
     // Serialised once for the readiness rules and the workload's current revision.
     let value = typed_value(&targets[i], &obj);
     states.insert(i, readiness::of_with(&value, options.strictness));
@@ -366,4 +381,60 @@ fn progress_of(targets: &[Target], states: &BTreeMap<usize, Readiness>) -> Progr
         }
     }
     p
+}
+
+#[cfg(test)]
+mod lagging_watch_tests {
+    use super::*;
+
+    /// A shared watch still holding the previous generation, fully rolled out, while the
+    /// API server has the applied one: not ready until the watch sees the applied one.
+    #[test]
+    fn a_watch_behind_the_apply_is_not_taken_for_the_applied_object() {
+        let target = Target {
+            resource: ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
+            namespace: Some("ns".into()),
+            name: "web".into(),
+            generation: Some(2),
+        };
+        let object = |generation: i64| {
+            let obj: DynamicObject = serde_json::from_value(serde_json::json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": "ns", "generation": generation},
+                "spec": {"replicas": 1},
+                "status": {"observedGeneration": generation, "replicas": 1, "updatedReplicas": 1,
+                           "readyReplicas": 1, "availableReplicas": 1},
+            }))
+            .unwrap();
+            Some(std::sync::Arc::new(obj))
+        };
+        let options = WaitOptions::default();
+        let mut states = BTreeMap::new();
+        let (mut selectors, mut revisions) = (BTreeMap::new(), BTreeMap::new());
+        let targets = [target];
+        observe(
+            &targets,
+            0,
+            object(1),
+            &options,
+            &mut states,
+            &mut selectors,
+            &mut revisions,
+        );
+        assert!(
+            matches!(states[&0], Readiness::InProgress(_)),
+            "{:?}",
+            states[&0]
+        );
+        observe(
+            &targets,
+            0,
+            object(2),
+            &options,
+            &mut states,
+            &mut selectors,
+            &mut revisions,
+        );
+        assert_eq!(states[&0], Readiness::Ready);
+    }
 }

@@ -18,6 +18,7 @@ pub mod engine;
 pub mod figures;
 pub mod flux;
 pub mod git;
+pub mod hooks;
 pub mod installed;
 pub mod oci;
 pub mod process;

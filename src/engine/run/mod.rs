@@ -90,6 +90,9 @@ pub struct Inbox {
     /// and valuesFrom) is checked every [`source_poll`] for a new desired state, which is
     /// tried at once with fresh retries.
     pub(super) watch_source: bool,
+    /// With `watch_source`: the valuesFrom objects the failed desired state was composed
+    /// from, watched so that new data is looked at at once rather than at the next poll.
+    pub(super) values_sources: Vec<crate::values::ValuesSourceRef>,
     /// The next reconcile is urgent (a fix for a failed release, an operator's request):
     /// it takes the next render slot ahead of routine ones.
     pub urgent: bool,
@@ -113,6 +116,7 @@ impl Inbox {
             missing: None,
             conflict: None,
             watch_source: false,
+            values_sources: Vec::new(),
             urgent: false,
         }
     }

@@ -82,6 +82,43 @@ struct Interrupted {
 }
 
 impl Run<'_> {
+    /// Reads each target's generation from the API server (a few at a time), so the wait
+    /// judges the objects as applied, not as a lagging shared watch last saw them. An
+    /// object that cannot be read is judged as the watch sees it.
+    async fn read_generations(&self, targets: &mut [Target]) {
+        let reads: Vec<_> = targets
+            .iter()
+            .map(|t| {
+                let api: kube::Api<kube::api::DynamicObject> = match &t.namespace {
+                    Some(ns) => {
+                        kube::Api::namespaced_with(self.ctx.client.clone(), ns, &t.resource)
+                    }
+                    None => kube::Api::all_with(self.ctx.client.clone(), &t.resource),
+                };
+                let name = t.name.clone();
+                async move {
+                    api.get_metadata_opt(&name)
+                        .await
+                        .ok()
+                        .flatten()
+                        .and_then(|m| m.metadata.generation)
+                }
+            })
+            .collect();
+        let mut generations = Vec::with_capacity(reads.len());
+        let mut reads = reads.into_iter();
+        loop {
+            let batch: Vec<_> = reads.by_ref().take(8).collect();
+            if batch.is_empty() {
+                break;
+            }
+            generations.extend(futures::future::join_all(batch).await);
+        }
+        for (t, g) in targets.iter_mut().zip(generations) {
+            t.generation = g;
+        }
+    }
+
     /// The health check of a revision: watches its objects until ready, failed, timed
     /// out or cancelled, publishing progress to front ends and to status.wait. While it
     /// runs it watches for a newer desired state (spec, valuesFrom data, chart versions);
@@ -109,9 +146,11 @@ impl Run<'_> {
                         None
                     },
                     name: r.name.clone(),
+                    generation: None,
                 });
             }
         }
+        self.read_generations(&mut targets).await;
         let started = window.started;
         let timeout = window.length();
         let waited_since = std::time::Instant::now();
