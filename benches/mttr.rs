@@ -266,8 +266,18 @@ async fn main() {
         env!("CARGO_PKG_VERSION")
     );
 
-    let on = stuck_then_fixed(&client, true, runs).await;
-    let off = stuck_then_fixed(&client, false, runs).await;
+    // WHEELHOUSE_BENCH_PARTS chooses among steps, table and flux (default: all three).
+    let parts = std::env::var("WHEELHOUSE_BENCH_PARTS").unwrap_or("steps,table,flux".into());
+    let part = |p: &str| parts.split(',').any(|x| x.trim() == p);
+    if part("steps") {
+        steps_and_fail_fast(&client, runs).await;
+    }
+    table(&client, part("table"), part("flux")).await;
+}
+
+async fn steps_and_fail_fast(client: &Client, runs: usize) {
+    let on = stuck_then_fixed(client, true, runs).await;
+    let off = stuck_then_fixed(client, false, runs).await;
     println!();
     println!("Stuck rollout (never-ready pods), fix pushed:");
     let on_apply = row(
@@ -321,14 +331,16 @@ async fn main() {
         row(label, steps.iter().map(|s| pick(s)).collect());
     }
 
-    let ff_on = fail_fast(&client, true, runs).await;
-    let ff_off = fail_fast(&client, false, runs).await;
+    let ff_on = fail_fast(client, true, runs).await;
+    let ff_off = fail_fast(client, false, runs).await;
     println!();
     println!("Crash-looping upgrade: first CrashLoopBackOff pod -> release reported failed:");
     let a = row("  fail-fast on (timeout 5m)", ff_on);
     let b = row("  fail-fast off (timeout 20s)", ff_off);
     println!("  ratio off/on: {:.0}x", b.as_secs_f64() / a.as_secs_f64());
+}
 
+async fn table(client: &Client, ours: bool, flux: bool) {
     let runs = std::env::var("WHEELHOUSE_BENCH_TABLE_RUNS")
         .ok()
         .and_then(|r| r.parse().ok())
@@ -338,8 +350,23 @@ async fn main() {
         "The fix by every carrier, {runs} runs a row: from the trigger (the patch accepted; \
          `helm push` or `git push` returned) to the fix's Deployment written and to Ready:"
     );
-    let mut rows = table::ours(&client, runs, None).await;
-    rows.extend(table::flux(&client, runs).await);
+    let mut rows = Vec::new();
+    if ours {
+        rows.extend(table::ours(client, runs, None).await);
+        table::print(&rows);
+    }
+    if !flux {
+        return;
+    }
+    // Flux's OCI rows wait for source-controller's poll (up to a minute a sample, twice):
+    // WHEELHOUSE_BENCH_FLUX_RUNS, default 3 a row.
+    let flux_runs = std::env::var("WHEELHOUSE_BENCH_FLUX_RUNS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3);
+    println!();
+    println!("Flux beside it, {flux_runs} runs a row:");
+    rows.extend(table::flux(client, flux_runs).await);
     table::print(&rows);
     table::print_ratios(&rows);
 }

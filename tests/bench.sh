@@ -8,6 +8,8 @@
 #           by spec, valuesFrom, OCI chart version and Git commit for a waiting and a
 #           failed release, idle, p50/p99 to the fix's object and to Ready, Flux beside it
 #           for the spec and OCI rows (WHEELHOUSE_BENCH_TABLE_RUNS; default 10)
+#           (WHEELHOUSE_BENCH_PARTS=steps,table,flux chooses the parts;
+#           WHEELHOUSE_BENCH_FLUX_RUNS Flux's runs a row, default 3)
 #   mttr-busy  the same table while 1,000 releases upgrade at once
 #           (WHEELHOUSE_BENCH_RELEASES sets the count)
 #   render  one render of the webapp chart: the render helper (discovery warm, as the

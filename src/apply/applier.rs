@@ -525,15 +525,25 @@ impl Applier {
     pub async fn check_adoption(&self, manifest: &str, owner: &Owner<'_>) -> Result<(), Error> {
         let previous = self.previous_objects(owner).await?;
         let foreign = self.foreign_objects(owner).await?;
+        let mut targets = Vec::new();
         for obj in parse_manifest(manifest)? {
             refuse_unavailable(&obj, owner)?;
             // A kind not served yet has no objects to conflict with.
             if let Some(resource) = self.resolve(&obj).await? {
-                let mut target = Target::new(obj, resource, owner.namespace);
-                if let Some(live) = self.existing(&target, owner, &previous, &foreign).await? {
-                    let rendered = previous.get(&identity(&target.reference));
-                    settle_conflicts(&mut target, &live, rendered, owner)?;
-                }
+                targets.push(Target::new(obj, resource, owner.namespace));
+            }
+        }
+        // Read at once (a round trip each, on the way to a fix), judged in manifest order.
+        let lives = futures::future::join_all(
+            targets
+                .iter()
+                .map(|t| self.existing(t, owner, &previous, &foreign)),
+        )
+        .await;
+        for (mut target, live) in targets.into_iter().zip(lives) {
+            if let Some(live) = live? {
+                let rendered = previous.get(&identity(&target.reference));
+                settle_conflicts(&mut target, &live, rendered, owner)?;
             }
         }
         Ok(())
@@ -587,16 +597,30 @@ impl Applier {
 
         let previous = self.previous_objects(owner).await?;
         let foreign = self.foreign_objects(owner).await?;
-        for (obj, resource) in &mut planned {
-            let Some(resource) = resource else { continue };
-            let mut target = Target::new(obj.clone(), resource.clone(), namespace);
-            if let Some(live) = self.existing(&target, owner, &previous, &foreign).await? {
-                let rendered = previous.get(&identity(&target.reference));
-                if settle_conflicts(&mut target, &live, rendered, owner)? {
-                    *obj = target.obj.clone();
-                }
-                self.hand_over_fields(&target, live, rendered).await?;
+        // The live objects read at once, then judged in install order.
+        let targets: Vec<Option<Target>> = planned
+            .iter()
+            .map(|(obj, resource)| {
+                let resource = resource.as_ref()?;
+                Some(Target::new(obj.clone(), resource.clone(), namespace))
+            })
+            .collect();
+        let lives = futures::future::join_all(targets.iter().map(|t| async {
+            match t {
+                Some(t) => self.existing(t, owner, &previous, &foreign).await,
+                None => Ok(None),
             }
+        }))
+        .await;
+        for (((obj, _), target), live) in planned.iter_mut().zip(targets).zip(lives) {
+            let (Some(mut target), Some(live)) = (target, live?) else {
+                continue;
+            };
+            let rendered = previous.get(&identity(&target.reference));
+            if settle_conflicts(&mut target, &live, rendered, owner)? {
+                *obj = target.obj.clone();
+            }
+            self.hand_over_fields(&target, live, rendered).await?;
         }
 
         let mut applied = Vec::with_capacity(planned.len());

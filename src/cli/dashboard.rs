@@ -25,6 +25,11 @@ pub struct DashboardArgs {
     /// Namespace of the engine Lease (every wheelhouse of a cluster must agree on it).
     #[arg(long, global = true, hide = true, env = "WHEELHOUSE_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
+
+    /// Serve the webhook receivers (ConfigMap `wheelhouse-receivers` beside the Lease) on
+    /// this address while the dashboard's engine runs, e.g. 127.0.0.1:9292.
+    #[arg(long = "receiver-addr", value_name = "ADDR")]
+    pub dashboard_receiver_addr: Option<std::net::SocketAddr>,
 }
 
 pub async fn run(cluster: &ClusterArgs, render: &RenderArgs, args: &DashboardArgs) -> Result<()> {
@@ -35,6 +40,7 @@ pub async fn run(cluster: &ClusterArgs, render: &RenderArgs, args: &DashboardArg
         readonly: args.readonly,
         theme: args.theme.clone(),
         lease_namespace: args.lease_namespace.clone(),
+        receiver_addr: args.dashboard_receiver_addr,
     };
     tui::run(options)
         .await

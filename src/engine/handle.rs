@@ -100,16 +100,17 @@ pub struct LiveState {
     /// Triggers checked against the desired state while waiting (each ends in a
     /// superseded wait, a fix that cannot be prepared, or nothing new).
     pub checks: u32,
-    /// The newest desired state that superseded a wait, step by step.
+    /// The newest desired state that superseded a wait, or was tried urgently (a failed
+    /// release's fix, an operator's request), step by step.
     pub fix: Option<FixTimeline>,
 }
 
-/// When each step towards a desired state that superseded a running wait happened
-/// (monotonic): what the time to recovery is made of (`tests/bench.sh mttr` prints it).
+/// When each step towards a desired state that superseded a running wait, or was tried
+/// urgently, happened (monotonic): what the time to recovery is made of (`tests/bench.sh mttr` prints it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FixTimeline {
     /// The event that brought it reached the worker (a HelmRelease update, a values
-    /// source change, a new chart version).
+    /// source change, a new chart version); for an urgent run, the worker waking for it.
     pub triggered: std::time::Instant,
     /// Chart resolved and values composed.
     pub prepared: std::time::Instant,

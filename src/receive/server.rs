@@ -18,7 +18,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::verify::{Headers, Heard, Refused, hear};
+use super::verify::{Headers, Heard, Kind, Refused, hear};
 use super::{Receiver, Receivers};
 use crate::engine::Pusher;
 
@@ -185,13 +185,17 @@ impl State {
         body: &[u8],
         refuse: &Refuse<'_>,
     ) -> Response<Full<Bytes>> {
-        match hear(
+        let heard = hear(
             receiver.kind,
             &receiver.token,
             &receiver.sources,
             headers,
             body,
-        ) {
+        );
+        if heard.is_ok() {
+            self.refund(&receiver.name);
+        }
+        match heard {
             Err(e @ (Refused::Unsigned(_) | Refused::BadSignature(_))) => {
                 refuse(StatusCode::UNAUTHORIZED, "unauthorized", &e.to_string())
             }
@@ -214,6 +218,14 @@ impl State {
                     woken += self.pusher.push(pushed);
                 }
                 let sources = sources.join(", ");
+                if woken == 0 && receiver.kind == Kind::Registry {
+                    // A registry notifies every push, deployed or not, and retries a
+                    // refused notification, holding back the ones behind it: nothing to
+                    // wake is an answer, not a refusal.
+                    tracing::info!(receiver = %receiver.name, %sources, "receivers: no release of this engine comes from there");
+                    self.metrics.receiver_call(&receiver.name, "ignored");
+                    return text(StatusCode::OK, "no release comes from there\n");
+                }
                 if woken == 0 {
                     return refuse(
                         StatusCode::NOT_FOUND,
@@ -225,6 +237,16 @@ impl State {
                 self.metrics.receiver_call(&receiver.name, "woke");
                 text(StatusCode::OK, &format!("woke {woken} release(s)\n"))
             }
+        }
+    }
+
+    /// Gives back the token of a call that proved its sender: the bucket bounds what
+    /// unproven calls cost, while a registry that notifies every pull and push is never
+    /// held back (a notification it must retry holds back the ones behind it).
+    fn refund(&self, name: &str) {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((tokens, _)) = buckets.get_mut(name) {
+            *tokens = (*tokens + 1.0).min(BURST);
         }
     }
 

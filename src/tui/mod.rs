@@ -25,6 +25,7 @@ use crossterm::event::{Event, KeyEventKind};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::client::{self, Scope, Target};
 use crate::engine::{self, EngineConfig, EngineHandle};
@@ -60,6 +61,8 @@ pub struct Options {
     pub theme: Option<String>,
     /// Namespace of the engine Lease (default: `default`, as every wheelhouse).
     pub lease_namespace: Option<String>,
+    /// Where the in-process engine serves webhook receivers (none: it does not).
+    pub receiver_addr: Option<std::net::SocketAddr>,
 }
 
 /// One connection: a client for a context and the engine (or engine client) on it.
@@ -73,6 +76,8 @@ struct Session {
     replicas: Replicas,
     /// Flux HelmReleases and stored Helm releases in the same namespaces.
     inventory: Inventory,
+    /// Stops this session's webhook receivers (when it serves them).
+    receivers: CancellationToken,
 }
 
 impl Session {
@@ -80,7 +85,7 @@ impl Session {
         opts: &Options,
         context: Option<String>,
         scope: Option<Scope>,
-        previous: Option<EngineHandle>,
+        previous: Option<(EngineHandle, CancellationToken)>,
     ) -> Result<Self, Error> {
         let mut args = opts.cluster.clone();
         args.context = context;
@@ -109,14 +114,16 @@ impl Session {
             .context
             .clone()
             .unwrap_or_else(|| current_context(&args));
-        // Connected: now the old engine may go (it hands back the lease first).
-        if let Some(previous) = previous {
+        // Connected: now the old engine may go (it hands back the lease first), and its
+        // receivers' address with it.
+        if let Some((previous, receivers)) = previous {
+            receivers.cancel();
             stop(&previous).await;
         }
-        Self::start(opts, &args, client, name, scope, coverage)
+        Self::start(opts, &args, client, name, scope, coverage).await
     }
 
-    fn start(
+    async fn start(
         opts: &Options,
         args: &Target,
         client: Client,
@@ -138,8 +145,38 @@ impl Session {
         if let Some(ns) = &opts.lease_namespace {
             config.lease_namespace = ns.clone();
         }
+        let (metrics, lease_namespace) = (config.metrics.clone(), config.lease_namespace.clone());
         let handle =
             engine::start(client.clone(), config).map_err(|e| Error::Connect(e.to_string()))?;
+        let receivers = CancellationToken::new();
+        if let Some(addr) = opts.receiver_addr {
+            // A previous session's server lets the address go as its task ends.
+            let mut tries = 0;
+            loop {
+                match crate::receive::serve(
+                    addr,
+                    client.clone(),
+                    lease_namespace.clone(),
+                    handle.pusher(),
+                    metrics.clone(),
+                    receivers.clone(),
+                )
+                .await
+                {
+                    Ok(_) => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && tries < 40 => {
+                        tries += 1;
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                    Err(e) => {
+                        handle.shutdown();
+                        return Err(Error::Connect(format!(
+                            "cannot serve webhook receivers on {addr}: {e}"
+                        )));
+                    }
+                }
+            }
+        }
         Ok(Self {
             client,
             context,
@@ -147,6 +184,7 @@ impl Session {
             handle,
             replicas,
             inventory,
+            receivers,
         })
     }
 }
@@ -436,7 +474,7 @@ async fn event_loop(
                 Effect::SwitchContext(context) => {
                     let (opts, tx) = (opts.clone(), session_tx.clone());
                     let keep_all = matches!(session.scope, Scope::All).then_some(Scope::All);
-                    let old = session.handle.clone();
+                    let old = (session.handle.clone(), session.receivers.clone());
                     tokio::spawn(async move {
                         let next = tokio::time::timeout(
                             io::LIMIT,

@@ -162,7 +162,8 @@ impl NotifyingRegistry {
                  storage: {{filesystem: {{rootdirectory: {root}}}}}\n\
                  http: {{addr: 127.0.0.1:{port}}}\n\
                  notifications:\n  endpoints:\n  - name: wheelhouse\n    url: {url}\n    \
-                 headers: {{Authorization: [\"Bearer {token}\"]}}\n    timeout: 2s\n    threshold: 10\n    backoff: 1s\n",
+                 headers: {{Authorization: [\"Bearer {token}\"]}}\n    timeout: 2s\n    threshold: 10\n    backoff: 1s\n    \
+                 ignore: {{actions: [pull]}}\n",
                 root = dir.path().join("data").display(),
             ),
         )

@@ -137,7 +137,10 @@ pub async fn install_or_upgrade(
         )
         .await
         {
-            Ok(rendered) => rendered,
+            Ok(rendered) => {
+                run.fix_step(|fix| fix.rendered = std::time::Instant::now());
+                rendered
+            }
             // A template error, `required` or `fail`: the action failed, as in Flux.
             // Discovery or the API server failing is the cluster's failure instead.
             Err(e) => {

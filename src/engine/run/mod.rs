@@ -93,6 +93,8 @@ pub struct Inbox {
     /// With `watch_source`: the valuesFrom objects the failed desired state was composed
     /// from, watched so that new data is looked at at once rather than at the next poll.
     pub(super) values_sources: Vec<crate::values::ValuesSourceRef>,
+    /// When the worker woke for the next reconcile: where an urgent run's timeline starts.
+    pub woke_at: Option<std::time::Instant>,
     /// The next reconcile is urgent (a fix for a failed release, an operator's request):
     /// it takes the next render slot ahead of routine ones.
     pub urgent: bool,
@@ -117,6 +119,7 @@ impl Inbox {
             conflict: None,
             watch_source: false,
             values_sources: Vec::new(),
+            woke_at: None,
             urgent: false,
         }
     }

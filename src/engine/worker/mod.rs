@@ -155,6 +155,7 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
                 }
             }
         }
+        inbox.woke_at = Some(std::time::Instant::now());
         // The first reconcile of every worker comes at once when an engine starts (or
         // takes the lease over): a few at a time, each until it applies or waits, so
         // thousands of releases do not open thousands of requests and reconciles at once.

@@ -134,7 +134,24 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
             run.fix_step(|_| {});
             (Ok(c.prepared), Some(c.rendered))
         }
-        None => (prepare(run.ctx, &run.acting, &hr, run.priority).await, None),
+        None => {
+            let triggered = run.inbox.woke_at.unwrap_or_else(std::time::Instant::now);
+            let prepared = prepare(run.ctx, &run.acting, &hr, run.priority).await;
+            // Urgent work (a failed release's fix, an operator's request) is timed as a
+            // fix superseding a wait is: from the worker's waking for it, step by step.
+            if run.priority == crate::slots::Priority::Urgent {
+                let now = std::time::Instant::now();
+                run.fix = Some(crate::engine::FixTimeline {
+                    triggered,
+                    prepared: now,
+                    rendered: now,
+                    apply_started: None,
+                    first_written: None,
+                });
+                run.fix_step(|_| {});
+            }
+            (prepared, None)
+        }
     };
     run.inbox.missing = None;
     let prepared = match prepared {
