@@ -732,3 +732,68 @@ async fn a_scaled_deployment_is_marked_drifted_and_its_diff_shown() {
     }
     ns.delete().await;
 }
+
+/// A dashboard started with --receiver-addr serves its context's webhook receivers: the
+/// registry's notification of a new chart version upgrades a release whose chart is
+/// checked only hourly, through the dashboard's in-process engine.
+#[tokio::test]
+async fn the_dashboard_engine_hears_a_registry_push() {
+    let _shared = API_SERVER.read().await;
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::new(&client, "tuihook").await;
+    let token = format!("reg-{:08x}", support::rand_u32());
+    let path = support::hooks::receiver(&client, &ns.name, "registry", "registry", &token).await;
+    let port = support::free_port();
+    let registry =
+        support::oci::NotifyingRegistry::start(&format!("http://127.0.0.1:{port}{path}"), &token);
+    let pusher = support::oci::Pusher::new();
+    pusher.push(&registry.address, "charts", "1.0.0", "", None);
+    let address = format!("127.0.0.1:{port}");
+    let dash = dashboard(&ns.name, &["--receiver-addr", &address]);
+    let hr: HelmRelease = serde_json::from_value(serde_json::json!({
+        "apiVersion": "wheelhouse.dev/v1alpha1", "kind": "HelmRelease", "metadata": {"name": "web"},
+        "spec": {"chart": {"repository": format!("oci://{}/charts", registry.address), "name": "webapp",
+                           "version": "1.x", "interval": "1h"},
+                 "interval": "1h", "values": {"replicaCount": 1}}
+    }))
+    .unwrap();
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
+    api.create(&PostParams::default(), &hr).await.unwrap();
+    poll("1.0.0 installed by the dashboard's engine", async || {
+        deployed(&api, "1.0.0").await
+    })
+    .await;
+    // The receivers answer once loaded: a signed-in call gets more than a 404.
+    let deadline = Instant::now() + PATIENCE;
+    while support::hooks::post(
+        port,
+        &path,
+        &[("Authorization", &format!("Bearer {token}"))],
+        b"{\"events\": []}",
+    ) == 404
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the dashboard never served its receivers"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    pusher.push(&registry.address, "charts", "1.1.0", "", None);
+    poll("1.1.0 deployed on the registry's push", async || {
+        deployed(&api, "1.1.0").await
+    })
+    .await;
+    dash.quit().await;
+    ns.delete().await;
+}
+
+/// Some(()) once `web` is Ready with chart `version` deployed.
+async fn deployed(api: &Api<HelmRelease>, version: &str) -> Option<()> {
+    let s = api.get("web").await.ok()?.status?;
+    (s.history.first()?.chart_version == version
+        && s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True"))
+    .then_some(())
+}
