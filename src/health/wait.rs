@@ -281,6 +281,10 @@ fn observe(
                 "waiting for the watch to see generation {applied} (it has {seen})"
             )),
         );
+        // Nor are its pods judged yet: all there are of an earlier template.
+        if WORKLOADS.contains(&targets[i].resource.kind.as_str()) {
+            revisions.insert(i, failfast::Revision::NotObserved);
+        }
         return false;
     }
     // Serialised once for the readiness rules and the workload's current revision.
