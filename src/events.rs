@@ -47,34 +47,7 @@ pub struct Recorder {
     published: Arc<RwLock<HashMap<Key, K8sEvent>>>,
 }
 
-/// Hands Events to a task that publishes them in the order given: a reconcile on its way
-/// to a fix never waits on an Event's round trip.
-#[derive(Clone)]
-pub struct Queue {
-    tx: tokio::sync::mpsc::UnboundedSender<(Event, ObjectReference)>,
-}
-
-impl Queue {
-    pub fn send(&self, ev: Event, regarding: ObjectReference) {
-        let _ = self.tx.send((ev, regarding));
-    }
-}
-
 impl Recorder {
-    /// A [`Queue`] publishing through this recorder (spawns its task: needs a runtime).
-    pub fn queue(&self) -> Queue {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Event, ObjectReference)>();
-        let recorder = self.clone();
-        tokio::spawn(async move {
-            while let Some((ev, regarding)) = rx.recv().await {
-                if let Err(e) = recorder.publish(&ev, &regarding).await {
-                    tracing::debug!(error = %e, reason = %ev.reason, "cannot publish event");
-                }
-            }
-        });
-        Queue { tx }
-    }
-
     pub fn new(client: Client, reporter: Reporter) -> Self {
         Self {
             client,

@@ -25,8 +25,6 @@ pub struct Context {
     pub source: ChartSource,
     pub renderer: Arc<dyn Renderer>,
     pub recorder: Recorder,
-    /// Events of releases, published in the background (none outside a runtime).
-    pub events: Option<crate::events::Queue>,
     /// The tenancy policy in force (the cluster's published one with this engine's flags).
     pub policy: watch::Receiver<crate::tenancy::Policy>,
     /// The clients of each identity releases act as.
@@ -96,9 +94,6 @@ impl Context {
             client,
             source,
             renderer,
-            events: tokio::runtime::Handle::try_current()
-                .ok()
-                .map(|_| recorder.queue()),
             recorder,
             identity_label: label_value(identity),
             healed: watch::channel(crate::telemetry::RetryCause::ClusterHealed).0,
@@ -428,13 +423,8 @@ impl Run<'_> {
             action: action.into(),
             secondary: None,
         };
-        match &self.ctx.events {
-            Some(queue) => queue.send(ev, reference),
-            None => {
-                if let Err(e) = self.ctx.recorder.publish(&ev, &reference).await {
-                    tracing::debug!(release = %self.key, error = %e, "cannot publish event");
-                }
-            }
+        if let Err(e) = self.ctx.recorder.publish(&ev, &reference).await {
+            tracing::debug!(release = %self.key, error = %e, "cannot publish event");
         }
     }
 
