@@ -265,6 +265,80 @@ async fn pods_of_an_earlier_revision_do_not_fail_the_wait_of_a_fix() {
     ns.delete().await;
 }
 
+/// A fix that returns the Deployment to an earlier template: the deployment controller
+/// scales the earlier ReplicaSet back up and keeps naming the broken one in its
+/// Progressing condition for a while. The broken set's pods, however recent, must not
+/// fail the wait (they did in CI under load, when the old rule read that condition; the
+/// controller's timing cannot be forced here, so failfast's unit tests pin the rule).
+#[tokio::test]
+async fn a_return_to_an_earlier_template_is_not_failed_by_the_broken_one() {
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "health-return").await;
+    let deployments = Api::<Deployment>::namespaced(client.clone(), &ns.name);
+    let target = create_deployment(&client, &ns.name, "web", None).await;
+    let behavior = |b: Option<&str>| serde_json::json!({"spec": {"template": {"metadata": {"labels": {"wheelhouse.dev/test-behavior": b}}}}});
+    let patch = |body: serde_json::Value| {
+        let deployments = deployments.clone();
+        async move {
+            deployments
+                .patch(
+                    "web",
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(body),
+                )
+                .await
+                .unwrap()
+        }
+    };
+    let healthy = health::wait(
+        &client,
+        std::slice::from_ref(&target),
+        Instant::now() + Duration::from_secs(60),
+        &CancellationToken::new(),
+        &WaitOptions::default(),
+        |_| {},
+    )
+    .await;
+    assert_eq!(healthy, Outcome::Ready);
+    // Every pod from here on counts by creation time: only the template may tell them apart.
+    let started_at = k8s_openapi::jiff::Timestamp::now() - std::time::Duration::from_secs(5);
+    patch(behavior(Some("crash-loop"))).await;
+    let broken = health::wait(
+        &client,
+        std::slice::from_ref(&target),
+        Instant::now() + Duration::from_secs(60),
+        &CancellationToken::new(),
+        &WaitOptions {
+            started_at,
+            ..WaitOptions::default()
+        },
+        |_| {},
+    )
+    .await;
+    assert!(
+        matches!(&broken, Outcome::Failed { reason, .. } if reason.starts_with("CrashLoopBackOff")),
+        "{broken:?}"
+    );
+    let fixed = patch(behavior(None)).await;
+    let outcome = health::wait(
+        &client,
+        &[Target {
+            generation: fixed.metadata.generation,
+            ..target
+        }],
+        Instant::now() + Duration::from_secs(60),
+        &CancellationToken::new(),
+        &WaitOptions {
+            started_at,
+            ..WaitOptions::default()
+        },
+        |_| {},
+    )
+    .await;
+    assert_eq!(outcome, Outcome::Ready);
+    ns.delete().await;
+}
+
 /// The dashboard's READY column: one watch per workload kind reports the replicas of a
 /// Helm release's workloads, keyed by (release namespace, release name), live.
 #[tokio::test]

@@ -203,6 +203,48 @@ async fn each_new_desired_state_is_tried_after_a_stall_with_fresh_retries() {
 /// A refused call: what it is, its headers, its body, the status it gets.
 type BadCall<'a> = (&'a str, Vec<(&'a str, String)>, Vec<u8>, u16);
 
+/// A stalled release of a chart that is not polled (a path): its valuesFrom ConfigMap is
+/// watched, so new data is tried at once with fresh retries, and data that changes nothing
+/// (a new resourceVersion, the same values) leaves it stalled.
+#[tokio::test]
+async fn a_stalled_release_takes_new_values_data_at_once() {
+    let (client, ns, api) = eng::setup("mttr-values").await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    set_overrides(&configmaps, "behavior: crash-loop").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    api.create(
+        &PostParams::default(),
+        &eng::webapp(
+            "web",
+            serde_json::json!({"valuesFrom": [{"kind": "ConfigMap", "name": "overrides"}],
+                               "values": {"replicaCount": 1}, "timeout": "30s", "interval": "1h"}),
+        ),
+    )
+    .await
+    .unwrap();
+    let hr = wait_for(&api, "web", "the install failed and stalled", |h| {
+        h.condition("Stalled").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    let history = hr.status.as_ref().unwrap().history.len();
+    // The same values written again (a comment added): no new desired state.
+    set_overrides(&configmaps, "behavior: crash-loop # again").await;
+    // The fix.
+    set_overrides(&configmaps, "note: fixed").await;
+    let hr = wait_for(&api, "web", "the values fix deployed", |h| {
+        h.condition("Ready").is_some_and(|c| c.status == "True")
+    })
+    .await;
+    assert_eq!(failures(&hr), (0, 0));
+    assert_eq!(
+        hr.status.as_ref().unwrap().history.len(),
+        history + 1,
+        "only the fix was tried: {:?}",
+        hr.status
+    );
+    ns.delete().await;
+}
+
 /// Push, not poll: the charts are checked every hour (chart.interval), yet a registry's
 /// notification upgrades an idle release and supersedes a stuck wait at once, and a
 /// signed GitHub-format push upgrades a Git release. Unsigned, wrongly signed, malformed,
@@ -439,15 +481,14 @@ async fn a_fix_takes_the_next_render_slot_ahead_of_a_burst() {
     .await;
     waiting_on(&api, "stuck", 2).await;
 
-    // The burst, then the fix at once.
-    for i in 0..ROUTINE {
-        eng::set_values(
-            &api,
-            &format!("bulk-{i}"),
-            serde_json::json!({"message": "burst"}),
-        )
-        .await;
-    }
+    // The burst (sent at once, as a GitOps sync applies a fleet), then the fix.
+    let names: Vec<String> = (0..ROUTINE).map(|i| format!("bulk-{i}")).collect();
+    futures::future::join_all(
+        names
+            .iter()
+            .map(|name| eng::set_values(&api, name, serde_json::json!({"message": "burst"}))),
+    )
+    .await;
     eng::set_values(
         &api,
         "stuck",

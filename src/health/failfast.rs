@@ -70,29 +70,40 @@ pub enum Revision {
 
 impl Revision {
     /// Of a workload as the API shows it (`kind` one of Deployment, StatefulSet,
-    /// DaemonSet).
-    pub fn of(kind: &str, workload: &Value) -> Self {
+    /// DaemonSet). `replica_sets` are a Deployment's own ReplicaSets (any others are
+    /// ignored).
+    pub fn of(kind: &str, workload: &Value, replica_sets: &[Value]) -> Self {
         let generation = workload["metadata"]["generation"].as_i64();
         let observed = workload["status"]["observedGeneration"].as_i64();
         if generation.is_some() && observed.is_none_or(|o| Some(o) < generation) {
             return Self::NotObserved;
         }
         match kind {
-            // The Progressing condition names the new ReplicaSet ("Created new replica set
-            // \"web-5d4f8\"", "ReplicaSet \"web-5d4f8\" is progressing."); its name ends
-            // in the hash its pods carry.
-            "Deployment" => workload["status"]["conditions"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|c| c["type"] == "Progressing")
-                .and_then(|c| c["message"].as_str())
-                .and_then(|m| m.split('"').nth(1))
-                .and_then(|rs| rs.rsplit_once('-'))
-                .map_or(Self::Unknown, |(_, hash)| Self::Label {
-                    key: "pod-template-hash",
-                    value: hash.to_owned(),
-                }),
+            // The new ReplicaSet is the one whose template is the Deployment's (less the
+            // hash label), as the deployment controller itself finds it. Not the
+            // Progressing condition: a Deployment returned to an earlier template keeps
+            // naming the broken ReplicaSet there until the old one makes progress.
+            "Deployment" => {
+                let uid = &workload["metadata"]["uid"];
+                replica_sets
+                    .iter()
+                    .filter(|rs| {
+                        rs["metadata"]["ownerReferences"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .any(|o| o["uid"] == *uid && o["controller"] == true)
+                    })
+                    .find(|rs| {
+                        same_template(&workload["spec"]["template"], &rs["spec"]["template"])
+                    })
+                    .and_then(|rs| rs["metadata"]["labels"][POD_TEMPLATE_HASH].as_str())
+                    // Not created yet: no pod there is the current template's.
+                    .map_or(Self::NotObserved, |hash| Self::Label {
+                        key: POD_TEMPLATE_HASH,
+                        value: hash.to_owned(),
+                    })
+            }
             "StatefulSet" => {
                 workload["status"]["updateRevision"]
                     .as_str()
@@ -113,6 +124,18 @@ impl Revision {
             Self::Unknown => true,
         }
     }
+}
+
+const POD_TEMPLATE_HASH: &str = "pod-template-hash";
+
+/// Whether a ReplicaSet's pod template is a Deployment's: equal once the hash label the
+/// deployment controller adds is taken away (both are stored defaulted by the API server).
+fn same_template(deployment: &Value, replica_set: &Value) -> bool {
+    let mut rs = replica_set.clone();
+    if let Some(labels) = rs["metadata"]["labels"].as_object_mut() {
+        labels.remove(POD_TEMPLATE_HASH);
+    }
+    rs == *deployment
 }
 
 /// Whether `labels` satisfy a workload's `spec.selector.matchLabels` (and the simple
@@ -161,19 +184,38 @@ mod revision_tests {
     use super::*;
     use serde_json::json;
 
-    fn deployment(generation: i64, observed: i64, message: &str) -> Value {
-        json!({"metadata": {"generation": generation},
+    fn template(image: &str) -> Value {
+        json!({"metadata": {"labels": {"app": "web"}},
+               "spec": {"containers": [{"name": "app", "image": image}]}})
+    }
+
+    fn deployment(generation: i64, observed: i64, image: &str) -> Value {
+        json!({"metadata": {"generation": generation, "uid": "d-1"},
+               "spec": {"template": template(image)},
                "status": {"observedGeneration": observed,
-                          "conditions": [{"type": "Available", "message": "x"},
-                                         {"type": "Progressing", "message": message}]}})
+                          "conditions": [{"type": "Progressing",
+                                          "message": "ReplicaSet \"web-broken\" is progressing."}]}})
+    }
+
+    fn replica_set(owner: &str, hash: &str, image: &str) -> Value {
+        let mut t = template(image);
+        t["metadata"]["labels"][POD_TEMPLATE_HASH] = hash.into();
+        json!({"metadata": {"labels": {"app": "web", "pod-template-hash": hash},
+                            "ownerReferences": [{"uid": owner, "controller": true}]},
+               "spec": {"template": t}})
     }
 
     #[test]
-    fn a_deployments_pods_are_its_new_replica_sets() {
-        let r = Revision::of(
-            "Deployment",
-            &deployment(3, 3, "ReplicaSet \"web-app-5d4f8c7b9\" is progressing."),
-        );
+    fn a_deployments_pods_are_those_of_the_replica_set_with_its_template() {
+        let sets = [
+            replica_set("d-1", "5d4f8c7b9", "web:1"),
+            replica_set("d-1", "7c9d6b5f4", "web:broken"),
+            // Another Deployment's, with the same template.
+            replica_set("d-2", "0000000", "web:1"),
+        ];
+        // Returned to an earlier template: the Progressing condition still names the
+        // broken set; the template says which set is current.
+        let r = Revision::of("Deployment", &deployment(3, 3, "web:1"), &sets);
         assert_eq!(
             r,
             Revision::Label {
@@ -183,21 +225,13 @@ mod revision_tests {
         );
         assert!(r.admits(&json!({"app": "web", "pod-template-hash": "5d4f8c7b9"})));
         assert!(!r.admits(&json!({"app": "web", "pod-template-hash": "7c9d6b5f4"})));
-        let created = Revision::of(
-            "Deployment",
-            &deployment(2, 2, "Created new replica set \"web-66b8f\""),
-        );
-        assert!(created.admits(&json!({"pod-template-hash": "66b8f"})));
-        // Not observed yet: no pod there is the new template's.
-        let r = Revision::of(
-            "Deployment",
-            &deployment(4, 3, "ReplicaSet \"web-5d4f8c7b9\" is progressing."),
-        );
+        // The new set does not exist yet: no pod there is the new template's.
+        let r = Revision::of("Deployment", &deployment(3, 3, "web:2"), &sets);
         assert_eq!(r, Revision::NotObserved);
-        assert!(!r.admits(&json!({"pod-template-hash": "5d4f8c7b9"})));
-        // No condition to read: by creation time only, as before.
-        let bare = json!({"metadata": {"generation": 1}, "status": {"observedGeneration": 1}});
-        assert_eq!(Revision::of("Deployment", &bare), Revision::Unknown);
+        assert!(!r.admits(&json!({"pod-template-hash": "7c9d6b5f4"})));
+        // Not observed yet: likewise.
+        let r = Revision::of("Deployment", &deployment(4, 3, "web:1"), &sets);
+        assert_eq!(r, Revision::NotObserved);
         assert!(Revision::Unknown.admits(&json!({})));
     }
 
@@ -205,11 +239,11 @@ mod revision_tests {
     fn a_statefulsets_pods_are_its_update_revisions() {
         let sts = json!({"metadata": {"generation": 2},
                          "status": {"observedGeneration": 2, "updateRevision": "db-6f7b9"}});
-        let r = Revision::of("StatefulSet", &sts);
+        let r = Revision::of("StatefulSet", &sts, &[]);
         assert!(r.admits(&json!({"controller-revision-hash": "db-6f7b9"})));
         assert!(!r.admits(&json!({"controller-revision-hash": "db-58c4d"})));
         let ds = json!({"metadata": {"generation": 1}, "status": {"observedGeneration": 1}});
-        assert_eq!(Revision::of("DaemonSet", &ds), Revision::Unknown);
+        assert_eq!(Revision::of("DaemonSet", &ds, &[]), Revision::Unknown);
     }
 }
 

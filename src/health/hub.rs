@@ -67,6 +67,11 @@ impl Store {
         self.read().values().cloned().collect()
     }
 
+    /// The objects `keep` accepts (without cloning the rest: a store may hold thousands).
+    pub fn filtered(&self, keep: impl Fn(&DynamicObject) -> bool) -> Vec<Arc<DynamicObject>> {
+        self.read().values().filter(|o| keep(o)).cloned().collect()
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<DynamicObject>>> {
         self.0.objects.read().unwrap_or_else(|e| e.into_inner())
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::{BoxStream, SelectAll, select_all};
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
@@ -157,13 +158,42 @@ pub async fn wait(
             }
         }
     }
+    // And the ReplicaSets of each namespace holding a Deployment: which of them is the
+    // current template's says which pods may fail the wait.
+    let rs_resource = ApiResource::erase::<ReplicaSet>(&());
+    let mut rs_stores: BTreeMap<String, Store> = BTreeMap::new();
+    // (namespace, the changed set's owners; None: look at every Deployment there).
+    let mut rs_events: SelectAll<BoxStream<'static, (String, Option<Vec<String>>)>> =
+        SelectAll::new();
+    if options.fail_fast {
+        for ns in targets
+            .iter()
+            .filter(|t| t.resource.kind == "Deployment")
+            .filter_map(|t| t.namespace.clone())
+        {
+            if let std::collections::btree_map::Entry::Vacant(slot) = rs_stores.entry(ns) {
+                let (store, changes) = hub.subscribe(&rs_resource, Some(slot.key()));
+                let name = slot.key().clone();
+                rs_events.push(
+                    changes
+                        .map(move |c| {
+                            let owners = match c {
+                                Change::Applied(rs) => Some(owner_uids(&rs).cloned().collect()),
+                                Change::Deleted(_) | Change::Resync => None,
+                            };
+                            (name.clone(), owners)
+                        })
+                        .boxed(),
+                );
+                slot.insert(store);
+            }
+        }
+    }
     let has_pod_watches = !pod_stores.is_empty();
-    let mut selectors: BTreeMap<usize, serde_json::Value> = BTreeMap::new();
-    // Which pods of each workload are its current template's (see failfast::Revision).
-    let mut revisions: BTreeMap<usize, failfast::Revision> = BTreeMap::new();
+    let has_rs_watches = !rs_stores.is_empty();
+    let mut seen = Seen::default();
     let mut pods: BTreeMap<(String, String), serde_json::Value> = BTreeMap::new();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let mut states: BTreeMap<usize, Readiness> = BTreeMap::new();
     // What the shared stores hold already (another wait may have listed them).
     for i in 0..targets.len() {
         let _ = observe(
@@ -171,31 +201,31 @@ pub async fn wait(
             i,
             stores[group[i]].get(&targets[i].name),
             options,
-            &mut states,
-            &mut selectors,
-            &mut revisions,
+            &rs_stores,
+            &mut seen,
         );
     }
     for store in pod_stores.values() {
         for pod in store.all() {
-            keep_pod(targets, &selectors, &pod, options, &mut pods);
+            keep_pod(targets, &seen.selectors, &pod, options, &mut pods);
         }
     }
     let mut last = None;
 
     loop {
-        if let Some((pod, reason)) = failing_pod(targets, &selectors, &revisions, &pods, options) {
+        if let Some((pod, reason)) = failing_pod(targets, &seen, &pods, options) {
             return Outcome::Failed {
                 object: pod,
                 reason,
             };
         }
-        let progress = progress_of(targets, &states);
+        let progress = progress_of(targets, &seen.states);
         if last.as_ref() != Some(&progress) {
             on_progress(&progress);
             last = Some(progress.clone());
         }
-        if let Some((i, Readiness::Failed(reason))) = states
+        if let Some((i, Readiness::Failed(reason))) = seen
+            .states
             .iter()
             .find(|(_, r)| matches!(r, Readiness::Failed(_)))
         {
@@ -222,35 +252,61 @@ pub async fn wait(
                     let mut selected = false;
                     for i in (0..targets.len()).filter(|&i| group[i] == g) {
                         if name.as_ref().is_none_or(|n| *n == targets[i].name) {
-                            selected |= observe(targets, i, stores[g].get(&targets[i].name), options, &mut states, &mut selectors, &mut revisions);
+                            selected |= observe(targets, i, stores[g].get(&targets[i].name), options, &rs_stores, &mut seen);
                         }
                     }
                     // Pods that arrived before their workload's selector was known.
                     if selected {
                         for pod in pod_stores.values().flat_map(Store::all) {
-                            keep_pod(targets, &selectors, &pod, options, &mut pods);
+                            keep_pod(targets, &seen.selectors, &pod, options, &mut pods);
                         }
                     }
                 }
                 None => return Outcome::TimedOut(progress),
             },
             event = pod_events.next(), if has_pod_watches => match event {
-                Some((_, Change::Applied(pod))) => keep_pod(targets, &selectors, &pod, options, &mut pods),
+                Some((_, Change::Applied(pod))) => keep_pod(targets, &seen.selectors, &pod, options, &mut pods),
                 Some((ns, Change::Deleted(name))) => {
                     pods.remove(&(ns, name));
                 }
                 Some((ns, Change::Resync)) => {
                     pods.retain(|(n, _), _| *n != ns);
                     for pod in pod_stores[&ns].all() {
-                        keep_pod(targets, &selectors, &pod, options, &mut pods);
+                        keep_pod(targets, &seen.selectors, &pod, options, &mut pods);
                     }
                 }
                 None => {}
             },
+            // A Deployment's ReplicaSets changed: which one is current may have too.
+            Some((ns, owners)) = rs_events.next(), if has_rs_watches => {
+                for i in (0..targets.len()).filter(|&i| {
+                    targets[i].resource.kind == "Deployment" && targets[i].namespace.as_deref() == Some(ns.as_str())
+                }) {
+                    let obj = stores[group[i]].get(&targets[i].name);
+                    let concerned = match (&owners, obj.as_ref().and_then(|o| o.metadata.uid.as_ref())) {
+                        (Some(owners), Some(uid)) => owners.contains(uid),
+                        (Some(_), None) => false,
+                        (None, _) => true,
+                    };
+                    if concerned {
+                        observe(targets, i, obj, options, &rs_stores, &mut seen);
+                    }
+                }
+            }
             // Unschedulable pods fail only after a grace period: look again now and then.
             _ = tick.tick(), if has_pod_watches => {}
         }
     }
+}
+
+/// What the wait knows of each target `i`.
+#[derive(Default)]
+struct Seen {
+    states: BTreeMap<usize, Readiness>,
+    /// Workloads' pod selectors.
+    selectors: BTreeMap<usize, serde_json::Value>,
+    /// Which pods of each workload are its current template's (see failfast::Revision).
+    revisions: BTreeMap<usize, failfast::Revision>,
 }
 
 /// Judges target `i` as the shared store shows it now (`None`: it does not exist).
@@ -261,10 +317,14 @@ fn observe(
     i: usize,
     obj: Option<std::sync::Arc<DynamicObject>>,
     options: &WaitOptions,
-    states: &mut BTreeMap<usize, Readiness>,
-    selectors: &mut BTreeMap<usize, serde_json::Value>,
-    revisions: &mut BTreeMap<usize, failfast::Revision>,
+    replica_sets: &BTreeMap<String, Store>,
+    seen: &mut Seen,
 ) -> bool {
+    let Seen {
+        states,
+        selectors,
+        revisions,
+    } = seen;
     let Some(obj) = obj else {
         states.insert(
             i,
@@ -291,7 +351,11 @@ fn observe(
     let value = typed_value(&targets[i], &obj);
     states.insert(i, readiness::of_with(&value, options.strictness));
     if WORKLOADS.contains(&targets[i].resource.kind.as_str()) {
-        revisions.insert(i, failfast::Revision::of(&targets[i].resource.kind, &value));
+        let owned = owned_replica_sets(&targets[i], &obj, replica_sets);
+        revisions.insert(
+            i,
+            failfast::Revision::of(&targets[i].resource.kind, &value, &owned),
+        );
         let selector = obj.data["spec"]["selector"].clone();
         if selectors.get(&i) != Some(&selector) {
             selectors.insert(i, selector);
@@ -299,6 +363,37 @@ fn observe(
         }
     }
     false
+}
+
+/// A Deployment's own ReplicaSets as the namespace's shared watch holds them (only
+/// those are serialised: a namespace may hold thousands).
+fn owned_replica_sets(
+    target: &Target,
+    workload: &DynamicObject,
+    replica_sets: &BTreeMap<String, Store>,
+) -> Vec<serde_json::Value> {
+    let (Some(uid), Some(ns)) = (&workload.metadata.uid, &target.namespace) else {
+        return Vec::new();
+    };
+    if target.resource.kind != "Deployment" {
+        return Vec::new();
+    }
+    let Some(store) = replica_sets.get(ns) else {
+        return Vec::new();
+    };
+    store
+        .filtered(|rs| owner_uids(rs).any(|o| o == uid))
+        .into_iter()
+        .map(|rs| serde_json::to_value(&*rs).unwrap_or_default())
+        .collect()
+}
+
+fn owner_uids(obj: &DynamicObject) -> impl Iterator<Item = &String> {
+    obj.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .map(|o| &o.uid)
 }
 
 /// Keeps a pod of the shared namespace watch when one of this wait's workloads selects
@@ -338,8 +433,7 @@ fn keep_pod(
 /// still there while the fix rolls out, never fail it).
 fn failing_pod(
     targets: &[Target],
-    selectors: &BTreeMap<usize, serde_json::Value>,
-    revisions: &BTreeMap<usize, failfast::Revision>,
+    seen: &Seen,
     pods: &BTreeMap<(String, String), serde_json::Value>,
     options: &WaitOptions,
 ) -> Option<(String, String)> {
@@ -349,10 +443,10 @@ fn failing_pod(
     let now = Timestamp::now();
     for ((ns, name), pod) in pods {
         let labels = &pod["metadata"]["labels"];
-        let owned = selectors.iter().any(|(i, selector)| {
+        let owned = seen.selectors.iter().any(|(i, selector)| {
             targets[*i].namespace.as_deref() == Some(ns.as_str())
                 && failfast::selects(selector, labels)
-                && revisions.get(i).is_none_or(|r| r.admits(labels))
+                && seen.revisions.get(i).is_none_or(|r| r.admits(labels))
         });
         if owned && let Some(reason) = failfast::pod_failure(pod, now, options.unschedulable_grace)
         {
@@ -413,32 +507,29 @@ mod lagging_watch_tests {
             Some(std::sync::Arc::new(obj))
         };
         let options = WaitOptions::default();
-        let mut states = BTreeMap::new();
-        let (mut selectors, mut revisions) = (BTreeMap::new(), BTreeMap::new());
+        let mut seen = Seen::default();
         let targets = [target];
         observe(
             &targets,
             0,
             object(1),
             &options,
-            &mut states,
-            &mut selectors,
-            &mut revisions,
+            &BTreeMap::new(),
+            &mut seen,
         );
         assert!(
-            matches!(states[&0], Readiness::InProgress(_)),
+            matches!(seen.states[&0], Readiness::InProgress(_)),
             "{:?}",
-            states[&0]
+            seen.states[&0]
         );
         observe(
             &targets,
             0,
             object(2),
             &options,
-            &mut states,
-            &mut selectors,
-            &mut revisions,
+            &BTreeMap::new(),
+            &mut seen,
         );
-        assert_eq!(states[&0], Readiness::Ready);
+        assert_eq!(seen.states[&0], Readiness::Ready);
     }
 }

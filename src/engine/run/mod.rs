@@ -90,6 +90,9 @@ pub struct Inbox {
     /// and valuesFrom) is checked every [`source_poll`] for a new desired state, which is
     /// tried at once with fresh retries.
     pub(super) watch_source: bool,
+    /// With `watch_source`: the valuesFrom objects the failed desired state was composed
+    /// from, watched so that new data is looked at at once rather than at the next poll.
+    pub(super) values_sources: Vec<crate::values::ValuesSourceRef>,
     /// When the worker woke for the next reconcile: where an urgent run's timeline starts.
     pub woke_at: Option<std::time::Instant>,
     /// The next reconcile is urgent (a fix for a failed release, an operator's request):
@@ -115,6 +118,7 @@ impl Inbox {
             missing: None,
             conflict: None,
             watch_source: false,
+            values_sources: Vec::new(),
             woke_at: None,
             urgent: false,
         }

@@ -56,7 +56,18 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
     }
     // Pushes to chart sources (webhook receivers): the ones naming this release's chart.
     let mut pushed = ctx.pushed.subscribe();
+    // A failed or stalled release's valuesFrom objects, watched for as long as the list
+    // stays the same (each change is then seen once).
+    let mut values_watch: Option<(Vec<crate::values::ValuesSourceRef>, _)> = None;
     loop {
+        let wanted = (inbox.watch_source && !inbox.values_sources.is_empty())
+            .then(|| inbox.values_sources.clone());
+        if wanted.as_ref() != values_watch.as_ref().map(|(sources, _)| sources) {
+            values_watch = wanted.map(|sources| {
+                let events = values_source_events(&ctx, &inbox.newest, &sources);
+                (sources, events)
+            });
+        }
         // Subscribed only while held up by the cluster: the engine looks for healing only
         // while someone waits for it.
         let mut healed = inbox.blocked.then(|| ctx.healed.subscribe());
@@ -104,6 +115,15 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
                 let cause = *ctx.healed.borrow();
                 tracing::info!(release = %key, "the cluster healed ({}): trying again now", cause.label());
                 ctx.metrics.retried_on_cause(cause);
+            }
+            Some(Some(changed)) = async { Some(futures::StreamExt::next(&mut values_watch.as_mut()?.1).await) } => {
+                match new_desired_state(&ctx, &inbox).await {
+                    Some(what) => {
+                        tracing::info!(release = %key, "{changed}, {what}: trying it now, with fresh retries");
+                        inbox.urgent = true;
+                    }
+                    None => continue,
+                }
             }
             Some(Some(changed)) = async { Some(futures::StreamExt::next(appeared.as_mut()?).await) } => {
                 tracing::info!(release = %key, "{changed}: trying again now");
@@ -309,6 +329,11 @@ async fn reconcile_once(
         .conditions
         .iter()
         .any(|c| c.type_ == condition::READY && c.status != "True");
+    run.inbox.values_sources = if run.inbox.watch_source {
+        run.desired_sources.clone()
+    } else {
+        Vec::new()
+    };
     run.inbox.urgent = false;
     run.inbox.last_status = Some(run.status.clone());
     let interval = hr.spec.interval.as_std();
