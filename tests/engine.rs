@@ -630,7 +630,7 @@ async fn a_second_engine_stays_passive_while_the_first_holds_the_lease() {
 async fn config_tracking_through_the_engine_rolls_exactly_once() {
     use k8s_openapi::api::apps::v1::ReplicaSet;
     let (client, ns, api) = setup("eng-tracking").await;
-    let _engine = eng::start(&client, &ns.name).await;
+    let engine = eng::start(&client, &ns.name).await;
     let replica_sets = Api::<ReplicaSet>::namespaced(client.clone(), &ns.name);
     let count = || async {
         replica_sets
@@ -657,8 +657,9 @@ async fn config_tracking_through_the_engine_rolls_exactly_once() {
         is(h, "Ready", "True", "UpgradeSucceeded")
     })
     .await;
-    // Past the tracker's debounce window, nothing else rolled it.
-    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    // Once the tracker has handled the Deployment as it is now, with nothing left to
+    // decide, nothing else rolled it.
+    eng::tracker_caught_up(&engine, &client, &ns.name, "web").await;
     assert_eq!(count().await, 2);
     let second_hash = eng::config_hash(&deployments, "web").await;
     assert_ne!(first_hash, second_hash);

@@ -317,6 +317,7 @@ pub struct EngineHandle {
     pub(super) idle: watch::Receiver<bool>,
     /// True once a shut-down engine has finished: workers done, Lease handed back.
     pub(super) stopped: watch::Receiver<bool>,
+    pub(super) tracker: watch::Receiver<Option<crate::tracking::TrackerHandle>>,
 }
 
 impl EngineHandle {
@@ -436,6 +437,12 @@ impl EngineHandle {
     }
 
     /// Live state of a release's worker in this process (empty for followers).
+    /// The config tracker this engine runs while it holds its Lease (it tells what it has
+    /// handled: see `TrackerHandle::caught_up`).
+    pub fn tracker(&self) -> Option<crate::tracking::TrackerHandle> {
+        self.tracker.borrow().clone()
+    }
+
     pub fn live(&self) -> watch::Receiver<LiveMap> {
         self.live.clone()
     }

@@ -207,6 +207,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     ));
     let ctx = Arc::new(ctx);
     let coverage = config.coverage.clone();
+    let (tracker_tx, tracker_rx) = watch::channel(None);
     let dispatcher = Dispatcher {
         ctx: ctx.clone(),
         api: coverage.scope.api(client.clone()),
@@ -223,6 +224,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         held: HeldNamespaces::default(),
         acting: HashSet::new(),
         owned: tracking::Ownership::default(),
+        tracker: tracker_tx,
         shown: ReleaseMap::new(),
         seen_live: LiveMap::new(),
         listed: false,
@@ -275,6 +277,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         coverage,
         idle: idle_seen,
         stopped: stopped_rx,
+        tracker: tracker_rx,
     })
 }
 
@@ -353,6 +356,8 @@ struct Dispatcher {
     acting: HashSet<String>,
     /// The releases this engine reconciles, for the config tracker.
     owned: tracking::Ownership,
+    /// The config tracker of the current term (the lease holder's), if any.
+    tracker: watch::Sender<Option<tracking::TrackerHandle>>,
     /// The views as published next: kept up to date one release at a time.
     shown: ReleaseMap,
     /// The workers' live states the views were last brought up to date with.
@@ -568,7 +573,7 @@ impl Dispatcher {
                             self.share_ownership(&store, &workers);
                             // One writer rolls workloads on config changes: the lease holder,
                             // for the releases it reconciles.
-                            crate::tracking::start(
+                            self.tracker.send_replace(Some(crate::tracking::start(
                                 self.ctx.client.clone(),
                                 self.coverage.scope.clone(),
                                 crate::tracking::TrackerConfig {
@@ -576,7 +581,7 @@ impl Dispatcher {
                                     ..Default::default()
                                 },
                                 t.0.child_token(),
-                            );
+                            )));
                             term = Some(t);
                             self.refresh_all(&store);
                             ownership_stale = true;
@@ -585,6 +590,7 @@ impl Dispatcher {
                         (Some((t, tracker)), false) => {
                             tracing::info!(role = ?*self.role.borrow(), "not holding the engine lease: observing only");
                             t.cancel();
+                            self.tracker.send_replace(None);
                             tracker.close();
                             draining = Some(tracker.clone());
                             let (idle, tracker) = (self.idle.clone(), tracker.clone());

@@ -501,3 +501,37 @@ pub async fn poll_hr(
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
+
+/// Waits until the engine's config tracker has handled Deployment `ns/name` as the API
+/// server has it now and has no decision about it left: the positive sign that no rollout
+/// is coming from what happened so far, before a test asserts that none came.
+pub async fn tracker_caught_up(engine: &TestEngine, client: &Client, ns: &str, name: &str) {
+    use wheelhouse::tracking::{WorkloadKind, WorkloadRef};
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> =
+        Api::namespaced(client.clone(), ns);
+    let key = WorkloadRef {
+        kind: WorkloadKind::Deployment,
+        namespace: ns.to_owned(),
+        name: name.to_owned(),
+    };
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let version = deployments
+            .get(name)
+            .await
+            .unwrap()
+            .metadata
+            .resource_version;
+        let tracker = engine.handle.tracker();
+        if let (Some(tracker), Some(version)) = (tracker, version)
+            && tracker.caught_up(&key, &version)
+        {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for the engine's tracker to catch up with {key}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
