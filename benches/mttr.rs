@@ -1,4 +1,4 @@
-//! MTTR benchmark (DESIGN §8) against the local control plane; run it with
+//! MTTR benchmark (docs/design.md, "Numbers that matter") against the local control plane; run it with
 //! `tests/bench.sh mttr`. For N runs it measures, with cancellation on and (in the same
 //! run) off:
 //!   - a release stuck on never-ready pods (timeout 5m; 20s for the baseline, which

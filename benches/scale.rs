@@ -1,4 +1,4 @@
-//! Scale benchmark (issue #11, DESIGN §8) against the local control plane; run it with
+//! Scale benchmark (issue #11, docs/design.md, "Numbers that matter") against the local control plane; run it with
 //! `tests/bench.sh scale`. It measures the real `wheelhouse controller` process (the
 //! release binary, all namespaces, default `--concurrent`):
 //!   - setup, before the controller starts: Secrets of 100 KiB and ConfigMaps of 10 KiB

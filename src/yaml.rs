@@ -881,7 +881,7 @@ mod tests {
 
     #[test]
     fn tags_and_keys() {
-        // Expectations as helm v4.3.1 reads the same text (tests/render.rs compares with
+        // Expectations as helm v4.3.1 reads the same text (tests/integration/render.rs compares with
         // the real binary): an application tag leaves a scalar its text.
         let v = one("a: !!int \"7\"\nb: !!binary aGVsbG8=\nc: !custom 5\n1: one\ntrue: t\n");
         assert_eq!(

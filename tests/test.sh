@@ -21,7 +21,7 @@ bin=$("$root/tests/cluster/testbin.sh")
 # cached like the control plane).
 helper=$("$root/src/render/helper/build.sh")
 
-# A cold build of the suite writes about 3.7 GB under target/ (README, "Disk"). Say so before
+# A cold build of the suite writes about 3.7 GB under target/ (docs/development/prerequisites.md). Say so before
 # cargo fails half-way with "No space left on device".
 target=${CARGO_TARGET_DIR:-$root/target}
 mkdir -p "$target"

@@ -60,7 +60,7 @@ impl Applier {
     /// `hook-succeeded`. When all succeed, those with `hook-succeeded` are deleted (in
     /// reverse order) and waited for.
     ///
-    /// There is deliberately no cancellation token (DESIGN §4.6): hooks may be database
+    /// There is deliberately no cancellation token (docs/design.md, "Cancellation: a wait, never an apply"): hooks may be database
     /// migrations and always run to completion; only health-check waits are cancelled.
     /// Callers must likewise not drop this future part-way (e.g. as a losing
     /// `select!` branch).

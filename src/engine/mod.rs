@@ -190,7 +190,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     ctx.metrics = config.metrics.clone();
     ctx.loads = crate::slots::Slots::new(config.concurrent.max(1));
     if !config.passive {
-        // The setting lives beside the engine's Lease (README, "Notifications").
+        // The setting lives beside the engine's Lease (docs/user-guide/notifications.md, "The setting").
         ctx.notifier = crate::notify::start(
             client.clone(),
             &lease_ns,

@@ -1,6 +1,6 @@
 //! The health-check wait after an action: watches every object of the release until all
 //! are ready, one fails, the deadline passes, or the wait is cancelled. Only waits are
-//! cancellable (DESIGN §4.6); the token is checked here and nowhere in apply or hooks.
+//! cancellable (docs/design.md, "Cancellation: a wait, never an apply"); the token is checked here and nowhere in apply or hooks.
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -179,7 +179,7 @@ impl Config {
                     return Err(format!("provider {:?}: secretRef has no name", p.name));
                 }
                 // The address itself is never quoted: it may be a credential.
-                (None, Some(a)) if super::deliver::parse_address(a).is_none() => {
+                (None, Some(a)) if super::address::parse_address(a).is_none() => {
                     return Err(format!(
                         "provider {:?}: address is not an http:// or https:// URL",
                         p.name

@@ -5,7 +5,7 @@
 //!
 //! HTTP runs on the hyper + rustls (ring) stack the rest of wheelhouse uses, trusting the
 //! system roots; TLS is always verified. Addresses are credentials (a Slack webhook URL
-//! is one): an [`Address`] never prints itself, and every error logged is scrubbed of it.
+//! is one): every error logged is scrubbed of its address (see `address`).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,7 +14,7 @@ use std::time::Duration;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Bytes;
 use hyper::header::{CONTENT_TYPE, HeaderValue, USER_AGENT};
-use hyper::{Request, StatusCode, Uri};
+use hyper::{Request, StatusCode};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -30,59 +30,6 @@ const PROVIDER_QUEUE: usize = 256;
 const ANSWER_LIMIT: usize = 4096;
 const QUOTED_ANSWER: usize = 200;
 const AGENT: &str = concat!("wheelhouse/", env!("CARGO_PKG_VERSION"));
-
-/// A webhook URL. Never shown: its `Debug` prints `***`.
-#[derive(Clone, PartialEq, Eq)]
-pub(super) struct Address {
-    uri: Uri,
-    text: String,
-}
-
-impl std::fmt::Debug for Address {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Address(***)")
-    }
-}
-
-impl Address {
-    pub(super) fn parse(text: &str) -> Option<Self> {
-        let text = text.trim();
-        parse_address(text).map(|uri| Self {
-            uri,
-            text: text.to_owned(),
-        })
-    }
-
-    /// `text` with this address, and the parts of it that carry credentials (path,
-    /// query, user info), replaced by `***`.
-    fn scrub(&self, text: &str) -> String {
-        let mut masker = crate::values::Masker::default();
-        masker.add_text(&self.text);
-        masker.add_text(&self.uri.to_string());
-        if let Some(pq) = self.uri.path_and_query() {
-            masker.add_text(pq.as_str());
-            masker.add_text(pq.path());
-            if let Some(q) = pq.query() {
-                masker.add_text(q);
-            }
-        }
-        if let Some(authority) = self.uri.authority()
-            && let Some((userinfo, _)) = authority.as_str().rsplit_once('@')
-        {
-            masker.add_text(userinfo);
-        }
-        masker.mask(text)
-    }
-}
-
-/// `text` as an `http://` or `https://` URL with a host, or none.
-pub(super) fn parse_address(text: &str) -> Option<Uri> {
-    let uri: Uri = text.trim().parse().ok()?;
-    matches!(uri.scheme_str(), Some("http" | "https"))
-        .then_some(())
-        .and(uri.authority())?;
-    Some(uri)
-}
 
 /// The HTTP(S) client every provider task shares (pooled connections).
 #[derive(Clone)]
@@ -131,7 +78,7 @@ impl Http {
         timeout: Duration,
     ) -> Result<Sent, Failure> {
         let address = &endpoint.address;
-        let request = Request::post(address.uri.clone())
+        let request = Request::post(address.uri().clone())
             .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .header(USER_AGENT, HeaderValue::from_static(AGENT))
             .body(Full::new(Bytes::from(body)))
@@ -366,45 +313,6 @@ async fn deliver(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_http_urls_with_a_host_are_addresses() {
-        for ok in [
-            "https://hooks.slack.com/services/T0/B0/x",
-            "http://127.0.0.1:8080/",
-            " http://notification-controller.flux-system.svc.cluster.local./ \n",
-        ] {
-            assert!(Address::parse(ok).is_some(), "{ok}");
-        }
-        for bad in [
-            "",
-            "hooks.slack.com/x",
-            "ftp://x/",
-            "https://",
-            "file:///etc/passwd",
-        ] {
-            assert!(Address::parse(bad).is_none(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn an_address_never_shows_and_is_scrubbed_from_errors() {
-        let a = Address::parse(
-            "https://user:pa55word@hooks.example.com/services/T0/B0/s3cr3t?token=t0k3n",
-        )
-        .unwrap();
-        assert_eq!(format!("{a:?}"), "Address(***)");
-        let error = "error trying to connect to https://user:pa55word@hooks.example.com/services/T0/B0/s3cr3t?token=t0k3n: \
-                     request /services/T0/B0/s3cr3t?token=t0k3n failed (path /services/T0/B0/s3cr3t, token=t0k3n, user:pa55word)";
-        let scrubbed = a.scrub(error);
-        for secret in ["s3cr3t", "t0k3n", "pa55word"] {
-            assert!(!scrubbed.contains(secret), "{scrubbed}");
-        }
-        assert!(
-            scrubbed.starts_with("error trying to connect to ***"),
-            "{scrubbed}"
-        );
-    }
 
     #[test]
     fn answers_are_judged_as_flux_s_recorder_judges_them() {

@@ -5,7 +5,7 @@
 //! - `msteams`: the Adaptive Card message Flux's msteams provider posts to a Teams
 //!   Workflows webhook (`type: message`, one `application/vnd.microsoft.card.adaptive`
 //!   attachment: the object as `kind/name.namespace`, the message, a fact set).
-//! - `generic`: wheelhouse's own document, every field named (see README).
+//! - `generic`: wheelhouse's own document, every field named (docs/user-guide/notifications.md, "Providers").
 //! - `flux`: Flux's `event.Event` as notification-controller's event receiver reads it;
 //!   metadata keys carry the involved object's group (`wheelhouse.dev/revision`,
 //!   `.../token`), the only ones the receiver keeps besides its own.

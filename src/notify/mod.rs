@@ -15,6 +15,7 @@
 //! Webhook URLs are credentials: they are never logged, and errors are scrubbed of them
 //! before they are.
 
+mod address;
 pub mod config;
 mod deliver;
 pub mod format;

@@ -20,8 +20,8 @@ use kube::{Api, Client, Resource};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::address::Address;
 use super::config::{ADDRESS_KEY, CONFIGMAP, Config, KEY, ProviderType};
-use super::deliver::Address;
 
 /// The setting in force.
 #[derive(Debug, Default, PartialEq)]

@@ -412,7 +412,7 @@ pub fn newest_first(versions: &[&str]) -> Vec<String> {
 }
 
 /// Every constraint below is also resolved by the real helm v4.3.1 (Masterminds semver)
-/// against one repository in `tests/source.rs` `version_constraints_pick_what_helm_picks`,
+/// against one repository in `tests/integration/source.rs` `version_constraints_pick_what_helm_picks`,
 /// which fails when wheelhouse picks another version than helm does.
 #[cfg(test)]
 mod tests {

@@ -600,7 +600,7 @@ mod tests {
         )
         .unwrap();
         // What helm v4.3.1 itself makes of the same file (`helm template -f`, printed with
-        // toJson; tests/render.rs runs the real binary on this text): YAML 1.1, so the key
+        // toJson; tests/integration/render.rs runs the real binary on this text): YAML 1.1, so the key
         // `y` and the value `yes` are booleans, and an application tag leaves its text.
         // Helm then holds numbers as float64 (`big` as 1.8446744073709552e19); the exact
         // integer kept here reaches helm as JSON and is read the same way.

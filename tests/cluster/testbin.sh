@@ -4,7 +4,7 @@
 #
 # Everything comes from the Go module proxy at the versions pinned in versions.env and
 # is cached under ${XDG_CACHE_HOME:-~/.cache}/wheelhouse/testbin/<versions>, so only the
-# first run on a machine pays for the build (tens of minutes on 2 cores; see README).
+# first run on a machine pays for the build (tens of minutes on 2 cores; see docs/development/prerequisites.md).
 #
 # Usage: tests/cluster/testbin.sh            # build if needed, print the bin dir
 #        WHEELHOUSE_TESTBIN=/path ...        # use prebuilt binaries instead

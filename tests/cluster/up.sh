@@ -256,7 +256,7 @@ start kube-controller-manager "$bin/kube-controller-manager" \
   --controllers '*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle'
 # Both would otherwise hold themselves to 20 (50) API requests a second: at 1,000 releases
 # the Deployment controller's client limit, not the reconciler, set the pace of Ready
-# (4.1 releases/s whatever renders; tests/bench.sh scale, README "Measured: scale").
+# (4.1 releases/s whatever renders; tests/bench.sh scale, docs/benchmarks/scale.md).
 start kube-scheduler "$bin/kube-scheduler" \
   --kubeconfig "$dir/kubeconfig" \
   --bind-address 127.0.0.1 --secure-port 0 \

@@ -3,7 +3,7 @@
 //! revision, hooks, apply and prune, wait, post hooks, record the result), and beside
 //! them the bookkeeping of its outcome in status (`record`: conditions, failure counters,
 //! the Event). Only the wait can be cancelled; apply and hooks always run to completion
-//! (DESIGN §4.6).
+//! (docs/design.md, "Cancellation: a wait, never an apply").
 //!
 //! - `install_or_upgrade`: one body for both, as Helm's install and upgrade share their
 //!   steps; failures count against the install or the upgrade retries.
@@ -156,7 +156,7 @@ fn record_as(
             by_operator,
             message,
         } => {
-            // Superseded by a newer desired state is no failure (DESIGN §4.4).
+            // Superseded by a newer desired state is no failure (docs/design.md, "A superseded wait is no failure").
             if *by_operator {
                 count_failure(s, owns.counts_against);
             }

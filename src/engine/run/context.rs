@@ -47,7 +47,7 @@ pub struct Context {
     /// This engine and its Lease, as release statuses name it (`acting`, `letGo`).
     pub engine: crate::api::EngineRef,
     pub live: watch::Sender<LiveMap>,
-    /// Engine-wide switch: supersede waits by newer desired states (DESIGN §4).
+    /// Engine-wide switch: supersede waits by newer desired states (docs/design.md, "Opting out: wait until the timeout").
     pub cancel_on_new_revision: bool,
     /// How often a running wait asks a chart repository for a newer version.
     pub chart_poll: Duration,
@@ -221,6 +221,22 @@ pub struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// Records, before a step begins, that this engine acts on the release: an engine that
+    /// takes it over later waits for this one to let go (see `worker::handover`).
+    pub async fn record_acting(&mut self) {
+        if self.status.acting.as_ref() != Some(&self.ctx.engine) {
+            self.status.acting = Some(self.ctx.engine.clone());
+            self.write_status().await;
+        }
+    }
+
+    /// The release's stored revisions, newest first, as `status.history` shows them
+    /// (`maxHistory` of them).
+    pub fn record_history(&mut self, history: &[crate::release::Release]) {
+        let max = usize::try_from(self.hr.spec.max_history).unwrap_or(0);
+        self.status.history = status::history(history, max, |r| crate::values::digest(&r.config));
+    }
+
     /// Remembers the permission a Forbidden `message` names, refused to this release's
     /// identity, so its grant is noticed.
     pub fn note_refused(&self, message: &str) {

@@ -1,4 +1,4 @@
-//! What wakes a worker (DESIGN §4.1): a HelmRelease update that changes its generation,
+//! What wakes a worker (docs/design.md, "What triggers a new desired state"): a HelmRelease update that changes its generation,
 //! deletion or one of the request annotations; and, while a wait runs, a change to a
 //! `valuesFrom` ConfigMap/Secret. Whether a trigger really changes the desired state is
 //! decided later, by the digest, so these may fire spuriously but never miss a change.

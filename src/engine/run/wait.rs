@@ -1,4 +1,4 @@
-//! The health check of a revision (DESIGN §4): the one step that can be cancelled. While
+//! The health check of a revision (docs/design.md, "Cancellation: a wait, never an apply"): the one step that can be cancelled. While
 //! it runs the worker keeps reading its inbox, so an operator's cancel, a deletion or a
 //! newer desired state reaches the wait at once; a newer desired state is prepared first
 //! and the wait is cancelled only once it is ready to apply.

@@ -100,7 +100,7 @@ async fn finalize_inner(run: &mut Run<'_>) -> Result<Duration, Duration> {
         let outcome = match (live, &claim) {
             (false, _) => None,
             (true, claim::Claim::Ours) => {
-                super::reconcile::record_acting(run).await;
+                run.record_acting().await;
                 Some(actions::uninstall(run, &history).await)
             }
             (true, other) => Some(Ok(Outcome::Succeeded {

@@ -8,7 +8,6 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::EventType;
 
 use super::guards::{Tenancy, claimed_elsewhere, identity_taken_elsewhere, tenancy};
-use super::reconcile::{record_acting, record_history};
 use crate::api::{Pin, RollbackRequest, annotations};
 use crate::engine::actions::{self, Outcome};
 use crate::engine::run::Run;
@@ -80,10 +79,10 @@ pub(super) async fn pin_if_asked(run: &mut Run<'_>) -> crate::Result<()> {
         );
         return refuse(run, why).await;
     }
-    record_acting(run).await;
+    run.record_acting().await;
     let outcome = actions::rollback(run, &history, request.revision).await?;
     let after = run.storage.history(&run.release_name).await?;
-    record_history(run, &after);
+    run.record_history(&after);
     let generation = run.hr.metadata.generation;
     match outcome {
         Outcome::Succeeded { .. } => {

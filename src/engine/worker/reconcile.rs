@@ -22,15 +22,6 @@ use crate::engine::run::{Run, new_token, prepare};
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::release::{Release, Status};
 
-/// Records, before a step begins, that this engine acts on the release: an engine that
-/// takes it over later waits for this one to let go (see `handover`).
-pub(super) async fn record_acting(run: &mut Run<'_>) {
-    if run.status.acting.as_ref() != Some(&run.ctx.engine) {
-        run.status.acting = Some(run.ctx.engine.clone());
-        run.write_status().await;
-    }
-}
-
 /// Says in Reconciling why a pending revision is left alone for now.
 async fn leave_pending(run: &mut Run<'_>, message: &str, generation: Option<i64>) {
     status::set(
@@ -203,20 +194,20 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         let latest = history.last().cloned();
         let stored_before = latest.as_ref().map(|r| r.version);
         if !matches!(next, Next::InSync | Next::Stalled { .. }) {
-            record_acting(run).await;
+            run.record_acting().await;
         }
         // Each action comes with the bookkeeping of its outcome.
         let (outcome, record): (Outcome, actions::Record) = match &next {
             Next::InSync => {
                 in_sync(&mut run.status, latest.as_ref(), generation);
-                record_history(run, &history);
+                run.record_history(&history);
                 super::drift::check(run, latest.as_ref()).await;
                 run.write_status().await;
                 return Ok(Requeue::After(idle_recheck(interval, &hr.spec.chart)));
             }
             Next::Stalled { reason: r, message } => {
                 nothing_more_to_try(&mut run.status, r, message, generation);
-                record_history(run, &history);
+                run.record_history(&history);
                 run.write_status().await;
                 run.event(EventType::Warning, r, "Reconcile", message.clone())
                     .await;
@@ -290,7 +281,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         };
         run.set_phase(Phase::Idle);
         let history = run.storage.history(&run.release_name).await?;
-        record_history(run, &history);
+        run.record_history(&history);
         let note = record(&mut run.status, &outcome, generation);
         run.publish_note(note, &format!("{next:?}")).await;
         run.write_status().await;
@@ -480,7 +471,7 @@ async fn external_revision(
                 generation,
             );
             status::remove(&mut run.status, condition::RECONCILING);
-            record_history(run, history);
+            run.record_history(history);
             // The Event before the status: a reader who sees the status sees the Event.
             if first_sight && mode != crate::api::DriftDetectionMode::Disabled {
                 run.event(
@@ -588,11 +579,6 @@ fn left_waiting(s: &HelmReleaseStatus, r: &Release) -> bool {
         && s.wait
             .as_ref()
             .is_some_and(|w| w.revision == r.version && w.hook.is_none())
-}
-
-pub(super) fn record_history(run: &mut Run<'_>, history: &[Release]) {
-    let max = usize::try_from(run.hr.spec.max_history).unwrap_or(0);
-    run.status.history = status::history(history, max, |r| crate::values::digest(&r.config));
 }
 
 /// Why the release is Ready: what the last action that made it so said, or else what the

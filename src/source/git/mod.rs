@@ -6,7 +6,7 @@
 //! chart directory at `path` is written out of its tree into
 //! `<cache>/git/checkouts/<commit>-<path digest>`, validated as a chart, and the scratch
 //! repository removed. The commit is the chart's source revision: part of the desired
-//! state, so every new commit is one (as DESIGN section 2 says).
+//! state, so every new commit is one (docs/design.md, "Revisions and sources").
 //!
 //! Transports: HTTPS (and plain HTTP) through gitoxide's reqwest client, TLS verified
 //! against the system roots plus the Secret's `ca.crt`, credentials sent as an

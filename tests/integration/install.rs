@@ -1,0 +1,231 @@
+//! `wheelhouse install` runs the controller in a cluster: its output applies to the local
+//! control plane as it is, and `wheelhouse controller`, run with nothing but a token of the
+//! installed ServiceAccount (what its pod would get), installs, upgrades and uninstalls a
+//! release. Meanwhile an admission policy lets only that ServiceAccount write the
+//! release's namespace, so no other credentials can have done the work.
+
+use crate::support;
+
+use std::process::Command;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use support::engine::{condition, helm_history, set_values, webapp};
+use support::installed::{
+    Controller, OnlyWriter, eventually, forbidden, service_account_kubeconfig, wheelhouse_install,
+};
+use support::{TestNamespace, client, install_crd, kubeconfig_path, testbin};
+use wheelhouse::api::HelmRelease;
+use wheelhouse::install::{CONTROLLER, SERVICE_ACCOUNT};
+
+const MANAGER: &str = "wheelhouse-tests";
+
+#[tokio::test]
+async fn the_installed_service_account_runs_the_controller() {
+    let admin = client().await;
+    // The CRD is every test's: `install` prints the same object, applied idempotently
+    // below, and it is never deleted.
+    install_crd(&admin).await;
+    let apps = TestNamespace::new(&admin, "install-apps").await;
+    let system = apps.name.replace("install-apps", "install-sys");
+
+    // What `wheelhouse install` prints, applied as it is.
+    let docs = wheelhouse_install(&["--namespace", &system, "--shard", "s1"]);
+    let names: Vec<String> = docs
+        .iter()
+        .map(|d| {
+            let (kind, name) = (&d["kind"], &d["metadata"]["name"]);
+            format!("{}/{}", kind.as_str().unwrap(), name.as_str().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "CustomResourceDefinition/helmreleases.wheelhouse.dev",
+            &format!("Namespace/{system}"),
+            "ServiceAccount/wheelhouse",
+            "ClusterRole/wheelhouse-engine",
+            "Role/wheelhouse-engine-lease",
+            "RoleBinding/wheelhouse-engine-lease",
+            "ClusterRoleBinding/wheelhouse-engine",
+            "ClusterRoleBinding/wheelhouse-release-admin",
+            "Service/wheelhouse-controller-metrics",
+            "Deployment/wheelhouse-controller",
+            "Service/wheelhouse-webhook-receiver",
+            "Deployment/wheelhouse-controller-shard-s1",
+            "Service/wheelhouse-webhook-receiver-shard-s1",
+            "ConfigMap/wheelhouse-tenancy",
+            "Role/wheelhouse-tenancy-reader",
+            "RoleBinding/wheelhouse-tenancy-reader",
+        ]
+    );
+    support::apply_documents(&admin, &docs, MANAGER).await;
+    // The API server accepted the pod templates; the Deployments' pods (on the fake node)
+    // are admitted with the ServiceAccount and become available.
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), &system);
+    for name in [CONTROLLER, &format!("{CONTROLLER}-shard-s1")] {
+        eventually(&format!("Deployment {name} available"), || async {
+            deployments.get(name).await.ok().is_some_and(|d| {
+                d.status
+                    .and_then(|s| s.conditions)
+                    .into_iter()
+                    .flatten()
+                    .any(|c| c.type_ == "Available" && c.status == "True")
+            })
+        })
+        .await;
+    }
+
+    // A token of the installed ServiceAccount, as its pod gets one, in a kubeconfig of its
+    // own with the test cluster's server and CA.
+    let home = tempfile::tempdir().unwrap();
+    let kubeconfig =
+        service_account_kubeconfig(&admin, &system, SERVICE_ACCOUNT, home.path()).await;
+    let sa = Client::try_from(
+        Config::from_custom_kubeconfig(
+            Kubeconfig::read_from(&kubeconfig).unwrap(),
+            &KubeConfigOptions::default(),
+        )
+        .await
+        .unwrap(),
+    )
+    .unwrap();
+    let review = Api::<SelfSubjectReview>::all(sa.clone())
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .unwrap();
+    let username = review
+        .status
+        .and_then(|s| s.user_info)
+        .and_then(|u| u.username)
+        .unwrap();
+    assert_eq!(
+        username,
+        format!("system:serviceaccount:{system}:{SERVICE_ACCOUNT}")
+    );
+    // The installed controllers watch every namespace, and may; they may not grant
+    // themselves more. (RBAC takes effect in the authorizer's cache within moments.)
+    eventually("the installed grant in effect", || async {
+        Api::<HelmRelease>::all(sa.clone())
+            .list(&ListParams::default().limit(1))
+            .await
+            .is_ok()
+            && forbidden(
+                Api::<ClusterRole>::all(sa.clone())
+                    .create(
+                        &PostParams::default(),
+                        &support::from_yaml("metadata: {name: wheelhouse-install-escalation}"),
+                    )
+                    .await,
+            )
+    })
+    .await;
+
+    // From now on only the ServiceAccount may write the objects of the release's namespace.
+    let only_sa = OnlyWriter::create(&admin, &apps.name, &username).await;
+
+    let mut controller = Controller::start(&kubeconfig, &apps.name, &system, home.path());
+    let api: Api<HelmRelease> = Api::namespaced(admin.clone(), &apps.name);
+    api.create(
+        &PostParams::default(),
+        &webapp("web", serde_json::json!({"values": {"message": "v1"}})),
+    )
+    .await
+    .unwrap();
+    controller
+        .wait_for(&api, "web", "installed as revision 1", |h| {
+            revision(h) == Some(1) && ready(h, "InstallSucceeded")
+        })
+        .await;
+
+    set_values(&api, "web", serde_json::json!({"message": "v2"})).await;
+    controller
+        .wait_for(&api, "web", "upgraded to revision 2", |h| {
+            revision(h) == Some(2) && ready(h, "UpgradeSucceeded")
+        })
+        .await;
+    // Helm's storage (read by the helm CLI) and the release's objects agree.
+    let history: Vec<(i64, String)> = helm_history(&apps.name, "web")
+        .into_iter()
+        .map(|(revision, status, _)| (revision, status))
+        .collect();
+    assert_eq!(
+        history,
+        [(1, "superseded".to_owned()), (2, "deployed".to_owned())]
+    );
+    let config = Api::<ConfigMap>::namespaced(admin.clone(), &apps.name)
+        .get("web-config")
+        .await
+        .unwrap();
+    assert_eq!(config.data.unwrap()["MESSAGE"], "v2");
+
+    // Deleting the HelmRelease uninstalls the release, as the ServiceAccount too.
+    api.delete("web", &DeleteParams::default()).await.unwrap();
+    controller
+        .wait_until(
+            "the release uninstalled and the HelmRelease gone",
+            || async { api.get_opt("web").await.unwrap().is_none() },
+        )
+        .await;
+    assert!(helm_history_is_empty(&apps.name));
+    controller.stop();
+
+    // Clean up what this test created. The CRD and the ClusterRole `wheelhouse-engine`
+    // (the same object tests/integration/rbac.rs applies) stay; the bindings name this test's
+    // ServiceAccount and go.
+    only_sa.delete(&admin).await;
+    let bindings: Api<ClusterRoleBinding> = Api::all(admin.clone());
+    for name in ["wheelhouse-engine", "wheelhouse-release-admin"] {
+        bindings
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    Api::<Namespace>::all(admin.clone())
+        .delete(&system, &DeleteParams::default())
+        .await
+        .unwrap();
+    apps.delete().await;
+}
+
+fn revision(hr: &HelmRelease) -> Option<i32> {
+    hr.status.as_ref()?.history.first().map(|r| r.version)
+}
+
+fn ready(hr: &HelmRelease, reason: &str) -> bool {
+    condition(hr, "Ready") == Some(("True".into(), reason.into()))
+}
+
+/// `helm history` of an uninstalled release fails with "release: not found".
+fn helm_history_is_empty(namespace: &str) -> bool {
+    let out = Command::new(testbin().join("helm"))
+        .args(["history", "web", "--namespace", namespace, "--kubeconfig"])
+        .arg(kubeconfig_path())
+        .output()
+        .unwrap();
+    !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("not found")
+}
+
+#[test]
+fn install_refuses_what_it_cannot_deploy_and_says_why() {
+    for (args, says) in [
+        (&["--shard", "EU_1"][..], "is not a usable shard key"),
+        (&["--namespace", "Ops"], "is not a namespace name"),
+        (&["-A"], "not --all-namespaces"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_wheelhouse"))
+            .arg("install")
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}

@@ -1,0 +1,37 @@
+//! The integration tests, as one binary: each module is one concern, run against the
+//! local control plane that tests/test.sh starts (tests/cluster/up.sh). One binary links
+//! the crate once (27 binaries each linked it before), and `cargo test NAME` filters
+//! across all of them (`cargo test --test integration mttr::` runs one module).
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod apply;
+mod cancellation;
+mod control_plane;
+mod coverage;
+mod discovery;
+mod drift;
+mod engine;
+mod engine_recovery;
+mod git;
+mod health;
+mod helm_parity;
+mod install;
+mod kinds_e2e;
+mod lease;
+mod migrate;
+mod mttr;
+mod notify_e2e;
+mod oci;
+mod outage;
+mod rbac;
+mod render;
+mod safety;
+mod source;
+mod storage;
+mod telemetry;
+mod tenancy;
+mod tracking;
+mod tui_e2e;
+mod values;

@@ -1,0 +1,519 @@
+//! `wheelhouse migrate` end to end: a release that Flux's real helm-controller installed
+//! (from a chart that Flux's real source-controller fetched from a Helm repository served
+//! here on 127.0.0.1) is handed over to wheelhouse, which continues its Helm history: the
+//! next change is revision 2, as the real `helm history` shows, not a second install.
+//! Both Flux controllers run beside the control plane (tests/cluster/up.sh starts them).
+
+use crate::support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+use support::engine::{helm_history, is, set_values, setup, wait_for};
+use support::source::{Entry, RepoServer, chart_tgz, index_yaml, sha256_hex};
+use support::{PATIENCE, kubeconfig_path};
+use wheelhouse::api::HelmRelease;
+use wheelhouse::api::flux::{FluxHelmRelease, FluxHelmRepository};
+use wheelhouse::client::Scope;
+use wheelhouse::engine::{Coverage, SHARD_LABEL};
+
+/// How long Flux may take to fetch the index and chart and install from them.
+const FLUX_PATIENCE: Duration = Duration::from_secs(180);
+
+fn flux_releases(client: &Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::erase::<FluxHelmRelease>(&()),
+    )
+}
+
+fn flux_repositories(client: &Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        ns,
+        &ApiResource::erase::<FluxHelmRepository>(&()),
+    )
+}
+
+/// Flux's CRDs must be there; the test says where they come from when they are not.
+async fn require_flux_crds(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for crd in [
+        "helmreleases.helm.toolkit.fluxcd.io",
+        "helmrepositories.source.toolkit.fluxcd.io",
+    ] {
+        assert!(
+            crds.get_opt(crd).await.unwrap().is_some(),
+            "the CRD {crd} is not installed: tests/cluster/up.sh installs Flux's CRDs and starts its controllers (tests/cluster/flux.sh builds them); restart the cluster with it"
+        );
+    }
+}
+
+async fn create(api: &Api<DynamicObject>, object: Value) {
+    let obj: DynamicObject = serde_json::from_value(object).unwrap();
+    api.create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("create {:?}: {e}", obj.metadata.name));
+}
+
+/// Runs the real `wheelhouse` binary against the test cluster: (success, stdout, stderr).
+fn wheelhouse(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_wheelhouse"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig_path())
+        .args(args)
+        .output()
+        .expect("wheelhouse runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn flux_helm_release(ns: &str, name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "helm.toolkit.fluxcd.io/v2",
+        "kind": "HelmRelease",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    })
+}
+
+fn flux_helm_repository(ns: &str, name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "source.toolkit.fluxcd.io/v1",
+        "kind": "HelmRepository",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    })
+}
+
+/// Polls the Flux HelmRelease until `pred` holds; fails with its status (and its
+/// HelmRepository's) when FLUX_PATIENCE runs out.
+async fn flux_until(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    let api = flux_releases(client, ns);
+    let deadline = tokio::time::Instant::now() + FLUX_PATIENCE;
+    loop {
+        let hr = serde_json::to_value(api.get(name).await.unwrap()).unwrap();
+        if pred(&hr) {
+            return hr;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            let repos = flux_repositories(client, ns)
+                .list(&Default::default())
+                .await
+                .map(|l| {
+                    l.items
+                        .into_iter()
+                        .map(|r| serde_json::to_value(r).unwrap()["status"].clone())
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default();
+            panic!(
+                "Flux HelmRelease {ns}/{name}: gave up waiting for {what} (is Flux's helm-controller running? tests/cluster/up.sh starts it)\nits status: {:#}\nHelmRepository status: {repos:#?}",
+                hr["status"]
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// An engine for the shard `ns` of namespace `ns`, stopped when dropped. The release is
+/// labelled into that shard, so the cluster-wide engines other tests may run at the same
+/// time (dashboards among them) leave it alone.
+async fn start_shard_engine(client: &Client, ns: &str) -> support::engine::TestEngine {
+    let (mut config, cache) = support::engine::config(ns, &format!("test-engine-{ns}"));
+    config.coverage = Coverage::new(Scope::Namespace(ns.into()), Some(ns.into()));
+    support::engine::start_leading(client, config, cache).await
+}
+
+fn flux_condition(hr: &Value, type_: &str) -> Option<(String, String)> {
+    hr.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)
+        .map(|c| {
+            (
+                c["status"].as_str().unwrap_or_default().to_owned(),
+                c["reason"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+}
+
+#[tokio::test]
+async fn a_flux_release_continues_its_helm_history_under_wheelhouse() {
+    let (client, ns, api) = setup("migrate").await;
+    require_flux_crds(&client).await;
+    let ns_name = ns.name.clone();
+
+    // A Helm repository on 127.0.0.1 with one chart of our own (a ConfigMap).
+    let server = RepoServer::start().await;
+    let tgz = chart_tgz("greeter", "0.1.0", "1.0.0");
+    server.put("/charts/greeter-0.1.0.tgz", tgz.clone());
+    server.put(
+        "/charts/index.yaml",
+        index_yaml(&[Entry {
+            name: "greeter",
+            version: "0.1.0",
+            app_version: "1.0.0",
+            url: server.url("/charts/greeter-0.1.0.tgz"),
+            digest: Some(sha256_hex(&tgz)),
+        }]),
+    );
+    let repository = server.url("/charts");
+
+    // Flux installs it. targetNamespace makes Flux name the release `<ns>-greeter`.
+    create(
+        &flux_repositories(&client, &ns_name),
+        flux_helm_repository(
+            &ns_name,
+            "charts",
+            json!({"url": repository, "interval": "1m"}),
+        ),
+    )
+    .await;
+    let flux = flux_releases(&client, &ns_name);
+    let mut greeter = flux_helm_release(
+        &ns_name,
+        "greeter",
+        json!({
+            "interval": "1m",
+            "targetNamespace": ns_name,
+            "chart": {"spec": {
+                "chart": "greeter",
+                "version": "0.1.0",
+                "sourceRef": {"kind": "HelmRepository", "name": "charts"},
+                "interval": "1m",
+            }},
+            "values": {"greeting": "from flux"},
+            "install": {"remediation": {"retries": 1}},
+        }),
+    );
+    // Carried over by migrate: only this test's shard engine acts on the release.
+    greeter["metadata"]["labels"] = json!({SHARD_LABEL: ns_name});
+    create(&flux, greeter).await;
+    let release = format!("{ns_name}-greeter");
+    let installed = flux_until(&client, &ns_name, "greeter", "Ready at revision 1", |hr| {
+        flux_condition(hr, "Ready").is_some_and(|(s, _)| s == "True")
+            && hr.pointer("/status/history/0/version") == Some(&json!(1))
+    })
+    .await;
+    assert_eq!(installed["status"]["history"][0]["name"], release.as_str());
+    assert_eq!(
+        helm_history(&ns_name, &release),
+        [(1, "deployed".to_owned(), "Install complete".to_owned())]
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns_name);
+    let revision_1 = format!("sh.helm.release.v1.{release}.v1");
+    let flux_record = secrets.get(&revision_1).await.unwrap().metadata.uid;
+
+    // Printed: a wheelhouse HelmRelease of the same release, nothing applied.
+    let (ok, yaml, stderr) = wheelhouse(&["migrate", &format!("{ns_name}/greeter")]);
+    assert!(ok, "migrate failed: {stderr}");
+    let printed: Value =
+        wheelhouse::yaml::from_str(&yaml).expect("migrate prints one YAML document");
+    assert_eq!(printed["apiVersion"], "wheelhouse.dev/v1alpha1");
+    assert_eq!(printed["metadata"]["labels"], json!({SHARD_LABEL: ns_name}));
+    assert_eq!(
+        printed["spec"]["chart"],
+        json!({"repository": repository, "name": "greeter", "version": "0.1.0"})
+    );
+    assert_eq!(printed["spec"]["targetNamespace"], ns_name.as_str());
+    assert!(
+        printed["spec"].get("releaseName").is_none(),
+        "wheelhouse names it as Flux does: {yaml}"
+    );
+    assert_eq!(printed["spec"]["values"], json!({"greeting": "from flux"}));
+    // Conflicts are not forced: what helm-controller holds with the values it deployed
+    // moves to wheelhouse on the first upgrade (checked below), nothing else.
+    assert!(
+        printed["spec"]["upgrade"].get("forceConflicts").is_none(),
+        "{yaml}"
+    );
+    assert!(
+        stderr.contains("not carried: spec.chart.spec.interval ("),
+        "{stderr}"
+    );
+
+    // Applying while Flux still acts on the release is refused, and changes nothing.
+    let (ok, _, stderr) = wheelhouse(&["migrate", &format!("{ns_name}/greeter"), "--apply"]);
+    assert!(!ok, "applied beside an active Flux HelmRelease");
+    assert!(
+        stderr.contains(&format!(
+            "is not suspended, so helm-controller would go on acting on the release beside wheelhouse. Suspend it first (`flux suspend hr greeter -n {ns_name}`"
+        )),
+        "{stderr}"
+    );
+    assert!(api.get_opt("greeter").await.unwrap().is_none());
+
+    // Suspended as `flux suspend hr` does it; then handed over.
+    flux.patch(
+        "greeter",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"suspend": true}})),
+    )
+    .await
+    .unwrap();
+    let (ok, stdout, stderr) = wheelhouse(&["migrate", &format!("{ns_name}/greeter"), "--apply"]);
+    assert!(ok, "migrate --apply failed: {stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "applied HelmRelease {ns_name}/greeter (wheelhouse.dev/v1alpha1, field manager wheelhouse): created"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("its next revision follows revision 1"),
+        "{stdout}"
+    );
+    let migrated = api.get("greeter").await.unwrap();
+    assert!(!migrated.spec.suspend);
+    assert_eq!(migrated.release_name(), release);
+    // Applied server-side by `wheelhouse` (an engine may have added its finalizer since).
+    let applied = migrated.metadata.managed_fields.iter().flatten().any(|f| {
+        f.manager.as_deref() == Some("wheelhouse")
+            && f.operation.as_deref() == Some("Apply")
+            && f.subresource.is_none()
+            && f.fields_v1
+                .as_ref()
+                .is_some_and(|v| v.0.get("f:spec").is_some())
+    });
+    assert!(applied, "{:#?}", migrated.metadata.managed_fields);
+
+    // wheelhouse takes the release as it is: Ready, no new revision for an unchanged state.
+    let _engine = start_shard_engine(&client, &ns_name).await;
+    wait_for(&api, "greeter", "Ready at Flux's revision 1", |h| {
+        h.condition("Ready").is_some_and(|c| c.status == "True")
+            && h.status
+                .as_ref()
+                .and_then(|s| s.history.first())
+                .is_some_and(|s| s.version == 1)
+    })
+    .await;
+    assert_eq!(
+        helm_history(&ns_name, &release),
+        [(1, "deployed".to_owned(), "Install complete".to_owned())],
+        "adopting the release wrote no revision"
+    );
+
+    // A change is an upgrade of the same release: revision 2 beside Flux's revision 1.
+    set_values(&api, "greeter", json!({"greeting": "from wheelhouse"})).await;
+    wait_for(&api, "greeter", "revision 2 deployed", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+            && h.status
+                .as_ref()
+                .and_then(|s| s.history.first())
+                .is_some_and(|s| s.version == 2)
+    })
+    .await;
+    assert_eq!(
+        helm_history(&ns_name, &release),
+        [
+            (1, "superseded".to_owned(), "Install complete".to_owned()),
+            (2, "deployed".to_owned(), "Upgrade complete".to_owned()),
+        ]
+    );
+    assert_eq!(
+        secrets.get(&revision_1).await.unwrap().metadata.uid,
+        flux_record,
+        "revision 1 is still the record Flux wrote"
+    );
+    let greeting = Api::<ConfigMap>::namespaced(client.clone(), &ns_name)
+        .get(&release)
+        .await
+        .unwrap()
+        .data
+        .unwrap()["greeting"]
+        .clone();
+    assert_eq!(greeting, "from wheelhouse");
+    // The Flux object is left in place, suspended.
+    let left = serde_json::to_value(flux.get("greeter").await.unwrap()).unwrap();
+    assert_eq!(left["spec"]["suspend"], true);
+
+    // Cleanup: wheelhouse uninstalls; Flux lets a suspended HelmRelease go untouched.
+    api.delete("greeter", &DeleteParams::default())
+        .await
+        .unwrap();
+    let gone = |o: Option<&HelmRelease>| o.is_none();
+    tokio::time::timeout(
+        PATIENCE,
+        kube::runtime::wait::await_condition(api.clone(), "greeter", gone),
+    )
+    .await
+    .expect("the wheelhouse HelmRelease was uninstalled and deleted")
+    .unwrap();
+    flux.delete("greeter", &DeleteParams::default())
+        .await
+        .unwrap();
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn migrate_refuses_what_it_cannot_carry_and_checks_before_it_changes_anything() {
+    let (client, ns, api) = setup("migrate-refuse").await;
+    require_flux_crds(&client).await;
+    let ns_name = ns.name.clone();
+    let flux = flux_releases(&client, &ns_name);
+    let repos = flux_repositories(&client, &ns_name);
+    let chart = |source: &str| json!({"spec": {"chart": "web", "sourceRef": {"kind": "HelmRepository", "name": source}}});
+
+    // Nothing there.
+    let (ok, _, stderr) = wheelhouse(&["migrate", &format!("{ns_name}/nothing")]);
+    assert!(!ok);
+    assert!(
+        stderr.contains(&format!("no Flux HelmRelease {ns_name}/nothing")),
+        "{stderr}"
+    );
+
+    // Its HelmRepository is missing.
+    create(
+        &flux,
+        flux_helm_release(
+            &ns_name,
+            "orphan",
+            json!({"interval": "1h", "suspend": true, "chart": chart("missing")}),
+        ),
+    )
+    .await;
+    let (ok, _, stderr) = wheelhouse(&["migrate", &format!("{ns_name}/orphan")]);
+    assert!(!ok);
+    assert!(
+        stderr.contains(&format!(
+            "no Flux HelmRepository {ns_name}/missing (source.toolkit.fluxcd.io/v1), which HelmRelease {ns_name}/orphan takes its chart from"
+        )),
+        "{stderr}"
+    );
+
+    // A chart from Git: listed as not carried, refused, unless a repository is given.
+    create(
+        &flux,
+        flux_helm_release(
+            &ns_name,
+            "from-git",
+            json!({
+                "interval": "1h",
+                "suspend": true,
+                "serviceAccountName": "deployer",
+                "chart": {"spec": {"chart": "./charts/web", "sourceRef": {"kind": "GitRepository", "name": "repo", "namespace": "flux-system"}}},
+            }),
+        ),
+    )
+    .await;
+    let (ok, stdout, stderr) = wheelhouse(&["migrate", &format!("{ns_name}/from-git")]);
+    assert!(!ok);
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(
+        stderr.contains("not carried: spec.chart.spec.sourceRef (GitRepository flux-system/repo: wheelhouse reads charts from Helm repositories only"),
+        "{stderr}"
+    );
+    // serviceAccountName means the same in wheelhouse: carried, never listed.
+    assert!(!stderr.contains("spec.serviceAccountName"), "{stderr}");
+    let (ok, stdout, stderr) = wheelhouse(&[
+        "migrate",
+        &format!("{ns_name}/from-git"),
+        "--chart-repository",
+        "https://charts.example.com",
+    ]);
+    assert!(ok, "{stderr}");
+    let printed: Value = wheelhouse::yaml::from_str(&stdout).unwrap();
+    assert_eq!(
+        printed["spec"]["chart"],
+        json!({"repository": "https://charts.example.com", "name": "web"})
+    );
+    assert_eq!(printed["spec"]["serviceAccountName"], "deployer");
+
+    // --suspend-flux: Flux is suspended, then the wheelhouse HelmRelease applied (here
+    // written suspended, as no engine runs in this test).
+    create(
+        &repos,
+        flux_helm_repository(
+            &ns_name,
+            "charts",
+            json!({"url": "https://charts.example.com/stable", "interval": "1h", "secretRef": {"name": "creds"}}),
+        ),
+    )
+    .await;
+    let mut web = flux_helm_release(
+        &ns_name,
+        "web",
+        json!({"interval": "1h", "chart": chart("charts"), "values": {"a": 1}}),
+    );
+    // No engine of another test puts its finalizer on the wheelhouse copy.
+    web["metadata"]["labels"] = json!({SHARD_LABEL: ns_name});
+    create(&flux, web).await;
+    let (ok, stdout, stderr) = wheelhouse(&[
+        "migrate",
+        &format!("{ns_name}/web"),
+        "--apply",
+        "--suspend-flux",
+        "--suspended",
+    ]);
+    assert!(ok, "{stderr}");
+    assert!(
+        stdout.contains(&format!(
+            "suspended Flux HelmRelease {ns_name}/web (spec.suspend: true)"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains(
+            "note: chart.secretRef creds: wheelhouse reads username/password and ca.crt from it"
+        ),
+        "{stderr}"
+    );
+    let web = serde_json::to_value(flux.get("web").await.unwrap()).unwrap();
+    assert_eq!(web["spec"]["suspend"], true);
+    let migrated = api.get("web").await.unwrap();
+    assert!(migrated.spec.suspend);
+    assert_eq!(
+        migrated.spec.chart.repository.as_deref(),
+        Some("https://charts.example.com/stable")
+    );
+    assert_eq!(
+        migrated.spec.chart.secret_ref.map(|s| s.name).as_deref(),
+        Some("creds")
+    );
+
+    // A chart name the wheelhouse CRD refuses (Flux's allows it): the API server's dry run
+    // refuses it before Flux is suspended, so the Flux HelmRelease is left as it was.
+    create(
+        &flux,
+        flux_helm_release(
+            &ns_name,
+            "upper",
+            json!({"interval": "1h", "chart": {"spec": {"chart": "WebApp", "sourceRef": {"kind": "HelmRepository", "name": "charts"}}}}),
+        ),
+    )
+    .await;
+    let (ok, _, stderr) = wheelhouse(&[
+        "migrate",
+        &format!("{ns_name}/upper"),
+        "--apply",
+        "--suspend-flux",
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains("refused the wheelhouse HelmRelease")
+            && stderr.contains("chart.name must be a chart name")
+            && stderr.contains("nothing was changed"),
+        "{stderr}"
+    );
+    let upper = serde_json::to_value(flux.get("upper").await.unwrap()).unwrap();
+    assert_ne!(upper["spec"]["suspend"], true);
+    assert!(api.get_opt("upper").await.unwrap().is_none());
+
+    ns.delete().await;
+}
