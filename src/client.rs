@@ -140,3 +140,12 @@ pub async fn engine_scope(client: &Client, view: &Scope, default_namespace: &str
         Scope::All => Scope::Namespace(default_namespace.to_owned()),
     }
 }
+
+/// The API server's own message for a failed request (kube's Display adds a debug dump).
+pub fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
+        kube::Error::Api(status) => format!("{} ({})", status.reason, status.code),
+        other => other.to_string(),
+    }
+}

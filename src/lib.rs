@@ -1,6 +1,7 @@
 //! wheelhouse: a terminal dashboard and reconcile engine for Helm releases declared as
 //! `HelmRelease` resources (`wheelhouse.dev/v1alpha1`).
 
+pub mod age;
 pub mod api;
 pub mod apply;
 pub mod chart;

@@ -1,5 +1,6 @@
 //! The `wheelhouse.dev/v1alpha1` API: the HelmRelease types and their CRD.
 
+pub mod conditions;
 pub mod duration;
 pub mod flux;
 pub mod helmrelease;

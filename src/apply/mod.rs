@@ -107,14 +107,7 @@ pub enum Error {
     },
 }
 
-/// The API server's own message for a failed request (kube's Display adds a debug dump).
-pub fn api_message(error: &kube::Error) -> String {
-    match error {
-        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
-        kube::Error::Api(status) => format!("{} ({})", status.reason, status.code),
-        other => other.to_string(),
-    }
-}
+pub use crate::client::api_message;
 
 fn is_status(error: &kube::Error, code: u16) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == code)

@@ -356,6 +356,9 @@ fn is_v1(md: Option<&Map<String, Value>>) -> bool {
     api.is_empty() || api == "v1"
 }
 
+/// Go's zero time as Helm writes it for a lock file without `generated`.
+const GO_ZERO_TIME: &str = "0001-01-01T00:00:00Z";
+
 /// Chart.lock as Helm's `Lock` serializes it: `generated`, `digest`, `dependencies`.
 fn lock(data: &[u8]) -> Result<Value, String> {
     let m = yaml::mapping(data)?;
@@ -364,7 +367,7 @@ fn lock(data: &[u8]) -> Result<Value, String> {
         .get("generated")
         .and_then(go_string)
         .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| crate::release::go_time::ZERO.to_string());
+        .unwrap_or_else(|| GO_ZERO_TIME.to_string());
     out.insert("generated".into(), generated.into());
     let digest = m.get("digest").and_then(go_string).unwrap_or_default();
     out.insert("digest".into(), digest.into());

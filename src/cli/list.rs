@@ -57,7 +57,7 @@ fn write_table(
                 hr.metadata
                     .creation_timestamp
                     .as_ref()
-                    .map_or_else(|| "-".into(), |t| age(t.0, now)),
+                    .map_or_else(|| "-".into(), |t| crate::age::since(t.0, now)),
                 problem.clone().unwrap_or_else(|| hr.ready_message()),
             ]
         })
@@ -96,30 +96,9 @@ fn write_table(
     Ok(())
 }
 
-/// kubectl-style age: 45s, 12m, 3h, 5d.
-pub fn age(then: Timestamp, now: Timestamp) -> String {
-    let secs = now.duration_since(then).as_secs().max(0);
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 2 * 3600 => format!("{}m", s / 60),
-        s if s < 48 * 3600 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86400),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ages_like_kubectl() {
-        let now: Timestamp = "2026-01-02T00:00:00Z".parse().unwrap();
-        let ago = |s: i64| now - std::time::Duration::from_secs(s as u64);
-        assert_eq!(age(ago(5), now), "5s");
-        assert_eq!(age(ago(600), now), "10m");
-        assert_eq!(age(ago(3 * 3600), now), "3h");
-        assert_eq!(age(ago(5 * 86400), now), "5d");
-    }
 
     #[test]
     fn table_shows_ready_condition_and_revision() {

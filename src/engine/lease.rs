@@ -77,7 +77,7 @@ impl LeaseConfig {
 
     /// The Lease of an engine with this coverage.
     pub fn for_coverage(
-        coverage: &super::Coverage,
+        coverage: &super::coverage::Coverage,
         lease_namespace: &str,
         identity: impl Into<String>,
     ) -> Self {

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::actions::{Outcome, rollback, uninstall};
 use super::run::{Context, Inbox, Run};
-use super::{LiveState, ReleaseKey};
+use super::vocabulary::{LiveState, ReleaseKey};
 use crate::api::{HelmRelease, HelmReleaseSpec, Rollback, Uninstall};
 use crate::release::{Release, Storage};
 

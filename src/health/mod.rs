@@ -1,5 +1,6 @@
 //! Health checks: readiness rules per kind and the cancellable wait after an action.
 
+pub mod diagnosis;
 pub mod failfast;
 pub mod hub;
 pub mod readiness;

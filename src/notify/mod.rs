@@ -33,8 +33,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use config::{Config, ProviderType};
 
+use crate::api::conditions::{condition, reason};
 use crate::api::{HelmRelease, HelmReleaseStatus};
-use crate::engine::status::{condition, reason};
 
 /// What an event says about a release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]

@@ -63,7 +63,7 @@ async fn discovery_text(client: &Client) -> Result<String, Error> {
     client
         .request_text(request)
         .await
-        .map_err(|e| Error::Discovery(crate::apply::api_message(&e)))
+        .map_err(|e| Error::Discovery(crate::client::api_message(&e)))
 }
 
 /// The APIService that serves `group_version` (`v1beta1.metrics.k8s.io` for

@@ -9,6 +9,7 @@
 
 mod mask;
 mod path;
+pub mod redact;
 
 use std::fmt;
 

@@ -2,6 +2,10 @@
 //! local control plane that tests/test.sh starts (tests/cluster/up.sh). One binary links
 //! the crate once (27 binaries each linked it before), and `cargo test NAME` filters
 //! across all of them (`cargo test --test integration mttr::` runs one module).
+//!
+//! Two tests disturb the whole cluster and stay binaries of their own, which cargo runs
+//! one at a time: `tests/outage.rs` freezes the API server, `tests/discovery.rs` breaks
+//! an APIService every render sees.
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -10,7 +14,6 @@ mod apply;
 mod cancellation;
 mod control_plane;
 mod coverage;
-mod discovery;
 mod drift;
 mod engine;
 mod engine_recovery;
@@ -19,12 +22,12 @@ mod health;
 mod helm_parity;
 mod install;
 mod kinds_e2e;
+mod layering;
 mod lease;
 mod migrate;
 mod mttr;
 mod notify_e2e;
 mod oci;
-mod outage;
 mod rbac;
 mod render;
 mod safety;

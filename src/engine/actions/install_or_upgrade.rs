@@ -10,10 +10,10 @@ use super::{
 use crate::api::{CrdPolicy, HelmReleaseStatus, ReleaseAction};
 use crate::apply::Owner;
 use crate::chart;
-use crate::engine::Phase;
 use crate::engine::plan::Desired;
 use crate::engine::run::{Prepared, Run, WaitEnd, Window, render};
 use crate::engine::status::{self, Truth, condition, reason};
+use crate::engine::vocabulary::Phase;
 use crate::release::{Release, Status, hook_event};
 use crate::render::Rendered;
 

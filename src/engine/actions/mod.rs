@@ -198,16 +198,7 @@ fn note(
 }
 
 pub const OWNER_LABEL: &str = "wheelhouse.dev/owner";
-/// On a revision made from a Git chart: the commit (40 hex digits, a valid label value).
-/// A rollback copies it from the revision it restores.
-pub const SOURCE_COMMIT_LABEL: &str = "wheelhouse.dev/source-commit";
-/// On a revision made from an OCI chart: the first 40 hex digits of its manifest digest
-/// (a label value holds at most 63), so two contents of one tag are told apart. A
-/// rollback copies it from the revision it restores.
-pub const SOURCE_DIGEST_LABEL: &str = "wheelhouse.dev/source-digest";
-
-/// How much of a manifest digest [`SOURCE_DIGEST_LABEL`] keeps.
-pub const SOURCE_DIGEST_KEPT: usize = 40;
+pub use crate::release::{SOURCE_COMMIT_LABEL, SOURCE_DIGEST_KEPT, SOURCE_DIGEST_LABEL};
 
 fn new_release(
     run: &Run<'_>,

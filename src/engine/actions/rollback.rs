@@ -7,9 +7,9 @@ use super::{
 };
 use crate::api::HelmReleaseStatus;
 use crate::apply::Owner;
-use crate::engine::Phase;
 use crate::engine::run::{Run, WaitEnd, Window};
 use crate::engine::status::reason;
+use crate::engine::vocabulary::Phase;
 use crate::release::{Release, Status, hook_event};
 
 /// Rolls back to revision `to` as Helm does: a new revision with `to`'s chart, values

@@ -3,9 +3,9 @@
 
 use super::{Note, Outcome, Owns, record_as};
 use crate::api::{HelmReleaseStatus, ReleaseAction};
-use crate::engine::Phase;
 use crate::engine::run::Run;
 use crate::engine::status::{condition, reason};
+use crate::engine::vocabulary::Phase;
 use crate::release::{Release, hook_event};
 
 /// Runs the chart's tests (hooks with `helm.sh/hook: test`) against the newest revision

@@ -8,9 +8,9 @@ use kube::runtime::events::EventType;
 use super::{Note, Outcome, REMEDIATION, record_as, record_failure, set_status};
 use crate::api::HelmReleaseStatus;
 use crate::apply::Owner;
-use crate::engine::Phase;
 use crate::engine::run::Run;
 use crate::engine::status::reason;
+use crate::engine::vocabulary::Phase;
 use crate::release::{Release, Status, hook_event};
 
 /// Uninstalls the release: hooks, delete its objects, then keep the history as

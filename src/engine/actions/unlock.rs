@@ -4,9 +4,9 @@
 
 use super::{Note, Outcome, Owns, record_as, set_status};
 use crate::api::HelmReleaseStatus;
-use crate::engine::Phase;
 use crate::engine::run::Run;
 use crate::engine::status::reason;
+use crate::engine::vocabulary::Phase;
 use crate::release::{Release, Status};
 
 /// Begins the description of a revision this action unlocked, so the planner retries

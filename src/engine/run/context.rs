@@ -11,8 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Inbox, Msg};
 use crate::api::{HelmRelease, HelmReleaseStatus};
-use crate::engine::handle::{Command, LiveMap, LiveState, Phase, ReleaseKey, WaitView};
 use crate::engine::status::{self, Truth, condition, reason};
+use crate::engine::vocabulary::{Command, LiveMap, LiveState, Phase, ReleaseKey, WaitView};
 use crate::release::Storage;
 use crate::render::Renderer;
 use crate::source::ChartSource;
@@ -205,7 +205,7 @@ pub struct Run<'a> {
     pub(in crate::engine) desired_sources: Vec<crate::values::ValuesSourceRef>,
     /// The steps of the desired state this reconcile applies, if it superseded a wait
     /// (for the trigger-to-fix metric and the live state).
-    pub fix: Option<crate::engine::FixTimeline>,
+    pub fix: Option<crate::engine::vocabulary::FixTimeline>,
     /// Other records deploying this (release name, target namespace) from another storage
     /// namespace, as the guards found them: their objects are never this release's.
     pub elsewhere: Vec<crate::release::Elsewhere>,
@@ -267,7 +267,7 @@ impl Run<'_> {
     }
 
     /// Marks a step of the fix this reconcile applies (none: it superseded no wait).
-    pub fn fix_step(&mut self, step: impl FnOnce(&mut crate::engine::FixTimeline)) {
+    pub fn fix_step(&mut self, step: impl FnOnce(&mut crate::engine::vocabulary::FixTimeline)) {
         let Some(fix) = self.fix.as_mut() else {
             return;
         };

@@ -69,8 +69,8 @@ pub struct Candidate {
 
 impl Candidate {
     /// Its steps so far, once it supersedes a wait (it has a trigger then).
-    pub fn timeline(&self) -> Option<crate::engine::FixTimeline> {
-        Some(crate::engine::FixTimeline {
+    pub fn timeline(&self) -> Option<crate::engine::vocabulary::FixTimeline> {
+        Some(crate::engine::vocabulary::FixTimeline {
             triggered: self.triggered_at?.into_std(),
             prepared: self.prepared_at,
             rendered: self.rendered_at,

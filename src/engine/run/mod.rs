@@ -25,7 +25,7 @@ pub(super) use context::note_seen;
 pub(super) use desired::prepare;
 pub(super) use triggers::{Trigger, new_token, values_source_events};
 
-use super::handle::Command;
+use super::vocabulary::Command;
 use crate::api::{HelmRelease, HelmReleaseStatus};
 
 /// How often a waiting or failed release's chart source is checked for a new desired

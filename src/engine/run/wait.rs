@@ -18,8 +18,8 @@ use super::desired::{Candidate, prepare_candidate};
 use super::triggers::{new_token, values_source_events};
 use super::{Msg, Run};
 use crate::api::{WaitStatus, annotations};
-use crate::engine::handle::{Command, Phase, WaitView};
 use crate::engine::status::{self, Truth, condition, reason};
+use crate::engine::vocabulary::{Command, Phase, WaitView};
 use crate::health::{self, Progress, Target};
 use crate::release::Release;
 

@@ -9,9 +9,9 @@ use kube::runtime::events::EventType;
 
 use crate::api::{HelmRelease, HelmReleaseStatus};
 use crate::engine::claim;
-use crate::engine::handle::ReleaseKey;
 use crate::engine::run::Run;
 use crate::engine::status::{self, Truth, condition};
+use crate::engine::vocabulary::ReleaseKey;
 
 /// Ready=False and Stalled=True with `reason`, an Event, and the next look after
 /// `interval` (what would lift it may happen elsewhere, e.g. another object is deleted).

@@ -14,9 +14,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{EngineRef, HelmRelease};
-use crate::engine::ReleaseKey;
 use crate::engine::run::{Context, Inbox, Msg};
 use crate::engine::status::{self, Truth, condition, reason};
+use crate::engine::vocabulary::ReleaseKey;
 
 /// How long a Lease goes unrenewed before its holder counts as gone (a Lease's length).
 pub const GONE_AFTER: Duration = Duration::from_secs(15);

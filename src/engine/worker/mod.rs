@@ -28,9 +28,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::actions::Note;
-use super::handle::{Command, LiveState, Phase, ReleaseKey};
 use super::run::{Context, Inbox, Msg, Run, Trigger, note_seen, values_source_events};
 use super::status::{self, Truth, condition, reason};
+use super::vocabulary::{Command, LiveState, Phase, ReleaseKey};
 use crate::api::{FINALIZER, HelmRelease};
 use crate::release::Storage;
 use crate::telemetry::ReconcileResult;

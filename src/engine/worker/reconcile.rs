@@ -16,10 +16,10 @@ use super::guards::{
 use super::{NEVER, Requeue};
 use crate::api::{HelmRelease, HelmReleaseStatus, annotations};
 use crate::engine::actions::{self, Outcome};
-use crate::engine::handle::Phase;
 use crate::engine::plan::{self, Desired, Latest, Next, Observed, Policy, TestState};
 use crate::engine::run::{Run, new_token, prepare};
 use crate::engine::status::{self, Truth, condition, reason};
+use crate::engine::vocabulary::Phase;
 use crate::release::{Release, Status};
 
 /// Says in Reconciling why a pending revision is left alone for now.
@@ -132,7 +132,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
             // fix superseding a wait is: from the worker's waking for it, step by step.
             if run.priority == crate::slots::Priority::Urgent {
                 let now = std::time::Instant::now();
-                run.fix = Some(crate::engine::FixTimeline {
+                run.fix = Some(crate::engine::vocabulary::FixTimeline {
                     triggered,
                     prepared: now,
                     rendered: now,

@@ -67,15 +67,6 @@ pub fn draw_input(f: &mut Frame, app: &App, area: Rect, prompt: &str, text: &Tex
     f.render_widget(text, input);
 }
 
-/// `42s`, `3m`, `2h`.
-pub fn short_age(secs: i64) -> String {
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 7200 => format!("{}m", s / 60),
-        s => format!("{}h", s / 3600),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,7 +9,7 @@ use ratatui::style::Modifier;
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 
-use super::{draw_input, short_age};
+use super::draw_input;
 use crate::engine::Views;
 use crate::inventory::Others;
 use crate::tui::app::{App, Overlay};
@@ -232,13 +232,13 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         let clock = since.strftime("%H:%M:%S UTC");
         let mut banner = format!(
             "⚠ API server unreachable since {clock} ({} ago): retrying the watch; rows show the last known state",
-            short_age(age)
+            crate::age::coarse(age)
         );
         // A write that got no answer is not hidden by the banner: it may still land.
         if let Some((Progress::Unknown(_), what, _)) = app.status_notice() {
             banner = format!(
                 "⚠ API server unreachable for {} · {what}: outcome unknown, it may still be applied",
-                short_age(age)
+                crate::age::coarse(age)
             );
         }
         f.render_widget(

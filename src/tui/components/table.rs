@@ -9,7 +9,7 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row as TableRow, Table};
 
-use super::{fit, short_age};
+use super::fit;
 use crate::client::Scope;
 use crate::engine::{ReleaseKey, Views};
 use crate::health::replicas::{ReleaseId, ReplicaMap};
@@ -495,7 +495,7 @@ fn count_states(rows: &[Row]) -> String {
 /// known and its age.
 fn state_cell(app: &App, r: &Row) -> String {
     match app.stale_for() {
-        Some(age) => format!("? {} ({} old)", r.state.word(), short_age(age)),
+        Some(age) => format!("? {} ({} old)", r.state.word(), crate::age::coarse(age)),
         None => r.state_text(app.now),
     }
 }

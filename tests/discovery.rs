@@ -6,7 +6,7 @@
 //! APIService affects every render on the cluster while it exists, and cargo runs test
 //! binaries one at a time.
 
-use crate::support;
+mod support;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::Api;

@@ -4,7 +4,7 @@
 //! unchanged: no revision marked failed, none applied again. This binary holds one test:
 //! it freezes the API server every other test would use.
 
-use crate::support;
+mod support;
 
 use std::time::Duration;
 
