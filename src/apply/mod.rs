@@ -5,7 +5,7 @@
 //! Everything goes through [`Applier`], which owns a kube client and a discovery cache.
 
 mod applier;
-pub mod drift;
+pub mod drift_detection;
 pub mod fields;
 mod hooks;
 pub mod manifest;

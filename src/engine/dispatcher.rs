@@ -14,11 +14,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::coverage::{self, Coverage};
-use super::drift;
 use super::healing::watch_healing;
 use super::lease::Role;
 use super::liveness::{LIVENESS_EVERY, PROBE_EVERY, liveness_probe};
 use super::namespaces::HeldNamespaces;
+use super::release_drift;
 use super::run::{Context, Inbox, Msg};
 use super::status;
 use super::undecodable::report_undecodable;
@@ -591,7 +591,7 @@ impl Dispatcher {
                 return;
             }
         }
-        let Some(writer) = drift::writer_not_ours(workload) else {
+        let Some(writer) = release_drift::writer_not_ours(workload) else {
             return;
         };
         let annotation = |key: &str| workload.annotations.as_ref().and_then(|a| a.get(key));

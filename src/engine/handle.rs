@@ -81,9 +81,9 @@ impl EngineHandle {
     pub async fn act_on_stored(
         &self,
         key: &ReleaseKey,
-        action: super::stored::StoredAction,
+        action: super::stored_actions::StoredAction,
     ) -> Result<String, String> {
-        super::stored::act(&self.ctx, key, action, &self.stop).await
+        super::stored_actions::act(&self.ctx, key, action, &self.stop).await
     }
 
     /// What applying `hr`'s spec would write, rendered by this engine's renderer; nothing
@@ -93,8 +93,8 @@ impl EngineHandle {
     }
 
     /// How `hr`'s live objects differ from its newest revision now (for the dashboard).
-    pub async fn drift(&self, hr: &HelmRelease) -> Result<super::drift::DriftView, String> {
-        super::drift::view(&self.ctx, hr).await
+    pub async fn drift(&self, hr: &HelmRelease) -> Result<super::release_drift::DriftView, String> {
+        super::release_drift::view(&self.ctx, hr).await
     }
 
     /// What this engine reconciles (while it holds its Lease).

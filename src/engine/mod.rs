@@ -9,21 +9,21 @@
 
 pub mod actions;
 pub mod claim;
-mod config;
 pub mod coverage;
 mod dispatcher;
-pub mod drift;
 pub mod handle;
 mod healing;
 pub mod lease;
 mod liveness;
 mod namespaces;
+mod options;
 pub mod plan;
 mod policy;
 pub mod preview;
+pub mod release_drift;
 pub mod run;
 pub mod status;
-pub mod stored;
+pub mod stored_actions;
 mod undecodable;
 pub mod vocabulary;
 pub mod worker;
@@ -37,10 +37,10 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use config::EngineConfig;
 pub use coverage::{Coverage, SHARD_LABEL};
 pub use handle::{EngineHandle, Pusher};
 pub use lease::Role;
+pub use options::EngineConfig;
 pub use vocabulary::{
     Command, Connection, FixTimeline, LiveMap, LiveState, Phase, ReleaseKey, ReleaseMap,
     ReleaseView, Views, WaitView, changed_keys, new_token,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use sha2::{Digest, Sha256};
 
-use super::discovery::{ConsumedObject, Selection};
+use super::consumption::{ConsumedObject, Selection};
 
 /// The data of one ConfigMap or Secret as pods see it: key → bytes.
 pub type ObjectData = BTreeMap<String, Vec<u8>>;
@@ -103,7 +103,7 @@ fn field(hasher: &mut Sha256, bytes: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use super::super::discovery::ConfigKind;
+    use super::super::consumption::ConfigKind;
     use super::*;
 
     fn object(

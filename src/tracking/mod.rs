@@ -18,8 +18,8 @@
 //! [`TrackerHandle::tracked`] and the dashboard's detail view (which may run without
 //! the lease, so without a tracker) both answer with it.
 
+pub mod consumption;
 pub mod debounce;
-pub mod discovery;
 mod edit;
 pub mod hash;
 mod prepare;
@@ -28,7 +28,7 @@ pub mod workload;
 
 use thiserror::Error;
 
-pub use discovery::{ConfigKind, ConsumedObject, ConsumedRef, Selection};
+pub use consumption::{ConfigKind, ConsumedObject, ConsumedRef, Selection};
 pub use prepare::{
     ConfigKey, LiveNeeds, LiveState, PreparedManifest, live_objects_needed, prepare_manifest,
     rewrite, rewrite_manifest,

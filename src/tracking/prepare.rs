@@ -10,7 +10,7 @@ use kube::{Api, Client};
 use serde_json::Value;
 
 use super::Error;
-use super::discovery::ConfigKind;
+use super::consumption::ConfigKind;
 use super::hash::{ObjectData, Resolved, config_map_data, secret_data};
 use super::workload::{
     Decision, WorkloadKind, consumed_objects, decide, set_template, template_hash,
@@ -374,7 +374,7 @@ fn write_documents<'v>(
 #[cfg(test)]
 mod tests {
     use super::super::CONFIG_HASH_ANNOTATION;
-    use super::super::discovery::{ConsumedObject, Selection};
+    use super::super::consumption::{ConsumedObject, Selection};
     use super::super::hash::config_hash;
     use super::super::workload::{is_gated, template_hash};
     use super::*;

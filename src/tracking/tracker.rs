@@ -20,8 +20,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::consumption::{ConfigKind, ConsumedObject};
 use super::debounce::Debouncer;
-use super::discovery::{ConfigKind, ConsumedObject};
 use super::hash::Resolved;
 use super::prepare::read_data;
 use super::workload::{

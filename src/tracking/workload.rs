@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::PodSpec;
 use kube::api::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
-use super::discovery::{ConsumedObject, consumed_refs, extra_refs, merge};
+use super::consumption::{ConsumedObject, consumed_refs, extra_refs, merge};
 use super::hash::{Resolved, config_hash};
 use super::{CONFIG_HASH_ANNOTATION, CONFIG_PENDING_GATE, TRACK_CONFIG_ANNOTATION};
 use crate::apply::manifest::RELEASE_NAME_ANNOTATION;
@@ -332,7 +332,7 @@ pub fn decide(current_hash: Option<&str>, gated: bool, resolved: &[Resolved]) ->
 
 #[cfg(test)]
 mod tests {
-    use super::super::discovery::{ConfigKind, Selection};
+    use super::super::consumption::{ConfigKind, Selection};
     use super::super::hash::ObjectData;
     use super::*;
 

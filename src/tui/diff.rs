@@ -7,7 +7,7 @@
 use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 
-use super::model::{is_masked_kind, is_secret_key, mask_values};
+use super::view_model::{is_masked_kind, is_secret_key, mask_values};
 
 /// Lines of context around each change, as `diff -u`.
 const CONTEXT: usize = 3;

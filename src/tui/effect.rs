@@ -2,14 +2,14 @@
 //! and what comes back ([`IoResult`]). The state never performs IO itself.
 
 use crate::client::Scope;
-use crate::engine::stored::StoredAction;
+use crate::engine::stored_actions::StoredAction;
 use crate::engine::{Command, ReleaseKey};
 use crate::inventory::flux::Request;
 use crate::tui::components::logs::LogSource;
 use crate::tui::favourites::Favourites;
 use crate::tui::io::{Expect, LateOutcome, WriteError};
-use crate::tui::model::DetailData;
-use crate::tui::model::RowKey;
+use crate::tui::view_model::DetailData;
+use crate::tui::view_model::RowKey;
 
 /// IO the run loop performs on a task.
 #[derive(Debug, Clone, PartialEq)]

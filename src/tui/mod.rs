@@ -13,9 +13,9 @@ pub mod effect;
 pub mod favourites;
 pub mod io;
 pub mod keymap;
-pub mod model;
 pub mod theme;
 pub mod view;
+pub mod view_model;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -270,7 +270,7 @@ async fn event_loop(
     app.tenancy = session.handle.policy();
     app.set_connection(connection.borrow_and_update().clone());
     // The detail view's data is fetched when it opens and again when the release changes.
-    let mut detail_seen: Option<(model::RowKey, String)> = None;
+    let mut detail_seen: Option<(view_model::RowKey, String)> = None;
     // The open log stream's task, aborted when the logs view closes or changes.
     let mut log_stream: Option<tokio::task::JoinHandle<()>> = None;
     let mut detail_in_flight = false;
@@ -337,7 +337,7 @@ async fn event_loop(
             && let Some((target, version)) = app.detail_target()
         {
             let version = (d.key.clone(), version);
-            let opened = d.data == model::DetailData::default();
+            let opened = d.data == view_model::DetailData::default();
             let stale = detail_loaded.elapsed() >= DETAIL_REFRESH;
             if (opened || stale || detail_seen.as_ref() != Some(&version)) && !detail_in_flight {
                 detail_in_flight = true;

@@ -5,12 +5,12 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::app::{App, Overlay};
 use super::components::confirm::Confirm;
-use super::components::status::Progress;
+use super::components::status_line::Progress;
 use super::effect::{ChangesOf, Effect, IoResult};
-use super::model::{
+use super::theme::Theme;
+use super::view_model::{
     DetailData, EventLine, Fetch, HelmData, RowKey, SortBy, Workload, mask_manifest,
 };
-use super::theme::Theme;
 use super::{demo, render};
 use crate::client::Scope;
 use crate::engine::{Command, ReleaseKey, Role};

@@ -8,7 +8,7 @@ use ratatui::style::{Color, Modifier, Style};
 use serde::Deserialize;
 
 use super::Error;
-use super::model::State;
+use super::view_model::State;
 
 /// The shipped themes, by name.
 pub const BUILTIN: &[(&str, &str)] = &[

@@ -8,7 +8,7 @@ use ratatui::widgets::Block;
 
 use super::app::{App, Overlay};
 use super::components::{
-    changes, command, confirm, detail, editor, footer, header, help, logs, status, table,
+    changes, command, confirm, detail, editor, footer, header, help, logs, status_line, table,
 };
 
 pub fn draw(f: &mut Frame, app: &App) {
@@ -16,7 +16,7 @@ pub fn draw(f: &mut Frame, app: &App) {
     f.render_widget(Block::default().style(app.theme.base()), area);
     // The favourites row goes with the table, where the number keys work.
     let in_table = app.editor.is_none() && app.detail.is_none();
-    let [top, favourites, body, status_line, hints] = Layout::vertical([
+    let [top, favourites, body, status_area, hints] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(u16::from(in_table)),
         Constraint::Min(3),
@@ -39,7 +39,7 @@ pub fn draw(f: &mut Frame, app: &App) {
     } else {
         table::draw(f, app, body);
     }
-    status::draw(f, app, status_line);
+    status_line::draw(f, app, status_area);
     match &app.overlay {
         Some(Overlay::Command(line)) => command::draw_suggestions(f, app, line, hints),
         _ => footer::draw(f, app, hints),

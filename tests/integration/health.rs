@@ -347,7 +347,7 @@ async fn replica_counts_per_helm_release() {
     use support::engine as eng;
     use wheelhouse::client::Scope;
     use wheelhouse::health::replicas::{ReleaseId, ReplicaMap, Replicas};
-    use wheelhouse::tui::model::Row;
+    use wheelhouse::tui::view_model::Row;
 
     let (client, ns, api) = eng::setup("replicas").await;
     let _engine = eng::start(&client, &ns.name).await;

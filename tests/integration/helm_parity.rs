@@ -449,7 +449,7 @@ async fn render_failures_are_flux_failures_that_back_off_and_stall() {
 /// data and nothing else.
 #[tokio::test]
 async fn stored_manifest_and_the_manifest_tab_keep_the_rendered_yaml() {
-    use wheelhouse::tui::model::Fetch;
+    use wheelhouse::tui::view_model::Fetch;
     let client = client().await;
     install_crd(&client).await;
     let ns = TestNamespace::new(&client, "yamlkeep").await;

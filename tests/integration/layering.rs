@@ -15,7 +15,7 @@ const ALLOWED: &[&str] = &[
     // the log view's messages (issue #33: components draw from narrow views).
     "tui/app tui/components tui/components/changes tui/components/command \
      tui/components/confirm tui/components/detail tui/components/editor tui/components/logs \
-     tui/components/status tui/components/table tui/effect",
+     tui/components/status_line tui/components/table tui/effect",
 ];
 
 /// Module path (`engine/run`) of every `.rs` file under `src/`.

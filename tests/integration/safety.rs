@@ -754,7 +754,7 @@ async fn the_values_editor_stores_null_and_the_chart_default_stays_removed() {
     .await;
 
     let original = serde_json::json!({"message": "custom"});
-    let draft = wheelhouse::tui::model::parse_values("message: null\n").unwrap();
+    let draft = wheelhouse::tui::view_model::parse_values("message: null\n").unwrap();
     let key = wheelhouse::engine::ReleaseKey {
         namespace: ns.name.clone(),
         name: "web".into(),

@@ -8,8 +8,8 @@
 mod acting;
 mod context;
 mod desired;
+mod health_check;
 mod triggers;
-mod wait;
 
 use std::sync::{Arc, Mutex};
 
@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 pub use acting::Acting;
 pub use context::{Context, Run};
 pub use desired::{Candidate, Prepared, render};
-pub use wait::{WaitEnd, Window};
+pub use health_check::{WaitEnd, Window};
 
 pub(super) use context::note_seen;
 pub(super) use desired::prepare;

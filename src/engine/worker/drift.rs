@@ -8,7 +8,7 @@ use kube::runtime::events::EventType;
 
 use crate::api::{ContestedField, DriftDetectionMode, DriftStatus, DriftedObject};
 use crate::apply::Owner;
-use crate::apply::drift::ObjectDrift;
+use crate::apply::drift_detection::ObjectDrift;
 use crate::engine::run::Run;
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::release::{Release, Status};
@@ -343,7 +343,7 @@ async fn drifted(
     latest: &Release,
     rules: &[crate::api::IgnoreRule],
 ) -> crate::Result<Vec<ObjectDrift>> {
-    crate::engine::drift::compare(run.ctx, &run.hr, latest, rules, &run.elsewhere).await
+    crate::engine::release_drift::compare(run.ctx, &run.hr, latest, rules, &run.elsewhere).await
 }
 
 /// Applies the drifted objects again (forced, as an upgrade applies), nothing else; the
@@ -355,7 +355,7 @@ async fn correct(
     found: &[ObjectDrift],
     yielded: &[&ContestedField],
 ) -> crate::Result<()> {
-    let manifest = crate::engine::drift::applied_manifest(run.ctx, &run.hr, latest).await?;
+    let manifest = crate::engine::release_drift::applied_manifest(run.ctx, &run.hr, latest).await?;
     let wanted: Vec<crate::apply::ObjectRef> = found.iter().map(|d| d.reference.clone()).collect();
     let subset = crate::apply::manifest::documents_of(&manifest, &wanted, &run.target_namespace);
     let subset = if yielded.is_empty() {
@@ -374,7 +374,7 @@ async fn correct(
                 .unwrap_or_default();
             let object = format!("{kind}/{name}");
             for field in yielded.iter().filter(|f| f.object == object) {
-                crate::apply::drift::remove_pointer(doc, &field.field);
+                crate::apply::drift_detection::remove_pointer(doc, &field.field);
             }
         }
         crate::yaml::to_documents(&documents)

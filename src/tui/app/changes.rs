@@ -5,15 +5,15 @@
 
 use super::{App, Overlay};
 use crate::engine::Command;
-use crate::engine::stored::StoredAction;
+use crate::engine::stored_actions::StoredAction;
 use crate::inventory::Kind;
 use crate::tui::components::changes::{ChangesView, Load, OnYes, Question};
 use crate::tui::components::line_input;
-use crate::tui::components::status::Progress;
+use crate::tui::components::status_line::Progress;
 use crate::tui::diff::{DiffLine, values_diff};
 use crate::tui::effect::{ChangesOf, Effect};
 use crate::tui::keymap::Action;
-use crate::tui::model::RowKey;
+use crate::tui::view_model::RowKey;
 
 impl App {
     /// Opens a changes view of `of`, titled `title`, asking `question` when given.

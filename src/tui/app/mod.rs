@@ -22,14 +22,14 @@ use super::components::detail::{Detail, Tab};
 use super::components::editor::{Edited, Editor};
 use super::components::line_input;
 use super::components::logs::{LogSource, LogView};
-use super::components::status::{Notices, Progress};
+use super::components::status_line::{Notices, Progress};
 use super::components::table::{ReleaseTable, Source};
 use super::effect::{Effect, IoResult};
 use super::favourites::Favourites;
 use super::io::DetailTarget;
 use super::keymap::{self, Action, Context};
-use super::model::{Row, RowKey};
 use super::theme::Theme;
+use super::view_model::{Row, RowKey};
 use crate::client::Scope;
 use crate::engine::{ReleaseKey, Role, Views, changed_keys};
 use crate::health::replicas::ReplicaMap;
@@ -661,7 +661,7 @@ impl App {
     /// lines, or its previous container's when it has restarted), followed.
     fn open_logs(&mut self) -> Vec<Effect> {
         let failing = match self.detail.as_ref().map(|d| &d.data.workloads) {
-            Some(super::model::Fetch::Loaded(ws)) => ws
+            Some(super::view_model::Fetch::Loaded(ws)) => ws
                 .iter()
                 .find_map(|w| w.failing.first().map(|(pod, _)| pod.clone())),
             _ => None,

@@ -9,14 +9,14 @@
 
 use super::{App, Overlay};
 use crate::engine::Command;
-use crate::engine::stored::StoredAction;
+use crate::engine::stored_actions::StoredAction;
 use crate::inventory::Kind;
 use crate::inventory::flux::Request;
 use crate::tui::components::confirm::Confirm;
-use crate::tui::components::status::Progress;
+use crate::tui::components::status_line::Progress;
 use crate::tui::effect::Effect;
 use crate::tui::keymap::Action;
-use crate::tui::model::RowKey;
+use crate::tui::view_model::RowKey;
 
 /// Why a release is left out of an action.
 enum Skip {

@@ -14,8 +14,8 @@ use tui_textarea::TextArea;
 use crate::engine::ReleaseKey;
 use crate::tui::app::App;
 use crate::tui::keymap::{self, Action, Context};
-use crate::tui::model::parse_values;
 use crate::tui::theme::Theme;
+use crate::tui::view_model::parse_values;
 
 pub struct Editor {
     pub key: ReleaseKey,

@@ -13,7 +13,7 @@ pub mod footer;
 pub mod header;
 pub mod help;
 pub mod logs;
-pub mod status;
+pub mod status_line;
 pub mod table;
 
 use ratatui::Frame;

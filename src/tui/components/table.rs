@@ -17,7 +17,7 @@ use crate::inventory::{Kind, Others};
 use crate::release::Status;
 use crate::tui::app::App;
 use crate::tui::keymap::Action;
-use crate::tui::model::{Row, RowKey, SortBy, State, age};
+use crate::tui::view_model::{Row, RowKey, SortBy, State, age};
 
 /// What the rows are made from: the wheelhouse HelmReleases, the Flux HelmReleases and
 /// stored Helm releases, which stored releases a HelmRelease manages (shown once, under

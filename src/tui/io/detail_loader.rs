@@ -12,7 +12,7 @@ use crate::engine::ReleaseKey;
 use crate::inventory::Kind;
 use crate::release::Storage;
 use crate::tracking::{self, ConfigKind, TrackedWorkload, WorkloadKind};
-use crate::tui::model::{
+use crate::tui::view_model::{
     DetailData, EventLine, Fetch, HelmData, RevisionLine, Workload, mask_manifest, mask_values,
 };
 

@@ -8,7 +8,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 
 use crate::api::{FIELD_MANAGER, HelmRelease};
-use crate::engine::stored::StoredAction;
+use crate::engine::stored_actions::StoredAction;
 use crate::engine::{Command, EngineHandle, ReleaseKey, Views};
 use crate::inventory::Others;
 use crate::inventory::flux::Request;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::kinds::revisions;
 use super::*;
-use crate::tui::model::RowKey;
+use crate::tui::view_model::RowKey;
 
 /// The detail view of apps/web (wheelhouse) on its History tab, revisions read.
 fn history_of_web() -> App {

@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::engine::stored::StoredAction;
+use crate::engine::stored_actions::StoredAction;
 use crate::health::replicas::{Kind as WorkloadKind, WorkloadReplicas};
 use crate::inventory::Kind;
 use crate::inventory::flux::Request;
-use crate::tui::model::{RevisionLine, State};
+use crate::tui::view_model::{RevisionLine, State};
 
 fn kinds_app() -> App {
     let mut app = app(false);

@@ -315,6 +315,6 @@ fn bulk_suspend_says_what_happens_to_each_and_never_resumes() {
         text,
         "suspend 2: 1 done, 1 failed (suspend apps/worker: forbidden)"
     );
-    app.now += crate::tui::components::status::NOTICE_TTL;
+    app.now += crate::tui::components::status_line::NOTICE_TTL;
     assert!(app.status_notice().is_none(), "old notices expire");
 }

@@ -3,7 +3,7 @@
 use ratatui::text::{Line, Span, Text};
 
 use crate::tui::app::App;
-use crate::tui::model::{State, age};
+use crate::tui::view_model::{State, age};
 
 use super::{Detail, fetched};
 

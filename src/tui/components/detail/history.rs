@@ -5,7 +5,7 @@ use ratatui::text::{Line, Span, Text};
 use crate::engine::ReleaseView;
 use crate::inventory::Kind;
 use crate::tui::app::App;
-use crate::tui::model::{Fetch, State, age};
+use crate::tui::view_model::{Fetch, State, age};
 
 use super::{Detail, fetched};
 

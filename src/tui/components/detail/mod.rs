@@ -21,7 +21,7 @@ use ratatui::widgets::{Block, Borders, Paragraph, Tabs};
 use crate::inventory::Kind;
 use crate::tui::app::App;
 use crate::tui::keymap::Action;
-use crate::tui::model::{DetailData, Fetch, RowKey};
+use crate::tui::view_model::{DetailData, Fetch, RowKey};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tab {

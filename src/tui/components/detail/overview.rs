@@ -9,7 +9,7 @@ use crate::engine::{Phase, ReleaseView, Role};
 use crate::inventory::Kind;
 use crate::tracking::Selection;
 use crate::tui::app::App;
-use crate::tui::model::{Fetch, Row, State, Workload, age, left, replicas_of, spinner};
+use crate::tui::view_model::{Fetch, Row, State, Workload, age, left, replicas_of, spinner};
 
 use super::events::events;
 use super::history::{history, stored_history};

@@ -4,7 +4,7 @@ use ratatui::text::{Line, Text};
 
 use crate::engine::ReleaseView;
 use crate::tui::app::App;
-use crate::tui::model::{Fetch, mask_values};
+use crate::tui::view_model::{Fetch, mask_values};
 
 use super::{Detail, section};
 

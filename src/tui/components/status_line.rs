@@ -14,7 +14,7 @@ use crate::engine::Views;
 use crate::inventory::Others;
 use crate::tui::app::{App, Overlay};
 use crate::tui::io::{Expect, LateOutcome};
-use crate::tui::model::State;
+use crate::tui::view_model::State;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Progress {

@@ -5,7 +5,7 @@
 use super::run::Context;
 use crate::api::{HelmRelease, IgnoreRule};
 use crate::apply::Owner;
-use crate::apply::drift::{Ignore, ObjectDrift};
+use crate::apply::drift_detection::{Ignore, ObjectDrift};
 use crate::release::{Elsewhere, Release, Storage};
 use crate::values::Masker;
 
