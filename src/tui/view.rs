@@ -1,12 +1,17 @@
-//! The screen's layout: the header, the view in front (table, detail, logs, editor or changes), the
-//! status line and the footer, with the overlays on top. Each part is drawn by its
-//! component; this file only places them.
+//! The screen's layout: the header, the view in front (table, detail, logs, editor or
+//! changes), the status line and the footer, with the overlays on top. Each part is drawn
+//! by its component from a narrow view of what it shows, built here from the dashboard's
+//! state; this file only builds those views and places the parts.
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout};
 use ratatui::widgets::Block;
 
 use super::app::{App, Overlay};
+use super::components::detail::DetailScreen;
+use super::components::header::HeaderScreen;
+use super::components::status_line::StatusScreen;
+use super::components::table::TableScreen;
 use super::components::{
     changes, command, confirm, detail, editor, footer, header, help, logs, status_line, table,
 };
@@ -24,30 +29,79 @@ pub fn draw(f: &mut Frame, app: &App) {
         Constraint::Length(1),
     ])
     .areas(area);
-    header::draw(f, app, top);
+    let look = app.look();
+    let header = HeaderScreen {
+        theme: &app.theme,
+        readonly: app.readonly,
+        context: &app.context,
+        scope: &app.scope,
+        coverage: &app.coverage,
+        role: &app.role,
+        tenancy: &app.tenancy,
+        views: &app.views,
+        switching: app.switching.as_deref(),
+        favourites: app.favourites.of(&app.context),
+    };
+    header::draw(f, &header, top);
     if in_table {
-        header::draw_favourites(f, app, favourites);
+        header::draw_favourites(f, &header, favourites);
     }
     if let Some(c) = &app.changes {
-        changes::draw(f, app, c, body);
+        changes::draw(f, look, c, body);
     } else if let Some(ed) = &app.editor {
-        editor::draw(f, app, ed, body);
+        editor::draw(f, look, ed, body);
     } else if let Some(l) = &app.logs {
-        logs::draw(f, app, l, body);
+        logs::draw(f, look, l, body);
     } else if let Some(d) = &app.detail {
-        detail::draw(f, app, d, body);
+        let screen = DetailScreen {
+            theme: &app.theme,
+            now: app.now,
+            readonly: app.readonly,
+            views: &app.views,
+            others: &app.others,
+            replicas: &app.replicas,
+            role: &app.role,
+            tenancy: &app.tenancy,
+            selected_row: app.selected_row(),
+        };
+        detail::draw(f, &screen, d, body);
     } else {
-        table::draw(f, app, body);
+        let screen = TableScreen {
+            theme: &app.theme,
+            now: app.now,
+            table: &app.table,
+            views: &app.views,
+            others: &app.others,
+            scope: &app.scope,
+            stale_for: app.stale_for(),
+        };
+        table::draw(f, &screen, body);
     }
-    status_line::draw(f, app, status_area);
+    let status = StatusScreen {
+        theme: &app.theme,
+        connection: &app.connection,
+        overlay: app.overlay.as_ref(),
+        stale_for: app.stale_for(),
+        notice: app.status_notice(),
+        status: &app.status,
+    };
+    status_line::draw(f, &status, status_area);
     match &app.overlay {
-        Some(Overlay::Command(line)) => command::draw_suggestions(f, app, line, hints),
-        _ => footer::draw(f, app, hints),
+        Some(Overlay::Command(line)) => {
+            command::draw_suggestions(f, look, line, app.completions(&line.typed()), hints);
+        }
+        _ => footer::draw(
+            f,
+            look,
+            app.context(),
+            app.selected_key().map(|k| k.kind),
+            hints,
+        ),
     }
     match &app.overlay {
         // The whole screen, so the whole keymap fits 80x24.
-        Some(Overlay::Help) => help::draw(f, app, area),
-        Some(Overlay::Confirm(c)) => confirm::draw(f, app, body, &c.question),
+        Some(Overlay::Help) => help::draw(f, look, area),
+        Some(Overlay::Confirm(c)) => confirm::draw(f, look, body, &c.question),
         _ => {}
     }
 }

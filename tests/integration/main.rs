@@ -3,9 +3,11 @@
 //! the crate once (27 binaries each linked it before), and `cargo test NAME` filters
 //! across all of them (`cargo test --test integration mttr::` runs one module).
 //!
-//! Two tests disturb the whole cluster and stay binaries of their own, which cargo runs
-//! one at a time: `tests/outage.rs` freezes the API server, `tests/discovery.rs` breaks
-//! an APIService every render sees.
+//! Four stay binaries of their own, which cargo runs one at a time, because they disturb
+//! the whole cluster: `tests/outage.rs` freezes the API server, `tests/discovery.rs`
+//! breaks an APIService every render sees, and the dashboards of `tests/tui_e2e.rs` and
+//! `tests/kinds_e2e.rs` run engines that cover every namespace (and tui_e2e freezes the
+//! API server too).
 
 #[path = "../support/mod.rs"]
 mod support;
@@ -21,7 +23,6 @@ mod git;
 mod health;
 mod helm_parity;
 mod install;
-mod kinds_e2e;
 mod layering;
 mod lease;
 mod migrate;
@@ -36,5 +37,4 @@ mod storage;
 mod telemetry;
 mod tenancy;
 mod tracking;
-mod tui_e2e;
 mod values;

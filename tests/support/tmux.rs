@@ -1,5 +1,5 @@
 //! The real dashboard binary driven through tmux, as an operator types: the e2e tests
-//! (tests/integration/tui_e2e.rs) and the live benchmark (benches/dashboard_live.rs) share it.
+//! (tests/tui_e2e.rs) and the live benchmark (benches/dashboard_live.rs) share it.
 
 use std::ffi::OsStr;
 use std::process::Command;

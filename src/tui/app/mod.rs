@@ -17,7 +17,7 @@ use tui_textarea::TextArea;
 pub use self::writes::describe;
 use super::components::changes::ChangesView;
 use super::components::command::{self, CommandLine, Completion, Typed};
-use super::components::confirm::{Answer, Confirm};
+use super::components::confirm::Answer;
 use super::components::detail::{Detail, Tab};
 use super::components::editor::{Edited, Editor};
 use super::components::line_input;
@@ -36,12 +36,7 @@ use crate::health::replicas::ReplicaMap;
 use crate::inventory::{Kind, Others};
 
 /// What sits over the view in front and takes the keys first.
-pub enum Overlay {
-    Help,
-    Filter(TextArea<'static>),
-    Command(CommandLine),
-    Confirm(Confirm),
-}
+pub use crate::tui::components::Overlay;
 
 pub struct App {
     pub context: String,
@@ -327,11 +322,15 @@ impl App {
 
     /// How old the shown data may be: `Some(seconds)` while disconnected.
     pub fn stale_for(&self) -> Option<i64> {
-        match &self.connection {
-            crate::engine::Connection::Connected => None,
-            crate::engine::Connection::Disconnected { since, .. } => {
-                Some(self.now.duration_since(*since).as_secs().max(0))
-            }
+        crate::tui::components::stale_for(&self.connection, self.now)
+    }
+
+    /// What every component draws with.
+    pub fn look(&self) -> crate::tui::components::Look<'_> {
+        crate::tui::components::Look {
+            theme: &self.theme,
+            now: self.now,
+            readonly: self.readonly,
         }
     }
 

@@ -11,8 +11,8 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
+use super::Look;
 use super::fit;
-use crate::tui::app::App;
 use crate::tui::diff::DiffLine;
 use crate::tui::effect::Effect;
 use crate::tui::keymap::Action;
@@ -150,7 +150,7 @@ fn contains_ignoring_case(text: &str, needle: &str) -> bool {
     text.to_lowercase().contains(needle)
 }
 
-pub fn draw(f: &mut Frame, app: &App, v: &ChangesView, area: Rect) {
+pub fn draw(f: &mut Frame, app: Look<'_>, v: &ChangesView, area: Rect) {
     let t = &app.theme;
     let mut title = format!(" {} ", v.title);
     if let Some(s) = &v.search {

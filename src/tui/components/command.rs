@@ -8,8 +8,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 use tui_textarea::TextArea;
 
+use super::Look;
 use super::line_input;
-use crate::tui::app::App;
 use crate::tui::keymap::{self, Action, Context};
 
 pub const COMMAND_HINT: &str = "ns NAME | ns all | ctx NAME  (tab completes)";
@@ -143,9 +143,14 @@ pub fn completions(
 
 /// The command line's suggestions, under it as k9s shows them: what tab completes to,
 /// the one shown bracketed.
-pub fn draw_suggestions(f: &mut Frame, app: &App, line: &CommandLine, area: Rect) {
+pub fn draw_suggestions(
+    f: &mut Frame,
+    app: Look<'_>,
+    line: &CommandLine,
+    c: Completion,
+    area: Rect,
+) {
     let t = &app.theme;
-    let c = app.completions(&line.typed());
     let keys = "tab completes · enter runs · esc cancels";
     let text = if c.kind.is_empty() {
         Line::styled(keys, t.muted())

@@ -9,8 +9,8 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::Line;
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Wrap};
 
+use super::Look;
 use super::{centered, fit};
-use crate::tui::app::App;
 use crate::tui::effect::Effect;
 
 pub const ANSWERS: &str = "y: yes   n/esc: no";
@@ -56,13 +56,13 @@ fn wrapped_lines(text: &str, width: usize) -> usize {
     lines
 }
 
-pub fn draw(f: &mut Frame, app: &App, area: Rect, question: &str) {
+pub fn draw(f: &mut Frame, app: Look<'_>, area: Rect, question: &str) {
     draw_question(f, app, area, question, ANSWERS);
 }
 
 /// A bordered box in the middle of `area`: the question, wrapped to as many lines as it
 /// needs (and the box allows), and the answers on their own last line.
-pub fn draw_question(f: &mut Frame, app: &App, area: Rect, question: &str, answers: &str) {
+pub fn draw_question(f: &mut Frame, app: Look<'_>, area: Rect, question: &str, answers: &str) {
     let t = &app.theme;
     let widest = question.chars().count().max(answers.chars().count()) + 4;
     let width = (widest as u16).min(area.width);

@@ -11,8 +11,8 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 use tui_textarea::TextArea;
 
+use super::Look;
 use crate::engine::ReleaseKey;
-use crate::tui::app::App;
 use crate::tui::keymap::{self, Action, Context};
 use crate::tui::theme::Theme;
 use crate::tui::view_model::parse_values;
@@ -104,7 +104,7 @@ impl Editor {
     }
 }
 
-pub fn draw(f: &mut Frame, app: &App, ed: &Editor, area: Rect) {
+pub fn draw(f: &mut Frame, app: Look<'_>, ed: &Editor, area: Rect) {
     let t = &app.theme;
     let err_height = if ed.error.is_some() { 4 } else { 0 };
     let [editor, error] =

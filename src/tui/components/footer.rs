@@ -7,14 +7,19 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::widgets::Paragraph;
 
-use crate::tui::app::App;
+use super::Look;
 use crate::tui::keymap::{self, Context};
 
 const SEPARATOR: &str = " · ";
 
-pub fn draw(f: &mut Frame, app: &App, area: Rect) {
-    let context = app.context();
-    let kind = app.selected_key().map(|k| k.kind);
+/// `context`: the view in front; `kind`: the kind of the release under the cursor.
+pub fn draw(
+    f: &mut Frame,
+    app: Look<'_>,
+    context: Context,
+    kind: Option<crate::inventory::Kind>,
+    area: Rect,
+) {
     let line = footer(context, app.readonly, kind, area.width as usize);
     f.render_widget(Paragraph::new(line).style(app.theme.muted()), area);
 }

@@ -10,16 +10,30 @@ use ratatui::widgets::Paragraph;
 use super::fit;
 use crate::client::Scope;
 use crate::engine::Role;
-use crate::tui::app::App;
 
-pub fn draw(f: &mut Frame, app: &App, area: Rect) {
-    let t = &app.theme;
-    let scope = match &app.scope {
+/// What the header shows: where the dashboard looks and who reconciles.
+pub struct HeaderScreen<'a> {
+    pub theme: &'a crate::tui::theme::Theme,
+    pub readonly: bool,
+    pub context: &'a str,
+    pub scope: &'a Scope,
+    pub coverage: &'a crate::engine::Coverage,
+    pub role: &'a Role,
+    pub tenancy: &'a crate::tenancy::Policy,
+    pub views: &'a crate::engine::Views,
+    pub switching: Option<&'a str>,
+    /// The context's favourite namespaces, in key order.
+    pub favourites: &'a [String],
+}
+
+pub fn draw(f: &mut Frame, app: &HeaderScreen<'_>, area: Rect) {
+    let t = app.theme;
+    let scope = match app.scope {
         Scope::All => "all namespaces".to_owned(),
         Scope::Namespace(ns) => ns.clone(),
     };
     let coverage = app.coverage.short();
-    let mut role = match (&app.role, app.readonly) {
+    let mut role = match (app.role, app.readonly) {
         (_, true) => "client (read-only: engine not run here)".to_owned(),
         (Role::Leader, _) => format!("engine here: {coverage}"),
         (Role::Follower { holder }, _) => format!("client: {coverage} by {holder}"),
@@ -35,7 +49,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     if elsewhere > 0 {
         role.push_str(&format!("; {elsewhere} by other engines"));
     }
-    let mut context = app.context.clone();
+    let mut context = app.context.to_owned();
     let mut scope = scope;
     if app.readonly {
         // " wheelhouse " + " ctx " + "  ns " + "  [READ-ONLY]": what is left is shared by
@@ -62,7 +76,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
     // What is left of the width, for the role and a switch in progress: cut with `…`.
     let used: usize = spans.iter().map(|s| s.content.chars().count()).sum();
     let mut room = (area.width as usize).saturating_sub(used);
-    if let Some(s) = &app.switching {
+    if let Some(s) = app.switching {
         let switching = fit(&format!("switching to {s}…  "), room);
         room -= switching.chars().count();
         spans.push(Span::styled(switching, t.base().fg(t.progressing)));
@@ -73,27 +87,21 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
 
 /// The namespace favourites, as k9s shows them under its header: `<0> all  <1> apps …`,
 /// the one in view highlighted and bracketed. Cut with `…` when they do not fit.
-pub fn draw_favourites(f: &mut Frame, app: &App, area: Rect) {
-    let t = &app.theme;
-    let current = match &app.scope {
+pub fn draw_favourites(f: &mut Frame, app: &HeaderScreen<'_>, area: Rect) {
+    let t = app.theme;
+    let current = match app.scope {
         Scope::All => None,
         Scope::Namespace(ns) => Some(ns.as_str()),
     };
     let items: Vec<(String, &str, bool)> =
         std::iter::once(("0".to_owned(), "all", current.is_none()))
-            .chain(
-                app.favourites
-                    .of(&app.context)
-                    .iter()
-                    .enumerate()
-                    .map(|(i, ns)| {
-                        (
-                            (i + 1).to_string(),
-                            ns.as_str(),
-                            current == Some(ns.as_str()),
-                        )
-                    }),
-            )
+            .chain(app.favourites.iter().enumerate().map(|(i, ns)| {
+                (
+                    (i + 1).to_string(),
+                    ns.as_str(),
+                    current == Some(ns.as_str()),
+                )
+            }))
             .collect();
     let width = area.width as usize;
     let mut spans = Vec::new();

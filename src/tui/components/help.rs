@@ -5,8 +5,8 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
+use super::Look;
 use super::centered;
-use crate::tui::app::App;
 use crate::tui::keymap;
 
 /// The width of a short binding, two of which share a line of a column.
@@ -14,7 +14,7 @@ const HALF: usize = 19;
 /// The key column (longer keys push their text right).
 const SHORT_KEYS: usize = 7;
 
-pub fn draw(f: &mut Frame, app: &App, area: Rect) {
+pub fn draw(f: &mut Frame, app: Look<'_>, area: Rect) {
     let t = &app.theme;
     // Two balanced columns so the whole keymap fits an 80x24 terminal.
     // Each line with the context it belongs to (None for headings and the legend).

@@ -11,8 +11,8 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
+use super::Look;
 use super::fit;
-use crate::tui::app::App;
 use crate::tui::keymap::Action;
 
 /// Lines kept per view.
@@ -136,7 +136,7 @@ impl LogView {
     }
 }
 
-pub fn draw(f: &mut Frame, app: &App, v: &LogView, area: Rect) {
+pub fn draw(f: &mut Frame, app: Look<'_>, v: &LogView, area: Rect) {
     let t = &app.theme;
     let mode = match (v.source.previous, v.source.follow) {
         (true, _) => "previous container",

@@ -1,7 +1,7 @@
 //! The dashboard's components, as gitui has them: each view or overlay owns its state,
-//! handles its own keys (looked up in the one keymap) and draws itself. They read what
-//! the whole dashboard shares (theme, clock, releases) from [`App`](super::app::App) and
-//! never perform IO: a component that needs some returns an
+//! handles its own keys (looked up in the one keymap) and draws itself from a narrow view
+//! of what it shows ([`Look`] and a screen of its own, built by `view.rs`), never from
+//! the whole dashboard. They never perform IO: a component that needs some returns an
 //! [`Effect`](super::effect::Effect) for the run loop.
 
 pub mod changes;
@@ -21,7 +21,36 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::widgets::Paragraph;
 use tui_textarea::TextArea;
 
-use super::app::App;
+use k8s_openapi::jiff::Timestamp;
+
+use super::theme::Theme;
+
+/// What every component draws with: the theme, the clock, and whether writes are off.
+#[derive(Clone, Copy)]
+pub struct Look<'a> {
+    pub theme: &'a Theme,
+    pub now: Timestamp,
+    pub readonly: bool,
+}
+
+/// The overlay open over the view in front, if any.
+pub enum Overlay {
+    Help,
+    Filter(TextArea<'static>),
+    Command(command::CommandLine),
+    Confirm(confirm::Confirm),
+}
+
+/// For how many seconds the rows have been the last known state (the API server not
+/// answering the watch), or None while it answers.
+pub fn stale_for(connection: &crate::engine::Connection, now: Timestamp) -> Option<i64> {
+    match connection {
+        crate::engine::Connection::Connected => None,
+        crate::engine::Connection::Disconnected { since, .. } => {
+            Some(now.duration_since(*since).as_secs().max(0))
+        }
+    }
+}
 
 /// `text` cut to `width` columns; a cut text ends in `…`, so nothing looks whole that
 /// is not.
@@ -56,14 +85,17 @@ pub fn line_input(placeholder: &str) -> TextArea<'static> {
 }
 
 /// A prompt (`/`, `:`) and the line typed after it.
-pub fn draw_input(f: &mut Frame, app: &App, area: Rect, prompt: &str, text: &TextArea<'static>) {
+pub fn draw_input(
+    f: &mut Frame,
+    theme: &Theme,
+    area: Rect,
+    prompt: &str,
+    text: &TextArea<'static>,
+) {
     let [p, input] =
         Layout::horizontal([Constraint::Length(prompt.len() as u16), Constraint::Min(1)])
             .areas(area);
-    f.render_widget(
-        Paragraph::new(prompt.to_owned()).style(app.theme.header()),
-        p,
-    );
+    f.render_widget(Paragraph::new(prompt.to_owned()).style(theme.header()), p);
     f.render_widget(text, input);
 }
 

@@ -9,10 +9,10 @@ use ratatui::style::Modifier;
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 
+use super::Overlay;
 use super::draw_input;
 use crate::engine::Views;
 use crate::inventory::Others;
-use crate::tui::app::{App, Overlay};
 use crate::tui::io::{Expect, LateOutcome};
 use crate::tui::view_model::State;
 
@@ -222,20 +222,31 @@ impl Notices {
 }
 
 /// The status line (or, while a `/` or `:` line is open, that line).
-pub fn draw(f: &mut Frame, app: &App, area: Rect) {
+/// What the status line shows: the connection, the overlay being typed in, and the
+/// writes' notices.
+pub struct StatusScreen<'a> {
+    pub theme: &'a crate::tui::theme::Theme,
+    pub connection: &'a crate::engine::Connection,
+    pub overlay: Option<&'a Overlay>,
+    pub stale_for: Option<i64>,
+    pub notice: Option<(Progress, String, bool)>,
+    pub status: &'a Notices,
+}
+
+pub fn draw(f: &mut Frame, app: &StatusScreen<'_>, area: Rect) {
     let t = &app.theme;
     let width = area.width as usize;
     if let (crate::engine::Connection::Disconnected { since, .. }, None) =
-        (&app.connection, &app.overlay)
+        (app.connection, app.overlay)
     {
-        let age = app.stale_for().unwrap_or_default();
+        let age = app.stale_for.unwrap_or_default();
         let clock = since.strftime("%H:%M:%S UTC");
         let mut banner = format!(
             "⚠ API server unreachable since {clock} ({} ago): retrying the watch; rows show the last known state",
             crate::age::coarse(age)
         );
         // A write that got no answer is not hidden by the banner: it may still land.
-        if let Some((Progress::Unknown(_), what, _)) = app.status_notice() {
+        if let Some((Progress::Unknown(_), what, _)) = app.notice.clone() {
             banner = format!(
                 "⚠ API server unreachable for {} · {what}: outcome unknown, it may still be applied",
                 crate::age::coarse(age)
@@ -251,10 +262,10 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         );
         return;
     }
-    let line = match &app.overlay {
-        Some(Overlay::Filter(text)) => return draw_input(f, app, area, "/", text),
-        Some(Overlay::Command(line)) => return draw_input(f, app, area, ":", &line.text),
-        _ => match app.status_notice() {
+    let line = match app.overlay {
+        Some(Overlay::Filter(text)) => return draw_input(f, app.theme, area, "/", text),
+        Some(Overlay::Command(line)) => return draw_input(f, app.theme, area, ":", &line.text),
+        _ => match app.notice.clone() {
             None => Line::raw(""),
             Some((progress, what, summary)) => {
                 let pending = app

@@ -15,7 +15,18 @@ use crate::engine::{ReleaseKey, Views};
 use crate::health::replicas::{ReleaseId, ReplicaMap};
 use crate::inventory::{Kind, Others};
 use crate::release::Status;
-use crate::tui::app::App;
+
+/// What the table shows: its own state, the releases, and whether they are the last
+/// known state.
+pub struct TableScreen<'a> {
+    pub theme: &'a crate::tui::theme::Theme,
+    pub now: k8s_openapi::jiff::Timestamp,
+    pub table: &'a ReleaseTable,
+    pub views: &'a crate::engine::Views,
+    pub others: &'a crate::inventory::Others,
+    pub scope: &'a Scope,
+    pub stale_for: Option<i64>,
+}
 use crate::tui::keymap::Action;
 use crate::tui::view_model::{Row, RowKey, SortBy, State, age};
 
@@ -272,10 +283,10 @@ fn sort_title(sort: SortBy, reverse: bool) -> String {
     format!("sorted by {by}{}", if reverse { " (reversed)" } else { "" })
 }
 
-pub fn draw(f: &mut Frame, app: &App, area: Rect) {
-    let t = &app.theme;
+pub fn draw(f: &mut Frame, app: &TableScreen<'_>, area: Rect) {
+    let t = app.theme;
     let mut counts = count_states(&app.table.rows);
-    if app.stale_for().is_some() {
+    if app.stale_for.is_some() {
         counts = format!("last known: {counts}");
     }
     // The sort order sits in the top border, which has room for it at 80 columns.
@@ -314,7 +325,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
         return;
     }
     let wide = inner.width >= 110;
-    let show_ns = wide || matches!(app.scope, Scope::All);
+    let show_ns = wide || matches!(*app.scope, Scope::All);
     let height = inner.height.saturating_sub(1).max(1) as usize;
     let offset = if app.table.selected < height {
         0
@@ -410,7 +421,7 @@ pub fn draw(f: &mut Frame, app: &App, area: Rect) {
             ),
             (
                 state_cell(app, r),
-                if app.stale_for().is_some() {
+                if app.stale_for.is_some() {
                     t.muted()
                 } else {
                     t.state(r.state)
@@ -493,8 +504,8 @@ fn count_states(rows: &[Row]) -> String {
 
 /// The state column: while disconnected never a confident state, only the last one
 /// known and its age.
-fn state_cell(app: &App, r: &Row) -> String {
-    match app.stale_for() {
+fn state_cell(app: &TableScreen<'_>, r: &Row) -> String {
+    match app.stale_for {
         Some(age) => format!("? {} ({} old)", r.state.word(), crate::age::coarse(age)),
         None => r.state_text(app.now),
     }

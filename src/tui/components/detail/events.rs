@@ -2,12 +2,11 @@
 
 use ratatui::text::{Line, Span, Text};
 
-use crate::tui::app::App;
 use crate::tui::view_model::{State, age};
 
-use super::{Detail, fetched};
+use super::{Detail, DetailScreen, fetched};
 
-pub(super) fn events<'a>(app: &App, d: &Detail) -> Text<'a> {
+pub(super) fn events<'a>(app: &DetailScreen<'_>, d: &Detail) -> Text<'a> {
     let t = &app.theme;
     fetched(app, &d.data.events, |events| {
         if events.is_empty() {

@@ -4,14 +4,13 @@ use ratatui::text::{Line, Span, Text};
 
 use crate::engine::ReleaseView;
 use crate::inventory::Kind;
-use crate::tui::app::App;
 use crate::tui::view_model::{Fetch, State, age};
 
-use super::{Detail, fetched};
+use super::{Detail, DetailScreen, fetched};
 
 /// `helm history`: every stored revision, newest first; for a helm CLI release a cursor
 /// picks the one `b` rolls back to.
-pub(super) fn stored_history<'a>(app: &App, d: &Detail) -> Text<'a> {
+pub(super) fn stored_history<'a>(app: &DetailScreen<'_>, d: &Detail) -> Text<'a> {
     let t = &app.theme;
     fetched(app, &d.data.revisions, |revisions| {
         if revisions.is_empty() {
@@ -94,7 +93,7 @@ pub(super) fn stored_history<'a>(app: &App, d: &Detail) -> Text<'a> {
     })
 }
 
-pub(super) fn history<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
+pub(super) fn history<'a>(app: &DetailScreen<'_>, d: &Detail, view: &ReleaseView) -> Text<'a> {
     let t = &app.theme;
     let history = view
         .release

@@ -18,10 +18,24 @@ use ratatui::style::Modifier;
 use ratatui::text::{Line, Span, Text};
 use ratatui::widgets::{Block, Borders, Paragraph, Tabs};
 
+use crate::engine::Role;
 use crate::inventory::Kind;
-use crate::tui::app::App;
 use crate::tui::keymap::Action;
-use crate::tui::view_model::{DetailData, Fetch, RowKey};
+use crate::tui::view_model::{DetailData, Fetch, Row, RowKey};
+
+/// What the detail view shows besides its own state: the releases, their workloads'
+/// replicas, who reconciles, whom releases act as, and the row under the cursor.
+pub struct DetailScreen<'a> {
+    pub theme: &'a crate::tui::theme::Theme,
+    pub now: k8s_openapi::jiff::Timestamp,
+    pub readonly: bool,
+    pub views: &'a crate::engine::Views,
+    pub others: &'a crate::inventory::Others,
+    pub replicas: &'a crate::health::replicas::ReplicaMap,
+    pub role: &'a Role,
+    pub tenancy: &'a crate::tenancy::Policy,
+    pub selected_row: Option<&'a Row>,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Tab {
@@ -167,7 +181,7 @@ impl Detail {
     }
 }
 
-pub fn draw(f: &mut Frame, app: &App, d: &Detail, area: Rect) {
+pub fn draw(f: &mut Frame, app: &DetailScreen<'_>, d: &Detail, area: Rect) {
     let t = &app.theme;
     let block = Block::default()
         .borders(Borders::ALL)
@@ -201,7 +215,7 @@ pub fn draw(f: &mut Frame, app: &App, d: &Detail, area: Rect) {
         Kind::Wheelhouse => app.views.get(&d.key.key),
         _ => None,
     };
-    let row = app.selected_row();
+    let row = app.selected_row;
     if view.is_none() && (d.key.kind == Kind::Wheelhouse || row.is_none()) {
         f.render_widget(
             Paragraph::new(
@@ -243,7 +257,7 @@ pub fn draw(f: &mut Frame, app: &App, d: &Detail, area: Rect) {
 
 /// Whom everything done for the release is done as, and why, when it is a ServiceAccount
 /// (none: the engine's own identity, the cluster is open and the release names none).
-fn acts_as(app: &App, hr: &crate::api::HelmRelease) -> Option<String> {
+fn acts_as(app: &DetailScreen<'_>, hr: &crate::api::HelmRelease) -> Option<String> {
     match (app.tenancy.identity(hr), &hr.spec.service_account_name) {
         (crate::tenancy::Identity::Engine, _) => None,
         (sa, Some(_)) => Some(format!("{sa} (serviceAccountName)")),
@@ -251,11 +265,11 @@ fn acts_as(app: &App, hr: &crate::api::HelmRelease) -> Option<String> {
     }
 }
 
-fn section<'a>(app: &App, title: &str) -> Line<'a> {
+fn section<'a>(app: &DetailScreen<'_>, title: &str) -> Line<'a> {
     Line::from(Span::styled(title.to_owned(), app.theme.header()))
 }
 
-fn fetched<'a, T>(app: &App, f: &Fetch<T>, show: impl Fn(&T) -> Text<'a>) -> Text<'a> {
+fn fetched<'a, T>(app: &DetailScreen<'_>, f: &Fetch<T>, show: impl Fn(&T) -> Text<'a>) -> Text<'a> {
     match f {
         Fetch::Loading => Text::styled("loading…", app.theme.muted()),
         Fetch::Failed(e) => Text::styled(format!("✗ {e}"), app.theme.base().fg(app.theme.error)),

@@ -8,16 +8,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use crate::engine::{Phase, ReleaseView, Role};
 use crate::inventory::Kind;
 use crate::tracking::Selection;
-use crate::tui::app::App;
 use crate::tui::view_model::{Fetch, Row, State, Workload, age, left, replicas_of, spinner};
 
 use super::events::events;
 use super::history::{history, stored_history};
-use super::{Detail, acts_as, fetched, section};
+use super::{Detail, DetailScreen, acts_as, fetched, section};
 
 /// The overview of a Flux HelmRelease or a stored release: state, replicas, its
 /// conditions (Flux) or Helm status (stored), rollout with failing pods, history, events.
-pub(super) fn other_overview<'a>(app: &App, d: &Detail, row: &Row) -> Text<'a> {
+pub(super) fn other_overview<'a>(app: &DetailScreen<'_>, d: &Detail, row: &Row) -> Text<'a> {
     let t = &app.theme;
     let mut lines = vec![Line::from(vec![
         Span::styled("State    ", t.muted()),
@@ -92,7 +91,7 @@ pub(super) fn other_overview<'a>(app: &App, d: &Detail, row: &Row) -> Text<'a> {
 }
 
 /// A release's replicas by workload, with each one's readiness by the engine's rules.
-pub(super) fn release_replica_lines<'a>(app: &App, row: &Row) -> Vec<Line<'a>> {
+pub(super) fn release_replica_lines<'a>(app: &DetailScreen<'_>, row: &Row) -> Vec<Line<'a>> {
     let t = &app.theme;
     let Some(replicas) = app
         .replicas
@@ -129,7 +128,10 @@ pub(super) fn release_replica_lines<'a>(app: &App, row: &Row) -> Vec<Line<'a>> {
     lines
 }
 
-pub(super) fn condition_lines<'a>(app: &App, conditions: &[Condition]) -> Vec<Line<'a>> {
+pub(super) fn condition_lines<'a>(
+    app: &DetailScreen<'_>,
+    conditions: &[Condition],
+) -> Vec<Line<'a>> {
     let t = &app.theme;
     if conditions.is_empty() {
         return vec![Line::styled("  none yet", t.muted())];
@@ -166,7 +168,7 @@ pub(super) fn condition_lines<'a>(app: &App, conditions: &[Condition]) -> Vec<Li
 
 /// The rollout section: each workload of the release's manifest, its counts, its pods
 /// that are not ready and why, and its tracked config.
-pub(super) fn workload_lines<'a>(app: &App, d: &Detail) -> Vec<Line<'a>> {
+pub(super) fn workload_lines<'a>(app: &DetailScreen<'_>, d: &Detail) -> Vec<Line<'a>> {
     let t = &app.theme;
     let mut lines = Vec::new();
     match &d.data.workloads {
@@ -206,9 +208,9 @@ pub(super) fn workload_lines<'a>(app: &App, d: &Detail) -> Vec<Line<'a>> {
     lines
 }
 
-pub(super) fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
+pub(super) fn overview<'a>(app: &DetailScreen<'_>, d: &Detail, view: &ReleaseView) -> Text<'a> {
     let t = &app.theme;
-    let row = Row::with_replicas(view, &app.replicas);
+    let row = Row::with_replicas(view, app.replicas);
     let hr = &view.release;
     let mut lines = vec![
         Line::from(vec![
@@ -231,7 +233,7 @@ pub(super) fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a
         Line::from(vec![
             Span::styled("Phase    ", t.muted()),
             Span::raw(
-                if view.live.phase == Phase::Idle && !matches!(app.role, Role::Leader) {
+                if view.live.phase == Phase::Idle && !matches!(*app.role, Role::Leader) {
                     "(the engine runs elsewhere; status below is what it wrote)".to_owned()
                 } else {
                     view.live.phase.to_string()
@@ -304,9 +306,13 @@ pub(super) fn overview<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a
 
 /// Ready replicas of the release's workloads: the READY column's sum, then each
 /// workload's own count.
-pub(super) fn replica_lines<'a>(app: &App, view: &ReleaseView, row: &Row) -> Vec<Line<'a>> {
+pub(super) fn replica_lines<'a>(
+    app: &DetailScreen<'_>,
+    view: &ReleaseView,
+    row: &Row,
+) -> Vec<Line<'a>> {
     let t = &app.theme;
-    let Some(replicas) = replicas_of(view, &app.replicas) else {
+    let Some(replicas) = replicas_of(view, app.replicas) else {
         return vec![Line::from(vec![
             Span::styled("Ready    ", t.muted()),
             Span::styled(
@@ -342,7 +348,7 @@ pub(super) fn replica_lines<'a>(app: &App, view: &ReleaseView, row: &Row) -> Vec
 
 /// What config tracking looks after in one workload: each consumed object and whether it
 /// exists, and whether the pods wait behind the config-pending gate.
-pub(super) fn tracking_lines<'a>(app: &App, w: &Workload) -> Vec<Line<'a>> {
+pub(super) fn tracking_lines<'a>(app: &DetailScreen<'_>, w: &Workload) -> Vec<Line<'a>> {
     let t = &app.theme;
     let Some(tracked) = &w.tracking else {
         return vec![Line::styled("      config not tracked", t.muted())];

@@ -3,14 +3,13 @@
 use ratatui::text::{Line, Text};
 
 use crate::engine::ReleaseView;
-use crate::tui::app::App;
 use crate::tui::view_model::{Fetch, mask_values};
 
-use super::{Detail, section};
+use super::{Detail, DetailScreen, section};
 
 /// Values of a Flux HelmRelease (its spec.values, then the release's) or of a stored
 /// release (the release's), credentials masked.
-pub(super) fn other_values<'a>(app: &App, d: &Detail) -> Text<'a> {
+pub(super) fn other_values<'a>(app: &DetailScreen<'_>, d: &Detail) -> Text<'a> {
     let mut lines = Vec::new();
     if let Some(hr) = app.others.flux.get(&d.key.key) {
         lines.push(section(
@@ -35,7 +34,7 @@ pub(super) fn other_values<'a>(app: &App, d: &Detail) -> Text<'a> {
 }
 
 /// The values the last Helm release was made with, under `title`.
-pub(super) fn release_values<'a>(app: &App, d: &Detail, title: &str) -> Vec<Line<'a>> {
+pub(super) fn release_values<'a>(app: &DetailScreen<'_>, d: &Detail, title: &str) -> Vec<Line<'a>> {
     let t = &app.theme;
     let mut lines = vec![section(app, title)];
     match &d.data.helm {
@@ -46,7 +45,7 @@ pub(super) fn release_values<'a>(app: &App, d: &Detail, title: &str) -> Vec<Line
     lines
 }
 
-pub(super) fn values<'a>(app: &App, d: &Detail, view: &ReleaseView) -> Text<'a> {
+pub(super) fn values<'a>(app: &DetailScreen<'_>, d: &Detail, view: &ReleaseView) -> Text<'a> {
     let spec = view
         .release
         .spec

@@ -4,7 +4,7 @@
 //! Flux's own API; a helm CLI release is rolled back and uninstalled by wheelhouse with
 //! the same result as `helm rollback` / `helm uninstall` on a twin release.
 
-use crate::support;
+mod support;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

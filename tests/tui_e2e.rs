@@ -1,7 +1,7 @@
 //! The dashboard end to end: the real binary in tmux against the local control plane,
 //! driven by keys, checked on screen and in the API.
 
-use crate::support;
+mod support;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
