@@ -37,7 +37,7 @@ pub async fn preview(ctx: &Context, hr: &HelmRelease) -> Result<Preview, String>
     let urgent = crate::slots::Priority::Urgent;
     let prepared = prepare(ctx, &acting, hr, urgent)
         .await
-        .map_err(|(_, message)| message)?;
+        .map_err(|e| e.to_string())?;
     let current = history.last().cloned();
     let rendered = render(
         ctx,

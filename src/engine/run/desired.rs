@@ -80,13 +80,52 @@ impl Candidate {
     }
 }
 
-/// Resolves the chart and composes the values; an error carries the Ready reason.
+/// Why a release's desired state could not be prepared, by kind: the caller decides on
+/// the kind (the Ready reason Flux gives it, a values source to watch for), and the text
+/// is the source error's own.
+#[derive(Debug, thiserror::Error)]
+pub enum PrepareError {
+    /// The chart could not be resolved, fetched or read (or may not be, as a path under
+    /// the lockdown).
+    #[error(transparent)]
+    Source(#[from] crate::source::Error),
+    #[error(transparent)]
+    Chart(#[from] crate::chart::Error),
+    /// The task loading the chart ended without an answer.
+    #[error(transparent)]
+    Load(#[from] tokio::task::JoinError),
+    /// The values could not be composed (a valuesFrom source missing, say).
+    #[error(transparent)]
+    Values(#[from] crate::values::Error),
+}
+
+impl PrepareError {
+    /// The Ready reason, as Flux's: the artifact failed, or the values did.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Values(_) => reason::INIT_FAILED,
+            Self::Source(_) | Self::Chart(_) | Self::Load(_) => reason::ARTIFACT_FAILED,
+        }
+    }
+}
+
+/// Why a newer desired state could not be made ready to apply during a wait.
+#[derive(Debug, thiserror::Error)]
+pub enum CandidateError {
+    #[error(transparent)]
+    Prepare(#[from] PrepareError),
+    /// The render failed: the chart's error, or the cluster's (`Error::cluster_cause`).
+    #[error(transparent)]
+    Render(#[from] crate::Error),
+}
+
+/// Resolves the chart and composes the values.
 pub(in crate::engine) async fn prepare(
     ctx: &Context,
     acting: &Acting,
     hr: &HelmRelease,
     priority: crate::slots::Priority,
-) -> Result<Prepared, (&'static str, String)> {
+) -> Result<Prepared, PrepareError> {
     // Loading charts is bounded like rendering: a thousand releases starting together
     // would otherwise each hold a chart in memory at once.
     let _slot = ctx.loads.acquire(priority).await;
@@ -99,27 +138,16 @@ pub(in crate::engine) async fn prepare(
             path: path.clone(),
             rule: "the cluster is locked down for tenants (--default-service-account), and a chart.path reads the engine's filesystem; use chart.repository (https:// or oci://) or chart.git".into(),
         };
-        return Err((reason::ARTIFACT_FAILED, refused.to_string()));
+        return Err(refused.into());
     }
     let auth = match &hr.spec.chart.secret_ref {
-        Some(secret) => RepoAuth::from_secret(&acting.client, &namespace, &secret.name)
-            .await
-            .map_err(|e| (reason::ARTIFACT_FAILED, e.to_string()))?,
+        Some(secret) => RepoAuth::from_secret(&acting.client, &namespace, &secret.name).await?,
         None => RepoAuth::default(),
     };
-    let resolved = ctx
-        .source
-        .resolve(&hr.spec.chart, &auth)
-        .await
-        .map_err(|e| (reason::ARTIFACT_FAILED, e.to_string()))?;
+    let resolved = ctx.source.resolve(&hr.spec.chart, &auth).await?;
     let path = resolved.path.clone();
-    let chart = tokio::task::spawn_blocking(move || crate::chart::load(&path))
-        .await
-        .map_err(|e| (reason::ARTIFACT_FAILED, e.to_string()))?
-        .map_err(|e| (reason::ARTIFACT_FAILED, e.to_string()))?;
-    let values = crate::values::compose(&acting.client, hr)
-        .await
-        .map_err(|e| (reason::INIT_FAILED, e.to_string()))?;
+    let chart = tokio::task::spawn_blocking(move || crate::chart::load(&path)).await??;
+    let values = crate::values::compose(&acting.client, hr).await?;
     Ok(Prepared {
         resolved,
         chart,
@@ -134,14 +162,12 @@ pub(super) async fn prepare_candidate(
     ctx: &Context,
     hr: Arc<HelmRelease>,
     waiting: &Release,
-) -> Result<Candidate, String> {
+) -> Result<Candidate, CandidateError> {
     // The newest spec's identity: a changed serviceAccountName applies to the candidate.
     // A newer desired state superseding a wait is a fix someone waits for: urgent.
     let urgent = crate::slots::Priority::Urgent;
     let acting = ctx.acting_for(&hr);
-    let prepared = prepare(ctx, &acting, &hr, urgent)
-        .await
-        .map_err(|(_, m)| m)?;
+    let prepared = prepare(ctx, &acting, &hr, urgent).await?;
     let prepared_at = std::time::Instant::now();
     let rendered = render(
         ctx,
@@ -152,8 +178,7 @@ pub(super) async fn prepare_candidate(
         &prepared,
         Some(waiting),
     )
-    .await
-    .map_err(|e| e.to_string())?;
+    .await?;
     Ok(Candidate {
         prepared,
         rendered,

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use crate::telemetry::CancelTrigger;
 use tokio_util::sync::CancellationToken;
 
-use super::desired::{Candidate, prepare_candidate};
+use super::desired::{Candidate, CandidateError, prepare_candidate};
 use super::triggers::{new_token, values_source_events};
 use super::{Msg, Run};
 use crate::api::{WaitStatus, annotations};
@@ -221,7 +221,7 @@ impl Run<'_> {
         let mut chart_poll = tokio::time::interval_at(Instant::now() + poll, poll);
         let polls_chart = supersede && (chart.repository.is_some() || chart.git.is_some());
         type Check<'c> = std::pin::Pin<
-            Box<dyn std::future::Future<Output = Result<Candidate, String>> + Send + 'c>,
+            Box<dyn std::future::Future<Output = Result<Candidate, CandidateError>> + Send + 'c>,
         >;
         // A pending trigger, and when it arrived (for the trigger-to-fix metric).
         let mut check: Option<(Check<'_>, String, Instant)> = None;

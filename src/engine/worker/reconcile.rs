@@ -147,8 +147,9 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
     run.inbox.missing = None;
     let prepared = match prepared {
         Ok(p) => p,
-        Err((reason, message)) => {
-            if reason == reason::INIT_FAILED {
+        Err(e) => {
+            let (reason, message) = (e.reason(), e.to_string());
+            if matches!(e, crate::engine::run::PrepareError::Values(_)) {
                 // Looked at again as soon as the source it lacks appears.
                 run.inbox.missing = crate::values::missing_source(&run.acting.client, &hr).await;
             }
