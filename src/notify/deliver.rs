@@ -3,7 +3,7 @@
 //! order, each retried with backoff, so a slow or failing webhook delays only its own
 //! messages and never a reconcile.
 //!
-//! HTTP runs on the hyper + rustls (ring) stack the rest of wheelhouse uses, trusting the
+//! HTTP runs on the reqwest client chart repositories use (rustls on ring), trusting the
 //! system roots; TLS is always verified. Addresses are credentials (a Slack webhook URL
 //! is one): every error logged is scrubbed of its address (see `address`).
 
@@ -11,30 +11,24 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Bytes;
-use hyper::header::{CONTENT_TYPE, HeaderValue, USER_AGENT};
-use hyper::{Request, StatusCode};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use reqwest::header::{CONTENT_TYPE, HeaderValue};
+use reqwest::{Method, StatusCode, Url};
 use tokio::sync::{mpsc, watch};
 
 use super::settings::{Endpoint, Settings};
 use super::{Error, Notification, ProviderType, format};
+use crate::source::http;
 
 /// Messages waiting for one provider; past this, new ones for it are dropped.
 const PROVIDER_QUEUE: usize = 256;
 /// The most of an answer's body read (and quoted, scrubbed, in an error).
 const ANSWER_LIMIT: usize = 4096;
 const QUOTED_ANSWER: usize = 200;
-const AGENT: &str = concat!("wheelhouse/", env!("CARGO_PKG_VERSION"));
 
 /// The HTTP(S) client every provider task shares (pooled connections).
 #[derive(Clone)]
 pub(super) struct Http {
-    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    client: reqwest::Client,
 }
 
 /// How one attempt ended, when it did not deliver.
@@ -53,20 +47,10 @@ impl Http {
         let tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| Error::Tls(e.to_string()))?
-            .with_root_certificates(crate::source::system_roots())
+            .with_root_certificates(http::system_roots())
             .with_no_client_auth();
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(Duration::from_secs(10)));
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build(connector);
+        let client =
+            http::client(tls, Duration::from_secs(10)).map_err(|e| Error::Tls(http::chain(&e)))?;
         Ok(Self { client })
     }
 
@@ -78,26 +62,30 @@ impl Http {
         timeout: Duration,
     ) -> Result<Sent, Failure> {
         let address = &endpoint.address;
-        let request = Request::post(address.uri().clone())
-            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
-            .header(USER_AGENT, HeaderValue::from_static(AGENT))
-            .body(Full::new(Bytes::from(body)))
+        let url = Url::parse(&address.uri().to_string())
+            .map(http::without_userinfo)
             .map_err(|e| Failure::Refused(address.scrub(&e.to_string())))?;
+        let mut request = reqwest::Request::new(Method::POST, url);
+        request
+            .headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        *request.body_mut() = Some(body.into());
         let exchange = async {
-            let response = self
+            let mut response = self
                 .client
-                .request(request)
+                .execute(request)
                 .await
-                .map_err(|e| Failure::Retry(address.scrub(&causes(&e))))?;
-            let (parts, body) = response.into_parts();
+                .map_err(|e| Failure::Retry(address.scrub(&http::chain(&e))))?;
             // Read (a bounded part of) the answer so the connection can be reused, and
             // to quote a refusal.
-            let answer = Limited::new(body, ANSWER_LIMIT)
-                .collect()
-                .await
-                .map(|b| b.to_bytes())
-                .unwrap_or_default();
-            Ok::<_, Failure>((parts.status, answer))
+            let mut answer = Vec::new();
+            while answer.len() < ANSWER_LIMIT
+                && let Ok(Some(chunk)) = response.chunk().await
+            {
+                answer.extend_from_slice(&chunk);
+            }
+            answer.truncate(ANSWER_LIMIT);
+            Ok::<_, Failure>((response.status(), answer))
         };
         let (status, answer) = tokio::time::timeout(timeout, exchange)
             .await
@@ -151,27 +139,6 @@ fn quote(answer: &[u8]) -> String {
     match line.char_indices().nth(QUOTED_ANSWER) {
         Some((cut, _)) => format!("{}...", &line[..cut]),
         None => line,
-    }
-}
-
-/// An error with its causes on one line (hyper's outer "client error" says nothing).
-fn causes(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut next = Some(error);
-    while let Some(e) = next {
-        let text = e.to_string();
-        if !text.starts_with("client error (") && parts.last() != Some(&text) {
-            parts.push(text);
-        }
-        next = e.source();
-        if parts.len() > 8 {
-            break;
-        }
-    }
-    if parts.is_empty() {
-        error.to_string()
-    } else {
-        parts.join(": ")
     }
 }
 

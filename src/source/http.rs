@@ -1,20 +1,15 @@
-//! GET over HTTP(S) for chart repositories: hyper-util's pooled client on rustls (ring),
-//! trusting the system roots plus an optional CA, with redirects, basic auth, a timeout
-//! per request and a cap on the response size.
+//! GET over HTTP(S) for chart repositories, on reqwest: the one HTTP client stack of the
+//! process (Git through gix, OCI, notifications). rustls on ring trusting the system roots
+//! plus an optional CA, redirects followed here, basic auth, a timeout per request and a
+//! cap on the response size.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use http_body_util::{BodyExt, Empty, Limited};
-use hyper::body::Bytes;
-use hyper::header::{self, HeaderMap, HeaderValue};
-use hyper::{StatusCode, Uri};
-use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
+use reqwest::header::{self, HeaderMap, HeaderValue};
+use reqwest::{Method, StatusCode, Url};
 use rustls::RootCertStore;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -28,7 +23,7 @@ const USER_AGENT: &str = concat!("wheelhouse/", env!("CARGO_PKG_VERSION"));
 
 #[derive(Clone)]
 pub(crate) struct HttpClient {
-    client: Client<HttpsConnector<HttpConnector>, Empty<Bytes>>,
+    client: reqwest::Client,
     timeout: Duration,
 }
 
@@ -43,7 +38,7 @@ pub(crate) struct Credentials<'a> {
 pub(crate) struct Response {
     pub status: StatusCode,
     pub headers: HeaderMap,
-    pub body: Bytes,
+    pub body: Vec<u8>,
 }
 
 /// The system's trust roots, loaded once (it reads files and can take a few ms).
@@ -85,6 +80,34 @@ pub(crate) fn tls_config(
         .with_no_client_auth())
 }
 
+/// A pooled client on `tls`, for chart repositories and notifications alike.
+pub(crate) fn client(
+    mut tls: rustls::ClientConfig,
+    connect_timeout: Duration,
+) -> reqwest::Result<reqwest::Client> {
+    // reqwest leaves a preconfigured config's ALPN alone; without it no server speaks h2.
+    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        // Callers follow redirects themselves, to choose which hosts get credentials.
+        .redirect(reqwest::redirect::Policy::none())
+        // Direct connections, as docs/user-guide/notifications.md promises: reqwest would
+        // otherwise read HTTP(S)_PROXY from the environment.
+        .no_proxy()
+        .user_agent(USER_AGENT)
+        .connect_timeout(connect_timeout)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .build()
+}
+
+/// `url` without userinfo. Only credentials set on purpose (chart.secretRef's) are sent,
+/// where reqwest's request builder would turn userinfo into basic auth.
+pub(crate) fn without_userinfo(mut url: Url) -> Url {
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url
+}
+
 impl HttpClient {
     /// A client trusting `roots` plus the PEM certificates in `ca_pem`.
     pub fn new(
@@ -93,18 +116,8 @@ impl HttpClient {
         timeout: Duration,
     ) -> Result<Self, Error> {
         let tls = tls_config(roots, ca_pem)?;
-        let mut http = HttpConnector::new();
-        http.enforce_http(false);
-        http.set_connect_timeout(Some(timeout.min(Duration::from_secs(30))));
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_tls_config(tls)
-            .https_or_http()
-            .enable_http1()
-            .enable_http2()
-            .wrap_connector(http);
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .build(connector);
+        let client = client(tls, timeout.min(Duration::from_secs(30)))
+            .map_err(|e| Error::TlsSetup(chain(&e)))?;
         Ok(Self { client, timeout })
     }
 
@@ -119,14 +132,8 @@ impl HttpClient {
     ) -> Result<Response, Error> {
         let mut current = url.to_owned();
         for _ in 0..=MAX_REDIRECTS {
-            let uri = parse_uri(&current)?;
-            let mut request = hyper::Request::get(uri.clone())
-                .header(header::USER_AGENT, USER_AGENT)
-                .body(Empty::new())
-                .map_err(|e| Error::InvalidUrl {
-                    url: redact(&current),
-                    reason: e.to_string(),
-                })?;
+            let target = parse_url(&current)?;
+            let mut request = reqwest::Request::new(Method::GET, target);
             let headers = request.headers_mut();
             for (name, value) in extra {
                 if let Ok(value) = HeaderValue::from_str(value) {
@@ -184,72 +191,75 @@ impl HttpClient {
 
     async fn send(
         &self,
-        request: hyper::Request<Empty<Bytes>>,
+        request: reqwest::Request,
         url: &str,
         limit: usize,
     ) -> Result<Response, Error> {
-        let response = self
+        let mut response = self
             .client
-            .request(request)
+            .execute(request)
             .await
             .map_err(|e| connect_error(url, &e))?;
-        let (parts, body) = response.into_parts();
+        let status = response.status();
+        let headers = std::mem::take(response.headers_mut());
         // Redirect and error bodies are not needed; don't read (or cap) them.
-        if !parts.status.is_success() {
+        if !status.is_success() {
             return Ok(Response {
-                status: parts.status,
-                headers: parts.headers,
-                body: Bytes::new(),
+                status,
+                headers,
+                body: Vec::new(),
             });
         }
-        let body = Limited::new(body, limit)
-            .collect()
-            .await
-            .map_err(|e| {
-                if e.downcast_ref::<http_body_util::LengthLimitError>()
-                    .is_some()
-                {
-                    Error::TooLarge {
-                        url: redact(url),
-                        limit,
-                    }
-                } else {
-                    Error::Unreachable {
-                        url: redact(url),
-                        cause: format!("reading the response: {}", chain(e.as_ref())),
-                    }
-                }
-            })?
-            .to_bytes();
+        let too_large = || Error::TooLarge {
+            url: redact(url),
+            limit,
+        };
+        let announced = response.content_length().unwrap_or(0);
+        if announced > limit as u64 {
+            return Err(too_large());
+        }
+        // Read chunk by chunk, so a body past the limit is never held whole.
+        let mut body = Vec::with_capacity(announced as usize);
+        while let Some(chunk) = response.chunk().await.map_err(|e| Error::Unreachable {
+            url: redact(url),
+            cause: format!("reading the response: {}", chain(&e)),
+        })? {
+            if body.len() + chunk.len() > limit {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
         Ok(Response {
-            status: parts.status,
-            headers: parts.headers,
+            status,
+            headers,
             body,
         })
     }
 }
 
-fn parse_uri(url: &str) -> Result<Uri, Error> {
-    let uri: Uri = url
+/// `url` as reqwest's URL, if it is an http:// or https:// URL with a host.
+fn parse_url(url: &str) -> Result<Url, Error> {
+    let invalid = |reason: String| Error::InvalidUrl {
+        url: redact(url),
+        reason,
+    };
+    // http's grammar first: it refuses what the url crate would silently percent-encode.
+    let uri: hyper::Uri = url
         .parse()
-        .map_err(|e: hyper::http::uri::InvalidUri| Error::InvalidUrl {
-            url: redact(url),
-            reason: e.to_string(),
-        })?;
-    match uri.scheme_str() {
-        Some("http" | "https") if uri.authority().is_some() => Ok(uri),
-        _ => Err(Error::InvalidUrl {
-            url: redact(url),
-            reason: "expected an http:// or https:// URL".into(),
-        }),
+        .map_err(|e: hyper::http::uri::InvalidUri| invalid(e.to_string()))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) || uri.authority().is_none() {
+        return Err(invalid("expected an http:// or https:// URL".into()));
     }
+    Url::parse(url)
+        .map(without_userinfo)
+        .map_err(|e| invalid(e.to_string()))
 }
 
 pub(super) fn basic_auth(username: &str, password: &str) -> HeaderValue {
     let token = BASE64.encode(format!("{username}:{password}"));
     let mut value =
         HeaderValue::from_str(&format!("Basic {token}")).expect("base64 is a valid header value");
-    // Keeps the header out of hyper's debug output and HPACK tables.
+    // Keeps the header out of debug output and HPACK tables.
     value.set_sensitive(true);
     value
 }
@@ -302,20 +312,120 @@ fn causes<'a>(
     out
 }
 
-/// An error and its causes on one line, without hyper's generic outer layers and
-/// without repeating a message a wrapper copied from its cause.
-fn chain(error: &(dyn std::error::Error + 'static)) -> String {
+/// An error and its causes on one line, without the generic outer layers of reqwest
+/// ("error sending request for url (...)", which would also show a URL's userinfo) and
+/// hyper ("client error (Connect)"), and without repeating a message a wrapper copied
+/// from its cause.
+pub(crate) fn chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut parts: Vec<String> = Vec::new();
     for e in causes(error) {
-        let text = e.to_string();
-        if text.starts_with("client error (") || parts.last() == Some(&text) {
+        let text = without_url(e);
+        let generic = e.is::<reqwest::Error>() && e.source().is_some();
+        if generic || text.starts_with("client error (") || parts.last() == Some(&text) {
             continue;
         }
         parts.push(text);
     }
     if parts.is_empty() {
-        error.to_string()
+        without_url(error)
     } else {
         parts.join(": ")
+    }
+}
+
+/// `error`'s message, without the URL reqwest appends to its own.
+fn without_url(error: &(dyn std::error::Error + 'static)) -> String {
+    let text = error.to_string();
+    match error.downcast_ref::<reqwest::Error>().and_then(|r| r.url()) {
+        Some(url) => text.replace(&format!(" for url ({url})"), ""),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Answers one connection on 127.0.0.1 with `response`; hands back the request head.
+    async fn answer_once(response: Vec<u8>) -> (String, tokio::task::JoinHandle<String>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let served = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.ends_with(b"\r\n\r\n") {
+                let n = stream.read(&mut buf).await.unwrap();
+                assert!(n > 0, "the client closed before its request ended");
+                head.extend_from_slice(&buf[..n]);
+            }
+            // The client may hang up once it has had enough.
+            let _ = stream.write_all(&response).await;
+            String::from_utf8(head).unwrap()
+        });
+        (url, served)
+    }
+
+    fn client() -> HttpClient {
+        HttpClient::new(&RootCertStore::empty(), None, Duration::from_secs(5)).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_body_past_the_limit_is_refused_while_streaming() {
+        // Chunked, so no Content-Length announces the size.
+        let mut response = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+        for _ in 0..4 {
+            response.extend_from_slice(b"400\r\n");
+            response.extend_from_slice(&[b'x'; 0x400]);
+            response.extend_from_slice(b"\r\n");
+        }
+        response.extend_from_slice(b"0\r\n\r\n");
+        let (url, _served) = answer_once(response).await;
+        let err = client()
+            .get(&format!("{url}/index.yaml"), None, &[], 3000)
+            .await
+            .err()
+            .expect("refused");
+        assert_eq!(
+            err.to_string(),
+            format!("{url}/index.yaml: response larger than 3000 bytes")
+        );
+    }
+
+    #[tokio::test]
+    async fn userinfo_is_never_sent_and_credentials_are_marked_sensitive() {
+        let (url, served) =
+            answer_once(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec()).await;
+        let with_userinfo = url.replacen("http://", "http://user:pa55@", 1);
+        let response = client()
+            .get(&format!("{with_userinfo}/index.yaml"), None, &[], 100)
+            .await
+            .unwrap();
+        assert_eq!(response.body, b"ok");
+        let head = served.await.unwrap().to_lowercase();
+        assert!(!head.contains("authorization"), "{head}");
+        assert!(head.starts_with("get /index.yaml http/1.1\r\n"), "{head}");
+        assert!(basic_auth("u", "p").is_sensitive());
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_is_one_line_without_reqwest_s_wrapping() {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        let url = format!("http://u:secret@127.0.0.1:{port}/index.yaml");
+        let err = client()
+            .get(&url, None, &[], 100)
+            .await
+            .err()
+            .expect("refused");
+        let Error::Unreachable { cause, .. } = &err else {
+            panic!("{err:?}");
+        };
+        assert!(cause.starts_with("tcp connect error: "), "{cause}");
+        assert!(cause.to_lowercase().contains("refused"), "{cause}");
+        assert!(!err.to_string().contains("secret"), "{err}");
     }
 }

@@ -10,7 +10,8 @@
 mod auth;
 mod cache;
 mod git;
-mod http;
+/// The process's HTTP client stack (chart repositories, notifications).
+pub(crate) mod http;
 mod index;
 mod local;
 mod oci;
@@ -23,13 +24,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hyper::header;
+use reqwest::header;
 use rustls::RootCertStore;
 use sha2::{Digest, Sha256};
 
 pub use auth::RepoAuth;
-/// The system's trust roots, for the notifications' HTTPS client too.
-pub(crate) use http::system_roots;
 
 use crate::api::ChartSpec;
 use http::{Credentials, HttpClient};
@@ -493,7 +492,7 @@ impl ChartSource {
         let etag = header_text(header::ETAG);
         let last_modified = header_text(header::LAST_MODIFIED);
 
-        if response.status == hyper::StatusCode::NOT_MODIFIED {
+        if response.status == reqwest::StatusCode::NOT_MODIFIED {
             let indexes = self.indexes.lock().expect("not poisoned");
             if let Some(cached) = indexes.get(&key) {
                 return Ok(cached.index.clone());
