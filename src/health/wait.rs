@@ -366,7 +366,7 @@ fn observe(
 }
 
 /// A Deployment's own ReplicaSets as the namespace's shared watch holds them (only
-/// those are serialised: a namespace may hold thousands).
+/// those are read: a namespace may hold thousands).
 fn owned_replica_sets(
     target: &Target,
     workload: &DynamicObject,
@@ -384,7 +384,17 @@ fn owned_replica_sets(
     store
         .filtered(|rs| owner_uids(rs).any(|o| o == uid))
         .into_iter()
-        .map(|rs| serde_json::to_value(&*rs).unwrap_or_default())
+        // Only what `Revision::of` reads: the whole object (managedFields included) would
+        // be serialised on every change of the Deployment.
+        .map(|rs| {
+            serde_json::json!({
+                "metadata": {
+                    "labels": rs.metadata.labels,
+                    "ownerReferences": rs.metadata.owner_references,
+                },
+                "spec": {"template": rs.data["spec"]["template"]},
+            })
+        })
         .collect()
 }
 

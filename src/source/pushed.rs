@@ -1,5 +1,5 @@
 //! A push to a chart source (a new tag in a registry, a commit to a repository), as a
-//! webhook receiver heard it ([`crate::receive`]), and which charts it names. A release
+//! webhook receiver (`src/receive/`) heard it, and which charts it names. A release
 //! whose chart it names is woken at once: whether its desired state really changed is
 //! for its next reconcile to find out.
 

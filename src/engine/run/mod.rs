@@ -2,7 +2,7 @@
 //! runs: the engine-wide [`Context`] and the [`Run`] of one reconcile (`context`), the
 //! worker's [`Inbox`], which hooks and health checks keep reading (this file), the
 //! desired state (`desired`), what wakes a worker (`triggers`), and the cancellable
-//! health check (`wait`). Both `super::worker` and `super::actions` build on it; it
+//! health check (`health_check`). The engine's worker and its actions build on it; it
 //! uses neither.
 
 mod acting;

@@ -2,7 +2,7 @@
 //! handles its own keys (looked up in the one keymap) and draws itself from a narrow view
 //! of what it shows ([`Look`] and a screen of its own, built by `view.rs`), never from
 //! the whole dashboard. They never perform IO: a component that needs some returns an
-//! [`Effect`](super::effect::Effect) for the run loop.
+//! `Effect` (`tui/effect.rs`) for the run loop.
 
 pub mod changes;
 pub mod command;
