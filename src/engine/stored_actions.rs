@@ -115,6 +115,7 @@ pub async fn act(
         claim: false,
         // An operator's action.
         priority: crate::slots::Priority::Urgent,
+        last_record: None,
     };
     let outcome = match action {
         StoredAction::Rollback { to } => rollback::rollback(&mut run, &history, to).await,

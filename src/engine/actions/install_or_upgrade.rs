@@ -77,14 +77,16 @@ pub async fn install_or_upgrade(
         "Helm install"
     };
     // Recorded first, as Flux does, so a failure before anything is stored still counts
-    // against this desired state's retries.
+    // against this desired state's retries. Written while the next step's own round trip
+    // runs (the render, or the ownership reads of one rendered already), and in any case
+    // before the revision is stored.
     attempt(
         &mut run.status,
         action,
         &prepared.desired(),
         hr.metadata.generation,
     );
-    run.write_status().await;
+    let mut status_written = false;
     // As Helm: the chart's CRDs (its subcharts' too) go in before the templates are
     // rendered, so `.Capabilities` sees their kinds and objects of them can be applied.
     let crd_files = {
@@ -108,6 +110,8 @@ pub async fn install_or_upgrade(
         Err(e) => return Err(std::io::Error::other(e).into()),
     };
     if crds != CrdPolicy::Skip && !crd_docs.is_empty() {
+        run.write_status().await;
+        status_written = true;
         if !is_upgrade && install.create_namespace {
             // CRDs are cluster-scoped, but a refusal below should not leave half a setup.
             run.acting
@@ -126,18 +130,22 @@ pub async fn install_or_upgrade(
     let rendered = match rendered {
         // A candidate rendered during the wait, unless its CRDs were only installed now.
         Some(r) if is_upgrade && crd_docs.is_empty() => r,
-        _ => match render(
-            run.ctx,
-            &run.acting,
-            run.priority,
-            &run.release_name,
-            &run.target_namespace,
-            prepared,
-            previous,
+        _ => match tokio::join!(
+            write_status_unless(run, status_written),
+            render(
+                run.ctx,
+                &run.acting,
+                run.priority,
+                &run.release_name,
+                &run.target_namespace,
+                prepared,
+                previous,
+            )
         )
-        .await
+        .1
         {
             Ok(rendered) => {
+                status_written = true;
                 run.fix_step(|fix| fix.rendered = std::time::Instant::now());
                 rendered
             }
@@ -176,25 +184,6 @@ pub async fn install_or_upgrade(
             digest[..super::SOURCE_DIGEST_KEPT].to_owned(),
         );
     }
-    // Config tracking: hash the ConfigMaps/Secrets each workload consumes into its pod
-    // template (and gate pods whose config does not exist yet) before the first apply, so
-    // pods start once with it instead of restarting to receive it.
-    // The revision stores the manifest without the config-pending gate: only a running
-    // wheelhouse lifts it, and `helm rollback` by hand must end with schedulable pods.
-    let applied_manifest = if hr.spec.config_tracking.clone().unwrap_or_default().enabled {
-        let prepared = crate::tracking::prepare_manifest(
-            &run.acting.client,
-            &rendered.manifest,
-            &run.target_namespace,
-        )
-        .await
-        .map_err(|e| crate::Error::Tracking(Box::new(e)))?;
-        rel.manifest = prepared.stored;
-        prepared.applied
-    } else {
-        rel.manifest = rendered.manifest.clone();
-        rendered.manifest.clone()
-    };
     rel.hooks = rendered.hooks.clone();
     if let Some(first) = history
         .iter()
@@ -212,14 +201,33 @@ pub async fn install_or_upgrade(
         .force_conflicts(force_conflicts)
         .others(&elsewhere)
         .unavailable(&rendered.unavailable);
-    // As Helm: objects that belong to someone else stop the action before anything is
-    // stored, hooked or applied.
-    if let Err(e) = run
-        .acting
-        .applier
-        .check_adoption(&applied_manifest, &owner)
-        .await
-    {
+    let tracked = hr.spec.config_tracking.clone().unwrap_or_default().enabled;
+    let (_, checked) = tokio::join!(write_status_unless(run, status_written), async {
+        // Config tracking: hash the ConfigMaps/Secrets each workload consumes into its pod
+        // template (and gate pods whose config does not exist yet) before the first apply, so
+        // pods start once with it instead of restarting to receive it.
+        // The revision stores the manifest without the config-pending gate: only a running
+        // wheelhouse lifts it, and `helm rollback` by hand must end with schedulable pods.
+        let (stored, applied) = if tracked {
+            let prepared = crate::tracking::prepare_manifest(
+                &run.acting.client,
+                &rendered.manifest,
+                &run.target_namespace,
+            )
+            .await
+            .map_err(|e| crate::Error::Tracking(Box::new(e)))?;
+            (prepared.stored, prepared.applied)
+        } else {
+            (rendered.manifest.clone(), rendered.manifest.clone())
+        };
+        // As Helm: objects that belong to someone else stop the action before anything
+        // is stored, hooked or applied.
+        let adoption = run.acting.applier.check_adoption(&applied, &owner).await;
+        Ok::<_, crate::Error>((stored, applied, adoption))
+    });
+    let (stored_manifest, applied_manifest, adoption) = checked?;
+    rel.manifest = stored_manifest;
+    if let Err(e) = adoption {
         let e = crate::Error::from(e);
         return Ok(Outcome::failed_by(
             failed_reason,
@@ -344,6 +352,13 @@ pub async fn install_or_upgrade(
         timeout,
     };
     finish(run, prepared, &mut rel, history, steps, kept).await
+}
+
+/// Writes the status unless it was written already: beside another step's round trip.
+async fn write_status_unless(run: &Run<'_>, written: bool) {
+    if !written {
+        run.write_status().await;
+    }
 }
 
 /// What is left of an install or upgrade once its objects are applied.
@@ -483,6 +498,7 @@ async fn finish(
                 };
                 set_status(rel, status, why.clone());
                 run.storage.update(rel).await?;
+                run.last_record = Some(rel.clone());
                 return Ok(Outcome::Canceled {
                     by_operator,
                     message: why,

@@ -218,6 +218,9 @@ pub struct Run<'a> {
     /// This reconcile fixes a failed release, or answers an operator: its chart load and
     /// render go ahead of routine ones.
     pub priority: crate::slots::Priority,
+    /// The revision an action last stored, as stored: what a superseded wait left, for
+    /// the history recorded without reading it back.
+    pub last_record: Option<crate::release::Release>,
 }
 
 impl Run<'_> {
@@ -393,6 +396,8 @@ impl Run<'_> {
     }
 
     pub(crate) async fn write_status(&self) {
+        // The status may say what an Event sent meanwhile tells: that Event goes first.
+        self.event_sent().await;
         // A worker that starts on an unchanged release (every release, when an engine
         // starts) has nothing to write: the status it read is the one it would write. It
         // must also equal what this worker last wrote, since the object read may predate
@@ -419,8 +424,10 @@ impl Run<'_> {
     }
 
     /// Tells the notifier the Ready condition now in the cluster; only a status that is
-    /// there counts, so a restarted engine (starting from it) tells nothing twice.
-    fn notify(&self) {
+    /// there counts, so a restarted engine (starting from it) tells nothing twice. A
+    /// superseded wait's status is told without being written (the fix's status follows
+    /// at once): a restart cannot tell it twice, as it never reaches the cluster.
+    pub(in crate::engine) fn notify(&self) {
         let mut told = self.inbox.notified.lock().unwrap();
         let told = told.get_or_insert_with(|| {
             crate::notify::ReleaseState::from_status(self.hr.status.as_ref())
@@ -431,17 +438,55 @@ impl Run<'_> {
     }
 
     pub(crate) async fn event(&self, type_: EventType, reason: &str, action: &str, note: String) {
-        let reference = self.hr.object_ref(&());
-        let ev = Event {
-            type_,
-            reason: reason.into(),
-            note: Some(self.masker.mask(&note)),
-            action: action.into(),
-            secondary: None,
-        };
+        self.event_sent().await;
+        let (ev, reference) = self.event_of(type_, reason, action, &note);
         if let Err(e) = self.ctx.recorder.publish(&ev, &reference).await {
             tracing::debug!(release = %self.key, error = %e, "cannot publish event");
         }
+    }
+
+    /// Sends an Event while the worker goes on (to a newer desired state, on its critical
+    /// path). The next status write or Event of this release waits for it, so Events keep
+    /// their order and none is missing once the status says what it tells.
+    pub(crate) fn event_soon(&self, type_: EventType, reason: &str, action: &str, note: String) {
+        let (ev, reference) = self.event_of(type_, reason, action, &note);
+        let recorder = self.ctx.recorder.clone();
+        let key = self.key.clone();
+        let before = self.inbox.pending_event.lock().unwrap().take();
+        let sending = tokio::spawn(async move {
+            if let Some(before) = before {
+                let _ = before.await;
+            }
+            if let Err(e) = recorder.publish(&ev, &reference).await {
+                tracing::debug!(release = %key, error = %e, "cannot publish event");
+            }
+        });
+        *self.inbox.pending_event.lock().unwrap() = Some(sending);
+    }
+
+    /// Waits for the Event [`Run::event_soon`] sent, if one is still on its way.
+    async fn event_sent(&self) {
+        let sending = self.inbox.pending_event.lock().unwrap().take();
+        if let Some(sending) = sending {
+            let _ = sending.await;
+        }
+    }
+
+    fn event_of(
+        &self,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) -> (Event, k8s_openapi::api::core::v1::ObjectReference) {
+        let ev = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(self.masker.mask(note)),
+            action: action.into(),
+            secondary: None,
+        };
+        (ev, self.hr.object_ref(&()))
     }
 
     pub async fn prune_history(&self) {

@@ -98,6 +98,8 @@ pub struct Inbox {
     /// The next reconcile is urgent (a fix for a failed release, an operator's request):
     /// it takes the next render slot ahead of routine ones.
     pub urgent: bool,
+    /// An Event on its way (see `Run::event_soon`).
+    pub(super) pending_event: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl Inbox {
@@ -121,6 +123,7 @@ impl Inbox {
             values_sources: Vec::new(),
             woke_at: None,
             urgent: false,
+            pending_event: Mutex::new(None),
         }
     }
 }

@@ -12,6 +12,7 @@ use crate::engine::claim;
 use crate::engine::run::Run;
 use crate::engine::status::{self, Truth, condition};
 use crate::engine::vocabulary::ReleaseKey;
+use crate::release::Release;
 
 /// Ready=False and Stalled=True with `reason`, an Event, and the next look after
 /// `interval` (what would lift it may happen elsewhere, e.g. another object is deleted).
@@ -79,11 +80,27 @@ pub(super) async fn tenancy(run: &Run<'_>) -> crate::Result<Option<Tenancy>> {
 /// HelmRelease that still exists manages it. An unclaimed release (the helm CLI's, or
 /// one whose HelmRelease is gone) is claimed here, before anything is done to it.
 pub(super) async fn claimed_elsewhere(run: &mut Run<'_>) -> crate::Result<Option<String>> {
+    Ok(claim_check(run).await?.refused)
+}
+
+/// What [`claim_check`] found: why the release must be left alone, if it must, and the
+/// history it read, unless claiming the release changed it.
+struct Claimed {
+    refused: Option<String>,
+    history: Option<Vec<Release>>,
+}
+
+async fn claim_check(run: &Run<'_>) -> crate::Result<Claimed> {
     let uid = run.hr.metadata.uid.clone().unwrap_or_default();
     let history = run.storage.history(&run.release_name).await?;
     let claim = claim::Claim::of(history.last(), &uid);
     let free = match &claim {
-        claim::Claim::Ours => return Ok(None),
+        claim::Claim::Ours => {
+            return Ok(Claimed {
+                refused: None,
+                history: Some(history),
+            });
+        }
         claim::Claim::Unclaimed => true,
         other => !claim::holder_exists(&run.ctx.client, other).await?,
     };
@@ -91,14 +108,20 @@ pub(super) async fn claimed_elsewhere(run: &mut Run<'_>) -> crate::Result<Option
         if let Some(newest) = history.last() {
             claim::stamp(&run.acting.client, run.storage.namespace(), newest, &run.hr).await?;
         }
-        return Ok(None);
+        return Ok(Claimed {
+            refused: None,
+            history: None,
+        });
     }
-    Ok(Some(format!(
-        "Helm release {}/{} is managed by {}; this HelmRelease does nothing to it, and deleting it uninstalls nothing, until it names another release (spec.releaseName, spec.storageNamespace) or that HelmRelease is gone",
-        run.storage.namespace(),
-        run.release_name,
-        claim.describe_owner()
-    )))
+    Ok(Claimed {
+        refused: Some(format!(
+            "Helm release {}/{} is managed by {}; this HelmRelease does nothing to it, and deleting it uninstalls nothing, until it names another release (spec.releaseName, spec.storageNamespace) or that HelmRelease is gone",
+            run.storage.namespace(),
+            run.release_name,
+            claim.describe_owner()
+        )),
+        history: None,
+    })
 }
 
 /// Why this HelmRelease must leave its (release name, target namespace) alone, if it
@@ -108,28 +131,51 @@ pub(super) async fn claimed_elsewhere(run: &mut Run<'_>) -> crate::Result<Option
 /// deleting this HelmRelease would delete them. Keeps what it found in `run.elsewhere`
 /// for the actions, which refuse and never delete those objects.
 pub(super) async fn identity_taken_elsewhere(run: &mut Run<'_>) -> crate::Result<Option<String>> {
-    let found = crate::release::stored_elsewhere(
+    let scan = scan_elsewhere(run).await?;
+    Ok(take_scan(run, scan))
+}
+
+async fn scan_elsewhere(run: &Run<'_>) -> crate::Result<Option<crate::release::Scan>> {
+    Ok(crate::release::stored_elsewhere(
         &run.ctx.client,
         run.storage.namespace(),
         &run.release_name,
         &run.target_namespace,
         run.hr.metadata.uid.as_deref(),
     )
-    .await?
-    .unwrap_or_default();
+    .await?)
+}
+
+fn take_scan(run: &mut Run<'_>, scan: Option<crate::release::Scan>) -> Option<String> {
+    let found = scan.unwrap_or_default();
     run.elsewhere = found.found;
-    let Some(first) = run.elsewhere.first() else {
-        return Ok(None);
-    };
+    let first = run.elsewhere.first()?;
     // Looked at again as soon as a record of that name changes (uninstalled, say).
     run.inbox.conflict = Some(found.looked);
-    Ok(Some(format!(
+    Some(format!(
         "release {:?} in namespace {} is already {}; this HelmRelease (stored in namespace {}) applies nothing to it, and deleting it deletes none of its objects, until it names another release (spec.releaseName, spec.targetNamespace) or that release is uninstalled",
         run.release_name,
         run.target_namespace,
         first.describe(),
         run.storage.namespace(),
-    )))
+    ))
+}
+
+/// Both guards above, their reads made at once (a fix's reconcile meets them first).
+/// `Ok(history)`: the release is this HelmRelease's to act on, and the history the claim
+/// check read, for the plan's first step (none when claiming it wrote the record).
+pub(super) async fn ours_to_act_on(
+    run: &mut Run<'_>,
+) -> crate::Result<Result<Option<Vec<Release>>, String>> {
+    let (claimed, scan) = tokio::join!(claim_check(run), scan_elsewhere(run));
+    let claimed = claimed?;
+    if let Some(refused) = claimed.refused {
+        return Ok(Err(refused));
+    }
+    match take_scan(run, scan?) {
+        Some(refused) => Ok(Err(refused)),
+        None => Ok(Ok(claimed.history)),
+    }
 }
 
 /// The releases `hr` (in namespace `ns`) depends on; a dependency without a namespace

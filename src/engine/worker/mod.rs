@@ -239,6 +239,7 @@ async fn reconcile_once(
         masker: Default::default(),
         claim: true,
         priority: crate::slots::Priority::Routine,
+        last_record: None,
     };
     // A fix for a failed or stalled release, or an operator's request, goes first.
     let failed = run

@@ -10,8 +10,7 @@ use kube::runtime::events::EventType;
 
 use super::external;
 use super::guards::{
-    Tenancy, claimed_elsewhere, dependency_cycle, identity_taken_elsewhere, stall, tenancy,
-    unready_dependency,
+    Tenancy, dependency_cycle, ours_to_act_on, stall, tenancy, unready_dependency,
 };
 use super::{NEVER, Requeue};
 use crate::api::{HelmRelease, HelmReleaseStatus, annotations};
@@ -34,6 +33,17 @@ async fn leave_pending(run: &mut Run<'_>, message: &str, generation: Option<i64>
     );
     run.write_status().await;
 }
+
+/// `history` with `record` in it (in place of the revision of its version).
+fn with_record(mut history: Vec<Release>, record: Release) -> Vec<Release> {
+    history.retain(|r| r.version != record.version);
+    history.push(record);
+    history.sort_by_key(|r| r.version);
+    history
+}
+
+/// How old the guards' history read may be for the first step to plan on it.
+const FRESH_HISTORY: Duration = Duration::from_millis(500);
 
 pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeue> {
     let hr = run.hr.clone();
@@ -83,16 +93,14 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
             return Ok(Requeue::Blocked);
         }
     }
-    if let Some(message) = claimed_elsewhere(run).await? {
-        return Ok(Requeue::After(
-            stall(run, reason::RELEASE_CONFLICT, message, interval).await,
-        ));
-    }
-    if let Some(message) = identity_taken_elsewhere(run).await? {
-        return Ok(Requeue::After(
-            stall(run, reason::RELEASE_CONFLICT, message, interval).await,
-        ));
-    }
+    let mut first_history = match ours_to_act_on(run).await? {
+        Ok(history) => history.map(|h| (h, std::time::Instant::now())),
+        Err(message) => {
+            return Ok(Requeue::After(
+                stall(run, reason::RELEASE_CONFLICT, message, interval).await,
+            ));
+        }
+    };
     if let Some(cycle) = dependency_cycle(run).await {
         return Ok(Requeue::After(
             stall(run, reason::DEPENDENCY_CYCLE, cycle, interval).await,
@@ -180,7 +188,12 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
     );
 
     for _ in 0..8 {
-        let history = run.storage.history(&run.release_name).await?;
+        // The first step plans on the history the guards read, unless preparing the
+        // desired state (a chart download) took long enough for another tool to write.
+        let history = match first_history.take() {
+            Some((history, read)) if read.elapsed() < FRESH_HISTORY => history,
+            _ => run.storage.history(&run.release_name).await?,
+        };
         // At every step: another tool may write while an action of ours ends (a `helm
         // rollback` right after our upgrade's wait), and the next step must not undo it.
         let restore_external =
@@ -281,6 +294,31 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
             ),
         };
         run.set_phase(Phase::Idle);
+        let superseded = matches!(
+            outcome,
+            Outcome::Canceled {
+                by_operator: false,
+                ..
+            }
+        ) && run.inbox.candidate.is_some();
+        if superseded && let Some(canceled) = run.last_record.take() {
+            // The newer desired state is ready to apply, and this is on its way: the
+            // history is what was read before plus the revision the wait left, the
+            // Event goes out meanwhile, and the status is written with the next
+            // reconcile's first write (it starts at once from this one's status).
+            let history = with_record(history, canceled);
+            run.record_history(&history);
+            let note = record(&mut run.status, &outcome, generation);
+            run.notify();
+            let action = format!("{next:?}");
+            run.event_soon(
+                note.type_,
+                note.reason,
+                note.action.unwrap_or(&action),
+                note.message,
+            );
+            return Ok(Requeue::After(Duration::ZERO));
+        }
         let history = run.storage.history(&run.release_name).await?;
         run.record_history(&history);
         let note = record(&mut run.status, &outcome, generation);
