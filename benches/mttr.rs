@@ -258,6 +258,14 @@ async fn fail_fast(client: &Client, on: bool, runs: usize) -> Vec<Duration> {
 
 #[tokio::main]
 async fn main() {
+    // WHEELHOUSE_LOG (tracing's filter syntax) shows the engine's logs, and with
+    // `kube_client=debug` each API request and its latency: where a fix's time goes.
+    if let Ok(filter) = std::env::var("WHEELHOUSE_LOG") {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let runs = figures::runs(5);
     let client = client().await;
     install_crd(&client).await;

@@ -104,6 +104,9 @@ pub struct Row {
     /// wheelhouse's: from the fix's event reaching the engine (spec, valuesFrom) or the
     /// push (OCI, Git) to its first object written, as the engine timed it.
     pub to_first: Vec<Option<Duration>>,
+    /// The same to the fix's apply started (revision stored): what comes before the
+    /// apply's own writes.
+    pub to_apply: Vec<Option<Duration>>,
     /// None: not within [`BOUND`] of the trigger.
     pub to_object: Vec<Option<Duration>>,
     pub to_ready: Vec<Option<Duration>>,
@@ -129,9 +132,9 @@ fn show(d: Option<Duration>) -> String {
 
 pub fn print(rows: &[Row]) {
     println!(
-        "| fix carried by | release | load | engine | n | event or push -> first object p50 | p99 | trigger -> fixed Deployment seen p50 | p99 | trigger -> Ready p50 | p99 | target (first object p50/p99) |"
+        "| fix carried by | release | load | engine | n | event or push -> first object p50 | p99 | of which before the apply p50 | trigger -> fixed Deployment seen p50 | p99 | trigger -> Ready p50 | p99 | target (first object p50/p99) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for r in rows {
         let (p50, p99) = (percentile(&r.to_first, 50.0), percentile(&r.to_first, 99.0));
         let (t50, t99) = r.carrier.targets();
@@ -151,7 +154,7 @@ pub fn print(rows: &[Row]) {
             }
         };
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.carrier.label(),
             match r.broken {
                 Broken::Waiting => "waiting",
@@ -162,6 +165,11 @@ pub fn print(rows: &[Row]) {
             r.to_object.len(),
             first(p50),
             first(p99),
+            if r.to_apply.is_empty() {
+                "-".to_owned()
+            } else {
+                show(percentile(&r.to_apply, 50.0))
+            },
             show(percentile(&r.to_object, 50.0)),
             show(percentile(&r.to_object, 99.0)),
             show(percentile(&r.to_ready, 50.0)),
@@ -714,19 +722,19 @@ pub async fn ours(client: &Client, runs: usize, busy: Option<usize>) -> Vec<Row>
             .get(&key)
             .and_then(|s| s.fix)
             .filter(|f| f.triggered >= sent);
-        let to_first = fix.and_then(|f| {
-            let from = match case.carrier {
-                Carrier::Spec | Carrier::ValuesFrom => f.triggered,
-                Carrier::Oci | Carrier::Git => at,
-            };
-            Some(f.first_written?.saturating_duration_since(from))
-        });
+        let from = |f: &wheelhouse::engine::FixTimeline| match case.carrier {
+            Carrier::Spec | Carrier::ValuesFrom => f.triggered,
+            Carrier::Oci | Carrier::Git => at,
+        };
+        let to_first = fix.and_then(|f| Some(f.first_written?.saturating_duration_since(from(&f))));
+        let to_apply = fix.and_then(|f| Some(f.apply_started?.saturating_duration_since(from(&f))));
         match rows
             .iter_mut()
             .find(|r| r.carrier == case.carrier && r.broken == case.broken)
         {
             Some(row) => {
                 row.to_first.push(to_first);
+                row.to_apply.push(to_apply);
                 row.to_object.push(to_object);
             }
             None => rows.push(Row {
@@ -735,6 +743,7 @@ pub async fn ours(client: &Client, runs: usize, busy: Option<usize>) -> Vec<Row>
                 load: load.clone(),
                 engine: "wheelhouse",
                 to_first: vec![to_first],
+                to_apply: vec![to_apply],
                 to_object: vec![to_object],
                 to_ready: Vec::new(),
             }),
@@ -921,6 +930,7 @@ pub async fn flux(client: &Client, runs: usize) -> Vec<Row> {
                 load: "idle".to_owned(),
                 engine: "Flux",
                 to_first: Vec::new(),
+                to_apply: Vec::new(),
                 to_object: vec![to_object],
                 to_ready: vec![to_ready],
             }),

@@ -129,6 +129,7 @@ pub async fn view(ctx: &Context, hr: &HelmRelease) -> Result<DriftView, String> 
         &hr.release_name(),
         &hr.target_namespace(),
         hr.metadata.uid.as_deref(),
+        &crate::release::ReadFloor::default(),
     )
     .await
     .map_err(|e| format!("cannot read Helm's storage: {e}"))?

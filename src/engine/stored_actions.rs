@@ -85,6 +85,7 @@ pub async fn act(
         &key.name,
         &latest.namespace,
         None,
+        &crate::release::ReadFloor::default(),
     )
     .await
     .map_err(|e| e.to_string())?

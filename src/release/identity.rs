@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ListParams, WatchEvent, WatchParams};
 
-use super::storage::{OWNER, Storage};
+use super::storage::{OWNER, ReadFloor, Storage};
 use super::{Error, Release, Status};
 
 /// Another release record deploying the same (release name, release namespace).
@@ -116,14 +116,16 @@ fn record_selector(name: &str) -> String {
 ///
 /// Looks cluster-wide when allowed, else in `release_namespace` (where the helm CLI stores
 /// by default); when neither may be listed, it can see nothing and says so with `Ok(None)`.
+/// Reads from `floor` (see [`ReadFloor`]).
 pub async fn stored_elsewhere(
     client: &kube::Client,
     storage_namespace: &str,
     name: &str,
     release_namespace: &str,
     own_uid: Option<&str>,
+    floor: &ReadFloor,
 ) -> Result<Option<Scan>, Error> {
-    let params = ListParams::default().labels(&record_selector(name));
+    let params = floor.list(ListParams::default().labels(&record_selector(name)));
     let all: Api<Secret> = Api::all(client.clone());
     let (listed, namespace) = match all.list_metadata(&params).await {
         Ok(list) => (list, None),
@@ -137,6 +139,7 @@ pub async fn stored_elsewhere(
         }
         Err(e) => return Err(e.into()),
     };
+    floor.raise(listed.metadata.resource_version.as_deref());
     let looked = Looked {
         name: name.to_string(),
         namespace,

@@ -6,7 +6,9 @@ pub mod storage;
 
 pub use identity::{Elsewhere, Looked, Scan, stored_elsewhere};
 pub use model::*;
-pub use storage::{FIELD_MANAGER, MAX_RECORD_BYTES, Storage, check_size, decode, encode};
+pub use storage::{
+    FIELD_MANAGER, MAX_RECORD_BYTES, ReadFloor, Storage, check_size, decode, encode,
+};
 
 /// Labels by which a HelmRelease claims the revisions it writes (`engine::claim`); the
 /// helm CLI carries them over to the revisions it writes by hand.

@@ -11,13 +11,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write as _};
+use std::sync::{Arc, Mutex};
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams, VersionMatch};
 use serde_json::Value;
 
 use super::{Error, Release, Status};
@@ -66,11 +67,44 @@ pub fn secret_name(name: &str, version: i32) -> String {
     format!("{NAME_PREFIX}.{name}.v{version}")
 }
 
+/// The newest Secret resourceVersion a writer of records has written or read: its lists
+/// are served by the API server's watch cache from that point on ("not older than"), so
+/// they see its own writes without the quorum read a list otherwise costs (tens of ms on
+/// an idle cluster, more on a busy one). Shared by the storages one writer makes.
+#[derive(Clone, Default)]
+pub struct ReadFloor(Arc<Mutex<Option<String>>>);
+
+impl ReadFloor {
+    /// The list parameters that read from the floor, when there is one.
+    pub fn list(&self, params: ListParams) -> ListParams {
+        match self.0.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            Some(rv) => params.at(&rv).matching(VersionMatch::NotOlderThan),
+            None => params,
+        }
+    }
+
+    /// Raises the floor to `rv` (resourceVersions of one etcd are its revisions, which
+    /// only grow).
+    pub fn raise(&self, rv: Option<&str>) {
+        let Some(rv) = rv else { return };
+        let mut floor = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let newer = match (floor.as_deref(), rv.parse::<u64>()) {
+            (Some(now), Ok(new)) => now.parse::<u64>().map_or(true, |now| new > now),
+            (None, _) => true,
+            (Some(_), Err(_)) => false,
+        };
+        if newer {
+            *floor = Some(rv.to_owned());
+        }
+    }
+}
+
 /// Release records in one storage namespace.
 #[derive(Clone)]
 pub struct Storage {
     api: Api<Secret>,
     namespace: String,
+    floor: ReadFloor,
 }
 
 impl Storage {
@@ -78,7 +112,18 @@ impl Storage {
         Self {
             api: Api::namespaced(client, namespace),
             namespace: namespace.to_string(),
+            floor: ReadFloor::default(),
         }
+    }
+
+    /// Reads from (and raises) `floor`: see [`ReadFloor`].
+    pub fn reading_from(mut self, floor: ReadFloor) -> Self {
+        self.floor = floor;
+        self
+    }
+
+    pub fn floor(&self) -> &ReadFloor {
+        &self.floor
     }
 
     pub fn namespace(&self) -> &str {
@@ -89,7 +134,9 @@ impl Storage {
     /// skipped (with a warning naming the Secret), as Helm's driver skips them.
     pub async fn history(&self, name: &str) -> Result<Vec<Release>, Error> {
         let params = ListParams::default().labels(&format!("name={name},owner={OWNER}"));
-        let secrets = self.api.list(&params).await?;
+        let secrets = self.api.list(&self.floor.list(params)).await?;
+        self.floor
+            .raise(secrets.metadata.resource_version.as_deref());
         let mut releases: Vec<Release> = secrets
             .items
             .into_iter()
@@ -131,7 +178,11 @@ impl Storage {
     pub async fn create(&self, release: &Release) -> Result<(), Error> {
         let secret = to_secret(release, Op::Create, now())?;
         match self.api.create(&written(), &secret).await {
-            Ok(_) => Ok(()),
+            Ok(created) => {
+                self.floor
+                    .raise(created.metadata.resource_version.as_deref());
+                Ok(())
+            }
             Err(kube::Error::Api(s)) if s.is_already_exists() => Err(Error::Exists {
                 name: release.name.clone(),
                 version: release.version,
@@ -165,7 +216,11 @@ impl Storage {
                 .or_insert_with(|| created.clone());
         }
         match self.api.replace(&key, &written(), &secret).await {
-            Ok(_) => Ok(()),
+            Ok(replaced) => {
+                self.floor
+                    .raise(replaced.metadata.resource_version.as_deref());
+                Ok(())
+            }
             Err(kube::Error::Api(s)) if s.is_not_found() => Err(not_found()),
             Err(e) => Err(e.into()),
         }

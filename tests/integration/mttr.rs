@@ -481,13 +481,51 @@ async fn a_fix_takes_the_next_render_slot_ahead_of_a_burst() {
     .await;
     waiting_on(&api, "stuck", 2).await;
 
-    // The burst (sent at once, as a GitOps sync applies a fleet), then the fix.
+    // Revisions are stored right after their render: the order in which their records
+    // appear is the order in which the renders got a slot.
+    let records: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), &ns.name);
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let watching = {
+        let order = order.clone();
+        let config = kube::runtime::watcher::Config::default().labels("owner=helm");
+        let events = kube::runtime::watcher(records, config);
+        tokio::spawn(async move {
+            use futures::StreamExt;
+            use kube::runtime::watcher::Event;
+            let mut events = std::pin::pin!(events);
+            while let Some(Ok(event)) = events.next().await {
+                if let Event::Apply(secret) | Event::InitApply(secret) = event {
+                    let name = secret.metadata.name.unwrap_or_default();
+                    let mut order = order.lock().unwrap();
+                    if !order.contains(&name) {
+                        order.push(name);
+                    }
+                }
+            }
+        })
+    };
+    let stored = |name: &str| order.lock().unwrap().iter().any(|n| n == name);
+    let started = Instant::now();
+    while !stored("sh.helm.release.v1.stuck.v2") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the watch saw no records"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    // The burst (sent at once, as a GitOps sync applies a fleet), then the fix. Each
+    // routine render takes long enough that the fix's event arrives while the first
+    // ones still hold the slot, however loaded the machine is.
     let names: Vec<String> = (0..ROUTINE).map(|i| format!("bulk-{i}")).collect();
-    futures::future::join_all(
-        names
-            .iter()
-            .map(|name| eng::set_values(&api, name, serde_json::json!({"message": "burst"}))),
-    )
+    futures::future::join_all(names.iter().map(|name| {
+        eng::set_values(
+            &api,
+            name,
+            serde_json::json!({"message": "burst", "spin": 800_000}),
+        )
+    }))
     .await;
     eng::set_values(
         &api,
@@ -495,32 +533,28 @@ async fn a_fix_takes_the_next_render_slot_ahead_of_a_burst() {
         serde_json::json!({"replicaCount": 1, "behavior": ""}),
     )
     .await;
-    let fixed = wait_for(&api, "stuck", "the fix deployed", |h| {
+    wait_for(&api, "stuck", "the fix deployed", |h| {
         is(h, "Ready", "True", "UpgradeSucceeded")
             && h.status.as_ref().unwrap().history[0].version == 3
     })
     .await;
-    let fixed_at = fixed.status.unwrap().history[0]
-        .last_deployed
-        .clone()
-        .unwrap()
-        .0;
-    let mut ahead = 0;
     for i in 0..ROUTINE {
-        let hr = wait_for(&api, &format!("bulk-{i}"), "upgraded", |h| {
+        wait_for(&api, &format!("bulk-{i}"), "upgraded", |h| {
             is(h, "Ready", "True", "UpgradeSucceeded")
         })
         .await;
-        let at = hr.status.unwrap().history[0]
-            .last_deployed
-            .clone()
-            .unwrap()
-            .0;
-        if at < fixed_at {
-            ahead += 1;
-        }
     }
-    println!("routine upgrades deployed before the fix: {ahead} of {ROUTINE}");
+    watching.abort();
+    let order = order.lock().unwrap().clone();
+    let fix_at = order
+        .iter()
+        .position(|n| n == "sh.helm.release.v1.stuck.v3")
+        .expect("the fix's revision was stored");
+    let ahead = order[..fix_at]
+        .iter()
+        .filter(|n| n.starts_with("sh.helm.release.v1.bulk-") && n.ends_with(".v2"))
+        .count();
+    println!("routine upgrades rendered and stored before the fix: {ahead} of {ROUTINE}");
     assert!(
         ahead <= 3,
         "{ahead} of {ROUTINE} routine upgrades went ahead of the fix"

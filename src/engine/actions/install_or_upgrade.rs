@@ -77,9 +77,9 @@ pub async fn install_or_upgrade(
         "Helm install"
     };
     // Recorded first, as Flux does, so a failure before anything is stored still counts
-    // against this desired state's retries. Written while the next step's own round trip
-    // runs (the render, or the ownership reads of one rendered already), and in any case
-    // before the revision is stored.
+    // against this desired state's retries. Written while the next step's own round trips
+    // run (the render, or the ownership reads and storing the revision of one rendered
+    // already), so it costs a fix no time of its own.
     attempt(
         &mut run.status,
         action,
@@ -202,13 +202,13 @@ pub async fn install_or_upgrade(
         .others(&elsewhere)
         .unavailable(&rendered.unavailable);
     let tracked = hr.spec.config_tracking.clone().unwrap_or_default().enabled;
-    let (_, checked) = tokio::join!(write_status_unless(run, status_written), async {
+    let (_, stored) = tokio::join!(write_status_unless(run, status_written), async {
         // Config tracking: hash the ConfigMaps/Secrets each workload consumes into its pod
         // template (and gate pods whose config does not exist yet) before the first apply, so
         // pods start once with it instead of restarting to receive it.
         // The revision stores the manifest without the config-pending gate: only a running
         // wheelhouse lifts it, and `helm rollback` by hand must end with schedulable pods.
-        let (stored, applied) = if tracked {
+        let applied = if tracked {
             let prepared = crate::tracking::prepare_manifest(
                 &run.acting.client,
                 &rendered.manifest,
@@ -216,32 +216,35 @@ pub async fn install_or_upgrade(
             )
             .await
             .map_err(|e| crate::Error::Tracking(Box::new(e)))?;
-            (prepared.stored, prepared.applied)
+            rel.manifest = prepared.stored;
+            prepared.applied
         } else {
-            (rendered.manifest.clone(), rendered.manifest.clone())
+            rel.manifest = rendered.manifest.clone();
+            rendered.manifest.clone()
         };
         // As Helm: objects that belong to someone else stop the action before anything
         // is stored, hooked or applied.
-        let adoption = run.acting.applier.check_adoption(&applied, &owner).await;
-        Ok::<_, crate::Error>((stored, applied, adoption))
+        if let Err(e) = run.acting.applier.check_adoption(&applied, &owner).await {
+            let e = crate::Error::from(e);
+            return Ok(Err(Outcome::failed_by(
+                failed_reason,
+                format!("{verb} failed: {}", e.describe()),
+                &e,
+            )));
+        }
+        if let Err(e @ crate::release::Error::TooLarge { .. }) = crate::release::check_size(&rel) {
+            return Ok(Err(Outcome::Failed {
+                reason: failed_reason,
+                message: format!("{verb} failed: {e}"),
+            }));
+        }
+        run.storage.create(&rel).await?;
+        Ok::<_, crate::Error>(Ok(applied))
     });
-    let (stored_manifest, applied_manifest, adoption) = checked?;
-    rel.manifest = stored_manifest;
-    if let Err(e) = adoption {
-        let e = crate::Error::from(e);
-        return Ok(Outcome::failed_by(
-            failed_reason,
-            format!("{verb} failed: {}", e.describe()),
-            &e,
-        ));
-    }
-    if let Err(e @ crate::release::Error::TooLarge { .. }) = crate::release::check_size(&rel) {
-        return Ok(Outcome::Failed {
-            reason: failed_reason,
-            message: format!("{verb} failed: {e}"),
-        });
-    }
-    run.storage.create(&rel).await?;
+    let applied_manifest = match stored? {
+        Ok(applied) => applied,
+        Err(refused) => return Ok(refused),
+    };
     run.set_phase(if is_upgrade {
         Phase::Upgrading
     } else {

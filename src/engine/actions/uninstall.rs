@@ -35,6 +35,7 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
         &release_name,
         &ns,
         run.hr.metadata.uid.as_deref(),
+        run.storage.floor(),
     )
     .await?
     .map(|scan| scan.found)

@@ -100,6 +100,8 @@ pub struct Inbox {
     pub urgent: bool,
     /// An Event on its way (see `Run::event_soon`).
     pub(super) pending_event: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Where this worker's reads of Helm's storage start (see `ReadFloor`).
+    pub records_floor: crate::release::ReadFloor,
 }
 
 impl Inbox {
@@ -124,6 +126,7 @@ impl Inbox {
             woke_at: None,
             urgent: false,
             pending_event: Mutex::new(None),
+            records_floor: Default::default(),
         }
     }
 }

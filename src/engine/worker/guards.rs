@@ -142,6 +142,7 @@ async fn scan_elsewhere(run: &Run<'_>) -> crate::Result<Option<crate::release::S
         &run.release_name,
         &run.target_namespace,
         run.hr.metadata.uid.as_deref(),
+        run.storage.floor(),
     )
     .await?)
 }

@@ -219,7 +219,8 @@ async fn reconcile_once(
         key: key.clone(),
         release_name: hr.release_name(),
         target_namespace: hr.target_namespace(),
-        storage: Storage::new(acting.client.clone(), &hr.storage_namespace()),
+        storage: Storage::new(acting.client.clone(), &hr.storage_namespace())
+            .reading_from(inbox.records_floor.clone()),
         acting,
         status: inbox
             .last_status
