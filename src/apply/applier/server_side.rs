@@ -72,7 +72,8 @@ impl Applier {
     /// looked up once that CRD is served); every existing object new to the release must
     /// pass Helm's ownership check; and fields the release rendered before but that
     /// another field manager holds are handed to the release manager, so that a field the
-    /// new manifest drops is removed, as `helm upgrade` removes it ([`fields::migrate`]).
+    /// new manifest drops is removed, as `helm upgrade` removes it
+    /// ([`fields::migrate`](crate::apply::fields::migrate)).
     pub async fn apply_release(
         &self,
         manifest: &str,
