@@ -127,7 +127,7 @@ pub fn parse_manifest(manifest: &str) -> Result<Vec<DynamicObject>, Error> {
             origin: origin.to_string(),
             message,
         };
-        for value in yaml::parse_documents(doc.body).map_err(parse_error)? {
+        for value in yaml::parse_documents(doc.body).map_err(|e| parse_error(e.to_string()))? {
             flatten(value, &mut |value| {
                 objects.push(to_object(value, origin)?);
                 Ok(())

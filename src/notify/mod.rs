@@ -78,7 +78,10 @@ pub enum Error {
         key = config::KEY,
         configmap = config::CONFIGMAP
     )]
-    InvalidConfig { reason: String },
+    InvalidConfig {
+        #[source]
+        reason: config::ConfigError,
+    },
     #[error("cannot set up the notifications' HTTPS client: {0}")]
     Tls(String),
 }

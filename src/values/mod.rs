@@ -369,7 +369,7 @@ fn parse_yaml(text: &str, redact: bool) -> Result<Value, String> {
             message
         }
     };
-    let mut documents = crate::yaml::parse_documents(text).map_err(describe)?;
+    let mut documents = crate::yaml::parse_documents(text).map_err(|e| describe(e.to_string()))?;
     Ok(if documents.is_empty() {
         Value::Null
     } else {

@@ -6,12 +6,13 @@ use std::collections::HashMap;
 use granit_parser::{Event, Parser, ScalarStyle};
 use serde_json::{Map, Value};
 
+use super::Error;
 use super::go_decode::number_text;
 use super::scalars::resolve_scalar;
 
-pub(super) fn load(text: &str, mut loader: Loader) -> Result<Vec<Value>, String> {
+pub(super) fn load(text: &str, mut loader: Loader) -> Result<Vec<Value>, Error> {
     for item in Parser::new_from_str(text) {
-        let (event, _span) = item.map_err(|e| e.to_string())?;
+        let (event, _span) = item?;
         loader.event(event)?;
     }
     Ok(loader.documents)
@@ -53,7 +54,7 @@ enum Key {
 }
 
 impl Loader {
-    fn event(&mut self, event: Event<'_>) -> Result<(), String> {
+    fn event(&mut self, event: Event<'_>) -> Result<(), Error> {
         match event {
             Event::DocumentStart(..) => {
                 self.anchors.clear();
@@ -71,13 +72,9 @@ impl Loader {
                 self.push(value)?;
             }
             Event::Alias(id) => {
-                let value = self
-                    .anchors
-                    .get(&id)
-                    .ok_or_else(|| "alias to an unknown anchor".to_string())?;
+                let value = self.anchors.get(&id).ok_or(Error::UnknownAnchor)?;
                 let budget = MAX_ALIASED_NODES - self.aliased_nodes;
-                let size = count_nodes(value, budget)
-                    .ok_or_else(|| "the document contains excessive aliasing".to_string())?;
+                let size = count_nodes(value, budget).ok_or(Error::ExcessiveAliasing)?;
                 self.aliased_nodes += size;
                 let value = value.clone();
                 self.push(value)?;
@@ -106,7 +103,7 @@ impl Loader {
                         }
                         (Value::Object(entries), anchor)
                     }
-                    None => return Err("unbalanced YAML collection".to_string()),
+                    None => return Err(Error::Unbalanced),
                 };
                 if anchor != 0 {
                     self.anchors.insert(anchor, value.clone());
@@ -123,18 +120,18 @@ impl Loader {
         matches!(self.stack.last(), Some(Frame::Mapping { key: None, .. }))
     }
 
-    fn push_key(&mut self, key: Key) -> Result<(), String> {
+    fn push_key(&mut self, key: Key) -> Result<(), Error> {
         match self.stack.last_mut() {
             Some(Frame::Mapping { key: slot, .. }) => {
                 *slot = Some(key);
                 Ok(())
             }
-            _ => Err("mapping key outside a mapping".to_string()),
+            _ => Err(Error::KeyOutsideMapping),
         }
     }
 
     /// Adds a finished value to the enclosing collection (or ends a document).
-    fn push(&mut self, value: Value) -> Result<(), String> {
+    fn push(&mut self, value: Value) -> Result<(), Error> {
         match self.stack.last_mut() {
             None => {
                 if !value.is_null() {
@@ -174,15 +171,14 @@ fn count_nodes(value: &Value, budget: usize) -> Option<usize> {
 }
 
 /// `<<: *map` or `<<: [*a, *b]`: earlier maps win over later ones.
-fn merge_into(merged: &mut Map<String, Value>, value: Value) -> Result<(), String> {
-    let not_maps = || "map merge requires a map or a sequence of maps".to_string();
+fn merge_into(merged: &mut Map<String, Value>, value: Value) -> Result<(), Error> {
     let maps = match value {
         Value::Array(items) => items,
         single => vec![single],
     };
     for map in maps {
         let Value::Object(map) = map else {
-            return Err(not_maps());
+            return Err(Error::MergeNotMaps);
         };
         for (k, v) in map {
             merged.entry(k).or_insert(v);
@@ -192,14 +188,12 @@ fn merge_into(merged: &mut Map<String, Value>, value: Value) -> Result<(), Strin
 }
 
 /// JSON keys are strings; sigs.k8s.io/yaml formats resolved scalar keys the way Go does.
-fn key_string(key: Value) -> Result<String, String> {
+fn key_string(key: Value) -> Result<String, Error> {
     match key {
         Value::String(s) => Ok(s),
         Value::Bool(b) => Ok(b.to_string()),
         Value::Number(n) => Ok(number_text(&n)),
-        Value::Null => Err("null is not a valid map key".to_string()),
-        Value::Array(_) | Value::Object(_) => {
-            Err("a collection is not a valid map key".to_string())
-        }
+        Value::Null => Err(Error::NullKey),
+        Value::Array(_) | Value::Object(_) => Err(Error::CollectionKey),
     }
 }

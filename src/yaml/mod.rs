@@ -32,8 +32,50 @@ use go_decode::GoValue;
 pub use go_decode::go_string;
 use loader::{Loader, load};
 
+/// Why YAML text did not read as JSON values, or not as the type asked for. The messages
+/// are go-yaml's where it has one.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The text is not YAML (the parser's message, with the line and column).
+    #[error(transparent)]
+    Syntax(#[from] granit_parser::ScanError),
+    #[error("alias to an unknown anchor")]
+    UnknownAnchor,
+    /// Aliases would copy more nodes than a document may hold ("billion laughs").
+    #[error("the document contains excessive aliasing")]
+    ExcessiveAliasing,
+    #[error("unbalanced YAML collection")]
+    Unbalanced,
+    #[error("mapping key outside a mapping")]
+    KeyOutsideMapping,
+    #[error("map merge requires a map or a sequence of maps")]
+    MergeNotMaps,
+    #[error("null is not a valid map key")]
+    NullKey,
+    #[error("a collection is not a valid map key")]
+    CollectionKey,
+    /// A scalar with a core tag (`!!int x`) that is not of that type.
+    #[error("cannot decode {text:?} as !!{tag}")]
+    Tagged { text: String, tag: String },
+    #[error("!!binary value {0:?} is not UTF-8 text")]
+    BinaryNotText(String),
+    /// `.inf`, `.nan`, or a number JSON cannot hold.
+    #[error("{0} cannot be represented in JSON")]
+    NotJson(String),
+    #[error("cannot parse {0:?} as a number")]
+    NotANumber(String),
+    #[error("{0} does not fit in 64 bits")]
+    TooLarge(String),
+    /// A typed read wants one document; the text holds this many.
+    #[error("expected one YAML document, found {0}")]
+    Documents(usize),
+    /// The YAML read, but not as the type asked for (serde's message).
+    #[error(transparent)]
+    Decode(serde_json::Error),
+}
+
 /// Parses every document of `text`; empty documents (`null`) are left out.
-pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
+pub fn parse_documents(text: &str) -> Result<Vec<Value>, Error> {
     load(text, Loader::default())
 }
 
@@ -41,12 +83,12 @@ pub fn parse_documents(text: &str) -> Result<Vec<Value>, String> {
 /// ([`parse_documents`], then [`from_value`]). Empty text, or only comments, reads as
 /// null (so an `Option` is `None`, and a map, list or struct is empty); more than one
 /// document is an error.
-pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, Error> {
     let mut documents = parse_documents(text)?;
     let document = match documents.len() {
         0 => Value::Null,
         1 => documents.swap_remove(0),
-        n => return Err(format!("expected one YAML document, found {n}")),
+        n => return Err(Error::Documents(n)),
     };
     from_value(document)
 }
@@ -56,8 +98,8 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, String> {
 /// is "1.1", `0644` is "420", `yes` is "true") and null as "", and null where a list, map
 /// or struct is wanted is an empty one (Go's zero value); everything else decodes as
 /// [`serde_json::from_value`] would.
-pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, String> {
-    T::deserialize(GoValue(value)).map_err(|e| e.to_string())
+pub fn from_value<T: DeserializeOwned>(value: Value) -> Result<T, Error> {
+    T::deserialize(GoValue(value)).map_err(Error::Decode)
 }
 
 /// `value` as one YAML document, written by [`to_documents`].
@@ -133,7 +175,7 @@ mod tests {
             let refs = vec![format!("*{prev}"); 10].join(", ");
             bomb.push_str(&format!("{name}: &{name} [{refs}]\n"));
         }
-        let err = parse_documents(&bomb).unwrap_err();
+        let err = parse_documents(&bomb).unwrap_err().to_string();
         assert!(err.contains("excessive aliasing"), "{err}");
     }
 
@@ -154,7 +196,7 @@ mod tests {
     fn documents_and_errors() {
         let docs = parse_documents("a: 1\n---\n# only a comment\n---\nb: 2\n").unwrap();
         assert_eq!(docs, vec![json!({"a": 1}), json!({"b": 2})]);
-        let err = parse_documents("a: [1, 2\n").unwrap_err();
+        let err = parse_documents("a: [1, 2\n").unwrap_err().to_string();
         assert!(err.contains("line"), "{err}");
     }
 
@@ -217,12 +259,14 @@ mod tests {
         // Empty text is null, and null an empty list, map or struct, as in Go; more than
         // one document is refused.
         assert_eq!(from_str::<Option<Meta>>("# nothing\n").unwrap(), None);
-        let err = from_str::<Meta>("").unwrap_err();
+        let err = from_str::<Meta>("").unwrap_err().to_string();
         assert!(err.contains("missing field `name`"), "{err}");
         let meta: Meta =
             from_str("name: x\nkeywords: ~\nannotations:\ndeprecated: false\n").unwrap();
         assert!(meta.keywords.is_empty() && meta.annotations.is_empty());
-        let err = from_str::<Value>("a: 1\n---\nb: 2\n").unwrap_err();
+        let err = from_str::<Value>("a: 1\n---\nb: 2\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("one YAML document"), "{err}");
         // Float keys are formatted as the library formats them.
         assert_eq!(

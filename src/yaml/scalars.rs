@@ -5,12 +5,14 @@ use base64::Engine as _;
 use granit_parser::{ScalarStyle, Tag};
 use serde_json::{Number, Value};
 
+use super::Error;
+
 pub(super) fn resolve_scalar(
     text: &str,
     style: ScalarStyle,
     tag: Option<&Tag>,
     yaml_1_2: bool,
-) -> Result<Value, String> {
+) -> Result<Value, Error> {
     if let Some(tag) = tag {
         // `!!binary` is a YAML type but not one of the core schema's, so it is matched here.
         let core = tag.core_suffix().or_else(|| {
@@ -32,8 +34,11 @@ pub(super) fn resolve_scalar(
     resolve_plain(text)
 }
 
-fn resolve_tagged(text: &str, core: &str) -> Result<Value, String> {
-    let bad = || format!("cannot decode {text:?} as !!{core}");
+fn resolve_tagged(text: &str, core: &str) -> Result<Value, Error> {
+    let bad = || Error::Tagged {
+        text: text.to_owned(),
+        tag: core.to_owned(),
+    };
     match core {
         "str" => Ok(Value::String(text.to_string())),
         "null" => Ok(Value::Null),
@@ -55,7 +60,7 @@ fn resolve_tagged(text: &str, core: &str) -> Result<Value, String> {
                 .map_err(|_| bad())?;
             String::from_utf8(bytes)
                 .map(Value::String)
-                .map_err(|_| format!("!!binary value {text:?} is not UTF-8 text"))
+                .map_err(|_| Error::BinaryNotText(text.to_owned()))
         }
         // !!map, !!seq, !!timestamp and the like: keep the text.
         _ => Ok(Value::String(text.to_string())),
@@ -63,7 +68,7 @@ fn resolve_tagged(text: &str, core: &str) -> Result<Value, String> {
 }
 
 /// go-yaml v2's `resolve` for an untagged plain scalar.
-pub(super) fn resolve_plain(text: &str) -> Result<Value, String> {
+pub(super) fn resolve_plain(text: &str) -> Result<Value, Error> {
     match text {
         "" | "~" | "null" | "Null" | "NULL" => return Ok(Value::Null),
         "y" | "Y" | "yes" | "Yes" | "YES" | "true" | "True" | "TRUE" | "on" | "On" | "ON" => {
@@ -74,7 +79,7 @@ pub(super) fn resolve_plain(text: &str) -> Result<Value, String> {
         }
         ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" | "-.inf" | "-.Inf" | "-.INF"
         | ".nan" | ".NaN" | ".NAN" => {
-            return Err(format!("{text} cannot be represented in JSON"));
+            return Err(Error::NotJson(text.to_owned()));
         }
         _ => {}
     }
@@ -88,9 +93,9 @@ pub(super) fn resolve_plain(text: &str) -> Result<Value, String> {
     if is_yaml_float(&plain) {
         let f: f64 = plain
             .parse()
-            .map_err(|_| format!("cannot parse {text:?} as a number"))?;
+            .map_err(|_| Error::NotANumber(text.to_owned()))?;
         return Ok(Value::Number(
-            go_float(f).ok_or_else(|| format!("{text} cannot be represented in JSON"))?,
+            go_float(f).ok_or_else(|| Error::NotJson(text.to_owned()))?,
         ));
     }
     Ok(Value::String(text.to_string()))
@@ -99,14 +104,14 @@ pub(super) fn resolve_plain(text: &str) -> Result<Value, String> {
 /// YAML 1.2's core schema for an untagged plain scalar, as YAML 1.2 readers (most outside
 /// Go) resolve it: fewer forms than YAML 1.1 are booleans and numbers (`yes`, `0b1` and
 /// `1_000` are strings), but `0644` is the decimal 644.
-pub(super) fn resolve_plain_1_2(text: &str) -> Result<Value, String> {
+pub(super) fn resolve_plain_1_2(text: &str) -> Result<Value, Error> {
     match text {
         "" | "~" | "null" | "Null" | "NULL" => return Ok(Value::Null),
         "true" | "True" | "TRUE" => return Ok(Value::Bool(true)),
         "false" | "False" | "FALSE" => return Ok(Value::Bool(false)),
         ".inf" | ".Inf" | ".INF" | "+.inf" | "+.Inf" | "+.INF" | "-.inf" | "-.Inf" | "-.INF"
         | ".nan" | ".NaN" | ".NAN" => {
-            return Err(format!("{text} cannot be represented in JSON"));
+            return Err(Error::NotJson(text.to_owned()));
         }
         _ => {}
     }
@@ -119,7 +124,7 @@ pub(super) fn resolve_plain_1_2(text: &str) -> Result<Value, String> {
     if let Some((body, radix)) = prefixed {
         return u64::from_str_radix(body, radix)
             .map(|n| Value::Number(n.into()))
-            .map_err(|_| format!("{text} does not fit in 64 bits"));
+            .map_err(|_| Error::TooLarge(text.to_owned()));
     }
     // The float pattern also covers the decimal integers, `[-+]?[0-9]+`.
     if !is_yaml_float(text) {
@@ -135,7 +140,7 @@ pub(super) fn resolve_plain_1_2(text: &str) -> Result<Value, String> {
         .ok()
         .and_then(go_float)
         .map(Value::Number)
-        .ok_or_else(|| format!("{text} cannot be represented in JSON"))
+        .ok_or_else(|| Error::NotJson(text.to_owned()))
 }
 
 /// Go's `strconv.ParseInt(s, 0, 64)`, then `ParseUint`: optional sign, `0x`/`0o`/`0b`
