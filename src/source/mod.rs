@@ -29,6 +29,8 @@ use rustls::RootCertStore;
 use sha2::{Digest, Sha256};
 
 pub use auth::RepoAuth;
+pub use index::IndexError;
+pub use local::ChartYamlError;
 
 use crate::api::ChartSpec;
 use http::{Credentials, HttpClient};
