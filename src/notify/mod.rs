@@ -31,7 +31,7 @@ use serde::Deserialize;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use config::{Config, ProviderType};
+pub use config::{Config, ConfigError, ProviderType};
 
 use crate::api::conditions::{condition, reason};
 use crate::api::{HelmRelease, HelmReleaseStatus};
