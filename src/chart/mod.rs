@@ -9,8 +9,10 @@ mod yaml;
 use std::path::PathBuf;
 
 pub use dependencies::crds_to_install;
-pub use load::{crds, load};
+pub use ignore::{RuleError, RuleProblem};
+pub use load::{EntryNameError, MetadataError, crds, load};
 pub use model::{Chart, File, Metadata};
+pub use yaml::FileError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
