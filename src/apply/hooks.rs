@@ -10,7 +10,7 @@ use kube::runtime::watcher;
 
 use super::Error;
 use super::applier::{Applier, Target};
-use super::manifest::parse_manifest;
+use super::manifest::{ObjectRef, parse_manifest};
 use crate::release::{Hook, HookExecution, HookPhase, Timestamp, hook_delete_policy as policy};
 
 /// The hooks of `event` in the order Helm runs them: by weight, then by name; hooks of
@@ -32,6 +32,58 @@ fn has_policy(hook: &Hook, wanted: &str) -> bool {
 /// Helm never deletes CRD hooks: that could garbage-collect every object of the kind.
 fn deletable(hook: &Hook, wanted: &str) -> bool {
     hook.kind != "CustomResourceDefinition" && has_policy(hook, wanted)
+}
+
+/// Why a hook failed. Held as text by `Error::HookFailed`, not as its source, so
+/// `Error::cluster_cause` counts a hook's failure as the release's, whatever the cause.
+#[derive(Debug, thiserror::Error)]
+pub enum HookFailure {
+    /// Its objects could not be read or applied, or an earlier run's not deleted.
+    #[error("{0}")]
+    Objects(Box<Error>),
+    #[error("timed out after {}s waiting for {object} to finish", .timeout.as_secs())]
+    TimedOut {
+        object: ObjectRef,
+        timeout: Duration,
+    },
+    #[error("{0} was deleted before it finished")]
+    Deleted(ObjectRef),
+    #[error("cannot watch it: {0}")]
+    Watch(watcher::Error),
+    /// The Job's Failed condition, with its reason and message.
+    #[error("job failed: {reason}{}", after_colon(message.as_deref()))]
+    JobFailed {
+        reason: String,
+        message: Option<String>,
+    },
+    /// The Pod's phase is Failed: its reason or message, and the first container that
+    /// exited with an error.
+    #[error(
+        "pod failed{}{}",
+        after_colon(why.as_deref()),
+        exited.as_ref().map(|e| format!("; {e}")).unwrap_or_default()
+    )]
+    PodFailed {
+        why: Option<String>,
+        exited: Option<ContainerExit>,
+    },
+    /// It succeeded, and its hook-succeeded deletion failed.
+    #[error("succeeded, but deleting it failed: {0}")]
+    Cleanup(Box<Error>),
+}
+
+/// A container of a failed hook Pod that exited with an error.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("container {name} exited with code {code}{}", after_colon(why.as_deref()))]
+pub struct ContainerExit {
+    pub name: String,
+    pub code: i32,
+    pub why: Option<String>,
+}
+
+/// `: text` when there is a text.
+fn after_colon(text: Option<&str>) -> String {
+    text.map(|t| format!(": {t}")).unwrap_or_default()
 }
 
 /// The hook a [`Applier::run_hooks_reporting`] runs now.
@@ -110,21 +162,21 @@ impl Applier {
                 hook.delete_policies
                     .push(policy::BEFORE_HOOK_CREATION.to_string());
             }
-            let failed = |hook: &Hook, reason: String| Error::HookFailed {
+            let failed = |hook: &Hook, reason: HookFailure| Error::HookFailed {
                 event: event.to_string(),
                 name: hook.name.clone(),
                 path: hook.path.clone(),
-                reason,
+                reason: Box::new(reason),
             };
 
             let targets = match self.hook_targets(hook, namespace).await {
                 Ok(targets) => targets,
-                Err(e) => return Err(failed(hook, e.to_string())),
+                Err(e) => return Err(failed(hook, HookFailure::Objects(Box::new(e)))),
             };
             if deletable(hook, policy::BEFORE_HOOK_CREATION) {
                 for target in &targets {
                     if let Err(e) = self.delete_and_wait(target, timeout).await {
-                        return Err(failed(hook, e.to_string()));
+                        return Err(failed(hook, HookFailure::Objects(Box::new(e))));
                     }
                 }
             }
@@ -177,7 +229,7 @@ impl Applier {
                             event: event.to_string(),
                             name: hook.name.clone(),
                             path: hook.path.clone(),
-                            reason: format!("succeeded, but deleting it failed: {e}"),
+                            reason: Box::new(HookFailure::Cleanup(Box::new(e))),
                         })?;
                 }
             }
@@ -203,14 +255,14 @@ impl Applier {
 
     /// Applies a hook's objects and waits for its Jobs and Pods to finish; the error is
     /// the reason it failed.
-    async fn execute_hook(&self, targets: &[Target], timeout: Duration) -> Result<(), String> {
+    async fn execute_hook(&self, targets: &[Target], timeout: Duration) -> Result<(), HookFailure> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut uids = Vec::with_capacity(targets.len());
         for target in targets {
             uids.push(
                 self.server_side_apply(target)
                     .await
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|e| HookFailure::Objects(Box::new(e)))?,
             );
         }
         for (target, uid) in targets.iter().zip(uids) {
@@ -228,11 +280,11 @@ impl Applier {
                 _ => continue,
             };
             waited.map_err(|reason| match reason {
-                Waited::TimedOut => format!(
-                    "timed out after {}s waiting for {reference} to finish",
-                    timeout.as_secs()
-                ),
-                Waited::Deleted => format!("{reference} was deleted before it finished"),
+                Waited::TimedOut => HookFailure::TimedOut {
+                    object: reference.clone(),
+                    timeout,
+                },
+                Waited::Deleted => HookFailure::Deleted(reference.clone()),
                 Waited::Failed(why) => why,
             })?;
         }
@@ -243,7 +295,7 @@ impl Applier {
 enum Waited {
     TimedOut,
     Deleted,
-    Failed(String),
+    Failed(HookFailure),
 }
 
 /// Watches the object we created (`uid`) until `outcome` says it finished, it goes
@@ -254,7 +306,7 @@ async fn wait_for<K>(
     name: &str,
     uid: Option<String>,
     deadline: tokio::time::Instant,
-    outcome: fn(&K) -> Option<Result<(), String>>,
+    outcome: fn(&K) -> Option<Result<(), HookFailure>>,
 ) -> Result<(), Waited>
 where
     K: kube::Resource + Clone + std::fmt::Debug + Send + serde::de::DeserializeOwned + 'static,
@@ -284,7 +336,7 @@ where
     };
     match tokio::time::timeout_at(deadline, watched).await {
         Err(_) => Err(Waited::TimedOut),
-        Ok(Err(e)) => Err(Waited::Failed(format!("cannot watch it: {e}"))),
+        Ok(Err(e)) => Err(Waited::Failed(HookFailure::Watch(e))),
         Ok(Ok(None)) => Err(Waited::Deleted),
         Ok(Ok(Some(Ok(())))) => Ok(()),
         Ok(Ok(Some(Err(reason)))) => Err(Waited::Failed(reason)),
@@ -292,7 +344,7 @@ where
 }
 
 /// A Job is done when its Complete or Failed condition is True.
-fn job_outcome(job: &Job) -> Option<Result<(), String>> {
+fn job_outcome(job: &Job) -> Option<Result<(), HookFailure>> {
     let conditions = job.status.as_ref()?.conditions.as_ref()?;
     let is_true = |kind: &str| {
         conditions
@@ -303,44 +355,33 @@ fn job_outcome(job: &Job) -> Option<Result<(), String>> {
         return Some(Ok(()));
     }
     let failed = is_true("Failed")?;
-    let mut reason = format!(
-        "job failed: {}",
-        failed.reason.as_deref().unwrap_or("Failed")
-    );
-    if let Some(message) = failed.message.as_deref().filter(|m| !m.is_empty()) {
-        reason.push_str(": ");
-        reason.push_str(message);
-    }
-    Some(Err(reason))
+    Some(Err(HookFailure::JobFailed {
+        reason: failed.reason.as_deref().unwrap_or("Failed").to_owned(),
+        message: failed.message.clone().filter(|m| !m.is_empty()),
+    }))
 }
 
 /// A Pod is done when its phase is Succeeded or Failed.
-fn pod_outcome(pod: &Pod) -> Option<Result<(), String>> {
+fn pod_outcome(pod: &Pod) -> Option<Result<(), HookFailure>> {
     let status = pod.status.as_ref()?;
     match status.phase.as_deref()? {
         "Succeeded" => Some(Ok(())),
         "Failed" => {
-            let mut reason = "pod failed".to_string();
-            if let Some(why) = status.reason.as_deref().or(status.message.as_deref()) {
-                reason.push_str(": ");
-                reason.push_str(why);
-            }
-            let terminated = status
+            let exited = status
                 .container_statuses
                 .iter()
                 .flatten()
                 .filter_map(|c| Some((c, c.state.as_ref()?.terminated.as_ref()?)))
-                .find(|(_, t)| t.exit_code != 0);
-            if let Some((container, t)) = terminated {
-                reason.push_str(&format!(
-                    "; container {} exited with code {}",
-                    container.name, t.exit_code
-                ));
-                if let Some(why) = t.message.as_deref().or(t.reason.as_deref()) {
-                    reason.push_str(&format!(": {why}"));
-                }
-            }
-            Some(Err(reason))
+                .find(|(_, t)| t.exit_code != 0)
+                .map(|(container, t)| ContainerExit {
+                    name: container.name.clone(),
+                    code: t.exit_code,
+                    why: t.message.clone().or_else(|| t.reason.clone()),
+                });
+            Some(Err(HookFailure::PodFailed {
+                why: status.reason.clone().or_else(|| status.message.clone()),
+                exited,
+            }))
         }
         _ => None,
     }
@@ -349,6 +390,15 @@ fn pod_outcome(pod: &Pod) -> Option<Result<(), String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The outcomes as the text of their failure, which the tests compare.
+    fn job_outcome(job: &Job) -> Option<Result<(), String>> {
+        super::job_outcome(job).map(|r| r.map_err(|e| e.to_string()))
+    }
+
+    fn pod_outcome(pod: &Pod) -> Option<Result<(), String>> {
+        super::pod_outcome(pod).map(|r| r.map_err(|e| e.to_string()))
+    }
 
     fn hook(name: &str, weight: i32, events: &[&str]) -> Hook {
         Hook {

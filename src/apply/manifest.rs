@@ -127,7 +127,7 @@ pub fn parse_manifest(manifest: &str) -> Result<Vec<DynamicObject>, Error> {
             origin: origin.to_string(),
             message,
         };
-        for value in yaml::parse_documents(doc.body).map_err(parse_error)? {
+        for value in yaml::parse_documents(doc.body).map_err(|e| parse_error(e.to_string()))? {
             flatten(value, &mut |value| {
                 objects.push(to_object(value, origin)?);
                 Ok(())
@@ -260,37 +260,68 @@ pub fn check_ownership(
     obj: &DynamicObject,
     release_name: &str,
     release_namespace: &str,
-) -> Result<(), String> {
+) -> Result<(), OwnershipMismatch> {
     let labels = obj.metadata.labels.as_ref();
     let annotations = obj.metadata.annotations.as_ref();
     let require = |map: Option<&std::collections::BTreeMap<String, String>>,
-                   key: &str,
+                   label: bool,
+                   key: &'static str,
                    want: &str|
-     -> Option<String> {
-        match map.and_then(|m| m.get(key)) {
-            None => Some(format!("missing key {key:?}: must be set to {want:?}")),
-            Some(actual) if actual != want => Some(format!(
-                "key {key:?} must equal {want:?}: current value is {actual:?}"
-            )),
-            Some(_) => None,
-        }
+     -> Option<MetadataMismatch> {
+        let actual = map.and_then(|m| m.get(key));
+        (actual.map(String::as_str) != Some(want)).then(|| MetadataMismatch {
+            label,
+            key,
+            want: want.to_owned(),
+            actual: actual.cloned(),
+        })
     };
-    let errors: Vec<String> = [
-        require(labels, MANAGED_BY_LABEL, MANAGED_BY_HELM)
-            .map(|e| format!("label validation error: {e}")),
-        require(annotations, RELEASE_NAME_ANNOTATION, release_name)
-            .map(|e| format!("annotation validation error: {e}")),
-        require(annotations, RELEASE_NAMESPACE_ANNOTATION, release_namespace)
-            .map(|e| format!("annotation validation error: {e}")),
+    let found: Vec<MetadataMismatch> = [
+        require(labels, true, MANAGED_BY_LABEL, MANAGED_BY_HELM),
+        require(annotations, false, RELEASE_NAME_ANNOTATION, release_name),
+        require(
+            annotations,
+            false,
+            RELEASE_NAMESPACE_ANNOTATION,
+            release_namespace,
+        ),
     ]
     .into_iter()
     .flatten()
     .collect();
-    if errors.is_empty() {
+    if found.is_empty() {
         Ok(())
     } else {
-        Err(format!("invalid ownership metadata; {}", errors.join("; ")))
+        Err(OwnershipMismatch(found))
     }
+}
+
+/// Why an existing object is not the release's, in Helm's words: each label or
+/// annotation that is missing or names something else.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid ownership metadata; {}",
+    .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+)]
+pub struct OwnershipMismatch(pub Vec<MetadataMismatch>);
+
+/// One ownership label or annotation that does not hold what the release needs.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{} validation error: {}",
+    if *label { "label" } else { "annotation" },
+    match actual {
+        None => format!("missing key {key:?}: must be set to {want:?}"),
+        Some(actual) => format!("key {key:?} must equal {want:?}: current value is {actual:?}"),
+    }
+)]
+pub struct MetadataMismatch {
+    /// A label (the managed-by label), else an annotation.
+    pub label: bool,
+    pub key: &'static str,
+    pub want: String,
+    /// None when the key is missing.
+    pub actual: Option<String>,
 }
 
 /// The release an object's ownership annotations name, as `namespace/name`, for messages
@@ -449,12 +480,12 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(
-            check_ownership(&obj, "b", "ns").unwrap_err(),
+            check_ownership(&obj, "b", "ns").unwrap_err().to_string(),
             "invalid ownership metadata; label validation error: missing key \"app.kubernetes.io/managed-by\": must be set to \"Helm\"; annotation validation error: missing key \"meta.helm.sh/release-name\": must be set to \"b\"; annotation validation error: missing key \"meta.helm.sh/release-namespace\": must be set to \"ns\""
         );
         set_ownership(&mut obj, "a", "ns");
         assert_eq!(
-            check_ownership(&obj, "b", "ns").unwrap_err(),
+            check_ownership(&obj, "b", "ns").unwrap_err().to_string(),
             "invalid ownership metadata; annotation validation error: key \"meta.helm.sh/release-name\" must equal \"b\": current value is \"a\""
         );
         let reference = ObjectRef {

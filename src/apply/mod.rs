@@ -17,7 +17,7 @@ use thiserror::Error;
 
 pub use applier::{Applier, CRD_ESTABLISH_TIMEOUT, Owner, Removed};
 pub use fields::RELEASE_FIELD_MANAGER;
-pub use hooks::{RunningHook, execution_order};
+pub use hooks::{ContainerExit, HookFailure, RunningHook, execution_order};
 pub use manifest::{ObjectRef, parse_manifest};
 
 #[derive(Debug, Error)]
@@ -59,7 +59,7 @@ pub enum Error {
     )]
     Ownership {
         object: String,
-        reason: String,
+        reason: manifest::OwnershipMismatch,
         holder: String,
     },
 
@@ -97,13 +97,14 @@ pub enum Error {
     DeleteTimedOut { object: String, timeout: Duration },
 
     /// The first hook that failed stops the run; `reason` says why (the pod or Job
-    /// failed, it timed out, it could not be created, ...).
+    /// failed, it timed out, it could not be created, ...). Boxed, as it names objects
+    /// and would make every apply error larger.
     #[error("{event} hook {name} ({path}) failed: {reason}")]
     HookFailed {
         event: String,
         name: String,
         path: String,
-        reason: String,
+        reason: Box<HookFailure>,
     },
 }
 

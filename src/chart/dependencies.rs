@@ -51,9 +51,9 @@ fn collect(
             message: format!("subcharts nest deeper than {MAX_DEPTH} levels"),
         });
     }
-    let parse = |file: &str, message: String| Error::Parse {
+    let parse = |file: &str, source: yaml::FileError| Error::Parse {
         file: format!("{prefix}{file}"),
-        message,
+        source: source.into(),
     };
     let mut defaults = Map::new();
     let mut dependencies = Vec::new();

@@ -9,6 +9,26 @@
 
 pub(crate) const HELMIGNORE: &str = ".helmignore";
 
+/// A `.helmignore` line Helm would refuse, with the line's number.
+#[derive(Debug, thiserror::Error)]
+#[error("line {line}: {rule:?}: {why}")]
+pub struct RuleError {
+    pub line: usize,
+    pub rule: String,
+    pub why: RuleProblem,
+}
+
+/// What is wrong with a `.helmignore` pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RuleProblem {
+    #[error("double-star (**) syntax is not supported")]
+    DoubleStar,
+    #[error("trailing backslash")]
+    TrailingBackslash,
+    #[error("malformed character class")]
+    MalformedClass,
+}
+
 #[derive(Debug, Default)]
 pub(crate) struct Rules {
     patterns: Vec<Pattern>,
@@ -32,13 +52,15 @@ enum Scope {
 
 impl Rules {
     /// Parses a `.helmignore` file. Errors name the offending line.
-    pub(crate) fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, RuleError> {
         let mut rules = Self::default();
         let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         for (n, line) in text.lines().enumerate() {
-            rules
-                .add(line)
-                .map_err(|e| format!("line {}: {e}", n + 1))?;
+            rules.add(line).map_err(|why| RuleError {
+                line: n + 1,
+                rule: line.trim().to_owned(),
+                why,
+            })?;
         }
         Ok(rules)
     }
@@ -49,17 +71,15 @@ impl Rules {
             .expect("the default rule is a valid pattern");
     }
 
-    fn add(&mut self, rule: &str) -> Result<(), String> {
+    fn add(&mut self, rule: &str) -> Result<(), RuleProblem> {
         let rule = rule.trim();
         if rule.is_empty() || rule.starts_with('#') {
             return Ok(());
         }
         if rule.contains("**") {
-            return Err(format!(
-                "{rule:?}: double-star (**) syntax is not supported"
-            ));
+            return Err(RuleProblem::DoubleStar);
         }
-        validate(rule).map_err(|e| format!("{rule:?}: {e}"))?;
+        validate(rule)?;
 
         let (negate, rule) = match rule.strip_prefix('!') {
             Some(rest) => (true, rest),
@@ -208,20 +228,20 @@ fn class_char(p: &[char]) -> Option<(char, usize)> {
 }
 
 /// Rejects patterns Go's `filepath.Match` would report as `ErrBadPattern`.
-fn validate(pattern: &str) -> Result<(), &'static str> {
+fn validate(pattern: &str) -> Result<(), RuleProblem> {
     let p: Vec<char> = pattern.chars().collect();
     let mut i = 0;
     while i < p.len() {
         match p[i] {
             '\\' => {
                 if i + 1 >= p.len() {
-                    return Err("trailing backslash");
+                    return Err(RuleProblem::TrailingBackslash);
                 }
                 i += 2;
             }
             '[' => {
                 // Any character will do to check the class's syntax.
-                let (_, used) = class(&p[i + 1..], 'a').ok_or("malformed character class")?;
+                let (_, used) = class(&p[i + 1..], 'a').ok_or(RuleProblem::MalformedClass)?;
                 i += 1 + used;
             }
             _ => i += 1,
@@ -286,8 +306,18 @@ mod tests {
         let rules = Rules::parse("# comment\n\n  *.bak  \n").unwrap();
         assert!(rules.ignore("x.bak", false));
         assert!(!rules.ignore("x.yaml", false));
-        assert!(Rules::parse("a/**/b").unwrap_err().contains("line 1"));
-        assert!(Rules::parse("ok\n[a-").unwrap_err().contains("line 2"));
+        assert!(
+            Rules::parse("a/**/b")
+                .unwrap_err()
+                .to_string()
+                .contains("line 1")
+        );
+        assert!(
+            Rules::parse("ok\n[a-")
+                .unwrap_err()
+                .to_string()
+                .contains("line 2")
+        );
         assert!(Rules::parse("x\\").is_err());
     }
 

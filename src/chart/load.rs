@@ -9,7 +9,7 @@ use std::path::{Component, Path};
 use serde_json::{Map, Value};
 
 use super::ignore::{HELMIGNORE, Rules};
-use super::{Chart, Error, File, Metadata, yaml};
+use super::{Chart, Error, File, Metadata, ParseError, yaml};
 use crate::yaml::go_string;
 
 /// Helm refuses charts that decompress to more than this (archive.MaxDecompressedChartSize).
@@ -86,7 +86,7 @@ fn read_dir(root: &Path) -> Result<Vec<File>, Error> {
     let mut rules = match std::fs::read(root.join(HELMIGNORE)) {
         Ok(text) => Rules::parse(&String::from_utf8_lossy(&text)).map_err(|e| Error::Parse {
             file: root.join(HELMIGNORE).display().to_string(),
-            message: e,
+            source: e.into(),
         })?,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Rules::default(),
         Err(e) => return Err(io_err(&root.join(HELMIGNORE))(e)),
@@ -208,7 +208,10 @@ pub(super) fn read_archive_from(raw: impl Read, path: &Path) -> Result<Vec<File>
             continue;
         }
         let raw_name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        let name = archive_name(&raw_name).map_err(|m| invalid(path, m))?;
+        let name = archive_name(&raw_name).map_err(|source| Error::ArchiveEntry {
+            path: path.to_path_buf(),
+            source,
+        })?;
         let size = entry.header().size().map_err(io_err(path))?;
         if size > remaining {
             return Err(invalid(
@@ -239,19 +242,35 @@ pub(super) fn read_archive_from(raw: impl Read, path: &Path) -> Result<Vec<File>
     Ok(files)
 }
 
+/// Why Helm refuses an archive entry's name.
+#[derive(Debug, thiserror::Error)]
+pub enum EntryNameError {
+    #[error("Chart.yaml is not inside the archive's top-level folder")]
+    ChartYamlAtTop,
+    #[error("chart illegally contains absolute paths")]
+    Absolute,
+    #[error("chart illegally references parent directory")]
+    ParentDirectory,
+    #[error("chart illegally contains content outside the base directory: {0:?}")]
+    OutsideBase(String),
+    /// A Windows drive letter (`c:/`).
+    #[error("chart contains illegally named files")]
+    IllegalName,
+}
+
 /// The chart-relative name of an archive entry (its top-level folder removed), with
 /// Helm's checks against absolute paths and escapes from the chart directory.
-fn archive_name(raw: &str) -> Result<String, String> {
+fn archive_name(raw: &str) -> Result<String, EntryNameError> {
     let delimiter = if raw.contains('\\') { '\\' } else { '/' };
     let mut parts = raw.split(delimiter);
     let top = parts.next().unwrap_or("");
     if top == "Chart.yaml" {
-        return Err("Chart.yaml is not inside the archive's top-level folder".into());
+        return Err(EntryNameError::ChartYamlAtTop);
     }
     let rest: Vec<&str> = parts.collect();
     let joined = rest.join("/");
     if joined.starts_with('/') {
-        return Err("chart illegally contains absolute paths".into());
+        return Err(EntryNameError::Absolute);
     }
     // path.Clean, then the same refusals as Helm.
     let mut clean: Vec<&str> = Vec::new();
@@ -260,40 +279,38 @@ fn archive_name(raw: &str) -> Result<String, String> {
             Component::Normal(s) => clean.push(s.to_str().unwrap_or_default()),
             Component::ParentDir => {
                 if clean.pop().is_none() {
-                    return Err("chart illegally references parent directory".into());
+                    return Err(EntryNameError::ParentDirectory);
                 }
             }
             Component::CurDir => {}
             Component::RootDir | Component::Prefix(_) => {
-                return Err("chart illegally contains absolute paths".into());
+                return Err(EntryNameError::Absolute);
             }
         }
     }
     if clean.is_empty() {
-        return Err(format!(
-            "chart illegally contains content outside the base directory: {raw:?}"
-        ));
+        return Err(EntryNameError::OutsideBase(raw.to_owned()));
     }
     let name = clean.join("/");
     let b = name.as_bytes();
     if b.len() >= 3 && b[0].is_ascii_alphabetic() && b[1] == b':' && b[2] == b'/' {
-        return Err("chart contains illegally named files".into());
+        return Err(EntryNameError::IllegalName);
     }
     Ok(name)
 }
 
 /// Helm's `LoadFiles`: sorts the files into the chart's parts.
 fn from_files(path: &Path, files: Vec<File>) -> Result<Chart, Error> {
-    let parse_err = |file: &str, message: String| Error::Parse {
+    let parse_err = |file: &str, source: ParseError| Error::Parse {
         file: format!("{}: {file}", path.display()),
-        message,
+        source,
     };
     let mut chart = Chart::default();
     let mut metadata: Option<Map<String, Value>> = None;
     let mut requirements: Option<(Map<String, Value>, File)> = None;
 
     if let Some(f) = files.iter().find(|f| f.name == "Chart.yaml") {
-        metadata = Some(yaml::mapping(&f.data).map_err(|e| parse_err("Chart.yaml", e))?);
+        metadata = Some(yaml::mapping(&f.data).map_err(|e| parse_err("Chart.yaml", e.into()))?);
     }
     for f in files {
         match f.name.as_str() {
@@ -302,13 +319,15 @@ fn from_files(path: &Path, files: Vec<File>) -> Result<Chart, Error> {
                 chart.lock = Some(lock(&f.data).map_err(|e| parse_err("Chart.lock", e))?);
             }
             "values.yaml" => {
-                chart.values = yaml::values(&f.data).map_err(|e| parse_err("values.yaml", e))?;
+                chart.values =
+                    yaml::values(&f.data).map_err(|e| parse_err("values.yaml", e.into()))?;
             }
             "values.schema.json" => chart.schema = Some(f.data),
             // Deprecated apiVersion v1 dependency files: folded into the metadata and
             // lock; v1 charts also keep them as files, as Helm does.
             "requirements.yaml" => {
-                let m = yaml::mapping(&f.data).map_err(|e| parse_err("requirements.yaml", e))?;
+                let m =
+                    yaml::mapping(&f.data).map_err(|e| parse_err("requirements.yaml", e.into()))?;
                 requirements = Some((m, f));
             }
             "requirements.lock" => {
@@ -342,7 +361,10 @@ fn from_files(path: &Path, files: Vec<File>) -> Result<Chart, Error> {
             chart.files.push(file);
         }
     }
-    chart.metadata = Some(metadata_from(md).map_err(|e| invalid(path, e))?);
+    chart.metadata = Some(metadata_from(md).map_err(|source| Error::Metadata {
+        path: path.to_path_buf(),
+        source,
+    })?);
     sort_files(&mut chart.templates);
     sort_files(&mut chart.files);
     Ok(chart)
@@ -360,7 +382,7 @@ fn is_v1(md: Option<&Map<String, Value>>) -> bool {
 const GO_ZERO_TIME: &str = "0001-01-01T00:00:00Z";
 
 /// Chart.lock as Helm's `Lock` serializes it: `generated`, `digest`, `dependencies`.
-fn lock(data: &[u8]) -> Result<Value, String> {
+fn lock(data: &[u8]) -> Result<Value, ParseError> {
     let m = yaml::mapping(data)?;
     let mut out = Map::new();
     let generated = m
@@ -414,7 +436,37 @@ const SANITIZED: &[&str] = &[
     "kubeVersion",
 ];
 
-fn metadata_from(md: Map<String, Value>) -> Result<Metadata, String> {
+/// Why Chart.yaml's metadata (or a lock file's dependencies) breaks Helm's rules.
+#[derive(Debug, thiserror::Error)]
+pub enum MetadataError {
+    #[error("Chart.yaml: {0} must be a string")]
+    NotString(&'static str),
+    #[error("Chart.yaml: {0} must be a list of strings")]
+    NotStringList(&'static str),
+    #[error("Chart.yaml: annotations must be a mapping of strings")]
+    AnnotationsNotStrings,
+    #[error("dependencies must be a list")]
+    DependenciesNotList,
+    #[error("each dependency must be a mapping")]
+    DependencyNotMapping,
+    #[error("chart.metadata.name is required (Chart.yaml has no name)")]
+    NoName,
+    #[error("chart.metadata.name {0:?} is invalid")]
+    InvalidName(String),
+    #[error("chart.metadata.version is required (Chart.yaml has no version)")]
+    NoVersion,
+    #[error("chart.metadata.version {0:?} is invalid")]
+    InvalidVersion(String),
+    #[error("chart.metadata.type must be application or library")]
+    InvalidType,
+    #[error("more than one dependency with name or alias {0:?}")]
+    DuplicateDependency(String),
+    /// The fields checked above do not decode into Helm's `Metadata`.
+    #[error("Chart.yaml: {0}")]
+    Decode(serde_json::Error),
+}
+
+fn metadata_from(md: Map<String, Value>) -> Result<Metadata, MetadataError> {
     let mut out = Map::new();
     for (key, value) in md {
         let Some((field, is_string)) = METADATA_FIELDS.iter().find(|(f, _)| *f == key) else {
@@ -424,8 +476,7 @@ fn metadata_from(md: Map<String, Value>) -> Result<Metadata, String> {
             continue;
         }
         let json = if *is_string {
-            let s =
-                go_string(&value).ok_or_else(|| format!("Chart.yaml: {field} must be a string"))?;
+            let s = go_string(&value).ok_or(MetadataError::NotString(field))?;
             if SANITIZED.contains(field) {
                 sanitize(&s).into()
             } else {
@@ -447,28 +498,28 @@ fn metadata_from(md: Map<String, Value>) -> Result<Metadata, String> {
         *api = "v1".into();
     }
     validate(&out)?;
-    serde_json::from_value(Value::Object(out)).map_err(|e| format!("Chart.yaml: {e}"))
+    serde_json::from_value(Value::Object(out)).map_err(MetadataError::Decode)
 }
 
 /// Helm's `Metadata.Validate`, for the rules that decide whether Helm loads the chart.
-fn validate(md: &Map<String, Value>) -> Result<(), String> {
+fn validate(md: &Map<String, Value>) -> Result<(), MetadataError> {
     let get = |k: &str| md.get(k).and_then(Value::as_str).unwrap_or("");
     let name = get("name");
     if name.is_empty() {
-        return Err("chart.metadata.name is required (Chart.yaml has no name)".into());
+        return Err(MetadataError::NoName);
     }
     if name == "." || name == ".." || name.contains('/') || name.contains('\\') {
-        return Err(format!("chart.metadata.name {name:?} is invalid"));
+        return Err(MetadataError::InvalidName(name.to_owned()));
     }
     let version = get("version");
     if version.is_empty() {
-        return Err("chart.metadata.version is required (Chart.yaml has no version)".into());
+        return Err(MetadataError::NoVersion);
     }
     if !is_valid_semver(version) {
-        return Err(format!("chart.metadata.version {version:?} is invalid"));
+        return Err(MetadataError::InvalidVersion(version.to_owned()));
     }
     if !matches!(get("type"), "" | "application" | "library") {
-        return Err("chart.metadata.type must be application or library".into());
+        return Err(MetadataError::InvalidType);
     }
     let mut seen = std::collections::BTreeSet::new();
     if let Some(deps) = md.get("dependencies").and_then(Value::as_array) {
@@ -477,9 +528,7 @@ fn validate(md: &Map<String, Value>) -> Result<(), String> {
             let dname = d.get("name").and_then(Value::as_str).unwrap_or("");
             let key = if alias.is_empty() { dname } else { alias };
             if !seen.insert(key.to_string()) {
-                return Err(format!(
-                    "more than one dependency with name or alias {key:?}"
-                ));
+                return Err(MetadataError::DuplicateDependency(key.to_owned()));
             }
         }
     }
@@ -525,43 +574,47 @@ fn sanitize(s: &str) -> String {
         .collect()
 }
 
-fn string_list(field: &str, value: &Value) -> Result<Value, String> {
+fn string_list(field: &'static str, value: &Value) -> Result<Value, MetadataError> {
     let Value::Array(items) = value else {
-        return Err(format!("Chart.yaml: {field} must be a list of strings"));
+        return Err(MetadataError::NotStringList(field));
     };
     items
         .iter()
         .map(|i| {
             go_string(i)
                 .map(|s| Value::String(sanitize(&s)))
-                .ok_or_else(|| format!("Chart.yaml: {field} must be a list of strings"))
+                .ok_or(MetadataError::NotStringList(field))
         })
         .collect::<Result<Vec<_>, _>>()
         .map(Value::Array)
 }
 
-fn string_map(value: &Value) -> Result<Value, String> {
-    let not_strings = || "Chart.yaml: annotations must be a mapping of strings".to_string();
+fn string_map(value: &Value) -> Result<Value, MetadataError> {
     let Value::Object(m) = value else {
-        return Err(not_strings());
+        return Err(MetadataError::AnnotationsNotStrings);
     };
     let mut out = Map::new();
     for (k, v) in m {
-        out.insert(k.clone(), go_string(v).ok_or_else(not_strings)?.into());
+        out.insert(
+            k.clone(),
+            go_string(v)
+                .ok_or(MetadataError::AnnotationsNotStrings)?
+                .into(),
+        );
     }
     Ok(Value::Object(out))
 }
 
 /// Dependencies as Helm's `Dependency` serializes them (`name` and `repository` always
 /// present, the rest when set).
-fn dependencies(value: &Value) -> Result<Value, String> {
+fn dependencies(value: &Value) -> Result<Value, MetadataError> {
     let Value::Array(items) = value else {
-        return Err("dependencies must be a list".into());
+        return Err(MetadataError::DependenciesNotList);
     };
     let mut out = Vec::with_capacity(items.len());
     for item in items {
         let Value::Object(m) = item else {
-            return Err("each dependency must be a mapping".into());
+            return Err(MetadataError::DependencyNotMapping);
         };
         let text = |k: &str| m.get(k).and_then(go_string);
         let mut d = Map::new();

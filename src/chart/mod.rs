@@ -9,8 +9,10 @@ mod yaml;
 use std::path::PathBuf;
 
 pub use dependencies::crds_to_install;
-pub use load::{crds, load};
+pub use ignore::{RuleError, RuleProblem};
+pub use load::{EntryNameError, MetadataError, crds, load};
 pub use model::{Chart, File, Metadata};
+pub use yaml::FileError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -22,10 +24,36 @@ pub enum Error {
     },
 
     /// A chart file that is not valid YAML (or not the shape Helm expects).
-    #[error("cannot load {file}: {message}")]
-    Parse { file: String, message: String },
+    #[error("cannot load {file}: {source}")]
+    Parse { file: String, source: ParseError },
 
     /// The chart breaks one of Helm's rules (missing Chart.yaml, name or version, ...).
     #[error("invalid chart {}: {message}", path.display())]
     Invalid { path: PathBuf, message: String },
+
+    /// Chart.yaml breaks one of Helm's metadata rules.
+    #[error("invalid chart {}: {source}", path.display())]
+    Metadata {
+        path: PathBuf,
+        source: load::MetadataError,
+    },
+
+    /// An archive entry whose name Helm refuses (absolute, or outside the chart).
+    #[error("invalid chart {}: {source}", path.display())]
+    ArchiveEntry {
+        path: PathBuf,
+        source: load::EntryNameError,
+    },
+}
+
+/// What is wrong with a chart file that does not read.
+#[derive(Debug, thiserror::Error)]
+pub enum ParseError {
+    #[error(transparent)]
+    File(#[from] yaml::FileError),
+    /// A lock file whose dependencies are not Helm's shape.
+    #[error(transparent)]
+    Lock(#[from] load::MetadataError),
+    #[error(transparent)]
+    Ignore(#[from] ignore::RuleError),
 }

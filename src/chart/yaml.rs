@@ -5,22 +5,32 @@
 
 use serde_json::{Map, Value};
 
+/// Why a chart file does not read as the YAML Helm expects.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error(transparent)]
+    NotUtf8(#[from] std::str::Utf8Error),
+    #[error(transparent)]
+    Yaml(#[from] crate::yaml::Error),
+    /// A values document that is a list or a scalar.
+    #[error("a values document must be a mapping, found {0}")]
+    ValuesNotMapping(&'static str),
+    /// Chart.yaml, Chart.lock or requirements.yaml that is not one mapping.
+    #[error("expected a mapping, found {0}")]
+    NotMapping(&'static str),
+}
+
 /// Parses a values file as Helm does (YAML 1.1, [`crate::yaml`]): every document must be
 /// a mapping (or empty); later documents are deep-merged over earlier ones, as Helm's
 /// `LoadValues` does.
-pub(crate) fn values(data: &[u8]) -> Result<Map<String, Value>, String> {
-    let text = std::str::from_utf8(data).map_err(|e| e.to_string())?;
+pub(crate) fn values(data: &[u8]) -> Result<Map<String, Value>, FileError> {
+    let text = std::str::from_utf8(data)?;
     let mut merged = Map::new();
     for value in crate::yaml::parse_documents(text)? {
         match value {
             Value::Null => {}
             Value::Object(map) => merged = merge_maps(merged, map),
-            other => {
-                return Err(format!(
-                    "a values document must be a mapping, found {}",
-                    kind(&other)
-                ));
-            }
+            other => return Err(FileError::ValuesNotMapping(kind(&other))),
         }
     }
     Ok(merged)
@@ -28,12 +38,12 @@ pub(crate) fn values(data: &[u8]) -> Result<Map<String, Value>, String> {
 
 /// One YAML document as a mapping (Chart.yaml, Chart.lock, requirements.yaml); empty
 /// input is an empty mapping.
-pub(crate) fn mapping(data: &[u8]) -> Result<Map<String, Value>, String> {
-    let text = std::str::from_utf8(data).map_err(|e| e.to_string())?;
+pub(crate) fn mapping(data: &[u8]) -> Result<Map<String, Value>, FileError> {
+    let text = std::str::from_utf8(data)?;
     match crate::yaml::from_str(text)? {
         Value::Null => Ok(Map::new()),
         Value::Object(map) => Ok(map),
-        other => Err(format!("expected a mapping, found {}", kind(&other))),
+        other => Err(FileError::NotMapping(kind(&other))),
     }
 }
 
@@ -89,9 +99,19 @@ mod tests {
 
     #[test]
     fn non_mapping_and_broken_yaml_fail() {
-        assert!(values(b"- a\n- b\n").unwrap_err().contains("a list"));
+        assert!(
+            values(b"- a\n- b\n")
+                .unwrap_err()
+                .to_string()
+                .contains("a list")
+        );
         assert!(values(b"a: [1,\n").is_err());
-        assert!(values(b"a: .nan\n").unwrap_err().contains("JSON"));
+        assert!(
+            values(b"a: .nan\n")
+                .unwrap_err()
+                .to_string()
+                .contains("JSON")
+        );
     }
 
     #[test]
@@ -101,8 +121,13 @@ mod tests {
             Value::Object(m),
             json!({"base": {"x": 1}, "derived": {"x": 1, "true": 2}, "version": 1.1})
         );
-        assert!(mapping(b"- a\n").unwrap_err().contains("a list"));
-        let err = mapping(b"a: 1\n---\nb: 2\n").unwrap_err();
+        assert!(
+            mapping(b"- a\n")
+                .unwrap_err()
+                .to_string()
+                .contains("a list")
+        );
+        let err = mapping(b"a: 1\n---\nb: 2\n").unwrap_err().to_string();
         assert!(err.contains("one YAML document"), "{err}");
         assert!(mapping(b"a: [1,\n").is_err());
     }

@@ -144,46 +144,67 @@ fn default_timeout() -> Duration {
 /// More attempts than this would keep one provider's queue blocked for too long.
 const MAX_ATTEMPTS: u32 = 20;
 
+/// What is wrong with the notification setting.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(transparent)]
+    Yaml(#[from] crate::yaml::Error),
+    #[error("a provider has no name")]
+    UnnamedProvider,
+    #[error("provider {0:?} is defined twice")]
+    DuplicateProvider(String),
+    #[error("provider {0:?} has both secretRef and address; give one")]
+    SecretAndAddress(String),
+    #[error("provider {0:?} needs secretRef (a Secret with key `{key}`) or address", key = ADDRESS_KEY)]
+    NoAddress(String),
+    #[error("provider {0:?}: secretRef has no name")]
+    UnnamedSecret(String),
+    /// The address itself is never quoted: it may be a credential.
+    #[error("provider {0:?}: address is not an http:// or https:// URL")]
+    BadAddress(String),
+    #[error("route {0} names no provider")]
+    RouteWithoutProvider(usize),
+    #[error("route {route} names provider {provider:?}, which is not defined")]
+    UnknownProvider { route: usize, provider: String },
+    #[error("retry.attempts must be between 1 and {max}, not {0}", max = MAX_ATTEMPTS)]
+    Attempts(u32),
+    #[error("retry.initialDelay ({initial}) is longer than retry.maxDelay ({max})")]
+    Delays { initial: Duration, max: Duration },
+    #[error("timeout must be more than 0s")]
+    ZeroTimeout,
+}
+
 impl Config {
     /// Reads and checks `config.yaml`.
     pub fn parse(text: &str) -> Result<Self, Error> {
-        let invalid = |reason: String| Error::InvalidConfig { reason };
-        let config: Self = crate::yaml::from_str(text).map_err(invalid)?;
+        let invalid = |reason: ConfigError| Error::InvalidConfig { reason };
+        let config: Self = crate::yaml::from_str(text).map_err(|e| invalid(e.into()))?;
         config.check().map_err(invalid)?;
         Ok(config)
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), ConfigError> {
         let mut names = BTreeSet::new();
         for p in &self.providers {
             if p.name.is_empty() {
-                return Err("a provider has no name".into());
+                return Err(ConfigError::UnnamedProvider);
             }
             if !names.insert(p.name.as_str()) {
-                return Err(format!("provider {:?} is defined twice", p.name));
+                return Err(ConfigError::DuplicateProvider(p.name.clone()));
             }
             match (&p.secret_ref, &p.address) {
                 (Some(_), Some(_)) => {
-                    return Err(format!(
-                        "provider {:?} has both secretRef and address; give one",
-                        p.name
-                    ));
+                    return Err(ConfigError::SecretAndAddress(p.name.clone()));
                 }
                 (None, None) => {
-                    return Err(format!(
-                        "provider {:?} needs secretRef (a Secret with key `{ADDRESS_KEY}`) or address",
-                        p.name
-                    ));
+                    return Err(ConfigError::NoAddress(p.name.clone()));
                 }
                 (Some(s), None) if s.name.is_empty() => {
-                    return Err(format!("provider {:?}: secretRef has no name", p.name));
+                    return Err(ConfigError::UnnamedSecret(p.name.clone()));
                 }
                 // The address itself is never quoted: it may be a credential.
                 (None, Some(a)) if super::address::parse_address(a).is_none() => {
-                    return Err(format!(
-                        "provider {:?}: address is not an http:// or https:// URL",
-                        p.name
-                    ));
+                    return Err(ConfigError::BadAddress(p.name.clone()));
                 }
                 _ => {}
             }
@@ -191,29 +212,27 @@ impl Config {
         for (i, r) in self.routes.iter().enumerate() {
             let n = i + 1;
             if r.providers.is_empty() {
-                return Err(format!("route {n} names no provider"));
+                return Err(ConfigError::RouteWithoutProvider(n));
             }
             if let Some(unknown) = r.providers.iter().find(|p| !names.contains(p.as_str())) {
-                return Err(format!(
-                    "route {n} names provider {unknown:?}, which is not defined"
-                ));
+                return Err(ConfigError::UnknownProvider {
+                    route: n,
+                    provider: unknown.clone(),
+                });
             }
         }
         let retry = &self.retry;
         if retry.attempts == 0 || retry.attempts > MAX_ATTEMPTS {
-            return Err(format!(
-                "retry.attempts must be between 1 and {MAX_ATTEMPTS}, not {}",
-                retry.attempts
-            ));
+            return Err(ConfigError::Attempts(retry.attempts));
         }
         if retry.initial_delay > retry.max_delay {
-            return Err(format!(
-                "retry.initialDelay ({}) is longer than retry.maxDelay ({})",
-                retry.initial_delay, retry.max_delay
-            ));
+            return Err(ConfigError::Delays {
+                initial: retry.initial_delay,
+                max: retry.max_delay,
+            });
         }
         if self.timeout.as_std().is_zero() {
-            return Err("timeout must be more than 0s".into());
+            return Err(ConfigError::ZeroTimeout);
         }
         Ok(())
     }

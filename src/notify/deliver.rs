@@ -243,7 +243,7 @@ async fn deliver(
         let outcome = match endpoint {
             None => return removed(),
             // Its Secret may be created or fixed before the attempts run out.
-            Some(Err(problem)) => Err(Failure::Retry(problem)),
+            Some(Err(problem)) => Err(Failure::Retry(problem.to_string())),
             Some(Ok(endpoint)) => {
                 let body = serde_json::to_vec(&format::body(endpoint.type_, n))
                     .expect("a JSON value serializes");

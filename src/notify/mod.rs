@@ -31,7 +31,7 @@ use serde::Deserialize;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-pub use config::{Config, ProviderType};
+pub use config::{Config, ConfigError, ProviderType};
 
 use crate::api::conditions::{condition, reason};
 use crate::api::{HelmRelease, HelmReleaseStatus};
@@ -78,7 +78,10 @@ pub enum Error {
         key = config::KEY,
         configmap = config::CONFIGMAP
     )]
-    InvalidConfig { reason: String },
+    InvalidConfig {
+        #[source]
+        reason: config::ConfigError,
+    },
     #[error("cannot set up the notifications' HTTPS client: {0}")]
     Tls(String),
 }

@@ -29,7 +29,26 @@ pub(super) struct Settings {
     /// None: notifications are off (no ConfigMap, or none valid yet).
     pub config: Option<Arc<Config>>,
     /// Each provider's endpoint, or why it has none.
-    pub endpoints: BTreeMap<String, Result<Endpoint, String>>,
+    pub endpoints: BTreeMap<String, Result<Endpoint, NoEndpoint>>,
+}
+
+/// Why a provider has no endpoint now. Its address may be a credential, so no message
+/// quotes it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum NoEndpoint {
+    #[error("its address is not an http(s) URL")]
+    BadAddress,
+    #[error("Secret {0} is not read yet")]
+    SecretNotRead(String),
+    #[error("Secret {name} does not exist in namespace {namespace}")]
+    SecretMissing { name: String, namespace: String },
+    #[error("Secret {0} has no key `{key}`", key = ADDRESS_KEY)]
+    NoAddressKey(String),
+    #[error("the `{key}` of Secret {0} is not an http(s) URL", key = ADDRESS_KEY)]
+    BadSecretAddress(String),
+    /// `Config::parse` refuses a provider with neither an address nor a Secret.
+    #[error("it has no address")]
+    NoAddress,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -266,35 +285,30 @@ impl State {
     }
 
     /// Each provider's endpoint, or why it has none (None while a Secret is not read).
-    fn endpoints(&self, config: &Config) -> BTreeMap<String, Result<Endpoint, String>> {
+    fn endpoints(&self, config: &Config) -> BTreeMap<String, Result<Endpoint, NoEndpoint>> {
         config
             .providers
             .iter()
             .map(|p| {
                 let endpoint = match (&p.address, &p.secret_ref) {
-                    (Some(address), _) => Address::parse(address)
-                        .ok_or_else(|| "its address is not an http(s) URL".to_owned()),
+                    (Some(address), _) => Address::parse(address).ok_or(NoEndpoint::BadAddress),
                     (None, Some(secret)) => {
                         let name = &secret.name;
                         match self.secrets.get(name).unwrap_or(&SecretSeen::Unknown) {
-                            SecretSeen::Unknown => Err(format!("Secret {name} is not read yet")),
-                            SecretSeen::Missing => Err(format!(
-                                "Secret {name} does not exist in namespace {}",
-                                self.namespace
-                            )),
+                            SecretSeen::Unknown => Err(NoEndpoint::SecretNotRead(name.clone())),
+                            SecretSeen::Missing => Err(NoEndpoint::SecretMissing {
+                                name: name.clone(),
+                                namespace: self.namespace.clone(),
+                            }),
                             SecretSeen::Present(None) => {
-                                Err(format!("Secret {name} has no key `{ADDRESS_KEY}`"))
+                                Err(NoEndpoint::NoAddressKey(name.clone()))
                             }
                             SecretSeen::Present(Some(address)) => Address::parse(address)
-                                .ok_or_else(|| {
-                                    format!(
-                                        "the `{ADDRESS_KEY}` of Secret {name} is not an http(s) URL"
-                                    )
-                                }),
+                                .ok_or_else(|| NoEndpoint::BadSecretAddress(name.clone())),
                         }
                     }
                     // `Config::parse` refuses a provider with neither.
-                    (None, None) => Err("it has no address".to_owned()),
+                    (None, None) => Err(NoEndpoint::NoAddress),
                 };
                 let endpoint = endpoint.map(|address| Endpoint {
                     type_: p.type_,
@@ -425,7 +439,11 @@ mod tests {
         .unwrap();
         let mut state = State::new("ns".into());
         state.secrets.insert("hook".into(), SecretSeen::Unknown);
-        let endpoint_a = |state: &State| state.endpoints(&config)["a"].clone();
+        let endpoint_a = |state: &State| {
+            state.endpoints(&config)["a"]
+                .clone()
+                .map_err(|e| e.to_string())
+        };
         assert_eq!(
             endpoint_a(&state),
             Err("Secret hook is not read yet".into())

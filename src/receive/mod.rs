@@ -79,15 +79,34 @@ pub fn path_of(token: &[u8], name: &str, namespace: &str) -> String {
     format!("/hook/{}", hex::encode(h.finalize()))
 }
 
+/// Why the receivers' setting could not be read: the API server's error, or a setting
+/// that does not read.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read ConfigMap {namespace}/{configmap}: {source}", configmap = CONFIGMAP)]
+    Read {
+        namespace: String,
+        source: kube::Error,
+    },
+    #[error("{namespace}/{configmap} {key}: {source}", configmap = CONFIGMAP, key = KEY)]
+    Setting {
+        namespace: String,
+        source: crate::yaml::Error,
+    },
+}
+
 /// Reads the setting in `namespace`: each receiver with its token. A receiver whose
 /// Secret or token is missing is left out, and said so (the rest work). No ConfigMap: no
 /// receivers.
-pub async fn load(client: &Client, namespace: &str) -> Result<Receivers, String> {
+pub async fn load(client: &Client, namespace: &str) -> Result<Receivers, LoadError> {
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let Some(cm) = configmaps
         .get_opt(CONFIGMAP)
         .await
-        .map_err(|e| format!("cannot read ConfigMap {namespace}/{CONFIGMAP}: {e}"))?
+        .map_err(|source| LoadError::Read {
+            namespace: namespace.to_owned(),
+            source,
+        })?
     else {
         return Ok(Receivers::new());
     };
@@ -97,8 +116,10 @@ pub async fn load(client: &Client, namespace: &str) -> Result<Receivers, String>
         .and_then(|d| d.get(KEY))
         .cloned()
         .unwrap_or_default();
-    let config: Config =
-        crate::yaml::from_str(&text).map_err(|e| format!("{namespace}/{CONFIGMAP} {KEY}: {e}"))?;
+    let config: Config = crate::yaml::from_str(&text).map_err(|source| LoadError::Setting {
+        namespace: namespace.to_owned(),
+        source,
+    })?;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let mut out = Receivers::new();
     for spec in config.receivers {

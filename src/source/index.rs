@@ -32,10 +32,19 @@ pub struct ChartVersion {
     pub created: Option<String>,
 }
 
+/// Why a repository's index does not read.
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error(transparent)]
+    NotUtf8(#[from] std::str::Utf8Error),
+    #[error(transparent)]
+    Yaml(#[from] crate::yaml::Error),
+}
+
 impl Index {
-    pub fn parse(text: &[u8]) -> Result<Self, String> {
-        let text = std::str::from_utf8(text).map_err(|e| e.to_string())?;
-        crate::yaml::from_str(text)
+    pub fn parse(text: &[u8]) -> Result<Self, IndexError> {
+        let text = std::str::from_utf8(text)?;
+        Ok(crate::yaml::from_str(text)?)
     }
 }
 

@@ -271,7 +271,7 @@ pub fn load(path: &Path) -> Result<LocalChart, Error> {
         };
         let meta = parse_chart_yaml(&text).map_err(|reason| Error::InvalidChartYaml {
             path: chart_yaml,
-            reason,
+            reason: Box::new(reason),
         })?;
         let digest = dir_digest(&absolute)?;
         Ok(LocalChart {
@@ -298,7 +298,7 @@ pub fn load(path: &Path) -> Result<LocalChart, Error> {
             Ok(Some(text)) => {
                 parse_chart_yaml(&text).map_err(|reason| Error::InvalidChartYaml {
                     path: absolute.join("Chart.yaml"),
-                    reason,
+                    reason: Box::new(reason),
                 })?
             }
             Ok(None) => return Err(Error::NoChartYaml { path: absolute }),
@@ -371,17 +371,30 @@ struct RawChartYaml {
     app_version: Option<String>,
 }
 
-pub fn parse_chart_yaml(text: &[u8]) -> Result<ChartMeta, String> {
-    let text = std::str::from_utf8(text).map_err(|e| e.to_string())?;
+/// Why a Chart.yaml does not give a chart's name and version.
+#[derive(Debug, thiserror::Error)]
+pub enum ChartYamlError {
+    #[error(transparent)]
+    NotUtf8(#[from] std::str::Utf8Error),
+    #[error(transparent)]
+    Yaml(#[from] crate::yaml::Error),
+    #[error("name is missing")]
+    NoName,
+    #[error("version is missing")]
+    NoVersion,
+}
+
+pub fn parse_chart_yaml(text: &[u8]) -> Result<ChartMeta, ChartYamlError> {
+    let text = std::str::from_utf8(text)?;
     let raw: RawChartYaml = crate::yaml::from_str(text)?;
     let name = raw
         .name
         .filter(|n| !n.trim().is_empty())
-        .ok_or("name is missing")?;
+        .ok_or(ChartYamlError::NoName)?;
     let version = raw
         .version
         .filter(|v| !v.trim().is_empty())
-        .ok_or("version is missing")?;
+        .ok_or(ChartYamlError::NoVersion)?;
     Ok(ChartMeta {
         name,
         version,
@@ -471,16 +484,11 @@ mod tests {
 
     #[test]
     fn chart_yaml_needs_name_and_version() {
-        assert_eq!(
-            parse_chart_yaml(b"version: 1.0.0\n"),
-            Err("name is missing".into())
-        );
-        assert_eq!(
-            parse_chart_yaml(b"name: x\n"),
-            Err("version is missing".into())
-        );
+        let message = |text: &[u8]| parse_chart_yaml(text).unwrap_err().to_string();
+        assert_eq!(message(b"version: 1.0.0\n"), "name is missing");
+        assert_eq!(message(b"name: x\n"), "version is missing");
         assert!(parse_chart_yaml(b"name: [unclosed\n").is_err());
-        assert_eq!(parse_chart_yaml(b"\n"), Err("name is missing".into()));
+        assert_eq!(message(b"\n"), "name is missing");
     }
 
     /// Each hostile `chart.path` of the issue is refused with its rule, without being

@@ -29,6 +29,8 @@ use rustls::RootCertStore;
 use sha2::{Digest, Sha256};
 
 pub use auth::RepoAuth;
+pub use index::IndexError;
+pub use local::ChartYamlError;
 
 use crate::api::ChartSpec;
 use http::{Credentials, HttpClient};
@@ -72,8 +74,13 @@ pub enum Error {
     #[error("{} is not a chart: it has no Chart.yaml", path.display())]
     NoChartYaml { path: PathBuf },
 
+    /// Boxed, as the YAML error it may hold would make every source error larger.
     #[error("cannot parse {}: {reason}", path.display())]
-    InvalidChartYaml { path: PathBuf, reason: String },
+    InvalidChartYaml {
+        path: PathBuf,
+        #[source]
+        reason: Box<local::ChartYamlError>,
+    },
 
     #[error("{origin} is not a chart archive: {reason}")]
     InvalidArchive { origin: String, reason: String },
@@ -123,7 +130,11 @@ pub enum Error {
     TooLarge { url: String, limit: usize },
 
     #[error("cannot parse the index of repository {url}: {reason}")]
-    IndexParse { url: String, reason: String },
+    IndexParse {
+        url: String,
+        #[source]
+        reason: Box<index::IndexError>,
+    },
 
     #[error("chart {name} not found in repository {url}")]
     ChartNotFound { name: String, url: String },
@@ -515,7 +526,10 @@ impl ChartSource {
         }
         let shown = url::redact(repository);
         let index = blocking(move || {
-            Index::parse(&body).map_err(|reason| Error::IndexParse { url: shown, reason })
+            Index::parse(&body).map_err(|reason| Error::IndexParse {
+                url: shown,
+                reason: Box::new(reason),
+            })
         })
         .await?;
         let index = Arc::new(index);

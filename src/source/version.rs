@@ -53,7 +53,46 @@ struct Comparator {
 #[error("invalid version constraint {constraint:?}: {reason}")]
 pub struct ConstraintError {
     pub constraint: String,
-    pub reason: String,
+    pub reason: ConstraintProblem,
+}
+
+/// What is wrong with a version constraint.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConstraintProblem {
+    #[error("empty")]
+    Empty,
+    #[error("empty alternative around ||")]
+    EmptyAlternative,
+    #[error("a hyphen range needs a version on both sides (\"1.2 - 1.4\")")]
+    HalfRange,
+    #[error("unexpected {0:?}")]
+    Unexpected(String),
+    #[error("operator {0:?} has no version")]
+    NoVersion(String),
+    #[error("unexpected operator in hyphen range: {0:?}")]
+    OperatorInRange(String),
+    #[error("{text:?} is not a version ({why})")]
+    NotAVersion { text: String, why: NotAVersion },
+}
+
+/// Why a constraint's version does not read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAVersion {
+    #[error("empty")]
+    Empty,
+    #[error("more than three numbers")]
+    TooManyNumbers,
+    #[error("a number after a wildcard")]
+    NumberAfterWildcard,
+    #[error("expected a number or x")]
+    NotANumber,
+    #[error("number too large")]
+    TooLarge,
+    #[error("a pre-release needs major.minor.patch")]
+    PreReleaseWithoutPatch,
+    /// semver's message about the pre-release part.
+    #[error("{0}")]
+    PreRelease(String),
 }
 
 impl fmt::Display for Constraint {
@@ -69,13 +108,13 @@ impl Constraint {
     }
 
     pub fn parse(text: &str) -> Result<Self, ConstraintError> {
-        let err = |reason: String| ConstraintError {
+        let err = |reason: ConstraintProblem| ConstraintError {
             constraint: text.to_owned(),
             reason,
         };
         let trimmed = text.trim();
         if trimmed.is_empty() {
-            return Err(err("empty".into()));
+            return Err(err(ConstraintProblem::Empty));
         }
         let mut any_of = Vec::new();
         for group in trimmed.split("||") {
@@ -84,7 +123,7 @@ impl Constraint {
                 .filter(|t| !t.is_empty())
                 .collect();
             if tokens.is_empty() {
-                return Err(err("empty alternative around ||".into()));
+                return Err(err(ConstraintProblem::EmptyAlternative));
             }
             any_of.push(parse_group(&tokens).map_err(err)?);
         }
@@ -103,25 +142,25 @@ impl Constraint {
 
 /// Comparators of one AND group. Operators may stand apart from their version
 /// (`>= 1.2`) and `a - b` is a hyphen range.
-fn parse_group(tokens: &[&str]) -> Result<Vec<Comparator>, String> {
+fn parse_group(tokens: &[&str]) -> Result<Vec<Comparator>, ConstraintProblem> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < tokens.len() {
         let token = tokens[i];
         if token == "-" {
-            return Err("a hyphen range needs a version on both sides (\"1.2 - 1.4\")".into());
+            return Err(ConstraintProblem::HalfRange);
         }
         let (op, rest) = split_op(token);
         let (op, literal) = if rest.is_empty() {
             if op.is_none() {
-                return Err(format!("unexpected {token:?}"));
+                return Err(ConstraintProblem::Unexpected(token.to_owned()));
             }
             i += 1;
             let next = tokens
                 .get(i)
-                .ok_or_else(|| format!("operator {token:?} has no version"))?;
+                .ok_or_else(|| ConstraintProblem::NoVersion(token.to_owned()))?;
             if split_op(next).0.is_some() || *next == "-" {
-                return Err(format!("operator {token:?} has no version"));
+                return Err(ConstraintProblem::NoVersion(token.to_owned()));
             }
             (op, *next)
         } else {
@@ -130,11 +169,9 @@ fn parse_group(tokens: &[&str]) -> Result<Vec<Comparator>, String> {
         let version = parse_partial(literal)?;
         // Hyphen range: `a - b` is `>=a <=b`.
         if op.is_none() && tokens.get(i + 1) == Some(&"-") {
-            let upper = tokens
-                .get(i + 2)
-                .ok_or("a hyphen range needs a version on both sides (\"1.2 - 1.4\")")?;
+            let upper = tokens.get(i + 2).ok_or(ConstraintProblem::HalfRange)?;
             if split_op(upper).0.is_some() {
-                return Err(format!("unexpected operator in hyphen range: {upper:?}"));
+                return Err(ConstraintProblem::OperatorInRange((*upper).to_owned()));
             }
             out.push(Comparator {
                 op: Op::Ge,
@@ -181,21 +218,24 @@ fn split_op(token: &str) -> (Option<Op>, &str) {
 
 /// A constraint's version: `1`, `1.2`, `1.2.3`, `1.2.3-rc.1`, `1.x`, `1.2.*`, `*`, with an
 /// optional `v` prefix. Build metadata is ignored, as semver precedence ignores it.
-fn parse_partial(text: &str) -> Result<Partial, String> {
-    let bad = |why: &str| format!("{text:?} is not a version ({why})");
+fn parse_partial(text: &str) -> Result<Partial, ConstraintProblem> {
+    let bad = |why: NotAVersion| ConstraintProblem::NotAVersion {
+        text: text.to_owned(),
+        why,
+    };
     let body = text
         .strip_prefix('v')
         .or_else(|| text.strip_prefix('V'))
         .unwrap_or(text);
     let (core, pre, _build) = split_core(body);
     if core.is_empty() {
-        return Err(bad("empty"));
+        return Err(bad(NotAVersion::Empty));
     }
     let mut parts = [None; 3];
     let mut wildcard = false;
     let pieces: Vec<&str> = core.split('.').collect();
     if pieces.len() > 3 {
-        return Err(bad("more than three numbers"));
+        return Err(bad(NotAVersion::TooManyNumbers));
     }
     for (slot, piece) in parts.iter_mut().zip(&pieces) {
         if matches!(*piece, "x" | "X" | "*") {
@@ -203,19 +243,23 @@ fn parse_partial(text: &str) -> Result<Partial, String> {
             continue;
         }
         if wildcard {
-            return Err(bad("a number after a wildcard"));
+            return Err(bad(NotAVersion::NumberAfterWildcard));
         }
         if piece.is_empty() || !piece.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(bad("expected a number or x"));
+            return Err(bad(NotAVersion::NotANumber));
         }
-        *slot = Some(piece.parse::<u64>().map_err(|_| bad("number too large"))?);
+        *slot = Some(
+            piece
+                .parse::<u64>()
+                .map_err(|_| bad(NotAVersion::TooLarge))?,
+        );
     }
     let pre = match pre {
         None => Prerelease::EMPTY,
         Some(_) if parts.iter().any(Option::is_none) => {
-            return Err(bad("a pre-release needs major.minor.patch"));
+            return Err(bad(NotAVersion::PreReleaseWithoutPatch));
         }
-        Some(p) => Prerelease::new(p).map_err(|e| bad(&e.to_string()))?,
+        Some(p) => Prerelease::new(p).map_err(|e| bad(NotAVersion::PreRelease(e.to_string())))?,
     };
     Ok(Partial {
         major: parts[0],
@@ -518,7 +562,7 @@ mod tests {
         ] {
             let err = Constraint::parse(bad).expect_err(bad);
             assert_eq!(err.constraint, bad);
-            assert!(!err.reason.is_empty());
+            assert!(!err.reason.to_string().is_empty());
         }
     }
 

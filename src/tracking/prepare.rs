@@ -122,9 +122,9 @@ fn documents(manifest: &str) -> Result<Vec<Doc<'_>>, Error> {
     split_documents(manifest)
         .into_iter()
         .map(|doc| {
-            let values = parse_documents(doc.body).map_err(|message| Error::Manifest {
+            let values = parse_documents(doc.body).map_err(|e| Error::Manifest {
                 origin: doc.source.unwrap_or("manifest").to_string(),
-                message,
+                message: e.to_string(),
             })?;
             let value = match <[Value; 1]>::try_from(values) {
                 Ok([v]) if v.is_object() => Some(v),

@@ -498,7 +498,7 @@ pub fn parse_values(text: &str) -> Result<serde_json::Value, String> {
         return Ok(serde_json::Value::Object(Default::default()));
     }
     // Read as Helm reads values (YAML 1.1: `yes` is true, `0644` is 420).
-    let mut documents = crate::yaml::parse_documents(text)?;
+    let mut documents = crate::yaml::parse_documents(text).map_err(|e| e.to_string())?;
     match documents.len() {
         0 => Ok(serde_json::Value::Object(Default::default())),
         1 if documents[0].is_object() => Ok(documents.swap_remove(0)),

@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 use crate::api::{HelmRelease, ValuesKind, ValuesReference};
 
 pub use mask::Masker;
-pub use path::typed_value;
+pub use path::{PathError, typed_value};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -98,11 +98,14 @@ pub enum Error {
         name: String,
         index: usize,
         path: String,
-        reason: String,
+        reason: path::PathError,
     },
 
     #[error("invalid values path {path:?}: {reason}")]
-    InvalidPath { path: String, reason: String },
+    InvalidPath {
+        path: String,
+        reason: path::PathError,
+    },
 
     #[error("spec.values must be a mapping, not {found}")]
     InlineNotAMapping { found: &'static str },
@@ -369,7 +372,7 @@ fn parse_yaml(text: &str, redact: bool) -> Result<Value, String> {
             message
         }
     };
-    let mut documents = crate::yaml::parse_documents(text).map_err(describe)?;
+    let mut documents = crate::yaml::parse_documents(text).map_err(|e| describe(e.to_string()))?;
     Ok(if documents.is_empty() {
         Value::Null
     } else {

@@ -6,13 +6,40 @@ use serde_json::{Map, Value};
 /// Helm caps list indexes the same way, so a typo cannot allocate gigabytes.
 const MAX_INDEX: usize = 65_536;
 
+/// What is wrong with a path in `--set` syntax.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("empty path")]
+    Empty,
+    #[error("must start with a key")]
+    StartsWithIndex,
+    #[error("empty key (two dots, or a leading dot)")]
+    EmptyKey,
+    #[error("ends with '.'")]
+    TrailingDot,
+    #[error("ends with a lone backslash")]
+    LoneBackslash,
+    #[error("a list index must follow a key")]
+    IndexWithoutKey,
+    #[error("expected '.' or '[' after ']'")]
+    AfterIndex,
+    #[error("unclosed '['")]
+    Unclosed,
+    #[error("']' without '['")]
+    Unopened,
+    #[error("list index {0:?} is not a non-negative number")]
+    NotAnIndex(String),
+    #[error("list index {0} is above the limit {max}", max = MAX_INDEX)]
+    IndexTooLarge(usize),
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Segment {
     Key(String),
     Index(usize),
 }
 
-fn parse(path: &str) -> Result<Vec<Segment>, String> {
+fn parse(path: &str) -> Result<Vec<Segment>, PathError> {
     let mut segments = Vec::new();
     let mut key = String::new();
     let mut chars = path.chars().peekable();
@@ -21,16 +48,16 @@ fn parse(path: &str) -> Result<Vec<Segment>, String> {
     while let Some(c) = chars.next() {
         match c {
             '\\' => {
-                let escaped = chars.next().ok_or("ends with a lone backslash")?;
+                let escaped = chars.next().ok_or(PathError::LoneBackslash)?;
                 if !want_key {
-                    return Err("expected '.' or '[' after ']'".into());
+                    return Err(PathError::AfterIndex);
                 }
                 key.push(escaped);
             }
             '.' => {
                 if want_key {
                     if key.is_empty() {
-                        return Err("empty key (two dots, or a leading dot)".into());
+                        return Err(PathError::EmptyKey);
                     }
                     segments.push(Segment::Key(std::mem::take(&mut key)));
                 }
@@ -39,7 +66,7 @@ fn parse(path: &str) -> Result<Vec<Segment>, String> {
             '[' => {
                 if want_key {
                     if key.is_empty() {
-                        return Err("a list index must follow a key".into());
+                        return Err(PathError::IndexWithoutKey);
                     }
                     segments.push(Segment::Key(std::mem::take(&mut key)));
                 }
@@ -48,23 +75,23 @@ fn parse(path: &str) -> Result<Vec<Segment>, String> {
                     match chars.next() {
                         Some(']') => break,
                         Some(d) => digits.push(d),
-                        None => return Err("unclosed '['".into()),
+                        None => return Err(PathError::Unclosed),
                     }
                 }
                 let index: usize = digits
                     .trim()
                     .parse()
-                    .map_err(|_| format!("list index {digits:?} is not a non-negative number"))?;
+                    .map_err(|_| PathError::NotAnIndex(digits.clone()))?;
                 if index > MAX_INDEX {
-                    return Err(format!("list index {index} is above the limit {MAX_INDEX}"));
+                    return Err(PathError::IndexTooLarge(index));
                 }
                 segments.push(Segment::Index(index));
                 want_key = false;
             }
-            ']' => return Err("']' without '['".into()),
+            ']' => return Err(PathError::Unopened),
             c => {
                 if !want_key {
-                    return Err("expected '.' or '[' after ']'".into());
+                    return Err(PathError::AfterIndex);
                 }
                 key.push(c);
             }
@@ -73,9 +100,9 @@ fn parse(path: &str) -> Result<Vec<Segment>, String> {
     if want_key {
         if key.is_empty() {
             return Err(if segments.is_empty() {
-                "empty path".into()
+                PathError::Empty
             } else {
-                "ends with '.'".into()
+                PathError::TrailingDot
             });
         }
         segments.push(Segment::Key(key));
@@ -116,10 +143,10 @@ pub fn typed_value(raw: &str) -> Value {
 
 /// Sets `value` at `path`, creating maps and lists on the way (lists are padded with
 /// nulls, as Helm does) and replacing anything of the wrong type.
-pub fn set(values: &mut Map<String, Value>, path: &str, value: Value) -> Result<(), String> {
+pub fn set(values: &mut Map<String, Value>, path: &str, value: Value) -> Result<(), PathError> {
     let segments = parse(path)?;
     let Some((Segment::Key(first), rest)) = segments.split_first() else {
-        return Err("must start with a key".into());
+        return Err(PathError::StartsWithIndex);
     };
     let slot = values.entry(first.clone()).or_insert(Value::Null);
     set_in(slot, rest, value);

@@ -1,0 +1,163 @@
+//! Server-side apply of a release's objects in Helm's install order, after every kind is
+//! looked up and every existing object passed the ownership check.
+
+use std::collections::HashSet;
+
+use kube::api::{Patch, PatchParams};
+
+use super::crds::crd_defines;
+use super::ownership::settle_conflicts;
+use super::{
+    Applier, Owner, Target, group_kind, identity, kind_of, refuse_unavailable, unknown_kind,
+};
+use crate::apply::fields::RELEASE_FIELD_MANAGER;
+use crate::apply::manifest::{ObjectRef, helm_resource_string, parse_manifest, set_ownership};
+use crate::apply::order::{INSTALL_ORDER, sort_by_kind};
+use crate::apply::{Error, api_message, is_status};
+
+impl Applier {
+    /// Server-side applies a release object; without `force`, a field another manager
+    /// holds fails the apply with the server's account of it, as in Helm 4.
+    async fn apply_object(&self, target: &Target, force: bool) -> Result<(), Error> {
+        if force {
+            return self.server_side_apply(target).await.map(drop);
+        }
+        let params = PatchParams::apply(RELEASE_FIELD_MANAGER);
+        match target
+            .api(&self.client)
+            .patch(target.name(), &params, &Patch::Apply(&target.obj))
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if is_status(&e, 409) => Err(Error::FieldConflict {
+                object: helm_resource_string(&target.reference),
+                conflicts: api_message(&e),
+            }),
+            Err(e) => Err(target.api_error("apply")(e)),
+        }
+    }
+
+    /// Returns the UID of the applied object.
+    pub(in crate::apply) async fn server_side_apply(
+        &self,
+        target: &Target,
+    ) -> Result<Option<String>, Error> {
+        let params = PatchParams::apply(RELEASE_FIELD_MANAGER).force();
+        let applied = target
+            .api(&self.client)
+            .patch(target.name(), &params, &Patch::Apply(&target.obj))
+            .await
+            .map_err(target.api_error("apply"))?;
+        Ok(applied.metadata.uid)
+    }
+
+    /// Server-side applies every object of `manifest` for a new release that takes
+    /// nothing over; see [`Applier::apply_release`].
+    pub async fn apply(
+        &self,
+        manifest: &str,
+        namespace: &str,
+        release_name: &str,
+    ) -> Result<Vec<ObjectRef>, Error> {
+        self.apply_release(manifest, &Owner::new(release_name, namespace))
+            .await
+    }
+
+    /// Server-side applies every object of `manifest` (field manager `helm`, conflicts
+    /// forced: the release owns the fields it renders) in Helm's install order, with the
+    /// label and annotations by which Helm recognises the release's objects.
+    ///
+    /// Before anything is sent: every kind is looked up, so an unknown kind fails the
+    /// whole apply up front as in Helm (kinds defined by a CRD in the same manifest are
+    /// looked up once that CRD is served); every existing object new to the release must
+    /// pass Helm's ownership check; and fields the release rendered before but that
+    /// another field manager holds are handed to the release manager, so that a field the
+    /// new manifest drops is removed, as `helm upgrade` removes it
+    /// ([`fields::migrate`](crate::apply::fields::migrate)).
+    pub async fn apply_release(
+        &self,
+        manifest: &str,
+        owner: &Owner<'_>,
+    ) -> Result<Vec<ObjectRef>, Error> {
+        Ok(self.apply_release_timed(manifest, owner).await?.0)
+    }
+
+    /// [`Applier::apply_release`], also saying when the API server wrote the first object
+    /// (none when there was nothing to write).
+    pub async fn apply_release_timed(
+        &self,
+        manifest: &str,
+        owner: &Owner<'_>,
+    ) -> Result<(Vec<ObjectRef>, Option<std::time::Instant>), Error> {
+        let namespace = owner.namespace;
+        let mut objects = parse_manifest(manifest)?;
+        sort_by_kind(&mut objects, kind_of, INSTALL_ORDER);
+        let defined_here: HashSet<(String, String)> =
+            objects.iter().filter_map(crd_defines).collect();
+
+        let mut planned = Vec::with_capacity(objects.len());
+        let mut awaited_kinds = HashSet::new();
+        for obj in objects {
+            refuse_unavailable(&obj, owner)?;
+            let resource = self.resolve(&obj).await?;
+            if resource.is_none() {
+                let defined = group_kind(&obj);
+                if !defined_here.contains(&defined) {
+                    return Err(unknown_kind(&obj));
+                }
+                awaited_kinds.insert(defined);
+            }
+            planned.push((obj, resource));
+        }
+
+        let previous = self.previous_objects(owner).await?;
+        let foreign = self.foreign_objects(owner).await?;
+        // The live objects read at once, then judged in install order.
+        let targets: Vec<Option<Target>> = planned
+            .iter()
+            .map(|(obj, resource)| {
+                let resource = resource.as_ref()?;
+                Some(Target::new(obj.clone(), resource.clone(), namespace))
+            })
+            .collect();
+        let lives = futures::future::join_all(targets.iter().map(|t| async {
+            match t {
+                Some(t) => self.existing(t, owner, &previous, &foreign).await,
+                None => Ok(None),
+            }
+        }))
+        .await;
+        for (((obj, _), target), live) in planned.iter_mut().zip(targets).zip(lives) {
+            let (Some(mut target), Some(live)) = (target, live?) else {
+                continue;
+            };
+            let rendered = previous.get(&identity(&target.reference));
+            if settle_conflicts(&mut target, &live, rendered, owner)? {
+                *obj = target.obj.clone();
+            }
+            self.hand_over_fields(&target, live, rendered).await?;
+        }
+
+        let mut applied = Vec::with_capacity(planned.len());
+        let mut first_written = None;
+        for (mut obj, resource) in planned {
+            let resource = match resource {
+                Some(resource) => resource,
+                // Its CRD sorts earlier and was waited for below.
+                None => self
+                    .resolve(&obj)
+                    .await?
+                    .ok_or_else(|| unknown_kind(&obj))?,
+            };
+            set_ownership(&mut obj, owner.release_name, namespace);
+            let target = Target::new(obj, resource, namespace);
+            self.apply_object(&target, owner.force_conflicts).await?;
+            first_written.get_or_insert_with(std::time::Instant::now);
+            if crd_defines(&target.obj).is_some_and(|gk| awaited_kinds.contains(&gk)) {
+                self.wait_crd_served(&target.obj).await?;
+            }
+            applied.push(target.reference);
+        }
+        Ok((applied, first_written))
+    }
+}

@@ -1,0 +1,572 @@
+//! `wheelhouse migrate`: a Flux `helm.toolkit.fluxcd.io/v2` HelmRelease as a wheelhouse
+//! `wheelhouse.dev/v1alpha1` HelmRelease that continues the same Helm release.
+//!
+//! [`convert`] is pure: it takes the Flux object as read from the cluster (all of it, as
+//! JSON) and the `source.toolkit.fluxcd.io/v1` HelmRepository its chart comes from, and
+//! returns the wheelhouse object with a list of what it could not carry over. A field is
+//! copied only where wheelhouse's schema has it with the same meaning; every other field
+//! that is set is named, with the reason, in [`Migrated::not_carried`]. The Helm release
+//! (name, namespace, storage namespace) is always the one Flux recorded, so wheelhouse
+//! continues its history (the next change is an upgrade to the next revision) instead of
+//! installing a second release. The result is checked by reading it back as
+//! [`HelmRelease`]: a field the mapping writes that wheelhouse does not know fails loudly.
+//!
+//! By part: the Helm release Flux recorded (`helm_identity.rs`), the chart's source
+//! (`chart_source.rs`), the fields carried as they are (`object_fields.rs`), the record of
+//! what was not carried and why (`mapping.rs`), and the read-back check (`read_back.rs`).
+
+mod chart_source;
+mod helm_identity;
+mod mapping;
+mod object_fields;
+mod read_back;
+
+use serde_json::{Map, Value, json};
+
+use crate::api::HelmRelease;
+use crate::api::flux::FluxHelmRelease;
+use chart_source::chart;
+pub use chart_source::{Repository, SourceRef, source_ref};
+pub use helm_identity::{HelmIdentity, shorten_name};
+use helm_identity::{helm_identity, names};
+use mapping::{Mapping, text};
+use object_fields::{action, drift_detection, metadata, plain};
+use read_back::read_back;
+
+/// The wheelhouse HelmRelease made from a Flux one.
+#[derive(Debug, Clone)]
+pub struct Migrated {
+    /// The object to print or apply: only the fields the mapping set.
+    pub object: Value,
+    /// The same, read back as wheelhouse reads it (defaults filled in).
+    pub release: HelmRelease,
+    /// `<path> (<why>)` for every field set on the Flux objects that wheelhouse does not
+    /// carry with the same meaning.
+    pub not_carried: Vec<String>,
+    /// What the operator should know besides: behaviour that differs, things to check.
+    pub notes: Vec<String>,
+    /// The Helm release both objects manage.
+    pub helm: HelmIdentity,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("not a Flux HelmRelease (helm.toolkit.fluxcd.io/v2): {0}")]
+    NotFlux(String),
+    /// The chart's source cannot be expressed in wheelhouse; `not_carried` lists it with
+    /// everything else that would not have been carried.
+    #[error("{reason}")]
+    NoChart {
+        reason: String,
+        not_carried: Vec<String>,
+    },
+    #[error(
+        "the migrated HelmRelease does not read back as wheelhouse's (a bug in wheelhouse migrate): {0}"
+    )]
+    Invalid(String),
+}
+
+/// The wheelhouse HelmRelease for `flux` (a whole `helm.toolkit.fluxcd.io/v2` HelmRelease
+/// as JSON), with its chart from `repository`. The result is active (`suspend: false`)
+/// whatever Flux's `spec.suspend` says: migrating means suspending the Flux object so that
+/// wheelhouse takes over (the caller writes it suspended on request).
+pub fn convert(flux: &Value, repository: Option<&Repository>) -> Result<Migrated, Error> {
+    let api_version = text(flux, "apiVersion").unwrap_or_default();
+    let kind = text(flux, "kind").unwrap_or_default();
+    if !api_version.starts_with("helm.toolkit.fluxcd.io/") || kind != "HelmRelease" {
+        return Err(Error::NotFlux(format!(
+            "apiVersion {api_version:?}, kind {kind:?}"
+        )));
+    }
+    let typed: FluxHelmRelease = serde_json::from_value(flux.clone())
+        .map_err(|e| Error::NotFlux(format!("it does not read as one: {e}")))?;
+    let name = typed
+        .metadata
+        .name
+        .clone()
+        .ok_or_else(|| Error::NotFlux("it has no name".into()))?;
+    let namespace = typed
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let mut spec = match flux.get("spec") {
+        Some(Value::Object(spec)) => spec.clone(),
+        _ => return Err(Error::NotFlux("it has no spec".into())),
+    };
+    let mut m = Mapping::default();
+    let mut out = Map::new();
+
+    // Suspension hands the release over; it is not the wheelhouse release's state.
+    if spec.remove("suspend").and_then(|v| v.as_bool()) == Some(true) {
+        m.note(
+            "spec.suspend: the Flux HelmRelease is suspended (as migrating needs); the wheelhouse HelmRelease is written active so that wheelhouse takes over (`--suspended` writes it suspended)",
+        );
+    }
+    out.insert("suspend".into(), Value::Bool(false));
+
+    let helm = helm_identity(&typed, &spec, &namespace, &mut m);
+    chart(&mut spec, flux, &namespace, repository, &mut out, &mut m)?;
+    // Without a chart (m.no_chart) the rest is still mapped, so that the refusal lists
+    // everything that would not be carried in one go.
+    names(&mut spec, &name, &namespace, &helm, &mut out);
+    plain(&mut spec, &mut out, &mut m);
+    for section in ["install", "upgrade", "test", "rollback", "uninstall"] {
+        let v = spec.remove(section).unwrap_or(Value::Null);
+        if let Some(carried) = action(section, v, &mut m) {
+            out.insert(section.into(), carried);
+        }
+    }
+    m.note(
+        "install/upgrade.takeOwnership is written as Flux's helm-controller behaves: it takes over existing objects unless disableTakeOwnership. Conflicts are not forced: fields helm-controller holds with the values it deployed are the release's own and move to wheelhouse on the next upgrade; a field another manager changed stays theirs (Flux would have forced it)",
+    );
+    if let Some(v) = spec.remove("driftDetection")
+        && let Some(carried) = drift_detection(v, &mut m)
+    {
+        out.insert("driftDetection".into(), carried);
+    }
+    for (key, value) in spec {
+        m.drop_field(&format!("spec.{key}"), &value);
+    }
+
+    if let Some(reason) = m.no_chart.take() {
+        return Err(Error::NoChart {
+            reason,
+            not_carried: m.not_carried,
+        });
+    }
+
+    let object = json!({
+        "apiVersion": format!("{}/{}", crate::api::GROUP, crate::api::VERSION),
+        "kind": crate::api::KIND,
+        "metadata": metadata(flux, &name, &namespace, &mut m),
+        "spec": Value::Object(out),
+    });
+    let release = read_back(&object, &helm)?;
+    Ok(Migrated {
+        object,
+        release,
+        not_carried: m.not_carried,
+        notes: m.notes,
+        helm,
+    })
+}
+
+/// The result as YAML, with what was not carried and the notes as comments on top.
+pub fn to_yaml(migrated: &Migrated, from: &str) -> String {
+    let mut text = format!("# Migrated from Flux HelmRelease {from} by `wheelhouse migrate`.\n");
+    let h = &migrated.helm;
+    text.push_str(&format!(
+        "# Helm release {} in namespace {} (stored in {}){}.\n",
+        h.release_name,
+        h.target_namespace,
+        h.storage_namespace,
+        h.revision
+            .map(|r| format!(", continued from revision {r}"))
+            .unwrap_or_default()
+    ));
+    for line in &migrated.not_carried {
+        text.push_str(&comment(&format!("not carried: {line}")));
+    }
+    for line in &migrated.notes {
+        text.push_str(&comment(&format!("note: {line}")));
+    }
+    text.push_str(&crate::yaml::to_string(&migrated.object));
+    text
+}
+
+fn comment(line: &str) -> String {
+    format!("# {}\n", line.replace(['\n', '\r'], " "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn yaml(text: &str) -> Value {
+        crate::yaml::from_str(text).unwrap()
+    }
+
+    fn http_repo(namespace: &str) -> Repository {
+        Repository::HelmRepository(yaml(&format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {{name: charts, namespace: {namespace}}}\nspec: {{url: 'https://charts.example.com/stable', interval: 10m}}\n"
+        )))
+    }
+
+    const FULL: &str = r#"
+apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: podinfo
+  namespace: apps
+  uid: 2b0d6d5e-0000-4000-8000-000000000001
+  resourceVersion: "4711"
+  generation: 3
+  finalizers: [finalizers.fluxcd.io]
+  managedFields: [{manager: kustomize-controller, operation: Apply}]
+  labels:
+    app: podinfo
+    kustomize.toolkit.fluxcd.io/name: apps
+    kustomize.toolkit.fluxcd.io/namespace: flux-system
+    helm.toolkit.fluxcd.io/name: podinfo
+  annotations:
+    team: web
+    reconcile.fluxcd.io/requestedAt: "2026-01-01T00:00:00Z"
+    kubectl.kubernetes.io/last-applied-configuration: "{}"
+spec:
+  interval: 10m
+  timeout: 2m30s
+  suspend: true
+  maxHistory: 3
+  serviceAccountName: deployer
+  persistentClient: false
+  kubeConfig: {secretRef: {name: remote}}
+  commonMetadata: {labels: {team: web}}
+  postRenderers: [{kustomize: {patches: [{patch: "x"}]}}]
+  waitStrategy: {name: poller}
+  healthCheckExprs: [{apiVersion: v1, kind: ConfigMap, current: "true"}]
+  chart:
+    metadata: {labels: {x: y}}
+    spec:
+      chart: podinfo
+      version: ">=6.0.0 <7.0.0"
+      interval: 5m
+      reconcileStrategy: ChartVersion
+      valuesFiles: [values.yaml, values-prod.yaml]
+      verify: {provider: cosign}
+      sourceRef: {kind: HelmRepository, name: charts}
+  values:
+    replicaCount: 2
+    ingress: {enabled: true}
+  valuesFrom:
+    - {kind: ConfigMap, name: base}
+    - {kind: Secret, name: creds, valuesKey: token, targetPath: auth.token, optional: true}
+  dependsOn:
+    - {name: redis}
+    - {name: db, namespace: data, readyExpr: "true"}
+  install:
+    createNamespace: true
+    crds: CreateReplace
+    timeout: 10m
+    disableTakeOwnership: true
+    disableWaitForJobs: true
+    remediation: {retries: 3, ignoreTestFailures: true}
+    someFutureField: 1
+  upgrade:
+    cleanupOnFail: true
+    force: true
+    preserveValues: false
+    serverSideApply: enabled
+    remediation: {retries: -1, strategy: uninstall, remediateLastFailure: false}
+  test: {enable: true, timeout: 1m, ignoreFailures: true, filters: [{name: smoke}]}
+  rollback: {timeout: 1m, disableHooks: true, recreate: true}
+  uninstall: {keepHistory: true, deletionPropagation: background}
+  driftDetection:
+    mode: warn
+    ignore:
+      - paths: [/spec/replicas]
+      - paths: [/data]
+        target: {kind: ConfigMap}
+status:
+  observedGeneration: 3
+  storageNamespace: apps
+  history:
+    - {name: podinfo, namespace: apps, version: 4, status: deployed, chartName: podinfo, chartVersion: 6.5.0}
+"#;
+
+    #[test]
+    fn a_full_flux_release_keeps_every_field_of_the_same_meaning_and_names_the_rest() {
+        let m = convert(&yaml(FULL), Some(&http_repo("apps"))).unwrap();
+        let expected = yaml(
+            r#"
+apiVersion: wheelhouse.dev/v1alpha1
+kind: HelmRelease
+metadata:
+  name: podinfo
+  namespace: apps
+  labels: {app: podinfo}
+  annotations: {team: web}
+spec:
+  chart: {repository: "https://charts.example.com/stable", name: podinfo, version: ">=6.0.0 <7.0.0"}
+  interval: 10m
+  timeout: 2m30s
+  suspend: false
+  maxHistory: 3
+  serviceAccountName: deployer
+  values:
+    replicaCount: 2
+    ingress: {enabled: true}
+  valuesFrom:
+    - {kind: ConfigMap, name: base}
+    - {kind: Secret, name: creds, valuesKey: token, targetPath: auth.token, optional: true}
+  dependsOn:
+    - {name: redis}
+    - {name: db, namespace: data}
+  install: {createNamespace: true, crds: CreateReplace, remediation: {retries: 3}}
+  upgrade: {cleanupOnFail: true, takeOwnership: true, remediation: {retries: -1, strategy: uninstall, remediateLastFailure: false}}
+  test: {enable: true, timeout: 1m, ignoreFailures: true}
+  rollback: {timeout: 1m, disableHooks: true}
+  uninstall: {keepHistory: true}
+  driftDetection: {mode: warn, ignore: [{paths: [/spec/replicas]}, {paths: [/data], target: {kind: ConfigMap}}]}
+"#,
+        );
+        assert_eq!(m.object, expected, "{}", crate::yaml::to_string(&m.object));
+        let paths: Vec<&str> = m
+            .not_carried
+            .iter()
+            .map(|l| l.split(' ').next().unwrap())
+            .collect();
+        let mut expected_paths = vec![
+            "spec.chart.metadata",
+            "spec.chart.spec.interval",
+            "spec.chart.spec.reconcileStrategy",
+            "spec.chart.spec.valuesFiles",
+            "spec.chart.spec.verify",
+            "spec.dependsOn[1].readyExpr",
+            "spec.install.timeout",
+            "spec.install.disableWaitForJobs",
+            "spec.install.remediation.ignoreTestFailures",
+            "spec.install.someFutureField",
+            "spec.upgrade.force",
+            "spec.test.filters",
+            "spec.rollback.recreate",
+            "spec.kubeConfig",
+            "spec.commonMetadata",
+            "spec.postRenderers",
+            "spec.waitStrategy",
+            "spec.healthCheckExprs",
+        ];
+        let mut got = paths.clone();
+        got.sort_unstable();
+        expected_paths.sort_unstable();
+        assert_eq!(got, expected_paths, "{:#?}", m.not_carried);
+        // Each comes with its reason.
+        assert!(m.not_carried.iter().any(|l| l
+            == "spec.postRenderers (wheelhouse has no post-renderers: the next upgrade applies the chart as rendered, without these patches)"));
+        assert!(
+            m.not_carried
+                .contains(&"spec.install.someFutureField (wheelhouse has no such field)".into())
+        );
+        assert!(
+            m.notes
+                .iter()
+                .any(|n| n.contains("Kustomization flux-system/apps")),
+            "{:#?}",
+            m.notes
+        );
+        assert!(m.notes.iter().any(|n| n.starts_with("spec.suspend")));
+        assert!(m.notes.iter().any(|n| n.contains("redis, data/db")));
+        assert_eq!(
+            m.helm,
+            HelmIdentity {
+                release_name: "podinfo".into(),
+                target_namespace: "apps".into(),
+                storage_namespace: "apps".into(),
+                revision: Some(4),
+            }
+        );
+        assert_eq!(m.release.spec.max_history, 3);
+        assert!(!m.release.spec.suspend);
+        assert!(m.release.status.is_none());
+
+        // The YAML printed reads back as the same object, comments and all.
+        let printed = to_yaml(&m, "apps/podinfo");
+        assert!(printed.starts_with("# Migrated from Flux HelmRelease apps/podinfo"));
+        assert!(
+            printed.contains("# not carried: spec.kubeConfig ("),
+            "{printed}"
+        );
+        let read: Value = crate::yaml::from_str(&printed).unwrap();
+        assert_eq!(read, m.object);
+    }
+
+    #[test]
+    fn the_release_name_and_namespaces_resolve_to_fluxs_release() {
+        // targetNamespace: the release name is `<target>-<name>` in both; nothing else set.
+        let flux = yaml(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: flux-system}\nspec: {interval: 5m, targetNamespace: apps, chart: {spec: {chart: web, sourceRef: {kind: HelmRepository, name: charts}}}}\n",
+        );
+        let m = convert(&flux, Some(&http_repo("flux-system"))).unwrap();
+        let spec = &m.object["spec"];
+        assert_eq!(spec["targetNamespace"], "apps");
+        assert!(spec.get("releaseName").is_none(), "{spec}");
+        assert!(spec.get("storageNamespace").is_none(), "{spec}");
+        assert_eq!(m.release.release_name(), "apps-web");
+        assert_eq!(m.release.storage_namespace(), "flux-system");
+        assert_eq!(m.helm.revision, None);
+        // helm-controller's own behaviour, which wheelhouse does only when asked.
+        let behaves = json!({"takeOwnership": true});
+        assert_eq!(spec["install"], behaves);
+        assert_eq!(spec["upgrade"], behaves);
+        // No forced conflicts: the fields helm-controller holds with the values it
+        // deployed are the release's own, and an upgrade takes them over without force.
+        assert!(spec.get("rollback").is_none(), "{spec}");
+        assert!(spec.get("test").is_none() && spec.get("uninstall").is_none());
+        assert!(!m.release.spec.upgrade.as_ref().unwrap().force_conflicts);
+        assert!(m.not_carried.is_empty(), "{:#?}", m.not_carried);
+
+        // What Flux recorded wins: a shortened name, another storage namespace.
+        let long = "a-very-long-helmrelease-name-that-goes-on-and-on";
+        let recorded = shorten_name(&format!("production-{long}"));
+        assert_eq!(recorded.len(), 53);
+        assert!(recorded.starts_with("production-a-very-long-helmrelease-name--"));
+        let flux = yaml(&format!(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {{name: {long}, namespace: flux-system}}\nspec: {{interval: 5m, targetNamespace: production, storageNamespace: production, chart: {{spec: {{chart: web, version: '*', sourceRef: {{kind: HelmRepository, name: charts}}}}}}}}\nstatus: {{storageNamespace: production, history: [{{name: {recorded}, namespace: production, version: 7}}]}}\n"
+        ));
+        let m = convert(&flux, Some(&http_repo("flux-system"))).unwrap();
+        let spec = &m.object["spec"];
+        assert_eq!(spec["releaseName"], recorded.as_str());
+        assert_eq!(spec["targetNamespace"], "production");
+        assert_eq!(spec["storageNamespace"], "production");
+        assert!(spec["chart"].get("version").is_none(), "`*` is the latest");
+        assert_eq!(m.helm.revision, Some(7));
+        // No history yet: Flux's rule, shortened as helm-controller shortens it.
+        let mut fresh = flux.clone();
+        fresh.as_object_mut().unwrap().remove("status");
+        let m = convert(&fresh, Some(&http_repo("flux-system"))).unwrap();
+        assert_eq!(m.object["spec"]["releaseName"], recorded.as_str());
+
+        // Recorded elsewhere than the spec now says: the recorded release is kept.
+        let moved = yaml(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: apps}\nspec: {interval: 5m, releaseName: front, chart: {spec: {chart: web, sourceRef: {kind: HelmRepository, name: charts}}}}\nstatus: {history: [{name: web, namespace: apps, version: 2}]}\n",
+        );
+        let m = convert(&moved, Some(&http_repo("apps"))).unwrap();
+        assert_eq!(m.object["spec"]["releaseName"], "web");
+        assert!(
+            m.notes
+                .iter()
+                .any(|n| n.contains("now names front in apps")),
+            "{:#?}",
+            m.notes
+        );
+    }
+
+    const CHART_REF: &str = "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: apps}\nspec:\n  interval: 5m\n  chartRef: {kind: OCIRepository, name: web-chart}\n  postRenderers: [{kustomize: {images: [{name: x}]}}]\nstatus: {history: [{name: web, namespace: apps, version: 2, chartName: web, chartVersion: 1.2.3}]}\n";
+
+    #[test]
+    fn a_chart_ref_is_refused_unless_a_repository_is_given() {
+        let flux = yaml(CHART_REF);
+        let Err(Error::NoChart {
+            reason,
+            not_carried,
+        }) = convert(&flux, None)
+        else {
+            panic!("chartRef was carried");
+        };
+        assert!(
+            reason.contains("spec.chartRef (OCIRepository apps/web-chart)"),
+            "{reason}"
+        );
+        assert!(reason.contains("--chart-repository URL"), "{reason}");
+        // The whole list, so one run says everything.
+        assert_eq!(not_carried.len(), 2, "{not_carried:#?}");
+        assert!(not_carried[0].starts_with("spec.chartRef (OCIRepository apps/web-chart: "));
+        assert!(not_carried[1].starts_with("spec.postRenderers ("));
+
+        let m = convert(
+            &flux,
+            Some(&Repository::Url("https://charts.example.com".into())),
+        )
+        .unwrap();
+        assert_eq!(
+            m.object["spec"]["chart"],
+            json!({"repository": "https://charts.example.com", "name": "web", "version": "1.2.3"})
+        );
+        assert!(
+            m.notes
+                .iter()
+                .any(|n| n.contains("pinned to version 1.2.3"))
+        );
+
+        // A chart in Git: the same refusal, naming the source.
+        let git = yaml(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: apps}\nspec: {interval: 5m, chart: {spec: {chart: ./charts/web, sourceRef: {kind: GitRepository, name: repo, namespace: flux-system}}}}\n",
+        );
+        let Err(Error::NoChart { reason, .. }) = convert(&git, None) else {
+            panic!("a GitRepository source was carried");
+        };
+        assert!(
+            reason.contains("GitRepository flux-system/repo"),
+            "{reason}"
+        );
+        let m = convert(&git, Some(&Repository::Url("https://c.example".into()))).unwrap();
+        assert_eq!(m.object["spec"]["chart"]["name"], "web");
+    }
+
+    #[test]
+    fn an_oci_helm_repository_gives_an_oci_reference_and_its_secret() {
+        let flux = yaml(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: apps}\nspec: {interval: 5m, chart: {spec: {chart: web, version: 1.x, sourceRef: {kind: HelmRepository, name: ghcr, namespace: flux-system}}}}\n",
+        );
+        let repo = Repository::HelmRepository(yaml(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: ghcr, namespace: flux-system}\nspec: {type: oci, url: 'oci://ghcr.io/acme/charts', secretRef: {name: ghcr-auth}, certSecretRef: {name: tls}, provider: generic}\n",
+        ));
+        let m = convert(&flux, Some(&repo)).unwrap();
+        assert_eq!(
+            m.object["spec"]["chart"],
+            json!({"repository": "oci://ghcr.io/acme/charts", "name": "web", "version": "1.x", "secretRef": {"name": "ghcr-auth"}})
+        );
+        // Read as wheelhouse reads OCI registries: nothing to say about the URL.
+        assert!(!m.notes.iter().any(|n| n.contains("OCI registry")));
+        let secret = m
+            .notes
+            .iter()
+            .find(|n| n.starts_with("chart.secretRef ghcr-auth"))
+            .unwrap();
+        assert!(
+            secret.contains("check that the Secret suits wheelhouse"),
+            "{secret}"
+        );
+        assert!(secret.contains("copy it there"), "{secret}");
+        assert_eq!(
+            m.not_carried,
+            [
+                "HelmRepository flux-system/ghcr spec.certSecretRef (wheelhouse reads a CA only as ca.crt in chart.secretRef, and no client certificate)"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_key_wheelhouse_does_not_know_fails_the_read_back() {
+        let m = convert(&yaml(FULL), Some(&http_repo("apps"))).unwrap();
+        let mut wrong = m.object.clone();
+        wrong["spec"]["install"]["timeout"] = json!("5m");
+        let Err(Error::Invalid(message)) = read_back(&wrong, &m.helm) else {
+            panic!("an unknown key passed");
+        };
+        assert_eq!(message, "wheelhouse has no field spec.install.timeout");
+        let mut elsewhere = m.object.clone();
+        elsewhere["spec"]["releaseName"] = json!("other");
+        assert!(matches!(
+            read_back(&elsewhere, &m.helm),
+            Err(Error::Invalid(_))
+        ));
+    }
+
+    #[test]
+    fn long_names_are_shortened_as_helm_controller_does() {
+        // helm-controller's own cases (internal/release/name_test.go).
+        for (name, short) in [
+            ("release-name", "release-name"),
+            (
+                "release-name-with-very-long-name-which-is-longer-than-53-characters",
+                "release-name-with-very-long-name-which-i-788ca0d0d7b0",
+            ),
+            (
+                "another-release-name-with-very-long-name-which-is-longer-than-53-characters",
+                "another-release-name-with-very-long-name-7e72150d5a36",
+            ),
+            ("", ""),
+        ] {
+            assert_eq!(shorten_name(name), short);
+        }
+    }
+
+    #[test]
+    fn a_flux_object_is_required() {
+        let not_flux = yaml(
+            "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: web}\nspec: {}\n",
+        );
+        assert!(matches!(convert(&not_flux, None), Err(Error::NotFlux(_))));
+    }
+}

@@ -1,0 +1,242 @@
+//! The fields carried with the same meaning: metadata without Flux's own keys, the plain
+//! settings, the five actions and drift detection.
+
+use serde_json::{Map, Value, json};
+
+use super::mapping::{Mapping, is_set, keep, text};
+
+/// Prefixes of the label and annotation keys that are Flux's own and stay behind.
+const FLUX_METADATA: &[&str] = &[
+    "reconcile.fluxcd.io/",
+    "kustomize.toolkit.fluxcd.io/",
+    "helm.toolkit.fluxcd.io/",
+];
+
+/// kubectl's record of the last object it applied: the Flux one, not ours.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// interval, timeout, maxHistory, values, valuesFrom, dependsOn: the same in both.
+pub(super) fn plain(spec: &mut Map<String, Value>, out: &mut Map<String, Value>, m: &mut Mapping) {
+    // serviceAccountName means the same: everything done for the release is done as that
+    // ServiceAccount of the HelmRelease's namespace, by impersonation.
+    for key in ["interval", "timeout", "maxHistory", "serviceAccountName"] {
+        if let Some(v) = spec.remove(key).filter(|v| !v.is_null()) {
+            out.insert(key.into(), v);
+        }
+    }
+    match spec.remove("values") {
+        Some(v @ Value::Object(_)) => {
+            out.insert("values".into(), v);
+        }
+        Some(v) => m.drop_field("spec.values", &v),
+        None => {}
+    }
+    if let Some(Value::Array(refs)) = spec.remove("valuesFrom") {
+        let carried: Vec<Value> = refs
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                keep(
+                    r,
+                    &format!("spec.valuesFrom[{i}]"),
+                    &["kind", "name", "valuesKey", "targetPath", "optional"],
+                    m,
+                )
+            })
+            .collect();
+        if !carried.is_empty() {
+            out.insert("valuesFrom".into(), Value::Array(carried));
+        }
+    }
+    if let Some(Value::Array(deps)) = spec.remove("dependsOn") {
+        let carried: Vec<Value> = deps
+            .into_iter()
+            .enumerate()
+            .map(|(i, d)| {
+                keep(
+                    d,
+                    &format!("spec.dependsOn[{i}]"),
+                    &["name", "namespace"],
+                    m,
+                )
+            })
+            .collect();
+        if !carried.is_empty() {
+            let names: Vec<String> = carried
+                .iter()
+                .map(|d| match text(d, "namespace") {
+                    Some(ns) => format!("{ns}/{}", text(d, "name").unwrap_or_default()),
+                    None => text(d, "name").unwrap_or_default().to_owned(),
+                })
+                .collect();
+            m.note(format!(
+                "spec.dependsOn now names wheelhouse HelmReleases ({}): migrate those too, or this release waits for them (DependencyNotReady)",
+                names.join(", ")
+            ));
+            out.insert("dependsOn".into(), Value::Array(carried));
+        }
+    }
+}
+
+/// One of install, upgrade, test, rollback, uninstall: the fields wheelhouse has with the
+/// same meaning, and the same defaults where it defaults them.
+pub(super) fn action(section: &str, value: Value, m: &mut Mapping) -> Option<Value> {
+    let path = format!("spec.{section}");
+    let mut fields = match value {
+        Value::Object(fields) => fields,
+        Value::Null => Map::new(),
+        value => {
+            m.drop_field(&path, &value);
+            Map::new()
+        }
+    };
+    let same: &[&str] = match section {
+        "install" => &["createNamespace", "crds", "disableWait", "disableHooks"],
+        "upgrade" => &["crds", "disableWait", "disableHooks", "cleanupOnFail"],
+        "test" => &["enable", "timeout", "ignoreFailures"],
+        "rollback" => &["timeout", "disableHooks", "disableWait"],
+        _ => &["timeout", "disableHooks", "disableWait", "keepHistory"],
+    };
+    let mut out = Map::new();
+    for key in same {
+        if let Some(v) = fields.remove(*key).filter(|v| !v.is_null()) {
+            out.insert((*key).into(), v);
+        }
+    }
+    // Deprecated: Flux skips CRDs when it is set and `crds` is not.
+    if section == "install"
+        && fields.remove("skipCRDs").and_then(|v| v.as_bool()) == Some(true)
+        && !out.contains_key("crds")
+    {
+        out.insert("crds".into(), Value::String("Skip".into()));
+    }
+    // What helm-controller does without being asked, where wheelhouse must be asked:
+    // take over existing objects (Helm's --take-ownership) unless disableTakeOwnership,
+    // and force server-side apply conflicts (it always does; under client-side apply, its
+    // other mode, it overwrites whatever another manager set).
+    if matches!(section, "install" | "upgrade") {
+        let disabled = fields
+            .remove("disableTakeOwnership")
+            .and_then(|v| v.as_bool());
+        if disabled != Some(true) {
+            out.insert("takeOwnership".into(), Value::Bool(true));
+        }
+    }
+    // Server-side apply on (or Helm's choice, which is server-side for these releases) is
+    // what wheelhouse does; only turning it off is lost.
+    match fields.get("serverSideApply") {
+        Some(Value::Bool(true)) => {
+            fields.remove("serverSideApply");
+        }
+        Some(Value::String(s)) if s == "enabled" || s == "auto" => {
+            fields.remove("serverSideApply");
+        }
+        _ => {}
+    }
+    if section == "uninstall"
+        && fields.get("deletionPropagation").and_then(Value::as_str) == Some("background")
+    {
+        fields.remove("deletionPropagation");
+    }
+    if matches!(section, "install" | "upgrade")
+        && let Some(remediation) = fields.remove("remediation")
+    {
+        let keys: &[&str] = if section == "install" {
+            &["retries"]
+        } else {
+            &["retries", "strategy", "remediateLastFailure"]
+        };
+        let kept = keep(remediation, &format!("{path}.remediation"), keys, m);
+        if kept.as_object().is_some_and(|o| !o.is_empty()) {
+            out.insert("remediation".into(), kept);
+        }
+    }
+    for (key, v) in fields {
+        m.drop_field(&format!("{path}.{key}"), &v);
+    }
+    (!out.is_empty()).then_some(Value::Object(out))
+}
+
+/// `driftDetection`: the mode, and the ignore rules (a target by kind, name and namespace;
+/// Flux's group, version and label or annotation selectors are not carried).
+pub(super) fn drift_detection(value: Value, m: &mut Mapping) -> Option<Value> {
+    let Value::Object(mut fields) = value else {
+        m.drop_field("spec.driftDetection", &value);
+        return None;
+    };
+    let mut out = Map::new();
+    if let Some(mode) = fields.remove("mode").filter(is_set) {
+        out.insert("mode".into(), mode);
+    }
+    if let Some(Value::Array(rules)) = fields.remove("ignore") {
+        let mut carried = Vec::new();
+        for (i, rule) in rules.into_iter().enumerate() {
+            let at = format!("spec.driftDetection.ignore[{i}]");
+            let Value::Object(mut kept) = keep(rule, &at, &["paths", "target"], m) else {
+                continue;
+            };
+            if let Some(target) = kept.remove("target").filter(is_set)
+                && let Value::Object(target) = keep(
+                    target,
+                    &format!("{at}.target"),
+                    &["kind", "name", "namespace"],
+                    m,
+                )
+                && !target.is_empty()
+            {
+                kept.insert("target".into(), Value::Object(target));
+            }
+            if kept.get("paths").is_some_and(is_set) {
+                carried.push(Value::Object(kept));
+            }
+        }
+        if !carried.is_empty() {
+            out.insert("ignore".into(), Value::Array(carried));
+        }
+    }
+    for (key, v) in fields {
+        m.drop_field(&format!("spec.driftDetection.{key}"), &v);
+    }
+    (!out.is_empty()).then_some(Value::Object(out))
+}
+
+/// Same name and namespace; labels and annotations without Flux's own.
+pub(super) fn metadata(flux: &Value, name: &str, namespace: &str, m: &mut Mapping) -> Value {
+    let mut meta = json!({ "name": name, "namespace": namespace });
+    for field in ["labels", "annotations"] {
+        let Some(Value::Object(entries)) = flux.pointer(&format!("/metadata/{field}")) else {
+            continue;
+        };
+        let kept: Map<String, Value> = entries
+            .iter()
+            .filter(|(k, _)| {
+                !FLUX_METADATA.iter().any(|p| k.starts_with(p)) && k.as_str() != LAST_APPLIED
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !kept.is_empty() {
+            meta[field] = Value::Object(kept);
+        }
+    }
+    if let Some(kustomization) = flux
+        .pointer("/metadata/labels/kustomize.toolkit.fluxcd.io~1name")
+        .and_then(Value::as_str)
+    {
+        let from = flux
+            .pointer("/metadata/labels/kustomize.toolkit.fluxcd.io~1namespace")
+            .and_then(Value::as_str)
+            .unwrap_or(namespace);
+        m.note(format!(
+            "Flux Kustomization {from}/{kustomization} manages this Flux HelmRelease: take it out of that Kustomization's source (and commit the wheelhouse one instead), or Flux may resume or recreate it"
+        ));
+    }
+    if flux
+        .pointer("/metadata/labels/sharding.fluxcd.io~1key")
+        .is_some()
+    {
+        m.note(
+            "label sharding.fluxcd.io/key is kept as is; wheelhouse shards by sharding.wheelhouse.dev/key",
+        );
+    }
+    meta
+}
