@@ -159,6 +159,7 @@ fn uses(
         .find("crate::")
         .into_iter()
         .chain(code[i..].find("super::"))
+        .chain(code[i..].find("self::"))
         .min()
     {
         let at = i + k;
@@ -171,6 +172,10 @@ fn uses(
         let base = if let Some(r) = rest.strip_prefix("crate::") {
             rest = r;
             Vec::new()
+        } else if let Some(r) = rest.strip_prefix("self::") {
+            // A module's own children, as `pub use self::child::Item` names them.
+            rest = r;
+            module.to_vec()
         } else {
             let mut up = 0;
             while let Some(r) = rest.strip_prefix("super::") {
@@ -339,4 +344,12 @@ fn the_reader_finds_grouped_and_relative_paths() {
         .map(|m| m.join("/"))
         .collect();
     assert_eq!(found, ["api", "api/raw", "engine/status"]);
+    // A parent's `self::child` is a use of the child's file, as much as `super::` is
+    // the child's use of its parent's.
+    let code = code_of("pub use self::run::Run;\nimpl Self { fn f() -> Self::Item {} }\n");
+    let found: Vec<String> = uses(&["engine".to_owned()], &code, &files)
+        .into_iter()
+        .map(|m| m.join("/"))
+        .collect();
+    assert_eq!(found, ["engine/run"]);
 }

@@ -15,7 +15,7 @@ use crate::apply::{Error, is_status};
 
 /// How long a CustomResourceDefinition may take to become Established (and served), as
 /// Helm waits for the CRDs of a chart's `crds/` directory.
-pub const CRD_ESTABLISH_TIMEOUT: Duration = Duration::from_secs(60);
+const CRD_ESTABLISH_TIMEOUT: Duration = Duration::from_secs(60);
 
 const CRD_KIND: &str = "CustomResourceDefinition";
 const CRD_GROUP: &str = "apiextensions.k8s.io";

@@ -20,7 +20,6 @@ use kube::core::GroupVersion;
 use kube::discovery::{self, ApiCapabilities, ApiResource, Scope};
 use serde_json::Value;
 
-pub use self::crds::CRD_ESTABLISH_TIMEOUT;
 use super::fields::RELEASE_FIELD_MANAGER;
 use super::manifest::{ObjectRef, parse_manifest};
 use super::{Error, is_status};

@@ -16,7 +16,6 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use k8s_openapi::jiff::Timestamp;
 use tui_textarea::TextArea;
 
-pub use self::writes::describe;
 use super::components::changes::ChangesView;
 use super::components::command::{self, CommandLine, Completion, Typed};
 use super::components::confirm::Answer;

@@ -308,7 +308,7 @@ fn capitalize(s: &str) -> String {
         .map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
 }
 
-pub fn describe(command: &Command) -> String {
+fn describe(command: &Command) -> String {
     match command {
         Command::Suspend(k) => format!("suspend {k}"),
         Command::Resume(k) => format!("resume {k}"),
