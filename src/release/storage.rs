@@ -232,7 +232,15 @@ impl Storage {
             .delete(&secret_name(name, version), &DeleteParams::default())
             .await
         {
-            Ok(_) => Ok(()),
+            // The deleted object comes back at the deletion's revision: raising the floor
+            // to it keeps a later list from being served a cache that still holds it.
+            Ok(deleted) => {
+                if let Some(secret) = deleted.left() {
+                    self.floor
+                        .raise(secret.metadata.resource_version.as_deref());
+                }
+                Ok(())
+            }
             Err(kube::Error::Api(s)) if s.is_not_found() => Err(Error::NotFound {
                 name: name.to_string(),
                 version,

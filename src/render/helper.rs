@@ -98,7 +98,7 @@ impl HelperRenderer {
     }
 
     /// The running helper, started if there is none or the last one exited.
-    async fn process(&self) -> Result<Arc<Process>, Error> {
+    async fn process(&self) -> Result<Arc<Process>, StartError> {
         let mut slot = self.process.lock().await;
         if let Some(p) = slot.as_ref().filter(|p| !p.exited()) {
             return Ok(p.clone());
@@ -115,7 +115,19 @@ impl HelperRenderer {
     async fn run(&self, req: RenderRequest<'_>) -> Result<Rendered, Error> {
         let mut fault = None;
         for attempt in 1..=2 {
-            let process = self.process().await?;
+            let process = match self.process().await {
+                Ok(process) => process,
+                Err(StartError::Unavailable(e)) => return Err(e),
+                // Killed before it said it was ready: a crash like any other.
+                Err(StartError::Killed(f)) => {
+                    tracing::error!(status = %f, attempt, release = req.release_name, "the render helper exited as it started; the render is tried again on a new helper");
+                    helper_restarts()
+                        .get_or_create(&FaultLabels::new(f.label()))
+                        .inc();
+                    fault = Some(f);
+                    continue;
+                }
+            };
             match self.render_once(&process, req).await {
                 Ok(rendered) => return rendered,
                 Err(f) => {
@@ -262,6 +274,34 @@ pub fn helper_restarts() -> &'static prometheus_client::metrics::family::Family<
     &RESTARTS
 }
 
+/// Why a helper did not start.
+#[derive(Debug)]
+enum StartError {
+    /// It cannot run, or is not the helper: the engine's setup is wrong.
+    Unavailable(Error),
+    /// A signal killed it before it said it was ready (an OOM kill, an operator's
+    /// `kill`): the next start may well succeed.
+    Killed(HelperFault),
+}
+
+impl StartError {
+    fn into_error(self) -> Error {
+        match self {
+            Self::Unavailable(e) => e,
+            Self::Killed(fault) => Error::Helper { fault },
+        }
+    }
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Unavailable(e) => e.fmt(f),
+            Self::Killed(fault) => write!(f, "the render helper {fault} as it started"),
+        }
+    }
+}
+
 /// Why an ask got no answer.
 enum Asked {
     /// The helper is gone (exited, or taken out of use): see [`Process::fault`].
@@ -283,7 +323,7 @@ impl Renderer for HelperRenderer {
                 Ok(p) => p,
                 Err(e) => {
                     tracing::warn!(error = %e, "the render helper did not start; trying once more");
-                    self.process().await?
+                    self.process().await.map_err(StartError::into_error)?
                 }
             };
             Ok(format!("{PROGRAM} (helm {})", process.helm))
@@ -363,8 +403,9 @@ struct Process {
 }
 
 impl Process {
-    async fn start(program: &Path) -> Result<Self, Error> {
-        let unavailable = |what: String| Error::Unavailable(format!("{what}; {HOW}"));
+    async fn start(program: &Path) -> Result<Self, StartError> {
+        let unavailable =
+            |what: String| StartError::Unavailable(Error::Unavailable(format!("{what}; {HOW}")));
         let mut child = Command::new(program)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -397,6 +438,11 @@ impl Process {
                 _ => {
                     // Give a dying helper a moment to finish its last words.
                     tokio::time::sleep(Duration::from_millis(100)).await;
+                    if let Ok(Some(status)) = child.try_wait()
+                        && std::os::unix::process::ExitStatusExt::signal(&status).is_some()
+                    {
+                        return Err(StartError::Killed(HelperFault::Exited(status.to_string())));
+                    }
                     return Err(unavailable(format!(
                         "{} is not a working render helper (it said {:?}{})",
                         program.display(),
@@ -621,6 +667,75 @@ mod tests {
         let renderer = HelperRenderer::new(PathBuf::from("echo"), Duration::from_secs(5));
         let err = renderer.check().await.unwrap_err().to_string();
         assert!(err.contains("is not a working render helper"), "{err}");
+    }
+
+    /// A stand-in helper: killed by a signal as it starts the first time (as an OOM kill
+    /// would), then ready, answering one render with a manifest.
+    fn killed_once_helper(dir: &Path) -> PathBuf {
+        let marker = dir.join("started-once");
+        script(
+            dir,
+            &format!(
+                "#!/bin/sh\n\
+                 if [ ! -e {marker} ]; then : > {marker}; kill -9 $$; fi\n\
+                 echo '{{\"ready\":true,\"helm\":\"v4\"}}'\n\
+                 read line\n\
+                 echo '{{\"id\":1,\"manifest\":\"kind: ConfigMap\",\"version\":1}}'\n\
+                 read line\n",
+                marker = marker.display()
+            ),
+        )
+    }
+
+    fn script(dir: &Path, text: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let program = dir.join("wheelhouse-render");
+        std::fs::write(&program, text).unwrap();
+        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        program
+    }
+
+    #[tokio::test]
+    async fn a_helper_killed_as_it_starts_costs_the_render_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let renderer = HelperRenderer::new(killed_once_helper(dir.path()), Duration::from_secs(5));
+        let values = serde_json::Map::new();
+        let rendered = renderer
+            .render(RenderRequest {
+                release_name: "web",
+                namespace: "prod",
+                chart_path: Path::new("/charts/web"),
+                values: &values,
+                previous: None,
+                discovery: None,
+                as_user: None,
+                priority: crate::slots::Priority::Routine,
+            })
+            .await
+            .unwrap();
+        assert_eq!(rendered.manifest, "kind: ConfigMap");
+    }
+
+    #[tokio::test]
+    async fn a_helper_killed_at_every_start_is_the_engines_fault_not_the_releases() {
+        let dir = tempfile::tempdir().unwrap();
+        let program = script(dir.path(), "#!/bin/sh\nkill -9 $$\n");
+        let renderer = HelperRenderer::new(program, Duration::from_secs(5));
+        let values = serde_json::Map::new();
+        let err = renderer
+            .render(RenderRequest {
+                release_name: "web",
+                namespace: "prod",
+                chart_path: Path::new("/charts/web"),
+                values: &values,
+                previous: None,
+                discovery: None,
+                as_user: None,
+                priority: crate::slots::Priority::Routine,
+            })
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Helper { .. }), "{err}");
     }
 
     #[test]
