@@ -113,6 +113,65 @@ impl Drop for Permit {
     }
 }
 
+/// Urgent work in flight, for routine work to give way to: while a fix is on its way to
+/// its first written object, routine reconciles hold before their next render or apply,
+/// so the CPU and the API server serve the fix first (a slot alone does not: routine
+/// work already holding slots still fills the API server's queues). Each hold is
+/// bounded, so routine work is delayed, never starved.
+#[derive(Clone, Default)]
+pub struct Precedence(Arc<Urgency>);
+
+#[derive(Default)]
+struct Urgency {
+    in_flight: std::sync::atomic::AtomicUsize,
+    cleared: tokio::sync::Notify,
+}
+
+/// One piece of urgent work in flight, until dropped.
+pub struct UrgentWork(Arc<Urgency>);
+
+impl Precedence {
+    /// The longest a routine step gives way at a time.
+    pub const MOST: std::time::Duration = std::time::Duration::from_secs(1);
+
+    pub fn urgent(&self) -> UrgentWork {
+        self.0
+            .in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        UrgentWork(self.0.clone())
+    }
+
+    /// Waits while urgent work is in flight, at most [`Self::MOST`].
+    pub async fn give_way(&self) {
+        let deadline = tokio::time::Instant::now() + Self::MOST;
+        loop {
+            let cleared = self.0.cleared.notified();
+            tokio::pin!(cleared);
+            // Registered before the count is read: a clearing in between still wakes it.
+            cleared.as_mut().enable();
+            if self.0.in_flight.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, cleared).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for UrgentWork {
+    fn drop(&mut self) {
+        if self
+            .0
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
+            == 1
+        {
+            self.0.cleared.notify_waiters();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -165,5 +224,37 @@ mod tests {
         )
         .await;
         assert!(again.is_ok());
+    }
+
+    #[tokio::test]
+    async fn routine_work_gives_way_to_urgent_work_until_it_is_done_or_for_a_second() {
+        use std::time::{Duration, Instant};
+        let precedence = Precedence::default();
+        // Nothing urgent: no wait.
+        let start = Instant::now();
+        precedence.give_way().await;
+        assert!(start.elapsed() < Duration::from_millis(50));
+        // Urgent work that ends after 100 ms.
+        let urgent = precedence.urgent();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            drop(urgent);
+        });
+        let start = Instant::now();
+        precedence.give_way().await;
+        let waited = start.elapsed();
+        assert!(
+            waited >= Duration::from_millis(100) && waited < Precedence::MOST,
+            "{waited:?}"
+        );
+        // Urgent work that never ends holds routine work a second at most.
+        let _stuck = precedence.urgent();
+        let start = Instant::now();
+        precedence.give_way().await;
+        let waited = start.elapsed();
+        assert!(
+            waited >= Precedence::MOST && waited < Precedence::MOST * 2,
+            "{waited:?}"
+        );
     }
 }

@@ -116,11 +116,15 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
             instance: Some(config.identity.clone()),
         },
     );
-    let renderer: Arc<dyn Renderer> = Arc::new(crate::render::Throttled::new(
-        config.renderer.clone(),
-        config.concurrent,
-        config.metrics.queue_depth.clone(),
-    ));
+    let precedence = crate::slots::Precedence::default();
+    let renderer: Arc<dyn Renderer> = Arc::new(
+        crate::render::Throttled::new(
+            config.renderer.clone(),
+            config.concurrent,
+            config.metrics.queue_depth.clone(),
+        )
+        .giving_way_to(precedence.clone()),
+    );
     let mut ctx = Context::new(
         client.clone(),
         ChartSource::new(config.chart_cache.clone())?.with_chart_root(config.chart_root.clone()),
@@ -139,6 +143,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     ctx.chart_poll = config.chart_poll;
     ctx.metrics = config.metrics.clone();
     ctx.loads = crate::slots::Slots::new(config.concurrent.max(1));
+    ctx.precedence = precedence;
     if !config.passive {
         // The setting lives beside the engine's Lease (docs/user-guide/notifications.md, "The setting").
         ctx.notifier = crate::notify::start(

@@ -117,6 +117,7 @@ pub async fn act(
         // An operator's action.
         priority: crate::slots::Priority::Urgent,
         last_record: None,
+        urgent: None,
     };
     let outcome = match action {
         StoredAction::Rollback { to } => rollback::rollback(&mut run, &history, to).await,

@@ -245,6 +245,7 @@ pub struct Throttled {
     inner: std::sync::Arc<dyn Renderer>,
     slots: crate::slots::Slots,
     queued: prometheus_client::metrics::gauge::Gauge,
+    precedence: crate::slots::Precedence,
 }
 
 impl Throttled {
@@ -257,7 +258,14 @@ impl Throttled {
             inner,
             slots: crate::slots::Slots::new(slots),
             queued,
+            precedence: crate::slots::Precedence::default(),
         }
+    }
+
+    /// Routine renders give way to the urgent work `precedence` counts.
+    pub fn giving_way_to(mut self, precedence: crate::slots::Precedence) -> Self {
+        self.precedence = precedence;
+        self
     }
 }
 
@@ -265,6 +273,9 @@ impl Renderer for Throttled {
     fn render<'a>(&'a self, req: RenderRequest<'a>) -> BoxFuture<'a, Result<Rendered, Error>> {
         Box::pin(async move {
             self.queued.inc();
+            if req.priority == crate::slots::Priority::Routine {
+                self.precedence.give_way().await;
+            }
             let _permit = self.slots.acquire(req.priority).await;
             self.queued.dec();
             self.inner.render(req).await

@@ -256,6 +256,9 @@ pub async fn install_or_upgrade(
     }
 
     let timeout = spec.timeout.as_std();
+    if run.priority == crate::slots::Priority::Routine {
+        run.ctx.precedence.give_way().await;
+    }
     let steps = async {
         if !is_upgrade && install.create_namespace {
             run.acting.applier.ensure_namespace(&ns).await?;
@@ -277,6 +280,7 @@ pub async fn install_or_upgrade(
             .1;
         run.fix_step(|fix| fix.first_written = first_written);
         run.fix = None;
+        run.urgent = None;
         let mut removed = crate::apply::Removed::default();
         if let Some(prev) = previous.filter(|_| is_upgrade) {
             removed = run

@@ -56,6 +56,8 @@ pub struct Context {
     pub watches: crate::health::WatchHub,
     /// Slots for resolving and loading charts (as many as for rendering), urgent first.
     pub loads: crate::slots::Slots,
+    /// Urgent work in flight, which routine renders and applies give way to.
+    pub precedence: crate::slots::Precedence,
     /// Workers in their first reconcile at once (an engine starting over thousands).
     pub starts: Arc<tokio::sync::Semaphore>,
     /// Tells the on-call channel of failures, recoveries and cancellations (never waits).
@@ -108,6 +110,7 @@ impl Context {
             chart_poll: Duration::from_secs(15),
             metrics: crate::telemetry::Metrics::new(),
             loads: crate::slots::Slots::new(4),
+            precedence: crate::slots::Precedence::default(),
             starts: Arc::new(tokio::sync::Semaphore::new(STARTS)),
             notifier: crate::notify::Notifier::off(),
             pushed: tokio::sync::broadcast::channel(PUSHES_KEPT).0,
@@ -221,6 +224,8 @@ pub struct Run<'a> {
     /// The revision an action last stored, as stored: what a superseded wait left, for
     /// the history recorded without reading it back.
     pub last_record: Option<crate::release::Release>,
+    /// Held by urgent work until its first object is written: routine work gives way.
+    pub urgent: Option<crate::slots::UrgentWork>,
 }
 
 impl Run<'_> {

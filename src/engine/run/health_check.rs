@@ -23,6 +23,10 @@ use crate::engine::vocabulary::{Command, Phase, WaitView};
 use crate::health::{self, Progress, Target};
 use crate::release::Release;
 
+/// The first pause before a fix that could not be prepared is tried again during a wait;
+/// it doubles each time, up to the source's poll interval.
+const RETRY_FIRST: Duration = Duration::from_millis(250);
+
 pub enum WaitEnd {
     Ready,
     Failed(String),
@@ -226,6 +230,10 @@ impl Run<'_> {
         // A pending trigger, and when it arrived (for the trigger-to-fix metric).
         let mut check: Option<(Check<'_>, String, Instant)> = None;
         let mut again: Option<(String, Instant)> = None;
+        // A fix that could not be prepared is tried again soon, sooner than the next
+        // poll: a registry may announce a push a moment before its tag resolves.
+        let mut retry: Option<(String, Instant, Instant)> = None;
+        let mut retry_after = RETRY_FIRST;
         let mut last_generation = self.hr.metadata.generation;
 
         let mut interrupted = Interrupted::default();
@@ -274,6 +282,7 @@ impl Run<'_> {
                     self.note_check();
                     match result {
                         Ok(mut candidate) if candidate.prepared.digest() != self.desired_digest => {
+                            retry_after = RETRY_FIRST;
                             candidate.triggered_at = Some(at);
                             let why = format!(
                                 "superseded by a newer desired state ({trigger}): chart {}@{}, values {}",
@@ -286,8 +295,13 @@ impl Run<'_> {
                             token.cancel();
                         }
                         // Same desired state: a spurious trigger; the wait goes on.
-                        Ok(_) => tracing::debug!(release = %self.key, %trigger, "trigger without a new desired state"),
+                        Ok(_) => {
+                            retry_after = RETRY_FIRST;
+                            tracing::debug!(release = %self.key, %trigger, "trigger without a new desired state");
+                        }
                         Err(e) => {
+                            retry = Some((trigger.clone(), at, Instant::now() + retry_after));
+                            retry_after = (retry_after * 2).min(poll);
                             // A fix that cannot be prepared leaves the running wait alone.
                             let message = format!("waiting for revision {}; the newer desired state ({trigger}) cannot be applied: {e}", rel.version);
                             status::set(&mut self.status, condition::READY, Truth::Unknown, reason::PROGRESSING, &message, self.hr.metadata.generation);
@@ -295,6 +309,10 @@ impl Run<'_> {
                             self.event(EventType::Warning, reason::ARTIFACT_FAILED, "Wait", message).await;
                         }
                     }
+                }
+                () = async { tokio::time::sleep_until(retry.as_ref().expect("guarded").2).await }, if retry.is_some() => {
+                    let (trigger, at, _) = retry.take().expect("guarded");
+                    again.get_or_insert((trigger, at));
                 }
                 Some(changed) = futures::StreamExt::next(&mut sources), if supersede => {
                     again = Some((changed, Instant::now()));

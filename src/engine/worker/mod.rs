@@ -241,6 +241,7 @@ async fn reconcile_once(
         claim: true,
         priority: crate::slots::Priority::Routine,
         last_record: None,
+        urgent: None,
     };
     // A fix for a failed or stalled release, or an operator's request, goes first.
     let failed = run
@@ -250,6 +251,12 @@ async fn reconcile_once(
         .any(|c| c.type_ == condition::READY && c.status == "False");
     if run.inbox.urgent || failed {
         run.priority = crate::slots::Priority::Urgent;
+        // Routine work gives way to a fix (a new desired state for a failed release, an
+        // operator's request, a push), not to a failed release's retry of the same one.
+        let new_spec = run.status.last_attempted_generation != hr.metadata.generation;
+        if run.inbox.urgent || new_spec {
+            run.urgent = Some(ctx.precedence.urgent());
+        }
     }
     if hr.metadata.deletion_timestamp.is_some() {
         return (
