@@ -11,7 +11,7 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 
 use super::ClusterArgs;
-use crate::api::flux::{FluxHelmRelease, FluxHelmRepository};
+use crate::api::flux::FluxHelmRelease;
 use crate::api::{FIELD_MANAGER, HelmRelease};
 use crate::migrate::{self, Migrated, Repository};
 use crate::{Error, Result, client};
@@ -33,8 +33,8 @@ pub struct MigrateArgs {
     pub suspend_flux: bool,
 
     /// The chart's Helm repository, in place of the Flux source: for a chart Flux reads
-    /// from a source wheelhouse cannot (GitRepository, Bucket, spec.chartRef), whose chart
-    /// name and version are then the ones Flux last deployed.
+    /// from a source wheelhouse cannot (a Bucket), or to move the chart elsewhere. For a
+    /// chartRef or a Bucket, the chart's name and version are the ones Flux last deployed.
     #[arg(long, value_name = "URL", value_parser = parse_repository)]
     pub chart_repository: Option<String>,
 
@@ -124,7 +124,8 @@ pub async fn run(cluster: &ClusterArgs, args: MigrateArgs) -> Result<()> {
     .await
 }
 
-/// The chart's repository: the URL given, else the Flux HelmRepository the source names.
+/// The chart's source: the URL given, else the Flux source the release names (read
+/// whole), and for a HelmChart the source it names in turn.
 async fn repository(
     client: &Client,
     flux: &Value,
@@ -134,23 +135,77 @@ async fn repository(
     if let Some(url) = url {
         return Ok(Some(Repository::Url(url)));
     }
-    let Some(source) = migrate::source_ref(flux).filter(|s| s.kind == "HelmRepository") else {
+    let Some(reference) = migrate::chart_ref(flux).or_else(|| migrate::source_ref(flux)) else {
         return Ok(None);
     };
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        &source.namespace,
-        &ApiResource::erase::<FluxHelmRepository>(&()),
-    );
-    match api.get_opt(&source.name).await? {
-        Some(obj) => Ok(Some(Repository::HelmRepository(
-            serde_json::to_value(obj).map_err(|e| fail(e.to_string()))?,
-        ))),
-        None => Err(fail(format!(
-            "no Flux HelmRepository {}/{} (source.toolkit.fluxcd.io/v1), which HelmRelease {from} takes its chart from; create it, or give the chart's repository with --chart-repository URL",
-            source.namespace, source.name
-        ))),
+    let Some(object) = read_source(client, &reference, from).await? else {
+        return Ok(None);
+    };
+    if reference.kind != "HelmChart" {
+        return Ok(Some(wrap(&reference.kind, object)));
     }
+    let source = match migrate::helm_chart_source(&object) {
+        Some(inner) => read_source(client, &inner, from)
+            .await?
+            .map(|o| Box::new(wrap(&inner.kind, o))),
+        None => None,
+    };
+    Ok(Some(Repository::HelmChart {
+        chart: object,
+        source,
+    }))
+}
+
+fn wrap(kind: &str, object: Value) -> Repository {
+    match kind {
+        "OCIRepository" => Repository::OciRepository(object),
+        "GitRepository" => Repository::GitRepository(object),
+        _ => Repository::HelmRepository(object),
+    }
+}
+
+/// A Flux source (`source.toolkit.fluxcd.io`, v1, else v1beta2 for an OCIRepository of
+/// Flux before 2.6), whole. `None` for a kind wheelhouse does not read (a Bucket).
+async fn read_source(
+    client: &Client,
+    source: &migrate::SourceRef,
+    from: &str,
+) -> Result<Option<Value>> {
+    let plural = match source.kind.as_str() {
+        "HelmRepository" => "helmrepositories",
+        "OCIRepository" => "ocirepositories",
+        "GitRepository" => "gitrepositories",
+        "HelmChart" => "helmcharts",
+        _ => return Ok(None),
+    };
+    let versions: &[&str] = if source.kind == "OCIRepository" {
+        &["v1", "v1beta2"]
+    } else {
+        &["v1"]
+    };
+    for version in versions {
+        let resource = ApiResource {
+            group: crate::api::flux::SOURCE_GROUP.into(),
+            version: (*version).into(),
+            api_version: format!("{}/{version}", crate::api::flux::SOURCE_GROUP),
+            kind: source.kind.clone(),
+            plural: plural.into(),
+        };
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &source.namespace, &resource);
+        if let Some(obj) = api.get_opt(&source.name).await? {
+            return Ok(Some(
+                serde_json::to_value(obj).map_err(|e| fail(e.to_string()))?,
+            ));
+        }
+    }
+    Err(fail(format!(
+        "no Flux {} {}/{} ({}), which HelmRelease {from} takes its chart from; create it, or give the chart's repository with --chart-repository URL",
+        source.kind,
+        source.namespace,
+        source.name,
+        crate::api::flux::SOURCE_GROUP
+    )))
 }
 
 /// What was not carried and the notes, on stderr.

@@ -1,25 +1,36 @@
-//! Where the chart comes from: the Flux source (a HelmRepository, read whole) or a chart
-//! repository URL given instead, turned into wheelhouse's chart block.
+//! Where the chart comes from, as Flux resolves it: `spec.chart.spec.sourceRef` to a
+//! HelmRepository (HTTP or `type: oci`) or a GitRepository, or `spec.chartRef` to an
+//! OCIRepository or a HelmChart (itself on one of those), each read whole; or a chart
+//! repository URL given instead. Turned into wheelhouse's chart block: `repository` +
+//! `name` + `version` (HTTP or `oci://`), or `git`.
 
 use serde_json::{Map, Value, json};
 
 use super::Error;
 use super::mapping::{Mapping, is_set, text};
 
-/// Where the chart comes from, as the caller resolved the Flux source.
+/// Where the chart comes from, as the caller read the Flux source.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Repository {
-    /// The `source.toolkit.fluxcd.io/v1` HelmRepository that `spec.chart.spec.sourceRef`
+    /// The `source.toolkit.fluxcd.io` HelmRepository that `spec.chart.spec.sourceRef`
     /// names, whole (as read from the cluster).
     HelmRepository(Value),
+    /// The OCIRepository `spec.chartRef` names, whole.
+    OciRepository(Value),
+    /// The GitRepository `spec.chart.spec.sourceRef` names, whole.
+    GitRepository(Value),
+    /// The HelmChart `spec.chartRef` names, whole, with the source its own
+    /// `spec.sourceRef` names (`None` when it could not be read).
+    HelmChart {
+        chart: Value,
+        source: Option<Box<Repository>>,
+    },
     /// A chart repository URL given instead of the Flux source (`--chart-repository`):
-    /// for sources wheelhouse cannot read (GitRepository, Bucket, `spec.chartRef`).
+    /// for sources wheelhouse cannot read (a Bucket).
     Url(String),
 }
 
-/// What `spec.chart.spec.sourceRef` names, with its namespace defaulted to the
-/// HelmRelease's (as Flux does). `None` when the chart comes from `spec.chartRef` or no
-/// source is named.
+/// A Flux source reference, with its namespace defaulted as Flux does.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceRef {
     pub kind: String,
@@ -27,21 +38,108 @@ pub struct SourceRef {
     pub namespace: String,
 }
 
-pub fn source_ref(flux: &Value) -> Option<SourceRef> {
-    let r = flux.pointer("/spec/chart/spec/sourceRef")?;
-    let kind = text(r, "kind")?;
-    let name = text(r, "name")?;
-    let namespace = text(r, "namespace")
-        .or_else(|| text(&flux["metadata"], "namespace"))
-        .unwrap_or("default");
-    Some(SourceRef {
-        kind: kind.to_owned(),
-        name: name.to_owned(),
-        namespace: namespace.to_owned(),
-    })
+impl SourceRef {
+    fn read(r: &Value, namespace: &str) -> Option<Self> {
+        Some(Self {
+            kind: text(r, "kind")?.to_owned(),
+            name: text(r, "name")?.to_owned(),
+            namespace: text(r, "namespace").unwrap_or(namespace).to_owned(),
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!("{} {}/{}", self.kind, self.namespace, self.name)
+    }
 }
 
-/// The chart block: from the HelmRepository the source names, or the URL given instead.
+fn namespace_of(object: &Value) -> &str {
+    text(&object["metadata"], "namespace").unwrap_or("default")
+}
+
+/// What `spec.chart.spec.sourceRef` names. `None` when the chart comes from
+/// `spec.chartRef` or no source is named.
+pub fn source_ref(flux: &Value) -> Option<SourceRef> {
+    SourceRef::read(
+        flux.pointer("/spec/chart/spec/sourceRef")?,
+        namespace_of(flux),
+    )
+}
+
+/// What `spec.chartRef` names (an OCIRepository or a HelmChart).
+pub fn chart_ref(flux: &Value) -> Option<SourceRef> {
+    SourceRef::read(flux.pointer("/spec/chartRef")?, namespace_of(flux))
+}
+
+/// What a HelmChart's own `spec.sourceRef` names (in the HelmChart's namespace).
+pub fn helm_chart_source(helm_chart: &Value) -> Option<SourceRef> {
+    let r = helm_chart.pointer("/spec/sourceRef")?;
+    let mut source = SourceRef::read(r, namespace_of(helm_chart))?;
+    source.namespace = namespace_of(helm_chart).to_owned();
+    Some(source)
+}
+
+/// The Helm chart layer's media type: what helm-controller reads from an OCIRepository.
+const HELM_CHART_LAYER: &str = "application/vnd.cncf.helm.chart.content.v1.tar+gzip";
+
+/// A chart name as wheelhouse's CRD accepts it.
+fn valid_chart_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    let edge = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    !bytes.is_empty()
+        && bytes.first().is_some_and(edge)
+        && bytes.last().is_some_and(edge)
+        && bytes
+            .iter()
+            .all(|b| edge(b) || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// The chart template's fields other than its source (`chart.spec.*` for a HelmRelease,
+/// `spec.*` for a HelmChart): name, version and interval read; the rest not carried.
+struct Template {
+    chart: Option<String>,
+    version: Option<String>,
+}
+
+fn template(
+    mut fields: Map<String, Value>,
+    path: &str,
+    carried: &mut Map<String, Value>,
+    m: &mut Mapping,
+) -> Template {
+    let chart = fields
+        .remove("chart")
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .filter(|c| !c.is_empty());
+    let version = fields
+        .remove("version")
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .filter(|v| !v.is_empty() && v != "*");
+    // How often the chart's source is checked: wheelhouse's chart.interval is Flux's.
+    if let Some(interval) = fields.remove("interval").filter(is_set) {
+        carried.insert("interval".into(), interval);
+    }
+    fields.remove("sourceRef");
+    for (key, value) in fields {
+        let why = match key.as_str() {
+            "reconcileStrategy" => Some(
+                "wheelhouse sees a new chart when its version (HTTP, OCI) or commit (Git) changes",
+            ),
+            "valuesFiles" | "ignoreMissingValuesFiles" => Some(
+                "wheelhouse takes values from spec.values and spec.valuesFrom only: put the files' values there",
+            ),
+            "verify" => Some("wheelhouse does not verify chart signatures"),
+            _ => None,
+        };
+        match why {
+            Some(why) if is_set(&value) => m.drop_because(&format!("{path}.{key}"), why),
+            Some(_) => {}
+            None => m.drop_field(&format!("{path}.{key}"), &value),
+        }
+    }
+    Template { chart, version }
+}
+
+/// The chart block: from the source Flux reads the chart from, or the URL given instead.
 pub(super) fn chart(
     spec: &mut Map<String, Value>,
     flux: &Value,
@@ -50,19 +148,15 @@ pub(super) fn chart(
     out: &mut Map<String, Value>,
     m: &mut Mapping,
 ) -> Result<(), Error> {
-    let chart_ref = spec.remove("chartRef").filter(is_set);
+    let chart_ref_value = spec.remove("chartRef").filter(is_set);
     let chart = spec.remove("chart").filter(is_set);
     let deployed = flux.pointer("/status/history/0");
     let deployed_chart = deployed.and_then(|d| text(d, "chartName"));
     let deployed_version = deployed.and_then(|d| text(d, "chartVersion"));
     let mut carried = Map::new();
 
-    // Everything of the chart template except its source, chart and version.
     let mut chart_spec = Map::new();
-    if let Some(mut chart) = chart.clone().and_then(|c| match c {
-        Value::Object(o) => Some(o),
-        _ => None,
-    }) {
+    if let Some(Value::Object(mut chart)) = chart.clone() {
         if let Some(Value::Object(s)) = chart.remove("spec") {
             chart_spec = s;
         }
@@ -70,32 +164,24 @@ pub(super) fn chart(
             m.drop_field(&format!("spec.chart.{key}"), &value);
         }
     }
-    let chart_name = chart_spec
-        .remove("chart")
-        .and_then(|v| v.as_str().map(str::to_owned));
-    let version = chart_spec
-        .remove("version")
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .filter(|v| !v.is_empty() && v != "*");
-    chart_spec.remove("sourceRef");
-    for (key, value) in chart_spec {
-        m.drop_field(&format!("spec.chart.spec.{key}"), &value);
-    }
-    let source = source_ref(flux);
+    let Template {
+        chart: chart_name,
+        version,
+    } = template(chart_spec, "spec.chart.spec", &mut carried, m);
     let override_url = match repository {
         Some(Repository::Url(url)) => Some(url.clone()),
         _ => None,
     };
 
-    if let Some(chart_ref) = chart_ref {
-        let kind = text(&chart_ref, "kind").unwrap_or("source");
-        let what = format!(
-            "{kind} {}/{}",
-            text(&chart_ref, "namespace").unwrap_or(namespace),
-            text(&chart_ref, "name").unwrap_or_default()
-        );
-        match override_url {
-            Some(url) => {
+    let result = if chart_ref_value.is_some() {
+        let Some(reference) = chart_ref(flux) else {
+            return Err(Error::NotFlux(
+                "spec.chartRef names no kind and name".into(),
+            ));
+        };
+        let what = reference.describe();
+        match (override_url, repository) {
+            (Some(url), _) => {
                 let Some(deployed_chart) = deployed_chart else {
                     m.no_chart = Some(format!(
                         "the chart comes from spec.chartRef ({what}) and Flux recorded no deployed chart to take its name from"
@@ -113,93 +199,485 @@ pub(super) fn chart(
                         .map(|v| format!(" pinned to version {v}"))
                         .unwrap_or_default()
                 ));
+                Ok(())
             }
-            None => {
-                m.drop_because(
-                    "spec.chartRef",
-                    format!(
-                        "{what}: wheelhouse reads charts from Helm repositories only; give the chart's repository with --chart-repository URL"
-                    ),
-                );
-                m.no_chart = Some(format!(
-                    "the chart comes from spec.chartRef ({what}), which wheelhouse cannot read; give the chart's repository with --chart-repository URL"
-                ));
-                return Ok(());
+            (None, Some(Repository::OciRepository(oci))) if reference.kind == "OCIRepository" => {
+                oci_repository(oci, &reference, namespace, &mut carried, m)
             }
+            (None, Some(Repository::HelmChart { chart, source }))
+                if reference.kind == "HelmChart" =>
+            {
+                helm_chart(
+                    chart,
+                    source.as_deref(),
+                    &reference,
+                    namespace,
+                    deployed,
+                    &mut carried,
+                    m,
+                )
+            }
+            (None, None) => Err(format!(
+                "the chart's {what} (spec.chartRef) was not given, so where the chart comes from is unknown"
+            )),
+            (None, Some(_)) => Err(format!(
+                "spec.chartRef names a {}, which Flux reads charts from only as an OCIRepository or a HelmChart",
+                reference.kind
+            )),
         }
     } else {
-        let Some(source) = source else {
+        let Some(source) = source_ref(flux) else {
             return Err(Error::NotFlux(
                 "spec has neither chart.spec.sourceRef nor chartRef".into(),
             ));
         };
-        let Some(chart_name) = chart_name.filter(|c| !c.is_empty()) else {
+        let Some(chart_name) = chart_name else {
             return Err(Error::NotFlux("spec.chart.spec.chart is empty".into()));
         };
-        let what = format!("{} {}/{}", source.kind, source.namespace, source.name);
-        match (source.kind.as_str(), repository) {
-            (_, Some(Repository::Url(url))) if source.kind == "HelmRepository" => {
-                carried.insert("repository".into(), Value::String(url.clone()));
-                carried.insert("name".into(), Value::String(chart_name));
-                if let Some(v) = version {
-                    carried.insert("version".into(), Value::String(v));
-                }
-                m.note(format!(
-                    "spec.chart.spec.sourceRef ({what}) replaced by --chart-repository {url}"
-                ));
-            }
-            ("HelmRepository", Some(Repository::HelmRepository(repo))) => {
-                helm_repository(repo, &source, namespace, &mut carried, m);
-                carried.insert("name".into(), Value::String(chart_name));
-                if let Some(v) = version {
-                    carried.insert("version".into(), Value::String(v));
-                }
-            }
-            ("HelmRepository", None) => {
-                m.no_chart = Some(format!(
-                    "the chart's {what} was not given, so the chart's repository is unknown"
-                ));
-                return Ok(());
-            }
-            (_, Some(Repository::Url(url))) => {
-                // A chart in Git or a Bucket is a path; its name and version are the
-                // chart's own, which Flux recorded when it deployed it.
-                let name = deployed_chart.map(str::to_owned).unwrap_or_else(|| {
-                    chart_name
-                        .trim_end_matches('/')
-                        .rsplit('/')
-                        .next()
-                        .unwrap_or_default()
-                        .to_owned()
-                });
-                carried.insert("repository".into(), Value::String(url.clone()));
-                carried.insert("name".into(), Value::String(name.clone()));
-                if let Some(v) = deployed_version {
-                    carried.insert("version".into(), Value::String(v.to_owned()));
-                }
-                m.note(format!(
-                    "spec.chart.spec.sourceRef ({what}, chart {chart_name}) replaced by --chart-repository {url}: chart {name}{}",
-                    deployed_version
-                        .map(|v| format!(" pinned to version {v}, as last deployed"))
-                        .unwrap_or_default()
-                ));
-            }
-            (_, _) => {
-                m.drop_because(
-                    "spec.chart.spec.sourceRef",
-                    format!(
-                        "{what}: wheelhouse reads charts from Helm repositories only; give the chart's repository with --chart-repository URL"
-                    ),
-                );
-                m.no_chart = Some(format!(
-                    "the chart comes from {what}, which wheelhouse cannot read; give the chart's repository with --chart-repository URL"
-                ));
-                return Ok(());
-            }
+        from_source(
+            &source,
+            repository,
+            &chart_name,
+            version,
+            deployed,
+            namespace,
+            &mut carried,
+            m,
+        )
+    };
+    match result {
+        Ok(()) => {
+            out.insert("chart".into(), Value::Object(carried));
+            Ok(())
+        }
+        Err(reason) => {
+            m.no_chart = Some(reason);
+            Ok(())
         }
     }
-    out.insert("chart".into(), Value::Object(carried));
+}
+
+/// The chart from a source a chart template names: a HelmRepository or a GitRepository
+/// (or a URL given for it). `Err`: why there is no chart.
+#[allow(clippy::too_many_arguments)]
+fn from_source(
+    source: &SourceRef,
+    repository: Option<&Repository>,
+    chart_name: &str,
+    version: Option<String>,
+    deployed: Option<&Value>,
+    namespace: &str,
+    carried: &mut Map<String, Value>,
+    m: &mut Mapping,
+) -> Result<(), String> {
+    let what = source.describe();
+    let deployed_chart = deployed.and_then(|d| text(d, "chartName"));
+    let deployed_version = deployed.and_then(|d| text(d, "chartVersion"));
+    match (source.kind.as_str(), repository) {
+        ("HelmRepository", Some(Repository::Url(url))) => {
+            carried.insert("repository".into(), Value::String(url.clone()));
+            carried.insert("name".into(), Value::String(http_chart_name(chart_name)?));
+            if let Some(v) = version {
+                carried.insert("version".into(), Value::String(v));
+            }
+            m.note(format!(
+                "spec.chart.spec.sourceRef ({what}) replaced by --chart-repository {url}"
+            ));
+        }
+        ("HelmRepository", Some(Repository::HelmRepository(repo))) => {
+            let oci = helm_repository(repo, source, namespace, carried, m)?;
+            let name = if oci {
+                // An OCI chart's name may carry path segments: they belong to the
+                // repository's path, as Helm joins them.
+                let (path, name) = chart_name.rsplit_once('/').unwrap_or(("", chart_name));
+                if !path.is_empty()
+                    && let Some(Value::String(url)) = carried.get_mut("repository")
+                {
+                    *url = format!("{}/{}", url.trim_end_matches('/'), path.trim_matches('/'));
+                }
+                checked_name(name, &format!("spec.chart.spec.chart {chart_name:?}"))?
+            } else {
+                http_chart_name(chart_name)?
+            };
+            carried.insert("name".into(), Value::String(name));
+            if let Some(v) = version {
+                carried.insert("version".into(), Value::String(v));
+            }
+        }
+        ("GitRepository", Some(Repository::GitRepository(git))) => {
+            git_repository(git, source, chart_name, namespace, carried, m)?;
+            if let Some(v) = version {
+                m.drop_because(
+                    "spec.chart.spec.version",
+                    format!("a chart from Git is the commit's chart, whatever its version; Flux checks {v} against it"),
+                );
+            }
+        }
+        ("OCIRepository", _) => {
+            return Err(format!(
+                "{what} is named in spec.chart.spec.sourceRef, which Flux does not accept: an OCIRepository is named in spec.chartRef"
+            ));
+        }
+        (_, Some(Repository::Url(url))) => {
+            // A chart in a Bucket is a path; its name and version are the chart's own,
+            // which Flux recorded when it deployed it.
+            let name = deployed_chart.map(str::to_owned).unwrap_or_else(|| {
+                chart_name
+                    .trim_end_matches('/')
+                    .rsplit('/')
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned()
+            });
+            carried.insert("repository".into(), Value::String(url.clone()));
+            carried.insert("name".into(), Value::String(name.clone()));
+            if let Some(v) = deployed_version {
+                carried.insert("version".into(), Value::String(v.to_owned()));
+            }
+            m.note(format!(
+                "spec.chart.spec.sourceRef ({what}, chart {chart_name}) replaced by --chart-repository {url}: chart {name}{}",
+                deployed_version
+                    .map(|v| format!(" pinned to version {v}, as last deployed"))
+                    .unwrap_or_default()
+            ));
+        }
+        ("HelmRepository" | "GitRepository", None) => {
+            return Err(format!(
+                "the chart's {what} was not given, so where the chart comes from is unknown"
+            ));
+        }
+        ("HelmRepository" | "GitRepository", Some(_)) => {
+            return Err(format!("the source given for {what} is not one"));
+        }
+        (_, _) => {
+            return Err(format!(
+                "the chart comes from {what}, which wheelhouse cannot read (it reads Helm repositories, OCI registries and Git); give the chart's repository with --chart-repository URL"
+            ));
+        }
+    }
     Ok(())
+}
+
+/// A chart name of an HTTP Helm repository: the bare name (Helm's `repo/chart` form names
+/// a repository the helm CLI knows locally, which Flux's sourceRef replaces).
+fn http_chart_name(chart: &str) -> Result<String, String> {
+    if let Some((repo, name)) = chart.split_once('/') {
+        return Err(format!(
+            "spec.chart.spec.chart is {chart:?}: a chart of a Helm repository is named without the repository ({name:?}, not \"{repo}/{name}\"); the sourceRef names the repository. Fix the Flux HelmRelease (Flux cannot find that chart either) and migrate again"
+        ));
+    }
+    checked_name(chart, &format!("spec.chart.spec.chart {chart:?}"))
+}
+
+fn checked_name(name: &str, what: &str) -> Result<String, String> {
+    if valid_chart_name(name) {
+        Ok(name.to_owned())
+    } else {
+        Err(format!(
+            "{what} is not a chart name wheelhouse accepts (lower-case letters, digits, '-', '_' and '.', starting and ending with a letter or digit)"
+        ))
+    }
+}
+
+/// The chart of an OCIRepository (`spec.chartRef`): its URL split into repository and
+/// chart name, its ref as the version, its credentials and interval.
+fn oci_repository(
+    oci: &Value,
+    reference: &SourceRef,
+    namespace: &str,
+    carried: &mut Map<String, Value>,
+    m: &mut Mapping,
+) -> Result<(), String> {
+    let what = reference.describe();
+    let mut spec = match oci.get("spec") {
+        Some(Value::Object(s)) => s.clone(),
+        _ => Map::new(),
+    };
+    let url = spec
+        .remove("url")
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let Some(rest) = url.strip_prefix("oci://") else {
+        return Err(format!("{what} spec.url {url:?} is not an oci:// URL"));
+    };
+    let Some((path, name)) = rest.trim_end_matches('/').rsplit_once('/') else {
+        return Err(format!(
+            "{what} spec.url {url:?} names a registry but no chart (oci://host/path/chart)"
+        ));
+    };
+    let name = checked_name(
+        name,
+        &format!("the chart name {name:?} at the end of {what} spec.url"),
+    )?;
+    carried.insert("repository".into(), Value::String(format!("oci://{path}")));
+    carried.insert("name".into(), Value::String(name));
+
+    // Flux's order: a digest over a semver range over a tag; no ref is the tag `latest`.
+    let reference_spec = spec.remove("ref").unwrap_or(Value::Null);
+    let version = if let Some(digest) = text(&reference_spec, "digest") {
+        format!("@{digest}")
+    } else if let Some(range) = text(&reference_spec, "semver") {
+        if let Some(filter) = text(&reference_spec, "semverFilter") {
+            m.drop_because(
+                &format!("{what} spec.ref.semverFilter"),
+                format!("wheelhouse picks the highest version in the range whatever its text; {filter:?} is not applied"),
+            );
+        }
+        range.to_owned()
+    } else {
+        let tag = text(&reference_spec, "tag").unwrap_or("latest");
+        // helm push writes a version's `+` as `_` in the tag.
+        let version = tag.replace('_', "+");
+        if crate::source::version::parse_version(&version).is_some() {
+            version
+        } else {
+            // A tag that is not a version (`latest`, `stable`): the content Flux fetched.
+            let digest = oci
+                .pointer("/status/artifact/digest")
+                .and_then(Value::as_str)
+                .filter(|d| d.starts_with("sha256:"));
+            let Some(digest) = digest else {
+                return Err(format!(
+                    "{what} follows the tag {tag:?}, which is not a chart version, and has fetched no artifact to pin its digest from; wheelhouse selects OCI charts by version: set spec.ref.tag to the chart's version or spec.ref.semver to a range"
+                ));
+            };
+            m.note(format!(
+                "{what} follows the tag {tag:?}, which is not a chart version: chart.version pins the digest Flux last fetched ({digest}); set a version or range to follow new charts"
+            ));
+            format!("@{digest}")
+        }
+    };
+    carried.insert("version".into(), Value::String(version));
+
+    if spec.remove("insecure").and_then(|v| v.as_bool()) == Some(true) {
+        carried.insert("insecure".into(), Value::Bool(true));
+    }
+    if let Some(secret) = spec.remove("secretRef").filter(is_set) {
+        secret_ref(
+            &secret,
+            &what,
+            reference,
+            namespace,
+            "username/password or .dockerconfigjson, and ca.crt",
+            carried,
+            m,
+        );
+    }
+    if let Some(interval) = spec.remove("interval").filter(is_set) {
+        carried.insert("interval".into(), interval);
+    }
+    match spec.remove("provider") {
+        Some(Value::String(p)) if !p.is_empty() && p != "generic" => {
+            return Err(format!(
+                "{what} logs in to its registry as the {p} cloud identity (spec.provider), which wheelhouse cannot do: give the registry's credentials in a Secret (spec.secretRef) and migrate again"
+            ));
+        }
+        _ => {}
+    }
+    if let Some(selector) = spec.remove("layerSelector") {
+        let media_type = text(&selector, "mediaType").unwrap_or(HELM_CHART_LAYER);
+        if media_type != HELM_CHART_LAYER {
+            return Err(format!(
+                "{what} spec.layerSelector takes the layer {media_type:?}; wheelhouse reads the Helm chart layer ({HELM_CHART_LAYER}) of an OCI artifact only"
+            ));
+        }
+    }
+    for (key, value) in spec {
+        let why = match key.as_str() {
+            "certSecretRef" => {
+                "wheelhouse reads a CA only as ca.crt in chart.secretRef, and no client certificate"
+            }
+            "verify" => "wheelhouse does not verify signatures (cosign, notation)",
+            "proxySecretRef" => "wheelhouse reaches registries without a proxy of its own",
+            "serviceAccountName" => {
+                "wheelhouse reads registry credentials from chart.secretRef, not a ServiceAccount's image pull secrets"
+            }
+            "timeout" => "wheelhouse's registry calls have timeouts of their own",
+            "suspend" => {
+                "a suspended source: wheelhouse reads the chart whenever the release changes"
+            }
+            _ => "",
+        };
+        if !is_set(&value) || (key == "timeout") {
+            continue;
+        }
+        if why.is_empty() {
+            m.drop_field(&format!("{what} spec.{key}"), &value);
+        } else {
+            m.drop_because(&format!("{what} spec.{key}"), why);
+        }
+    }
+    Ok(())
+}
+
+/// The chart of a HelmChart (`spec.chartRef`): its template, from its own source.
+fn helm_chart(
+    helm_chart: &Value,
+    source: Option<&Repository>,
+    reference: &SourceRef,
+    namespace: &str,
+    deployed: Option<&Value>,
+    carried: &mut Map<String, Value>,
+    m: &mut Mapping,
+) -> Result<(), String> {
+    let what = reference.describe();
+    let fields = match helm_chart.get("spec") {
+        Some(Value::Object(s)) => s.clone(),
+        _ => Map::new(),
+    };
+    let Some(source_ref) = helm_chart_source(helm_chart) else {
+        return Err(format!("{what} names no spec.sourceRef"));
+    };
+    let Template { chart, version } = template(fields, &format!("{what} spec"), carried, m);
+    let Some(chart) = chart else {
+        return Err(format!("{what} spec.chart is empty"));
+    };
+    from_source(
+        &source_ref,
+        source,
+        &chart,
+        version,
+        deployed,
+        namespace,
+        carried,
+        m,
+    )
+}
+
+/// The chart directory of a GitRepository: `chart.git` with its URL, the ref Flux checks
+/// out and the chart's path.
+fn git_repository(
+    git: &Value,
+    source: &SourceRef,
+    chart_path: &str,
+    namespace: &str,
+    carried: &mut Map<String, Value>,
+    m: &mut Mapping,
+) -> Result<(), String> {
+    let what = source.describe();
+    let mut spec = match git.get("spec") {
+        Some(Value::Object(s)) => s.clone(),
+        _ => Map::new(),
+    };
+    let url = spec
+        .remove("url")
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    if !["https://", "http://", "ssh://"]
+        .iter()
+        .any(|p| url.starts_with(p))
+    {
+        return Err(format!(
+            "{what} spec.url {url:?} is not an https://, http:// or ssh:// URL"
+        ));
+    }
+    let mut block = Map::new();
+    block.insert("url".into(), Value::String(url));
+    // Flux's order: a commit over a name over a semver range over a tag over a branch.
+    let r = spec.remove("ref").unwrap_or(Value::Null);
+    let reference = if let Some(commit) = text(&r, "commit") {
+        if commit.len() != 40 || !commit.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(format!(
+                "{what} spec.ref.commit {commit:?} is not a full 40-character commit SHA, which wheelhouse needs"
+            ));
+        }
+        Some(json!({ "commit": commit.to_ascii_lowercase() }))
+    } else if let Some(name) = text(&r, "name") {
+        if let Some(branch) = name.strip_prefix("refs/heads/") {
+            Some(json!({ "branch": branch }))
+        } else if let Some(tag) = name.strip_prefix("refs/tags/") {
+            Some(json!({ "tag": tag }))
+        } else {
+            return Err(format!(
+                "{what} spec.ref.name {name:?} is neither a branch (refs/heads/...) nor a tag (refs/tags/...): wheelhouse checks out branches, tags, semver ranges of tags and commits"
+            ));
+        }
+    } else if let Some(range) = text(&r, "semver") {
+        Some(json!({ "semver": range }))
+    } else if let Some(tag) = text(&r, "tag") {
+        Some(json!({ "tag": tag }))
+    } else {
+        text(&r, "branch").map(|b| json!({ "branch": b }))
+    };
+    if let Some(reference) = reference {
+        block.insert("ref".into(), reference);
+    }
+    let path = chart_path.trim_start_matches("./").trim_matches('/');
+    if !path.is_empty() && path != "." {
+        block.insert("path".into(), Value::String(path.to_owned()));
+    }
+    carried.insert("git".into(), Value::Object(block));
+    if let Some(secret) = spec.remove("secretRef").filter(is_set) {
+        secret_ref(
+            &secret,
+            &what,
+            source,
+            namespace,
+            "username/password, bearerToken, or identity and known_hosts",
+            carried,
+            m,
+        );
+    }
+    if let Some(interval) = spec.remove("interval").filter(is_set) {
+        carried.insert("interval".into(), interval);
+    }
+    match spec.remove("provider") {
+        Some(Value::String(p)) if !p.is_empty() && p != "generic" => {
+            return Err(format!(
+                "{what} logs in to Git as the {p} identity (spec.provider), which wheelhouse cannot do: give credentials in a Secret (spec.secretRef) and migrate again"
+            ));
+        }
+        _ => {}
+    }
+    for (key, value) in spec {
+        if !is_set(&value) || key == "timeout" {
+            continue;
+        }
+        let why = match key.as_str() {
+            "ignore" | "include" | "sparseCheckout" => {
+                "wheelhouse reads the chart directory only, whatever else the repository holds"
+            }
+            "recurseSubmodules" => "wheelhouse does not check out submodules",
+            "verify" => "wheelhouse does not verify commit signatures",
+            "proxySecretRef" => "wheelhouse reaches Git without a proxy of its own",
+            "suspend" => {
+                "a suspended source: wheelhouse reads the chart whenever the release changes"
+            }
+            _ => "",
+        };
+        if why.is_empty() {
+            m.drop_field(&format!("{what} spec.{key}"), &value);
+        } else {
+            m.drop_because(&format!("{what} spec.{key}"), why);
+        }
+    }
+    Ok(())
+}
+
+/// `chart.secretRef` from a source's `spec.secretRef`, with what to check.
+fn secret_ref(
+    secret: &Value,
+    what: &str,
+    source: &SourceRef,
+    namespace: &str,
+    keys: &str,
+    carried: &mut Map<String, Value>,
+    m: &mut Mapping,
+) {
+    let Some(name) = text(secret, "name") else {
+        return;
+    };
+    carried.insert("secretRef".into(), json!({ "name": name }));
+    let mut note = format!(
+        "chart.secretRef {name} (from {what}): wheelhouse reads {keys} from it; check that the Secret suits wheelhouse"
+    );
+    if source.namespace != namespace {
+        note.push_str(&format!(
+            "; wheelhouse reads it from the HelmRelease's namespace {namespace}, not from {}: copy it there",
+            source.namespace
+        ));
+    }
+    m.note(note);
 }
 
 /// `chart.repository` and `chart.secretRef` from a Flux HelmRepository.
@@ -209,7 +687,7 @@ fn helm_repository(
     namespace: &str,
     carried: &mut Map<String, Value>,
     m: &mut Mapping,
-) {
+) -> Result<bool, String> {
     let what = format!("HelmRepository {}/{}", source.namespace, source.name);
     let spec = repo.get("spec").cloned().unwrap_or(Value::Null);
     let url = text(&spec, "url").unwrap_or_default().to_owned();
@@ -241,6 +719,24 @@ fn helm_repository(
         }
         m.note(note);
     }
+    if let Some(Value::String(p)) = spec.get("provider")
+        && !p.is_empty()
+        && p != "generic"
+    {
+        return Err(format!(
+            "{what} logs in to its registry as the {p} cloud identity (spec.provider), which wheelhouse cannot do: give the registry's credentials in a Secret (spec.secretRef) and migrate again"
+        ));
+    }
+    if !["https://", "http://", "oci://"].iter().any(|p| {
+        carried["repository"]
+            .as_str()
+            .is_some_and(|u| u.starts_with(p))
+    }) {
+        return Err(format!(
+            "{what} spec.url {:?} is not an http://, https:// or oci:// URL",
+            text(&spec, "url").unwrap_or_default()
+        ));
+    }
     for (key, why) in [
         (
             "certSecretRef",
@@ -250,13 +746,12 @@ fn helm_repository(
             "passCredentials",
             "wheelhouse sends credentials to the repository's own host only",
         ),
-        ("insecure", "wheelhouse has no such setting"),
-        ("provider", "wheelhouse has no cloud provider login"),
     ] {
-        match spec.get(key) {
-            Some(Value::String(p)) if key == "provider" && p == "generic" => {}
-            Some(v) if is_set(v) => m.drop_because(&format!("{what} spec.{key}"), why),
-            _ => {}
+        if spec.get(key).is_some_and(is_set) {
+            m.drop_because(&format!("{what} spec.{key}"), why);
         }
     }
+    // `insecure` is an OCI setting in Flux (carried above); an HTTP repository's URL
+    // says http:// itself.
+    Ok(oci)
 }

@@ -26,7 +26,7 @@ use serde_json::{Map, Value, json};
 use crate::api::HelmRelease;
 use crate::api::flux::FluxHelmRelease;
 use chart_source::chart;
-pub use chart_source::{Repository, SourceRef, source_ref};
+pub use chart_source::{Repository, SourceRef, chart_ref, helm_chart_source, source_ref};
 pub use helm_identity::{HelmIdentity, shorten_name};
 use helm_identity::{helm_identity, names};
 use mapping::{Mapping, text};
@@ -287,7 +287,7 @@ metadata:
   labels: {app: podinfo}
   annotations: {team: web}
 spec:
-  chart: {repository: "https://charts.example.com/stable", name: podinfo, version: ">=6.0.0 <7.0.0"}
+  chart: {repository: "https://charts.example.com/stable", name: podinfo, version: ">=6.0.0 <7.0.0", interval: 5m}
   interval: 10m
   timeout: 2m30s
   suspend: false
@@ -318,7 +318,6 @@ spec:
             .collect();
         let mut expected_paths = vec![
             "spec.chart.metadata",
-            "spec.chart.spec.interval",
             "spec.chart.spec.reconcileStrategy",
             "spec.chart.spec.valuesFiles",
             "spec.chart.spec.verify",
@@ -441,28 +440,123 @@ spec:
         );
     }
 
-    const CHART_REF: &str = "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: apps}\nspec:\n  interval: 5m\n  chartRef: {kind: OCIRepository, name: web-chart}\n  postRenderers: [{kustomize: {images: [{name: x}]}}]\nstatus: {history: [{name: web, namespace: apps, version: 2, chartName: web, chartVersion: 1.2.3}]}\n";
+    const CHART_REF: &str = "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: apps}\nspec:\n  interval: 5m\n  chartRef: {kind: OCIRepository, name: web-chart}\nstatus: {history: [{name: web, namespace: apps, version: 2, chartName: web, chartVersion: 1.2.3}]}\n";
+
+    fn oci_repository(spec: &str) -> Repository {
+        Repository::OciRepository(yaml(&format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata: {{name: web-chart, namespace: apps}}\nspec: {spec}\nstatus: {{artifact: {{digest: 'sha256:{}', revision: 'latest@sha256:{}'}}}}\n",
+            "a".repeat(64),
+            "a".repeat(64)
+        )))
+    }
+
+    fn refused(flux: &Value, repository: Option<&Repository>) -> String {
+        match convert(flux, repository) {
+            Err(Error::NoChart { reason, .. }) => reason,
+            Err(e) => panic!("refused otherwise: {e}"),
+            Ok(m) => panic!("carried: {}", crate::yaml::to_string(&m.object)),
+        }
+    }
 
     #[test]
-    fn a_chart_ref_is_refused_unless_a_repository_is_given() {
+    fn a_chart_ref_to_an_oci_repository_is_its_oci_chart_at_the_same_ref() {
         let flux = yaml(CHART_REF);
-        let Err(Error::NoChart {
-            reason,
-            not_carried,
-        }) = convert(&flux, None)
-        else {
-            panic!("chartRef was carried");
-        };
+        // A tag that is a version, with credentials, plain HTTP and Flux's layer selector.
+        let m = convert(
+            &flux,
+            Some(&oci_repository(
+                "{url: 'oci://registry.example.com/charts/web', interval: 10m, insecure: true, ref: {tag: 1.2.3}, secretRef: {name: creds}, provider: generic, layerSelector: {mediaType: application/vnd.cncf.helm.chart.content.v1.tar+gzip, operation: copy}}",
+            )),
+        )
+        .unwrap();
+        assert_eq!(
+            m.object["spec"]["chart"],
+            json!({"repository": "oci://registry.example.com/charts", "name": "web", "version": "1.2.3",
+                   "insecure": true, "secretRef": {"name": "creds"}, "interval": "10m"})
+        );
+        assert!(m.not_carried.is_empty(), "{:#?}", m.not_carried);
+        assert!(m.notes.iter().any(|n| n.starts_with("chart.secretRef creds (from OCIRepository apps/web-chart)")));
+
+        // Flux's order: a digest over a range over a tag; helm push's `_` for `+`.
+        for (reference, version) in [
+            (
+                "{digest: 'sha256:0123', semver: 1.x, tag: 1.0.0}",
+                "@sha256:0123",
+            ),
+            ("{semver: '>=1.0.0 <2.0.0', tag: 1.0.0}", ">=1.0.0 <2.0.0"),
+            ("{tag: 1.2.3_build.7}", "1.2.3+build.7"),
+            ("{tag: v0.15.0}", "v0.15.0"),
+        ] {
+            let m = convert(
+                &flux,
+                Some(&oci_repository(&format!(
+                    "{{url: 'oci://r.example/web', ref: {reference}}}"
+                ))),
+            )
+            .unwrap();
+            assert_eq!(m.object["spec"]["chart"]["version"], version, "{reference}");
+            assert_eq!(m.object["spec"]["chart"]["repository"], "oci://r.example");
+        }
+        // A tag that is not a version (or none: `latest`): the digest Flux fetched, said.
+        let m = convert(&flux, Some(&oci_repository("{url: 'oci://r.example/web'}"))).unwrap();
+        assert_eq!(
+            m.object["spec"]["chart"]["version"],
+            format!("@sha256:{}", "a".repeat(64))
+        );
         assert!(
-            reason.contains("spec.chartRef (OCIRepository apps/web-chart)"),
+            m.notes
+                .iter()
+                .any(|n| n.contains("follows the tag \"latest\"")),
+            "{:#?}",
+            m.notes
+        );
+        // A range's filter has no counterpart: named, with the range kept.
+        let m = convert(
+            &flux,
+            Some(&oci_repository("{url: 'oci://r.example/web', ref: {semver: 1.x, semverFilter: '.*-rc.*'}, verify: {provider: cosign}}")),
+        )
+        .unwrap();
+        let paths: Vec<&str> = m
+            .not_carried
+            .iter()
+            .map(|l| l.split(" (").next().unwrap())
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "OCIRepository apps/web-chart spec.ref.semverFilter",
+                "OCIRepository apps/web-chart spec.verify"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_oci_repository_wheelhouse_cannot_read_is_refused_with_the_reason() {
+        let flux = yaml(CHART_REF);
+        for (spec, says) in [
+            (
+                "{url: 'oci://123.dkr.ecr.us-east-1.amazonaws.com/web', provider: aws}",
+                "as the aws cloud identity",
+            ),
+            (
+                "{url: 'oci://r.example/web', layerSelector: {mediaType: application/vnd.acme.config}}",
+                "Helm chart layer",
+            ),
+            ("{url: 'https://r.example/web'}", "not an oci:// URL"),
+            ("{url: 'oci://r.example'}", "names a registry but no chart"),
+            ("{url: 'oci://r.example/Web'}", "not a chart name"),
+        ] {
+            let reason = refused(&flux, Some(&oci_repository(spec)));
+            assert!(reason.contains(says), "{spec}: {reason}");
+            assert!(reason.contains("OCIRepository apps/web-chart"), "{reason}");
+        }
+        // Not read at all.
+        let reason = refused(&flux, None);
+        assert!(
+            reason.contains("OCIRepository apps/web-chart (spec.chartRef) was not given"),
             "{reason}"
         );
-        assert!(reason.contains("--chart-repository URL"), "{reason}");
-        // The whole list, so one run says everything.
-        assert_eq!(not_carried.len(), 2, "{not_carried:#?}");
-        assert!(not_carried[0].starts_with("spec.chartRef (OCIRepository apps/web-chart: "));
-        assert!(not_carried[1].starts_with("spec.postRenderers ("));
-
+        // A URL given instead: the chart Flux last deployed, from there.
         let m = convert(
             &flux,
             Some(&Repository::Url("https://charts.example.com".into())),
@@ -472,25 +566,163 @@ spec:
             m.object["spec"]["chart"],
             json!({"repository": "https://charts.example.com", "name": "web", "version": "1.2.3"})
         );
-        assert!(
-            m.notes
-                .iter()
-                .any(|n| n.contains("pinned to version 1.2.3"))
-        );
+    }
 
-        // A chart in Git: the same refusal, naming the source.
-        let git = yaml(
-            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: apps}\nspec: {interval: 5m, chart: {spec: {chart: ./charts/web, sourceRef: {kind: GitRepository, name: repo, namespace: flux-system}}}}\n",
+    #[test]
+    fn a_chart_in_git_is_the_same_directory_at_the_same_ref() {
+        let flux = yaml(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: apps}\nspec: {interval: 5m, chart: {spec: {chart: ./charts/web, version: '1.x', sourceRef: {kind: GitRepository, name: repo, namespace: flux-system}}}}\n",
         );
-        let Err(Error::NoChart { reason, .. }) = convert(&git, None) else {
-            panic!("a GitRepository source was carried");
+        let git = |spec: &str| {
+            Repository::GitRepository(yaml(&format!(
+                "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {{name: repo, namespace: flux-system}}\nspec: {spec}\n"
+            )))
         };
+        let m = convert(
+            &flux,
+            Some(&git("{url: 'https://git.example.com/acme/fleet.git', interval: 1m, ref: {branch: main}, secretRef: {name: git-auth}, ignore: '/*'}")),
+        )
+        .unwrap();
+        assert_eq!(
+            m.object["spec"]["chart"],
+            json!({"git": {"url": "https://git.example.com/acme/fleet.git", "ref": {"branch": "main"}, "path": "charts/web"},
+                   "secretRef": {"name": "git-auth"}, "interval": "1m"})
+        );
+        let paths: Vec<&str> = m
+            .not_carried
+            .iter()
+            .map(|l| l.split(" (").next().unwrap())
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "GitRepository flux-system/repo spec.ignore",
+                "spec.chart.spec.version"
+            ]
+        );
         assert!(
-            reason.contains("GitRepository flux-system/repo"),
+            m.notes.iter().any(|n| n.contains("copy it there")),
+            "{:#?}",
+            m.notes
+        );
+        // Flux's order: a commit over a name over a range over a tag over a branch.
+        let sha = "0123456789abcdef0123456789abcdef01234567";
+        for (reference, expected) in [
+            (
+                format!("{{commit: {sha}, branch: main}}"),
+                json!({"commit": sha}),
+            ),
+            (
+                "{name: refs/tags/v1.0.0, branch: main}".into(),
+                json!({"tag": "v1.0.0"}),
+            ),
+            (
+                "{name: refs/heads/release}".into(),
+                json!({"branch": "release"}),
+            ),
+            (
+                "{semver: '>=1.0.0', tag: v1.0.0}".into(),
+                json!({"semver": ">=1.0.0"}),
+            ),
+            (
+                "{tag: v1.0.0, branch: main}".into(),
+                json!({"tag": "v1.0.0"}),
+            ),
+        ] {
+            let m = convert(
+                &flux,
+                Some(&git(&format!(
+                    "{{url: 'ssh://git@git.example.com/fleet.git', ref: {reference}}}"
+                ))),
+            )
+            .unwrap();
+            assert_eq!(
+                m.object["spec"]["chart"]["git"]["ref"], expected,
+                "{reference}"
+            );
+        }
+        for (spec, says) in [
+            (
+                "{url: 'https://g.example/r.git', ref: {name: refs/pull/1/head}}",
+                "neither a branch",
+            ),
+            (
+                "{url: 'https://g.example/r.git', ref: {commit: abc123}}",
+                "40-character",
+            ),
+            (
+                "{url: 'https://dev.azure.com/acme/r', provider: azure}",
+                "as the azure identity",
+            ),
+            ("{url: 'git@github.com:acme/r.git'}", "not an https://"),
+        ] {
+            let reason = refused(&flux, Some(&git(spec)));
+            assert!(reason.contains(says), "{spec}: {reason}");
+        }
+    }
+
+    #[test]
+    fn a_chart_ref_to_a_helm_chart_is_its_chart_from_its_source() {
+        let flux = yaml(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: apps}\nspec: {interval: 5m, chartRef: {kind: HelmChart, name: apps-web, namespace: flux-system}}\n",
+        );
+        let helm_chart = yaml(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmChart\nmetadata: {name: apps-web, namespace: flux-system}\nspec: {chart: web, version: '~1.2', interval: 2m, reconcileStrategy: ChartVersion, sourceRef: {kind: HelmRepository, name: charts}}\n",
+        );
+        let m = convert(
+            &flux,
+            Some(&Repository::HelmChart {
+                chart: helm_chart.clone(),
+                source: Some(Box::new(http_repo("flux-system"))),
+            }),
+        )
+        .unwrap();
+        assert_eq!(
+            m.object["spec"]["chart"],
+            json!({"repository": "https://charts.example.com/stable", "name": "web", "version": "~1.2", "interval": "2m"})
+        );
+        let paths: Vec<&str> = m
+            .not_carried
+            .iter()
+            .map(|l| l.split(" (").next().unwrap())
+            .collect();
+        assert_eq!(
+            paths,
+            ["HelmChart flux-system/apps-web spec.reconcileStrategy"]
+        );
+        let reason = refused(
+            &flux,
+            Some(&Repository::HelmChart {
+                chart: helm_chart,
+                source: None,
+            }),
+        );
+        assert!(
+            reason.contains("HelmRepository flux-system/charts was not given"),
             "{reason}"
         );
-        let m = convert(&git, Some(&Repository::Url("https://c.example".into()))).unwrap();
-        assert_eq!(m.object["spec"]["chart"]["name"], "web");
+    }
+
+    #[test]
+    fn a_chart_named_with_its_repository_is_a_clear_error_not_a_refused_object() {
+        let flux = yaml(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: apps}\nspec: {interval: 5m, chart: {spec: {chart: bitnami/redis, sourceRef: {kind: HelmRepository, name: charts}}}}\n",
+        );
+        let reason = refused(&flux, Some(&http_repo("apps")));
+        assert!(
+            reason.contains("named without the repository (\"redis\", not \"bitnami/redis\")"),
+            "{reason}"
+        );
+        // In an OCI registry the segments are the chart's path: they join the repository.
+        let repo = Repository::HelmRepository(yaml(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: charts, namespace: apps}\nspec: {type: oci, url: 'oci://registry.example.com/acme', insecure: true}\n",
+        ));
+        let m = convert(&flux, Some(&repo)).unwrap();
+        assert_eq!(
+            m.object["spec"]["chart"],
+            json!({"repository": "oci://registry.example.com/acme/bitnami", "name": "redis", "insecure": true})
+        );
+        assert!(m.not_carried.is_empty(), "{:#?}", m.not_carried);
     }
 
     #[test]
