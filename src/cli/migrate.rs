@@ -200,11 +200,12 @@ async fn read_source(
         }
     }
     Err(fail(format!(
-        "no Flux {} {}/{} ({}), which HelmRelease {from} takes its chart from; create it, or give the chart's repository with --chart-repository URL",
+        "no Flux {} {}/{} ({}/{}), which HelmRelease {from} takes its chart from; create it, or give the chart's repository with --chart-repository URL",
         source.kind,
         source.namespace,
         source.name,
-        crate::api::flux::SOURCE_GROUP
+        crate::api::flux::SOURCE_GROUP,
+        versions[0]
     )))
 }
 

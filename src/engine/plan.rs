@@ -152,16 +152,36 @@ pub fn next(o: &Observed) -> Next {
 
 fn in_sync(latest: &Latest, desired: &Desired) -> bool {
     latest.chart_name == desired.chart_name
-        && latest.chart_version == desired.chart_version
+        && (latest.chart_version == desired.chart_version || flux_suffixed(latest, desired))
         && latest.config_digest == desired.config_digest
-        && desired
-            .source_commit()
-            .is_none_or(|c| latest.source_commit.as_deref() == Some(c))
+        // A revision without the commit label (the helm CLI's, or made before Git
+        // sources) is brought to the commit once; Flux's says it in its version.
+        && desired.source_commit().is_none_or(|c| {
+            latest.source_commit.as_deref() == Some(c) || flux_suffixed(latest, desired)
+        })
         // A revision made before digests were recorded cannot be told apart: in sync.
         && match (desired.manifest_digest(), latest.source_digest.as_deref()) {
             (Some(d), Some(kept)) => d.starts_with(kept),
             _ => true,
         }
+}
+
+/// Flux's helm-controller records a chart from an OCIRepository (or Git, with its
+/// `Revision` strategy) as `<version>+<first 12 hex of the digest or commit>`: the same
+/// chart as `<version>` from that digest or commit, so a migrated release is in sync.
+fn flux_suffixed(latest: &Latest, desired: &Desired) -> bool {
+    let Some((version, suffix)) = latest.chart_version.rsplit_once('+') else {
+        return false;
+    };
+    let hex = |s: &str| s.len() == 12 && s.bytes().all(|b| b.is_ascii_hexdigit());
+    version == desired.chart_version
+        && hex(suffix)
+        && (desired
+            .manifest_digest()
+            .is_some_and(|d| d.trim_start_matches("sha256:").starts_with(suffix))
+            || desired
+                .source_commit()
+                .is_some_and(|c| c.starts_with(suffix)))
 }
 
 /// `retries` < 0 means retry forever.
@@ -507,6 +527,27 @@ mod tests {
         let mut l = latest(2, Status::Deployed);
         l.chart_version = "1.0.0".into();
         assert_eq!(next(&observed(Some(l))), Next::Upgrade);
+    }
+
+    #[test]
+    fn a_revision_flux_recorded_with_the_digest_or_commit_in_its_version_is_in_sync() {
+        let digest = format!("1.1.0@sha256:4c9e5dddd402{}", "0".repeat(52));
+        let commit = format!("main@sha1:0123456789ab{}", "f".repeat(28));
+        for (revision, recorded, want) in [
+            (digest.as_str(), "1.1.0+4c9e5dddd402", Next::InSync),
+            (commit.as_str(), "1.1.0+0123456789ab", Next::InSync),
+            // Another digest or version: a new desired state.
+            (digest.as_str(), "1.1.0+0123456789ab", Next::Upgrade),
+            (digest.as_str(), "1.0.0+4c9e5dddd402", Next::Upgrade),
+            // No digest to compare with: the versions differ.
+            ("", "1.1.0+4c9e5dddd402", Next::Upgrade),
+        ] {
+            let mut l = latest(2, Status::Deployed);
+            l.chart_version = recorded.into();
+            let mut o = observed(Some(l));
+            o.desired.source_revision = Some(revision.to_owned()).filter(|r| !r.is_empty());
+            assert_eq!(next(&o), want, "{revision} {recorded}");
+        }
     }
 
     #[test]

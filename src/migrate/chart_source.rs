@@ -98,6 +98,8 @@ fn valid_chart_name(name: &str) -> bool {
 struct Template {
     chart: Option<String>,
     version: Option<String>,
+    /// `reconcileStrategy` with where it was set: it matters for a chart in Git only.
+    strategy: Option<(String, String)>,
 }
 
 fn template(
@@ -119,11 +121,12 @@ fn template(
         carried.insert("interval".into(), interval);
     }
     fields.remove("sourceRef");
+    let strategy = fields
+        .remove("reconcileStrategy")
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .map(|s| (format!("{path}.reconcileStrategy"), s));
     for (key, value) in fields {
         let why = match key.as_str() {
-            "reconcileStrategy" => Some(
-                "wheelhouse sees a new chart when its version (HTTP, OCI) or commit (Git) changes",
-            ),
             "valuesFiles" | "ignoreMissingValuesFiles" => Some(
                 "wheelhouse takes values from spec.values and spec.valuesFrom only: put the files' values there",
             ),
@@ -136,7 +139,11 @@ fn template(
             None => m.drop_field(&format!("{path}.{key}"), &value),
         }
     }
-    Template { chart, version }
+    Template {
+        chart,
+        version,
+        strategy,
+    }
 }
 
 /// The chart block: from the source Flux reads the chart from, or the URL given instead.
@@ -167,6 +174,7 @@ pub(super) fn chart(
     let Template {
         chart: chart_name,
         version,
+        strategy,
     } = template(chart_spec, "spec.chart.spec", &mut carried, m);
     let override_url = match repository {
         Some(Repository::Url(url)) => Some(url.clone()),
@@ -237,8 +245,11 @@ pub(super) fn chart(
         from_source(
             &source,
             repository,
-            &chart_name,
-            version,
+            Template {
+                chart: Some(chart_name),
+                version,
+                strategy,
+            },
             deployed,
             namespace,
             &mut carried,
@@ -263,14 +274,29 @@ pub(super) fn chart(
 fn from_source(
     source: &SourceRef,
     repository: Option<&Repository>,
-    chart_name: &str,
-    version: Option<String>,
+    template: Template,
     deployed: Option<&Value>,
     namespace: &str,
     carried: &mut Map<String, Value>,
     m: &mut Mapping,
 ) -> Result<(), String> {
     let what = source.describe();
+    let Template {
+        chart,
+        version,
+        strategy,
+    } = template;
+    let chart_name = chart.as_deref().unwrap_or_default();
+    // A chart version is its revision in a Helm repository or registry; in Git, Flux's
+    // default upgrades only when the chart's version changes, wheelhouse at each commit.
+    if source.kind == "GitRepository"
+        && let Some((path, strategy)) = strategy.filter(|(_, s)| s != "Revision")
+    {
+        m.drop_because(
+            &path,
+            format!("{strategy}: wheelhouse upgrades at each new commit of the chart's directory, as Flux's Revision does"),
+        );
+    }
     let deployed_chart = deployed.and_then(|d| text(d, "chartName"));
     let deployed_version = deployed.and_then(|d| text(d, "chartVersion"));
     match (source.kind.as_str(), repository) {
@@ -528,15 +554,14 @@ fn helm_chart(
     let Some(source_ref) = helm_chart_source(helm_chart) else {
         return Err(format!("{what} names no spec.sourceRef"));
     };
-    let Template { chart, version } = template(fields, &format!("{what} spec"), carried, m);
-    let Some(chart) = chart else {
+    let template = template(fields, &format!("{what} spec"), carried, m);
+    if template.chart.is_none() {
         return Err(format!("{what} spec.chart is empty"));
-    };
+    }
     from_source(
         &source_ref,
         source,
-        &chart,
-        version,
+        template,
         deployed,
         namespace,
         carried,
