@@ -193,10 +193,16 @@ async fn read_source(
         };
         let api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &source.namespace, &resource);
-        if let Some(obj) = api.get_opt(&source.name).await? {
-            return Ok(Some(
-                serde_json::to_value(obj).map_err(|e| fail(e.to_string()))?,
-            ));
+        match api.get_opt(&source.name).await {
+            Ok(Some(obj)) => {
+                return Ok(Some(
+                    serde_json::to_value(obj).map_err(|e| fail(e.to_string()))?,
+                ));
+            }
+            Ok(None) => {}
+            // The version is not served (an older or newer Flux): the next, or none.
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => return Err(e.into()),
         }
     }
     Err(fail(format!(

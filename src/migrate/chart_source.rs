@@ -518,13 +518,11 @@ fn oci_repository(
             "serviceAccountName" => {
                 "wheelhouse reads registry credentials from chart.secretRef, not a ServiceAccount's image pull secrets"
             }
-            "timeout" => "wheelhouse's registry calls have timeouts of their own",
-            "suspend" => {
-                "a suspended source: wheelhouse reads the chart whenever the release changes"
-            }
             _ => "",
         };
-        if !is_set(&value) || (key == "timeout") {
+        // A source's own fetch timeout and suspension are how Flux runs it, not what
+        // the chart is.
+        if !is_set(&value) || key == "timeout" || key == "suspend" {
             continue;
         }
         if why.is_empty() {
@@ -654,20 +652,25 @@ fn git_repository(
         }
         _ => {}
     }
+    if let Some(rules) = spec.remove("ignore").filter(is_set)
+        && !keeps_whole(rules.as_str().unwrap_or_default(), path)
+    {
+        m.drop_because(
+            &format!("{what} spec.ignore"),
+            "wheelhouse reads the chart's directory whole; these rules may leave files of it out of Flux's chart",
+        );
+    }
     for (key, value) in spec {
-        if !is_set(&value) || key == "timeout" {
+        if !is_set(&value) || key == "timeout" || key == "suspend" {
             continue;
         }
         let why = match key.as_str() {
-            "ignore" | "include" | "sparseCheckout" => {
+            "include" | "sparseCheckout" => {
                 "wheelhouse reads the chart directory only, whatever else the repository holds"
             }
             "recurseSubmodules" => "wheelhouse does not check out submodules",
             "verify" => "wheelhouse does not verify commit signatures",
             "proxySecretRef" => "wheelhouse reaches Git without a proxy of its own",
-            "suspend" => {
-                "a suspended source: wheelhouse reads the chart whenever the release changes"
-            }
             _ => "",
         };
         if why.is_empty() {
@@ -677,6 +680,34 @@ fn git_repository(
         }
     }
     Ok(())
+}
+
+/// Whether a GitRepository's `ignore` rules leave the chart directory `path` whole: the
+/// common form (leave out everything at the root, then take back directories) with the
+/// chart under a directory taken back and nothing after that leaving anything out.
+/// Anything else is not evaluated here (it is said instead).
+fn keeps_whole(rules: &str, path: &str) -> bool {
+    let mut kept = false;
+    for rule in rules
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        match rule.strip_prefix('!') {
+            Some(back) => {
+                let dir = back.trim_matches('/');
+                if !dir.is_empty()
+                    && !dir.contains(['*', '?', '['])
+                    && (path == dir || path.starts_with(&format!("{dir}/")))
+                {
+                    kept = true;
+                }
+            }
+            None if rule == "/*" && !kept => {}
+            None => return false,
+        }
+    }
+    kept
 }
 
 /// `chart.secretRef` from a source's `spec.secretRef`, with what to check.
@@ -779,4 +810,21 @@ fn helm_repository(
     // `insecure` is an OCI setting in Flux (carried above); an HTTP repository's URL
     // says http:// itself.
     Ok(oci)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::keeps_whole;
+
+    #[test]
+    fn ignore_rules_that_take_back_the_charts_directory_keep_it_whole() {
+        let fleet = "# outside the cluster\n/*\n!/kubernetes\n";
+        assert!(keeps_whole(fleet, "kubernetes/apps/web"));
+        assert!(keeps_whole("/*\n!/charts/", "charts/web"));
+        assert!(!keeps_whole(fleet, "charts/web"));
+        // Rules after the chart was taken back, patterns, or no rule taking it back: said.
+        assert!(!keeps_whole("/*\n!/charts\n*.md", "charts/web"));
+        assert!(!keeps_whole("/*\n!/chart*", "charts/web"));
+        assert!(!keeps_whole("*.md", "charts/web"));
+    }
 }
