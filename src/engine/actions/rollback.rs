@@ -43,9 +43,19 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
         rel.labels
             .insert(super::SOURCE_COMMIT_LABEL.into(), commit.clone());
     }
-    if let Some(digest) = target.labels.get(super::SOURCE_DIGEST_LABEL) {
-        rel.labels
-            .insert(super::SOURCE_DIGEST_LABEL.into(), digest.clone());
+    // What the restored revision was made from and with, so the planner compares the
+    // desired state with it.
+    for label in [
+        super::SOURCE_DIGEST_LABEL,
+        super::common_metadata::COMMON_METADATA_LABEL,
+    ] {
+        if let Some(value) = target.labels.get(label) {
+            rel.labels.insert(label.into(), value.clone());
+        }
+    }
+    if spec.recreate {
+        // As helm-controller on Helm 4: kept for compatibility, without effect.
+        tracing::warn!(release = %run.key, "rollback.recreate has no effect: Helm 4 removed recreating pods on rollback (helm-controller ignores it too)");
     }
     run.masker.add_manifest_secrets(&rel.manifest);
     for hook in &rel.hooks {
@@ -68,7 +78,9 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
     let owner = Owner::new(&release_name, &ns)
         .previous(Some(&current.manifest))
         .take_ownership(take_ownership)
-        .force_conflicts(spec.force_conflicts)
+        // `force` is Flux's replacement strategy: under server-side apply, forced
+        // conflicts (lifecycle.rs, `Rollback::force`).
+        .force_conflicts(spec.force_conflicts || spec.force)
         .others(&elsewhere)
         .unavailable(&unavailable);
     if let Err(e) = run
@@ -91,10 +103,18 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
             )
             .await?;
         }
-        run.acting
-            .applier
-            .apply_release(&rel.manifest, &owner)
-            .await?;
+        if let Err(e) = run.acting.applier.apply_release(&rel.manifest, &owner).await {
+            if spec.cleanup_on_fail {
+                // As `helm rollback --cleanup-on-fail`: what this rollback created goes
+                // (objects the revision rolled back from did not have); the rest stays.
+                let _ = run
+                    .acting
+                    .applier
+                    .prune(&rel.manifest, &current.manifest, &owner)
+                    .await;
+            }
+            return Err(e.into());
+        }
         run.acting
             .applier
             .prune(&current.manifest, &rel.manifest, &owner)
