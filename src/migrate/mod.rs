@@ -531,11 +531,14 @@ spec:
     fn a_key_wheelhouse_does_not_know_fails_the_read_back() {
         let m = convert(&yaml(FULL), Some(&http_repo("apps"))).unwrap();
         let mut wrong = m.object.clone();
-        wrong["spec"]["install"]["timeout"] = json!("5m");
+        wrong["spec"]["install"]["disableWaitForJobs"] = json!(true);
         let Err(Error::Invalid(message)) = read_back(&wrong, &m.helm) else {
             panic!("an unknown key passed");
         };
-        assert_eq!(message, "wheelhouse has no field spec.install.timeout");
+        assert_eq!(
+            message,
+            "wheelhouse has no field spec.install.disableWaitForJobs"
+        );
         let mut elsewhere = m.object.clone();
         elsewhere["spec"]["releaseName"] = json!("other");
         assert!(matches!(

@@ -435,3 +435,198 @@ async fn common_metadata_is_on_every_rendered_object_as_flux_puts_it() {
     flux_ns.delete().await;
     ns.delete().await;
 }
+
+/// A ValidatingAdmissionPolicy that refuses, in namespace `ns`, an update of a ConfigMap
+/// whose MESSAGE is `v1`: a rollback to revision 1 then fails while applying, after it
+/// created what revision 1 had and the revision rolled back from did not. Returns once
+/// the API server enforces it (a positive sign: a probe update is refused).
+async fn refuse_message_v1(client: &Client, ns: &str) -> String {
+    let name = format!("refuse-v1-{ns}");
+    support::apply_documents(
+        client,
+        &[
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                "metadata": {"name": name},
+                "spec": {"failurePolicy": "Fail",
+                    "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                        "operations": ["UPDATE"], "resources": ["configmaps"]}]},
+                    "validations": [{"expression": "!has(object.data) || !('MESSAGE' in object.data) || object.data.MESSAGE != 'v1'",
+                        "message": "MESSAGE v1 is refused here"}]}}),
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": name},
+                "spec": {"policyName": name, "validationActions": ["Deny"],
+                    "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}}}),
+        ],
+        "test",
+    )
+    .await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let probe: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "probe"}, "data": {"MESSAGE": "v0"}}))
+            .unwrap();
+    cms.create(&PostParams::default(), &probe).await.unwrap();
+    let started = std::time::Instant::now();
+    loop {
+        let refused = cms
+            .patch(
+                "probe",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data": {"MESSAGE": "v1"}})),
+            )
+            .await
+            .is_err();
+        if refused {
+            return name;
+        }
+        cms.patch(
+            "probe",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"MESSAGE": "v0"}})),
+        )
+        .await
+        .unwrap();
+        assert!(
+            started.elapsed() < support::PATIENCE,
+            "the admission policy never took effect"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+async fn exists(client: &Client, ns: &str, secret: &str) -> bool {
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), ns)
+        .get_opt(secret)
+        .await
+        .unwrap()
+        .is_some_and(|s| s.metadata.deletion_timestamp.is_none())
+}
+
+/// `rollback.cleanupOnFail`, beside `helm rollback --cleanup-on-fail`: a rollback whose
+/// apply fails deletes what it created (a Secret revision 1 had and revision 2 did not);
+/// without it, in both, that Secret stays. The engine's rollback is the operator's roll
+/// back and pin (one rollback, as `helm rollback` by hand).
+#[tokio::test]
+async fn rollback_cleanup_on_fail_deletes_what_the_failed_rollback_created() {
+    let (client, ns, api) = eng::setup("act-cleanup").await;
+    let n = ns.name.as_str();
+    let webapp_chart = chart("webapp");
+    let v1 = ["--set", "message=v1", "--set", "extraSecret=true"];
+    for release in ["cli-clean", "cli-keep"] {
+        helm(n, &[&["install", release, &webapp_chart][..], &v1[..]].concat());
+        assert!(exists(&client, n, &format!("{release}-extra")).await);
+        helm(n, &["upgrade", release, &webapp_chart, "--set", "message=v2"]);
+        assert!(!exists(&client, n, &format!("{release}-extra")).await);
+    }
+    let engine = eng::start(&client, n).await;
+    for (name, clean) in [("clean", true), ("keep", false)] {
+        install_webapp(
+            &api,
+            name,
+            json!({"values": {"message": "v1", "extraSecret": true},
+                   "rollback": {"cleanupOnFail": clean}}),
+        )
+        .await;
+        assert!(exists(&client, n, &format!("{name}-extra")).await);
+        set_values(&api, name, json!({"message": "v2", "extraSecret": false})).await;
+        wait_for(&api, name, "upgraded to revision 2", |h| {
+            is(h, "Ready", "True", "UpgradeSucceeded")
+                && h.status
+                    .as_ref()
+                    .is_some_and(|s| s.history.first().is_some_and(|r| r.version == 2))
+        })
+        .await;
+        assert!(!exists(&client, n, &format!("{name}-extra")).await);
+    }
+    let policy = refuse_message_v1(&client, n).await;
+
+    let (ok, out) = helm_try(n, &["rollback", "cli-clean", "1", "--cleanup-on-fail"]);
+    assert!(!ok && out.contains("MESSAGE v1 is refused here"), "{out}");
+    let (ok, out) = helm_try(n, &["rollback", "cli-keep", "1"]);
+    assert!(!ok && out.contains("MESSAGE v1 is refused here"), "{out}");
+    for name in ["clean", "keep"] {
+        engine
+            .handle
+            .send(wheelhouse::engine::Command::Pin {
+                key: wheelhouse::engine::ReleaseKey::new(n, name),
+                revision: 1,
+                by: "test".into(),
+            })
+            .await
+            .unwrap();
+    }
+    for name in ["clean", "keep"] {
+        let hr = wait_for(&api, name, "the rollback failed", |h| {
+            is(h, "Ready", "False", "RollbackFailed")
+        })
+        .await;
+        let message = hr.condition("Ready").unwrap().message.clone();
+        assert!(message.contains("MESSAGE v1 is refused here"), "{message}");
+    }
+    // What keeps it shows the rollback created it; cleanupOnFail deleted it, as helm did.
+    assert!(exists(&client, n, "cli-keep-extra").await);
+    assert!(exists(&client, n, "keep-extra").await);
+    assert!(!exists(&client, n, "cli-clean-extra").await);
+    assert!(!exists(&client, n, "clean-extra").await);
+    let ours: Vec<(i64, String)> = history(n, "clean").into_iter().map(|(r, s, _)| (r, s)).collect();
+    let helms: Vec<(i64, String)> = history(n, "cli-clean").into_iter().map(|(r, s, _)| (r, s)).collect();
+    eprintln!("history after the failed rollback: wheelhouse {ours:?}, helm {helms:?}");
+
+    Api::<kube::api::DynamicObject>::all_with(
+        client.clone(),
+        &kube::api::ApiResource {
+            group: "admissionregistration.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "admissionregistration.k8s.io/v1".into(),
+            kind: "ValidatingAdmissionPolicyBinding".into(),
+            plural: "validatingadmissionpolicybindings".into(),
+        },
+    )
+    .delete(&policy, &Default::default())
+    .await
+    .unwrap();
+    Api::<kube::api::DynamicObject>::all_with(
+        client.clone(),
+        &kube::api::ApiResource {
+            group: "admissionregistration.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "admissionregistration.k8s.io/v1".into(),
+            kind: "ValidatingAdmissionPolicy".into(),
+            plural: "validatingadmissionpolicies".into(),
+        },
+    )
+    .delete(&policy, &Default::default())
+    .await
+    .unwrap();
+    ns.delete().await;
+}
+
+/// The API server checks what Flux's CRD checks: a retryInterval only with RetryOnFailure.
+#[tokio::test]
+async fn the_api_server_refuses_a_retry_interval_without_retry_on_failure() {
+    let (_client, ns, api) = eng::setup("act-crd").await;
+    let refused = |spec: serde_json::Value| {
+        let api = api.clone();
+        async move {
+            match api.create(&PostParams::default(), &webapp("web", spec)).await {
+                Err(kube::Error::Api(e)) => e.message,
+                other => panic!("accepted: {other:?}"),
+            }
+        }
+    };
+    let message = refused(json!({"upgrade": {"strategy": {"name": "RemediateOnFailure", "retryInterval": "1m"}}})).await;
+    assert!(
+        message.contains(".retryInterval can only be set when .name is 'RetryOnFailure'"),
+        "{message}"
+    );
+    // A positive sign the checks are the only reason: the same with RetryOnFailure is taken.
+    api.create(
+        &PostParams::default(),
+        &webapp(
+            "web",
+            json!({"suspend": true, "upgrade": {"strategy": {"name": "RetryOnFailure", "retryInterval": "1m"}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    ns.delete().await;
+}

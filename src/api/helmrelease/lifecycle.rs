@@ -204,8 +204,8 @@ pub struct Rollback {
     #[serde(default)]
     pub cleanup_on_fail: bool,
     /// Kept for Flux compatibility only, with no effect: Helm 4 removed `--recreate-pods`,
-    /// and helm-controller on Helm 4 ignores it too (with a warning). Setting it gets a
-    /// warning Event.
+    /// and helm-controller on Helm 4 ignores it too (with a warning in its log). A rollback
+    /// with it set says so in the engine's log.
     #[serde(default)]
     pub recreate: bool,
 }

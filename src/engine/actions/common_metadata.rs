@@ -73,13 +73,14 @@ fn on_document(body: &str, common: &CommonMetadata) -> Result<String, crate::yam
     }
     let mut values = crate::yaml::parse_documents(body)?;
     for value in &mut values {
-        match value.get_mut("items") {
-            Some(Value::Array(items)) if value_kind_is_list(value) => {
-                for item in items.iter_mut() {
-                    set_metadata(item, common);
-                }
+        if value_kind_is_list(value)
+            && let Some(Value::Array(items)) = value.get_mut("items")
+        {
+            for item in items.iter_mut() {
+                set_metadata(item, common);
             }
-            _ => set_metadata(value, common),
+        } else {
+            set_metadata(value, common);
         }
     }
     let text = crate::yaml::to_documents(&values);

@@ -810,6 +810,7 @@ mod tests {
             chart_version: "1.2.0".into(),
             config_digest: "sha256:v".into(),
             source_revision: Some(format!("main@sha1:{}", "c".repeat(40))),
+            common_metadata: None,
         };
         let cases = [
             (ReleaseAction::Install, "install"),

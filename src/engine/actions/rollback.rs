@@ -103,15 +103,18 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
             )
             .await?;
         }
+        // As `helm rollback --cleanup-on-fail`: what this rollback's apply created (objects
+        // that did not exist before it) is deleted when the apply fails; the rest stays.
+        let absent = match spec.cleanup_on_fail {
+            true => absent_objects(run, &rel.manifest, &ns).await?,
+            false => Vec::new(),
+        };
         if let Err(e) = run.acting.applier.apply_release(&rel.manifest, &owner).await {
-            if spec.cleanup_on_fail {
-                // As `helm rollback --cleanup-on-fail`: what this rollback created goes
-                // (objects the revision rolled back from did not have); the rest stays.
-                let _ = run
-                    .acting
-                    .applier
-                    .prune(&rel.manifest, &current.manifest, &owner)
-                    .await;
+            if !absent.is_empty() {
+                let created = crate::apply::manifest::documents_of(&rel.manifest, &absent, &ns);
+                if let Err(cleanup) = run.acting.applier.prune(&created, "", &owner).await {
+                    tracing::warn!(release = %run.key, "rollback.cleanupOnFail could not delete what the failed rollback created: {cleanup}");
+                }
             }
             return Err(e.into());
         }
@@ -162,6 +165,40 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
             run.release_name
         ),
     })
+}
+
+/// The objects of `manifest` that do not exist now (kinds not served yet included).
+async fn absent_objects(
+    run: &Run<'_>,
+    manifest: &str,
+    namespace: &str,
+) -> crate::Result<Vec<crate::apply::ObjectRef>> {
+    use kube::api::{Api, DynamicObject};
+    let applier = &run.acting.applier;
+    let mut absent = Vec::new();
+    for obj in crate::apply::manifest::parse_manifest(manifest)? {
+        let mut reference = crate::apply::ObjectRef::from_object(&obj);
+        let Some((resource, namespaced)) = applier
+            .find_resource(&reference.api_version, &reference.kind)
+            .await?
+        else {
+            absent.push(reference);
+            continue;
+        };
+        let api: Api<DynamicObject> = if namespaced {
+            let ns = reference
+                .namespace
+                .get_or_insert_with(|| namespace.to_owned());
+            Api::namespaced_with(applier.client().clone(), ns, &resource)
+        } else {
+            reference.namespace = None;
+            Api::all_with(applier.client().clone(), &resource)
+        };
+        if api.get_metadata_opt(&reference.name).await?.is_none() {
+            absent.push(reference);
+        }
+    }
+    Ok(absent)
 }
 
 /// Marks the rollback's revision failed because of `why`.
