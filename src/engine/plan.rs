@@ -183,7 +183,10 @@ fn in_sync(latest: &Latest, desired: &Desired) -> bool {
 /// The retry interval of the strategy of the install or upgrade attempted last, when it
 /// is `RetryOnFailure` (Flux's "active retry"): its failures are not remediated and never
 /// stall the release, they are tried again (as an upgrade) after the interval.
-pub fn active_retry(last_action: Option<ReleaseAction>, policy: &Policy) -> Option<std::time::Duration> {
+pub fn active_retry(
+    last_action: Option<ReleaseAction>,
+    policy: &Policy,
+) -> Option<std::time::Duration> {
     match last_action? {
         ReleaseAction::Install => policy.install_retry,
         ReleaseAction::Upgrade => policy.upgrade_retry,
@@ -712,7 +715,7 @@ mod tests {
     fn retry_on_failure_upgrades_a_failed_revision_instead_of_remediating_it() {
         let five = Some(std::time::Duration::from_secs(300));
         // (case, last action, install retry, upgrade retry, latest, failures, want)
-        let cases: [(&str, ReleaseAction, _, _, Status, (i64, i64), Next); 6] = [
+        let cases = [
             (
                 "failed install, install retries",
                 ReleaseAction::Install,

@@ -24,8 +24,8 @@ pub use self::checks::{
     ConfigTracking, DriftDetection, DriftDetectionMode, HealthCheck, IgnoreRule, IgnoreTarget,
 };
 pub use self::lifecycle::{
-    ActionStrategy, ActionStrategyName, CommonMetadata, CrdPolicy, DEFAULT_RETRY_INTERVAL,
-    Install, InstallRemediation, RemediationStrategy, Rollback, Test, Uninstall, Upgrade,
+    ActionStrategy, ActionStrategyName, CommonMetadata, CrdPolicy, DEFAULT_RETRY_INTERVAL, Install,
+    InstallRemediation, RemediationStrategy, Rollback, Test, Uninstall, Upgrade,
     UpgradeRemediation,
 };
 pub use self::observed::{

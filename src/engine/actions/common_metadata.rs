@@ -130,8 +130,11 @@ mod tests {
 
     fn common() -> CommonMetadata {
         CommonMetadata {
-            labels: [("team".to_owned(), "web".to_owned()), ("tier".to_owned(), "edge".to_owned())]
-                .into(),
+            labels: [
+                ("team".to_owned(), "web".to_owned()),
+                ("tier".to_owned(), "edge".to_owned()),
+            ]
+            .into(),
             annotations: [("owner".to_owned(), "ops@example.com".to_owned())].into(),
         }
     }
@@ -170,13 +173,19 @@ mod tests {
         let deploy = &objs[1];
         assert_eq!(deploy["metadata"]["labels"]["team"], "web");
         // Only metadata: selectors and pod templates are the chart's.
-        assert_eq!(deploy["spec"]["selector"]["matchLabels"], serde_json::json!({"app": "b"}));
+        assert_eq!(
+            deploy["spec"]["selector"]["matchLabels"],
+            serde_json::json!({"app": "b"})
+        );
         assert_eq!(
             deploy["spec"]["template"]["metadata"]["labels"],
             serde_json::json!({"app": "b"})
         );
         // Parsed as the applier parses it.
-        assert_eq!(crate::apply::manifest::parse_manifest(&out).unwrap().len(), 2);
+        assert_eq!(
+            crate::apply::manifest::parse_manifest(&out).unwrap().len(),
+            2
+        );
     }
 
     #[test]
@@ -194,10 +203,16 @@ mod tests {
             revision: 1,
             unavailable: Vec::new(),
         };
-        let before = (rendered.manifest.clone(), rendered.hooks[0].manifest.clone());
+        let before = (
+            rendered.manifest.clone(),
+            rendered.hooks[0].manifest.clone(),
+        );
         apply(&mut rendered, &CommonMetadata::default()).unwrap();
         assert_eq!(
-            (rendered.manifest.clone(), rendered.hooks[0].manifest.clone()),
+            (
+                rendered.manifest.clone(),
+                rendered.hooks[0].manifest.clone()
+            ),
             before,
             "an empty commonMetadata changes nothing, byte for byte"
         );

@@ -4,8 +4,8 @@
 //! stored revision, and decides whose retries a failure uses up.
 
 use super::{
-    CLUSTER_FAILURE_PREFIX, common_metadata, Note, Outcome, Owns, is_deployed, new_release, record_as,
-    record_failure, set_status, supersede,
+    CLUSTER_FAILURE_PREFIX, Note, Outcome, Owns, common_metadata, is_deployed, new_release,
+    record_as, record_failure, set_status, supersede,
 };
 use crate::api::{CrdPolicy, HelmReleaseStatus, ReleaseAction};
 use crate::apply::Owner;
@@ -169,7 +169,9 @@ pub async fn install_or_upgrade(
     {
         return Ok(Outcome::Failed {
             reason: failed_reason,
-            message: format!("{verb} failed: putting spec.commonMetadata on the rendered objects: {e}"),
+            message: format!(
+                "{verb} failed: putting spec.commonMetadata on the rendered objects: {e}"
+            ),
         });
     }
     // An error of the apply may quote a value of the manifest's Secrets.
@@ -258,7 +260,8 @@ pub async fn install_or_upgrade(
         }
         // As `helm install --replace`: the uninstalled revision whose name is reused is
         // superseded by the new one.
-        if let Some(last) = previous.filter(|p| !is_upgrade && install.replace && is_uninstalled(p)) {
+        if let Some(last) = previous.filter(|p| !is_upgrade && install.replace && is_uninstalled(p))
+        {
             let mut last = last.clone();
             if let Some(info) = last.info.as_mut() {
                 info.status = Status::Superseded;

@@ -630,10 +630,7 @@ fn observe(
             config_digest: crate::values::digest(&r.config),
             source_commit: r.labels.get(actions::SOURCE_COMMIT_LABEL).cloned(),
             source_digest: r.labels.get(actions::SOURCE_DIGEST_LABEL).cloned(),
-            common_metadata: r
-                .labels
-                .get(crate::release::COMMON_METADATA_LABEL)
-                .cloned(),
+            common_metadata: r.labels.get(crate::release::COMMON_METADATA_LABEL).cloned(),
             tests: TestState::of(r),
             interrupted: info.status == Status::Failed
                 && (info
@@ -795,16 +792,88 @@ mod tests {
         };
         let retry_reason = ("Reconciling", "True", reason::PROGRESSING_WITH_RETRY);
         // (case, next, outcome, policy, retry, conditions after, counters after)
-        let cases: Vec<(&str, Next, Outcome, Policy, Option<Duration>, Vec<_>, _)> = vec![
-            ("failed upgrade", Next::Upgrade, failed.clone(), retrying, Some(minute), vec![retry_reason], (2, 0, 2)),
-            ("failed tests", Next::Test, failed.clone(), retrying, Some(minute), vec![retry_reason], (2, 0, 2)),
-            ("operator's cancel", Next::Upgrade, canceled(true), retrying, Some(minute), vec![retry_reason], (2, 0, 2)),
-            ("superseded wait", Next::Upgrade, canceled(false), retrying, None, vec![], (2, 0, 2)),
-            ("upgrade succeeded", Next::Upgrade, ok.clone(), retrying, None, vec![], (0, 0, 0)),
-            ("tests passed: counters stay", Next::Test, ok.clone(), retrying, None, vec![], (2, 0, 2)),
-            ("a remediation is not retried", Next::Rollback { to: 1 }, failed.clone(), retrying, None, vec![], (2, 0, 2)),
-            ("RemediateOnFailure: failed", Next::Upgrade, failed.clone(), remediating, None, vec![], (2, 0, 2)),
-            ("RemediateOnFailure: succeeded", Next::Upgrade, ok.clone(), remediating, None, vec![], (2, 0, 2)),
+        let cases = [
+            (
+                "failed upgrade",
+                Next::Upgrade,
+                failed.clone(),
+                retrying,
+                Some(minute),
+                vec![retry_reason],
+                (2, 0, 2),
+            ),
+            (
+                "failed tests",
+                Next::Test,
+                failed.clone(),
+                retrying,
+                Some(minute),
+                vec![retry_reason],
+                (2, 0, 2),
+            ),
+            (
+                "operator's cancel",
+                Next::Upgrade,
+                canceled(true),
+                retrying,
+                Some(minute),
+                vec![retry_reason],
+                (2, 0, 2),
+            ),
+            (
+                "superseded wait",
+                Next::Upgrade,
+                canceled(false),
+                retrying,
+                None,
+                vec![],
+                (2, 0, 2),
+            ),
+            (
+                "upgrade succeeded",
+                Next::Upgrade,
+                ok.clone(),
+                retrying,
+                None,
+                vec![],
+                (0, 0, 0),
+            ),
+            (
+                "tests passed: counters stay",
+                Next::Test,
+                ok.clone(),
+                retrying,
+                None,
+                vec![],
+                (2, 0, 2),
+            ),
+            (
+                "a remediation is not retried",
+                Next::Rollback { to: 1 },
+                failed.clone(),
+                retrying,
+                None,
+                vec![],
+                (2, 0, 2),
+            ),
+            (
+                "RemediateOnFailure: failed",
+                Next::Upgrade,
+                failed.clone(),
+                remediating,
+                None,
+                vec![],
+                (2, 0, 2),
+            ),
+            (
+                "RemediateOnFailure: succeeded",
+                Next::Upgrade,
+                ok.clone(),
+                remediating,
+                None,
+                vec![],
+                (2, 0, 2),
+            ),
         ];
         for (what, next, outcome, policy, want, conds, after) in cases {
             let mut s = with(&[], (2, 0, 2));
