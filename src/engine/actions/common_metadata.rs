@@ -32,6 +32,25 @@ pub fn label_value(digest: &str) -> String {
     digest[..SOURCE_DIGEST_KEPT.min(digest.len())].to_owned()
 }
 
+/// Whether every object of `manifest` (and there is one) carries `common`'s labels and
+/// annotations with its values: a revision another tool made with the same
+/// commonMetadata (Flux's, before a migration) records no digest, but its objects say it.
+pub fn carried_by(manifest: &str, common: &CommonMetadata) -> bool {
+    let Ok(objects) = crate::apply::manifest::parse_manifest(manifest) else {
+        return false;
+    };
+    let has = |have: &Option<std::collections::BTreeMap<String, String>>,
+               want: &std::collections::BTreeMap<String, String>| {
+        want.iter()
+            .all(|(k, v)| have.as_ref().and_then(|h| h.get(k)) == Some(v))
+    };
+    !objects.is_empty()
+        && objects.iter().all(|o| {
+            has(&o.metadata.labels, &common.labels)
+                && has(&o.metadata.annotations, &common.annotations)
+        })
+}
+
 /// Puts `common` on every object of `rendered`, its hooks included.
 pub fn apply(rendered: &mut Rendered, common: &CommonMetadata) -> Result<(), crate::yaml::Error> {
     if common.is_empty() {
@@ -224,6 +243,26 @@ mod tests {
             serde_json::json!({"helm.sh/hook": "test", "owner": "ops@example.com"})
         );
         assert!(!rendered.hooks[0].manifest.starts_with("---"));
+    }
+
+    #[test]
+    fn a_manifest_made_with_it_elsewhere_is_told_by_its_objects() {
+        let made = on_manifest(
+            "---\n# Source: a/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n# Source: a/s.yaml\napiVersion: v1\nkind: Service\nmetadata: {name: s, labels: {team: other}}\n",
+            &common(),
+        )
+        .unwrap();
+        assert!(carried_by(&made, &common()));
+        let mut more = common();
+        more.labels.insert("extra".into(), "x".into());
+        assert!(!carried_by(&made, &more), "a label it lacks");
+        let mut other = common();
+        other.labels.insert("team".into(), "api".into());
+        assert!(!carried_by(&made, &other), "another value");
+        let plain =
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, labels: {team: web}}\n";
+        assert!(!carried_by(plain, &common()), "no annotation");
+        assert!(!carried_by("", &common()), "no object at all");
     }
 
     #[test]

@@ -630,7 +630,7 @@ fn observe(
             config_digest: crate::values::digest(&r.config),
             source_commit: r.labels.get(actions::SOURCE_COMMIT_LABEL).cloned(),
             source_digest: r.labels.get(actions::SOURCE_DIGEST_LABEL).cloned(),
-            common_metadata: r.labels.get(crate::release::COMMON_METADATA_LABEL).cloned(),
+            common_metadata: common_metadata_of(r, hr),
             tests: TestState::of(r),
             interrupted: info.status == Status::Failed
                 && (info
@@ -662,6 +662,19 @@ fn observe(
         last_action: s.last_attempted_release_action,
         policy: Policy::from_spec(hr),
     }
+}
+
+/// The commonMetadata `r` was made with, as far as the planner can tell: its label, or
+/// for a revision without one (another tool's: Flux's before a migration) the spec's,
+/// when every object of its manifest carries it already.
+fn common_metadata_of(r: &Release, hr: &HelmRelease) -> Option<String> {
+    use crate::engine::actions::common_metadata;
+    if let Some(kept) = r.labels.get(common_metadata::COMMON_METADATA_LABEL) {
+        return Some(kept.clone());
+    }
+    let common = hr.spec.common_metadata.as_ref()?;
+    let digest = common_metadata::digest(Some(common))?;
+    common_metadata::carried_by(&r.manifest, common).then(|| common_metadata::label_value(&digest))
 }
 
 /// Whether a wheelhouse engine stopped in `r`'s health check: `r` is pending and carries
@@ -1115,6 +1128,38 @@ mod tests {
             );
             assert_eq!(s.observed_generation, Some(2));
         }
+    }
+
+    /// The commonMetadata a revision was made with: its label; without one (Flux's
+    /// revision, before a migration), the spec's when its objects all carry it.
+    #[test]
+    fn a_revision_says_the_common_metadata_it_was_made_with() {
+        let hr = test_release("commonMetadata: {labels: {team: web}}");
+        let common = hr.spec.common_metadata.clone().unwrap();
+        let digest = crate::engine::actions::common_metadata::digest(Some(&common)).unwrap();
+        let kept = digest[..40].to_owned();
+        let plain = "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n";
+        let mut r = stored(1, Status::Deployed, "");
+        r.manifest = plain.into();
+        assert_eq!(common_metadata_of(&r, &hr), None, "made without it");
+        r.manifest = crate::engine::actions::common_metadata::on_manifest(plain, &common).unwrap();
+        assert_eq!(
+            common_metadata_of(&r, &hr),
+            Some(kept.clone()),
+            "its objects carry it"
+        );
+        assert_eq!(
+            common_metadata_of(&r, &test_release("")),
+            None,
+            "the spec has none: nothing to tell"
+        );
+        r.labels
+            .insert(crate::release::COMMON_METADATA_LABEL.into(), "0123".into());
+        assert_eq!(
+            common_metadata_of(&r, &hr).as_deref(),
+            Some("0123"),
+            "the label, when there is one"
+        );
     }
 
     #[test]
