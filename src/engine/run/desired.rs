@@ -18,6 +18,8 @@ pub struct Prepared {
     pub resolved: ResolvedChart,
     pub chart: Chart,
     pub values: ComposedValues,
+    /// `spec.commonMetadata`, put on every rendered object.
+    pub common_metadata: Option<crate::api::CommonMetadata>,
 }
 
 impl Prepared {
@@ -37,6 +39,7 @@ impl Prepared {
         // Only where there is one, so the digests of other charts stay as they were.
         .chain(self.resolved.commit())
         .chain(self.resolved.manifest_digest())
+        .chain(self.common_metadata_digest().as_deref())
         {
             h.update(part.as_bytes());
             h.update([0]);
@@ -51,7 +54,13 @@ impl Prepared {
             chart_version: self.resolved.version.clone(),
             config_digest: self.values.digest.clone(),
             source_revision: self.resolved.revision.clone(),
+            common_metadata: self.common_metadata_digest(),
         }
+    }
+
+    /// The digest of the commonMetadata, when there is one that says anything.
+    pub fn common_metadata_digest(&self) -> Option<String> {
+        crate::engine::actions::common_metadata::digest(self.common_metadata.as_ref())
     }
 }
 
@@ -152,6 +161,7 @@ pub(in crate::engine) async fn prepare(
         resolved,
         chart,
         values,
+        common_metadata: hr.spec.common_metadata.clone(),
     })
 }
 
@@ -269,6 +279,7 @@ mod tests {
                 sources: Vec::new(),
                 secrets: Default::default(),
             },
+            common_metadata: None,
         }
     }
 
@@ -294,6 +305,16 @@ mod tests {
             changed[part] = value;
             assert_ne!(prepared(changed).digest(), base, "{what}");
         }
+        // commonMetadata: a change when it says anything, nothing when empty.
+        let mut empty = prepared(parts);
+        empty.common_metadata = Some(Default::default());
+        assert_eq!(empty.digest(), base);
+        let mut labelled = prepared(parts);
+        labelled.common_metadata = Some(crate::api::CommonMetadata {
+            labels: [("team".to_owned(), "web".to_owned())].into(),
+            ..Default::default()
+        });
+        assert_ne!(labelled.digest(), base, "commonMetadata");
         // Parts are separated: moving a character across a boundary is a change.
         let moved = prepared(["ap", "p1.0.0", "sha256:c", "sha256:v"]);
         assert_ne!(moved.digest(), base);
