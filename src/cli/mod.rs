@@ -147,6 +147,41 @@ pub enum Command {
     /// Turn a Flux HelmRelease (helm.toolkit.fluxcd.io/v2) into a wheelhouse one that
     /// continues the same Helm release: print it, or hand the release over with --apply
     Migrate(migrate::MigrateArgs),
+    /// Print the shell completion script (e.g. `wheelhouse completion bash >
+    /// ~/.local/share/bash-completion/completions/wheelhouse`)
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print wheelhouse's version and commit, the Helm its render helper is built on, and
+    /// the Kubernetes version it is tested against
+    Version,
+}
+
+/// The Kubernetes version the test suite's control plane runs (tests/cluster/versions.env).
+fn tested_kubernetes() -> &'static str {
+    include_str!("../../tests/cluster/versions.env")
+        .lines()
+        .find_map(|l| l.strip_prefix("KUBERNETES_VERSION="))
+        .unwrap_or("unknown")
+}
+
+/// `wheelhouse version`: what this build is and what it renders with.
+async fn print_version(render: &RenderArgs) {
+    println!(
+        "wheelhouse {} (commit {})",
+        env!("CARGO_PKG_VERSION"),
+        env!("WHEELHOUSE_COMMIT")
+    );
+    let renderer = render.choice().renderer(None, None);
+    match renderer.check().await {
+        Ok(what) => println!("renderer: {what}"),
+        Err(e) => println!("renderer: unavailable: {e}"),
+    }
+    println!(
+        "Kubernetes: tested against {} (the API server of its test suite)",
+        tested_kubernetes()
+    );
 }
 
 #[derive(Debug, Args)]
@@ -222,6 +257,20 @@ pub async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Some(Command::Migrate(args)) => migrate::run(&cli.cluster, args).await,
+        Some(Command::Completion { shell }) => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut command, "wheelhouse", &mut script);
+            // A reader that stops early (`| head`) is not an error.
+            match std::io::Write::write_all(&mut std::io::stdout(), &script) {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+                _ => Ok(()),
+            }
+        }
+        Some(Command::Version) => {
+            print_version(&cli.render).await;
+            Ok(())
+        }
         None => dashboard::run(&cli.cluster, &cli.render, &cli.dashboard).await,
         Some(Command::List) => {
             let target = cli.cluster.target();
@@ -229,5 +278,32 @@ pub async fn run(cli: Cli) -> Result<()> {
             let scope = client::Scope::of(&target, default_ns);
             list::print(client, &scope, &mut std::io::stdout()).await
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn completions_cover_every_subcommand() {
+        let mut command = <Cli as clap::CommandFactory>::command();
+        let mut script = Vec::new();
+        clap_complete::generate(
+            clap_complete::Shell::Bash,
+            &mut command,
+            "wheelhouse",
+            &mut script,
+        );
+        let script = String::from_utf8(script).unwrap();
+        for sub in ["controller", "migrate", "install", "completion", "version"] {
+            assert!(script.contains(sub), "{sub} missing");
+        }
+    }
+
+    #[test]
+    fn the_tested_kubernetes_version_is_the_test_suites() {
+        let version = tested_kubernetes();
+        assert!(version.starts_with("v1."), "{version}");
     }
 }
