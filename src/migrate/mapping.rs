@@ -59,8 +59,8 @@ fn why_not(path: &str) -> String {
         "spec.commonMetadata" => {
             "wheelhouse adds no common labels or annotations: the next upgrade removes them from the release's objects"
         }
-        "spec.postRenderers" | "spec.postRenderStrategy" => {
-            "wheelhouse has no post-renderers: the next upgrade applies the chart as rendered, without these patches"
+        "spec.postRenderStrategy" => {
+            "wheelhouse post-renders hooks and templates together, Helm 4's default (combined): the next upgrade post-renders as that does"
         }
         "spec.waitStrategy" => "wheelhouse waits with its own health checks, see spec.healthCheck",
         "spec.healthCheckExprs" => "wheelhouse has no custom CEL health checks",

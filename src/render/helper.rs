@@ -192,6 +192,7 @@ impl HelperRenderer {
             }),
             cluster: &cluster,
             discovery: req.discovery.unwrap_or_default(),
+            post_renderers: req.post_renderers,
         };
         let response = match tokio::time::timeout(self.timeout, process.ask(request)).await {
             Err(_) => return Err(HelperFault::Hung(self.timeout)),
@@ -354,6 +355,9 @@ struct Request<'a> {
     previous: Option<Seed<'a>>,
     cluster: &'a Cluster,
     discovery: &'a str,
+    /// Flux's shape, applied by the helper with kustomize (`postrender.go`).
+    #[serde(rename = "postRenderers")]
+    post_renderers: &'a [crate::api::PostRenderer],
 }
 
 /// The release's newest revision, as Helm's upgrade reads it from storage.
@@ -710,6 +714,7 @@ mod tests {
                 discovery: None,
                 as_user: None,
                 priority: crate::slots::Priority::Routine,
+                post_renderers: &[],
             })
             .await
             .unwrap();
@@ -732,6 +737,7 @@ mod tests {
                 discovery: None,
                 as_user: None,
                 priority: crate::slots::Priority::Routine,
+                post_renderers: &[],
             })
             .await
             .unwrap_err();

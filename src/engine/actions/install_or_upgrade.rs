@@ -184,6 +184,9 @@ pub async fn install_or_upgrade(
             digest[..super::SOURCE_DIGEST_KEPT].to_owned(),
         );
     }
+    if let Some(digest) = prepared.post_renderers_digest() {
+        rel.labels.insert(super::POST_RENDERERS_LABEL.into(), digest);
+    }
     rel.hooks = rendered.hooks.clone();
     if let Some(first) = history
         .iter()
@@ -763,6 +766,7 @@ mod tests {
             chart_version: "1.2.0".into(),
             config_digest: "sha256:v".into(),
             source_revision: Some(format!("main@sha1:{}", "c".repeat(40))),
+            post_renderers: None,
         };
         let cases = [
             (ReleaseAction::Install, "install"),

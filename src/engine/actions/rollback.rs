@@ -47,6 +47,10 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
         rel.labels
             .insert(super::SOURCE_DIGEST_LABEL.into(), digest.clone());
     }
+    if let Some(digest) = target.labels.get(super::POST_RENDERERS_LABEL) {
+        rel.labels
+            .insert(super::POST_RENDERERS_LABEL.into(), digest.clone());
+    }
     run.masker.add_manifest_secrets(&rel.manifest);
     for hook in &rel.hooks {
         run.masker.add_manifest_secrets(&hook.manifest);

@@ -18,6 +18,8 @@ pub struct Prepared {
     pub resolved: ResolvedChart,
     pub chart: Chart,
     pub values: ComposedValues,
+    /// The spec's post-renderers, applied to the render (none: the chart as rendered).
+    pub post_renderers: Vec<crate::api::PostRenderer>,
 }
 
 impl Prepared {
@@ -37,6 +39,7 @@ impl Prepared {
         // Only where there is one, so the digests of other charts stay as they were.
         .chain(self.resolved.commit())
         .chain(self.resolved.manifest_digest())
+        .chain(self.post_renderers_digest().as_deref())
         {
             h.update(part.as_bytes());
             h.update([0]);
@@ -51,7 +54,13 @@ impl Prepared {
             chart_version: self.resolved.version.clone(),
             config_digest: self.values.digest.clone(),
             source_revision: self.resolved.revision.clone(),
+            post_renderers: self.post_renderers_digest(),
         }
+    }
+
+    /// The post-renderers' digest, where one would change the render.
+    pub fn post_renderers_digest(&self) -> Option<String> {
+        crate::api::post_renderers_digest(&self.post_renderers)
     }
 }
 
@@ -152,6 +161,7 @@ pub(in crate::engine) async fn prepare(
         resolved,
         chart,
         values,
+        post_renderers: hr.spec.post_renderers.clone(),
     })
 }
 
@@ -215,6 +225,7 @@ pub async fn render(
             discovery: Some(&discovery.digest),
             as_user: acting.username().as_deref(),
             priority,
+            post_renderers: &prepared.post_renderers,
         })
         .await;
     let mut rendered = match rendered {
@@ -269,6 +280,7 @@ mod tests {
                 sources: Vec::new(),
                 secrets: Default::default(),
             },
+            post_renderers: Vec::new(),
         }
     }
 
@@ -294,6 +306,14 @@ mod tests {
             changed[part] = value;
             assert_ne!(prepared(changed).digest(), base, "{what}");
         }
+        // Post-renderers that change the render change it; an entry without a
+        // kustomize block does not.
+        let mut post_rendered = prepared(parts);
+        post_rendered.post_renderers = vec![crate::api::PostRenderer::default()];
+        assert_eq!(post_rendered.digest(), base);
+        post_rendered.post_renderers[0].kustomize = Some(Default::default());
+        assert_ne!(post_rendered.digest(), base);
+        assert!(post_rendered.desired().post_renderers.is_some());
         // Parts are separated: moving a character across a boundary is a change.
         let moved = prepared(["ap", "p1.0.0", "sha256:c", "sha256:v"]);
         assert_ne!(moved.digest(), base);

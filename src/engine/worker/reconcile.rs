@@ -574,6 +574,7 @@ fn observe(
             config_digest: crate::values::digest(&r.config),
             source_commit: r.labels.get(actions::SOURCE_COMMIT_LABEL).cloned(),
             source_digest: r.labels.get(actions::SOURCE_DIGEST_LABEL).cloned(),
+            post_renderers: r.labels.get(actions::POST_RENDERERS_LABEL).cloned(),
             tests: TestState::of(r),
             interrupted: info.status == Status::Failed
                 && (info
@@ -660,6 +661,7 @@ mod tests {
             chart_version: "1.0.0".into(),
             config_digest: crate::values::digest(&serde_json::Map::new()),
             source_revision: None,
+            post_renderers: None,
         }
     }
 
