@@ -574,7 +574,14 @@ fn observe(
             config_digest: crate::values::digest(&r.config),
             source_commit: r.labels.get(actions::SOURCE_COMMIT_LABEL).cloned(),
             source_digest: r.labels.get(actions::SOURCE_DIGEST_LABEL).cloned(),
-            post_renderers: r.labels.get(actions::POST_RENDERERS_LABEL).cloned(),
+            // A revision another tool wrote (Flux's, the helm CLI's) does not say which
+            // post-renderers made it: taken as the spec's, so a release migrated from Flux
+            // with them continues without a new revision.
+            post_renderers: if r.labels.contains_key(actions::OWNER_LABEL) {
+                r.labels.get(actions::POST_RENDERERS_LABEL).cloned()
+            } else {
+                desired.post_renderers.clone()
+            },
             tests: TestState::of(r),
             interrupted: info.status == Status::Failed
                 && (info
