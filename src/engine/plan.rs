@@ -41,7 +41,8 @@ pub struct Latest {
     /// The start of the OCI manifest digest it was made from (its source-digest label).
     pub source_digest: Option<String>,
     /// The digest of the post-renderers it was rendered with (its post-renderers label;
-    /// none: rendered without).
+    /// none: rendered without). A revision another tool wrote says nothing of them: the
+    /// worker gives it the desired ones.
     pub post_renderers: Option<String>,
     pub tests: TestState,
     /// The revision failed because an engine stopped mid-action and it was unlocked,

@@ -26,6 +26,8 @@ apiVersion: v1
 kind: Service
 metadata:
   name: web
+  labels:
+    app: web
 spec:
   ports:
   - port: 80
