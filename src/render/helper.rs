@@ -752,6 +752,23 @@ mod tests {
             context: "c".into(),
             ..Cluster::default()
         };
+        let post_renderers = [crate::api::PostRenderer {
+            kustomize: Some(crate::api::Kustomize {
+                patches: vec![crate::api::Patch {
+                    patch: "- op: remove\n  path: /spec/replicas\n".into(),
+                    target: Some(crate::api::Selector {
+                        kind: "Deployment".into(),
+                        label_selector: "app=web".into(),
+                        ..Default::default()
+                    }),
+                }],
+                images: vec![crate::api::Image {
+                    name: "nginx".into(),
+                    new_tag: "1.27".into(),
+                    ..Default::default()
+                }],
+            }),
+        }];
         let request = Request {
             id: 7,
             release: "web",
@@ -766,6 +783,7 @@ mod tests {
             }),
             cluster: &cluster,
             discovery: "d1",
+            post_renderers: &post_renderers,
         };
         assert_eq!(
             serde_json::to_value(&request).unwrap(),
@@ -775,6 +793,11 @@ mod tests {
                 "previous": {"version": 3, "status": "superseded", "chart": "web", "chartVersion": "1.0.0"},
                 "cluster": {"kubeconfig": "/k", "context": "c", "asUser": "", "asGroups": []},
                 "discovery": "d1",
+                // Flux's shape, which the helper reads (postrender.go).
+                "postRenderers": [{"kustomize": {
+                    "patches": [{"patch": "- op: remove\n  path: /spec/replicas\n", "target": {"kind": "Deployment", "labelSelector": "app=web"}}],
+                    "images": [{"name": "nginx", "newTag": "1.27"}],
+                }}],
             })
         );
     }
