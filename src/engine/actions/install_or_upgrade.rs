@@ -185,7 +185,8 @@ pub async fn install_or_upgrade(
         );
     }
     if let Some(digest) = prepared.post_renderers_digest() {
-        rel.labels.insert(super::POST_RENDERERS_LABEL.into(), digest);
+        rel.labels
+            .insert(super::POST_RENDERERS_LABEL.into(), digest);
     }
     rel.hooks = rendered.hooks.clone();
     if let Some(first) = history
