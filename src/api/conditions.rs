@@ -30,6 +30,9 @@ pub mod reason {
     pub const HEALTH_CHECK_CANCELED: &str = "HealthCheckCanceled";
     pub const HEALTH_CHECK_FAILED: &str = "HealthCheckFailed";
     pub const PROGRESSING: &str = "Progressing";
+    /// Reconciling while a failed install or upgrade waits for its retry
+    /// (`strategy.name: RetryOnFailure`).
+    pub const PROGRESSING_WITH_RETRY: &str = "ProgressingWithRetry";
     pub const RETRIES_EXCEEDED: &str = "RetriesExceeded";
     pub const UNLOCKED: &str = "Unlocked";
     pub const WAIT_RESUMED: &str = "WaitResumed";

@@ -3,7 +3,7 @@
 //! values), in the style of Flux helm-controller's state → action loop. No IO here; the
 //! worker gathers an [`Observed`], asks [`next`], runs the action, and asks again.
 
-use crate::api::{HelmRelease, ReleaseAction, RemediationStrategy};
+use crate::api::{ActionStrategy, HelmRelease, ReleaseAction, RemediationStrategy};
 use crate::release::{self, Release, Status};
 
 /// What the chart source and values resolved to for this attempt.
@@ -16,6 +16,9 @@ pub struct Desired {
     pub source_revision: Option<String>,
     /// The digest of the spec's post-renderers, where they change the render.
     pub post_renderers: Option<String>,
+    /// The digest of `spec.commonMetadata` (none when unset or empty), as a revision's
+    /// [`crate::release::COMMON_METADATA_LABEL`] keeps it.
+    pub common_metadata: Option<String>,
 }
 
 impl Desired {
@@ -44,6 +47,9 @@ pub struct Latest {
     /// none: rendered without). A revision another tool wrote says nothing of them: the
     /// worker gives it the desired ones.
     pub post_renderers: Option<String>,
+    /// The commonMetadata digest it was made with (its common-metadata label; none: made
+    /// without commonMetadata).
+    pub common_metadata: Option<String>,
     pub tests: TestState,
     /// The revision failed because an engine stopped mid-action and it was unlocked,
     /// not because of the release: it is retried rather than remediated.
@@ -71,6 +77,9 @@ pub struct Policy {
     pub remediate_last_failure: bool,
     pub test_enabled: bool,
     pub test_ignore_failures: bool,
+    /// `install.strategy` / `upgrade.strategy` `RetryOnFailure`: the retry interval.
+    pub install_retry: Option<std::time::Duration>,
+    pub upgrade_retry: Option<std::time::Duration>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,6 +181,26 @@ fn in_sync(latest: &Latest, desired: &Desired) -> bool {
             (Some(d), Some(kept)) => d.starts_with(kept),
             _ => true,
         }
+        // commonMetadata added, changed or removed: the objects need it (Flux upgrades on
+        // a changed commonMetadata digest too).
+        && match (desired.common_metadata.as_deref(), latest.common_metadata.as_deref()) {
+            (None, None) => true,
+            (Some(d), Some(kept)) => d.starts_with(kept),
+            _ => false,
+        }
+}
+
+/// The retry interval of the strategy of the install or upgrade attempted last, when it
+/// is `RetryOnFailure` (Flux's "active retry"): its failures are not remediated and never
+/// stall the release, they are tried again (as an upgrade) after the interval.
+pub fn active_retry(
+    last_action: Option<ReleaseAction>,
+    policy: &Policy,
+) -> Option<std::time::Duration> {
+    match last_action? {
+        ReleaseAction::Install => policy.install_retry,
+        ReleaseAction::Upgrade => policy.upgrade_retry,
+    }
 }
 
 /// Flux's helm-controller records a chart from an OCIRepository (or Git, with its
@@ -198,7 +227,7 @@ fn exhausted(failures: i64, retries: i32) -> bool {
 }
 
 fn install_unless_exhausted(o: &Observed) -> Next {
-    if exhausted(o.install_failures, o.policy.install_retries) {
+    if exhausted(o.install_failures, o.policy.install_retries) && retrying(o).is_none() {
         stalled_retries("install", o.install_failures)
     } else {
         Next::Install
@@ -206,7 +235,7 @@ fn install_unless_exhausted(o: &Observed) -> Next {
 }
 
 fn upgrade_unless_exhausted(o: &Observed) -> Next {
-    if exhausted(o.upgrade_failures, o.policy.upgrade_retries) {
+    if exhausted(o.upgrade_failures, o.policy.upgrade_retries) && retrying(o).is_none() {
         stalled_retries("upgrade", o.upgrade_failures)
     } else {
         Next::Upgrade
@@ -222,8 +251,17 @@ fn stalled_retries(what: &str, failures: i64) -> Next {
     }
 }
 
+fn retrying(o: &Observed) -> Option<std::time::Duration> {
+    active_retry(o.last_action, &o.policy)
+}
+
 /// The newest revision failed (its action, its wait or its tests).
 fn after_failure(o: &Observed, latest: &Latest) -> Next {
+    // RetryOnFailure: as `flux reconcile --force` with no retries, an upgrade of the
+    // failed revision; never a remediation.
+    if retrying(o).is_some() {
+        return Next::Upgrade;
+    }
     let action = o.last_action.unwrap_or(if latest.version == 1 {
         ReleaseAction::Install
     } else {
@@ -281,7 +319,11 @@ impl Policy {
             .and_then(|u| u.remediation.as_ref());
         let upgrade_retries = upgrade.map_or(0, |r| r.retries);
         let test = hr.spec.test.clone().unwrap_or_default();
+        let install_strategy = hr.spec.install.as_ref().and_then(|i| i.strategy.as_ref());
+        let upgrade_strategy = hr.spec.upgrade.as_ref().and_then(|u| u.strategy.as_ref());
         Self {
+            install_retry: ActionStrategy::retry(install_strategy),
+            upgrade_retry: ActionStrategy::retry(upgrade_strategy),
             install_retries,
             upgrade_retries,
             strategy: upgrade.map(|r| r.strategy).unwrap_or_default(),
@@ -331,6 +373,7 @@ mod tests {
             config_digest: "sha256:new".into(),
             source_revision: None,
             post_renderers: None,
+            common_metadata: None,
         }
     }
 
@@ -344,6 +387,7 @@ mod tests {
             source_commit: None,
             source_digest: None,
             post_renderers: None,
+            common_metadata: None,
             tests: TestState::NoTests,
             interrupted: false,
             left_waiting: false,
@@ -366,6 +410,8 @@ mod tests {
                 remediate_last_failure: false,
                 test_enabled: false,
                 test_ignore_failures: false,
+                install_retry: None,
+                upgrade_retry: None,
             },
         }
     }
@@ -727,6 +773,151 @@ mod tests {
         )
         .unwrap();
         assert!(Policy::from_spec(&hr).remediate_last_failure);
+    }
+
+    /// Flux's RetryOnFailure: a failure of the install or upgrade attempted last is never
+    /// remediated and never stalls the release; it is tried again as an upgrade.
+    #[test]
+    fn retry_on_failure_upgrades_a_failed_revision_instead_of_remediating_it() {
+        let five = Some(std::time::Duration::from_secs(300));
+        // (case, last action, install retry, upgrade retry, latest, failures, want)
+        let cases = [
+            (
+                "failed install, install retries",
+                ReleaseAction::Install,
+                five,
+                None,
+                Status::Failed,
+                (1, 0),
+                Next::Upgrade,
+            ),
+            (
+                "failed install, remediated: uninstalled",
+                ReleaseAction::Install,
+                None,
+                None,
+                Status::Failed,
+                (1, 0),
+                Next::Uninstall,
+            ),
+            (
+                "failed upgrade, upgrade retries, any number of failures",
+                ReleaseAction::Upgrade,
+                None,
+                five,
+                Status::Failed,
+                (0, 40),
+                Next::Upgrade,
+            ),
+            (
+                "failed upgrade, remediated: rolled back",
+                ReleaseAction::Upgrade,
+                None,
+                None,
+                Status::Failed,
+                (0, 1),
+                Next::Rollback { to: 2 },
+            ),
+            (
+                "the strategy of the action attempted last is the one that counts",
+                ReleaseAction::Upgrade,
+                five,
+                None,
+                Status::Failed,
+                (0, 1),
+                Next::Rollback { to: 2 },
+            ),
+            (
+                "an install that stored nothing, retries used up: not stalled",
+                ReleaseAction::Install,
+                five,
+                None,
+                Status::Uninstalled,
+                (3, 0),
+                Next::Install,
+            ),
+        ];
+        for (what, action, install_retry, upgrade_retry, status, (i, u), want) in cases {
+            let mut o = observed(Some(latest(3, status)));
+            o.last_action = Some(action);
+            o.policy.install_retries = 1;
+            o.policy.upgrade_retries = 1;
+            o.policy.remediate_last_failure = true;
+            o.policy.install_retry = install_retry;
+            o.policy.upgrade_retry = upgrade_retry;
+            (o.install_failures, o.upgrade_failures) = (i, u);
+            o.rollback_target = Some(2);
+            assert_eq!(next(&o), want, "{what}");
+        }
+        // Without RetryOnFailure the same used-up retries stall.
+        let mut o = observed(Some(stale(latest(3, Status::Deployed))));
+        o.last_action = Some(ReleaseAction::Upgrade);
+        o.upgrade_failures = 5;
+        assert!(matches!(next(&o), Next::Stalled { .. }));
+        o.policy.upgrade_retry = five;
+        assert_eq!(next(&o), Next::Upgrade);
+        // Failed tests too: upgraded again, not rolled back.
+        let mut l = latest(3, Status::Deployed);
+        l.tests = TestState::Failed;
+        let mut o = observed(Some(l));
+        o.last_action = Some(ReleaseAction::Upgrade);
+        o.policy.test_enabled = true;
+        o.upgrade_failures = 1;
+        o.policy.upgrade_retries = 1;
+        o.rollback_target = Some(2);
+        assert_eq!(next(&o), Next::Rollback { to: 2 });
+        o.policy.upgrade_retry = five;
+        assert_eq!(next(&o), Next::Upgrade);
+    }
+
+    #[test]
+    fn retry_strategy_defaults_follow_flux() {
+        let from = |spec: &str| {
+            let hr: HelmRelease = crate::yaml::from_str(&format!(
+                "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: a}}\nspec: {{chart: {{path: ./c}}, {spec}}}"
+            ))
+            .unwrap();
+            let p = Policy::from_spec(&hr);
+            (p.install_retry, p.upgrade_retry)
+        };
+        let secs = |s| Some(std::time::Duration::from_secs(s));
+        assert_eq!(from("install: {}"), (None, None));
+        assert_eq!(
+            from("install: {strategy: {name: RemediateOnFailure}}"),
+            (None, None)
+        );
+        assert_eq!(
+            from("install: {strategy: {name: RetryOnFailure}}"),
+            (secs(300), None)
+        );
+        assert_eq!(
+            from("upgrade: {strategy: {name: RetryOnFailure, retryInterval: 30s}}"),
+            (None, secs(30))
+        );
+    }
+
+    #[test]
+    fn a_changed_common_metadata_is_a_new_desired_state() {
+        let digest = |c: char| Some(std::iter::repeat_n(c, 64).collect::<String>());
+        let kept = |c: char| Some(std::iter::repeat_n(c, 40).collect::<String>());
+        // (desired, the revision's label, in sync)
+        let cases = [
+            (None, None, true),
+            (digest('a'), kept('a'), true),
+            (digest('a'), kept('b'), false),
+            // Added, or removed: the objects must get, or lose, it.
+            (digest('a'), None, false),
+            (None, kept('a'), false),
+        ];
+        for (desired, label, in_sync) in cases {
+            let mut o = observed(Some(Latest {
+                common_metadata: label.clone(),
+                ..latest(2, Status::Deployed)
+            }));
+            o.desired.common_metadata = desired.clone();
+            let want = if in_sync { Next::InSync } else { Next::Upgrade };
+            assert_eq!(next(&o), want, "{desired:?} vs {label:?}");
+        }
     }
 
     #[test]

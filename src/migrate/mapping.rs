@@ -56,9 +56,6 @@ fn why_not(path: &str) -> String {
     let why = match general.as_str() {
         "spec.kubeConfig" => "wheelhouse deploys to the cluster it runs in only",
         "spec.persistentClient" => "a helm-controller client setting; wheelhouse has none",
-        "spec.commonMetadata" => {
-            "wheelhouse adds no common labels or annotations: the next upgrade removes them from the release's objects"
-        }
         "spec.postRenderStrategy" => {
             "wheelhouse post-renders hooks and templates together, Helm 4's default (combined): the next upgrade post-renders as that does"
         }
@@ -74,12 +71,6 @@ fn why_not(path: &str) -> String {
             "wheelhouse uses the chart's values.yaml only: move these files' values into spec.values or spec.valuesFrom"
         }
         "spec.chart.spec.verify" => "wheelhouse does not verify chart signatures",
-        "spec.install.timeout" | "spec.upgrade.timeout" => {
-            "wheelhouse has one timeout for install and upgrade, spec.timeout"
-        }
-        "spec.install.strategy" | "spec.upgrade.strategy" => {
-            "wheelhouse retries and remediates as install/upgrade.remediation say"
-        }
         "spec.install.remediation.ignoreTestFailures"
         | "spec.upgrade.remediation.ignoreTestFailures" => {
             "wheelhouse has test.ignoreFailures only"
@@ -91,9 +82,6 @@ fn why_not(path: &str) -> String {
         | "spec.upgrade.serverSideApply"
         | "spec.rollback.serverSideApply" => {
             "wheelhouse always applies server-side, as Helm 4 does by default"
-        }
-        "spec.upgrade.force" | "spec.rollback.force" | "spec.install.replace" => {
-            "wheelhouse never deletes and recreates objects"
         }
         "spec.upgrade.preserveValues" => "wheelhouse always renders from the spec's values",
         "spec.test.filters" => "wheelhouse runs all of the chart's tests",

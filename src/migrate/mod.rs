@@ -267,6 +267,8 @@ spec:
     createNamespace: true
     crds: CreateReplace
     timeout: 10m
+    replace: true
+    strategy: {name: RetryOnFailure, retryInterval: 2m}
     disableTakeOwnership: true
     disableWaitForJobs: true
     remediation: {retries: 3, ignoreTestFailures: true}
@@ -274,11 +276,13 @@ spec:
   upgrade:
     cleanupOnFail: true
     force: true
+    timeout: 7m
+    strategy: {name: RemediateOnFailure}
     preserveValues: false
     serverSideApply: enabled
     remediation: {retries: -1, strategy: uninstall, remediateLastFailure: false}
   test: {enable: true, timeout: 1m, ignoreFailures: true, filters: [{name: smoke}]}
-  rollback: {timeout: 1m, disableHooks: true, recreate: true}
+  rollback: {timeout: 1m, disableHooks: true, recreate: true, force: true, cleanupOnFail: true}
   uninstall: {keepHistory: true, deletionPropagation: background}
   driftDetection:
     mode: warn
@@ -321,10 +325,11 @@ spec:
   dependsOn:
     - {name: redis}
     - {name: db, namespace: data}
-  install: {createNamespace: true, crds: CreateReplace, remediation: {retries: 3}}
-  upgrade: {cleanupOnFail: true, takeOwnership: true, remediation: {retries: -1, strategy: uninstall, remediateLastFailure: false}}
+  commonMetadata: {labels: {team: web}}
+  install: {timeout: 10m, replace: true, strategy: {name: RetryOnFailure, retryInterval: 2m}, createNamespace: true, crds: CreateReplace, remediation: {retries: 3}}
+  upgrade: {timeout: 7m, force: true, strategy: {name: RemediateOnFailure}, cleanupOnFail: true, takeOwnership: true, remediation: {retries: -1, strategy: uninstall, remediateLastFailure: false}}
   test: {enable: true, timeout: 1m, ignoreFailures: true}
-  rollback: {timeout: 1m, disableHooks: true}
+  rollback: {timeout: 1m, disableHooks: true, recreate: true, force: true, cleanupOnFail: true}
   uninstall: {keepHistory: true}
   driftDetection: {mode: warn, ignore: [{paths: [/spec/replicas]}, {paths: [/data], target: {kind: ConfigMap}}]}
   postRenderers:
@@ -344,15 +349,11 @@ spec:
             "spec.chart.spec.valuesFiles",
             "spec.chart.spec.verify",
             "spec.dependsOn[1].readyExpr",
-            "spec.install.timeout",
             "spec.install.disableWaitForJobs",
             "spec.install.remediation.ignoreTestFailures",
             "spec.install.someFutureField",
-            "spec.upgrade.force",
             "spec.test.filters",
-            "spec.rollback.recreate",
             "spec.kubeConfig",
-            "spec.commonMetadata",
             "spec.postRenderers[0].kustomize.patches[0].target.someFutureKey",
             "spec.postRenderStrategy",
             "spec.waitStrategy",
@@ -779,11 +780,14 @@ spec:
     fn a_key_wheelhouse_does_not_know_fails_the_read_back() {
         let m = convert(&yaml(FULL), Some(&http_repo("apps"))).unwrap();
         let mut wrong = m.object.clone();
-        wrong["spec"]["install"]["timeout"] = json!("5m");
+        wrong["spec"]["install"]["disableWaitForJobs"] = json!(true);
         let Err(Error::Invalid(message)) = read_back(&wrong, &m.helm) else {
             panic!("an unknown key passed");
         };
-        assert_eq!(message, "wheelhouse has no field spec.install.timeout");
+        assert_eq!(
+            message,
+            "wheelhouse has no field spec.install.disableWaitForJobs"
+        );
         let mut elsewhere = m.object.clone();
         elsewhere["spec"]["releaseName"] = json!("other");
         assert!(matches!(

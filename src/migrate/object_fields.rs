@@ -24,6 +24,13 @@ pub(super) fn plain(spec: &mut Map<String, Value>, out: &mut Map<String, Value>,
             out.insert(key.into(), v);
         }
     }
+    // Labels and annotations on every rendered object, as helm-controller puts them.
+    if let Some(common) = spec.remove("commonMetadata").filter(is_set) {
+        let kept = keep(common, "spec.commonMetadata", &["labels", "annotations"], m);
+        if kept.as_object().is_some_and(|o| !o.is_empty()) {
+            out.insert("commonMetadata".into(), kept);
+        }
+    }
     match spec.remove("values") {
         Some(v @ Value::Object(_)) => {
             out.insert("values".into(), v);
@@ -91,10 +98,31 @@ pub(super) fn action(section: &str, value: Value, m: &mut Mapping) -> Option<Val
         }
     };
     let same: &[&str] = match section {
-        "install" => &["createNamespace", "crds", "disableWait", "disableHooks"],
-        "upgrade" => &["crds", "disableWait", "disableHooks", "cleanupOnFail"],
+        "install" => &[
+            "timeout",
+            "replace",
+            "createNamespace",
+            "crds",
+            "disableWait",
+            "disableHooks",
+        ],
+        "upgrade" => &[
+            "timeout",
+            "force",
+            "crds",
+            "disableWait",
+            "disableHooks",
+            "cleanupOnFail",
+        ],
         "test" => &["enable", "timeout", "ignoreFailures"],
-        "rollback" => &["timeout", "disableHooks", "disableWait"],
+        "rollback" => &[
+            "timeout",
+            "disableHooks",
+            "disableWait",
+            "force",
+            "cleanupOnFail",
+            "recreate",
+        ],
         _ => &["timeout", "disableHooks", "disableWait", "keepHistory"],
     };
     let mut out = Map::new();
@@ -137,6 +165,32 @@ pub(super) fn action(section: &str, value: Value, m: &mut Mapping) -> Option<Val
         && fields.get("deletionPropagation").and_then(Value::as_str) == Some("background")
     {
         fields.remove("deletionPropagation");
+    }
+    // RemediateOnFailure or RetryOnFailure, with the retry interval: the same in both.
+    if matches!(section, "install" | "upgrade")
+        && let Some(strategy) = fields.remove("strategy").filter(is_set)
+    {
+        let kept = keep(
+            strategy,
+            &format!("{path}.strategy"),
+            &["name", "retryInterval"],
+            m,
+        );
+        if kept.get("name").is_some_and(is_set) {
+            out.insert("strategy".into(), kept);
+        }
+    }
+    if matches!(section, "upgrade" | "rollback")
+        && fields.get("force").and_then(Value::as_bool) == Some(true)
+    {
+        m.note(format!(
+            "spec.{section}.force is carried: wheelhouse, which applies server-side only, takes it as forcing conflicts on every {section} (helm-controller forces them on every server-side apply anyway)"
+        ));
+    }
+    if section == "rollback" && fields.get("recreate").and_then(Value::as_bool) == Some(true) {
+        m.note(
+            "spec.rollback.recreate is carried but has no effect, in wheelhouse as in helm-controller on Helm 4 (Helm 4 removed recreating pods)",
+        );
     }
     if matches!(section, "install" | "upgrade")
         && let Some(remediation) = fields.remove("remediation")

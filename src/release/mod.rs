@@ -29,7 +29,13 @@ pub const SOURCE_DIGEST_LABEL: &str = "wheelhouse.dev/source-digest";
 /// rollback copies it from the revision it restores.
 pub const POST_RENDERERS_LABEL: &str = "wheelhouse.dev/post-renderers";
 
-/// How much of a manifest digest [`SOURCE_DIGEST_LABEL`] keeps.
+/// On a revision made with `spec.commonMetadata`: the first 40 hex digits of its digest,
+/// so a changed (or removed) commonMetadata is a new desired state. A rollback copies it
+/// from the revision it restores.
+pub const COMMON_METADATA_LABEL: &str = "wheelhouse.dev/common-metadata";
+
+/// How much of a manifest digest [`SOURCE_DIGEST_LABEL`] keeps (and of a commonMetadata
+/// digest, [`COMMON_METADATA_LABEL`]).
 pub const SOURCE_DIGEST_KEPT: usize = 40;
 
 #[derive(Debug, thiserror::Error)]

@@ -177,11 +177,19 @@ impl Row {
             chart: last
                 .map(|s| s.chart_name.clone())
                 .or_else(|| chart_spec.map(|c| c.chart.clone()))
-                .or_else(|| hr.spec.chart_ref.as_ref().map(|r| r.name.clone()))
+                .or_else(|| {
+                    hr.spec
+                        .chart_ref
+                        .as_ref()
+                        .map(|r| format!("{}/{}", r.kind, r.name))
+                })
                 .unwrap_or_else(|| "-".into()),
+            // Before anything is deployed: the version the controller last tried, which
+            // for a chartRef is the only version the HelmRelease names (its source's).
             version: last
                 .map(|s| s.chart_version.clone())
                 .or_else(|| chart_spec.and_then(|c| c.version.clone()))
+                .or_else(|| status.and_then(|s| s.last_attempted_revision.clone()))
                 .unwrap_or_else(|| "-".into()),
             revision: last.map(|s| s.version),
             state,
@@ -543,6 +551,46 @@ mod tests {
             parse_values("a: null\nb: {c: ~}\n").unwrap(),
             json!({"a": null, "b": {"c": null}})
         );
+    }
+
+    /// A Flux release on a chartRef source: deployed, its chart and version are the ones
+    /// recorded; before that, the source it names and the version last tried.
+    #[test]
+    fn a_flux_release_on_a_chart_ref_shows_its_chart_and_version() {
+        let hr = |status: serde_json::Value| -> FluxHelmRelease {
+            serde_json::from_value(json!({
+                "apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+                "metadata": {"name": "web", "namespace": "apps"},
+                "spec": {"chartRef": {"kind": "OCIRepository", "name": "web-chart"}},
+                "status": status,
+            }))
+            .unwrap()
+        };
+        let key = ReleaseKey::new("apps", "web");
+        let replicas = ReplicaMap::default();
+        let trying = Row::of_flux(
+            key.clone(),
+            &hr(json!({"lastAttemptedRevision": "1.2.3+4c9e5dddd402"})),
+            &replicas,
+        );
+        assert_eq!(
+            (trying.chart.as_str(), trying.version.as_str()),
+            ("OCIRepository/web-chart", "1.2.3+4c9e5dddd402")
+        );
+        let deployed = Row::of_flux(
+            key,
+            &hr(
+                json!({"lastAttemptedRevision": "1.2.3+4c9e5dddd402", "history": [
+                {"name": "web", "namespace": "apps", "version": 1, "status": "deployed",
+                 "chartName": "webapp", "chartVersion": "1.2.3+4c9e5dddd402"}]}),
+            ),
+            &replicas,
+        );
+        assert_eq!(
+            (deployed.chart.as_str(), deployed.version.as_str()),
+            ("webapp", "1.2.3+4c9e5dddd402")
+        );
+        assert_eq!(deployed.revision, Some(1));
     }
 
     /// Issue #12: an operator-cancelled wait reads Canceled until the next action, also

@@ -12,6 +12,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod actions;
 mod apply;
 mod cancellation;
 mod control_plane;

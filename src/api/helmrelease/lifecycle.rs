@@ -1,10 +1,16 @@
 //! The settings of the actions on a release: install, upgrade, test, rollback and
 //! uninstall, with Flux's defaults.
 
+use std::collections::BTreeMap;
+
+use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::api::duration::Duration;
+
+/// Flux's `retryInterval` default for `RetryOnFailure`.
+pub const DEFAULT_RETRY_INTERVAL: Duration = Duration::from_secs(300);
 
 /// What happens to the chart's `crds/` directory on install or upgrade.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,6 +23,20 @@ pub enum CrdPolicy {
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Install {
+    /// How long the install's hooks and health check may take. Defaults to spec.timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
+    /// What a failed install leads to: `RemediateOnFailure` (the default: remediation as
+    /// `remediation` says) or `RetryOnFailure` (no remediation; tried again after
+    /// `retryInterval`, as an upgrade of the failed revision, as Flux does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<ActionStrategy>,
+    /// Helm's `install --replace`: an install over a release whose newest revision is
+    /// uninstalled (its history kept) marks that revision `superseded` ("superseded by
+    /// new release"), as `helm install --replace` does. Without it wheelhouse installs
+    /// over such a history too (Helm would refuse the name) and leaves it `uninstalled`.
+    #[serde(default)]
+    pub replace: bool,
     #[serde(default)]
     pub create_namespace: bool,
     #[serde(default = "default_install_crds")]
@@ -43,6 +63,9 @@ pub struct Install {
 impl Default for Install {
     fn default() -> Self {
         Self {
+            timeout: None,
+            strategy: None,
+            replace: false,
             create_namespace: false,
             crds: default_install_crds(),
             disable_wait: false,
@@ -66,6 +89,22 @@ pub struct InstallRemediation {
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Upgrade {
+    /// How long the upgrade's hooks and health check may take. Defaults to spec.timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
+    /// What a failed upgrade leads to: `RemediateOnFailure` (the default: remediation as
+    /// `remediation` says) or `RetryOnFailure` (no rollback or uninstall; the upgrade is
+    /// tried again after `retryInterval`, for ever, as Flux does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<ActionStrategy>,
+    /// Flux's "forces resource updates through a replacement strategy". Helm 4 refuses to
+    /// replace objects under server-side apply, and helm-controller, which forces
+    /// conflicts on every server-side apply, passes it to Helm only for client-side
+    /// apply. wheelhouse always applies server-side and forces conflicts only when asked:
+    /// `force` asks, so the upgrade overwrites fields other managers hold, as
+    /// `forceConflicts` does.
+    #[serde(default)]
+    pub force: bool,
     #[serde(default = "default_upgrade_crds")]
     pub crds: CrdPolicy,
     #[serde(default)]
@@ -92,6 +131,9 @@ pub struct Upgrade {
 impl Default for Upgrade {
     fn default() -> Self {
         Self {
+            timeout: None,
+            strategy: None,
+            force: false,
             crds: default_upgrade_crds(),
             disable_wait: false,
             disable_hooks: false,
@@ -154,6 +196,18 @@ pub struct Rollback {
     /// replicas), and a change of it fails the action with the manager and field named.
     #[serde(default)]
     pub force_conflicts: bool,
+    /// As `upgrade.force`: the rollback overwrites fields other managers hold.
+    #[serde(default)]
+    pub force: bool,
+    /// Helm's `rollback --cleanup-on-fail`: when applying the rollback fails, the objects
+    /// it created (ones the revision rolled back from did not have) are deleted.
+    #[serde(default)]
+    pub cleanup_on_fail: bool,
+    /// Kept for Flux compatibility only, with no effect: Helm 4 removed `--recreate-pods`,
+    /// and helm-controller on Helm 4 ignores it too (with a warning in its log). A rollback
+    /// with it set says so in the engine's log.
+    #[serde(default)]
+    pub recreate: bool,
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -168,6 +222,58 @@ pub struct Uninstall {
     /// Keep the storage Secrets (as `uninstalled`) so `helm history` still shows them.
     #[serde(default)]
     pub keep_history: bool,
+}
+
+/// Flux's action strategy names.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ActionStrategyName {
+    /// A failure is remediated as `remediation` says (and counts against its retries).
+    #[default]
+    RemediateOnFailure,
+    /// A failure is not remediated: the action is tried again after `retryInterval`.
+    RetryOnFailure,
+}
+
+/// `install.strategy` / `upgrade.strategy`, as Flux's.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("!has(self.retryInterval) || self.name == 'RetryOnFailure'")
+        .message(".retryInterval can only be set when .name is 'RetryOnFailure'"),
+)]
+pub struct ActionStrategy {
+    pub name: ActionStrategyName,
+    /// How long after a failure the action is tried again, with `RetryOnFailure`.
+    /// Defaults to 5m.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_interval: Option<Duration>,
+}
+
+impl ActionStrategy {
+    /// The retry interval when the strategy is `RetryOnFailure`, None otherwise.
+    pub fn retry(strategy: Option<&Self>) -> Option<std::time::Duration> {
+        let s = strategy.filter(|s| s.name == ActionStrategyName::RetryOnFailure)?;
+        Some(s.retry_interval.unwrap_or(DEFAULT_RETRY_INTERVAL).as_std())
+    }
+}
+
+/// Labels and annotations put on every object the chart renders (hooks and tests
+/// included, the chart's `crds/` not), overriding the chart's own values for the same
+/// keys, as Flux's `commonMetadata` post-renderer does. Helm's ownership label and
+/// annotations still win.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct CommonMetadata {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl CommonMetadata {
+    pub fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.annotations.is_empty()
+    }
 }
 
 fn default_install_crds() -> CrdPolicy {

@@ -25,8 +25,9 @@ pub use self::checks::{
     ConfigTracking, DriftDetection, DriftDetectionMode, HealthCheck, IgnoreRule, IgnoreTarget,
 };
 pub use self::lifecycle::{
-    CrdPolicy, Install, InstallRemediation, RemediationStrategy, Rollback, Test, Uninstall,
-    Upgrade, UpgradeRemediation,
+    ActionStrategy, ActionStrategyName, CommonMetadata, CrdPolicy, DEFAULT_RETRY_INTERVAL, Install,
+    InstallRemediation, RemediationStrategy, Rollback, Test, Uninstall, Upgrade,
+    UpgradeRemediation,
 };
 pub use self::observed::{
     ContestedField, DriftStatus, DriftedObject, EngineRef, ExternalRevision, HelmReleaseStatus,
@@ -181,6 +182,10 @@ pub struct HelmReleaseSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uninstall: Option<Uninstall>,
 
+    /// Labels and annotations added to every object the chart renders (Flux's field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub common_metadata: Option<CommonMetadata>,
+
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check: Option<HealthCheck>,
 
@@ -259,6 +264,22 @@ impl HelmRelease {
             Some(ns) => format!("{ns}-{name}"),
             None => name,
         }
+    }
+
+    /// The longest time one action's hooks and health check may take: spec.timeout or an
+    /// action's own timeout, whichever is longest.
+    pub fn longest_action_timeout(&self) -> Duration {
+        let s = &self.spec;
+        [
+            s.install.as_ref().and_then(|a| a.timeout),
+            s.upgrade.as_ref().and_then(|a| a.timeout),
+            s.test.as_ref().and_then(|a| a.timeout),
+            s.rollback.as_ref().and_then(|a| a.timeout),
+            s.uninstall.as_ref().and_then(|a| a.timeout),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(s.timeout, std::cmp::max)
     }
 
     /// Namespace of the HelmRelease object itself.
@@ -467,10 +488,11 @@ spec:
     - {kind: Secret, name: creds, valuesKey: token, targetPath: auth.token, optional: true}
   dependsOn: [{name: db, namespace: data}]
   suspend: true
-  install: {createNamespace: true, crds: CreateReplace, remediation: {retries: 3}}
-  upgrade: {cleanupOnFail: true, remediation: {retries: -1, strategy: uninstall, remediateLastFailure: false}}
+  commonMetadata: {labels: {team: web}, annotations: {owner: ops}}
+  install: {timeout: 10m, replace: true, strategy: {name: RetryOnFailure, retryInterval: 1m}, createNamespace: true, crds: CreateReplace, remediation: {retries: 3}}
+  upgrade: {timeout: 7m, force: true, strategy: {name: RemediateOnFailure}, cleanupOnFail: true, remediation: {retries: -1, strategy: uninstall, remediateLastFailure: false}}
   test: {enable: true, timeout: 2m, ignoreFailures: true}
-  rollback: {timeout: 1m, disableHooks: true}
+  rollback: {timeout: 1m, disableHooks: true, force: true, cleanupOnFail: true, recreate: true}
   uninstall: {keepHistory: true}
   healthCheck: {failFast: false, cancelOnNewRevision: false}
   configTracking: {enabled: false}
@@ -492,5 +514,22 @@ spec:
         let again: HelmRelease =
             serde_json::from_value(serde_json::to_value(&hr).unwrap()).unwrap();
         assert_eq!(again.spec, hr.spec);
+        let install = hr.spec.install.as_ref().unwrap();
+        assert_eq!(
+            install.strategy,
+            Some(ActionStrategy {
+                name: ActionStrategyName::RetryOnFailure,
+                retry_interval: Some(Duration::from_secs(60)),
+            })
+        );
+        assert!(install.replace);
+        let rollback = hr.spec.rollback.as_ref().unwrap();
+        assert!(rollback.force && rollback.cleanup_on_fail && rollback.recreate);
+        assert_eq!(
+            hr.spec.common_metadata.as_ref().unwrap().labels["team"],
+            "web"
+        );
+        // The longest of spec.timeout (90s) and the actions' own.
+        assert_eq!(hr.longest_action_timeout(), Duration::from_secs(600));
     }
 }

@@ -4,8 +4,8 @@
 //! stored revision, and decides whose retries a failure uses up.
 
 use super::{
-    CLUSTER_FAILURE_PREFIX, Note, Outcome, Owns, is_deployed, new_release, record_as,
-    record_failure, set_status, supersede,
+    CLUSTER_FAILURE_PREFIX, Note, Outcome, Owns, common_metadata, is_deployed, new_release,
+    record_as, record_failure, set_status, supersede,
 };
 use crate::api::{CrdPolicy, HelmReleaseStatus, ReleaseAction};
 use crate::apply::Owner;
@@ -47,7 +47,9 @@ pub async fn install_or_upgrade(
             upgrade.disable_wait,
             upgrade.crds,
             upgrade.take_ownership,
-            upgrade.force_conflicts,
+            // `force` is Flux's replacement strategy: under server-side apply, forced
+            // conflicts (lifecycle.rs, `Upgrade::force`).
+            upgrade.force_conflicts || upgrade.force,
         )
     } else {
         (
@@ -58,6 +60,7 @@ pub async fn install_or_upgrade(
             install.force_conflicts,
         )
     };
+    let timeout = action_timeout(&hr, is_upgrade);
     let (pending, underway, failed_reason) = if is_upgrade {
         (
             Status::PendingUpgrade,
@@ -160,6 +163,17 @@ pub async fn install_or_upgrade(
             }
         },
     };
+    let mut rendered = rendered;
+    if let Some(common) = &prepared.common_metadata
+        && let Err(e) = common_metadata::apply(&mut rendered, common)
+    {
+        return Ok(Outcome::Failed {
+            reason: failed_reason,
+            message: format!(
+                "{verb} failed: putting spec.commonMetadata on the rendered objects: {e}"
+            ),
+        });
+    }
     // An error of the apply may quote a value of the manifest's Secrets.
     run.masker.add_manifest_secrets(&rendered.manifest);
     for hook in &rendered.hooks {
@@ -187,6 +201,12 @@ pub async fn install_or_upgrade(
     if let Some(digest) = prepared.post_renderers_digest() {
         rel.labels
             .insert(super::POST_RENDERERS_LABEL.into(), digest);
+    }
+    if let Some(digest) = prepared.common_metadata_digest() {
+        rel.labels.insert(
+            common_metadata::COMMON_METADATA_LABEL.into(),
+            common_metadata::label_value(&digest),
+        );
     }
     rel.hooks = rendered.hooks.clone();
     if let Some(first) = history
@@ -242,6 +262,17 @@ pub async fn install_or_upgrade(
                 message: format!("{verb} failed: {e}"),
             }));
         }
+        // As `helm install --replace`: the uninstalled revision whose name is reused is
+        // superseded by the new one.
+        if let Some(last) = previous.filter(|p| !is_upgrade && install.replace && is_uninstalled(p))
+        {
+            let mut last = last.clone();
+            if let Some(info) = last.info.as_mut() {
+                info.status = Status::Superseded;
+                info.description = REPLACED.into();
+            }
+            run.storage.update(&last).await?;
+        }
         run.storage.create(&rel).await?;
         Ok::<_, crate::Error>(Ok(applied))
     });
@@ -259,7 +290,6 @@ pub async fn install_or_upgrade(
         run.ctx.metrics.fix_applied(fix.triggered.elapsed());
     }
 
-    let timeout = spec.timeout.as_std();
     if run.priority == crate::slots::Priority::Routine {
         run.ctx.precedence.give_way().await;
     }
@@ -365,6 +395,26 @@ pub async fn install_or_upgrade(
     finish(run, prepared, &mut rel, history, steps, kept).await
 }
 
+/// What `helm install --replace` writes on the uninstalled revision it supersedes.
+pub const REPLACED: &str = "superseded by new release";
+
+fn is_uninstalled(rel: &Release) -> bool {
+    rel.info
+        .as_ref()
+        .is_some_and(|i| i.status == Status::Uninstalled)
+}
+
+/// How long an install's (or an upgrade's) hooks and health check may take: its own
+/// timeout, else spec.timeout, as Flux.
+pub fn action_timeout(hr: &crate::api::HelmRelease, is_upgrade: bool) -> std::time::Duration {
+    let own = if is_upgrade {
+        hr.spec.upgrade.as_ref().and_then(|u| u.timeout)
+    } else {
+        hr.spec.install.as_ref().and_then(|i| i.timeout)
+    };
+    own.unwrap_or(hr.spec.timeout).as_std()
+}
+
 /// Writes the status unless it was written already: beside another step's round trip.
 async fn write_status_unless(run: &Run<'_>, written: bool) {
     if !written {
@@ -411,7 +461,7 @@ pub async fn resume(
             started: w.started_at.0,
             deadline: w.deadline.0,
         })
-        .unwrap_or_else(|| Window::from_now(run.hr.spec.timeout.as_std()))
+        .unwrap_or_else(|| Window::from_now(action_timeout(&run.hr, is_upgrade)))
         .at_least(RESUMED_WAIT_AT_LEAST);
     attempt(
         &mut run.status,
@@ -451,7 +501,7 @@ pub async fn resume(
         is_upgrade,
         disable_hooks,
         wait: Some(window),
-        timeout: run.hr.spec.timeout.as_std(),
+        timeout: action_timeout(&run.hr, is_upgrade),
     };
     finish(run, prepared, &mut rel, history, steps, None).await
 }
@@ -768,6 +818,7 @@ mod tests {
             config_digest: "sha256:v".into(),
             source_revision: Some(format!("main@sha1:{}", "c".repeat(40))),
             post_renderers: None,
+            common_metadata: None,
         };
         let cases = [
             (ReleaseAction::Install, "install"),

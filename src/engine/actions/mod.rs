@@ -11,6 +11,7 @@
 //! - `rollback`, `uninstall`: the remediations of a failed release.
 //! - `unlock`: frees a revision an engine left pending when it stopped.
 
+pub mod common_metadata;
 pub mod install_or_upgrade;
 pub mod rollback;
 pub mod test;

@@ -43,13 +43,20 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
         rel.labels
             .insert(super::SOURCE_COMMIT_LABEL.into(), commit.clone());
     }
-    if let Some(digest) = target.labels.get(super::SOURCE_DIGEST_LABEL) {
-        rel.labels
-            .insert(super::SOURCE_DIGEST_LABEL.into(), digest.clone());
+    // What the restored revision was made from and with, so the planner compares the
+    // desired state with it.
+    for label in [
+        super::SOURCE_DIGEST_LABEL,
+        super::common_metadata::COMMON_METADATA_LABEL,
+        super::POST_RENDERERS_LABEL,
+    ] {
+        if let Some(value) = target.labels.get(label) {
+            rel.labels.insert(label.into(), value.clone());
+        }
     }
-    if let Some(digest) = target.labels.get(super::POST_RENDERERS_LABEL) {
-        rel.labels
-            .insert(super::POST_RENDERERS_LABEL.into(), digest.clone());
+    if spec.recreate {
+        // As helm-controller on Helm 4: kept for compatibility, without effect.
+        tracing::warn!(release = %run.key, "rollback.recreate has no effect: Helm 4 removed recreating pods on rollback (helm-controller ignores it too)");
     }
     run.masker.add_manifest_secrets(&rel.manifest);
     for hook in &rel.hooks {
@@ -72,7 +79,9 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
     let owner = Owner::new(&release_name, &ns)
         .previous(Some(&current.manifest))
         .take_ownership(take_ownership)
-        .force_conflicts(spec.force_conflicts)
+        // `force` is Flux's replacement strategy: under server-side apply, forced
+        // conflicts (lifecycle.rs, `Rollback::force`).
+        .force_conflicts(spec.force_conflicts || spec.force)
         .others(&elsewhere)
         .unavailable(&unavailable);
     if let Err(e) = run
@@ -95,10 +104,21 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
             )
             .await?;
         }
-        run.acting
-            .applier
-            .apply_release(&rel.manifest, &owner)
-            .await?;
+        // As `helm rollback --cleanup-on-fail`: what this rollback's apply created (objects
+        // that did not exist before it) is deleted when the apply fails; the rest stays.
+        let absent = match spec.cleanup_on_fail {
+            true => absent_objects(run, &rel.manifest, &ns).await?,
+            false => Vec::new(),
+        };
+        if let Err(e) = run.acting.applier.apply_release(&rel.manifest, &owner).await {
+            if !absent.is_empty() {
+                let created = crate::apply::manifest::documents_of(&rel.manifest, &absent, &ns);
+                if let Err(cleanup) = run.acting.applier.prune(&created, "", &owner).await {
+                    tracing::warn!(release = %run.key, "rollback.cleanupOnFail could not delete what the failed rollback created: {cleanup}");
+                }
+            }
+            return Err(e.into());
+        }
         run.acting
             .applier
             .prune(&current.manifest, &rel.manifest, &owner)
@@ -146,6 +166,40 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
             run.release_name
         ),
     })
+}
+
+/// The objects of `manifest` that do not exist now (kinds not served yet included).
+async fn absent_objects(
+    run: &Run<'_>,
+    manifest: &str,
+    namespace: &str,
+) -> crate::Result<Vec<crate::apply::ObjectRef>> {
+    use kube::api::{Api, DynamicObject};
+    let applier = &run.acting.applier;
+    let mut absent = Vec::new();
+    for obj in crate::apply::manifest::parse_manifest(manifest)? {
+        let mut reference = crate::apply::ObjectRef::from_object(&obj);
+        let Some((resource, namespaced)) = applier
+            .find_resource(&reference.api_version, &reference.kind)
+            .await?
+        else {
+            absent.push(reference);
+            continue;
+        };
+        let api: Api<DynamicObject> = if namespaced {
+            let ns = reference
+                .namespace
+                .get_or_insert_with(|| namespace.to_owned());
+            Api::namespaced_with(applier.client().clone(), ns, &resource)
+        } else {
+            reference.namespace = None;
+            Api::all_with(applier.client().clone(), &resource)
+        };
+        if api.get_metadata_opt(&reference.name).await?.is_none() {
+            absent.push(reference);
+        }
+    }
+    Ok(absent)
 }
 
 /// Marks the rollback's revision failed because of `why`.

@@ -20,6 +20,8 @@ pub struct Prepared {
     pub values: ComposedValues,
     /// The spec's post-renderers, applied to the render (none: the chart as rendered).
     pub post_renderers: Vec<crate::api::PostRenderer>,
+    /// `spec.commonMetadata`, put on every rendered object.
+    pub common_metadata: Option<crate::api::CommonMetadata>,
 }
 
 impl Prepared {
@@ -40,6 +42,7 @@ impl Prepared {
         .chain(self.resolved.commit())
         .chain(self.resolved.manifest_digest())
         .chain(self.post_renderers_digest().as_deref())
+        .chain(self.common_metadata_digest().as_deref())
         {
             h.update(part.as_bytes());
             h.update([0]);
@@ -55,12 +58,18 @@ impl Prepared {
             config_digest: self.values.digest.clone(),
             source_revision: self.resolved.revision.clone(),
             post_renderers: self.post_renderers_digest(),
+            common_metadata: self.common_metadata_digest(),
         }
     }
 
     /// The post-renderers' digest, where one would change the render.
     pub fn post_renderers_digest(&self) -> Option<String> {
         crate::api::post_renderers_digest(&self.post_renderers)
+    }
+
+    /// The digest of the commonMetadata, when there is one that says anything.
+    pub fn common_metadata_digest(&self) -> Option<String> {
+        crate::engine::actions::common_metadata::digest(self.common_metadata.as_ref())
     }
 }
 
@@ -162,6 +171,7 @@ pub(in crate::engine) async fn prepare(
         chart,
         values,
         post_renderers: hr.spec.post_renderers.clone(),
+        common_metadata: hr.spec.common_metadata.clone(),
     })
 }
 
@@ -281,6 +291,7 @@ mod tests {
                 secrets: Default::default(),
             },
             post_renderers: Vec::new(),
+            common_metadata: None,
         }
     }
 
@@ -314,6 +325,16 @@ mod tests {
         post_rendered.post_renderers[0].kustomize = Some(Default::default());
         assert_ne!(post_rendered.digest(), base);
         assert!(post_rendered.desired().post_renderers.is_some());
+        // commonMetadata: a change when it says anything, nothing when empty.
+        let mut empty = prepared(parts);
+        empty.common_metadata = Some(Default::default());
+        assert_eq!(empty.digest(), base);
+        let mut labelled = prepared(parts);
+        labelled.common_metadata = Some(crate::api::CommonMetadata {
+            labels: [("team".to_owned(), "web".to_owned())].into(),
+            ..Default::default()
+        });
+        assert_ne!(labelled.digest(), base, "commonMetadata");
         // Parts are separated: moving a character across a boundary is a change.
         let moved = prepared(["ap", "p1.0.0", "sha256:c", "sha256:v"]);
         assert_ne!(moved.digest(), base);

@@ -142,7 +142,7 @@ pub(super) async fn await_predecessor(
             Some(a) if s.let_go.as_ref() != Some(a) => lease.look(&ctx.client, a).await,
             _ => Liveness::Unknown,
         };
-        let bound = hr.spec.timeout.as_std() + GONE_AFTER;
+        let bound = hr.longest_action_timeout().as_std() + GONE_AFTER;
         match decide(
             &ctx.engine,
             s.acting.as_ref(),

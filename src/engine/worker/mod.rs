@@ -18,6 +18,7 @@ mod guards;
 mod handover;
 mod pin;
 mod reconcile;
+mod strategy;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -322,8 +322,20 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         let history = run.storage.history(&run.release_name).await?;
         run.record_history(&history);
         let note = record(&mut run.status, &outcome, generation);
+        let retry = super::strategy::retry_on_failure(
+            &mut run.status,
+            &next,
+            &outcome,
+            &Policy::from_spec(&run.hr),
+            generation,
+        );
         run.publish_note(note, &format!("{next:?}")).await;
         run.write_status().await;
+        // RetryOnFailure: no remediation; the same is tried again after the interval
+        // (sooner only for a new desired state).
+        if let Some(after) = retry {
+            return Ok(Requeue::After(after));
+        }
         // The cluster's failure: no retry used, no remediation; again after a backoff.
         if let Outcome::Blocked { message, .. } = &outcome {
             run.note_refused(message);
@@ -582,6 +594,7 @@ fn observe(
             } else {
                 desired.post_renderers.clone()
             },
+            common_metadata: super::strategy::common_metadata_of(r, hr),
             tests: TestState::of(r),
             interrupted: info.status == Status::Failed
                 && (info
@@ -669,6 +682,7 @@ mod tests {
             config_digest: crate::values::digest(&serde_json::Map::new()),
             source_revision: None,
             post_renderers: None,
+            common_metadata: None,
         }
     }
 

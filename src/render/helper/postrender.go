@@ -18,11 +18,12 @@ package main
 //     and templates go through the post-renderers in one stream (Helm annotates each
 //     document with its template file and splits the result back by that annotation).
 //
-// What helm-controller also chains after these and is left out here, because it is
-// Flux's, not the chart's or the HelmRelease's: its origin labels
-// (helm.toolkit.fluxcd.io/name and /namespace on every object) and spec.commonMetadata
-// (a field wheelhouse does not have). Its spec.postRenderStrategy (nohooks, separate) is
-// not offered: wheelhouse renders with the default, combined.
+// What helm-controller also chains after these is not done here: spec.commonMetadata is
+// put on by the engine after the render (src/engine/actions/common_metadata.rs), which
+// is where helm-controller chains it too, and its origin labels
+// (helm.toolkit.fluxcd.io/name and /namespace on every object) are Flux's own, not the
+// chart's or the HelmRelease's. Its spec.postRenderStrategy (nohooks, separate) is not
+// offered: wheelhouse renders with the default, combined.
 
 import (
 	"bytes"
