@@ -59,6 +59,7 @@ fn upgrade<'a>(
         discovery,
         as_user: None,
         priority: Default::default(),
+        post_renderers: &[],
     }
 }
 

@@ -14,6 +14,8 @@ pub struct Desired {
     pub config_digest: String,
     /// A Git chart's `<ref>@sha1:<commit>`: each new commit is a new desired state.
     pub source_revision: Option<String>,
+    /// The digest of the spec's post-renderers, where they change the render.
+    pub post_renderers: Option<String>,
     /// The digest of `spec.commonMetadata` (none when unset or empty), as a revision's
     /// [`crate::release::COMMON_METADATA_LABEL`] keeps it.
     pub common_metadata: Option<String>,
@@ -41,6 +43,10 @@ pub struct Latest {
     pub source_commit: Option<String>,
     /// The start of the OCI manifest digest it was made from (its source-digest label).
     pub source_digest: Option<String>,
+    /// The digest of the post-renderers it was rendered with (its post-renderers label;
+    /// none: rendered without). A revision another tool wrote says nothing of them: the
+    /// worker gives it the desired ones.
+    pub post_renderers: Option<String>,
     /// The commonMetadata digest it was made with (its common-metadata label; none: made
     /// without commonMetadata).
     pub common_metadata: Option<String>,
@@ -163,6 +169,8 @@ fn in_sync(latest: &Latest, desired: &Desired) -> bool {
     latest.chart_name == desired.chart_name
         && (latest.chart_version == desired.chart_version || flux_suffixed(latest, desired))
         && latest.config_digest == desired.config_digest
+        // Post-renderers added, changed or removed: the render changes.
+        && latest.post_renderers == desired.post_renderers
         // A revision without the commit label (the helm CLI's, or made before Git
         // sources) is brought to the commit once; Flux's says it in its version.
         && desired.source_commit().is_none_or(|c| {
@@ -364,6 +372,7 @@ mod tests {
             chart_version: "1.1.0".into(),
             config_digest: "sha256:new".into(),
             source_revision: None,
+            post_renderers: None,
             common_metadata: None,
         }
     }
@@ -377,6 +386,7 @@ mod tests {
             config_digest: "sha256:new".into(),
             source_commit: None,
             source_digest: None,
+            post_renderers: None,
             common_metadata: None,
             tests: TestState::NoTests,
             interrupted: false,
@@ -495,6 +505,21 @@ mod tests {
         // A revision from before digests were recorded is not upgraded for it.
         o.latest.as_mut().unwrap().source_digest = None;
         assert_eq!(next(&o), Next::InSync);
+    }
+
+    /// Post-renderers added, changed or removed change the render: a new desired state.
+    #[test]
+    fn a_change_of_post_renderers_alone_is_a_new_desired_state() {
+        let mut o = observed(Some(latest(3, Status::Deployed)));
+        assert_eq!(next(&o), Next::InSync);
+        o.desired.post_renderers = Some("a".repeat(40));
+        assert_eq!(next(&o), Next::Upgrade);
+        o.latest.as_mut().unwrap().post_renderers = Some("a".repeat(40));
+        assert_eq!(next(&o), Next::InSync);
+        o.desired.post_renderers = Some("b".repeat(40));
+        assert_eq!(next(&o), Next::Upgrade);
+        o.desired.post_renderers = None;
+        assert_eq!(next(&o), Next::Upgrade);
     }
 
     #[test]

@@ -56,8 +56,8 @@ fn why_not(path: &str) -> String {
     let why = match general.as_str() {
         "spec.kubeConfig" => "wheelhouse deploys to the cluster it runs in only",
         "spec.persistentClient" => "a helm-controller client setting; wheelhouse has none",
-        "spec.postRenderers" | "spec.postRenderStrategy" => {
-            "wheelhouse has no post-renderers: the next upgrade applies the chart as rendered, without these patches"
+        "spec.postRenderStrategy" => {
+            "wheelhouse post-renders hooks and templates together, Helm 4's default (combined): the next upgrade post-renders as that does"
         }
         "spec.waitStrategy" => "wheelhouse waits with its own health checks, see spec.healthCheck",
         "spec.healthCheckExprs" => "wheelhouse has no custom CEL health checks",

@@ -30,7 +30,7 @@ pub use chart_source::{Repository, SourceRef, chart_ref, helm_chart_source, sour
 pub use helm_identity::{HelmIdentity, shorten_name};
 use helm_identity::{helm_identity, names};
 use mapping::{Mapping, text};
-use object_fields::{action, drift_detection, metadata, plain};
+use object_fields::{action, drift_detection, metadata, plain, post_renderers};
 use read_back::read_back;
 
 /// The wheelhouse HelmRelease made from a Flux one.
@@ -124,6 +124,18 @@ pub fn convert(flux: &Value, repository: Option<&Repository>) -> Result<Migrated
         && let Some(carried) = drift_detection(v, &mut m)
     {
         out.insert("driftDetection".into(), carried);
+    }
+    if let Some(v) = spec.remove("postRenderers")
+        && let Some(carried) = post_renderers(v, &mut m)
+    {
+        out.insert("postRenderers".into(), carried);
+    }
+    // Helm 4's default, which wheelhouse renders with, says nothing.
+    if spec
+        .get("postRenderStrategy")
+        .is_some_and(|s| s.as_str() == Some("combined"))
+    {
+        spec.remove("postRenderStrategy");
     }
     for (key, value) in spec {
         m.drop_field(&format!("spec.{key}"), &value);
@@ -222,7 +234,14 @@ spec:
   persistentClient: false
   kubeConfig: {secretRef: {name: remote}}
   commonMetadata: {labels: {team: web}}
-  postRenderers: [{kustomize: {patches: [{patch: "x"}]}}]
+  postRenderers:
+    - kustomize:
+        patches:
+          - patch: "x"
+            target: {kind: Deployment, labelSelector: "app=web", someFutureKey: 1}
+        images: [{name: nginx, newTag: "2.0"}]
+    - {}
+  postRenderStrategy: nohooks
   waitStrategy: {name: poller}
   healthCheckExprs: [{apiVersion: v1, kind: ConfigMap, current: "true"}]
   chart:
@@ -313,6 +332,10 @@ spec:
   rollback: {timeout: 1m, disableHooks: true, recreate: true, force: true, cleanupOnFail: true}
   uninstall: {keepHistory: true}
   driftDetection: {mode: warn, ignore: [{paths: [/spec/replicas]}, {paths: [/data], target: {kind: ConfigMap}}]}
+  postRenderers:
+    - kustomize:
+        patches: [{patch: "x", target: {kind: Deployment, labelSelector: "app=web"}}]
+        images: [{name: nginx, newTag: "2.0"}]
 "#,
         );
         assert_eq!(m.object, expected, "{}", crate::yaml::to_string(&m.object));
@@ -331,7 +354,8 @@ spec:
             "spec.install.someFutureField",
             "spec.test.filters",
             "spec.kubeConfig",
-            "spec.postRenderers",
+            "spec.postRenderers[0].kustomize.patches[0].target.someFutureKey",
+            "spec.postRenderStrategy",
             "spec.waitStrategy",
             "spec.healthCheckExprs",
         ];
@@ -341,7 +365,7 @@ spec:
         assert_eq!(got, expected_paths, "{:#?}", m.not_carried);
         // Each comes with its reason.
         assert!(m.not_carried.iter().any(|l| l
-            == "spec.postRenderers (wheelhouse has no post-renderers: the next upgrade applies the chart as rendered, without these patches)"));
+            == "spec.postRenderStrategy (wheelhouse post-renders hooks and templates together, Helm 4's default (combined): the next upgrade post-renders as that does)"));
         assert!(
             m.not_carried
                 .contains(&"spec.install.someFutureField (wheelhouse has no such field)".into())

@@ -1,5 +1,5 @@
 //! The fields carried with the same meaning: metadata without Flux's own keys, the plain
-//! settings, the five actions and drift detection.
+//! settings, the five actions, drift detection and post-renderers.
 
 use serde_json::{Map, Value, json};
 
@@ -252,6 +252,82 @@ pub(super) fn drift_detection(value: Value, m: &mut Mapping) -> Option<Value> {
         m.drop_field(&format!("spec.driftDetection.{key}"), &v);
     }
     (!out.is_empty()).then_some(Value::Object(out))
+}
+
+/// `postRenderers`: the same shape in both (Flux's kustomize patches with their targets,
+/// and images), applied by wheelhouse's render helper as helm-controller applies them.
+/// Keys either side does not know are not carried.
+pub(super) fn post_renderers(value: Value, m: &mut Mapping) -> Option<Value> {
+    let Value::Array(entries) = value else {
+        m.drop_field("spec.postRenderers", &value);
+        return None;
+    };
+    let mut carried = Vec::new();
+    for (i, entry) in entries.into_iter().enumerate() {
+        let at = format!("spec.postRenderers[{i}]");
+        let Value::Object(mut kept) = keep(entry, &at, &["kustomize"], m) else {
+            continue;
+        };
+        let Some(kustomize) = kept.remove("kustomize").filter(|v| !v.is_null()) else {
+            // An entry without kustomize does nothing in Flux either.
+            continue;
+        };
+        let at = format!("{at}.kustomize");
+        let Value::Object(mut k) = keep(kustomize, &at, &["patches", "images"], m) else {
+            continue;
+        };
+        let mut out = Map::new();
+        if let Some(Value::Array(patches)) = k.remove("patches") {
+            let patches: Vec<Value> = patches
+                .into_iter()
+                .enumerate()
+                .map(|(j, p)| {
+                    let at = format!("{at}.patches[{j}]");
+                    let mut p = keep(p, &at, &["patch", "target"], m);
+                    if let Some(target) = p.as_object_mut().and_then(|p| p.remove("target")) {
+                        let target = keep(
+                            target,
+                            &format!("{at}.target"),
+                            &[
+                                "group",
+                                "version",
+                                "kind",
+                                "namespace",
+                                "name",
+                                "annotationSelector",
+                                "labelSelector",
+                            ],
+                            m,
+                        );
+                        if let Some(p) = p.as_object_mut()
+                            && is_set(&target)
+                        {
+                            p.insert("target".into(), target);
+                        }
+                    }
+                    p
+                })
+                .collect();
+            out.insert("patches".into(), Value::Array(patches));
+        }
+        if let Some(Value::Array(images)) = k.remove("images") {
+            let images: Vec<Value> = images
+                .into_iter()
+                .enumerate()
+                .map(|(j, img)| {
+                    keep(
+                        img,
+                        &format!("{at}.images[{j}]"),
+                        &["name", "newName", "newTag", "digest"],
+                        m,
+                    )
+                })
+                .collect();
+            out.insert("images".into(), Value::Array(images));
+        }
+        carried.push(json!({"kustomize": out}));
+    }
+    (!carried.is_empty()).then_some(Value::Array(carried))
 }
 
 /// Same name and namespace; labels and annotations without Flux's own.

@@ -24,6 +24,11 @@ pub const SOURCE_COMMIT_LABEL: &str = "wheelhouse.dev/source-commit";
 /// rollback copies it from the revision it restores.
 pub const SOURCE_DIGEST_LABEL: &str = "wheelhouse.dev/source-digest";
 
+/// On a revision rendered with post-renderers (`spec.postRenderers`): their digest
+/// (`api::post_renderers_digest`), so a change to them alone is a new desired state. A
+/// rollback copies it from the revision it restores.
+pub const POST_RENDERERS_LABEL: &str = "wheelhouse.dev/post-renderers";
+
 /// On a revision made with `spec.commonMetadata`: the first 40 hex digits of its digest,
 /// so a changed (or removed) commonMetadata is a new desired state. A rollback copies it
 /// from the revision it restores.

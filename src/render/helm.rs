@@ -40,6 +40,11 @@ const STDERR_LINES: usize = 20;
 /// of discovery names what is missing either way).
 const PARTIAL_DISCOVERY: &str = "orphaned API service";
 
+/// Why a release with post-renderers is not rendered by the helm CLI: Helm 4's
+/// `--post-renderer` takes a plugin, and nothing short of helm-controller's kustomize
+/// build gives Flux's output byte for byte.
+pub const POST_RENDERERS_REFUSED: &str = "spec.postRenderers need the render helper: the helm CLI renderer (--renderer helm, WHEELHOUSE_RENDERER=helm) cannot apply them as Flux's helm-controller does; run the engine with the render helper (the default renderer, wheelhouse-render) to render this release";
+
 pub struct HelmRenderer {
     helm: PathBuf,
     timeout: Duration,
@@ -127,6 +132,12 @@ impl HelmRenderer {
     }
 
     async fn run(&self, req: RenderRequest<'_>) -> Result<Rendered, Error> {
+        if req.post_renders() {
+            return Err(Error::Failed {
+                status: "refused".into(),
+                stderr: POST_RENDERERS_REFUSED.into(),
+            });
+        }
         let values = serde_json::to_vec(req.values).map_err(Error::Values)?;
         let seed = SeedFile::write(&seed(&req))?;
         let spawn_error = |source| Error::Spawn {
@@ -360,7 +371,29 @@ mod tests {
             discovery: None,
             as_user: None,
             priority: Default::default(),
+            post_renderers: &[],
         }
+    }
+
+    #[tokio::test]
+    async fn post_renderers_are_refused_with_the_reason() {
+        let values = serde_json::Map::new();
+        // Never run: the refusal comes first.
+        let helm = HelmRenderer::new("/nonexistent/helm".into(), HelmRenderer::DEFAULT_TIMEOUT);
+        let prs = [crate::api::PostRenderer {
+            kustomize: Some(Default::default()),
+        }];
+        let mut req = request(&values, None);
+        req.post_renderers = &prs;
+        let err = helm.run(req).await.unwrap_err();
+        assert!(err.to_string().contains("need the render helper"), "{err}");
+        // An entry without a kustomize block does nothing, so it is no reason to refuse.
+        let empty = [crate::api::PostRenderer::default()];
+        req.post_renderers = &empty;
+        assert!(!matches!(
+            helm.run(req).await,
+            Err(Error::Failed { ref status, .. }) if status == "refused"
+        ));
     }
 
     #[test]

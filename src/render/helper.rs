@@ -192,6 +192,7 @@ impl HelperRenderer {
             }),
             cluster: &cluster,
             discovery: req.discovery.unwrap_or_default(),
+            post_renderers: req.post_renderers,
         };
         let response = match tokio::time::timeout(self.timeout, process.ask(request)).await {
             Err(_) => return Err(HelperFault::Hung(self.timeout)),
@@ -354,6 +355,9 @@ struct Request<'a> {
     previous: Option<Seed<'a>>,
     cluster: &'a Cluster,
     discovery: &'a str,
+    /// Flux's shape, applied by the helper with kustomize (`postrender.go`).
+    #[serde(rename = "postRenderers")]
+    post_renderers: &'a [crate::api::PostRenderer],
 }
 
 /// The release's newest revision, as Helm's upgrade reads it from storage.
@@ -710,6 +714,7 @@ mod tests {
                 discovery: None,
                 as_user: None,
                 priority: crate::slots::Priority::Routine,
+                post_renderers: &[],
             })
             .await
             .unwrap();
@@ -732,6 +737,7 @@ mod tests {
                 discovery: None,
                 as_user: None,
                 priority: crate::slots::Priority::Routine,
+                post_renderers: &[],
             })
             .await
             .unwrap_err();
@@ -746,6 +752,23 @@ mod tests {
             context: "c".into(),
             ..Cluster::default()
         };
+        let post_renderers = [crate::api::PostRenderer {
+            kustomize: Some(crate::api::Kustomize {
+                patches: vec![crate::api::Patch {
+                    patch: "- op: remove\n  path: /spec/replicas\n".into(),
+                    target: Some(crate::api::Selector {
+                        kind: "Deployment".into(),
+                        label_selector: "app=web".into(),
+                        ..Default::default()
+                    }),
+                }],
+                images: vec![crate::api::Image {
+                    name: "nginx".into(),
+                    new_tag: "1.27".into(),
+                    ..Default::default()
+                }],
+            }),
+        }];
         let request = Request {
             id: 7,
             release: "web",
@@ -760,6 +783,7 @@ mod tests {
             }),
             cluster: &cluster,
             discovery: "d1",
+            post_renderers: &post_renderers,
         };
         assert_eq!(
             serde_json::to_value(&request).unwrap(),
@@ -769,6 +793,11 @@ mod tests {
                 "previous": {"version": 3, "status": "superseded", "chart": "web", "chartVersion": "1.0.0"},
                 "cluster": {"kubeconfig": "/k", "context": "c", "asUser": "", "asGroups": []},
                 "discovery": "d1",
+                // Flux's shape, which the helper reads (postrender.go).
+                "postRenderers": [{"kustomize": {
+                    "patches": [{"patch": "- op: remove\n  path: /spec/replicas\n", "target": {"kind": "Deployment", "labelSelector": "app=web"}}],
+                    "images": [{"name": "nginx", "newTag": "1.27"}],
+                }}],
             })
         );
     }

@@ -114,6 +114,18 @@ pub struct RenderRequest<'a> {
     /// Urgent renders (a fix for a stuck or failed release, an operator's request) take
     /// the next render slot ahead of routine ones.
     pub priority: crate::slots::Priority,
+    /// The HelmRelease's `spec.postRenderers`, applied to what Helm renders (hooks
+    /// included) as Flux's helm-controller applies them; only the render helper can
+    /// (the helm CLI renderer refuses a request that has any).
+    pub post_renderers: &'a [crate::api::PostRenderer],
+}
+
+impl RenderRequest<'_> {
+    /// Whether a post-renderer would change what Helm renders (one with a `kustomize`
+    /// block: an entry without one does nothing, in Flux too).
+    pub fn post_renders(&self) -> bool {
+        self.post_renderers.iter().any(|p| p.kustomize.is_some())
+    }
 }
 
 /// The newest stored revision, as Helm's upgrade reads it.

@@ -845,6 +845,7 @@ async fn a_rendered_chart_applies_and_its_hooks_run() {
             discovery: None,
             as_user: None,
             priority: Default::default(),
+            post_renderers: &[],
         })
         .await
         .unwrap();

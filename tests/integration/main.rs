@@ -30,6 +30,7 @@ mod migrate;
 mod mttr;
 mod notify_e2e;
 mod oci;
+mod post_render;
 mod rbac;
 mod render;
 mod safety;

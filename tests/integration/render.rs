@@ -48,6 +48,7 @@ fn request<'a>(values: &'a Map<String, Value>, chart: &'a Path) -> RenderRequest
         discovery: None,
         as_user: None,
         priority: Default::default(),
+        post_renderers: &[],
     }
 }
 

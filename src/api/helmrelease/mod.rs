@@ -13,6 +13,7 @@ mod chart_spec;
 mod checks;
 mod lifecycle;
 mod observed;
+mod post_render;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
@@ -31,6 +32,9 @@ pub use self::lifecycle::{
 pub use self::observed::{
     ContestedField, DriftStatus, DriftedObject, EngineRef, ExternalRevision, HelmReleaseStatus,
     Pin, ReleaseAction, Snapshot, WaitStatus,
+};
+pub use self::post_render::{
+    Image, Kustomize, Patch, PostRenderer, Selector, digest as post_renderers_digest,
 };
 use super::duration::Duration;
 
@@ -190,6 +194,13 @@ pub struct HelmReleaseSpec {
 
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift_detection: Option<DriftDetection>,
+
+    /// PostRenderers holds an array of Helm PostRenderers, which will be applied in order
+    /// of their definition (Flux's field): kustomize patches and images applied to what
+    /// the chart renders, hooks included, before it is stored, applied and checked for
+    /// drift. Needs the render helper (`--renderer helm` refuses them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub post_renderers: Vec<PostRenderer>,
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]

@@ -198,6 +198,10 @@ pub async fn install_or_upgrade(
             digest[..super::SOURCE_DIGEST_KEPT].to_owned(),
         );
     }
+    if let Some(digest) = prepared.post_renderers_digest() {
+        rel.labels
+            .insert(super::POST_RENDERERS_LABEL.into(), digest);
+    }
     if let Some(digest) = prepared.common_metadata_digest() {
         rel.labels.insert(
             common_metadata::COMMON_METADATA_LABEL.into(),
@@ -813,6 +817,7 @@ mod tests {
             chart_version: "1.2.0".into(),
             config_digest: "sha256:v".into(),
             source_revision: Some(format!("main@sha1:{}", "c".repeat(40))),
+            post_renderers: None,
             common_metadata: None,
         };
         let cases = [

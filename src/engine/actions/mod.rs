@@ -199,7 +199,9 @@ fn note(
 }
 
 pub const OWNER_LABEL: &str = "wheelhouse.dev/owner";
-pub use crate::release::{SOURCE_COMMIT_LABEL, SOURCE_DIGEST_KEPT, SOURCE_DIGEST_LABEL};
+pub use crate::release::{
+    POST_RENDERERS_LABEL, SOURCE_COMMIT_LABEL, SOURCE_DIGEST_KEPT, SOURCE_DIGEST_LABEL,
+};
 
 fn new_release(
     run: &Run<'_>,

@@ -18,6 +18,8 @@ pub struct Prepared {
     pub resolved: ResolvedChart,
     pub chart: Chart,
     pub values: ComposedValues,
+    /// The spec's post-renderers, applied to the render (none: the chart as rendered).
+    pub post_renderers: Vec<crate::api::PostRenderer>,
     /// `spec.commonMetadata`, put on every rendered object.
     pub common_metadata: Option<crate::api::CommonMetadata>,
 }
@@ -39,6 +41,7 @@ impl Prepared {
         // Only where there is one, so the digests of other charts stay as they were.
         .chain(self.resolved.commit())
         .chain(self.resolved.manifest_digest())
+        .chain(self.post_renderers_digest().as_deref())
         .chain(self.common_metadata_digest().as_deref())
         {
             h.update(part.as_bytes());
@@ -54,8 +57,14 @@ impl Prepared {
             chart_version: self.resolved.version.clone(),
             config_digest: self.values.digest.clone(),
             source_revision: self.resolved.revision.clone(),
+            post_renderers: self.post_renderers_digest(),
             common_metadata: self.common_metadata_digest(),
         }
+    }
+
+    /// The post-renderers' digest, where one would change the render.
+    pub fn post_renderers_digest(&self) -> Option<String> {
+        crate::api::post_renderers_digest(&self.post_renderers)
     }
 
     /// The digest of the commonMetadata, when there is one that says anything.
@@ -161,6 +170,7 @@ pub(in crate::engine) async fn prepare(
         resolved,
         chart,
         values,
+        post_renderers: hr.spec.post_renderers.clone(),
         common_metadata: hr.spec.common_metadata.clone(),
     })
 }
@@ -225,6 +235,7 @@ pub async fn render(
             discovery: Some(&discovery.digest),
             as_user: acting.username().as_deref(),
             priority,
+            post_renderers: &prepared.post_renderers,
         })
         .await;
     let mut rendered = match rendered {
@@ -279,6 +290,7 @@ mod tests {
                 sources: Vec::new(),
                 secrets: Default::default(),
             },
+            post_renderers: Vec::new(),
             common_metadata: None,
         }
     }
@@ -305,6 +317,14 @@ mod tests {
             changed[part] = value;
             assert_ne!(prepared(changed).digest(), base, "{what}");
         }
+        // Post-renderers that change the render change it; an entry without a
+        // kustomize block does not.
+        let mut post_rendered = prepared(parts);
+        post_rendered.post_renderers = vec![crate::api::PostRenderer::default()];
+        assert_eq!(post_rendered.digest(), base);
+        post_rendered.post_renderers[0].kustomize = Some(Default::default());
+        assert_ne!(post_rendered.digest(), base);
+        assert!(post_rendered.desired().post_renderers.is_some());
         // commonMetadata: a change when it says anything, nothing when empty.
         let mut empty = prepared(parts);
         empty.common_metadata = Some(Default::default());

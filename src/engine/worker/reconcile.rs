@@ -586,6 +586,14 @@ fn observe(
             config_digest: crate::values::digest(&r.config),
             source_commit: r.labels.get(actions::SOURCE_COMMIT_LABEL).cloned(),
             source_digest: r.labels.get(actions::SOURCE_DIGEST_LABEL).cloned(),
+            // A revision another tool wrote (Flux's, the helm CLI's) does not say which
+            // post-renderers made it: taken as the spec's, so a release migrated from Flux
+            // with them continues without a new revision.
+            post_renderers: if r.labels.contains_key(actions::OWNER_LABEL) {
+                r.labels.get(actions::POST_RENDERERS_LABEL).cloned()
+            } else {
+                desired.post_renderers.clone()
+            },
             common_metadata: super::strategy::common_metadata_of(r, hr),
             tests: TestState::of(r),
             interrupted: info.status == Status::Failed
@@ -673,6 +681,7 @@ mod tests {
             chart_version: "1.0.0".into(),
             config_digest: crate::values::digest(&serde_json::Map::new()),
             source_revision: None,
+            post_renderers: None,
             common_metadata: None,
         }
     }

@@ -53,6 +53,9 @@ type request struct {
 	Previous  *previous       `json:"previous"`
 	Cluster   clusterSpec     `json:"cluster"`
 	Discovery string          `json:"discovery"`
+	// PostRenderers: the HelmRelease's spec.postRenderers (postrender.go), applied to
+	// what Helm renders, hooks included, as helm-controller applies them.
+	PostRenderers []postRenderer `json:"postRenderers"`
 }
 
 // The helm CLI's defaults for the upgrade flags wheelhouse does not pass.
@@ -146,6 +149,10 @@ func (r *renderer) upgradeInstall(ctx context.Context, cfg *action.Configuration
 	up.Timeout = cliTimeout
 	up.WaitStrategy = kube.HookOnlyStrategy
 	up.MaxHistory = r.settings.MaxHistory
+	// Not a CLI flag here: the HelmRelease's post-renderers, with Helm 4's default
+	// strategy (hooks and templates post-rendered together), as helm-controller runs them.
+	up.PostRenderer = chain(req.PostRenderers)
+	up.PostRenderStrategy = action.PostRenderStrategyCombined
 
 	history := action.NewHistory(cfg)
 	history.Max = 1
@@ -167,6 +174,7 @@ func (r *renderer) upgradeInstall(ctx context.Context, cfg *action.Configuration
 		in.Namespace = up.Namespace
 		in.RollbackOnFailure = up.RollbackOnFailure
 		in.PostRenderer = up.PostRenderer
+		in.PostRenderStrategy = up.PostRenderStrategy
 		in.DisableOpenAPIValidation = up.DisableOpenAPIValidation
 		in.SubNotes = up.SubNotes
 		in.HideNotes = up.HideNotes
