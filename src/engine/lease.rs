@@ -246,25 +246,30 @@ pub async fn try_acquire(
 
 /// Gives the lease up (on shutdown) so another engine can take over at once.
 pub async fn release(api: &Api<Lease>, config: &LeaseConfig) -> kube::Result<()> {
-    let Some(mut lease) = api.get_opt(&config.name).await? else {
-        return Ok(());
-    };
-    let Some(spec) = lease.spec.as_mut() else {
-        return Ok(());
-    };
-    if spec.holder_identity.as_deref() != Some(config.identity.as_str()) {
-        return Ok(());
+    // A conflict is most often this engine's own renewal landing after the read (a
+    // renewal cut short on its way out still reaches the API server): read it again.
+    for _ in 0..3 {
+        let Some(mut lease) = api.get_opt(&config.name).await? else {
+            return Ok(());
+        };
+        let Some(spec) = lease.spec.as_mut() else {
+            return Ok(());
+        };
+        if spec.holder_identity.as_deref() != Some(config.identity.as_str()) {
+            return Ok(());
+        }
+        spec.holder_identity = None;
+        spec.renew_time = None;
+        match api
+            .replace(&config.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => continue,
+            Err(e) => return Err(e),
+        }
     }
-    spec.holder_identity = None;
-    spec.renew_time = None;
-    match api
-        .replace(&config.name, &PostParams::default(), &lease)
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
-        Err(e) => Err(e),
-    }
+    Ok(())
 }
 
 /// Who holds the Lease `name`, if a live holder does, as judged by what this candidate
