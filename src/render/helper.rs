@@ -691,11 +691,20 @@ mod tests {
         )
     }
 
+    /// Written by a child process (`install`), not by this one: a file this process holds
+    /// open for writing can be inherited by another test's fork and then cannot be run
+    /// ("Text file busy").
     fn script(dir: &Path, text: &str) -> PathBuf {
-        use std::os::unix::fs::PermissionsExt;
+        let source = dir.join("script.txt");
+        std::fs::write(&source, text).unwrap();
         let program = dir.join("wheelhouse-render");
-        std::fs::write(&program, text).unwrap();
-        std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let installed = std::process::Command::new("install")
+            .args(["-m", "0755"])
+            .arg(&source)
+            .arg(&program)
+            .status()
+            .unwrap();
+        assert!(installed.success());
         program
     }
 
