@@ -444,6 +444,42 @@ fn backoff_at(failing: u32, interval: Duration, nanos: u32) -> Duration {
     capped.mul_f64(1.0 + jitter)
 }
 
+/// Revision `version` of chart app@1.0.0 with no values, `status`, described so (tests).
+#[cfg(test)]
+fn stored(
+    version: i32,
+    status: crate::release::Status,
+    description: &str,
+) -> crate::release::Release {
+    use crate::chart::{Chart, Metadata};
+    crate::release::Release {
+        version,
+        info: Some(crate::release::Info {
+            status,
+            description: description.into(),
+            ..Default::default()
+        }),
+        chart: Some(Chart {
+            metadata: Some(Metadata {
+                name: "app".into(),
+                version: "1.0.0".into(),
+                ..Metadata::default()
+            }),
+            ..Chart::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// A status's conditions as (type, status, reason), for tests.
+#[cfg(test)]
+fn conditions(s: &crate::api::HelmReleaseStatus) -> Vec<(&str, &str, &str)> {
+    s.conditions
+        .iter()
+        .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+        .collect()
+}
+
 /// A HelmRelease `apps/a` for tests; `spec` holds entries added to its spec's flow
 /// mapping, as `dependsOn: [{name: db}]`.
 #[cfg(test)]

@@ -670,10 +670,8 @@ fn success_reason(status: &HelmReleaseStatus, latest: Option<&Release>) -> (&'st
 mod tests {
     use super::*;
     use crate::api::ReleaseAction;
-    use crate::chart::{Chart, Metadata};
     use crate::engine::actions::install_or_upgrade;
-    use crate::engine::worker::test_release;
-    use crate::release::Info;
+    use crate::engine::worker::{conditions, stored, test_release};
 
     fn desired() -> Desired {
         Desired {
@@ -684,34 +682,6 @@ mod tests {
             post_renderers: None,
             common_metadata: None,
         }
-    }
-
-    /// Revision `version` of chart app@1.0.0 with no values, `status`, described so.
-    fn stored(version: i32, status: Status, description: &str) -> Release {
-        Release {
-            version,
-            info: Some(Info {
-                status,
-                description: description.into(),
-                ..Info::default()
-            }),
-            chart: Some(Chart {
-                metadata: Some(Metadata {
-                    name: "app".into(),
-                    version: "1.0.0".into(),
-                    ..Metadata::default()
-                }),
-                ..Chart::default()
-            }),
-            ..Release::default()
-        }
-    }
-
-    fn conditions(s: &HelmReleaseStatus) -> Vec<(&str, &str, &str)> {
-        s.conditions
-            .iter()
-            .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
-            .collect()
     }
 
     fn with(conditions: &[(&str, Truth, &str)], counters: (i64, i64, i64)) -> HelmReleaseStatus {

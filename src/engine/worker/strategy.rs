@@ -71,37 +71,8 @@ pub(super) fn common_metadata_of(r: &Release, hr: &HelmRelease) -> Option<String
 mod tests {
     use super::*;
     use crate::api::ReleaseAction;
-    use crate::chart::{Chart, Metadata};
-    use crate::engine::worker::test_release;
-    use crate::release::{Info, Status};
-
-    /// Revision `version` of chart app@1.0.0, `status`.
-    fn stored(version: i32, status: Status, description: &str) -> Release {
-        Release {
-            version,
-            info: Some(Info {
-                status,
-                description: description.into(),
-                ..Info::default()
-            }),
-            chart: Some(Chart {
-                metadata: Some(Metadata {
-                    name: "app".into(),
-                    version: "1.0.0".into(),
-                    ..Metadata::default()
-                }),
-                ..Chart::default()
-            }),
-            ..Release::default()
-        }
-    }
-
-    fn conditions(s: &HelmReleaseStatus) -> Vec<(&str, &str, &str)> {
-        s.conditions
-            .iter()
-            .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
-            .collect()
-    }
+    use crate::engine::worker::{conditions, stored, test_release};
+    use crate::release::Status;
 
     fn with(counters: (i64, i64, i64)) -> HelmReleaseStatus {
         HelmReleaseStatus {
