@@ -478,28 +478,19 @@ fn oci_repository(
     if spec.remove("insecure").and_then(|v| v.as_bool()) == Some(true) {
         carried.insert("insecure".into(), Value::Bool(true));
     }
-    if let Some(secret) = spec.remove("secretRef").filter(is_set) {
-        secret_ref(
-            &secret,
-            &what,
-            reference,
-            namespace,
-            "username/password or .dockerconfigjson, and ca.crt",
-            carried,
-            m,
-        );
-    }
-    if let Some(interval) = spec.remove("interval").filter(is_set) {
-        carried.insert("interval".into(), interval);
-    }
-    match spec.remove("provider") {
-        Some(Value::String(p)) if !p.is_empty() && p != "generic" => {
-            return Err(format!(
-                "{what} logs in to its registry as the {p} cloud identity (spec.provider), which wheelhouse cannot do: give the registry's credentials in a Secret (spec.secretRef) and migrate again"
-            ));
-        }
-        _ => {}
-    }
+    shared_fields(
+        &mut spec,
+        reference,
+        namespace,
+        "username/password or .dockerconfigjson, and ca.crt",
+        |p| {
+            format!(
+                "logs in to its registry as the {p} cloud identity (spec.provider), which wheelhouse cannot do: give the registry's credentials in a Secret (spec.secretRef) and migrate again"
+            )
+        },
+        carried,
+        m,
+    )?;
     if let Some(selector) = spec.remove("layerSelector") {
         let media_type = text(&selector, "mediaType").unwrap_or(HELM_CHART_LAYER);
         if media_type != HELM_CHART_LAYER {
@@ -630,28 +621,19 @@ fn git_repository(
         block.insert("path".into(), Value::String(path.to_owned()));
     }
     carried.insert("git".into(), Value::Object(block));
-    if let Some(secret) = spec.remove("secretRef").filter(is_set) {
-        secret_ref(
-            &secret,
-            &what,
-            source,
-            namespace,
-            "username/password, bearerToken, or identity and known_hosts",
-            carried,
-            m,
-        );
-    }
-    if let Some(interval) = spec.remove("interval").filter(is_set) {
-        carried.insert("interval".into(), interval);
-    }
-    match spec.remove("provider") {
-        Some(Value::String(p)) if !p.is_empty() && p != "generic" => {
-            return Err(format!(
-                "{what} logs in to Git as the {p} identity (spec.provider), which wheelhouse cannot do: give credentials in a Secret (spec.secretRef) and migrate again"
-            ));
-        }
-        _ => {}
-    }
+    shared_fields(
+        &mut spec,
+        source,
+        namespace,
+        "username/password, bearerToken, or identity and known_hosts",
+        |p| {
+            format!(
+                "logs in to Git as the {p} identity (spec.provider), which wheelhouse cannot do: give credentials in a Secret (spec.secretRef) and migrate again"
+            )
+        },
+        carried,
+        m,
+    )?;
     if let Some(rules) = spec.remove("ignore").filter(is_set)
         && !keeps_whole(rules.as_str().unwrap_or_default(), path)
     {
@@ -708,6 +690,32 @@ fn keeps_whole(rules: &str, path: &str) -> bool {
         }
     }
     kept
+}
+
+/// What an OCIRepository and a GitRepository share: `secretRef` (read for `keys`),
+/// `interval`, and a cloud `provider`, which is refused.
+fn shared_fields(
+    spec: &mut Map<String, Value>,
+    source: &SourceRef,
+    namespace: &str,
+    keys: &str,
+    refusal: impl Fn(&str) -> String,
+    carried: &mut Map<String, Value>,
+    m: &mut Mapping,
+) -> Result<(), String> {
+    let what = source.describe();
+    if let Some(secret) = spec.remove("secretRef").filter(is_set) {
+        secret_ref(&secret, &what, source, namespace, keys, carried, m);
+    }
+    if let Some(interval) = spec.remove("interval").filter(is_set) {
+        carried.insert("interval".into(), interval);
+    }
+    match spec.remove("provider") {
+        Some(Value::String(p)) if !p.is_empty() && p != "generic" => {
+            Err(format!("{what} {}", refusal(&p)))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// `chart.secretRef` from a source's `spec.secretRef`, with what to check.
