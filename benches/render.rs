@@ -60,6 +60,7 @@ fn upgrade<'a>(
         as_user: None,
         priority: Default::default(),
         post_renderers: &[],
+        skip_schema_validation: false,
     }
 }
 

@@ -4,6 +4,7 @@
 pub mod age;
 pub mod api;
 pub mod apply;
+pub mod cel;
 pub mod chart;
 pub mod cli;
 pub mod client;

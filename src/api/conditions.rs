@@ -61,4 +61,7 @@ pub mod reason {
     /// The tenancy policy refuses what the release asks (a cross-namespace reference),
     /// or the ServiceAccount it acts as does not exist (Flux's reason for the former).
     pub const ACCESS_DENIED: &str = "AccessDenied";
+    /// A CEL expression of `healthCheckExprs` or `dependsOn[].readyExpr` does not compile
+    /// (Flux's reason), or nothing here can evaluate it (the helm CLI renderer).
+    pub const INVALID_CEL_EXPRESSION: &str = "InvalidCELExpression";
 }

@@ -27,6 +27,10 @@ pub struct Strictness {
     /// A LoadBalancer Service is ready only once it has an ingress address (Helm 4 only
     /// needs its cluster IP).
     pub load_balancer_address: bool,
+    /// Not stricter but looser: a Job counts once it has started, as kstatus judges it
+    /// when Helm waits without `--wait-for-jobs` (Flux's `disableWaitForJobs`); a failed
+    /// Job still fails the wait.
+    pub job_started_is_enough: bool,
 }
 
 /// Readiness of `obj` (a whole object: apiVersion, kind, metadata, spec, status), with
@@ -55,6 +59,7 @@ pub fn of_with(obj: &Value, strict: Strictness) -> Readiness {
         ("apps", "StatefulSet") => stateful_set(obj),
         ("apps", "DaemonSet") => daemon_set(obj),
         ("apps", "ReplicaSet") => replica_set(obj),
+        ("batch", "Job") if strict.job_started_is_enough => job_started(obj),
         ("batch", "Job") => job(obj),
         ("", "Pod") => pod(obj),
         ("", "PersistentVolumeClaim") => pvc(obj),
@@ -237,6 +242,21 @@ fn job(obj: &Value) -> Readiness {
     let succeeded = int(&obj["status"]["succeeded"]);
     let completions = obj["spec"]["completions"].as_i64().unwrap_or(1);
     Readiness::InProgress(format!("{succeeded} of {completions} completions"))
+}
+
+/// kstatus' own Job rule: complete or started is current, failed is failed.
+fn job_started(obj: &Value) -> Readiness {
+    match job(obj) {
+        Readiness::InProgress(_)
+            if obj["status"]["startTime"]
+                .as_str()
+                .is_none_or(str::is_empty) =>
+        {
+            Readiness::InProgress("Job not started".into())
+        }
+        Readiness::InProgress(_) => Readiness::Ready,
+        verdict => verdict,
+    }
 }
 
 fn pod(obj: &Value) -> Readiness {
@@ -433,6 +453,30 @@ mod tests {
     }
 
     #[test]
+    fn without_waiting_for_jobs_a_started_job_is_ready_as_kstatus_says() {
+        let started = Strictness {
+            job_started_is_enough: true,
+            ..Strictness::default()
+        };
+        let job = |status: Value| json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {}, "spec": {}, "status": status});
+        assert_eq!(
+            of_with(&job(json!({})), started),
+            Readiness::InProgress("Job not started".into())
+        );
+        let running = job(json!({"startTime": "2026-11-26T10:00:00Z", "active": 1}));
+        assert_eq!(of_with(&running, started), Readiness::Ready);
+        assert!(matches!(of(&running), Readiness::InProgress(_)));
+        assert!(matches!(
+            of_with(
+                &job(json!({"startTime": "2026-11-26T10:00:00Z",
+                "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]})),
+                started
+            ),
+            Readiness::Failed(_)
+        ));
+    }
+
+    #[test]
     fn pod_ready_or_succeeded() {
         let pod = |status: Value| json!({"apiVersion": "v1", "kind": "Pod", "metadata": {}, "status": status});
         assert_eq!(of(&pod(json!({"phase": "Succeeded"}))), Readiness::Ready);
@@ -472,6 +516,7 @@ mod tests {
         assert_eq!(of(&lb), Readiness::Ready);
         let strict = Strictness {
             load_balancer_address: true,
+            ..Strictness::default()
         };
         assert!(matches!(of_with(&lb, strict), Readiness::InProgress(_)));
         let mut with_address = lb.clone();

@@ -16,6 +16,7 @@ use kube::api::{ApiResource, DynamicObject};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::custom::CustomHealth;
 use super::failfast;
 use super::hub::{Change, Store, WatchHub};
 use super::readiness::{self, Readiness};
@@ -34,6 +35,9 @@ pub struct WaitOptions {
     pub strictness: readiness::Strictness,
     /// The engine's shared watches (none: this wait starts its own).
     pub hub: Option<WatchHub>,
+    /// CEL expressions that judge some kinds in place of the built-in rules (Flux's
+    /// `healthCheckExprs`).
+    pub custom: Option<CustomHealth>,
 }
 
 impl Default for WaitOptions {
@@ -44,8 +48,15 @@ impl Default for WaitOptions {
             started_at: Timestamp::now(),
             strictness: readiness::Strictness::default(),
             hub: None,
+            custom: None,
         }
     }
+}
+
+/// Whether fail-fast judges the pods of `kind`: a workload's, except a Job's when Jobs
+/// are not waited for (a Job then counts once started, whatever its pods do).
+fn pods_judged(kind: &str, options: &WaitOptions) -> bool {
+    WORKLOADS.contains(&kind) && !(kind == "Job" && options.strictness.job_started_is_enough)
 }
 
 /// Workload kinds whose pods fail-fast looks at.
@@ -147,7 +158,7 @@ pub async fn wait(
     if options.fail_fast {
         for ns in targets
             .iter()
-            .filter(|t| WORKLOADS.contains(&t.resource.kind.as_str()))
+            .filter(|t| pods_judged(&t.resource.kind, options))
             .filter_map(|t| t.namespace.clone())
         {
             if let std::collections::btree_map::Entry::Vacant(slot) = pod_stores.entry(ns) {
@@ -203,7 +214,8 @@ pub async fn wait(
             options,
             &rs_stores,
             &mut seen,
-        );
+        )
+        .await;
     }
     for store in pod_stores.values() {
         for pod in store.all() {
@@ -252,7 +264,7 @@ pub async fn wait(
                     let mut selected = false;
                     for i in (0..targets.len()).filter(|&i| group[i] == g) {
                         if name.as_ref().is_none_or(|n| *n == targets[i].name) {
-                            selected |= observe(targets, i, stores[g].get(&targets[i].name), options, &rs_stores, &mut seen);
+                            selected |= observe(targets, i, stores[g].get(&targets[i].name), options, &rs_stores, &mut seen).await;
                         }
                     }
                     // Pods that arrived before their workload's selector was known.
@@ -289,7 +301,7 @@ pub async fn wait(
                         (None, _) => true,
                     };
                     if concerned {
-                        observe(targets, i, obj, options, &rs_stores, &mut seen);
+                        observe(targets, i, obj, options, &rs_stores, &mut seen).await;
                     }
                 }
             }
@@ -312,7 +324,7 @@ struct Seen {
 /// Judges target `i` as the shared store shows it now (`None`: it does not exist).
 /// True when it made a workload's pod selector known (or changed it): the pods already
 /// seen must then be looked at again.
-fn observe(
+async fn observe(
     targets: &[Target],
     i: usize,
     obj: Option<std::sync::Arc<DynamicObject>>,
@@ -349,8 +361,15 @@ fn observe(
     }
     // Serialised once for the readiness rules and the workload's current revision.
     let value = typed_value(&targets[i], &obj);
-    states.insert(i, readiness::of_with(&value, options.strictness));
-    if WORKLOADS.contains(&targets[i].resource.kind.as_str()) {
+    let resource = &targets[i].resource;
+    let readiness = match &options.custom {
+        Some(custom) if custom.judges(&resource.api_version, &resource.kind) => {
+            custom.judge(&value).await
+        }
+        _ => readiness::of_with(&value, options.strictness),
+    };
+    states.insert(i, readiness);
+    if pods_judged(&targets[i].resource.kind, options) {
         let owned = owned_replica_sets(&targets[i], &obj, replica_sets);
         revisions.insert(
             i,
@@ -497,8 +516,8 @@ mod lagging_watch_tests {
 
     /// A shared watch still holding the previous generation, fully rolled out, while the
     /// API server has the applied one: not ready until the watch sees the applied one.
-    #[test]
-    fn a_watch_behind_the_apply_is_not_taken_for_the_applied_object() {
+    #[tokio::test]
+    async fn a_watch_behind_the_apply_is_not_taken_for_the_applied_object() {
         let target = Target {
             resource: ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&()),
             namespace: Some("ns".into()),
@@ -526,7 +545,8 @@ mod lagging_watch_tests {
             &options,
             &BTreeMap::new(),
             &mut seen,
-        );
+        )
+        .await;
         assert!(
             matches!(seen.states[&0], Readiness::InProgress(_)),
             "{:?}",
@@ -539,7 +559,8 @@ mod lagging_watch_tests {
             &options,
             &BTreeMap::new(),
             &mut seen,
-        );
+        )
+        .await;
         assert_eq!(seen.states[&0], Readiness::Ready);
     }
 }

@@ -18,6 +18,7 @@
 //! Which of the stored releases a HelmRelease manages is the reader's to decide (the
 //! dashboard knows wheelhouse's HelmReleases from its engine, Flux's from here).
 
+pub mod chart_sources;
 pub mod flux;
 pub mod stored;
 
@@ -80,6 +81,9 @@ pub struct Others {
     /// The newest stored record of every Helm release, by storage namespace and release
     /// name (whoever manages it).
     pub helm: imbl::OrdMap<ReleaseKey, Arc<Stored>>,
+    /// What Flux's OCIRepositories and HelmCharts say of their charts (for Flux
+    /// releases on a `chartRef`).
+    pub chart_sources: imbl::OrdMap<chart_sources::SourceKey, Arc<chart_sources::SourceChart>>,
     /// Whether each watch has completed its first list.
     pub flux_listed: bool,
     pub helm_listed: bool,
@@ -102,7 +106,9 @@ impl Inventory {
                 Api::namespaced(client.clone(), ns),
             ),
         };
-        let task = tokio::spawn(run(client, flux, secrets, tx));
+        let sources =
+            chart_sources::KINDS.map(|kind| (kind, chart_sources::api(&client, scope, kind)));
+        let task = tokio::spawn(run(client, flux, secrets, sources, tx));
         Self { rx, task }
     }
 
@@ -121,6 +127,7 @@ impl Drop for Inventory {
 enum Seen {
     Flux(Box<Event<FluxHelmRelease>>),
     Record(Box<Event<PartialObjectMeta<Secret>>>),
+    Source(&'static str, Box<Event<kube::api::DynamicObject>>),
 }
 
 /// Records read at once at most (the newest record of releases nobody claims).
@@ -130,6 +137,7 @@ async fn run(
     client: Client,
     flux: Api<FluxHelmRelease>,
     secrets: Api<PartialObjectMeta<Secret>>,
+    sources: [(&'static str, Api<kube::api::DynamicObject>); 2],
     tx: watch::Sender<Arc<Others>>,
 ) {
     let flux_events = watcher::watcher(flux, watcher::Config::default().page_size(100))
@@ -147,7 +155,18 @@ async fn run(
     .default_backoff()
     .map(|e| e.map(|e| Seen::Record(Box::new(e))))
     .boxed();
-    let mut events = futures::stream::select(flux_events, record_events);
+    // Flux's chart sources, for what a chartRef release will get: small objects, watched
+    // whole; without Flux's CRDs these watches retry quietly, as the HelmRelease one.
+    let source_events = futures::stream::select_all(sources.into_iter().map(|(kind, api)| {
+        watcher::watcher(api, watcher::Config::default().page_size(500))
+            .default_backoff()
+            .map(move |e| e.map(|e| Seen::Source(kind, Box::new(e))))
+            .boxed()
+    }));
+    let mut events = futures::stream::select(
+        futures::stream::select(flux_events, record_events),
+        source_events,
+    );
     let mut state = State::default();
     let mut fetches: tokio::task::JoinSet<(ReleaseKey, i32, Option<Stored>)> =
         tokio::task::JoinSet::new();
@@ -164,6 +183,9 @@ async fn run(
             next = events.next() => match next {
                 Some(Ok(Seen::Flux(event))) => state.flux(*event),
                 Some(Ok(Seen::Record(event))) => queued.extend(state.record(*event)),
+                Some(Ok(Seen::Source(kind, event))) => {
+                    state.dirty |= state.sources.event(kind, *event, &mut state.others.chart_sources);
+                }
                 // No Flux CRD, forbidden, or the API server is away: the backoff
                 // retries; the table shows what was seen.
                 Some(Err(e)) => tracing::debug!(error = %e, "release inventory watch"),
@@ -232,6 +254,7 @@ struct State {
     flux_relisting: Option<HashMap<ReleaseKey, Arc<FluxHelmRelease>>>,
     records: HashMap<ReleaseKey, Records>,
     records_relisting: Option<HashMap<ReleaseKey, Records>>,
+    sources: chart_sources::Sources,
     dirty: bool,
 }
 

@@ -130,7 +130,9 @@ fn template(
             "valuesFiles" | "ignoreMissingValuesFiles" => Some(
                 "wheelhouse takes values from spec.values and spec.valuesFrom only: put the files' values there",
             ),
-            "verify" => Some("wheelhouse does not verify chart signatures"),
+            "verify" => Some(
+                "cosign and notation chart signatures: Helm 4 verifies PGP provenance files only, and wheelhouse neither",
+            ),
             _ => None,
         };
         match why {

@@ -55,12 +55,15 @@ fn why_not(path: &str) -> String {
     let last = general.rsplit('.').next().unwrap_or_default();
     let why = match general.as_str() {
         "spec.kubeConfig" => "wheelhouse deploys to the cluster it runs in only",
-        "spec.persistentClient" => "a helm-controller client setting; wheelhouse has none",
+        "spec.persistentClient" => {
+            "a setting of helm-controller's own Kubernetes client cache; Helm 4 has no such thing"
+        }
         "spec.postRenderStrategy" => {
             "wheelhouse post-renders hooks and templates together, Helm 4's default (combined): the next upgrade post-renders as that does"
         }
-        "spec.waitStrategy" => "wheelhouse waits with its own health checks, see spec.healthCheck",
-        "spec.healthCheckExprs" => "wheelhouse has no custom CEL health checks",
+        "spec.waitStrategy" => {
+            "wheelhouse always waits with its own kstatus rules, see spec.healthCheck"
+        }
         "spec.chart.metadata" => {
             "labels and annotations of the HelmChart object Flux creates; wheelhouse creates none"
         }
@@ -70,7 +73,9 @@ fn why_not(path: &str) -> String {
         "spec.chart.spec.valuesFiles" | "spec.chart.spec.ignoreMissingValuesFiles" => {
             "wheelhouse uses the chart's values.yaml only: move these files' values into spec.values or spec.valuesFrom"
         }
-        "spec.chart.spec.verify" => "wheelhouse does not verify chart signatures",
+        "spec.chart.spec.verify" => {
+            "cosign and notation chart signatures: Helm 4 verifies PGP provenance files only, and wheelhouse neither"
+        }
         "spec.install.remediation.ignoreTestFailures"
         | "spec.upgrade.remediation.ignoreTestFailures" => {
             "wheelhouse has test.ignoreFailures only"
@@ -83,9 +88,9 @@ fn why_not(path: &str) -> String {
         | "spec.rollback.serverSideApply" => {
             "wheelhouse always applies server-side, as Helm 4 does by default"
         }
-        "spec.upgrade.preserveValues" => "wheelhouse always renders from the spec's values",
-        "spec.test.filters" => "wheelhouse runs all of the chart's tests",
-        "spec.dependsOn.readyExpr" => "wheelhouse waits for the dependency's Ready condition only",
+        "spec.upgrade.preserveValues" => {
+            "helm upgrade --reuse-values is not supported by wheelhouse yet: it renders from the spec's values only"
+        }
         _ if last.starts_with("disable") => "wheelhouse has no such setting",
         _ => "wheelhouse has no such field",
     };

@@ -243,7 +243,9 @@ spec:
     - {}
   postRenderStrategy: nohooks
   waitStrategy: {name: poller}
-  healthCheckExprs: [{apiVersion: v1, kind: ConfigMap, current: "true"}]
+  healthCheckExprs:
+    - {apiVersion: example.com/v1, kind: Widget, current: "status.phase == 'Ready'", failed: "status.phase == 'Broken'", someFutureKey: 1}
+    - {apiVersion: other.example.com/v1, current: "true", inProgress: "false"}
   chart:
     metadata: {labels: {x: y}}
     spec:
@@ -271,6 +273,8 @@ spec:
     strategy: {name: RetryOnFailure, retryInterval: 2m}
     disableTakeOwnership: true
     disableWaitForJobs: true
+    disableSchemaValidation: true
+    disableOpenAPIValidation: true
     remediation: {retries: 3, ignoreTestFailures: true}
     someFutureField: 1
   upgrade:
@@ -283,7 +287,7 @@ spec:
     remediation: {retries: -1, strategy: uninstall, remediateLastFailure: false}
   test: {enable: true, timeout: 1m, ignoreFailures: true, filters: [{name: smoke}]}
   rollback: {timeout: 1m, disableHooks: true, recreate: true, force: true, cleanupOnFail: true}
-  uninstall: {keepHistory: true, deletionPropagation: background}
+  uninstall: {keepHistory: true, deletionPropagation: foreground}
   driftDetection:
     mode: warn
     ignore:
@@ -324,13 +328,16 @@ spec:
     - {kind: Secret, name: creds, valuesKey: token, targetPath: auth.token, optional: true}
   dependsOn:
     - {name: redis}
-    - {name: db, namespace: data}
+    - {name: db, namespace: data, readyExpr: "true"}
+  healthCheckExprs:
+    - {apiVersion: example.com/v1, kind: Widget, current: "status.phase == 'Ready'", failed: "status.phase == 'Broken'"}
+    - {apiVersion: other.example.com/v1, current: "true", inProgress: "false"}
   commonMetadata: {labels: {team: web}}
-  install: {timeout: 10m, replace: true, strategy: {name: RetryOnFailure, retryInterval: 2m}, createNamespace: true, crds: CreateReplace, remediation: {retries: 3}}
+  install: {timeout: 10m, replace: true, strategy: {name: RetryOnFailure, retryInterval: 2m}, createNamespace: true, crds: CreateReplace, disableWaitForJobs: true, disableSchemaValidation: true, remediation: {retries: 3}}
   upgrade: {timeout: 7m, force: true, strategy: {name: RemediateOnFailure}, cleanupOnFail: true, takeOwnership: true, remediation: {retries: -1, strategy: uninstall, remediateLastFailure: false}}
-  test: {enable: true, timeout: 1m, ignoreFailures: true}
+  test: {enable: true, timeout: 1m, ignoreFailures: true, filters: [{name: smoke}]}
   rollback: {timeout: 1m, disableHooks: true, recreate: true, force: true, cleanupOnFail: true}
-  uninstall: {keepHistory: true}
+  uninstall: {keepHistory: true, deletionPropagation: foreground}
   driftDetection: {mode: warn, ignore: [{paths: [/spec/replicas]}, {paths: [/data], target: {kind: ConfigMap}}]}
   postRenderers:
     - kustomize:
@@ -348,16 +355,13 @@ spec:
             "spec.chart.metadata",
             "spec.chart.spec.valuesFiles",
             "spec.chart.spec.verify",
-            "spec.dependsOn[1].readyExpr",
-            "spec.install.disableWaitForJobs",
+            "spec.healthCheckExprs[0].someFutureKey",
             "spec.install.remediation.ignoreTestFailures",
             "spec.install.someFutureField",
-            "spec.test.filters",
             "spec.kubeConfig",
             "spec.postRenderers[0].kustomize.patches[0].target.someFutureKey",
             "spec.postRenderStrategy",
             "spec.waitStrategy",
-            "spec.healthCheckExprs",
         ];
         let mut got = paths.clone();
         got.sort_unstable();
@@ -780,13 +784,13 @@ spec:
     fn a_key_wheelhouse_does_not_know_fails_the_read_back() {
         let m = convert(&yaml(FULL), Some(&http_repo("apps"))).unwrap();
         let mut wrong = m.object.clone();
-        wrong["spec"]["install"]["disableWaitForJobs"] = json!(true);
+        wrong["spec"]["install"]["disableOpenAPIValidation"] = json!(true);
         let Err(Error::Invalid(message)) = read_back(&wrong, &m.helm) else {
             panic!("an unknown key passed");
         };
         assert_eq!(
             message,
-            "wheelhouse has no field spec.install.disableWaitForJobs"
+            "wheelhouse has no field spec.install.disableOpenAPIValidation"
         );
         let mut elsewhere = m.object.clone();
         elsewhere["spec"]["releaseName"] = json!("other");

@@ -15,7 +15,8 @@ const FLUX_METADATA: &[&str] = &[
 /// kubectl's record of the last object it applied: the Flux one, not ours.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// interval, timeout, maxHistory, values, valuesFrom, dependsOn: the same in both.
+/// interval, timeout, maxHistory, values, valuesFrom, healthCheckExprs, dependsOn: the
+/// same in both.
 pub(super) fn plain(spec: &mut Map<String, Value>, out: &mut Map<String, Value>, m: &mut Mapping) {
     // serviceAccountName means the same: everything done for the release is done as that
     // ServiceAccount of the HelmRelease's namespace, by impersonation.
@@ -55,6 +56,24 @@ pub(super) fn plain(spec: &mut Map<String, Value>, out: &mut Map<String, Value>,
             out.insert("valuesFrom".into(), Value::Array(carried));
         }
     }
+    // CEL health checks: evaluated with Flux's own package, so they mean the same.
+    if let Some(Value::Array(checks)) = spec.remove("healthCheckExprs") {
+        let carried: Vec<Value> = checks
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                keep(
+                    c,
+                    &format!("spec.healthCheckExprs[{i}]"),
+                    &["apiVersion", "kind", "current", "inProgress", "failed"],
+                    m,
+                )
+            })
+            .collect();
+        if !carried.is_empty() {
+            out.insert("healthCheckExprs".into(), Value::Array(carried));
+        }
+    }
     if let Some(Value::Array(deps)) = spec.remove("dependsOn") {
         let carried: Vec<Value> = deps
             .into_iter()
@@ -63,7 +82,7 @@ pub(super) fn plain(spec: &mut Map<String, Value>, out: &mut Map<String, Value>,
                 keep(
                     d,
                     &format!("spec.dependsOn[{i}]"),
-                    &["name", "namespace"],
+                    &["name", "namespace", "readyExpr"],
                     m,
                 )
             })
@@ -104,6 +123,8 @@ pub(super) fn action(section: &str, value: Value, m: &mut Mapping) -> Option<Val
             "createNamespace",
             "crds",
             "disableWait",
+            "disableWaitForJobs",
+            "disableSchemaValidation",
             "disableHooks",
         ],
         "upgrade" => &[
@@ -111,19 +132,28 @@ pub(super) fn action(section: &str, value: Value, m: &mut Mapping) -> Option<Val
             "force",
             "crds",
             "disableWait",
+            "disableWaitForJobs",
+            "disableSchemaValidation",
             "disableHooks",
             "cleanupOnFail",
         ],
-        "test" => &["enable", "timeout", "ignoreFailures"],
+        "test" => &["enable", "timeout", "ignoreFailures", "filters"],
         "rollback" => &[
             "timeout",
             "disableHooks",
             "disableWait",
+            "disableWaitForJobs",
             "force",
             "cleanupOnFail",
             "recreate",
         ],
-        _ => &["timeout", "disableHooks", "disableWait", "keepHistory"],
+        _ => &[
+            "timeout",
+            "disableHooks",
+            "disableWait",
+            "keepHistory",
+            "deletionPropagation",
+        ],
     };
     let mut out = Map::new();
     for key in same {
@@ -150,6 +180,18 @@ pub(super) fn action(section: &str, value: Value, m: &mut Mapping) -> Option<Val
             out.insert("takeOwnership".into(), Value::Bool(true));
         }
     }
+    // Client-side OpenAPI validation: wheelhouse never does it (the API server validates
+    // every object on apply), which is what turning it off asks.
+    if matches!(section, "install" | "upgrade")
+        && fields
+            .remove("disableOpenAPIValidation")
+            .and_then(|v| v.as_bool())
+            == Some(true)
+    {
+        m.note(format!(
+            "{path}.disableOpenAPIValidation: wheelhouse never validates against OpenAPI before applying (the API server validates on apply), as this asks"
+        ));
+    }
     // Server-side apply on (or Helm's choice, which is server-side for these releases) is
     // what wheelhouse does; only turning it off is lost.
     match fields.get("serverSideApply") {
@@ -160,11 +202,6 @@ pub(super) fn action(section: &str, value: Value, m: &mut Mapping) -> Option<Val
             fields.remove("serverSideApply");
         }
         _ => {}
-    }
-    if section == "uninstall"
-        && fields.get("deletionPropagation").and_then(Value::as_str) == Some("background")
-    {
-        fields.remove("deletionPropagation");
     }
     // RemediateOnFailure or RetryOnFailure, with the retry interval: the same in both.
     if matches!(section, "install" | "upgrade")

@@ -117,6 +117,9 @@ impl HelmRenderer {
         .into_iter()
         .map(OsString::from)
         .collect();
+        if req.skip_schema_validation {
+            args.push("--skip-schema-validation".into());
+        }
         args.extend(self.cluster.iter().cloned());
         if let Some(user) = req.as_user {
             // The release's identity replaces any the renderer was given.
@@ -372,6 +375,7 @@ mod tests {
             as_user: None,
             priority: Default::default(),
             post_renderers: &[],
+            skip_schema_validation: false,
         }
     }
 

@@ -59,8 +59,11 @@ pub struct HelperRenderer {
     program: PathBuf,
     timeout: Duration,
     cluster: Cluster,
-    process: tokio::sync::Mutex<Option<Arc<Process>>>,
+    process: Slot,
 }
+
+/// The running helper, shared by renders and CEL evaluations.
+pub(super) type Slot = Arc<tokio::sync::Mutex<Option<Arc<Process>>>>;
 
 impl HelperRenderer {
     pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -70,7 +73,7 @@ impl HelperRenderer {
             program,
             timeout,
             cluster: Cluster::default(),
-            process: tokio::sync::Mutex::new(None),
+            process: Slot::default(),
         }
     }
 
@@ -99,13 +102,7 @@ impl HelperRenderer {
 
     /// The running helper, started if there is none or the last one exited.
     async fn process(&self) -> Result<Arc<Process>, StartError> {
-        let mut slot = self.process.lock().await;
-        if let Some(p) = slot.as_ref().filter(|p| !p.exited()) {
-            return Ok(p.clone());
-        }
-        let process = Arc::new(Process::start(&self.program).await?);
-        *slot = Some(process.clone());
-        Ok(process)
+        running(&self.program, &self.process).await
     }
 
     /// Renders on the running helper; when the helper fails (it exits, hangs, or writes
@@ -179,7 +176,6 @@ impl HelperRenderer {
             None => self.cluster.clone(),
         };
         let request = Request {
-            id: 0,
             release: req.release_name,
             namespace: req.namespace,
             chart: req.chart_path,
@@ -193,8 +189,9 @@ impl HelperRenderer {
             cluster: &cluster,
             discovery: req.discovery.unwrap_or_default(),
             post_renderers: req.post_renderers,
+            skip_schema_validation: req.skip_schema_validation,
         };
-        let response = match tokio::time::timeout(self.timeout, process.ask(request)).await {
+        let response = match tokio::time::timeout(self.timeout, process.ask(&request)).await {
             Err(_) => return Err(HelperFault::Hung(self.timeout)),
             Ok(Err(Asked::Gone)) => return Err(process.fault()),
             Ok(Err(Asked::Error(e))) => return Ok(Err(e)),
@@ -277,7 +274,7 @@ pub fn helper_restarts() -> &'static prometheus_client::metrics::family::Family<
 
 /// Why a helper did not start.
 #[derive(Debug)]
-enum StartError {
+pub(super) enum StartError {
     /// It cannot run, or is not the helper: the engine's setup is wrong.
     Unavailable(Error),
     /// A signal killed it before it said it was ready (an OOM kill, an operator's
@@ -304,7 +301,7 @@ impl std::fmt::Display for StartError {
 }
 
 /// Why an ask got no answer.
-enum Asked {
+pub(super) enum Asked {
     /// The helper is gone (exited, or taken out of use): see [`Process::fault`].
     Gone,
     Error(Error),
@@ -313,6 +310,13 @@ enum Asked {
 impl Renderer for HelperRenderer {
     fn render<'a>(&'a self, req: RenderRequest<'a>) -> BoxFuture<'a, Result<Rendered, Error>> {
         Box::pin(self.run(req))
+    }
+
+    fn cel(&self) -> Option<Arc<dyn crate::cel::CelEvaluator>> {
+        Some(Arc::new(super::cel::HelperCel::new(
+            self.program.clone(),
+            self.process.clone(),
+        )))
     }
 
     /// Starts the helper: it runs and answers, and says which Helm it is built on.
@@ -332,6 +336,17 @@ impl Renderer for HelperRenderer {
     }
 }
 
+/// The helper in `slot`, started if there is none or the last one exited.
+pub(super) async fn running(program: &Path, slot: &Slot) -> Result<Arc<Process>, StartError> {
+    let mut slot = slot.lock().await;
+    if let Some(p) = slot.as_ref().filter(|p| !p.exited()) {
+        return Ok(p.clone());
+    }
+    let process = Arc::new(Process::start(program).await?);
+    *slot = Some(process.clone());
+    Ok(process)
+}
+
 /// `$WHEELHOUSE_RENDER_HELPER`, else `wheelhouse-render` beside the running executable
 /// when there is one, else the bare name (found on `PATH`).
 pub(super) fn default_program() -> PathBuf {
@@ -345,9 +360,16 @@ pub(super) fn default_program() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(PROGRAM))
 }
 
+/// A request line: its id, then the request's own fields.
+#[derive(Serialize)]
+struct Numbered<'a, T> {
+    id: u64,
+    #[serde(flatten)]
+    body: &'a T,
+}
+
 #[derive(Serialize)]
 struct Request<'a> {
-    id: u64,
     release: &'a str,
     namespace: &'a str,
     chart: &'a Path,
@@ -358,6 +380,8 @@ struct Request<'a> {
     /// Flux's shape, applied by the helper with kustomize (`postrender.go`).
     #[serde(rename = "postRenderers")]
     post_renderers: &'a [crate::api::PostRenderer],
+    #[serde(rename = "skipSchemaValidation")]
+    skip_schema_validation: bool,
 }
 
 /// The release's newest revision, as Helm's upgrade reads it from storage.
@@ -371,7 +395,7 @@ struct Seed<'a> {
 }
 
 #[derive(Deserialize, Default)]
-struct Response {
+pub(super) struct Response {
     #[serde(default)]
     id: u64,
     #[serde(flatten)]
@@ -379,7 +403,14 @@ struct Response {
     #[serde(default)]
     partial: bool,
     #[serde(default)]
-    error: Option<String>,
+    pub(super) error: Option<String>,
+    /// CEL answers (`cel.go`): kstatus' word for an object, or a dependency's readiness.
+    #[serde(default)]
+    pub(super) status: Option<String>,
+    #[serde(default)]
+    pub(super) message: Option<String>,
+    #[serde(default)]
+    pub(super) ready: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -393,7 +424,7 @@ type Pending = Arc<Mutex<Option<HashMap<u64, oneshot::Sender<Response>>>>>;
 
 /// One running helper: its stdin, the renders waiting for an answer, and what it said
 /// on stderr (for the error when it exits).
-struct Process {
+pub(super) struct Process {
     stdin: tokio::sync::Mutex<ChildStdin>,
     /// `None` once the helper exited: nothing more will be answered.
     pending: Pending,
@@ -500,8 +531,11 @@ impl Process {
     }
 
     /// Sends one request and waits for its answer.
-    async fn ask(&self, mut request: Request<'_>) -> Result<Response, Asked> {
-        request.id = self.next_id.fetch_add(1, Ordering::Relaxed);
+    pub(super) async fn ask<T: Serialize>(&self, body: &T) -> Result<Response, Asked> {
+        let request = Numbered {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            body,
+        };
         let mut line = serde_json::to_vec(&request).map_err(|e| Asked::Error(Error::Values(e)))?;
         line.push(b'\n');
         let (tx, rx) = oneshot::channel();
@@ -724,6 +758,7 @@ mod tests {
                 as_user: None,
                 priority: crate::slots::Priority::Routine,
                 post_renderers: &[],
+                skip_schema_validation: false,
             })
             .await
             .unwrap();
@@ -747,6 +782,7 @@ mod tests {
                 as_user: None,
                 priority: crate::slots::Priority::Routine,
                 post_renderers: &[],
+                skip_schema_validation: false,
             })
             .await
             .unwrap_err();
@@ -779,7 +815,6 @@ mod tests {
             }),
         }];
         let request = Request {
-            id: 7,
             release: "web",
             namespace: "prod",
             chart: Path::new("/charts/web"),
@@ -793,9 +828,14 @@ mod tests {
             cluster: &cluster,
             discovery: "d1",
             post_renderers: &post_renderers,
+            skip_schema_validation: true,
         };
         assert_eq!(
-            serde_json::to_value(&request).unwrap(),
+            serde_json::to_value(Numbered {
+                id: 7,
+                body: &request
+            })
+            .unwrap(),
             serde_json::json!({
                 "id": 7, "release": "web", "namespace": "prod", "chart": "/charts/web",
                 "values": {"a": 1},
@@ -807,6 +847,7 @@ mod tests {
                     "patches": [{"patch": "- op: remove\n  path: /spec/replicas\n", "target": {"kind": "Deployment", "labelSelector": "app=web"}}],
                     "images": [{"name": "nginx", "newTag": "1.27"}],
                 }}],
+                "skipSchemaValidation": true,
             })
         );
     }

@@ -9,6 +9,7 @@
 //! the helm CLI for a server dry-run per render. Apply, hooks, waits and storage stay
 //! wheelhouse's own, so a wait can be cancelled without cancelling anything else.
 
+mod cel;
 mod discovery;
 mod helm;
 mod helper;
@@ -118,6 +119,9 @@ pub struct RenderRequest<'a> {
     /// included) as Flux's helm-controller applies them; only the render helper can
     /// (the helm CLI renderer refuses a request that has any).
     pub post_renderers: &'a [crate::api::PostRenderer],
+    /// Skip validating the values against the chart's `values.schema.json` (Helm 4's
+    /// `--skip-schema-validation`).
+    pub skip_schema_validation: bool,
 }
 
 impl RenderRequest<'_> {
@@ -208,6 +212,12 @@ pub trait Renderer: Send + Sync {
     /// once when an engine starts; `Ok` carries a version to log. The error says how to
     /// fix it.
     fn check(&self) -> BoxFuture<'_, Result<String, Error>>;
+
+    /// What evaluates Flux's CEL expressions beside this renderer (the render helper);
+    /// `None`: releases with CEL expressions are refused, saying why.
+    fn cel(&self) -> Option<std::sync::Arc<dyn crate::cel::CelEvaluator>> {
+        None
+    }
 }
 
 #[derive(Debug, Error)]
@@ -296,5 +306,9 @@ impl Renderer for Throttled {
 
     fn check(&self) -> BoxFuture<'_, Result<String, Error>> {
         self.inner.check()
+    }
+
+    fn cel(&self) -> Option<std::sync::Arc<dyn crate::cel::CelEvaluator>> {
+        self.inner.cel()
     }
 }

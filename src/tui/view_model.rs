@@ -11,7 +11,11 @@ use crate::engine::status::{condition as conditions, reason as reasons};
 use crate::engine::{Phase, ReleaseKey, ReleaseView};
 use crate::health::readiness::Readiness;
 use crate::health::replicas::{ReleaseId, ReleaseReplicas, ReplicaMap};
+use crate::inventory::chart_sources::{SourceChart, SourceKey};
 use crate::inventory::{Kind, Stored};
+
+/// What Flux's chart sources say, by source (from the inventory).
+pub type ChartSources = imbl::OrdMap<SourceKey, std::sync::Arc<SourceChart>>;
 use crate::release::Status;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -139,7 +143,12 @@ impl Row {
 
     /// A Flux HelmRelease's row: its conditions as Flux's CLI reads them, its history,
     /// and the replicas of its release's workloads.
-    pub fn of_flux(key: ReleaseKey, hr: &FluxHelmRelease, replicas: &ReplicaMap) -> Self {
+    pub fn of_flux(
+        key: ReleaseKey,
+        hr: &FluxHelmRelease,
+        replicas: &ReplicaMap,
+        sources: &ChartSources,
+    ) -> Self {
         let status = hr.status.as_ref();
         let is_true = |t: &str| hr.condition(t).is_some_and(|c| c.status == "True");
         let ready = hr.condition(conditions::READY);
@@ -161,6 +170,13 @@ impl Row {
         };
         let last = status.and_then(|s| s.history.first());
         let chart_spec = hr.spec.chart.as_ref().map(|c| &c.spec);
+        let source = hr.spec.chart_ref.as_ref().and_then(|r| {
+            sources.get(&SourceKey {
+                kind: r.kind.clone(),
+                namespace: r.namespace.clone().unwrap_or_else(|| key.namespace.clone()),
+                name: r.name.clone(),
+            })
+        });
         let release = ReleaseId::new(hr.target_namespace(), hr.release_name());
         let mut message = ready.map(|c| c.message.clone()).unwrap_or_default();
         if hr.spec.suspend && message.is_empty() {
@@ -177,6 +193,7 @@ impl Row {
             chart: last
                 .map(|s| s.chart_name.clone())
                 .or_else(|| chart_spec.map(|c| c.chart.clone()))
+                .or_else(|| source.and_then(|s| s.chart.clone()))
                 .or_else(|| {
                     hr.spec
                         .chart_ref
@@ -184,11 +201,12 @@ impl Row {
                         .map(|r| format!("{}/{}", r.kind, r.name))
                 })
                 .unwrap_or_else(|| "-".into()),
-            // Before anything is deployed: the version the controller last tried, which
-            // for a chartRef is the only version the HelmRelease names (its source's).
+            // Before anything is deployed: for a chartRef, the version its source last
+            // fetched, else the one the controller last tried.
             version: last
                 .map(|s| s.chart_version.clone())
                 .or_else(|| chart_spec.and_then(|c| c.version.clone()))
+                .or_else(|| source.and_then(|s| s.version.clone()))
                 .or_else(|| status.and_then(|s| s.last_attempted_revision.clone()))
                 .unwrap_or_else(|| "-".into()),
             revision: last.map(|s| s.version),
@@ -568,14 +586,34 @@ mod tests {
         };
         let key = ReleaseKey::new("apps", "web");
         let replicas = ReplicaMap::default();
+        let none = ChartSources::default();
         let trying = Row::of_flux(
             key.clone(),
             &hr(json!({"lastAttemptedRevision": "1.2.3+4c9e5dddd402"})),
             &replicas,
+            &none,
         );
         assert_eq!(
             (trying.chart.as_str(), trying.version.as_str()),
             ("OCIRepository/web-chart", "1.2.3+4c9e5dddd402")
+        );
+        // With its source seen: the chart and the version the source last fetched.
+        let mut sources = ChartSources::default();
+        sources.insert(
+            SourceKey {
+                kind: "OCIRepository".into(),
+                namespace: "apps".into(),
+                name: "web-chart".into(),
+            },
+            std::sync::Arc::new(SourceChart {
+                chart: Some("webapp".into()),
+                version: Some("1.3.0".into()),
+            }),
+        );
+        let sourced = Row::of_flux(key.clone(), &hr(json!({})), &replicas, &sources);
+        assert_eq!(
+            (sourced.chart.as_str(), sourced.version.as_str()),
+            ("webapp", "1.3.0")
         );
         let deployed = Row::of_flux(
             key,
@@ -585,6 +623,7 @@ mod tests {
                  "chartName": "webapp", "chartVersion": "1.2.3+4c9e5dddd402"}]}),
             ),
             &replicas,
+            &sources,
         );
         assert_eq!(
             (deployed.chart.as_str(), deployed.version.as_str()),

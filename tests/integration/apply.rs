@@ -14,6 +14,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Api, Client, Resource, ResourceExt};
 use support::{PATIENCE, TestNamespace, client};
 use wheelhouse::api::CrdPolicy;
+use wheelhouse::api::DeletionPropagation::Background;
 use wheelhouse::apply::{Applier, Error, ObjectRef, Owner, Removed};
 use wheelhouse::release::{Hook, HookPhase};
 
@@ -370,7 +371,11 @@ async fn delete_uninstalls_in_order_and_keeps_kept_objects() {
     applier.apply(&manifest, &ns.name, RELEASE).await.unwrap();
 
     let owner = Owner::new(RELEASE, &ns.name);
-    let deleted = applier.delete(&manifest, &owner).await.unwrap().deleted;
+    let deleted = applier
+        .delete(&manifest, &owner, Background)
+        .await
+        .unwrap()
+        .deleted;
     assert_eq!(
         refs(&deleted),
         [
@@ -387,7 +392,7 @@ async fn delete_uninstalls_in_order_and_keeps_kept_objects() {
 
     // Objects already gone are skipped, not errors.
     assert_eq!(
-        applier.delete(&manifest, &owner).await.unwrap(),
+        applier.delete(&manifest, &owner, Background).await.unwrap(),
         Removed::default()
     );
     ns.delete().await;
@@ -846,6 +851,7 @@ async fn a_rendered_chart_applies_and_its_hooks_run() {
             as_user: None,
             priority: Default::default(),
             post_renderers: &[],
+            skip_schema_validation: false,
         })
         .await
         .unwrap();
@@ -1001,7 +1007,7 @@ async fn prune_and_uninstall_leave_objects_that_belong_to_another_release() {
     .await
     .unwrap();
 
-    let removed = applier.delete(&old, &owner).await.unwrap();
+    let removed = applier.delete(&old, &owner, Background).await.unwrap();
     assert_eq!(
         refs(&removed.deleted),
         [format!("ConfigMap/{}/mine", ns.name)]

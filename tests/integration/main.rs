@@ -15,6 +15,7 @@ mod support;
 mod actions;
 mod apply;
 mod cancellation;
+mod cel;
 mod control_plane;
 mod coverage;
 mod drift;

@@ -440,6 +440,34 @@ async fn flux_charts_from_an_oci_registry_and_git_continue_their_history_under_w
     }
     create(&flux, from_oci).await;
     create(&flux, from_git).await;
+    // The dashboard's inventory reads the OCIRepository's chart and fetched version, what
+    // a chartRef release shows before Flux records a revision.
+    let inventory = wheelhouse::inventory::Inventory::start(
+        client.clone(),
+        &wheelhouse::client::Scope::Namespace(ns_name.clone()),
+    );
+    let mut others = inventory.subscribe();
+    let source = wheelhouse::inventory::chart_sources::SourceKey {
+        kind: "OCIRepository".into(),
+        namespace: ns_name.clone(),
+        name: "web-chart".into(),
+    };
+    let seen = tokio::time::timeout(
+        support::PATIENCE,
+        others.wait_for(|o| {
+            o.chart_sources.get(&source).is_some_and(|c| {
+                c.chart.as_deref() == Some("webapp") && c.version.as_deref() == Some("1.0.0")
+            })
+        }),
+    )
+    .await
+    .is_ok_and(|r| r.is_ok());
+    assert!(
+        seen,
+        "the OCIRepository's chart never seen: {:?}",
+        others.borrow().chart_sources
+    );
+    drop(inventory);
     for name in ["from-oci", "from-git"] {
         flux_until(&client, &ns_name, name, "Ready at revision 1", |hr| {
             flux_condition(hr, "Ready").is_some_and(|(s, _)| s == "True")

@@ -49,6 +49,7 @@ fn request<'a>(values: &'a Map<String, Value>, chart: &'a Path) -> RenderRequest
         as_user: None,
         priority: Default::default(),
         post_renderers: &[],
+        skip_schema_validation: false,
     }
 }
 

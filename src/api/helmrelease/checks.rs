@@ -29,6 +29,37 @@ impl Default for HealthCheck {
     }
 }
 
+/// CEL expressions that say how custom resources of one kind (or of one API group, when
+/// `kind` is empty) stand, as Flux's `CustomHealthCheck`: the object's top-level fields
+/// (`metadata`, `spec`, `status`, ...) are the expressions' variables. An object whose
+/// `status.observedGeneration` differs from its generation is in progress; otherwise
+/// `inProgress`, `failed`, then `current` are tried in that order, and none being true
+/// is in progress.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomHealthCheck {
+    pub api_version: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// True when the object has reached its desired state.
+    pub current: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub in_progress: String,
+    /// True when the object has failed: the wait ends at once.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub failed: String,
+}
+
+impl CustomHealthCheck {
+    /// Whether these expressions judge objects of `api_version`/`kind`: the same group
+    /// and kind, or the same group for a check without a kind.
+    pub fn judges(&self, api_version: &str, kind: &str) -> bool {
+        let group = |v: &str| v.rsplit_once('/').map_or("", |(g, _)| g).to_owned();
+        group(&self.api_version) == group(api_version)
+            && (self.kind.is_empty() || self.kind == kind)
+    }
+}
+
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigTracking {

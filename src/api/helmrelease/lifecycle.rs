@@ -43,6 +43,15 @@ pub struct Install {
     pub crds: CrdPolicy,
     #[serde(default)]
     pub disable_wait: bool,
+    /// Don't wait for Jobs to complete: a Job counts once it has started, as Helm's wait
+    /// judges it without `--wait-for-jobs` (Flux's field; only a failed Job fails the
+    /// wait then).
+    #[serde(default)]
+    pub disable_wait_for_jobs: bool,
+    /// Don't validate the values against the chart's `values.schema.json` (Helm 4's
+    /// `--skip-schema-validation`, Flux's field).
+    #[serde(default)]
+    pub disable_schema_validation: bool,
     #[serde(default)]
     pub disable_hooks: bool,
     /// Adopt objects that already exist whatever their Helm ownership metadata says
@@ -69,6 +78,8 @@ impl Default for Install {
             create_namespace: false,
             crds: default_install_crds(),
             disable_wait: false,
+            disable_wait_for_jobs: false,
+            disable_schema_validation: false,
             disable_hooks: false,
             take_ownership: false,
             force_conflicts: false,
@@ -109,6 +120,15 @@ pub struct Upgrade {
     pub crds: CrdPolicy,
     #[serde(default)]
     pub disable_wait: bool,
+    /// Don't wait for Jobs to complete: a Job counts once it has started, as Helm's wait
+    /// judges it without `--wait-for-jobs` (Flux's field; only a failed Job fails the
+    /// wait then).
+    #[serde(default)]
+    pub disable_wait_for_jobs: bool,
+    /// Don't validate the values against the chart's `values.schema.json` (Helm 4's
+    /// `--skip-schema-validation`, Flux's field).
+    #[serde(default)]
+    pub disable_schema_validation: bool,
     #[serde(default)]
     pub disable_hooks: bool,
     /// Delete objects the failed upgrade created.
@@ -136,6 +156,8 @@ impl Default for Upgrade {
             force: false,
             crds: default_upgrade_crds(),
             disable_wait: false,
+            disable_wait_for_jobs: false,
+            disable_schema_validation: false,
             disable_hooks: false,
             cleanup_on_fail: false,
             take_ownership: false,
@@ -179,6 +201,21 @@ pub struct Test {
     /// A failing test does not fail the release.
     #[serde(default)]
     pub ignore_failures: bool,
+    /// Which tests run, by hook name (Flux's field, Helm's `helm test --filter
+    /// name=...,!name=...`): excluded names never run; when any name is included, only
+    /// those run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub filters: Vec<TestFilter>,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct TestFilter {
+    /// The test hook's name.
+    pub name: String,
+    /// Skip this test instead of choosing it.
+    #[serde(default)]
+    pub exclude: bool,
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -190,6 +227,11 @@ pub struct Rollback {
     pub disable_hooks: bool,
     #[serde(default)]
     pub disable_wait: bool,
+    /// Don't wait for Jobs to complete: a Job counts once it has started, as Helm's wait
+    /// judges it without `--wait-for-jobs` (Flux's field; only a failed Job fails the
+    /// wait then).
+    #[serde(default)]
+    pub disable_wait_for_jobs: bool,
     /// Overwrite fields another field manager holds with another value, and become
     /// their sole manager (Helm 4's `--force-conflicts`). Off: such a field keeps the other
     /// manager's value while the chart renders what it rendered before (an HPA keeps its
@@ -222,6 +264,23 @@ pub struct Uninstall {
     /// Keep the storage Secrets (as `uninstalled`) so `helm history` still shows them.
     #[serde(default)]
     pub keep_history: bool,
+    /// How the deletion of the release's objects propagates to their dependents (Helm
+    /// 4's `helm uninstall --cascade`, Flux's field).
+    #[serde(default)]
+    pub deletion_propagation: DeletionPropagation,
+}
+
+/// Kubernetes' propagation policies, as Helm's `--cascade` names them.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DeletionPropagation {
+    /// Dependents are deleted by the garbage collector after the object.
+    #[default]
+    Background,
+    /// The object goes once its dependents are deleted.
+    Foreground,
+    /// Dependents are kept.
+    Orphan,
 }
 
 /// Flux's action strategy names.

@@ -22,12 +22,13 @@ use serde::{Deserialize, Serialize};
 
 pub use self::chart_spec::{ChartSpec, GitRef, GitSource, LocalObjectReference};
 pub use self::checks::{
-    ConfigTracking, DriftDetection, DriftDetectionMode, HealthCheck, IgnoreRule, IgnoreTarget,
+    ConfigTracking, CustomHealthCheck, DriftDetection, DriftDetectionMode, HealthCheck, IgnoreRule,
+    IgnoreTarget,
 };
 pub use self::lifecycle::{
-    ActionStrategy, ActionStrategyName, CommonMetadata, CrdPolicy, DEFAULT_RETRY_INTERVAL, Install,
-    InstallRemediation, RemediationStrategy, Rollback, Test, Uninstall, Upgrade,
-    UpgradeRemediation,
+    ActionStrategy, ActionStrategyName, CommonMetadata, CrdPolicy, DEFAULT_RETRY_INTERVAL,
+    DeletionPropagation, Install, InstallRemediation, RemediationStrategy, Rollback, Test,
+    TestFilter, Uninstall, Upgrade, UpgradeRemediation,
 };
 pub use self::observed::{
     ContestedField, DriftStatus, DriftedObject, EngineRef, ExternalRevision, HelmReleaseStatus,
@@ -189,6 +190,12 @@ pub struct HelmReleaseSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub health_check: Option<HealthCheck>,
 
+    /// How custom resources of the release are judged in the health-check wait: CEL
+    /// expressions per kind (or per API group, without a kind), with Flux's meaning
+    /// (fluxcd/pkg/runtime/cel, evaluated by the render helper). Flux's field.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub health_check_exprs: Vec<CustomHealthCheck>,
+
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_tracking: Option<ConfigTracking>,
 
@@ -227,11 +234,17 @@ pub struct ValuesReference {
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
 pub struct DependencyReference {
     pub name: String,
     /// Defaults to the HelmRelease's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// A CEL expression over `self` (this HelmRelease) and `dep` (the dependency) that
+    /// says the dependency is ready, in place of its Ready condition (Flux's field and
+    /// meaning, evaluated by the render helper).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_expr: Option<String>,
 }
 
 impl HelmRelease {

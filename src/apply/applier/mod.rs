@@ -423,7 +423,7 @@ mod tests {
         send(applier.apply_release("", &owner));
         send(applier.check_adoption("", &owner));
         send(applier.prune("", "", &owner));
-        send(applier.delete("", &owner));
+        send(applier.delete("", &owner, crate::api::DeletionPropagation::Background));
         send(applier.objects("", ""));
         send(applier.apply_crds(&[], CrdPolicy::Create));
         send(applier.ensure_namespace(""));

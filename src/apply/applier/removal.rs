@@ -8,6 +8,7 @@ use kube::api::DeleteParams;
 
 use super::ownership::holder;
 use super::{Applier, Owner, Removed, Target, identity, is_unavailable, serves_unavailable};
+use crate::api::DeletionPropagation;
 use crate::apply::manifest::{ObjectRef, check_ownership, has_keep_policy, parse_manifest};
 use crate::apply::order::{UNINSTALL_ORDER, sort_by_kind};
 use crate::apply::{Error, is_status};
@@ -60,14 +61,18 @@ impl Applier {
             }
         }
         if owner.unavailable.is_empty() {
-            return self.delete_targets(stale, owner).await;
+            return self
+                .delete_targets(stale, owner, DeletionPropagation::Background)
+                .await;
         }
         // The render may have dropped them only because a group was not discovered: they
         // stay. Except the broken APIService itself, whose removal is the fix.
         let (fix, kept): (Vec<Target>, Vec<Target>) = stale
             .into_iter()
             .partition(|t| serves_unavailable(&t.obj, owner));
-        let mut removed = self.delete_targets(fix, owner).await?;
+        let mut removed = self
+            .delete_targets(fix, owner, DeletionPropagation::Background)
+            .await?;
         removed.kept_for_discovery = kept.into_iter().map(|t| t.reference).collect();
         removed.missing_groups = owner.unavailable.to_vec();
         Ok(removed)
@@ -77,8 +82,14 @@ impl Applier {
     /// annotated `helm.sh/resource-policy: keep` (in the manifest or in the cluster) and
     /// those whose ownership metadata names another release (as Helm's
     /// `verifyOwnershipBeforeDelete`). Objects already gone, or of kinds no longer served,
-    /// are skipped. Deletion propagates in the background and is not waited for.
-    pub async fn delete(&self, manifest: &str, owner: &Owner<'_>) -> Result<Removed, Error> {
+    /// are skipped. Deletion propagates as `propagation` says (Helm's `--cascade`) and is
+    /// not waited for.
+    pub async fn delete(
+        &self,
+        manifest: &str,
+        owner: &Owner<'_>,
+        propagation: DeletionPropagation,
+    ) -> Result<Removed, Error> {
         let mut targets = Vec::new();
         for obj in parse_manifest(manifest)? {
             if is_unavailable(&obj, owner) {
@@ -88,13 +99,14 @@ impl Applier {
                 targets.push(Target::new(obj, resource, owner.namespace));
             }
         }
-        self.delete_targets(targets, owner).await
+        self.delete_targets(targets, owner, propagation).await
     }
 
     async fn delete_targets(
         &self,
         mut targets: Vec<Target>,
         owner: &Owner<'_>,
+        propagation: DeletionPropagation,
     ) -> Result<Removed, Error> {
         sort_by_kind(&mut targets, |t| t.reference.kind.as_str(), UNINSTALL_ORDER);
         let foreign = self.foreign_objects(owner).await?;
@@ -102,7 +114,7 @@ impl Applier {
         for target in targets {
             let deletion = match foreign.get(&identity(&target.reference)) {
                 Some(other) => Deletion::Foreign(format!("belongs to {other}")),
-                None => self.delete_if_ours(&target, owner).await?,
+                None => self.delete_if_ours(&target, owner, propagation).await?,
             };
             match deletion {
                 Deletion::Deleted => removed.deleted.push(target.reference),
@@ -118,7 +130,12 @@ impl Applier {
     }
 
     /// Deletes one object unless it is kept, gone, or no longer this release's.
-    async fn delete_if_ours(&self, target: &Target, owner: &Owner<'_>) -> Result<Deletion, Error> {
+    async fn delete_if_ours(
+        &self,
+        target: &Target,
+        owner: &Owner<'_>,
+        propagation: DeletionPropagation,
+    ) -> Result<Deletion, Error> {
         if has_keep_policy(&target.obj) {
             return Ok(Deletion::Skipped);
         }
@@ -133,7 +150,12 @@ impl Applier {
             Ok(None) => return Ok(Deletion::Skipped),
             Err(e) => return Err(target.api_error("get")(e)),
         }
-        match api.delete(target.name(), &DeleteParams::background()).await {
+        let params = match propagation {
+            DeletionPropagation::Background => DeleteParams::background(),
+            DeletionPropagation::Foreground => DeleteParams::foreground(),
+            DeletionPropagation::Orphan => DeleteParams::orphan(),
+        };
+        match api.delete(target.name(), &params).await {
             Ok(_) => Ok(Deletion::Deleted),
             Err(e) if is_status(&e, 404) => Ok(Deletion::Skipped),
             Err(e) => Err(target.api_error("delete")(e)),

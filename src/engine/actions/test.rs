@@ -2,11 +2,11 @@
 //! in it (which is how the planner later sees them, as Flux does).
 
 use super::{Note, Outcome, Owns, record_as};
-use crate::api::{HelmReleaseStatus, ReleaseAction};
+use crate::api::{HelmReleaseStatus, ReleaseAction, TestFilter};
 use crate::engine::run::Run;
 use crate::engine::status::{condition, reason};
 use crate::engine::vocabulary::Phase;
-use crate::release::{Release, hook_event};
+use crate::release::{Hook, Release, hook_event};
 
 /// Runs the chart's tests (hooks with `helm.sh/hook: test`) against the newest revision
 /// and records their results in it.
@@ -21,15 +21,25 @@ pub async fn test(run: &mut Run<'_>, mut latest: Release) -> crate::Result<Outco
         .unwrap_or(run.hr.spec.timeout)
         .as_std();
     let ns = run.target_namespace.clone();
+    let filters = run
+        .hr
+        .spec
+        .test
+        .as_ref()
+        .map(|t| t.filters.clone())
+        .unwrap_or_default();
+    let (skipped, mut executing) = chosen(std::mem::take(&mut latest.hooks), &filters);
     let result = run
         .run_hooks(
-            &mut latest.hooks,
+            &mut executing,
             latest.version,
             hook_event::TEST,
             &ns,
             timeout,
         )
         .await;
+    // Stored as Helm stores them after `helm test --filter`: the skipped hooks first.
+    latest.hooks = skipped.into_iter().chain(executing).collect();
     run.storage.update(&latest).await?;
     Ok(match result {
         Ok(()) => Outcome::Succeeded {
@@ -47,6 +57,35 @@ pub async fn test(run: &mut Run<'_>, mut latest: Release) -> crate::Result<Outco
             ),
         },
     })
+}
+
+/// The hooks `helm test` skips and those it runs, by name as its `--filter` chooses
+/// (Helm's `ReleaseTesting`): excluded names first, then, when any name is included,
+/// only those.
+fn chosen(hooks: Vec<Hook>, filters: &[TestFilter]) -> (Vec<Hook>, Vec<Hook>) {
+    let names = |exclude: bool| -> Vec<&str> {
+        filters
+            .iter()
+            .filter(|f| f.exclude == exclude)
+            .map(|f| f.name.as_str())
+            .collect()
+    };
+    let (excluded, included) = (names(true), names(false));
+    let (mut skipped, mut executing): (Vec<Hook>, Vec<Hook>) = if excluded.is_empty() {
+        (Vec::new(), hooks)
+    } else {
+        hooks
+            .into_iter()
+            .partition(|h| excluded.contains(&h.name.as_str()))
+    };
+    if !included.is_empty() {
+        let (keep, skip): (Vec<Hook>, Vec<Hook>) = executing
+            .into_iter()
+            .partition(|h| included.contains(&h.name.as_str()));
+        skipped.extend(skip);
+        executing = keep;
+    }
+    (skipped, executing)
 }
 
 /// A test owns TestSuccess; passing makes the release Ready. A failure counts against the
@@ -86,6 +125,50 @@ mod tests {
             counters,
             action,
         )
+    }
+
+    #[test]
+    fn filters_choose_tests_as_helm_test_filter_does() {
+        let hooks = || -> Vec<Hook> {
+            ["a", "b", "c", "d"]
+                .iter()
+                .map(|n| Hook {
+                    name: (*n).into(),
+                    ..Hook::default()
+                })
+                .collect()
+        };
+        let filter = |name: &str, exclude| TestFilter {
+            name: name.into(),
+            exclude,
+        };
+        let names = |hooks: &[Hook]| hooks.iter().map(|h| h.name.clone()).collect::<Vec<_>>();
+        let cases: &[(&[TestFilter], &[&str], &[&str])] = &[
+            (&[], &[], &["a", "b", "c", "d"]),
+            (&[filter("b", true)], &["b"], &["a", "c", "d"]),
+            (
+                &[filter("c", false), filter("a", false)],
+                &["b", "d"],
+                &["a", "c"],
+            ),
+            // Excluded first, then the included among the rest; skipped ones first.
+            (
+                &[filter("a", false), filter("b", false), filter("b", true)],
+                &["b", "c", "d"],
+                &["a"],
+            ),
+        ];
+        for (filters, skipped, executing) in cases {
+            let (s, e) = chosen(hooks(), filters);
+            assert_eq!(
+                (names(&s), names(&e)),
+                (
+                    skipped.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+                    executing.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+                ),
+                "{filters:?}"
+            );
+        }
     }
 
     #[test]

@@ -63,7 +63,11 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
             )
             .await?;
         }
-        let removed = run.acting.applier.delete(&rel.manifest, &owner).await?;
+        let removed = run
+            .acting
+            .applier
+            .delete(&rel.manifest, &owner, spec.deletion_propagation)
+            .await?;
         if !spec.disable_hooks {
             run.run_hooks(
                 &mut rel.hooks,

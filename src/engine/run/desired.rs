@@ -22,6 +22,42 @@ pub struct Prepared {
     pub post_renderers: Vec<crate::api::PostRenderer>,
     /// `spec.commonMetadata`, put on every rendered object.
     pub common_metadata: Option<crate::api::CommonMetadata>,
+    /// `disableSchemaValidation` of the install and of the upgrade: which applies is
+    /// the action the render turns out to be.
+    pub skip_schema_validation: SkipSchemaValidation,
+}
+
+/// `install.disableSchemaValidation` and `upgrade.disableSchemaValidation`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SkipSchemaValidation {
+    pub install: bool,
+    pub upgrade: bool,
+}
+
+impl SkipSchemaValidation {
+    fn of(hr: &HelmRelease) -> Self {
+        Self {
+            install: hr
+                .spec
+                .install
+                .as_ref()
+                .is_some_and(|i| i.disable_schema_validation),
+            upgrade: hr
+                .spec
+                .upgrade
+                .as_ref()
+                .is_some_and(|u| u.disable_schema_validation),
+        }
+    }
+
+    /// For the render after `previous`: an upgrade when there is a revision that is not
+    /// uninstalled (as `helm upgrade --install` decides).
+    fn after(self, previous: Option<&Release>) -> bool {
+        let upgrade = previous.is_some_and(|p| {
+            p.info.as_ref().map(|i| i.status) != Some(crate::release::Status::Uninstalled)
+        });
+        if upgrade { self.upgrade } else { self.install }
+    }
 }
 
 impl Prepared {
@@ -172,6 +208,7 @@ pub(in crate::engine) async fn prepare(
         values,
         post_renderers: hr.spec.post_renderers.clone(),
         common_metadata: hr.spec.common_metadata.clone(),
+        skip_schema_validation: SkipSchemaValidation::of(hr),
     })
 }
 
@@ -236,6 +273,7 @@ pub async fn render(
             as_user: acting.username().as_deref(),
             priority,
             post_renderers: &prepared.post_renderers,
+            skip_schema_validation: prepared.skip_schema_validation.after(previous),
         })
         .await;
     let mut rendered = match rendered {
@@ -292,6 +330,7 @@ mod tests {
             },
             post_renderers: Vec::new(),
             common_metadata: None,
+            skip_schema_validation: SkipSchemaValidation::default(),
         }
     }
 

@@ -21,7 +21,7 @@ use crate::api::{WaitStatus, annotations};
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::engine::vocabulary::{Command, Phase, WaitView};
 use crate::health::{self, Progress, Target};
-use crate::release::Release;
+use crate::release::{Release, Status};
 
 /// The first pause before a fix that could not be prepared is tried again during a wait;
 /// it doubles each time, up to the source's poll interval.
@@ -86,6 +86,38 @@ struct Interrupted {
 }
 
 impl Run<'_> {
+    /// The release's CEL health checks with what evaluates them (the render helper).
+    fn custom_health(&self) -> Option<health::CustomHealth> {
+        let checks = &self.hr.spec.health_check_exprs;
+        if checks.is_empty() {
+            return None;
+        }
+        Some(health::CustomHealth {
+            checks: checks.as_slice().into(),
+            evaluator: self.ctx.renderer.cel()?,
+        })
+    }
+
+    /// Whether the action that made `rel` (pending while it is waited for) was asked not
+    /// to wait for Jobs (Flux's `disableWaitForJobs` of install, upgrade and rollback).
+    fn jobs_not_awaited(&self, rel: &Release) -> bool {
+        let spec = &self.hr.spec;
+        match rel.info.as_ref().map(|i| i.status) {
+            Some(Status::PendingUpgrade) => spec
+                .upgrade
+                .as_ref()
+                .is_some_and(|u| u.disable_wait_for_jobs),
+            Some(Status::PendingRollback) => spec
+                .rollback
+                .as_ref()
+                .is_some_and(|r| r.disable_wait_for_jobs),
+            _ => spec
+                .install
+                .as_ref()
+                .is_some_and(|i| i.disable_wait_for_jobs),
+        }
+    }
+
     /// Reads each target's generation from the API server (a few at a time), so the wait
     /// judges the objects as applied, not as a lagging shared watch last saw them. An
     /// object that cannot be read is judged as the watch sees it.
@@ -195,8 +227,10 @@ impl Run<'_> {
             started_at: started,
             strictness: health::Strictness {
                 load_balancer_address: health_check.wait_for_load_balancer_address,
+                job_started_is_enough: self.jobs_not_awaited(rel),
             },
             hub: Some(self.ctx.watches.clone()),
+            custom: self.custom_health(),
             ..health::WaitOptions::default()
         };
         let wait = health::wait(&client, &targets, deadline, &token, &options, |p| {

@@ -8,6 +8,7 @@ use kube::Api;
 use kube::runtime::events::EventType;
 
 use crate::api::{HelmRelease, HelmReleaseStatus};
+use crate::cel::CelError;
 use crate::engine::claim;
 use crate::engine::run::Run;
 use crate::engine::status::{self, Truth, condition};
@@ -233,13 +234,73 @@ pub(super) async fn dependency_cycle(run: &Run<'_>) -> Option<String> {
     None
 }
 
-/// The first dependency that is not Ready, described for the status message.
+/// The first dependency that is not ready, described for the status message: by its
+/// `readyExpr` when it has one (in place of its Ready condition, as helm-controller does
+/// without its AdditiveCELDependencyCheck gate), else by its Ready condition.
 pub(super) async fn unready_dependency(run: &Run<'_>) -> Option<String> {
-    for dep in deps(&run.hr, &run.key.namespace) {
+    let refs = &run.hr.spec.depends_on;
+    let this = refs
+        .iter()
+        .any(|d| d.ready_expr.is_some())
+        .then(|| serde_json::to_value(&*run.hr).unwrap_or_default());
+    for (dep, reference) in deps(&run.hr, &run.key.namespace).into_iter().zip(refs) {
         let api: Api<HelmRelease> = Api::namespaced(run.ctx.client.clone(), &dep.namespace);
-        let ready = matches!(api.get_opt(&dep.name).await, Ok(Some(d)) if is_ready(&d));
-        if !ready {
+        let Ok(Some(found)) = api.get_opt(&dep.name).await else {
             return Some(format!("dependency '{dep}' is not ready"));
+        };
+        let (Some(expr), Some(this)) = (&reference.ready_expr, &this) else {
+            if !is_ready(&found) {
+                return Some(format!("dependency '{dep}' is not ready"));
+            }
+            continue;
+        };
+        let Some(cel) = run.ctx.renderer.cel() else {
+            return Some(NO_CEL.into());
+        };
+        let found = serde_json::to_value(&found).unwrap_or_default();
+        match cel.ready(expr, Some((this, &found))).await {
+            Ok(true) => {}
+            Ok(false) => {
+                return Some(format!(
+                    "dependency '{dep}' is not ready according to its readyExpr"
+                ));
+            }
+            Err(e) => return Some(format!("dependency '{dep}': {e}")),
+        }
+    }
+    None
+}
+
+/// Why a release with CEL expressions cannot be reconciled here.
+const NO_CEL: &str = "healthCheckExprs and dependsOn[].readyExpr need the render helper, which evaluates CEL as Flux does: the helm CLI renderer (--renderer helm, WHEELHOUSE_RENDERER=helm) cannot; run the engine with the render helper (the default renderer, wheelhouse-render)";
+
+/// A CEL expression of the spec that does not compile, or that nothing here can evaluate:
+/// the release is stalled until its spec changes, as helm-controller stalls it.
+pub(super) async fn invalid_cel(run: &Run<'_>) -> Option<String> {
+    let checks = &run.hr.spec.health_check_exprs;
+    let ready = run
+        .hr
+        .spec
+        .depends_on
+        .iter()
+        .enumerate()
+        .filter_map(|(i, d)| Some((i, d.ready_expr.as_deref()?)));
+    if checks.is_empty() && ready.clone().next().is_none() {
+        return None;
+    }
+    let Some(cel) = run.ctx.renderer.cel() else {
+        return Some(NO_CEL.into());
+    };
+    // Only an expression that does not compile stalls; an evaluator that is not running
+    // is the engine's fault, and the wait or dependency check that needs it says so.
+    if !checks.is_empty()
+        && let Err(CelError::Invalid(e)) = cel.check_health(checks).await
+    {
+        return Some(format!("healthCheckExprs: {e}"));
+    }
+    for (i, expr) in ready {
+        if let Err(CelError::Invalid(e)) = cel.ready(expr, None).await {
+            return Some(format!("dependsOn[{i}].readyExpr: {e}"));
         }
     }
     None

@@ -10,7 +10,7 @@ use kube::runtime::events::EventType;
 
 use super::external;
 use super::guards::{
-    Tenancy, dependency_cycle, ours_to_act_on, stall, tenancy, unready_dependency,
+    Tenancy, dependency_cycle, invalid_cel, ours_to_act_on, stall, tenancy, unready_dependency,
 };
 use super::{NEVER, Requeue};
 use crate::api::{HelmRelease, HelmReleaseStatus, annotations};
@@ -58,6 +58,11 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         return Ok(Requeue::After(NEVER));
     }
     super::pin::unpin_if_resumed(run).await;
+    if let Some(invalid) = invalid_cel(run).await {
+        return Ok(Requeue::After(
+            stall(run, reason::INVALID_CEL_EXPRESSION, invalid, interval).await,
+        ));
+    }
     match tenancy(run).await? {
         None => {}
         Some(Tenancy::Refused(message)) => {

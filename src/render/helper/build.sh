@@ -83,6 +83,10 @@ mkdir -p "$work/out"
   { cat "$work/build.log" >&2; die "could not build $src"; }
 "$work/out/$name" version >/dev/null 2>"$work/check.log" ||
   { cat "$work/check.log" >&2; die "the built $name does not run"; }
+# The helper's own tests (post-renderers, CEL), while the build cache is warm: a helper
+# whose tests fail is never installed.
+(cd "$src" && go test -trimpath -count=1 .) >"$work/test.log" 2>&1 ||
+  { cat "$work/test.log" >&2; die "the tests of $src failed"; }
 mkdir -p "$bin"
 mv -f "$work/out/$name" "$bin/"
 complete || die "build finished but $name is missing from $bin"

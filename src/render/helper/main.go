@@ -201,6 +201,9 @@ func (r *renderer) handle(line []byte) (resp any) {
 			resp = failure{ID: req.ID, Error: fmt.Sprintf("render helper: internal error: %v", p)}
 		}
 	}()
+	if req.CEL != nil {
+		return r.cel(req.ID, req.CEL)
+	}
 	rel, partial, err := r.render(context.Background(), &req)
 	if err != nil {
 		return failure{ID: req.ID, Error: err.Error()}

@@ -56,6 +56,11 @@ type request struct {
 	// PostRenderers: the HelmRelease's spec.postRenderers (postrender.go), applied to
 	// what Helm renders, hooks included, as helm-controller applies them.
 	PostRenderers []postRenderer `json:"postRenderers"`
+	// SkipSchemaValidation: `--skip-schema-validation` (the action's
+	// disableSchemaValidation).
+	SkipSchemaValidation bool `json:"skipSchemaValidation"`
+	// CEL: a question about Flux's CEL expressions instead of a render (cel.go).
+	CEL *celRequest `json:"cel"`
 }
 
 // The helm CLI's defaults for the upgrade flags wheelhouse does not pass.
@@ -71,6 +76,7 @@ var discardLog = slog.DiscardHandler
 type renderer struct {
 	settings *cli.EnvSettings
 	clusters clusterTable
+	celCache celCache
 }
 
 // render returns the release the CLI would print, whether discovery was partial, or the
@@ -146,6 +152,7 @@ func (r *renderer) upgradeInstall(ctx context.Context, cfg *action.Configuration
 	up.DryRunStrategy = action.DryRunServer
 	up.SkipCRDs = true
 	up.DisableOpenAPIValidation = true
+	up.SkipSchemaValidation = req.SkipSchemaValidation
 	up.Timeout = cliTimeout
 	up.WaitStrategy = kube.HookOnlyStrategy
 	up.MaxHistory = r.settings.MaxHistory

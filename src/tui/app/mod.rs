@@ -224,6 +224,16 @@ impl App {
                     .map(of(Kind::Helm)),
             )
             .collect();
+        // A chart source that changed changes the rows of the releases on it.
+        if old.chart_sources != self.others.chart_sources {
+            changed.extend(
+                self.others
+                    .flux
+                    .iter()
+                    .filter(|(_, hr)| hr.spec.chart_ref.is_some())
+                    .map(|(k, _)| RowKey::new(Kind::Flux, k.clone())),
+            );
+        }
         let flux: Vec<RowKey> = changed
             .iter()
             .filter(|k| k.kind == Kind::Flux)

@@ -50,11 +50,14 @@ impl Source<'_> {
                 .views
                 .get(&id.key)
                 .map(|v| Row::with_replicas(v, self.replicas)),
-            Kind::Flux => self
-                .others
-                .flux
-                .get(&id.key)
-                .map(|hr| Row::of_flux(id.key.clone(), hr, self.replicas)),
+            Kind::Flux => self.others.flux.get(&id.key).map(|hr| {
+                Row::of_flux(
+                    id.key.clone(),
+                    hr,
+                    self.replicas,
+                    &self.others.chart_sources,
+                )
+            }),
             Kind::Helm => self
                 .others
                 .helm
