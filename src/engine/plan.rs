@@ -935,7 +935,7 @@ mod tests {
         assert_eq!(TestState::of(&r), TestState::NoTests);
         r.hooks = vec![
             hook("post-install", HookPhase::Succeeded),
-            hook("test", HookPhase::Unknown),
+            hook("test", HookPhase::NotRun),
         ];
         assert_eq!(TestState::of(&r), TestState::NotRun);
         r.hooks[1].last_run.phase = HookPhase::Succeeded;

@@ -193,9 +193,11 @@ pub struct HookExecution {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum HookPhase {
-    /// Helm writes `""` for a hook that never ran.
+    /// A hook that never ran: Helm writes `""` (its HookPhase's zero value).
     #[default]
-    #[serde(alias = "")]
+    #[serde(rename = "")]
+    NotRun,
+    /// Helm's `HookPhaseUnknown`, read as written.
     Unknown,
     Running,
     Succeeded,

@@ -474,10 +474,10 @@ pub fn decode(data: &[u8]) -> Result<Release, Error> {
     serde_json::from_value(value).map_err(|e| err(format!("JSON: {e}")))
 }
 
-/// Go writes nil maps and slices as `null` and an unset hook phase as `""`; Helm writes
-/// both in ordinary records (`"values": null` for a chart without values.yaml,
-/// `"files": null`, `"phase": ""` for a hook that never ran). The shared model has no
-/// room for them, so they are read as the empty value (`Unknown` for the phase).
+/// Go writes nil maps and slices as `null`; Helm writes them in ordinary records
+/// (`"values": null` for a chart without values.yaml, `"files": null`). The shared model
+/// has no room for them, so they are read as the empty value. (A hook that never ran has
+/// `"phase": ""`, which the model keeps as `HookPhase::NotRun` and writes back as `""`.)
 fn normalize_go_json(release: &mut Value) {
     if let Some(chart) = release.get_mut("chart").and_then(Value::as_object_mut) {
         for (key, empty) in [
@@ -492,15 +492,6 @@ fn normalize_go_json(release: &mut Value) {
     }
     if release.get("config").is_some_and(Value::is_null) {
         release["config"] = Value::Object(Default::default());
-    }
-    if let Some(hooks) = release.get_mut("hooks").and_then(Value::as_array_mut) {
-        for hook in hooks {
-            if let Some(phase) = hook.pointer_mut("/last_run/phase")
-                && phase.as_str() == Some("")
-            {
-                *phase = "Unknown".into();
-            }
-        }
     }
 }
 
@@ -629,6 +620,9 @@ mod tests {
         assert!(chart.values.is_empty() && chart.templates.is_empty() && chart.files.is_empty());
         assert!(r.config.is_empty());
         assert_eq!(r.hooks[0].last_run, HookExecution::default());
+        // Written back as Helm writes a hook that never ran.
+        let written = serde_json::to_value(&r.hooks[0].last_run).unwrap();
+        assert_eq!(written["phase"], "");
     }
 
     #[test]

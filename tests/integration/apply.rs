@@ -642,7 +642,7 @@ async fn a_pre_install_job_hook_completes_before_the_apply() {
     // The default delete policy is recorded, as Helm records it.
     assert_eq!(hooks[0].delete_policies, ["before-hook-creation"]);
     // Only the hooks of the event ran.
-    assert_eq!(hooks[1].last_run.phase, HookPhase::Unknown);
+    assert_eq!(hooks[1].last_run.phase, HookPhase::NotRun);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns.name);
     assert!(pods.get_opt("later").await.unwrap().is_none());
 
@@ -704,7 +704,7 @@ async fn a_failing_test_hook_fails_the_run_and_names_the_hook() {
     assert_eq!(hooks[0].last_run.phase, HookPhase::Failed);
     assert!(hooks[0].last_run.completed_at.is_some());
     // The first failure stops the run.
-    assert_eq!(hooks[1].last_run.phase, HookPhase::Unknown);
+    assert_eq!(hooks[1].last_run.phase, HookPhase::NotRun);
     ns.delete().await;
 }
 

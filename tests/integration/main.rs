@@ -21,6 +21,7 @@ mod coverage;
 mod drift;
 mod engine;
 mod engine_recovery;
+mod flux_fields;
 mod git;
 mod health;
 mod helm_parity;

@@ -1,0 +1,304 @@
+//! Flux's remaining per-action fields, each beside the real tool whose meaning it has:
+//! `disableWaitForJobs` beside Flux's helm-controller, `test.filters` beside `helm test
+//! --filter`, `disableSchemaValidation` beside `helm install --skip-schema-validation`,
+//! `uninstall.deletionPropagation` beside `helm uninstall --cascade`.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::{ListParams, PostParams};
+use kube::{Api, Client};
+use serde_json::{Value, json};
+
+use crate::support;
+use support::engine::{self as eng, chart, helm, helm_try, is, wait_for};
+use wheelhouse::api::HelmRelease;
+use wheelhouse::client::Scope;
+use wheelhouse::engine::{Coverage, SHARD_LABEL};
+
+fn release(name: &str, spec: Value) -> HelmRelease {
+    eng::release(name, "fluxfields", spec)
+}
+
+/// `helm get hooks` of the helm CLI's release `cli`, named as wheelhouse's `wh`.
+fn hooks_as_wh(ns: &str) -> String {
+    helm(ns, &["get", "hooks", "cli"]).replace("cli", "wh")
+}
+
+/// Each stored hook's name and the phase of its last run, in stored order, as `helm
+/// status` reads them (the CLI's names as wheelhouse's).
+fn last_runs(ns: &str, release: &str) -> Vec<(String, String)> {
+    let status: Value =
+        serde_json::from_str(&helm(ns, &["status", release, "-o", "json"])).unwrap();
+    status["hooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            (
+                h["name"].as_str().unwrap().replace("cli", "wh"),
+                h["last_run"]["phase"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn test_filters_choose_the_tests_as_helm_test_filter_does() {
+    let (client, ns, api) = eng::setup("ff-filters").await;
+    let n = ns.name.as_str();
+    helm(n, &["install", "cli", &chart("fluxfields"), "--wait"]);
+    // Two included, one of them excluded too: only smoke runs (broken would fail).
+    let (ok, out) = helm_try(
+        n,
+        &[
+            "test",
+            "cli",
+            "--filter",
+            "name=cli-smoke",
+            "--filter",
+            "name=cli-broken",
+            "--filter",
+            "!name=cli-broken",
+        ],
+    );
+    assert!(ok, "{out}");
+    let _engine = eng::start(&client, n).await;
+    api.create(
+        &PostParams::default(),
+        &release(
+            "wh",
+            json!({"test": {"enable": true, "filters": [
+                {"name": "wh-smoke"}, {"name": "wh-broken"}, {"name": "wh-broken", "exclude": true},
+            ]}}),
+        ),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "wh", "its tests passed", |h| {
+        is(h, "Ready", "True", "TestSucceeded")
+    })
+    .await;
+    let runs = last_runs(n, "wh");
+    assert_eq!(
+        runs,
+        last_runs(n, "cli"),
+        "which tests ran, in stored order"
+    );
+    assert!(
+        runs.contains(&("wh-smoke".into(), "Succeeded".into()))
+            && runs.iter().filter(|(_, phase)| phase.is_empty()).count() == 2,
+        "{runs:?}"
+    );
+    assert_eq!(
+        helm(n, &["get", "hooks", "wh"]),
+        hooks_as_wh(n),
+        "the stored hooks, skipped ones first"
+    );
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn disable_schema_validation_skips_the_charts_schema_as_helm_does() {
+    let (client, ns, api) = eng::setup("ff-schema").await;
+    let n = ns.name.as_str();
+    let (ok, refused) = helm_try(
+        n,
+        &["install", "cli", &chart("fluxfields"), "--set", "size=0"],
+    );
+    assert!(
+        !ok && refused.contains("values don't meet the specifications of the schema"),
+        "{refused}"
+    );
+    helm(
+        n,
+        &[
+            "install",
+            "cli",
+            &chart("fluxfields"),
+            "--set",
+            "size=0",
+            "--skip-schema-validation",
+        ],
+    );
+    let _engine = eng::start(&client, n).await;
+    for (name, spec) in [
+        ("checked", json!({"values": {"size": 0}})),
+        (
+            "skipped",
+            json!({"values": {"size": 0}, "install": {"disableSchemaValidation": true}}),
+        ),
+    ] {
+        api.create(&PostParams::default(), &release(name, spec))
+            .await
+            .unwrap();
+    }
+    let failed = wait_for(&api, "checked", "refused by the schema", |h| {
+        is(h, "Ready", "False", "InstallFailed")
+    })
+    .await;
+    let message = &failed.condition("Ready").unwrap().message;
+    assert!(
+        message.contains("values don't meet the specifications of the schema")
+            && message.contains("size"),
+        "{message}"
+    );
+    wait_for(&api, "skipped", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), n);
+    let replicas = |d: Deployment| d.spec.and_then(|s| s.replicas);
+    assert_eq!(
+        replicas(deployments.get("skipped").await.unwrap()),
+        replicas(deployments.get("cli").await.unwrap())
+    );
+    ns.delete().await;
+}
+
+/// Waits until the Deployment `name` has a ReplicaSet; returns its name.
+async fn replica_set_of(client: &Client, ns: &str, name: &str) -> String {
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), ns);
+    let start = Instant::now();
+    loop {
+        let found = sets
+            .list(&ListParams::default().labels(&format!("app={name}")))
+            .await
+            .unwrap();
+        if let Some(rs) = found.items.first() {
+            return rs.metadata.name.clone().unwrap();
+        }
+        assert!(
+            start.elapsed() < support::PATIENCE,
+            "no ReplicaSet for {name}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Waits until the Deployment is gone (an orphaning deletion finishes after its
+/// dependents are released), then says whether its ReplicaSet is still there, and
+/// without an owner.
+async fn orphaned(client: &Client, ns: &str, deployment: &str, rs: &str) -> bool {
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    let start = Instant::now();
+    while deployments.get_opt(deployment).await.unwrap().is_some() {
+        assert!(
+            start.elapsed() < support::PATIENCE,
+            "{deployment} never deleted"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let sets: Api<ReplicaSet> = Api::namespaced(client.clone(), ns);
+    sets.get_opt(rs)
+        .await
+        .unwrap()
+        .is_some_and(|rs| rs.metadata.owner_references.unwrap_or_default().is_empty())
+}
+
+#[tokio::test]
+async fn deletion_propagation_orphans_as_helm_uninstall_cascade_does() {
+    let (client, ns, api) = eng::setup("ff-cascade").await;
+    let n = ns.name.as_str();
+    helm(n, &["install", "cli", &chart("fluxfields")]);
+    let cli_rs = replica_set_of(&client, n, "cli").await;
+    helm(n, &["uninstall", "cli", "--cascade", "orphan"]);
+    assert!(
+        orphaned(&client, n, "cli", &cli_rs).await,
+        "helm left {cli_rs} orphaned"
+    );
+
+    let _engine = eng::start(&client, n).await;
+    api.create(
+        &PostParams::default(),
+        &release(
+            "wh",
+            json!({"uninstall": {"deletionPropagation": "orphan"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "wh", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    let wh_rs = replica_set_of(&client, n, "wh").await;
+    eng::delete_and_await_uninstall(&client, n, "wh").await;
+    assert!(
+        orphaned(&client, n, "wh", &wh_rs).await,
+        "wheelhouse left {wh_rs} orphaned, as helm did"
+    );
+    ns.delete().await;
+}
+
+async fn start_shard_engine(client: &Client, ns: &str) -> support::engine::TestEngine {
+    let (mut config, cache) = support::engine::config(ns, &format!("test-engine-{ns}"));
+    config.coverage = Coverage::new(Scope::Namespace(ns.into()), Some(ns.into()));
+    support::engine::start_leading(client, config, cache).await
+}
+
+#[tokio::test]
+async fn disable_wait_for_jobs_counts_a_started_job_as_fluxs_helm_controller_does() {
+    let (client, ns, api) = eng::setup("ff-jobs").await;
+    support::flux::require_flux(&client).await;
+    let n = ns.name.clone();
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/fluxfields");
+    let (_server, url) = support::flux::serve(&fixture, "fluxfields", &["0.1.0"]).await;
+    support::flux::helm_repository(&client, &n, "charts", &url).await;
+    support::flux::helm_release(
+        &client,
+        &n,
+        "flux-side",
+        "  interval: 1m\n  timeout: 1m\n  install: {disableWaitForJobs: true}\n  values: {job: {enabled: true}}\n  chart:\n    spec: {chart: fluxfields, version: 0.1.0, sourceRef: {kind: HelmRepository, name: charts}}\n",
+    )
+    .await;
+    let spec = |install: Value| {
+        json!({
+            "chart": {"repository": url, "name": "fluxfields", "version": "0.1.0"},
+            "timeout": "1m",
+            "values": {"job": {"enabled": true}},
+            "install": install,
+        })
+    };
+    for (name, install) in [
+        ("wh-side", json!({"disableWaitForJobs": true})),
+        // The same without it: the Job that never completes is waited for.
+        ("waits", json!({"timeout": "5s"})),
+    ] {
+        let hr: HelmRelease = serde_json::from_value(json!({
+            "apiVersion": "wheelhouse.dev/v1alpha1",
+            "kind": "HelmRelease",
+            "metadata": {"name": name, "namespace": n, "labels": {SHARD_LABEL: n}},
+            "spec": spec(install),
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &hr).await.unwrap();
+    }
+    let _engine = start_shard_engine(&client, &n).await;
+
+    support::flux::until(&client, &n, "flux-side", "Ready", support::flux::ready).await;
+    wait_for(&api, "wh-side", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    let waited = wait_for(&api, "waits", "the install failed on its Job", |h| {
+        is(h, "Ready", "False", "InstallFailed")
+    })
+    .await;
+    let message = &waited.condition("Ready").unwrap().message;
+    assert!(message.contains("Job"), "{message}");
+    // Both installs counted a Job that is running, not complete.
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &n);
+    for name in ["flux-side-migrate", "wh-side-migrate"] {
+        let status = jobs.get(name).await.unwrap().status.unwrap_or_default();
+        assert!(
+            status.start_time.is_some() && status.succeeded.unwrap_or(0) == 0,
+            "{name}: {status:?}"
+        );
+    }
+}
