@@ -60,6 +60,7 @@ fn upgrade<'a>(
         as_user: None,
         priority: Default::default(),
         post_renderers: &[],
+        post_render_strategy: Default::default(),
         skip_schema_validation: false,
     }
 }

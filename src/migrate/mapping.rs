@@ -58,9 +58,6 @@ fn why_not(path: &str) -> String {
         "spec.persistentClient" => {
             "a setting of helm-controller's own Kubernetes client cache; Helm 4 has no such thing"
         }
-        "spec.postRenderStrategy" => {
-            "wheelhouse post-renders hooks and templates together, Helm 4's default (combined): the next upgrade post-renders as that does"
-        }
         "spec.waitStrategy" => {
             "wheelhouse always waits with its own kstatus rules, see spec.healthCheck"
         }

@@ -130,12 +130,14 @@ pub fn convert(flux: &Value, repository: Option<&Repository>) -> Result<Migrated
     {
         out.insert("postRenderers".into(), carried);
     }
-    // Helm 4's default, which wheelhouse renders with, says nothing.
-    if spec
-        .get("postRenderStrategy")
-        .is_some_and(|s| s.as_str() == Some("combined"))
-    {
-        spec.remove("postRenderStrategy");
+    // Helm 4's strategies, with the same names; the default says nothing.
+    match spec.remove("postRenderStrategy") {
+        Some(Value::String(s)) if s == "combined" || s.is_empty() => {}
+        Some(v @ Value::String(_)) => {
+            out.insert("postRenderStrategy".into(), v);
+        }
+        Some(v) => m.drop_field("spec.postRenderStrategy", &v),
+        None => {}
     }
     for (key, value) in spec {
         m.drop_field(&format!("spec.{key}"), &value);
@@ -343,6 +345,7 @@ spec:
     - kustomize:
         patches: [{patch: "x", target: {kind: Deployment, labelSelector: "app=web"}}]
         images: [{name: nginx, newTag: "2.0"}]
+  postRenderStrategy: nohooks
 "#,
         );
         assert_eq!(m.object, expected, "{}", crate::yaml::to_string(&m.object));
@@ -360,7 +363,6 @@ spec:
             "spec.install.someFutureField",
             "spec.kubeConfig",
             "spec.postRenderers[0].kustomize.patches[0].target.someFutureKey",
-            "spec.postRenderStrategy",
             "spec.waitStrategy",
         ];
         let mut got = paths.clone();
@@ -368,8 +370,6 @@ spec:
         expected_paths.sort_unstable();
         assert_eq!(got, expected_paths, "{:#?}", m.not_carried);
         // Each comes with its reason.
-        assert!(m.not_carried.iter().any(|l| l
-            == "spec.postRenderStrategy (wheelhouse post-renders hooks and templates together, Helm 4's default (combined): the next upgrade post-renders as that does)"));
         assert!(
             m.not_carried
                 .contains(&"spec.install.someFutureField (wheelhouse has no such field)".into())

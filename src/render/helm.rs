@@ -375,6 +375,7 @@ mod tests {
             as_user: None,
             priority: Default::default(),
             post_renderers: &[],
+            post_render_strategy: Default::default(),
             skip_schema_validation: false,
         }
     }

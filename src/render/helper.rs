@@ -189,6 +189,7 @@ impl HelperRenderer {
             cluster: &cluster,
             discovery: req.discovery.unwrap_or_default(),
             post_renderers: req.post_renderers,
+            post_render_strategy: req.post_render_strategy,
             skip_schema_validation: req.skip_schema_validation,
         };
         let response = match tokio::time::timeout(self.timeout, process.ask(&request)).await {
@@ -380,6 +381,8 @@ struct Request<'a> {
     /// Flux's shape, applied by the helper with kustomize (`postrender.go`).
     #[serde(rename = "postRenderers")]
     post_renderers: &'a [crate::api::PostRenderer],
+    #[serde(rename = "postRenderStrategy")]
+    post_render_strategy: crate::api::PostRenderStrategy,
     #[serde(rename = "skipSchemaValidation")]
     skip_schema_validation: bool,
 }
@@ -758,6 +761,7 @@ mod tests {
                 as_user: None,
                 priority: crate::slots::Priority::Routine,
                 post_renderers: &[],
+                post_render_strategy: Default::default(),
                 skip_schema_validation: false,
             })
             .await
@@ -782,6 +786,7 @@ mod tests {
                 as_user: None,
                 priority: crate::slots::Priority::Routine,
                 post_renderers: &[],
+                post_render_strategy: Default::default(),
                 skip_schema_validation: false,
             })
             .await
@@ -828,6 +833,7 @@ mod tests {
             cluster: &cluster,
             discovery: "d1",
             post_renderers: &post_renderers,
+            post_render_strategy: crate::api::PostRenderStrategy::NoHooks,
             skip_schema_validation: true,
         };
         assert_eq!(
@@ -847,6 +853,7 @@ mod tests {
                     "patches": [{"patch": "- op: remove\n  path: /spec/replicas\n", "target": {"kind": "Deployment", "labelSelector": "app=web"}}],
                     "images": [{"name": "nginx", "newTag": "1.27"}],
                 }}],
+                "postRenderStrategy": "nohooks",
                 "skipSchemaValidation": true,
             })
         );

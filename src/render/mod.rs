@@ -119,6 +119,8 @@ pub struct RenderRequest<'a> {
     /// included) as Flux's helm-controller applies them; only the render helper can
     /// (the helm CLI renderer refuses a request that has any).
     pub post_renderers: &'a [crate::api::PostRenderer],
+    /// What the post-renderers see of Helm's output (Helm 4's strategies).
+    pub post_render_strategy: crate::api::PostRenderStrategy,
     /// Skip validating the values against the chart's `values.schema.json` (Helm 4's
     /// `--skip-schema-validation`).
     pub skip_schema_validation: bool,

@@ -851,6 +851,7 @@ async fn a_rendered_chart_applies_and_its_hooks_run() {
             as_user: None,
             priority: Default::default(),
             post_renderers: &[],
+            post_render_strategy: Default::default(),
             skip_schema_validation: false,
         })
         .await

@@ -247,6 +247,64 @@ async fn post_renderers_render_as_fluxs_helm_controller_renders_them() {
     assert_same(&ns, "after upgrade");
 }
 
+/// `postRenderStrategy: nohooks` (Helm 3's behaviour, one of Helm 4's strategies): the
+/// post-renderers see the templates only, the hooks stay as the chart renders them, the
+/// same under Flux's helm-controller and wheelhouse, byte for byte.
+#[tokio::test]
+async fn the_nohooks_strategy_leaves_hooks_alone_as_helm_controller_does() {
+    let (client, ns, api) = setup("post-render-nohooks").await;
+    support::flux::require_flux(&client).await;
+    let ns = ns.name.clone();
+    let chart =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/postrender");
+    let (_server, url) = support::flux::serve(&chart, "postrender", &["0.1.0"]).await;
+    support::flux::helm_repository(&client, &ns, "charts", &url).await;
+    let flux_spec = json!({
+        "interval": "1m",
+        "chart": {"spec": {
+            "chart": "postrender", "version": "0.1.0", "interval": "1m",
+            "sourceRef": {"kind": "HelmRepository", "name": "charts"},
+        }},
+        "values": {"message": "one"},
+        "postRenderers": post_renderers(),
+        "postRenderStrategy": "nohooks",
+    });
+    let flux_yaml = wheelhouse::yaml::to_string(&flux_spec)
+        .lines()
+        .map(|l| format!("  {l}\n"))
+        .collect::<String>();
+    support::flux::helm_release(&client, &ns, FLUX, &flux_yaml).await;
+    let mut wh: HelmRelease = serde_json::from_value(json!({
+        "apiVersion": "wheelhouse.dev/v1alpha1",
+        "kind": "HelmRelease",
+        "metadata": {"name": WH, "namespace": ns, "labels": {SHARD_LABEL: ns}},
+        "spec": {
+            "chart": {"repository": url, "name": "postrender", "version": "0.1.0"},
+            "timeout": "60s",
+            "values": {"message": "one"},
+            "postRenderers": post_renderers(),
+            "postRenderStrategy": "nohooks",
+            "configTracking": {"enabled": false},
+        },
+    }))
+    .unwrap();
+    wh.metadata.namespace = Some(ns.clone());
+    api.create(&PostParams::default(), &wh).await.unwrap();
+    let _engine = start_shard_engine(&client, &ns).await;
+    support::flux::until(&client, &ns, FLUX, "Ready at revision 1", |hr| {
+        support::flux::ready(hr) && flux_revision(hr) == 1
+    })
+    .await;
+    wait_for(&api, WH, "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    let [(_, manifest), (_, hooks)] = both(&ns);
+    assert!(manifest.contains("mode: patched"), "{manifest}");
+    assert!(!hooks.contains("hook: post-rendered"), "{hooks}");
+    assert_same(&ns, "with nohooks");
+}
+
 /// A patch kustomize cannot read fails the install with kustomize's reason in Ready, and
 /// nothing is applied (`--renderer helm` refuses post-renderers: a unit test of
 /// src/render/helm.rs).

@@ -49,6 +49,7 @@ fn request<'a>(values: &'a Map<String, Value>, chart: &'a Path) -> RenderRequest
         as_user: None,
         priority: Default::default(),
         post_renderers: &[],
+        post_render_strategy: Default::default(),
         skip_schema_validation: false,
     }
 }

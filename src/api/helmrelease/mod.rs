@@ -35,7 +35,8 @@ pub use self::observed::{
     Pin, ReleaseAction, Snapshot, WaitStatus,
 };
 pub use self::post_render::{
-    Image, Kustomize, Patch, PostRenderer, Selector, digest as post_renderers_digest,
+    Image, Kustomize, Patch, PostRenderStrategy, PostRenderer, Selector,
+    digest as post_renderers_digest,
 };
 use super::duration::Duration;
 
@@ -208,6 +209,12 @@ pub struct HelmReleaseSpec {
     /// drift. Needs the render helper (`--renderer helm` refuses them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub post_renderers: Vec<PostRenderer>,
+
+    /// What the post-renderers see (Flux's field, Helm 4's strategies): `combined`, hooks
+    /// and templates in one stream (Helm 4's default); `separate`, each in a stream of
+    /// its own; `nohooks`, templates only (Helm 3's behaviour).
+    #[serde(default, skip_serializing_if = "PostRenderStrategy::is_default")]
+    pub post_render_strategy: PostRenderStrategy,
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]

@@ -113,13 +113,48 @@ pub struct Image {
 /// (`wheelhouse.dev/post-renderers`): `None` when none would change a render (none, or
 /// none with a `kustomize` block), so a revision made without post-renderers needs no
 /// record. 40 hex digits of a sha256 of their JSON (a label value holds at most 63).
-pub fn digest(post_renderers: &[PostRenderer]) -> Option<String> {
+/// A strategy other than the default is part of it (the digests of `combined` ones are
+/// what they were before strategies were read).
+pub fn digest(post_renderers: &[PostRenderer], strategy: PostRenderStrategy) -> Option<String> {
     use sha2::{Digest, Sha256};
     if post_renderers.iter().all(|p| p.kustomize.is_none()) {
         return None;
     }
-    let json = serde_json::to_vec(post_renderers).expect("plain structs serialise");
+    let mut json = serde_json::to_vec(post_renderers).expect("plain structs serialise");
+    if !strategy.is_default() {
+        json.push(0);
+        json.extend_from_slice(strategy.as_str().as_bytes());
+    }
     Some(hex::encode(Sha256::digest(&json))[..40].to_owned())
+}
+
+/// Which of Helm's output the post-renderers see (Helm 4's `PostRenderStrategy`, the same
+/// names in Flux's `spec.postRenderStrategy`).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum PostRenderStrategy {
+    /// Hooks and templates in one stream (Helm 4's default, and helm-controller's).
+    #[default]
+    Combined,
+    /// Hooks and templates each in a stream of its own.
+    Separate,
+    /// Templates only; hooks as the chart renders them (Helm 3's behaviour).
+    NoHooks,
+}
+
+impl PostRenderStrategy {
+    pub fn is_default(&self) -> bool {
+        *self == Self::Combined
+    }
+
+    /// Helm's (and Flux's) name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Combined => "combined",
+            Self::Separate => "separate",
+            Self::NoHooks => "nohooks",
+        }
+    }
 }
 
 #[cfg(test)]
@@ -188,12 +223,13 @@ mod tests {
 
     #[test]
     fn only_post_renderers_that_change_a_render_have_a_digest() {
-        assert_eq!(digest(&[]), None);
-        assert_eq!(digest(&[PostRenderer::default()]), None);
+        let combined = PostRenderStrategy::Combined;
+        assert_eq!(digest(&[], combined), None);
+        assert_eq!(digest(&[PostRenderer::default()], combined), None);
         let one = vec![PostRenderer {
             kustomize: Some(Kustomize::default()),
         }];
-        let d = digest(&one).unwrap();
+        let d = digest(&one, combined).unwrap();
         assert_eq!(d.len(), 40);
         let mut other = one.clone();
         other[0].kustomize.as_mut().unwrap().images.push(Image {
@@ -201,6 +237,9 @@ mod tests {
             new_tag: "2".into(),
             ..Image::default()
         });
-        assert_ne!(digest(&other).unwrap(), d);
+        assert_ne!(digest(&other, combined).unwrap(), d);
+        // Another strategy renders differently; with nothing to post-render, it does not.
+        assert_ne!(digest(&one, PostRenderStrategy::NoHooks).unwrap(), d);
+        assert_eq!(digest(&[], PostRenderStrategy::NoHooks), None);
     }
 }

@@ -18,8 +18,10 @@ pub struct Prepared {
     pub resolved: ResolvedChart,
     pub chart: Chart,
     pub values: ComposedValues,
-    /// The spec's post-renderers, applied to the render (none: the chart as rendered).
+    /// The spec's post-renderers, applied to the render (none: the chart as rendered),
+    /// and what they see of it.
     pub post_renderers: Vec<crate::api::PostRenderer>,
+    pub post_render_strategy: crate::api::PostRenderStrategy,
     /// `spec.commonMetadata`, put on every rendered object.
     pub common_metadata: Option<crate::api::CommonMetadata>,
     /// `disableSchemaValidation` of the install and of the upgrade: which applies is
@@ -100,7 +102,7 @@ impl Prepared {
 
     /// The post-renderers' digest, where one would change the render.
     pub fn post_renderers_digest(&self) -> Option<String> {
-        crate::api::post_renderers_digest(&self.post_renderers)
+        crate::api::post_renderers_digest(&self.post_renderers, self.post_render_strategy)
     }
 
     /// The digest of the commonMetadata, when there is one that says anything.
@@ -207,6 +209,7 @@ pub(in crate::engine) async fn prepare(
         chart,
         values,
         post_renderers: hr.spec.post_renderers.clone(),
+        post_render_strategy: hr.spec.post_render_strategy,
         common_metadata: hr.spec.common_metadata.clone(),
         skip_schema_validation: SkipSchemaValidation::of(hr),
     })
@@ -273,6 +276,7 @@ pub async fn render(
             as_user: acting.username().as_deref(),
             priority,
             post_renderers: &prepared.post_renderers,
+            post_render_strategy: prepared.post_render_strategy,
             skip_schema_validation: prepared.skip_schema_validation.after(previous),
         })
         .await;
@@ -329,6 +333,7 @@ mod tests {
                 secrets: Default::default(),
             },
             post_renderers: Vec::new(),
+            post_render_strategy: Default::default(),
             common_metadata: None,
             skip_schema_validation: SkipSchemaValidation::default(),
         }

@@ -56,6 +56,9 @@ type request struct {
 	// PostRenderers: the HelmRelease's spec.postRenderers (postrender.go), applied to
 	// what Helm renders, hooks included, as helm-controller applies them.
 	PostRenderers []postRenderer `json:"postRenderers"`
+	// PostRenderStrategy: Helm 4's strategy for the post-renderers ("" or "combined",
+	// "separate", "nohooks"), as Flux's spec.postRenderStrategy names them.
+	PostRenderStrategy string `json:"postRenderStrategy"`
 	// SkipSchemaValidation: `--skip-schema-validation` (the action's
 	// disableSchemaValidation).
 	SkipSchemaValidation bool `json:"skipSchemaValidation"`
@@ -160,6 +163,9 @@ func (r *renderer) upgradeInstall(ctx context.Context, cfg *action.Configuration
 	// strategy (hooks and templates post-rendered together), as helm-controller runs them.
 	up.PostRenderer = chain(req.PostRenderers)
 	up.PostRenderStrategy = action.PostRenderStrategyCombined
+	if req.PostRenderStrategy != "" {
+		up.PostRenderStrategy = action.PostRenderStrategy(req.PostRenderStrategy)
+	}
 
 	history := action.NewHistory(cfg)
 	history.Max = 1
