@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::helper::{Asked, Response, Slot, StartError, running};
+use super::helper_process::{Asked, Response, Slot, StartError, running};
 use crate::api::CustomHealthCheck;
 use crate::cel::{CelError, CelEvaluator, Verdict};
 

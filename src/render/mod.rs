@@ -13,6 +13,7 @@ mod cel;
 mod discovery;
 mod helm;
 mod helper;
+mod helper_process;
 
 use std::path::Path;
 use std::time::Duration;
@@ -31,7 +32,8 @@ const PARTIAL: &str = "a group helm could not discover (an orphaned API service)
 pub const NEEDS_UNAVAILABLE_GROUP: &str =
     "the chart needs an API group the API server cannot serve now";
 pub use helm::HelmRenderer;
-pub use helper::{FaultLabels, HelperFault, HelperRenderer, helper_restarts};
+pub use helper::HelperRenderer;
+pub use helper_process::{FaultLabels, HelperFault, helper_restarts};
 
 /// Which program renders: `helper` (the default) or `helm` (the CLI, one process per
 /// render).

@@ -259,6 +259,7 @@ async fn health_check_exprs_judge_custom_resources_as_fluxs_helm_controller_does
 async fn an_expression_that_does_not_compile_stalls_the_release_as_flux_stalls_it() {
     let (client, ns, api) = setup("cel-invalid").await;
     support::flux::require_flux(&client).await;
+    widget_crd(&client).await;
     let ns = ns.name.clone();
     let bad = json!([{"apiVersion": "cel.wheelhouse.test/v1", "kind": "Widget", "current": "status.phase =="}]);
     let chart =
@@ -315,6 +316,7 @@ async fn an_expression_that_does_not_compile_stalls_the_release_as_flux_stalls_i
 async fn a_ready_expr_stands_in_for_the_dependencys_ready_condition_as_in_flux() {
     let (client, ns, api) = setup("cel-ready").await;
     support::flux::require_flux(&client).await;
+    widget_crd(&client).await;
     let ns = ns.name.clone();
     let chart =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/celwidget");
