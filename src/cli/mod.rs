@@ -18,6 +18,7 @@ use crate::{Result, api, client, render};
     version,
     about = "Terminal dashboard and reconcile engine for Helm releases (HelmRelease, wheelhouse.dev/v1alpha1)",
     long_about = None,
+    after_help = EXAMPLES,
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -129,6 +130,22 @@ impl ClusterArgs {
     }
 }
 
+/// The common tasks, as `wheelhouse --help` ends.
+const EXAMPLES: &str = "\
+Examples:
+  wheelhouse                                  the dashboard, on the current kubeconfig context
+  wheelhouse -A                               the dashboard over every namespace
+  wheelhouse --context prod -n payments       another context and namespace
+  wheelhouse --readonly                       look, never write (no engine lease taken)
+  wheelhouse list -A                          HelmReleases with readiness, in a table
+  wheelhouse crd | kubectl apply --server-side -f -
+                                              install or update the CRD
+  wheelhouse install --image REG/wheelhouse:TAG | kubectl apply -f -
+                                              run the controller in the cluster
+  wheelhouse migrate apps/podinfo             a Flux HelmRelease as a wheelhouse one (printed)
+  wheelhouse migrate apps/podinfo --apply     ... and hand the release over
+  wheelhouse completion bash > ~/.local/share/bash-completion/completions/wheelhouse";
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Print the HelmRelease CustomResourceDefinition (apply it with `kubectl apply -f -`).
@@ -136,6 +153,10 @@ pub enum Command {
     /// List HelmReleases with their readiness, like `kubectl get helmreleases`.
     List,
     /// Run the reconcile engine headless until SIGINT/SIGTERM (structured logs on stderr).
+    #[command(after_help = "Examples:
+  wheelhouse controller -A --metrics-addr 0.0.0.0:8080 --health-addr 0.0.0.0:8081
+  wheelhouse controller -n apps                 one namespace, the current context
+  wheelhouse controller -A --shard team-a       the HelmReleases labelled sharding.wheelhouse.dev/key: team-a")]
     Controller(controller::ControllerArgs),
     /// Print least-privilege RBAC for `wheelhouse controller`; `-n NS` scopes it to one
     /// namespace (apply it with `kubectl apply -f -`)
@@ -146,6 +167,9 @@ pub enum Command {
     Install(install::InstallArgs),
     /// Turn a Flux HelmRelease (helm.toolkit.fluxcd.io/v2) into a wheelhouse one that
     /// continues the same Helm release: print it, or hand the release over with --apply
+    #[command(after_help = "Examples:
+  wheelhouse migrate apps/podinfo                print the wheelhouse HelmRelease, and what is not carried
+  wheelhouse migrate apps/podinfo --apply        dry-run it, suspend the Flux one, apply ours")]
     Migrate(migrate::MigrateArgs),
     /// Print the shell completion script (e.g. `wheelhouse completion bash >
     /// ~/.local/share/bash-completion/completions/wheelhouse`)
