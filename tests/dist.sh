@@ -97,56 +97,9 @@ tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH
 log "$out/$name.tar.gz: $(du -h "$out/$name.tar.gz" | cut -f1)"
 
 log "assembling the image layout"
-rootfs=$stage/rootfs
-mkdir -p "$rootfs/usr/local/bin" "$rootfs/etc/ssl/certs" "$rootfs/tmp" "$rootfs/home/wheelhouse"
-install -m 0755 "$dir/wheelhouse" "$dir/wheelhouse-render" "$rootfs/usr/local/bin/"
-# The shared libraries wheelhouse links, at the paths its loader looks for them.
-for lib in $(ldd "$dir/wheelhouse" | grep -o '/[^ ]*'); do
-  mkdir -p "$rootfs$(dirname "$lib")"
-  install -m 0755 "$(readlink -f "$lib")" "$rootfs$lib"
-done
-install -m 0644 /etc/ssl/certs/ca-certificates.crt "$rootfs/etc/ssl/certs/"
-printf 'root:x:0:0:root:/root:/sbin/nologin\nwheelhouse:x:65532:65532:wheelhouse:/home/wheelhouse:/sbin/nologin\n' >"$rootfs/etc/passwd"
-printf 'root:x:0:\nwheelhouse:x:65532:\n' >"$rootfs/etc/group"
-chmod 1777 "$rootfs/tmp"
-layer=$stage/layer.tar
-tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" \
-  --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
-  -C "$rootfs" -cf "$layer" .
-diff_id=$(sha256sum "$layer" | cut -d' ' -f1)
-gzip -9 -n -c "$layer" >"$layer.gz"
-
+digest=$("$root/tests/image.sh" "$dir/wheelhouse" "$dir/wheelhouse-render" "$version" "$out/image")
+echo "$digest" >"$out/image.digest"
 image=$out/image
-rm -rf "$image"
-mkdir -p "$image/blobs/sha256"
-# Stores stdin as a blob; prints its digest and size.
-blob() {
-  local tmp=$stage/blob digest
-  cat >"$tmp"
-  digest=$(sha256sum "$tmp" | cut -d' ' -f1)
-  mv -f "$tmp" "$image/blobs/sha256/$digest"
-  echo "$digest $(stat -c %s "$image/blobs/sha256/$digest")"
-}
-read -r layer_digest layer_size < <(blob <"$layer.gz")
-revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
-created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
-labels="\"org.opencontainers.image.source\": \"https://github.com/wheelhouse-dev/wheelhouse\", \"org.opencontainers.image.version\": \"$version\", \"org.opencontainers.image.revision\": \"$revision\", \"org.opencontainers.image.licenses\": \"Apache-2.0\", \"org.opencontainers.image.created\": \"$created\""
-config="{\"architecture\": \"amd64\", \"os\": \"linux\", \"created\": \"$created\",
- \"config\": {\"User\": \"65532:65532\", \"Entrypoint\": [\"/usr/local/bin/wheelhouse\"], \"Cmd\": [\"controller\"],
-  \"Env\": [\"PATH=/usr/local/bin:/usr/bin:/bin\", \"HOME=/home/wheelhouse\", \"SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt\"],
-  \"WorkingDir\": \"/\", \"Labels\": {$labels}},
- \"rootfs\": {\"type\": \"layers\", \"diff_ids\": [\"sha256:$diff_id\"]},
- \"history\": [{\"created\": \"$created\", \"created_by\": \"tests/dist.sh\"}]}"
-read -r config_digest config_size < <(printf '%s\n' "$config" | blob)
-manifest="{\"schemaVersion\": 2, \"mediaType\": \"application/vnd.oci.image.manifest.v1+json\",
- \"config\": {\"mediaType\": \"application/vnd.oci.image.config.v1+json\", \"digest\": \"sha256:$config_digest\", \"size\": $config_size},
- \"layers\": [{\"mediaType\": \"application/vnd.oci.image.layer.v1.tar+gzip\", \"digest\": \"sha256:$layer_digest\", \"size\": $layer_size}],
- \"annotations\": {$labels}}"
-read -r manifest_digest manifest_size < <(printf '%s\n' "$manifest" | blob)
-printf '{"imageLayoutVersion": "1.0.0"}\n' >"$image/oci-layout"
-printf '%s\n' "{\"schemaVersion\": 2, \"mediaType\": \"application/vnd.oci.image.index.v1+json\",
- \"manifests\": [{\"mediaType\": \"application/vnd.oci.image.manifest.v1+json\", \"digest\": \"sha256:$manifest_digest\", \"size\": $manifest_size,
-  \"annotations\": {\"org.opencontainers.image.ref.name\": \"$version\"}}]}" >"$image/index.json"
-echo "sha256:$manifest_digest" >"$out/image.digest"
+manifest_digest=${digest#sha256:}
 log "image sha256:$manifest_digest ($(du -sh "$image" | cut -f1)); all in $(($(date +%s) - start))s"
 echo "$out/$name.tar.gz"

@@ -25,6 +25,7 @@ mod flux_fields;
 mod git;
 mod health;
 mod helm_parity;
+mod image;
 mod install;
 mod layering;
 mod lease;
