@@ -199,6 +199,21 @@ async fn the_image_runs_as_a_pod_would_run_it_and_reconciles_a_release() {
     // What `wheelhouse install` asks for: its RBAC applied, its Deployment's args and env.
     let docs = wheelhouse_install(&["--namespace", &system, "--shard", &shard]);
     support::apply_documents(&admin, &docs, "wheelhouse-tests").await;
+    // A cluster has one of each of install's ClusterRoleBindings, naming one install's
+    // ServiceAccount, and other tests install too: the same grants are bound to this
+    // ServiceAccount under names of its own, so another install cannot take them away.
+    let own: Vec<Value> = docs
+        .iter()
+        .filter(|d| d["kind"] == "ClusterRoleBinding")
+        .map(|d| {
+            let mut binding = d.clone();
+            binding["metadata"]["name"] =
+                format!("{}-{shard}", d["metadata"]["name"].as_str().unwrap()).into();
+            binding
+        })
+        .collect();
+    assert!(!own.is_empty());
+    support::apply_documents(&admin, &own, "wheelhouse-tests").await;
     let deployment = docs
         .iter()
         .find(|d| {

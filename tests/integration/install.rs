@@ -229,3 +229,123 @@ fn install_refuses_what_it_cannot_deploy_and_says_why() {
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// Each object of `docs` as the API server has it now: (kind/name, its generation when it
+/// has one, else its resourceVersion), so a second apply that changed nothing shows none.
+async fn versions(client: &Client, docs: &[serde_json::Value]) -> Vec<(String, String)> {
+    use kube::api::{DynamicObject, GroupVersionKind};
+    use kube::discovery::{self, Scope};
+    let mut out = Vec::new();
+    for doc in docs {
+        let obj: DynamicObject = serde_json::from_value(doc.clone()).unwrap();
+        let types = obj.types.clone().unwrap();
+        let gvk = GroupVersionKind::try_from(&types).unwrap();
+        let (resource, caps) = discovery::pinned_kind(client, &gvk).await.unwrap();
+        let name = obj.metadata.name.clone().unwrap();
+        let api: Api<DynamicObject> = match (caps.scope, &obj.metadata.namespace) {
+            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &resource),
+            _ => Api::all_with(client.clone(), &resource),
+        };
+        let live = api.get(&name).await.unwrap();
+        let version = live
+            .metadata
+            .generation
+            .map(|g| format!("generation {g}"))
+            .unwrap_or_else(|| {
+                format!(
+                    "resourceVersion {}",
+                    live.metadata.resource_version.unwrap()
+                )
+            });
+        out.push((format!("{}/{name}", types.kind), version));
+    }
+    out
+}
+
+/// `wheelhouse install` applied over an older install (another image): only what differs
+/// changes, the releases (a HelmRelease and a helm CLI release) are all still there, and
+/// applying the same output again changes nothing. (Its ClusterRoleBindings are left out:
+/// a cluster has one of each, which the other tests that install hold.)
+#[tokio::test]
+async fn reapplying_install_over_an_older_one_changes_only_what_differs_and_keeps_every_release() {
+    let admin = client().await;
+    install_crd(&admin).await;
+    let apps = TestNamespace::new(&admin, "reinstall-apps").await;
+    let system = apps.name.replace("reinstall-apps", "reinstall-sys");
+    let shard = apps.name.clone();
+    // Without the ClusterRoleBindings: one cluster has one of each, naming the install's
+    // ServiceAccount, and the other tests that install hold it for theirs.
+    let install = |image: &str| -> Vec<serde_json::Value> {
+        wheelhouse_install(&["--namespace", &system, "--shard", &shard, "--image", image])
+            .into_iter()
+            .filter(|d| d["kind"] != "ClusterRoleBinding")
+            .collect()
+    };
+    let old = install("registry.example/wheelhouse:old");
+    support::apply_documents(&admin, &old, MANAGER).await;
+    // The releases: a (suspended) HelmRelease and one the helm CLI made.
+    // Of a shard no engine here serves, so nothing writes to it meanwhile.
+    let mut hr = webapp("web", serde_json::json!({"suspend": true}));
+    hr.metadata.namespace = Some(apps.name.clone());
+    hr.metadata.labels = Some(
+        [(
+            wheelhouse::engine::SHARD_LABEL.to_owned(),
+            format!("{shard}-none"),
+        )]
+        .into(),
+    );
+    let hrs: Api<HelmRelease> = Api::namespaced(admin.clone(), &apps.name);
+    let created = hrs.create(&PostParams::default(), &hr).await.unwrap();
+    support::engine::helm(
+        &apps.name,
+        &["install", "cli", &support::engine::chart("webapp")],
+    );
+
+    let new = install("registry.example/wheelhouse:new");
+    let before = versions(&admin, &new).await;
+    support::apply_documents(&admin, &new, MANAGER).await;
+    let after = versions(&admin, &new).await;
+    let changed: Vec<&String> = before
+        .iter()
+        .zip(&after)
+        .filter(|(b, a)| b != a)
+        .map(|(b, _)| &b.0)
+        .collect();
+    assert_eq!(
+        changed,
+        [
+            &"Deployment/wheelhouse-controller".to_owned(),
+            &format!("Deployment/{CONTROLLER}-shard-{shard}")
+        ],
+        "only the Deployments' image differs"
+    );
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), &system);
+    let image = deployments
+        .get(CONTROLLER)
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap()
+        .containers[0]
+        .image
+        .clone();
+    assert_eq!(image.as_deref(), Some("registry.example/wheelhouse:new"));
+    // Every release still there, untouched.
+    let kept = hrs.get("web").await.unwrap();
+    assert_eq!(
+        (kept.metadata.uid, kept.metadata.resource_version),
+        (created.metadata.uid, created.metadata.resource_version)
+    );
+    assert_eq!(helm_history(&apps.name, "cli").len(), 1);
+    // The same output once more: nothing changes.
+    support::apply_documents(&admin, &new, MANAGER).await;
+    assert_eq!(
+        versions(&admin, &new).await,
+        after,
+        "a second apply changed something"
+    );
+    apps.delete().await;
+}
