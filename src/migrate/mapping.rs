@@ -59,7 +59,7 @@ fn why_not(path: &str) -> String {
             "a setting of helm-controller's own Kubernetes client cache; Helm 4 has no such thing"
         }
         "spec.waitStrategy" => {
-            "wheelhouse always waits with its own kstatus rules, see spec.healthCheck"
+            "legacy is Helm 3's readiness checks; wheelhouse waits with kstatus' rules, as Flux's default poller does (see spec.healthCheck)"
         }
         "spec.chart.metadata" => {
             "labels and annotations of the HelmChart object Flux creates; wheelhouse creates none"

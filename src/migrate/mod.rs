@@ -130,6 +130,14 @@ pub fn convert(flux: &Value, repository: Option<&Repository>) -> Result<Migrated
     {
         out.insert("postRenderers".into(), carried);
     }
+    // Flux's default waiter, kstatus' poller, is the rules wheelhouse waits with; only
+    // `legacy` (Helm 3's readiness checks) is another meaning.
+    if spec
+        .get("waitStrategy")
+        .is_some_and(|w| w["name"].as_str().is_none_or(|n| n == "poller"))
+    {
+        spec.remove("waitStrategy");
+    }
     // Helm 4's strategies, with the same names; the default says nothing.
     match spec.remove("postRenderStrategy") {
         Some(Value::String(s)) if s == "combined" || s.is_empty() => {}
@@ -244,7 +252,7 @@ spec:
         images: [{name: nginx, newTag: "2.0"}]
     - {}
   postRenderStrategy: nohooks
-  waitStrategy: {name: poller}
+  waitStrategy: {name: legacy}
   healthCheckExprs:
     - {apiVersion: example.com/v1, kind: Widget, current: "status.phase == 'Ready'", failed: "status.phase == 'Broken'", someFutureKey: 1}
     - {apiVersion: other.example.com/v1, current: "true", inProgress: "false"}
@@ -302,6 +310,22 @@ status:
   history:
     - {name: podinfo, namespace: apps, version: 4, status: deployed, chartName: podinfo, chartVersion: 6.5.0}
 "#;
+
+    /// Flux's default waiter is kstatus' poller, wheelhouse's own rules: nothing to say.
+    #[test]
+    fn the_poller_wait_strategy_migrates_without_a_word() {
+        let mut flux = yaml(FULL);
+        flux["spec"]["waitStrategy"] = json!({"name": "poller"});
+        let m = convert(&flux, Some(&http_repo("apps"))).unwrap();
+        assert!(
+            !m.not_carried
+                .iter()
+                .any(|l| l.starts_with("spec.waitStrategy")),
+            "{:#?}",
+            m.not_carried
+        );
+        assert!(m.object["spec"].get("waitStrategy").is_none());
+    }
 
     #[test]
     fn a_full_flux_release_keeps_every_field_of_the_same_meaning_and_names_the_rest() {
