@@ -214,6 +214,7 @@ pub async fn wait(
             options,
             &rs_stores,
             &mut seen,
+            (cancel, deadline),
         )
         .await;
     }
@@ -264,7 +265,7 @@ pub async fn wait(
                     let mut selected = false;
                     for i in (0..targets.len()).filter(|&i| group[i] == g) {
                         if name.as_ref().is_none_or(|n| *n == targets[i].name) {
-                            selected |= observe(targets, i, stores[g].get(&targets[i].name), options, &rs_stores, &mut seen).await;
+                            selected |= observe(targets, i, stores[g].get(&targets[i].name), options, &rs_stores, &mut seen, (cancel, deadline)).await;
                         }
                     }
                     // Pods that arrived before their workload's selector was known.
@@ -301,7 +302,7 @@ pub async fn wait(
                         (None, _) => true,
                     };
                     if concerned {
-                        observe(targets, i, obj, options, &rs_stores, &mut seen).await;
+                        observe(targets, i, obj, options, &rs_stores, &mut seen, (cancel, deadline)).await;
                     }
                 }
             }
@@ -324,6 +325,8 @@ struct Seen {
 /// Judges target `i` as the shared store shows it now (`None`: it does not exist).
 /// True when it made a workload's pod selector known (or changed it): the pods already
 /// seen must then be looked at again.
+/// `until` ends an evaluation of CEL expressions that has not answered (the wait was
+/// cancelled, or its deadline passed), so a slow evaluator never holds up either.
 async fn observe(
     targets: &[Target],
     i: usize,
@@ -331,6 +334,7 @@ async fn observe(
     options: &WaitOptions,
     replica_sets: &BTreeMap<String, Store>,
     seen: &mut Seen,
+    until: (&CancellationToken, Instant),
 ) -> bool {
     let Seen {
         states,
@@ -364,7 +368,7 @@ async fn observe(
     let resource = &targets[i].resource;
     let readiness = match &options.custom {
         Some(custom) if custom.judges(&resource.api_version, &resource.kind) => {
-            custom.judge(&value).await
+            custom.judge(&value, until.0, until.1).await
         }
         _ => readiness::of_with(&value, options.strictness),
     };
@@ -545,6 +549,10 @@ mod lagging_watch_tests {
             &options,
             &BTreeMap::new(),
             &mut seen,
+            (
+                &CancellationToken::new(),
+                Instant::now() + Duration::from_secs(60),
+            ),
         )
         .await;
         assert!(
@@ -559,6 +567,10 @@ mod lagging_watch_tests {
             &options,
             &BTreeMap::new(),
             &mut seen,
+            (
+                &CancellationToken::new(),
+                Instant::now() + Duration::from_secs(60),
+            ),
         )
         .await;
         assert_eq!(seen.states[&0], Readiness::Ready);
