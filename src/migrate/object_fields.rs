@@ -39,68 +39,42 @@ pub(super) fn plain(spec: &mut Map<String, Value>, out: &mut Map<String, Value>,
         Some(v) => m.drop_field("spec.values", &v),
         None => {}
     }
-    if let Some(Value::Array(refs)) = spec.remove("valuesFrom") {
-        let carried: Vec<Value> = refs
+    let mut list = |key: &str, keys: &[&str]| match spec.remove(key) {
+        Some(Value::Array(items)) => items
             .into_iter()
             .enumerate()
-            .map(|(i, r)| {
-                keep(
-                    r,
-                    &format!("spec.valuesFrom[{i}]"),
-                    &["kind", "name", "valuesKey", "targetPath", "optional"],
-                    m,
-                )
-            })
-            .collect();
-        if !carried.is_empty() {
-            out.insert("valuesFrom".into(), Value::Array(carried));
-        }
-    }
+            .map(|(i, item)| keep(item, &format!("spec.{key}[{i}]"), keys, m))
+            .collect::<Vec<Value>>(),
+        _ => Vec::new(),
+    };
+    let values_from = list(
+        "valuesFrom",
+        &["kind", "name", "valuesKey", "targetPath", "optional"],
+    );
     // CEL health checks: evaluated with Flux's own package, so they mean the same.
-    if let Some(Value::Array(checks)) = spec.remove("healthCheckExprs") {
-        let carried: Vec<Value> = checks
-            .into_iter()
-            .enumerate()
-            .map(|(i, c)| {
-                keep(
-                    c,
-                    &format!("spec.healthCheckExprs[{i}]"),
-                    &["apiVersion", "kind", "current", "inProgress", "failed"],
-                    m,
-                )
-            })
-            .collect();
+    let checks = list(
+        "healthCheckExprs",
+        &["apiVersion", "kind", "current", "inProgress", "failed"],
+    );
+    let deps = list("dependsOn", &["name", "namespace", "readyExpr"]);
+    for (key, carried) in [("valuesFrom", values_from), ("healthCheckExprs", checks)] {
         if !carried.is_empty() {
-            out.insert("healthCheckExprs".into(), Value::Array(carried));
+            out.insert(key.into(), Value::Array(carried));
         }
     }
-    if let Some(Value::Array(deps)) = spec.remove("dependsOn") {
-        let carried: Vec<Value> = deps
-            .into_iter()
-            .enumerate()
-            .map(|(i, d)| {
-                keep(
-                    d,
-                    &format!("spec.dependsOn[{i}]"),
-                    &["name", "namespace", "readyExpr"],
-                    m,
-                )
+    if !deps.is_empty() {
+        let names: Vec<String> = deps
+            .iter()
+            .map(|d| match text(d, "namespace") {
+                Some(ns) => format!("{ns}/{}", text(d, "name").unwrap_or_default()),
+                None => text(d, "name").unwrap_or_default().to_owned(),
             })
             .collect();
-        if !carried.is_empty() {
-            let names: Vec<String> = carried
-                .iter()
-                .map(|d| match text(d, "namespace") {
-                    Some(ns) => format!("{ns}/{}", text(d, "name").unwrap_or_default()),
-                    None => text(d, "name").unwrap_or_default().to_owned(),
-                })
-                .collect();
-            m.note(format!(
-                "spec.dependsOn now names wheelhouse HelmReleases ({}): migrate those too, or this release waits for them (DependencyNotReady)",
-                names.join(", ")
-            ));
-            out.insert("dependsOn".into(), Value::Array(carried));
-        }
+        m.note(format!(
+            "spec.dependsOn now names wheelhouse HelmReleases ({}): migrate those too, or this release waits for them (DependencyNotReady)",
+            names.join(", ")
+        ));
+        out.insert("dependsOn".into(), Value::Array(deps));
     }
 }
 

@@ -15,8 +15,7 @@ use serde_json::{Value, json};
 use support::engine::{is, setup, wait_for};
 use wheelhouse::api::HelmRelease;
 use wheelhouse::api::flux::FluxHelmRelease;
-use wheelhouse::client::Scope;
-use wheelhouse::engine::{Coverage, SHARD_LABEL};
+use wheelhouse::engine::SHARD_LABEL;
 
 const FLUX: &str = "flux-side";
 const WH: &str = "wh-side";
@@ -97,10 +96,14 @@ fn exprs() -> Value {
     }])
 }
 
-async fn start_shard_engine(client: &Client, ns: &str) -> support::engine::TestEngine {
-    let (mut config, cache) = support::engine::config(ns, &format!("test-engine-{ns}"));
-    config.coverage = Coverage::new(Scope::Namespace(ns.into()), Some(ns.into()));
-    support::engine::start_leading(client, config, cache).await
+/// The `celwidget` chart served as a Helm repository, named `charts` in `ns` for Flux;
+/// its URL for wheelhouse.
+async fn charts(client: &Client, ns: &str) -> (support::source::RepoServer, String) {
+    let chart =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/celwidget");
+    let served = support::flux::serve(&chart, "celwidget", &["0.1.0"]).await;
+    support::flux::helm_repository(client, ns, "charts", &served.1).await;
+    served
 }
 
 fn flux_yaml(spec: &Value) -> String {
@@ -133,10 +136,7 @@ async fn health_check_exprs_judge_custom_resources_as_fluxs_helm_controller_does
     support::flux::require_flux(&client).await;
     widget_crd(&client).await;
     let ns = ns.name.clone();
-    let chart =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/celwidget");
-    let (_server, url) = support::flux::serve(&chart, "celwidget", &["0.1.0"]).await;
-    support::flux::helm_repository(&client, &ns, "charts", &url).await;
+    let (_server, url) = charts(&client, &ns).await;
     let flux_spec = |size: i64| {
         json!({
             "interval": "1m",
@@ -167,7 +167,7 @@ async fn health_check_exprs_judge_custom_resources_as_fluxs_helm_controller_does
     )
     .await
     .unwrap();
-    let _engine = start_shard_engine(&client, &ns).await;
+    let _engine = support::engine::start_shard(&client, &ns).await;
 
     // Both wait on the Widget, which has no status yet: the ConfigMap is ready, the
     // Widget is not (its `current` fails on the missing field: not current yet).
@@ -262,10 +262,7 @@ async fn an_expression_that_does_not_compile_stalls_the_release_as_flux_stalls_i
     widget_crd(&client).await;
     let ns = ns.name.clone();
     let bad = json!([{"apiVersion": "cel.wheelhouse.test/v1", "kind": "Widget", "current": "status.phase =="}]);
-    let chart =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/celwidget");
-    let (_server, url) = support::flux::serve(&chart, "celwidget", &["0.1.0"]).await;
-    support::flux::helm_repository(&client, &ns, "charts", &url).await;
+    let (_server, url) = charts(&client, &ns).await;
     support::flux::helm_release(
         &client,
         &ns,
@@ -293,7 +290,7 @@ async fn an_expression_that_does_not_compile_stalls_the_release_as_flux_stalls_i
     )
     .await
     .unwrap();
-    let _engine = start_shard_engine(&client, &ns).await;
+    let _engine = support::engine::start_shard(&client, &ns).await;
 
     let stalled = wait_for(&api, WH, "stalled", |h| {
         is(h, "Stalled", "True", "InvalidCELExpression")
@@ -318,10 +315,7 @@ async fn a_ready_expr_stands_in_for_the_dependencys_ready_condition_as_in_flux()
     support::flux::require_flux(&client).await;
     widget_crd(&client).await;
     let ns = ns.name.clone();
-    let chart =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/celwidget");
-    let (_server, url) = support::flux::serve(&chart, "celwidget", &["0.1.0"]).await;
-    support::flux::helm_repository(&client, &ns, "charts", &url).await;
+    let (_server, url) = charts(&client, &ns).await;
     // Each side: a dependency that is suspended (never Ready) and a release that depends
     // on it with a readyExpr over the dependency's annotations and its own labels.
     let ready_expr = "has(dep.metadata.annotations) && 'go' in dep.metadata.annotations \
@@ -376,7 +370,7 @@ async fn a_ready_expr_stands_in_for_the_dependencys_ready_condition_as_in_flux()
     api.create(&PostParams::default(), &dependent)
         .await
         .unwrap();
-    let _engine = start_shard_engine(&client, &ns).await;
+    let _engine = support::engine::start_shard(&client, &ns).await;
 
     // Both wait for the expression...
     let held = wait_for(&api, WH, "held by its dependency", |h| {

@@ -14,8 +14,7 @@ use serde_json::{Value, json};
 use crate::support;
 use support::engine::{self as eng, chart, helm, helm_try, is, wait_for};
 use wheelhouse::api::HelmRelease;
-use wheelhouse::client::Scope;
-use wheelhouse::engine::{Coverage, SHARD_LABEL};
+use wheelhouse::engine::SHARD_LABEL;
 
 fn release(name: &str, spec: Value) -> HelmRelease {
     eng::release(name, "fluxfields", spec)
@@ -235,12 +234,6 @@ async fn deletion_propagation_orphans_as_helm_uninstall_cascade_does() {
     ns.delete().await;
 }
 
-async fn start_shard_engine(client: &Client, ns: &str) -> support::engine::TestEngine {
-    let (mut config, cache) = support::engine::config(ns, &format!("test-engine-{ns}"));
-    config.coverage = Coverage::new(Scope::Namespace(ns.into()), Some(ns.into()));
-    support::engine::start_leading(client, config, cache).await
-}
-
 #[tokio::test]
 async fn disable_wait_for_jobs_counts_a_started_job_as_fluxs_helm_controller_does() {
     let (client, ns, api) = eng::setup("ff-jobs").await;
@@ -279,7 +272,7 @@ async fn disable_wait_for_jobs_counts_a_started_job_as_fluxs_helm_controller_doe
         .unwrap();
         api.create(&PostParams::default(), &hr).await.unwrap();
     }
-    let _engine = start_shard_engine(&client, &n).await;
+    let _engine = support::engine::start_shard(&client, &n).await;
 
     support::flux::until(&client, &n, "flux-side", "Ready", support::flux::ready).await;
     wait_for(&api, "wh-side", "installed", |h| {

@@ -233,19 +233,10 @@ fn install_refuses_what_it_cannot_deploy_and_says_why() {
 /// Each object of `docs` as the API server has it now: (kind/name, its generation when it
 /// has one, else its resourceVersion), so a second apply that changed nothing shows none.
 async fn versions(client: &Client, docs: &[serde_json::Value]) -> Vec<(String, String)> {
-    use kube::api::{DynamicObject, GroupVersionKind};
-    use kube::discovery::{self, Scope};
     let mut out = Vec::new();
     for doc in docs {
-        let obj: DynamicObject = serde_json::from_value(doc.clone()).unwrap();
-        let types = obj.types.clone().unwrap();
-        let gvk = GroupVersionKind::try_from(&types).unwrap();
-        let (resource, caps) = discovery::pinned_kind(client, &gvk).await.unwrap();
-        let name = obj.metadata.name.clone().unwrap();
-        let api: Api<DynamicObject> = match (caps.scope, &obj.metadata.namespace) {
-            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &resource),
-            _ => Api::all_with(client.clone(), &resource),
-        };
+        let (api, obj, kind) = support::api_of(client, doc).await;
+        let name = obj.metadata.name.unwrap();
         let live = api.get(&name).await.unwrap();
         let version = live
             .metadata
@@ -257,7 +248,7 @@ async fn versions(client: &Client, docs: &[serde_json::Value]) -> Vec<(String, S
                     live.metadata.resource_version.unwrap()
                 )
             });
-        out.push((format!("{}/{name}", types.kind), version));
+        out.push((format!("{kind}/{name}"), version));
     }
     out
 }

@@ -19,8 +19,7 @@ use support::source::{Entry, RepoServer, chart_tgz, index_yaml, sha256_hex};
 use support::{PATIENCE, kubeconfig_path};
 use wheelhouse::api::HelmRelease;
 use wheelhouse::api::flux::{FluxHelmRelease, FluxHelmRepository};
-use wheelhouse::client::Scope;
-use wheelhouse::engine::{Coverage, SHARD_LABEL};
+use wheelhouse::engine::SHARD_LABEL;
 
 /// How long Flux may take to fetch the index and chart and install from them.
 const FLUX_PATIENCE: Duration = Duration::from_secs(180);
@@ -129,15 +128,6 @@ async fn flux_until(
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-/// An engine for the shard `ns` of namespace `ns`, stopped when dropped. The release is
-/// labelled into that shard, so the cluster-wide engines other tests may run at the same
-/// time (dashboards among them) leave it alone.
-async fn start_shard_engine(client: &Client, ns: &str) -> support::engine::TestEngine {
-    let (mut config, cache) = support::engine::config(ns, &format!("test-engine-{ns}"));
-    config.coverage = Coverage::new(Scope::Namespace(ns.into()), Some(ns.into()));
-    support::engine::start_leading(client, config, cache).await
 }
 
 fn flux_condition(hr: &Value, type_: &str) -> Option<(String, String)> {
@@ -291,7 +281,7 @@ async fn a_flux_release_continues_its_helm_history_under_wheelhouse() {
     assert!(applied, "{:#?}", migrated.metadata.managed_fields);
 
     // wheelhouse takes the release as it is: Ready, no new revision for an unchanged state.
-    let _engine = start_shard_engine(&client, &ns_name).await;
+    let _engine = support::engine::start_shard(&client, &ns_name).await;
     wait_for(&api, "greeter", "Ready at Flux's revision 1", |h| {
         h.condition("Ready").is_some_and(|c| c.status == "True")
             && h.status
@@ -510,7 +500,7 @@ async fn flux_charts_from_an_oci_registry_and_git_continue_their_history_under_w
     );
 
     // wheelhouse takes both as they are, then upgrades each to revision 2.
-    let _engine = start_shard_engine(&client, &ns_name).await;
+    let _engine = support::engine::start_shard(&client, &ns_name).await;
     for name in ["from-oci", "from-git"] {
         wait_for(&api, name, "Ready at Flux's revision 1", |h| {
             h.condition("Ready").is_some_and(|c| c.status == "True")

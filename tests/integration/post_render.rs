@@ -20,8 +20,7 @@ use serde_json::{Value, json};
 use support::engine::{annotate, helm, is, setup, wait_for};
 use wheelhouse::api::HelmRelease;
 use wheelhouse::api::annotations::RECONCILE_REQUESTED_AT;
-use wheelhouse::client::Scope;
-use wheelhouse::engine::{Coverage, SHARD_LABEL};
+use wheelhouse::engine::SHARD_LABEL;
 
 const FLUX: &str = "flux-side";
 const WH: &str = "wh-side";
@@ -64,12 +63,6 @@ fn as_wheelhouse(flux: &str, ns: &str) -> String {
         out.push_str(line);
     }
     out.replace(FLUX, WH)
-}
-
-async fn start_shard_engine(client: &Client, ns: &str) -> support::engine::TestEngine {
-    let (mut config, cache) = support::engine::config(ns, &format!("test-engine-{ns}"));
-    config.coverage = Coverage::new(Scope::Namespace(ns.into()), Some(ns.into()));
-    support::engine::start_leading(client, config, cache).await
 }
 
 fn flux_revision(hr: &wheelhouse::api::flux::FluxHelmRelease) -> i32 {
@@ -159,7 +152,7 @@ async fn post_renderers_render_as_fluxs_helm_controller_renders_them() {
     .unwrap();
     wh.metadata.namespace = Some(ns.clone());
     api.create(&PostParams::default(), &wh).await.unwrap();
-    let _engine = start_shard_engine(&client, &ns).await;
+    let _engine = support::engine::start_shard(&client, &ns).await;
 
     support::flux::until(&client, &ns, FLUX, "Ready at revision 1", |hr| {
         support::flux::ready(hr) && flux_revision(hr) == 1
@@ -290,7 +283,7 @@ async fn the_nohooks_strategy_leaves_hooks_alone_as_helm_controller_does() {
     .unwrap();
     wh.metadata.namespace = Some(ns.clone());
     api.create(&PostParams::default(), &wh).await.unwrap();
-    let _engine = start_shard_engine(&client, &ns).await;
+    let _engine = support::engine::start_shard(&client, &ns).await;
     support::flux::until(&client, &ns, FLUX, "Ready at revision 1", |hr| {
         support::flux::ready(hr) && flux_revision(hr) == 1
     })
@@ -324,7 +317,7 @@ async fn a_malformed_patch_is_a_clear_error_and_nothing_is_applied() {
     );
     hr.metadata.labels = Some([(SHARD_LABEL.to_owned(), ns.clone())].into());
     api.create(&PostParams::default(), &hr).await.unwrap();
-    let _engine = start_shard_engine(&client, &ns).await;
+    let _engine = support::engine::start_shard(&client, &ns).await;
     let failed = wait_for(&api, "bad", "install failed", |h| {
         is(h, "Ready", "False", "InstallFailed")
     })

@@ -118,6 +118,17 @@ pub async fn start_with_metrics(
     (start_leading(client, config, cache).await, metrics)
 }
 
+/// Starts a leading engine over `ns` only, for the HelmReleases labelled into the shard
+/// named `ns`, so the cluster-wide engines other tests may run at the same time
+/// (dashboards among them) leave them alone, and Flux's objects beside them are never
+/// its concern.
+pub async fn start_shard(client: &Client, ns: &str) -> TestEngine {
+    let (mut config, cache) = self::config(ns, &format!("test-engine-{ns}"));
+    config.coverage =
+        wheelhouse::engine::Coverage::new(Scope::Namespace(ns.into()), Some(ns.into()));
+    start_leading(client, config, cache).await
+}
+
 /// Starts an engine with `config` (its chart cache in `cache`) and waits until it leads.
 pub async fn start_leading(
     client: &Client,

@@ -226,32 +226,48 @@ pub async fn node_selector(
     pod_spec(client, ns, name).await.node_selector
 }
 
+/// The object `doc` (any kind the API server serves, found by discovery): an Api for it,
+/// its name and its kind.
+pub async fn api_of(
+    client: &Client,
+    doc: &serde_json::Value,
+) -> (
+    Api<kube::api::DynamicObject>,
+    kube::api::DynamicObject,
+    String,
+) {
+    use kube::api::{DynamicObject, GroupVersionKind};
+    use kube::discovery::{self, Scope};
+    let obj: DynamicObject = serde_json::from_value(doc.clone())
+        .unwrap_or_else(|e| panic!("not a Kubernetes object ({e}): {doc}"));
+    let types = obj.types.clone().expect("apiVersion and kind");
+    let gvk = GroupVersionKind::try_from(&types).unwrap();
+    let (resource, caps) = discovery::pinned_kind(client, &gvk)
+        .await
+        .unwrap_or_else(|e| panic!("the API server does not serve {gvk:?}: {e}"));
+    let name = obj.metadata.name.clone().expect("a name");
+    let api: Api<DynamicObject> = match (caps.scope, &obj.metadata.namespace) {
+        (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &resource),
+        (Scope::Namespaced, None) => panic!("{} {name} has no namespace", types.kind),
+        (Scope::Cluster, _) => Api::all_with(client.clone(), &resource),
+    };
+    (api, obj, types.kind)
+}
+
 /// Server-side applies each object (any kind the API server serves, found by discovery)
 /// as `manager`, forcing conflicts, in the order given, as `kubectl apply --server-side`.
 pub async fn apply_documents(client: &Client, documents: &[serde_json::Value], manager: &str) {
-    use kube::api::{DynamicObject, GroupVersionKind, Patch, PatchParams};
-    use kube::discovery::{self, Scope};
+    use kube::api::{Patch, PatchParams};
     for doc in documents {
-        let obj: DynamicObject = serde_json::from_value(doc.clone())
-            .unwrap_or_else(|e| panic!("not a Kubernetes object ({e}): {doc}"));
-        let types = obj.types.clone().expect("apiVersion and kind");
-        let gvk = GroupVersionKind::try_from(&types).unwrap();
-        let (resource, caps) = discovery::pinned_kind(client, &gvk)
-            .await
-            .unwrap_or_else(|e| panic!("the API server does not serve {gvk:?}: {e}"));
+        let (api, obj, kind) = api_of(client, doc).await;
         let name = obj.metadata.name.clone().expect("a name");
-        let api: Api<DynamicObject> = match (caps.scope, &obj.metadata.namespace) {
-            (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &resource),
-            (Scope::Namespaced, None) => panic!("{} {name} has no namespace", types.kind),
-            (Scope::Cluster, _) => Api::all_with(client.clone(), &resource),
-        };
         api.patch(
             &name,
             &PatchParams::apply(manager).force(),
             &Patch::Apply(&obj),
         )
         .await
-        .unwrap_or_else(|e| panic!("apply {} {name}: {e}", types.kind));
+        .unwrap_or_else(|e| panic!("apply {kind} {name}: {e}"));
     }
 }
 
