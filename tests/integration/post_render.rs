@@ -108,18 +108,24 @@ fn assert_same(ns: &str, when: &str) {
     }
 }
 
-#[tokio::test]
-async fn post_renderers_render_as_fluxs_helm_controller_renders_them() {
-    let (client, ns, api) = setup("post-render").await;
-    support::flux::require_flux(&client).await;
-    let ns = ns.name.clone();
+/// The postrender chart served as a Helm repository, and one release of it installed by
+/// Flux's helm-controller and one by a wheelhouse engine, with the same values and
+/// post-renderers (each spec with `flux_extra` / `wh_extra` merged in); returns once both
+/// are Ready at revision 1.
+async fn install_both(
+    client: &Client,
+    api: &Api<HelmRelease>,
+    ns: &str,
+    flux_extra: Value,
+    wh_extra: Value,
+) -> (support::source::RepoServer, support::engine::TestEngine) {
     let chart =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/postrender");
-    let (_server, url) = support::flux::serve(&chart, "postrender", &["0.1.0"]).await;
+    let (server, url) = support::flux::serve(&chart, "postrender", &["0.1.0"]).await;
 
     // Flux's helm-controller installs one release...
-    support::flux::helm_repository(&client, &ns, "charts", &url).await;
-    let flux_spec = json!({
+    support::flux::helm_repository(client, ns, "charts", &url).await;
+    let mut flux_spec = json!({
         "interval": "1m",
         "chart": {"spec": {
             "chart": "postrender", "version": "0.1.0", "interval": "1m",
@@ -128,39 +134,57 @@ async fn post_renderers_render_as_fluxs_helm_controller_renders_them() {
         "values": {"message": "one"},
         "postRenderers": post_renderers(),
     });
+    support::engine::merge_into(&mut flux_spec, flux_extra);
     let flux_yaml = wheelhouse::yaml::to_string(&flux_spec)
         .lines()
         .map(|l| format!("  {l}\n"))
         .collect::<String>();
-    support::flux::helm_release(&client, &ns, FLUX, &flux_yaml).await;
+    support::flux::helm_release(client, ns, FLUX, &flux_yaml).await;
 
     // ... and wheelhouse the other, from the same repository and with the same spec.
+    let mut wh_spec = json!({
+        "chart": {"repository": url, "name": "postrender", "version": "0.1.0"},
+        "timeout": "60s",
+        "values": {"message": "one"},
+        "postRenderers": post_renderers(),
+        // Its hashes would be in the stored manifest; Flux has none.
+        "configTracking": {"enabled": false},
+    });
+    support::engine::merge_into(&mut wh_spec, wh_extra);
     let mut wh: HelmRelease = serde_json::from_value(json!({
         "apiVersion": "wheelhouse.dev/v1alpha1",
         "kind": "HelmRelease",
         "metadata": {"name": WH, "namespace": ns, "labels": {SHARD_LABEL: ns}},
-        "spec": {
-            "chart": {"repository": url, "name": "postrender", "version": "0.1.0"},
-            "timeout": "60s",
-            "values": {"message": "one"},
-            "postRenderers": post_renderers(),
-            "driftDetection": {"mode": "enabled"},
-            // Its hashes would be in the stored manifest; Flux has none.
-            "configTracking": {"enabled": false},
-        },
+        "spec": wh_spec,
     }))
     .unwrap();
-    wh.metadata.namespace = Some(ns.clone());
+    wh.metadata.namespace = Some(ns.to_owned());
     api.create(&PostParams::default(), &wh).await.unwrap();
-    let _engine = support::engine::start_shard(&client, &ns).await;
+    let engine = support::engine::start_shard(client, ns).await;
 
-    support::flux::until(&client, &ns, FLUX, "Ready at revision 1", |hr| {
+    support::flux::until(client, ns, FLUX, "Ready at revision 1", |hr| {
         support::flux::ready(hr) && flux_revision(hr) == 1
     })
     .await;
-    wait_for(&api, WH, "installed", |h| {
+    wait_for(api, WH, "installed", |h| {
         is(h, "Ready", "True", "InstallSucceeded")
     })
+    .await;
+    (server, engine)
+}
+
+#[tokio::test]
+async fn post_renderers_render_as_fluxs_helm_controller_renders_them() {
+    let (client, ns, api) = setup("post-render").await;
+    support::flux::require_flux(&client).await;
+    let ns = ns.name.clone();
+    let (_server, _engine) = install_both(
+        &client,
+        &api,
+        &ns,
+        json!({}),
+        json!({"driftDetection": {"mode": "enabled"}}),
+    )
     .await;
 
     // The post-renderers did their work (so equal manifests mean something)...
@@ -248,50 +272,8 @@ async fn the_nohooks_strategy_leaves_hooks_alone_as_helm_controller_does() {
     let (client, ns, api) = setup("post-render-nohooks").await;
     support::flux::require_flux(&client).await;
     let ns = ns.name.clone();
-    let chart =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/postrender");
-    let (_server, url) = support::flux::serve(&chart, "postrender", &["0.1.0"]).await;
-    support::flux::helm_repository(&client, &ns, "charts", &url).await;
-    let flux_spec = json!({
-        "interval": "1m",
-        "chart": {"spec": {
-            "chart": "postrender", "version": "0.1.0", "interval": "1m",
-            "sourceRef": {"kind": "HelmRepository", "name": "charts"},
-        }},
-        "values": {"message": "one"},
-        "postRenderers": post_renderers(),
-        "postRenderStrategy": "nohooks",
-    });
-    let flux_yaml = wheelhouse::yaml::to_string(&flux_spec)
-        .lines()
-        .map(|l| format!("  {l}\n"))
-        .collect::<String>();
-    support::flux::helm_release(&client, &ns, FLUX, &flux_yaml).await;
-    let mut wh: HelmRelease = serde_json::from_value(json!({
-        "apiVersion": "wheelhouse.dev/v1alpha1",
-        "kind": "HelmRelease",
-        "metadata": {"name": WH, "namespace": ns, "labels": {SHARD_LABEL: ns}},
-        "spec": {
-            "chart": {"repository": url, "name": "postrender", "version": "0.1.0"},
-            "timeout": "60s",
-            "values": {"message": "one"},
-            "postRenderers": post_renderers(),
-            "postRenderStrategy": "nohooks",
-            "configTracking": {"enabled": false},
-        },
-    }))
-    .unwrap();
-    wh.metadata.namespace = Some(ns.clone());
-    api.create(&PostParams::default(), &wh).await.unwrap();
-    let _engine = support::engine::start_shard(&client, &ns).await;
-    support::flux::until(&client, &ns, FLUX, "Ready at revision 1", |hr| {
-        support::flux::ready(hr) && flux_revision(hr) == 1
-    })
-    .await;
-    wait_for(&api, WH, "installed", |h| {
-        is(h, "Ready", "True", "InstallSucceeded")
-    })
-    .await;
+    let nohooks = json!({"postRenderStrategy": "nohooks"});
+    let (_server, _engine) = install_both(&client, &api, &ns, nohooks.clone(), nohooks).await;
     let [(_, manifest), (_, hooks)] = both(&ns);
     assert!(manifest.contains("mode: patched"), "{manifest}");
     assert!(!hooks.contains("hook: post-rendered"), "{hooks}");
