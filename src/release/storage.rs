@@ -83,6 +83,12 @@ impl ReadFloor {
         }
     }
 
+    /// Forgets the floor: the next list reads from etcd itself (a write whose revision is
+    /// not known, as a deletion answered by a bare Status, may be newer than any cache).
+    pub fn drop_to_quorum(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
     /// Raises the floor to `rv` (resourceVersions of one etcd are its revisions, which
     /// only grow).
     pub fn raise(&self, rv: Option<&str>) {
@@ -232,12 +238,17 @@ impl Storage {
             .delete(&secret_name(name, version), &DeleteParams::default())
             .await
         {
-            // The deleted object comes back at the deletion's revision: raising the floor
-            // to it keeps a later list from being served a cache that still holds it.
+            // A later list must not be served a cache that still holds the record. When
+            // the deleted object comes back it is at the deletion's revision: the floor
+            // rises to it. The API server answers a Secret's deletion with a bare Status
+            // (no revision), so the floor is dropped: the next list is a quorum read,
+            // whose revision then sets the floor again.
             Ok(deleted) => {
-                if let Some(secret) = deleted.left() {
-                    self.floor
-                        .raise(secret.metadata.resource_version.as_deref());
+                match deleted.left() {
+                    Some(secret) => self
+                        .floor
+                        .raise(secret.metadata.resource_version.as_deref()),
+                    None => self.floor.drop_to_quorum(),
                 }
                 Ok(())
             }
@@ -498,6 +509,31 @@ fn normalize_go_json(release: &mut Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A deletion answered without a revision leaves no floor: the next list is a quorum
+    /// read (one at the floor could be served a cache that still holds the record).
+    #[test]
+    fn a_deletion_without_a_revision_makes_the_next_list_a_quorum_read() {
+        let floor = ReadFloor::default();
+        floor.raise(Some("120"));
+        assert_eq!(
+            floor
+                .list(ListParams::default())
+                .resource_version
+                .as_deref(),
+            Some("120")
+        );
+        floor.drop_to_quorum();
+        assert_eq!(floor.list(ListParams::default()).resource_version, None);
+        floor.raise(Some("130"));
+        assert_eq!(
+            floor
+                .list(ListParams::default())
+                .resource_version
+                .as_deref(),
+            Some("130")
+        );
+    }
     use crate::chart::{Chart, File, Metadata};
     use crate::release::{Hook, HookExecution, HookPhase, Info};
     use serde_json::json;
