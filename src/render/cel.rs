@@ -34,12 +34,12 @@ impl HelperCel {
         let body = Body { cel: question };
         let mut last = String::new();
         for _ in 0..2 {
-            let process = match running(&self.program, &self.process).await {
+            let process = match running(&self.program, &self.process, TIMEOUT).await {
                 Ok(p) => p,
                 Err(StartError::Unavailable(e)) => {
                     return Err(CelError::Unavailable(e.to_string()));
                 }
-                Err(e @ StartError::Killed(_)) => {
+                Err(e @ StartError::Failed(_)) => {
                     last = e.to_string();
                     continue;
                 }

@@ -24,7 +24,7 @@ use futures::future::BoxFuture;
 use serde::Serialize;
 
 use super::helper_process::{
-    Asked, FaultLabels, HelperFault, Process, Slot, StartError, helper_restarts, running,
+    Asked, FaultLabels, HOW, HelperFault, Process, Slot, StartError, helper_restarts, running,
 };
 use super::{Error, RenderRequest, Rendered, Renderer, seed_status};
 
@@ -86,7 +86,7 @@ impl HelperRenderer {
 
     /// The running helper, started if there is none or the last one exited.
     async fn process(&self) -> Result<Arc<Process>, StartError> {
-        running(&self.program, &self.process).await
+        running(&self.program, &self.process, self.timeout).await
     }
 
     /// Renders on the running helper; when the helper fails (it exits, hangs, or writes
@@ -99,9 +99,9 @@ impl HelperRenderer {
             let process = match self.process().await {
                 Ok(process) => process,
                 Err(StartError::Unavailable(e)) => return Err(e),
-                // Killed before it said it was ready: a crash like any other.
-                Err(StartError::Killed(f)) => {
-                    tracing::error!(status = %f, attempt, release = req.release_name, "the render helper exited as it started; the render is tried again on a new helper");
+                // Killed or hung before it said it was ready: a crash like any other.
+                Err(StartError::Failed(f)) => {
+                    tracing::error!(fault = %f, attempt, release = req.release_name, "the render helper failed as it started; the render is tried again on a new helper");
                     helper_restarts()
                         .get_or_create(&FaultLabels::new(f.label()))
                         .inc();
@@ -210,13 +210,23 @@ impl Renderer for HelperRenderer {
     /// Starts the helper: it runs and answers, and says which Helm it is built on.
     fn check(&self) -> BoxFuture<'_, Result<String, Error>> {
         Box::pin(async move {
-            // A helper killed while it starts is started again once: only a helper that
-            // cannot start at all (missing, not the helper) makes this engine unable.
+            // A helper killed or hung while it starts is started again once: only a helper
+            // that cannot start at all (missing, not the helper, never ready) makes this
+            // engine unable.
             let process = match self.process().await {
                 Ok(p) => p,
                 Err(e) => {
                     tracing::warn!(error = %e, "the render helper did not start; trying once more");
-                    self.process().await.map_err(StartError::into_error)?
+                    self.process().await.map_err(|e| match e {
+                        StartError::Failed(HelperFault::Hung(within)) => {
+                            Error::Unavailable(format!(
+                                "{} did not say it was ready within {}s; {HOW}",
+                                self.program.display(),
+                                within.as_secs()
+                            ))
+                        }
+                        e => e.into_error(),
+                    })?
                 }
             };
             Ok(format!("{PROGRAM} (helm {})", process.helm))
@@ -349,6 +359,62 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(rendered.manifest, "kind: ConfigMap");
+    }
+
+    /// Every render waits while a helper starts: one frozen there (SIGSTOP, a starved
+    /// node) is given up after the render's timeout, and the render goes to a new one.
+    #[tokio::test]
+    async fn a_helper_hung_as_it_starts_is_replaced_and_costs_the_render_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("started-once");
+        let program = script(
+            dir.path(),
+            &format!(
+                "#!/bin/sh\n\
+                 if [ ! -e {marker} ]; then : > {marker}; exec sleep 60; fi\n\
+                 echo '{{\"ready\":true,\"helm\":\"v4\"}}'\n\
+                 read line\n\
+                 echo '{{\"id\":1,\"manifest\":\"kind: ConfigMap\",\"version\":1}}'\n\
+                 read line\n",
+                marker = marker.display()
+            ),
+        );
+        let renderer = HelperRenderer::new(program, Duration::from_secs(1));
+        let values = serde_json::Map::new();
+        let started = std::time::Instant::now();
+        let rendered = renderer
+            .render(RenderRequest {
+                release_name: "web",
+                namespace: "prod",
+                chart_path: Path::new("/charts/web"),
+                values: &values,
+                previous: None,
+                discovery: None,
+                as_user: None,
+                priority: crate::slots::Priority::Routine,
+                post_renderers: &[],
+                post_render_strategy: Default::default(),
+                skip_schema_validation: false,
+            })
+            .await
+            .unwrap();
+        assert_eq!(rendered.manifest, "kind: ConfigMap");
+        assert!(marker.exists(), "the first start hung");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_program_never_ready_is_refused_saying_how_to_fix_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let program = script(dir.path(), "#!/bin/sh\nexec sleep 60\n");
+        let renderer = HelperRenderer::new(program, Duration::from_secs(1));
+        let err = renderer.check().await.unwrap_err().to_string();
+        assert!(err.contains("did not say it was ready within 1s"), "{err}");
+        assert!(err.contains("--renderer helm"), "{err}");
     }
 
     #[tokio::test]

@@ -17,7 +17,8 @@ use tokio::sync::oneshot;
 
 use super::{Error, ReleaseOutput};
 
-/// How long the helper may take to say it is ready.
+/// The longest the helper may take to say it is ready (less when the render waiting for
+/// it may take less: starting a helper is part of the render's time).
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How much of the helper's stderr an error quotes (it never writes values there).
@@ -96,15 +97,16 @@ pub(super) enum StartError {
     /// It cannot run, or is not the helper: the engine's setup is wrong.
     Unavailable(Error),
     /// A signal killed it before it said it was ready (an OOM kill, an operator's
-    /// `kill`): the next start may well succeed.
-    Killed(HelperFault),
+    /// `kill`), or it hung there (frozen, starved): it is stopped, and the next start
+    /// may well succeed.
+    Failed(HelperFault),
 }
 
 impl StartError {
     pub(super) fn into_error(self) -> Error {
         match self {
             Self::Unavailable(e) => e,
-            Self::Killed(fault) => Error::Helper { fault },
+            Self::Failed(fault) => Error::Helper { fault },
         }
     }
 }
@@ -113,7 +115,7 @@ impl std::fmt::Display for StartError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Self::Unavailable(e) => e.fmt(f),
-            Self::Killed(fault) => write!(f, "the render helper {fault} as it started"),
+            Self::Failed(fault) => write!(f, "the render helper {fault} as it started"),
         }
     }
 }
@@ -126,12 +128,17 @@ pub(super) enum Asked {
 }
 
 /// The helper in `slot`, started if there is none or the last one exited.
-pub(super) async fn running(program: &Path, slot: &Slot) -> Result<Arc<Process>, StartError> {
+pub(super) async fn running(
+    program: &Path,
+    slot: &Slot,
+    within: Duration,
+) -> Result<Arc<Process>, StartError> {
     let mut slot = slot.lock().await;
     if let Some(p) = slot.as_ref().filter(|p| !p.exited()) {
         return Ok(p.clone());
     }
-    let process = Arc::new(Process::start(program).await?);
+    // Every render waits on this start (the slot is held): it is bounded like a render.
+    let process = Arc::new(Process::start(program, START_TIMEOUT.min(within)).await?);
     *slot = Some(process.clone());
     Ok(process)
 }
@@ -188,7 +195,7 @@ pub(super) struct Process {
 }
 
 impl Process {
-    async fn start(program: &Path) -> Result<Self, StartError> {
+    async fn start(program: &Path, start_timeout: Duration) -> Result<Self, StartError> {
         let unavailable =
             |what: String| StartError::Unavailable(Error::Unavailable(format!("{what}; {HOW}")));
         let mut child = Command::new(program)
@@ -207,16 +214,11 @@ impl Process {
         ));
 
         let mut first = String::new();
-        let ready = tokio::time::timeout(START_TIMEOUT, stdout.read_line(&mut first)).await;
+        let ready = tokio::time::timeout(start_timeout, stdout.read_line(&mut first)).await;
         let said = || stderr.lock().unwrap().trim().to_owned();
         let ready: Ready = match ready {
-            Err(_) => {
-                return Err(unavailable(format!(
-                    "{} did not say it was ready within {}s",
-                    program.display(),
-                    START_TIMEOUT.as_secs()
-                )));
-            }
+            // Stopped as `child` is dropped (`kill_on_drop`).
+            Err(_) => return Err(StartError::Failed(HelperFault::Hung(start_timeout))),
             Ok(Err(e)) => return Err(unavailable(format!("{}: {e}", program.display()))),
             Ok(Ok(_)) => match serde_json::from_str(&first) {
                 Ok(ready @ Ready { ready: true, .. }) => ready,
@@ -226,7 +228,7 @@ impl Process {
                     if let Ok(Some(status)) = child.try_wait()
                         && std::os::unix::process::ExitStatusExt::signal(&status).is_some()
                     {
-                        return Err(StartError::Killed(HelperFault::Exited(status.to_string())));
+                        return Err(StartError::Failed(HelperFault::Exited(status.to_string())));
                     }
                     return Err(unavailable(format!(
                         "{} is not a working render helper (it said {:?}{})",
