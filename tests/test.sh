@@ -20,6 +20,9 @@ bin=$("$root/tests/cluster/testbin.sh")
 # The render helper the engines render with (src/render/helper/build.sh: built once,
 # cached like the control plane).
 helper=$("$root/src/render/helper/build.sh")
+# The previous build of wheelhouse, which the upgrade test stops during a wait and this build
+# resumes (tests/previous_build.sh: built once, cached; its scratch target is freed).
+previous=$("$root/tests/previous_build.sh")
 
 # A cold build of the suite writes about 3.7 GB under target/ (docs/development/prerequisites.md). Say so before
 # cargo fails half-way with "No space left on device".
@@ -46,6 +49,7 @@ fi
 export WHEELHOUSE_TEST_KUBECONFIG="$cluster/kubeconfig"
 export WHEELHOUSE_TESTBIN="$bin"
 export WHEELHOUSE_RENDER_HELPER="$helper/wheelhouse-render"
+export WHEELHOUSE_PREVIOUS_BUILD="$previous"
 log "running cargo test against $WHEELHOUSE_TEST_KUBECONFIG"
 # Benchmarks (benches/, harness = false) are not tests: they run with tests/bench.sh or
 # cargo bench and print figures. clippy above still compiles them.

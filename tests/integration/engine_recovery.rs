@@ -198,6 +198,40 @@ async fn a_wait_left_by_a_terminated_engine_is_resumed_not_failed() {
     ns.delete().await;
 }
 
+/// Issue #35: wheelhouse upgraded during a wait. The controller of the previous build
+/// (`tests/previous_build.sh`, with its own render helper) stopped by SIGTERM while it
+/// waits on a rollout, then this build started: it resumes the wait the previous build
+/// began (same window) instead of failing the revision. The cluster holds this build's
+/// CRD throughout (other tests share it); its changes are additive, which is what lets the
+/// previous build run on it.
+#[tokio::test]
+async fn a_wait_left_by_the_previous_build_is_resumed_by_this_one() {
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::new(&client, "eng-upgrade").await;
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
+    let args = ["--namespace", &ns.name, "--lease-namespace", &ns.name];
+    let mut previous =
+        support::controller::Controller::start_other_build(&support::previous_build(), &args);
+    install_webapp(&api, "web", serde_json::json!({"timeout": "5m"})).await;
+    set_values(&api, "web", serde_json::json!({"behavior": "never-ready"})).await;
+    let before = waiting_on(&api, "web", 2).await;
+    let began = before.status.unwrap().wait.unwrap();
+    previous.terminate();
+    assert!(
+        previous.exited_within(support::PATIENCE).await,
+        "the previous build did not stop on SIGTERM:\n{}",
+        previous.log()
+    );
+    assert_eq!(helm_history(&ns.name, "web")[1].1, "pending-upgrade");
+
+    let this = support::controller::Controller::start(&args);
+    eng::assert_wait_resumed_then_deployed(&client, &api, &ns.name, &began).await;
+    let log = this.log();
+    assert!(!log.contains("\"level\":\"ERROR\""), "{log}");
+    ns.delete().await;
+}
+
 /// `helm upgrade --wait` by hand is still running when a HelmRelease for the same release
 /// appears: the engine leaves helm's pending revision alone (and says so) instead of
 /// marking it failed under helm's feet, and takes over once helm's operation has ended.

@@ -26,8 +26,36 @@ impl Controller {
     /// [`Controller::start_with_env`] in `dir`, which holds its log and its chart cache
     /// (`dir/charts`), and which a test may give it as its chart root.
     pub fn start_in(dir: tempfile::TempDir, args: &[&str], env: &[(&str, &str)]) -> Self {
+        Self::start_build(
+            std::path::Path::new(env!("CARGO_BIN_EXE_wheelhouse")),
+            &super::render_helper(),
+            dir,
+            args,
+            env,
+        )
+    }
+
+    /// The controller of another build: its `wheelhouse` and render helper in `bin`
+    /// (`support::previous_build()`).
+    pub fn start_other_build(bin: &std::path::Path, args: &[&str]) -> Self {
+        Self::start_build(
+            &bin.join("wheelhouse"),
+            &bin.join("wheelhouse-render"),
+            tempfile::tempdir().unwrap(),
+            args,
+            &[],
+        )
+    }
+
+    fn start_build(
+        program: &std::path::Path,
+        helper: &std::path::Path,
+        dir: tempfile::TempDir,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> Self {
         let log = dir.path().join("controller.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_wheelhouse"))
+        let child = Command::new(program)
             .arg("controller")
             .args(args)
             .arg("--kubeconfig")
@@ -35,7 +63,7 @@ impl Controller {
             .arg("--chart-cache")
             .arg(dir.path().join("charts"))
             .env("WHEELHOUSE_HELM", testbin().join("helm"))
-            .env("WHEELHOUSE_RENDER_HELPER", super::render_helper())
+            .env("WHEELHOUSE_RENDER_HELPER", helper)
             .env("WHEELHOUSE_LOG", "info")
             .envs(env.iter().copied())
             .stdout(Stdio::null())

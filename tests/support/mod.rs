@@ -68,6 +68,33 @@ pub fn render_helper() -> PathBuf {
         .clone()
 }
 
+/// The previous build of wheelhouse (`wheelhouse` and its render helper side by side), for
+/// the upgrade test: `$WHEELHOUSE_PREVIOUS_BUILD` (set by tests/test.sh), else built here
+/// by tests/previous_build.sh (cached after the first time).
+pub fn previous_build() -> PathBuf {
+    static BUILD: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BUILD
+        .get_or_init(|| {
+            if let Some(path) = std::env::var_os("WHEELHOUSE_PREVIOUS_BUILD") {
+                return PathBuf::from(path);
+            }
+            let script =
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/previous_build.sh");
+            let out = std::process::Command::new(&script)
+                .stderr(std::process::Stdio::inherit())
+                .output()
+                .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+            assert!(
+                out.status.success(),
+                "{} failed ({}); see its output above",
+                script.display(),
+                out.status
+            );
+            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        })
+        .clone()
+}
+
 /// The renderer engines in tests use: the render helper, or the helm CLI when
 /// `WHEELHOUSE_RENDERER=helm` (the whole suite runs with either).
 pub fn renderer(
