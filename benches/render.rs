@@ -62,6 +62,7 @@ fn upgrade<'a>(
         post_renderers: &[],
         post_render_strategy: Default::default(),
         skip_schema_validation: false,
+        chart_values: None,
     }
 }
 

@@ -4,6 +4,7 @@ mod dependencies;
 mod ignore;
 pub mod load;
 mod model;
+pub mod values_files;
 mod yaml;
 
 use std::path::PathBuf;
@@ -44,6 +45,10 @@ pub enum Error {
         path: PathBuf,
         source: load::EntryNameError,
     },
+
+    /// `chart.valuesFiles` could not be merged (a file missing, not a mapping, outside).
+    #[error("chart.valuesFiles: {0}")]
+    ValuesFiles(#[from] values_files::Error),
 }
 
 /// What is wrong with a chart file that does not read.

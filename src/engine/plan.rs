@@ -19,6 +19,9 @@ pub struct Desired {
     /// The digest of `spec.commonMetadata` (none when unset or empty), as a revision's
     /// [`crate::release::COMMON_METADATA_LABEL`] keeps it.
     pub common_metadata: Option<String>,
+    /// The digest of the chart values `chart.valuesFiles` make (none: the chart's own),
+    /// as a revision's [`crate::release::VALUES_FILES_LABEL`] keeps it.
+    pub values_files: Option<String>,
 }
 
 impl Desired {
@@ -50,6 +53,9 @@ pub struct Latest {
     /// The commonMetadata digest it was made with (its common-metadata label; none: made
     /// without commonMetadata).
     pub common_metadata: Option<String>,
+    /// The digest of the chart values its valuesFiles made (its values-files label;
+    /// none: the chart's own). A revision another tool wrote: the desired ones.
+    pub values_files: Option<String>,
     pub tests: TestState,
     /// The revision failed because an engine stopped mid-action and it was unlocked,
     /// not because of the release: it is retried rather than remediated.
@@ -171,6 +177,9 @@ fn in_sync(latest: &Latest, desired: &Desired) -> bool {
         && latest.config_digest == desired.config_digest
         // Post-renderers added, changed or removed: the render changes.
         && latest.post_renderers == desired.post_renderers
+        // valuesFiles added, changed or removed: the chart's values change (Flux builds a
+        // new chart artifact).
+        && latest.values_files == desired.values_files
         // A revision without the commit label (the helm CLI's, or made before Git
         // sources) is brought to the commit once; Flux's says it in its version.
         && desired.source_commit().is_none_or(|c| {
@@ -373,6 +382,7 @@ mod tests {
             config_digest: "sha256:new".into(),
             source_revision: None,
             post_renderers: None,
+            values_files: None,
             common_metadata: None,
         }
     }
@@ -387,6 +397,7 @@ mod tests {
             source_commit: None,
             source_digest: None,
             post_renderers: None,
+            values_files: None,
             common_metadata: None,
             tests: TestState::NoTests,
             interrupted: false,

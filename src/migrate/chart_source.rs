@@ -94,7 +94,8 @@ fn valid_chart_name(name: &str) -> bool {
 }
 
 /// The chart template's fields other than its source (`chart.spec.*` for a HelmRelease,
-/// `spec.*` for a HelmChart): name, version and interval read; the rest not carried.
+/// `spec.*` for a HelmChart): name, version, interval and values files read; the rest not
+/// carried.
 struct Template {
     chart: Option<String>,
     version: Option<String>,
@@ -121,15 +122,18 @@ fn template(
         carried.insert("interval".into(), interval);
     }
     fields.remove("sourceRef");
+    // The chart's values replaced by files in its source: wheelhouse's are Flux's.
+    for key in ["valuesFiles", "ignoreMissingValuesFiles"] {
+        if let Some(value) = fields.remove(key).filter(is_set) {
+            carried.insert(key.into(), value);
+        }
+    }
     let strategy = fields
         .remove("reconcileStrategy")
         .and_then(|v| v.as_str().map(str::to_owned))
         .map(|s| (format!("{path}.reconcileStrategy"), s));
     for (key, value) in fields {
         let why = match key.as_str() {
-            "valuesFiles" | "ignoreMissingValuesFiles" => Some(
-                "wheelhouse takes values from spec.values and spec.valuesFrom only: put the files' values there",
-            ),
             "verify" => Some(
                 "cosign and notation chart signatures: Helm 4 verifies PGP provenance files only, and wheelhouse neither",
             ),

@@ -67,9 +67,6 @@ fn why_not(path: &str) -> String {
         "spec.chart.spec.interval" | "spec.chart.spec.reconcileStrategy" => {
             "settings of the HelmChart object Flux creates; wheelhouse resolves the chart itself on each reconcile"
         }
-        "spec.chart.spec.valuesFiles" | "spec.chart.spec.ignoreMissingValuesFiles" => {
-            "wheelhouse uses the chart's values.yaml only: move these files' values into spec.values or spec.valuesFrom"
-        }
         "spec.chart.spec.verify" => {
             "cosign and notation chart signatures: Helm 4 verifies PGP provenance files only, and wheelhouse neither"
         }

@@ -340,7 +340,7 @@ metadata:
   labels: {app: podinfo}
   annotations: {team: web}
 spec:
-  chart: {repository: "https://charts.example.com/stable", name: podinfo, version: ">=6.0.0 <7.0.0", interval: 5m}
+  chart: {repository: "https://charts.example.com/stable", name: podinfo, version: ">=6.0.0 <7.0.0", interval: 5m, valuesFiles: [values.yaml, values-prod.yaml]}
   interval: 10m
   timeout: 2m30s
   suspend: false
@@ -380,7 +380,6 @@ spec:
             .collect();
         let mut expected_paths = vec![
             "spec.chart.metadata",
-            "spec.chart.spec.valuesFiles",
             "spec.chart.spec.verify",
             "spec.healthCheckExprs[0].someFutureKey",
             "spec.install.remediation.ignoreTestFailures",

@@ -29,6 +29,11 @@ pub const SOURCE_DIGEST_LABEL: &str = "wheelhouse.dev/source-digest";
 /// rollback copies it from the revision it restores.
 pub const POST_RENDERERS_LABEL: &str = "wheelhouse.dev/post-renderers";
 
+/// On a revision made with `chart.valuesFiles`: the first 40 hex digits of the digest of
+/// the chart values they made, so a change to the list (or to a file) is a new desired
+/// state. A rollback copies it from the revision it restores.
+pub const VALUES_FILES_LABEL: &str = "wheelhouse.dev/values-files";
+
 /// On a revision made with `spec.commonMetadata`: the first 40 hex digits of its digest,
 /// so a changed (or removed) commonMetadata is a new desired state. A rollback copies it
 /// from the revision it restores.

@@ -45,6 +45,10 @@ const PARTIAL_DISCOVERY: &str = "orphaned API service";
 /// build gives Flux's output byte for byte.
 pub const POST_RENDERERS_REFUSED: &str = "spec.postRenderers need the render helper: the helm CLI renderer (--renderer helm, WHEELHOUSE_RENDERER=helm) cannot apply them as Flux's helm-controller does; run the engine with the render helper (the default renderer, wheelhouse-render) to render this release";
 
+/// Why a release with `chart.valuesFiles` is not rendered by the helm CLI: `helm -f` puts
+/// files above the chart's values, where Flux replaces the chart's values with them.
+pub const VALUES_FILES_REFUSED: &str = "chart.valuesFiles need the render helper: the helm CLI renderer (--renderer helm, WHEELHOUSE_RENDERER=helm) can only add values files above the chart's values (helm -f), where Flux replaces the chart's values with them; run the engine with the render helper (the default renderer, wheelhouse-render) to render this release";
+
 pub struct HelmRenderer {
     helm: PathBuf,
     timeout: Duration,
@@ -139,6 +143,12 @@ impl HelmRenderer {
             return Err(Error::Failed {
                 status: "refused".into(),
                 stderr: POST_RENDERERS_REFUSED.into(),
+            });
+        }
+        if req.chart_values.is_some() {
+            return Err(Error::Failed {
+                status: "refused".into(),
+                stderr: VALUES_FILES_REFUSED.into(),
             });
         }
         let values = serde_json::to_vec(req.values).map_err(Error::Values)?;
@@ -377,6 +387,7 @@ mod tests {
             post_renderers: &[],
             post_render_strategy: Default::default(),
             skip_schema_validation: false,
+            chart_values: None,
         }
     }
 

@@ -173,6 +173,7 @@ impl HelperRenderer {
             post_renderers: req.post_renderers,
             post_render_strategy: req.post_render_strategy,
             skip_schema_validation: req.skip_schema_validation,
+            chart_values: req.chart_values,
         };
         let response = match tokio::time::timeout(self.timeout, process.ask(&request)).await {
             Err(_) => return Err(HelperFault::Hung(self.timeout)),
@@ -263,6 +264,9 @@ struct Request<'a> {
     post_render_strategy: crate::api::PostRenderStrategy,
     #[serde(rename = "skipSchemaValidation")]
     skip_schema_validation: bool,
+    /// Replaces the chart's values.yaml (`render.go`'s `replaceDefaultValues`).
+    #[serde(rename = "chartValues", skip_serializing_if = "Option::is_none")]
+    chart_values: Option<&'a serde_json::Map<String, serde_json::Value>>,
 }
 
 /// The release's newest revision, as Helm's upgrade reads it from storage.
@@ -355,6 +359,7 @@ mod tests {
                 post_renderers: &[],
                 post_render_strategy: Default::default(),
                 skip_schema_validation: false,
+                chart_values: None,
             })
             .await
             .unwrap();
@@ -395,6 +400,7 @@ mod tests {
                 post_renderers: &[],
                 post_render_strategy: Default::default(),
                 skip_schema_validation: false,
+                chart_values: None,
             })
             .await
             .unwrap();
@@ -436,6 +442,7 @@ mod tests {
                 post_renderers: &[],
                 post_render_strategy: Default::default(),
                 skip_schema_validation: false,
+                chart_values: None,
             })
             .await
             .unwrap_err();
@@ -484,6 +491,7 @@ mod tests {
             post_renderers: &post_renderers,
             post_render_strategy: crate::api::PostRenderStrategy::NoHooks,
             skip_schema_validation: true,
+            chart_values: None,
         };
         assert_eq!(
             serde_json::to_value(Numbered {

@@ -126,6 +126,9 @@ pub struct RenderRequest<'a> {
     /// Skip validating the values against the chart's `values.schema.json` (Helm 4's
     /// `--skip-schema-validation`).
     pub skip_schema_validation: bool,
+    /// The chart's default values made of `chart.valuesFiles`, replacing its values.yaml
+    /// (none: its own).
+    pub chart_values: Option<&'a serde_json::Map<String, serde_json::Value>>,
 }
 
 impl RenderRequest<'_> {

@@ -51,6 +51,7 @@ fn request<'a>(values: &'a Map<String, Value>, chart: &'a Path) -> RenderRequest
         post_renderers: &[],
         post_render_strategy: Default::default(),
         skip_schema_validation: false,
+        chart_values: None,
     }
 }
 

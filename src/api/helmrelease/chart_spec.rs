@@ -68,6 +68,21 @@ pub struct ChartSpec {
     /// `identity` and `known_hosts` (SSH), as in Flux's GitRepository.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub git: Option<GitSource>,
+
+    /// Values files that replace the chart's own values (Flux's `chart.spec.valuesFiles`):
+    /// merged in order, each over the last, into the chart's default values (values.yaml
+    /// is not included unless listed). Paths are inside the chart, or for `git`, from the
+    /// repository's root. Below the release's values, as the chart's defaults are. A path
+    /// that is absolute or leaves the source with `..` fails the chart (checked when the
+    /// chart is read: a CEL rule over a list of strings exceeds the API server's cost
+    /// budget).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values_files: Vec<String>,
+
+    /// A values file of `valuesFiles` that does not exist is skipped instead of failing
+    /// the chart.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_missing_values_files: bool,
 }
 
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

@@ -202,6 +202,9 @@ pub async fn install_or_upgrade(
         rel.labels
             .insert(super::POST_RENDERERS_LABEL.into(), digest);
     }
+    if let Some(digest) = prepared.values_files_digest() {
+        rel.labels.insert(super::VALUES_FILES_LABEL.into(), digest);
+    }
     if let Some(digest) = prepared.common_metadata_digest() {
         rel.labels.insert(
             common_metadata::COMMON_METADATA_LABEL.into(),
@@ -819,6 +822,7 @@ mod tests {
             source_revision: Some(format!("main@sha1:{}", "c".repeat(40))),
             post_renderers: None,
             common_metadata: None,
+            values_files: None,
         };
         let cases = [
             (ReleaseAction::Install, "install"),

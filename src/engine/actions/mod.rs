@@ -201,6 +201,7 @@ fn note(
 pub const OWNER_LABEL: &str = "wheelhouse.dev/owner";
 pub use crate::release::{
     POST_RENDERERS_LABEL, SOURCE_COMMIT_LABEL, SOURCE_DIGEST_KEPT, SOURCE_DIGEST_LABEL,
+    VALUES_FILES_LABEL,
 };
 
 fn new_release(

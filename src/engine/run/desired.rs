@@ -27,6 +27,8 @@ pub struct Prepared {
     /// `disableSchemaValidation` of the install and of the upgrade: which applies is
     /// the action the render turns out to be.
     pub skip_schema_validation: SkipSchemaValidation,
+    /// The chart's default values made of `chart.valuesFiles` (none: its own).
+    pub chart_values: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 /// `install.disableSchemaValidation` and `upgrade.disableSchemaValidation`.
@@ -81,6 +83,7 @@ impl Prepared {
         .chain(self.resolved.manifest_digest())
         .chain(self.post_renderers_digest().as_deref())
         .chain(self.common_metadata_digest().as_deref())
+        .chain(self.values_files_digest().as_deref())
         {
             h.update(part.as_bytes());
             h.update([0]);
@@ -97,7 +100,16 @@ impl Prepared {
             source_revision: self.resolved.revision.clone(),
             post_renderers: self.post_renderers_digest(),
             common_metadata: self.common_metadata_digest(),
+            values_files: self.values_files_digest(),
         }
+    }
+
+    /// The digest of the chart values `chart.valuesFiles` made, when they replace the
+    /// chart's own ([`crate::release::VALUES_FILES_LABEL`]'s value).
+    pub fn values_files_digest(&self) -> Option<String> {
+        let digest = crate::values::digest(self.chart_values.as_ref()?);
+        let hex = digest.trim_start_matches("sha256:");
+        Some(hex[..crate::release::SOURCE_DIGEST_KEPT].to_owned())
     }
 
     /// The post-renderers' digest, where one would change the render.
@@ -202,7 +214,13 @@ pub(in crate::engine) async fn prepare(
     };
     let resolved = ctx.source.resolve(&hr.spec.chart, &auth).await?;
     let path = resolved.path.clone();
-    let chart = tokio::task::spawn_blocking(move || crate::chart::load(&path)).await??;
+    let spec = hr.spec.chart.clone();
+    let (chart, chart_values) = tokio::task::spawn_blocking(move || {
+        let chart = crate::chart::load(&path)?;
+        let chart_values = chart_values(&chart, &path, &spec)?;
+        Ok::<_, crate::chart::Error>((chart, chart_values))
+    })
+    .await??;
     let values = crate::values::compose(&acting.client, hr).await?;
     Ok(Prepared {
         resolved,
@@ -212,7 +230,44 @@ pub(in crate::engine) async fn prepare(
         post_render_strategy: hr.spec.post_render_strategy,
         common_metadata: hr.spec.common_metadata.clone(),
         skip_schema_validation: SkipSchemaValidation::of(hr),
+        chart_values,
     })
+}
+
+/// The chart's default values made of `chart.valuesFiles`: files inside the chart at
+/// `path`, or for a Git chart, from the root of its checkout (`path` less `git.path`).
+fn chart_values(
+    chart: &crate::chart::Chart,
+    path: &std::path::Path,
+    spec: &crate::api::ChartSpec,
+) -> Result<Option<serde_json::Map<String, serde_json::Value>>, crate::chart::Error> {
+    use crate::chart::values_files::{Origin, default_values};
+    if spec.values_files.is_empty() {
+        return Ok(None);
+    }
+    let root = spec.git.as_ref().map(|git| {
+        let depth = git
+            .path
+            .as_deref()
+            .map(|p| {
+                std::path::Path::new(p)
+                    .components()
+                    .filter(|c| matches!(c, std::path::Component::Normal(_)))
+                    .count()
+            })
+            .unwrap_or(0);
+        path.ancestors().nth(depth).unwrap_or(path).to_path_buf()
+    });
+    let origin = match &root {
+        Some(root) => Origin::Root(root),
+        None => Origin::Chart,
+    };
+    Ok(default_values(
+        chart,
+        origin,
+        &spec.values_files,
+        spec.ignore_missing_values_files,
+    )?)
 }
 
 /// Prepares `hr`'s desired state and renders it as the upgrade after `waiting` (the
@@ -278,6 +333,7 @@ pub async fn render(
             post_renderers: &prepared.post_renderers,
             post_render_strategy: prepared.post_render_strategy,
             skip_schema_validation: prepared.skip_schema_validation.after(previous),
+            chart_values: prepared.chart_values.as_ref(),
         })
         .await;
     let mut rendered = match rendered {
@@ -336,6 +392,7 @@ mod tests {
             post_render_strategy: Default::default(),
             common_metadata: None,
             skip_schema_validation: SkipSchemaValidation::default(),
+            chart_values: None,
         }
     }
 
@@ -379,6 +436,14 @@ mod tests {
             ..Default::default()
         });
         assert_ne!(labelled.digest(), base, "commonMetadata");
+        // Chart values made of valuesFiles: a change, even an empty mapping.
+        let mut replaced = prepared(parts);
+        replaced.chart_values = Some(serde_json::Map::new());
+        assert_ne!(replaced.digest(), base, "valuesFiles");
+        assert_eq!(
+            replaced.desired().values_files.map(|d| d.len()),
+            Some(crate::release::SOURCE_DIGEST_KEPT)
+        );
         // Parts are separated: moving a character across a boundary is a change.
         let moved = prepared(["ap", "p1.0.0", "sha256:c", "sha256:v"]);
         assert_ne!(moved.digest(), base);

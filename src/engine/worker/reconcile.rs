@@ -600,6 +600,12 @@ fn observe(
                 desired.post_renderers.clone()
             },
             common_metadata: super::strategy::common_metadata_of(r, hr),
+            // As the post-renderers: another tool's revision is taken as the spec's.
+            values_files: if r.labels.contains_key(actions::OWNER_LABEL) {
+                r.labels.get(actions::VALUES_FILES_LABEL).cloned()
+            } else {
+                desired.values_files.clone()
+            },
             tests: TestState::of(r),
             interrupted: info.status == Status::Failed
                 && (info
@@ -686,6 +692,7 @@ mod tests {
             source_revision: None,
             post_renderers: None,
             common_metadata: None,
+            values_files: None,
         }
     }
 

@@ -25,6 +25,7 @@ import (
 	"helm.sh/helm/v4/pkg/action"
 	ci "helm.sh/helm/v4/pkg/chart"
 	"helm.sh/helm/v4/pkg/chart/loader"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	valuesloader "helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/cli"
 	"helm.sh/helm/v4/pkg/kube"
@@ -62,6 +63,10 @@ type request struct {
 	// SkipSchemaValidation: `--skip-schema-validation` (the action's
 	// disableSchemaValidation).
 	SkipSchemaValidation bool `json:"skipSchemaValidation"`
+	// ChartValues: the chart's default values made of chart.valuesFiles, replacing its
+	// values.yaml as Flux's source-controller does when it builds the chart artifact
+	// (none: the chart's own).
+	ChartValues json.RawMessage `json:"chartValues"`
 	// CEL: a question about Flux's CEL expressions instead of a render (cel.go).
 	CEL *celRequest `json:"cel"`
 }
@@ -209,7 +214,7 @@ func (r *renderer) upgradeInstall(ctx context.Context, cfg *action.Configuration
 		return nil, err
 	}
 
-	ch, acc, vals, err := r.chartAndValues(&up.ChartPathOptions, req.Chart, req.Values)
+	ch, acc, vals, err := r.chartAndValues(&up.ChartPathOptions, req.Chart, req.Values, req.ChartValues)
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +238,7 @@ func (r *renderer) install(ctx context.Context, in *action.Install, req *request
 	}
 	in.ReleaseName = name
 
-	ch, acc, vals, err := r.chartAndValues(&in.ChartPathOptions, chartRef, req.Values)
+	ch, acc, vals, err := r.chartAndValues(&in.ChartPathOptions, chartRef, req.Values, req.ChartValues)
 	if err != nil {
 		return nil, err
 	}
@@ -256,8 +261,9 @@ func (r *renderer) install(ctx context.Context, in *action.Install, req *request
 }
 
 // chartAndValues are the CLI's first steps on either path, in its order: locate the
-// chart, parse `--values -`, load the chart.
-func (r *renderer) chartAndValues(opts *action.ChartPathOptions, ref string, raw json.RawMessage) (ci.Charter, ci.Accessor, map[string]any, error) {
+// chart, parse `--values -`, load the chart; then the chart's default values replaced by
+// chartValues when there are some.
+func (r *renderer) chartAndValues(opts *action.ChartPathOptions, ref string, raw, chartValues json.RawMessage) (ci.Charter, ci.Accessor, map[string]any, error) {
 	chartPath, err := r.locate(opts, ref)
 	if err != nil {
 		return nil, nil, nil, err
@@ -268,6 +274,9 @@ func (r *renderer) chartAndValues(opts *action.ChartPathOptions, ref string, raw
 	}
 	ch, err := loader.Load(chartPath)
 	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := replaceDefaultValues(ch, chartValues); err != nil {
 		return nil, nil, nil, err
 	}
 	acc, err := ci.NewAccessor(ch)
@@ -311,6 +320,25 @@ func parseValues(raw json.RawMessage) (map[string]any, error) {
 		return nil, fmt.Errorf("failed to parse %s: %w", "-", err)
 	}
 	return valuesloader.MergeMaps(map[string]any{}, current), nil
+}
+
+// replaceDefaultValues sets the chart's values to chartValues (read as Helm reads a
+// values.yaml, so numbers are what they would be in the chart), as a chart artifact Flux
+// built with valuesFiles carries them.
+func replaceDefaultValues(ch ci.Charter, chartValues json.RawMessage) error {
+	if len(chartValues) == 0 || string(chartValues) == "null" {
+		return nil
+	}
+	values, err := valuesloader.LoadValues(bytes.NewReader(chartValues))
+	if err != nil {
+		return fmt.Errorf("chart.valuesFiles: %w", err)
+	}
+	c, ok := ch.(*chartv2.Chart)
+	if !ok {
+		return fmt.Errorf("chart.valuesFiles: a chart of this apiVersion cannot have its values replaced")
+	}
+	c.Values = values
+	return nil
 }
 
 func missingDependencies(err error) error {
