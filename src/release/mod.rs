@@ -29,6 +29,11 @@ pub const SOURCE_DIGEST_LABEL: &str = "wheelhouse.dev/source-digest";
 /// rollback copies it from the revision it restores.
 pub const POST_RENDERERS_LABEL: &str = "wheelhouse.dev/post-renderers";
 
+/// On every revision a wheelhouse engine made (value `wheelhouse`), kept once it is no
+/// longer pending: the labels below say what it was made with only on such a revision
+/// (their absence on another tool's revision, Flux's or the helm CLI's, says nothing).
+pub const MADE_BY_LABEL: &str = "wheelhouse.dev/made-by";
+
 /// On a revision made with `chart.valuesFiles`: the first 40 hex digits of the digest of
 /// the chart values they made, so a change to the list (or to a file) is a new desired
 /// state. A rollback copies it from the revision it restores.

@@ -1,7 +1,8 @@
 //! Flux's remaining per-action fields, each beside the real tool whose meaning it has:
 //! `disableWaitForJobs` beside Flux's helm-controller, `test.filters` beside `helm test
 //! --filter`, `disableSchemaValidation` beside `helm install --skip-schema-validation`,
-//! `uninstall.deletionPropagation` beside `helm uninstall --cascade`.
+//! `uninstall.deletionPropagation` beside `helm uninstall --cascade`, `chart.valuesFiles`
+//! beside Flux's source-controller and helm-controller.
 
 use std::time::{Duration, Instant};
 
@@ -294,4 +295,200 @@ async fn disable_wait_for_jobs_counts_a_started_job_as_fluxs_helm_controller_doe
             "{name}: {status:?}"
         );
     }
+}
+
+/// The ConfigMap's `data` of release `name` (the valuesfiles chart writes its values there).
+async fn values_data(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> std::collections::BTreeMap<String, String> {
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), ns);
+    maps.get(name).await.unwrap().data.unwrap_or_default()
+}
+
+/// `chart.valuesFiles` beside Flux's `chart.spec.valuesFiles`: the same chart, values and
+/// values files installed (and upgraded) by Flux's controllers and by wheelhouse give the
+/// same `helm get manifest` and the same computed values (`helm get values --all`): the
+/// files replace the chart's values.yaml, merged in order, YAML 1.1 as Helm reads it. A
+/// missing file fails the chart (nothing installed) unless ignoreMissingValuesFiles; a Git
+/// chart's files come from the repository root (`chart::values_files`'s unit tests).
+#[tokio::test]
+async fn values_files_replace_the_charts_values_as_flux_builds_the_chart() {
+    let (client, ns, api) = eng::setup("ff-valuesfiles").await;
+    support::flux::require_flux(&client).await;
+    let n = ns.name.clone();
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/valuesfiles");
+    let (_server, url) = support::flux::serve(&fixture, "valuesfiles", &["0.1.0"]).await;
+    support::flux::helm_repository(&client, &n, "charts", &url).await;
+    let flux_spec = |files: &str, repository: &str| {
+        format!(
+            "  interval: 1m\n  values: {{image: {{repository: {repository}}}}}\n  chart:\n    spec: {{chart: valuesfiles, version: 0.1.0, interval: 1m, valuesFiles: [{files}], sourceRef: {{kind: HelmRepository, name: charts}}}}\n"
+        )
+    };
+    support::flux::helm_release(
+        &client,
+        &n,
+        "flux-side",
+        &flux_spec("values.yaml, values-prod.yaml", "custom/web"),
+    )
+    .await;
+    let spec = |files: Value, ignore: bool| {
+        json!({
+            "chart": {
+                "repository": url, "name": "valuesfiles", "version": "0.1.0",
+                "valuesFiles": files, "ignoreMissingValuesFiles": ignore,
+            },
+            "values": {"image": {"repository": "custom/web"}},
+            "configTracking": {"enabled": false},
+        })
+    };
+    for (name, files, ignore) in [
+        ("wh-side", json!(["values.yaml", "values-prod.yaml"]), false),
+        ("missing", json!(["values.yaml", "missing.yaml"]), false),
+        (
+            "ignored",
+            json!(["missing.yaml", "values-prod.yaml", "./envs/ci.yaml"]),
+            true,
+        ),
+    ] {
+        let hr: HelmRelease = serde_json::from_value(json!({
+            "apiVersion": "wheelhouse.dev/v1alpha1",
+            "kind": "HelmRelease",
+            "metadata": {"name": name, "namespace": n, "labels": {SHARD_LABEL: n}},
+            "spec": spec(files, ignore),
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &hr).await.unwrap();
+    }
+    let _engine = support::engine::start_shard(&client, &n).await;
+
+    support::flux::until(&client, &n, "flux-side", "Ready at revision 1", |hr| {
+        support::flux::ready(hr) && support::flux::revision(hr) == 1
+    })
+    .await;
+    wait_for(&api, "wh-side", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    // Flux's manifest is re-serialised by the labels helm-controller adds (a post-render):
+    // compared as objects, without those labels.
+    let objects = |release: &str| -> Vec<Value> {
+        let manifest = helm(&n, &["get", "manifest", release]).replace("flux-side", "wh-side");
+        let mut docs = wheelhouse::yaml::parse_documents(&manifest).unwrap();
+        docs.retain(|d| !d.is_null());
+        for doc in &mut docs {
+            let meta = doc["metadata"].as_object_mut().unwrap();
+            if let Some(Value::Object(labels)) = meta.get_mut("labels") {
+                labels.retain(|k, _| !k.starts_with("helm.toolkit.fluxcd.io/"));
+            }
+            if meta
+                .get("labels")
+                .is_some_and(|l| l.as_object().is_none_or(|l| l.is_empty()))
+            {
+                meta.remove("labels");
+            }
+        }
+        docs
+    };
+    let same = |when: &str| {
+        assert_eq!(objects("wh-side"), objects("flux-side"), "{when}: manifest");
+        let values = |r: &str| -> Value {
+            serde_json::from_str(&helm(&n, &["get", "values", r, "--all", "-o", "json"])).unwrap()
+        };
+        assert_eq!(
+            values("wh-side"),
+            values("flux-side"),
+            "{when}: computed values"
+        );
+    };
+    same("installed");
+    let data = values_data(&client, &n, "wh-side").await;
+    assert_eq!(data["replicas"], "3");
+    assert!(data["values"].contains("onlyInDefaults"), "{data:?}");
+
+    // A file that is not there fails the chart, as Flux's HelmChart fails: no revision.
+    let missing = wait_for(&api, "missing", "failed on the missing file", |h| {
+        is(h, "Ready", "False", "ArtifactFailed")
+    })
+    .await;
+    let message = &missing.condition("Ready").unwrap().message;
+    assert!(
+        message.contains("no values file found at path 'missing.yaml'"),
+        "{message}"
+    );
+    assert!(!helm(&n, &["list", "-q"]).lines().any(|l| l == "missing"));
+    // ... unless ignored: values.yaml left out, a later file's null removes a key.
+    wait_for(&api, "ignored", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    let data = values_data(&client, &n, "ignored").await;
+    assert_eq!(data["replicas"], "5");
+    assert!(!data["values"].contains("onlyInDefaults"), "{data:?}");
+    assert!(
+        data["values"].contains("repository: custom/web"),
+        "{data:?}"
+    );
+    assert!(!data["values"].contains("tag:"), "{data:?}");
+
+    // Both upgraded with another list (and a value, which is what makes helm-controller
+    // upgrade: it compares the chart's version and the release's values only).
+    let flux: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &n,
+        &kube::api::ApiResource::erase::<wheelhouse::api::flux::FluxHelmRelease>(&()),
+    );
+    let patch = |files: Value| {
+        json!({"spec": {
+            "values": {"image": {"repository": "custom/web2"}},
+            "chart": {"spec": {"valuesFiles": files}},
+        }})
+    };
+    flux.patch(
+        "flux-side",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch(json!(["values-prod.yaml", "envs/ci.yaml"]))),
+    )
+    .await
+    .unwrap();
+    api.patch(
+        "wh-side",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&json!({"spec": {
+            "values": {"image": {"repository": "custom/web2"}},
+            "chart": {"valuesFiles": ["values-prod.yaml", "envs/ci.yaml"]},
+        }})),
+    )
+    .await
+    .unwrap();
+    support::flux::until(&client, &n, "flux-side", "Ready at revision 2", |hr| {
+        support::flux::ready(hr) && support::flux::revision(hr) == 2
+    })
+    .await;
+    wait_for(&api, "wh-side", "upgraded", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+    })
+    .await;
+    same("upgraded");
+    assert_eq!(values_data(&client, &n, "wh-side").await["replicas"], "5");
+
+    // A changed list alone is a new desired state for wheelhouse (a new chart artifact
+    // for Flux's source-controller, which helm-controller does not upgrade to).
+    api.patch(
+        "wh-side",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&json!({"spec": {"chart": {"valuesFiles": ["values.yaml"]}}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "wh-side", "revision 3", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+            && h.status
+                .as_ref()
+                .is_some_and(|s| s.history.first().is_some_and(|r| r.version == 3))
+    })
+    .await;
+    assert_eq!(values_data(&client, &n, "wh-side").await["replicas"], "1");
 }

@@ -48,23 +48,6 @@ fn post_renderers() -> Value {
     ])
 }
 
-/// Flux's manifest as wheelhouse's would read: the release name, and without the two
-/// origin labels helm-controller adds to every object it deploys.
-fn as_wheelhouse(flux: &str, ns: &str) -> String {
-    let origin = [
-        format!("helm.toolkit.fluxcd.io/name: {FLUX}"),
-        format!("helm.toolkit.fluxcd.io/namespace: {ns}"),
-    ];
-    let mut out = String::new();
-    for line in flux.split_inclusive('\n') {
-        if origin.iter().any(|o| line.trim() == o) {
-            continue;
-        }
-        out.push_str(line);
-    }
-    out.replace(FLUX, WH)
-}
-
 fn flux_revision(hr: &wheelhouse::api::flux::FluxHelmRelease) -> i32 {
     support::flux::revision(hr)
 }
@@ -93,7 +76,7 @@ async fn set_both_messages(
 fn both(ns: &str) -> [(String, String); 2] {
     ["manifest", "hooks"].map(|what| {
         (
-            as_wheelhouse(&helm(ns, &["get", what, FLUX]), ns),
+            support::flux::as_wheelhouse(&helm(ns, &["get", what, FLUX]), ns, FLUX, WH),
             helm(ns, &["get", what, WH]),
         )
     })
@@ -262,6 +245,38 @@ async fn post_renderers_render_as_fluxs_helm_controller_renders_them() {
     // (kustomize writes the value unquoted, as it does for Flux.)
     assert!(manifest.contains("message: two\n"), "{manifest}");
     assert_same(&ns, "after upgrade");
+
+    // The post-renderers alone changed (another image tag): a new revision for both, as
+    // helm-controller upgrades on a changed post-renderers digest.
+    let mut changed = post_renderers();
+    changed[1]["kustomize"]["images"][0]["newTag"] = json!("3.0");
+    let patch = json!({"spec": {"postRenderers": changed}});
+    api.patch(WH, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let flux: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        &ns,
+        &kube::api::ApiResource::erase::<wheelhouse::api::flux::FluxHelmRelease>(&()),
+    );
+    flux.patch(FLUX, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    support::flux::until(&client, &ns, FLUX, "Ready at revision 3", |hr| {
+        support::flux::ready(hr) && flux_revision(hr) == 3
+    })
+    .await;
+    wait_for(&api, WH, "upgraded by its post-renderers", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+            && h.status.as_ref().unwrap().history[0].version == 3
+    })
+    .await;
+    let [(_, manifest), _] = both(&ns);
+    assert!(
+        manifest.contains("image: registry.invalid/web-patched:3.0"),
+        "{manifest}"
+    );
+    assert_same(&ns, "after the post-renderers changed");
 }
 
 /// `postRenderStrategy: nohooks` (Helm 3's behaviour, one of Helm 4's strategies): the

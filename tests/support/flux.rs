@@ -153,3 +153,21 @@ pub fn helm_controller_log() -> String {
         .join("logs/helm-controller.log");
     std::fs::read_to_string(&dir).unwrap_or_default()
 }
+
+/// A manifest of Flux's release `flux` as wheelhouse's release `wh` would read: the
+/// release name, and without the two origin labels helm-controller adds to every object it
+/// deploys.
+pub fn as_wheelhouse(manifest: &str, ns: &str, flux: &str, wh: &str) -> String {
+    let origin = [
+        format!("helm.toolkit.fluxcd.io/name: {flux}"),
+        format!("helm.toolkit.fluxcd.io/namespace: {ns}"),
+    ];
+    let mut out = String::new();
+    for line in manifest.split_inclusive('\n') {
+        if origin.iter().any(|o| line.trim() == o) {
+            continue;
+        }
+        out.push_str(line);
+    }
+    out.replace(flux, wh)
+}

@@ -232,6 +232,8 @@ fn new_release(
     };
     rel.labels
         .insert(OWNER_LABEL.into(), run.ctx.identity_label.clone());
+    rel.labels
+        .insert(crate::release::MADE_BY_LABEL.into(), "wheelhouse".into());
     if run.claim {
         rel.labels.extend(super::claim::labels(&run.hr));
     }

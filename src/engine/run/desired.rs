@@ -216,8 +216,12 @@ pub(in crate::engine) async fn prepare(
     let path = resolved.path.clone();
     let spec = hr.spec.chart.clone();
     let (chart, chart_values) = tokio::task::spawn_blocking(move || {
-        let chart = crate::chart::load(&path)?;
+        let mut chart = crate::chart::load(&path)?;
         let chart_values = chart_values(&chart, &path, &spec)?;
+        // The chart as Flux's artifact carries it: what is stored with the revision.
+        if let Some(values) = &chart_values {
+            chart.values = values.clone();
+        }
         Ok::<_, crate::chart::Error>((chart, chart_values))
     })
     .await??;

@@ -583,6 +583,10 @@ fn observe(
             .as_ref()
             .and_then(|c| c.metadata.clone())
             .unwrap_or_default();
+        // Made by a wheelhouse engine: its labels say what it was made with. (The owner
+        // label alone goes once the revision is no longer pending.)
+        let ours = r.labels.contains_key(crate::release::MADE_BY_LABEL)
+            || r.labels.contains_key(actions::OWNER_LABEL);
         Latest {
             version: r.version,
             status: info.status,
@@ -594,14 +598,14 @@ fn observe(
             // A revision another tool wrote (Flux's, the helm CLI's) does not say which
             // post-renderers made it: taken as the spec's, so a release migrated from Flux
             // with them continues without a new revision.
-            post_renderers: if r.labels.contains_key(actions::OWNER_LABEL) {
+            post_renderers: if ours {
                 r.labels.get(actions::POST_RENDERERS_LABEL).cloned()
             } else {
                 desired.post_renderers.clone()
             },
             common_metadata: super::strategy::common_metadata_of(r, hr),
             // As the post-renderers: another tool's revision is taken as the spec's.
-            values_files: if r.labels.contains_key(actions::OWNER_LABEL) {
+            values_files: if ours {
                 r.labels.get(actions::VALUES_FILES_LABEL).cloned()
             } else {
                 desired.values_files.clone()
