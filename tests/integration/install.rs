@@ -340,3 +340,96 @@ async fn reapplying_install_over_an_older_one_changes_only_what_differs_and_keep
     );
     apps.delete().await;
 }
+
+/// Every field of a CRD schema by path (`spec.chart.valuesFiles`, `[]` for list items,
+/// `{}` for map values), with its type and whether its parent requires it.
+fn schema_fields(schema: &serde_json::Value, path: &str, out: &mut Vec<(String, String, bool)>) {
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .map(|r| r.iter().filter_map(|v| v.as_str()).collect())
+        .unwrap_or_default();
+    if let Some(props) = schema["properties"].as_object() {
+        for (name, sub) in props {
+            let at = format!("{path}.{name}");
+            let kind = sub["type"].as_str().unwrap_or("any").to_owned();
+            out.push((at.clone(), kind, required.contains(&name.as_str())));
+            schema_fields(sub, &at, out);
+        }
+    }
+    if schema["items"].is_object() {
+        schema_fields(&schema["items"], &format!("{path}[]"), out);
+    }
+    if schema["additionalProperties"].is_object() {
+        schema_fields(&schema["additionalProperties"], &format!("{path}{{}}"), out);
+    }
+}
+
+/// Issue #35: CRD changes are additive. Every field of the previous build's CRD
+/// (`tests/previous_build.sh`) is in this build's with the same type, nothing newly
+/// required, and every version it served still served: what was written for the previous
+/// build stays valid and means the same, so wheelhouse can be upgraded with its CRD first.
+#[test]
+fn the_crd_only_adds_to_the_previous_builds() {
+    let out = Command::new(support::previous_build().join("wheelhouse"))
+        .arg("crd")
+        .output()
+        .expect("the previous build runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let previous: serde_json::Value =
+        wheelhouse::yaml::from_str(&String::from_utf8_lossy(&out.stdout)).unwrap();
+    let current: serde_json::Value =
+        wheelhouse::yaml::from_str(&wheelhouse::api::crd_yaml()).unwrap();
+    let versions = |crd: &serde_json::Value| -> Vec<(String, bool, serde_json::Value)> {
+        crd["spec"]["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                (
+                    v["name"].as_str().unwrap().to_owned(),
+                    v["served"].as_bool().unwrap_or(false),
+                    v["schema"]["openAPIV3Schema"].clone(),
+                )
+            })
+            .collect()
+    };
+    let now = versions(&current);
+    for (name, served, schema) in versions(&previous) {
+        let Some((_, still_served, new_schema)) = now.iter().find(|(n, _, _)| *n == name) else {
+            panic!("version {name} is gone");
+        };
+        assert!(
+            !served || *still_served,
+            "version {name} is no longer served"
+        );
+        let (mut old, mut new) = (Vec::new(), Vec::new());
+        schema_fields(&schema, "", &mut old);
+        schema_fields(new_schema, "", &mut new);
+        assert!(old.len() > 50, "{name}: {} fields read", old.len());
+        for (path, kind, was_required) in &old {
+            let Some((_, new_kind, required)) = new.iter().find(|(p, _, _)| p == path) else {
+                panic!("{name}: field {path} is gone");
+            };
+            assert_eq!(new_kind, kind, "{name}: {path} changed type");
+            assert!(
+                !required || *was_required,
+                "{name}: {path} is newly required"
+            );
+        }
+        // A new field may be required only inside a new one (an item of a new list):
+        // no object written before can lack it.
+        for (path, _, required) in &new {
+            let known = |p: &str| old.iter().any(|(o, _, _)| o == p);
+            let parent = path.rsplit_once('.').map_or("", |(p, _)| p);
+            let parent_existed = parent.is_empty() || known(parent);
+            assert!(
+                known(path) || !required || !parent_existed,
+                "{name}: new field {path} is required"
+            );
+        }
+    }
+}
