@@ -21,8 +21,14 @@ if [[ -x "$cache/bin/wheelhouse" && -x "$cache/bin/wheelhouse-render" ]]; then
   exit 0
 fi
 
-if ! git -C "$root" cat-file -e "$commit^{commit}" 2>/dev/null; then
-  log "error: commit $commit is not in this clone (a shallow clone?); fetch the full history: git fetch --unshallow"
+have() { git -C "$root" cat-file -e "$commit^{commit}" 2>/dev/null; }
+if ! have && [[ "$(git -C "$root" rev-parse --is-shallow-repository 2>/dev/null)" == true ]] &&
+  [[ -n "$(git -C "$root" remote)" ]]; then
+  log "this clone is shallow; fetching its history for commit ${commit:0:12}"
+  git -C "$root" fetch --quiet --unshallow >&2 || git -C "$root" fetch --quiet "$(git -C "$root" remote | head -n 1)" "$commit" >&2 || true
+fi
+if ! have; then
+  log "error: commit $commit is not in this clone (a shallow clone without a remote to fetch it from?); clone the full history, or fetch it: git fetch --unshallow"
   exit 1
 fi
 
