@@ -306,22 +306,43 @@ mod tests {
         assert!(err.contains("is not a working render helper"), "{err}");
     }
 
-    /// A stand-in helper: killed by a signal as it starts the first time (as an OOM kill
-    /// would), then ready, answering one render with a manifest.
-    fn killed_once_helper(dir: &Path) -> PathBuf {
+    /// A stand-in helper: the first time it starts it runs `first` (a kill, a hang), then
+    /// it is ready, answering one render with a manifest. The marker says it started once.
+    fn fails_once_helper(dir: &Path, first: &str) -> (PathBuf, PathBuf) {
         let marker = dir.join("started-once");
-        script(
+        let program = script(
             dir,
             &format!(
                 "#!/bin/sh\n\
-                 if [ ! -e {marker} ]; then : > {marker}; kill -9 $$; fi\n\
+                 if [ ! -e {marker} ]; then : > {marker}; {first}; fi\n\
                  echo '{{\"ready\":true,\"helm\":\"v4\"}}'\n\
                  read line\n\
                  echo '{{\"id\":1,\"manifest\":\"kind: ConfigMap\",\"version\":1}}'\n\
                  read line\n",
                 marker = marker.display()
             ),
-        )
+        );
+        (program, marker)
+    }
+
+    /// A render of the chart `/charts/web` with no values.
+    async fn render_web(renderer: &HelperRenderer) -> Result<Rendered, Error> {
+        renderer
+            .render(RenderRequest {
+                release_name: "web",
+                namespace: "prod",
+                chart_path: Path::new("/charts/web"),
+                values: &serde_json::Map::new(),
+                previous: None,
+                discovery: None,
+                as_user: None,
+                priority: crate::slots::Priority::Routine,
+                post_renderers: &[],
+                post_render_strategy: Default::default(),
+                skip_schema_validation: false,
+                chart_values: None,
+            })
+            .await
     }
 
     /// Written by a child process (`install`), not by this one: a file this process holds
@@ -344,25 +365,10 @@ mod tests {
     #[tokio::test]
     async fn a_helper_killed_as_it_starts_costs_the_render_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let renderer = HelperRenderer::new(killed_once_helper(dir.path()), Duration::from_secs(5));
-        let values = serde_json::Map::new();
-        let rendered = renderer
-            .render(RenderRequest {
-                release_name: "web",
-                namespace: "prod",
-                chart_path: Path::new("/charts/web"),
-                values: &values,
-                previous: None,
-                discovery: None,
-                as_user: None,
-                priority: crate::slots::Priority::Routine,
-                post_renderers: &[],
-                post_render_strategy: Default::default(),
-                skip_schema_validation: false,
-                chart_values: None,
-            })
-            .await
-            .unwrap();
+        // Killed by a signal the first time, as an OOM kill would.
+        let (program, _) = fails_once_helper(dir.path(), "kill -9 $$");
+        let renderer = HelperRenderer::new(program, Duration::from_secs(5));
+        let rendered = render_web(&renderer).await.unwrap();
         assert_eq!(rendered.manifest, "kind: ConfigMap");
     }
 
@@ -371,39 +377,10 @@ mod tests {
     #[tokio::test]
     async fn a_helper_hung_as_it_starts_is_replaced_and_costs_the_render_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let marker = dir.path().join("started-once");
-        let program = script(
-            dir.path(),
-            &format!(
-                "#!/bin/sh\n\
-                 if [ ! -e {marker} ]; then : > {marker}; exec sleep 60; fi\n\
-                 echo '{{\"ready\":true,\"helm\":\"v4\"}}'\n\
-                 read line\n\
-                 echo '{{\"id\":1,\"manifest\":\"kind: ConfigMap\",\"version\":1}}'\n\
-                 read line\n",
-                marker = marker.display()
-            ),
-        );
+        let (program, marker) = fails_once_helper(dir.path(), "exec sleep 60");
         let renderer = HelperRenderer::new(program, Duration::from_secs(1));
-        let values = serde_json::Map::new();
         let started = std::time::Instant::now();
-        let rendered = renderer
-            .render(RenderRequest {
-                release_name: "web",
-                namespace: "prod",
-                chart_path: Path::new("/charts/web"),
-                values: &values,
-                previous: None,
-                discovery: None,
-                as_user: None,
-                priority: crate::slots::Priority::Routine,
-                post_renderers: &[],
-                post_render_strategy: Default::default(),
-                skip_schema_validation: false,
-                chart_values: None,
-            })
-            .await
-            .unwrap();
+        let rendered = render_web(&renderer).await.unwrap();
         assert_eq!(rendered.manifest, "kind: ConfigMap");
         assert!(marker.exists(), "the first start hung");
         assert!(
@@ -428,24 +405,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let program = script(dir.path(), "#!/bin/sh\nkill -9 $$\n");
         let renderer = HelperRenderer::new(program, Duration::from_secs(5));
-        let values = serde_json::Map::new();
-        let err = renderer
-            .render(RenderRequest {
-                release_name: "web",
-                namespace: "prod",
-                chart_path: Path::new("/charts/web"),
-                values: &values,
-                previous: None,
-                discovery: None,
-                as_user: None,
-                priority: crate::slots::Priority::Routine,
-                post_renderers: &[],
-                post_render_strategy: Default::default(),
-                skip_schema_validation: false,
-                chart_values: None,
-            })
-            .await
-            .unwrap_err();
+        let err = render_web(&renderer).await.unwrap_err();
         assert!(matches!(err, Error::Helper { .. }), "{err}");
     }
 

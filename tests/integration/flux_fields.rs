@@ -435,21 +435,14 @@ async fn values_files_replace_the_charts_values_as_flux_builds_the_chart() {
 
     // Both upgraded with another list (and a value, which is what makes helm-controller
     // upgrade: it compares the chart's version and the release's values only).
-    let flux: Api<kube::api::DynamicObject> = Api::namespaced_with(
-        client.clone(),
+    support::flux::patch(
+        &client,
         &n,
-        &kube::api::ApiResource::erase::<wheelhouse::api::flux::FluxHelmRelease>(&()),
-    );
-    let patch = |files: Value| {
-        json!({"spec": {
-            "values": {"image": {"repository": "custom/web2"}},
-            "chart": {"spec": {"valuesFiles": files}},
-        }})
-    };
-    flux.patch(
         "flux-side",
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(&patch(json!(["values-prod.yaml", "envs/ci.yaml"]))),
+        &json!({"spec": {
+            "values": {"image": {"repository": "custom/web2"}},
+            "chart": {"spec": {"valuesFiles": ["values-prod.yaml", "envs/ci.yaml"]}},
+        }}),
     )
     .await
     .unwrap();

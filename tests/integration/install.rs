@@ -310,16 +310,8 @@ async fn reapplying_install_over_an_older_one_changes_only_what_differs_and_keep
         ],
         "only the Deployments' image differs"
     );
-    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), &system);
-    let image = deployments
-        .get(CONTROLLER)
+    let image = support::pod_spec(&admin, &system, CONTROLLER)
         .await
-        .unwrap()
-        .spec
-        .unwrap()
-        .template
-        .spec
-        .unwrap()
         .containers[0]
         .image
         .clone();

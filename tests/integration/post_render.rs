@@ -61,14 +61,7 @@ async fn set_both_messages(
     let patch = json!({"spec": {"values": {"message": message}}});
     api.patch(WH, &PatchParams::default(), &Patch::Merge(&patch))
         .await?;
-    let flux: Api<kube::api::DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        ns,
-        &kube::api::ApiResource::erase::<wheelhouse::api::flux::FluxHelmRelease>(&()),
-    );
-    flux.patch(FLUX, &PatchParams::default(), &Patch::Merge(&patch))
-        .await?;
-    Ok(())
+    support::flux::patch(client, ns, FLUX, &patch).await
 }
 
 /// `helm get manifest` and `helm get hooks` of both releases: Flux's normalised, and
@@ -254,12 +247,7 @@ async fn post_renderers_render_as_fluxs_helm_controller_renders_them() {
     api.patch(WH, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    let flux: Api<kube::api::DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        &ns,
-        &kube::api::ApiResource::erase::<wheelhouse::api::flux::FluxHelmRelease>(&()),
-    );
-    flux.patch(FLUX, &PatchParams::default(), &Patch::Merge(&patch))
+    support::flux::patch(&client, &ns, FLUX, &patch)
         .await
         .unwrap();
     support::flux::until(&client, &ns, FLUX, "Ready at revision 3", |hr| {

@@ -171,3 +171,20 @@ pub fn as_wheelhouse(manifest: &str, ns: &str, flux: &str, wh: &str) -> String {
     }
     out.replace(flux, wh)
 }
+
+/// Merge-patches Flux's HelmRelease `name` in `ns`.
+pub async fn patch(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    patch: &serde_json::Value,
+) -> Result<(), kube::Error> {
+    Api::<FluxHelmRelease>::namespaced(client.clone(), ns)
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await
+        .map(drop)
+}

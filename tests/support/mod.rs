@@ -42,55 +42,43 @@ pub fn kubeconfig_path() -> PathBuf {
     PathBuf::from(path)
 }
 
+/// The directory a build script of the project prints (it caches what it builds).
+fn built_by(script: &str) -> PathBuf {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
+    let out = std::process::Command::new(&script)
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
+    assert!(
+        out.status.success(),
+        "{} failed ({}); see its output above",
+        script.display(),
+        out.status
+    );
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
 /// wheelhouse's render helper: `$WHEELHOUSE_RENDER_HELPER` (tests/test.sh sets it), else
 /// built (once; cached) by `src/render/helper/build.sh`.
 pub fn render_helper() -> PathBuf {
     static HELPER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     HELPER
-        .get_or_init(|| {
-            if let Some(path) = std::env::var_os("WHEELHOUSE_RENDER_HELPER") {
-                return PathBuf::from(path);
-            }
-            let script =
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/render/helper/build.sh");
-            let out = std::process::Command::new(&script)
-                .stderr(std::process::Stdio::inherit())
-                .output()
-                .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-            assert!(
-                out.status.success(),
-                "{} failed ({}); see its output above",
-                script.display(),
-                out.status
-            );
-            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("wheelhouse-render")
+        .get_or_init(|| match std::env::var_os("WHEELHOUSE_RENDER_HELPER") {
+            Some(path) => PathBuf::from(path),
+            None => built_by("src/render/helper/build.sh").join("wheelhouse-render"),
         })
         .clone()
 }
 
 /// The previous build of wheelhouse (`wheelhouse` and its render helper side by side), for
-/// the upgrade test: `$WHEELHOUSE_PREVIOUS_BUILD` (set by tests/test.sh), else built here
+/// the upgrade tests: `$WHEELHOUSE_PREVIOUS_BUILD` (set by tests/test.sh), else built here
 /// by tests/previous_build.sh (cached after the first time).
 pub fn previous_build() -> PathBuf {
     static BUILD: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILD
-        .get_or_init(|| {
-            if let Some(path) = std::env::var_os("WHEELHOUSE_PREVIOUS_BUILD") {
-                return PathBuf::from(path);
-            }
-            let script =
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/previous_build.sh");
-            let out = std::process::Command::new(&script)
-                .stderr(std::process::Stdio::inherit())
-                .output()
-                .unwrap_or_else(|e| panic!("cannot run {}: {e}", script.display()));
-            assert!(
-                out.status.success(),
-                "{} failed ({}); see its output above",
-                script.display(),
-                out.status
-            );
-            PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+        .get_or_init(|| match std::env::var_os("WHEELHOUSE_PREVIOUS_BUILD") {
+            Some(path) => PathBuf::from(path),
+            None => built_by("tests/previous_build.sh"),
         })
         .clone()
 }
