@@ -63,6 +63,7 @@ fn upgrade<'a>(
         post_render_strategy: Default::default(),
         skip_schema_validation: false,
         chart_values: None,
+        kept: None,
     }
 }
 

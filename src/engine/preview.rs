@@ -47,6 +47,7 @@ pub async fn preview(ctx: &Context, hr: &HelmRelease) -> Result<Preview, String>
         &hr.target_namespace(),
         &prepared,
         current.as_ref(),
+        crate::release::values_kept_from(&history).filter(|_| hr.preserves_values()),
     )
     .await
     .map_err(|e| e.to_string())?;

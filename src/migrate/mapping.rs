@@ -82,9 +82,6 @@ fn why_not(path: &str) -> String {
         | "spec.rollback.serverSideApply" => {
             "wheelhouse always applies server-side, as Helm 4 does by default"
         }
-        "spec.upgrade.preserveValues" => {
-            "helm upgrade --reuse-values is not supported by wheelhouse yet: it renders from the spec's values only"
-        }
         _ if last.starts_with("disable") => "wheelhouse has no such setting",
         _ => "wheelhouse has no such field",
     };

@@ -360,7 +360,7 @@ spec:
     - {apiVersion: other.example.com/v1, current: "true", inProgress: "false"}
   commonMetadata: {labels: {team: web}}
   install: {timeout: 10m, replace: true, strategy: {name: RetryOnFailure, retryInterval: 2m}, createNamespace: true, crds: CreateReplace, disableWaitForJobs: true, disableSchemaValidation: true, remediation: {retries: 3}}
-  upgrade: {timeout: 7m, force: true, strategy: {name: RemediateOnFailure}, cleanupOnFail: true, takeOwnership: true, remediation: {retries: -1, strategy: uninstall, remediateLastFailure: false}}
+  upgrade: {timeout: 7m, force: true, strategy: {name: RemediateOnFailure}, cleanupOnFail: true, preserveValues: false, takeOwnership: true, remediation: {retries: -1, strategy: uninstall, remediateLastFailure: false}}
   test: {enable: true, timeout: 1m, ignoreFailures: true, filters: [{name: smoke}]}
   rollback: {timeout: 1m, disableHooks: true, recreate: true, force: true, cleanupOnFail: true}
   uninstall: {keepHistory: true, deletionPropagation: foreground}

@@ -110,6 +110,7 @@ pub(super) fn action(section: &str, value: Value, m: &mut Mapping) -> Option<Val
             "disableSchemaValidation",
             "disableHooks",
             "cleanupOnFail",
+            "preserveValues",
         ],
         "test" => &["enable", "timeout", "ignoreFailures", "filters"],
         "rollback" => &[

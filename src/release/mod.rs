@@ -44,6 +44,31 @@ pub const VALUES_FILES_LABEL: &str = "wheelhouse.dev/values-files";
 /// from the revision it restores.
 pub const COMMON_METADATA_LABEL: &str = "wheelhouse.dev/common-metadata";
 
+/// On a revision made with `upgrade.preserveValues`: the digest of the spec's values it
+/// was made from. Its stored values are those merged over the values it kept, so they
+/// cannot say whether the spec changed; this does.
+pub const SPEC_VALUES_LABEL: &str = "wheelhouse.dev/spec-values";
+
+/// The revision whose values Helm's upgrade keeps with `--reuse-values` (its "current"
+/// release): the newest when it is deployed, else the newest deployed one, else the
+/// newest when it failed or was superseded. `history` is oldest first.
+pub fn values_kept_from(history: &[Release]) -> Option<&Release> {
+    let status = |r: &Release| r.info.as_ref().map(|i| i.status).unwrap_or_default();
+    let newest = history.last()?;
+    if status(newest) == Status::Deployed {
+        return Some(newest);
+    }
+    history
+        .iter()
+        .rev()
+        .find(|r| status(r) == Status::Deployed)
+        .or_else(|| {
+            // A pending newest is a wait the engine supersedes: it is failed first.
+            let s = status(newest);
+            (matches!(s, Status::Failed | Status::Superseded) || s.is_pending()).then_some(newest)
+        })
+}
+
 /// How much of a manifest digest [`SOURCE_DIGEST_LABEL`] keeps (and of a commonMetadata
 /// digest, [`COMMON_METADATA_LABEL`]).
 pub const SOURCE_DIGEST_KEPT: usize = 40;
@@ -91,4 +116,44 @@ fn secret_suffix(secret: &Option<String>) -> String {
         .as_deref()
         .map(|s| format!(" {s}"))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn revision(version: i32, status: Status) -> Release {
+        Release {
+            version,
+            info: Some(Info {
+                status,
+                ..Info::default()
+            }),
+            ..Release::default()
+        }
+    }
+
+    /// Helm's upgrade: the newest if deployed, else the newest deployed, else the newest
+    /// if failed or superseded (a pending one is failed before the upgrade).
+    #[test]
+    fn the_values_kept_are_the_revision_helms_upgrade_calls_current() {
+        use Status::*;
+        let kept = |statuses: &[Status]| {
+            let history: Vec<Release> = statuses
+                .iter()
+                .enumerate()
+                .map(|(i, s)| revision(i as i32 + 1, *s))
+                .collect();
+            values_kept_from(&history).map(|r| r.version)
+        };
+        assert_eq!(kept(&[]), None);
+        assert_eq!(kept(&[Superseded, Deployed]), Some(2));
+        assert_eq!(kept(&[Superseded, Deployed, Failed]), Some(2));
+        assert_eq!(kept(&[Deployed, PendingUpgrade]), Some(1));
+        assert_eq!(kept(&[Failed]), Some(1));
+        assert_eq!(kept(&[Superseded, Failed]), Some(2));
+        assert_eq!(kept(&[PendingInstall]), Some(1));
+        assert_eq!(kept(&[Deployed, Uninstalled]), Some(1));
+        assert_eq!(kept(&[Uninstalled]), None);
+    }
 }

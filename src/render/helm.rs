@@ -45,6 +45,9 @@ const PARTIAL_DISCOVERY: &str = "orphaned API service";
 /// build gives Flux's output byte for byte.
 pub const POST_RENDERERS_REFUSED: &str = "spec.postRenderers need the render helper: the helm CLI renderer (--renderer helm, WHEELHOUSE_RENDERER=helm) cannot apply them as Flux's helm-controller does; run the engine with the render helper (the default renderer, wheelhouse-render) to render this release";
 
+/// Why a release with `upgrade.preserveValues` is not upgraded by the helm CLI renderer.
+pub const PRESERVE_VALUES_REFUSED: &str = "upgrade.preserveValues needs the render helper: the helm CLI renderer (--renderer helm, WHEELHOUSE_RENDERER=helm) reads the kept revision's values only from a file (HELM_MEMORY_DRIVER_DATA), and wheelhouse never writes values to disk; run the engine with the render helper (the default renderer, wheelhouse-render) to upgrade this release";
+
 /// Why a release with `chart.valuesFiles` is not rendered by the helm CLI: `helm -f` puts
 /// files above the chart's values, where Flux replaces the chart's values with them.
 pub const VALUES_FILES_REFUSED: &str = "chart.valuesFiles need the render helper: the helm CLI renderer (--renderer helm, WHEELHOUSE_RENDERER=helm) can only add values files above the chart's values (helm -f), where Flux replaces the chart's values with them; run the engine with the render helper (the default renderer, wheelhouse-render) to render this release";
@@ -151,6 +154,12 @@ impl HelmRenderer {
                 stderr: VALUES_FILES_REFUSED.into(),
             });
         }
+        if req.kept.is_some() {
+            return Err(Error::Failed {
+                status: "refused".into(),
+                stderr: PRESERVE_VALUES_REFUSED.into(),
+            });
+        }
         let values = serde_json::to_vec(req.values).map_err(Error::Values)?;
         let seed = SeedFile::write(&seed(&req))?;
         let spawn_error = |source| Error::Spawn {
@@ -216,11 +225,12 @@ impl HelmRenderer {
         // Other stderr of a successful run is not logged: helm's warnings may quote values.
         let release: ReleaseOutput = serde_json::from_slice(&output.stdout)
             .map_err(|e| Error::Output(format!("helm's release JSON: {e}")))?;
-        Ok(release.rendered(if partial {
+        let unavailable = if partial {
             vec![super::PARTIAL.into()]
         } else {
             Vec::new()
-        }))
+        };
+        Ok(release.rendered(unavailable, false))
     }
 
     /// Runs `helm version --short`: the binary is found, runs, and is helm 3 or 4.
@@ -388,6 +398,7 @@ mod tests {
             post_render_strategy: Default::default(),
             skip_schema_validation: false,
             chart_values: None,
+            kept: None,
         }
     }
 
@@ -410,6 +421,22 @@ mod tests {
             helm.run(req).await,
             Err(Error::Failed { ref status, .. }) if status == "refused"
         ));
+    }
+
+    #[tokio::test]
+    async fn kept_values_are_refused_with_the_reason() {
+        let values = serde_json::Map::new();
+        // Never run: the refusal comes first.
+        let helm = HelmRenderer::new("/nonexistent/helm".into(), HelmRenderer::DEFAULT_TIMEOUT);
+        let stored = crate::release::Release::default();
+        let mut req = request(&values, Some(Previous::of(&stored)));
+        req.kept = Some(super::super::Kept::of(&stored));
+        let err = helm.run(req).await.unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("upgrade.preserveValues needs the render helper"),
+            "{err}"
+        );
     }
 
     #[test]

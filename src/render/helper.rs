@@ -162,18 +162,18 @@ impl HelperRenderer {
             namespace: req.namespace,
             chart: req.chart_path,
             values: req.values,
-            previous: req.previous.map(|p| Seed {
-                version: p.version,
-                status: seed_status(p.status).as_str(),
-                chart: p.chart_name,
-                chart_version: p.chart_version,
-            }),
+            previous: req.previous.map(Seed::of),
             cluster: &cluster,
             discovery: req.discovery.unwrap_or_default(),
             post_renderers: req.post_renderers,
             post_render_strategy: req.post_render_strategy,
             skip_schema_validation: req.skip_schema_validation,
             chart_values: req.chart_values,
+            kept: req.kept.map(|k| KeptSeed {
+                revision: Seed::of(k.revision),
+                config: k.config,
+                chart_values: k.chart_values,
+            }),
         };
         let response = match tokio::time::timeout(self.timeout, process.ask(&request)).await {
             Err(_) => return Err(HelperFault::Hung(self.timeout)),
@@ -188,11 +188,14 @@ impl HelperRenderer {
                 stderr: format!("Error: {error}"),
             }));
         }
-        Ok(Ok(response.release.rendered(if response.partial {
-            vec![super::PARTIAL.into()]
-        } else {
-            Vec::new()
-        })))
+        Ok(Ok(response.release.rendered(
+            if response.partial {
+                vec![super::PARTIAL.into()]
+            } else {
+                Vec::new()
+            },
+            req.kept.is_some(),
+        )))
     }
 }
 
@@ -267,6 +270,9 @@ struct Request<'a> {
     /// Replaces the chart's values.yaml (`render.go`'s `replaceDefaultValues`).
     #[serde(rename = "chartValues", skip_serializing_if = "Option::is_none")]
     chart_values: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    /// With `--reuse-values`, the revision whose values are kept (`render.go`'s `kept`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kept: Option<KeptSeed<'a>>,
 }
 
 /// The release's newest revision, as Helm's upgrade reads it from storage.
@@ -277,6 +283,27 @@ struct Seed<'a> {
     status: &'a str,
     chart: &'a str,
     chart_version: &'a str,
+}
+
+impl<'a> Seed<'a> {
+    fn of(p: super::Previous<'a>) -> Self {
+        Self {
+            version: p.version,
+            status: seed_status(p.status).as_str(),
+            chart: p.chart_name,
+            chart_version: p.chart_version,
+        }
+    }
+}
+
+/// A seeded revision with its values and its chart's.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct KeptSeed<'a> {
+    #[serde(flatten)]
+    revision: Seed<'a>,
+    config: &'a serde_json::Map<String, serde_json::Value>,
+    chart_values: &'a serde_json::Map<String, serde_json::Value>,
 }
 
 #[cfg(test)]
@@ -341,6 +368,7 @@ mod tests {
                 post_render_strategy: Default::default(),
                 skip_schema_validation: false,
                 chart_values: None,
+                kept: None,
             })
             .await
     }
@@ -413,6 +441,8 @@ mod tests {
     fn the_request_is_what_the_helper_reads() {
         use super::super::helper_process::Numbered;
         let values = serde_json::Map::from_iter([("a".to_owned(), serde_json::json!(1))]);
+        let chart_values =
+            serde_json::Map::from_iter([("replicas".to_owned(), serde_json::json!(1))]);
         let cluster = Cluster {
             kubeconfig: "/k".into(),
             context: "c".into(),
@@ -452,6 +482,16 @@ mod tests {
             post_render_strategy: crate::api::PostRenderStrategy::NoHooks,
             skip_schema_validation: true,
             chart_values: None,
+            kept: Some(KeptSeed {
+                revision: Seed {
+                    version: 2,
+                    status: "deployed",
+                    chart: "web",
+                    chart_version: "0.9.0",
+                },
+                config: &values,
+                chart_values: &chart_values,
+            }),
         };
         assert_eq!(
             serde_json::to_value(Numbered {
@@ -472,6 +512,9 @@ mod tests {
                 }}],
                 "postRenderStrategy": "nohooks",
                 "skipSchemaValidation": true,
+                // upgrade.preserveValues: the revision kept, with its values (render.go).
+                "kept": {"version": 2, "status": "deployed", "chart": "web", "chartVersion": "0.9.0",
+                         "config": {"a": 1}, "chartValues": {"replicas": 1}},
             })
         );
     }

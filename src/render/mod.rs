@@ -129,6 +129,35 @@ pub struct RenderRequest<'a> {
     /// The chart's default values made of `chart.valuesFiles`, replacing its values.yaml
     /// (none: its own).
     pub chart_values: Option<&'a serde_json::Map<String, serde_json::Value>>,
+    /// With `upgrade.preserveValues`, the revision whose values the upgrade keeps (Helm's
+    /// `--reuse-values`, see [`crate::release::values_kept_from`]); none: the values are
+    /// the whole desired state (`--reset-values`, as Flux passes them otherwise).
+    pub kept: Option<Kept<'a>>,
+}
+
+/// The revision an upgrade with `--reuse-values` keeps the values of: Helm merges the
+/// request's values over its values and renders with its chart's values in place of the
+/// new chart's.
+#[derive(Clone, Copy)]
+pub struct Kept<'a> {
+    pub revision: Previous<'a>,
+    pub config: &'a serde_json::Map<String, serde_json::Value>,
+    pub chart_values: &'a serde_json::Map<String, serde_json::Value>,
+}
+
+impl<'a> Kept<'a> {
+    pub fn of(release: &'a crate::release::Release) -> Self {
+        static NONE: std::sync::OnceLock<serde_json::Map<String, serde_json::Value>> =
+            std::sync::OnceLock::new();
+        Self {
+            revision: Previous::of(release),
+            config: &release.config,
+            chart_values: release
+                .chart
+                .as_ref()
+                .map_or_else(|| NONE.get_or_init(serde_json::Map::new), |c| &c.values),
+        }
+    }
 }
 
 impl RenderRequest<'_> {
@@ -181,17 +210,40 @@ struct ReleaseOutput {
     hooks: Option<Vec<Hook>>,
     #[serde(default)]
     version: i32,
+    /// With `--reuse-values`: the values Helm stores (the helm CLI prints them as
+    /// `config`, the render helper too).
+    #[serde(default)]
+    config: Option<serde_json::Map<String, serde_json::Value>>,
+    /// With `--reuse-values`, the chart's values Helm stores: the helm CLI prints them in
+    /// `chart`, the render helper as `chartValues`.
+    #[serde(default, rename = "chartValues")]
+    chart_values: Option<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default)]
+    chart: Option<ChartValuesOutput>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct ChartValuesOutput {
+    #[serde(default)]
+    values: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl ReleaseOutput {
     /// What was rendered, with the `group/version`s discovery left out (see
     /// [`Rendered::unavailable`]).
-    fn rendered(self, unavailable: Vec<String>) -> Rendered {
+    fn rendered(self, unavailable: Vec<String>, kept: bool) -> Rendered {
+        let chart_values = self
+            .chart_values
+            .or_else(|| self.chart.and_then(|c| c.values));
         Rendered {
             manifest: self.manifest,
             hooks: self.hooks.unwrap_or_default(),
             revision: self.version,
             unavailable,
+            merged: kept.then(|| MergedValues {
+                config: self.config.unwrap_or_default(),
+                chart_values: chart_values.unwrap_or_default(),
+            }),
         }
     }
 }
@@ -210,6 +262,23 @@ pub struct Rendered {
     /// whose backend is down): the render may lack what it renders only when they are
     /// served, so nothing is pruned on its account.
     pub unavailable: Vec<String>,
+    /// With [`RenderRequest::kept`]: the values Helm's upgrade stores with the revision.
+    pub merged: Option<MergedValues>,
+}
+
+/// What an upgrade with `--reuse-values` stores: the request's values merged over the
+/// kept revision's, and the kept revision's chart values (coalesced with its values) as
+/// the chart's values. No `Debug`: values may hold secrets.
+#[derive(Clone, PartialEq, Default)]
+pub struct MergedValues {
+    pub config: serde_json::Map<String, serde_json::Value>,
+    pub chart_values: serde_json::Map<String, serde_json::Value>,
+}
+
+impl std::fmt::Debug for MergedValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MergedValues { .. }")
+    }
 }
 
 pub trait Renderer: Send + Sync {

@@ -854,6 +854,7 @@ async fn a_rendered_chart_applies_and_its_hooks_run() {
             post_render_strategy: Default::default(),
             skip_schema_validation: false,
             chart_values: None,
+            kept: None,
         })
         .await
         .unwrap();

@@ -2,7 +2,8 @@
 //! `disableWaitForJobs` beside Flux's helm-controller, `test.filters` beside `helm test
 //! --filter`, `disableSchemaValidation` beside `helm install --skip-schema-validation`,
 //! `uninstall.deletionPropagation` beside `helm uninstall --cascade`, `chart.valuesFiles`
-//! beside Flux's source-controller and helm-controller.
+//! beside Flux's source-controller and helm-controller, `upgrade.preserveValues` beside
+//! `helm upgrade --reuse-values`.
 
 use std::time::{Duration, Instant};
 
@@ -484,4 +485,180 @@ async fn values_files_replace_the_charts_values_as_flux_builds_the_chart() {
     })
     .await;
     assert_eq!(values_data(&client, &n, "wh-side").await["replicas"], "1");
+}
+
+/// `upgrade.preserveValues` beside `helm upgrade --reuse-values` (what helm-controller
+/// runs for it): after an upgrade to the chart's next version with other values, both
+/// store the same values (the new ones merged over the kept ones, a null removing a
+/// key), the same computed values (the kept revision's chart values, none of the new
+/// chart's defaults) and the same manifest. An unchanged spec then stays at its revision
+/// (helm-controller upgrades it again at every interval, fluxcd/helm-controller#1371); a
+/// change of the spec's values upgrades again, merged over the kept revision.
+#[tokio::test]
+async fn preserve_values_keeps_the_previous_values_as_helm_reuse_values_does() {
+    let (client, ns, api) = eng::setup("ff-preserve").await;
+    let n = ns.name.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let values_file = |name: &str, values: &Value| -> String {
+        let path = dir.path().join(name);
+        std::fs::write(&path, serde_json::to_string(values).unwrap()).unwrap();
+        path.display().to_string()
+    };
+    let v1 = json!({"greeting": "hi", "keepMe": "from revision 1", "nested": {"a": "user-a"}});
+    helm(
+        &n,
+        &[
+            "install",
+            "cli-side",
+            &chart("preserved"),
+            "-f",
+            &values_file("v1", &v1),
+        ],
+    );
+    let hr = release(
+        "wh-side",
+        json!({
+            "chart": {"path": chart("preserved")},
+            "values": v1,
+            "upgrade": {"preserveValues": true},
+        }),
+    );
+    api.create(&PostParams::default(), &hr).await.unwrap();
+    let _engine = eng::start(&client, &n).await;
+    wait_for(&api, "wh-side", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+
+    let same = |when: &str| {
+        let get = |release: &str, args: &[&str]| -> Value {
+            let mut all = vec!["get", "values", release, "-o", "json"];
+            all.extend_from_slice(args);
+            serde_json::from_str(&helm(&n, &all)).unwrap()
+        };
+        assert_eq!(
+            get("wh-side", &[]),
+            get("cli-side", &[]),
+            "{when}: stored values"
+        );
+        assert_eq!(
+            get("wh-side", &["--all"]),
+            get("cli-side", &["--all"]),
+            "{when}: computed values"
+        );
+        assert_eq!(
+            helm(&n, &["get", "manifest", "wh-side"]),
+            helm(&n, &["get", "manifest", "cli-side"]).replace("cli-side", "wh-side"),
+            "{when}: manifest"
+        );
+    };
+    same("installed");
+
+    // The next chart version, other values (a null removes a chart default).
+    let v2 = json!({"greeting": "hey", "nested": {"b": "user-b"}, "dropped": null});
+    helm(
+        &n,
+        &[
+            "upgrade",
+            "cli-side",
+            &chart("preserved-2"),
+            "--reuse-values",
+            "-f",
+            &values_file("v2", &v2),
+        ],
+    );
+    let replace = |values: &Value, path: Option<String>| {
+        let mut ops = vec![json!({"op": "replace", "path": "/spec/values", "value": values})];
+        if let Some(path) = path {
+            ops.push(json!({"op": "replace", "path": "/spec/chart/path", "value": path}));
+        }
+        kube::api::Patch::Json::<()>(serde_json::from_value(Value::Array(ops)).unwrap())
+    };
+    api.patch(
+        "wh-side",
+        &kube::api::PatchParams::default(),
+        &replace(&v2, Some(chart("preserved-2"))),
+    )
+    .await
+    .unwrap();
+    let upgraded = wait_for(&api, "wh-side", "upgraded to revision 2", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+            && h.status
+                .as_ref()
+                .and_then(|s| s.history.first())
+                .is_some_and(|r| r.version == 2)
+    })
+    .await;
+    same("upgraded with kept values");
+    let stored: Value =
+        serde_json::from_str(&helm(&n, &["get", "values", "wh-side", "-o", "json"])).unwrap();
+    assert_eq!(stored["keepMe"], "from revision 1", "{stored}");
+    assert_eq!(stored["greeting"], "hey", "{stored}");
+    let data = values_data(&client, &n, "wh-side").await;
+    assert_eq!(data["chart"], "0.2.0");
+    assert!(!data["values"].contains("newDefault"), "{data:?}");
+
+    // Nothing changed: a reconcile request is answered at revision 2.
+    let token = "preserve-unchanged";
+    eng::annotate(
+        &api,
+        "wh-side",
+        "reconcile.wheelhouse.dev/requestedAt",
+        token,
+    )
+    .await;
+    let answered = wait_for(&api, "wh-side", "the reconcile request handled", |h| {
+        h.status
+            .as_ref()
+            .and_then(|s| s.last_handled_reconcile_at.as_deref())
+            == Some(token)
+    })
+    .await;
+    assert!(is(&answered, "Ready", "True", "UpgradeSucceeded"));
+    assert_eq!(
+        answered
+            .status
+            .as_ref()
+            .unwrap()
+            .history
+            .first()
+            .map(|r| r.version),
+        Some(2)
+    );
+    assert_eq!(
+        upgraded.status.as_ref().unwrap().history.len(),
+        answered.status.as_ref().unwrap().history.len()
+    );
+    let revisions = eng::helm_history_json(&n, "wh-side");
+    assert_eq!(revisions.len(), 2, "{revisions:?}");
+
+    // The spec's values change: upgraded again, merged over revision 2's.
+    let v3 = json!({"greeting": "third"});
+    helm(
+        &n,
+        &[
+            "upgrade",
+            "cli-side",
+            &chart("preserved-2"),
+            "--reuse-values",
+            "-f",
+            &values_file("v3", &v3),
+        ],
+    );
+    api.patch(
+        "wh-side",
+        &kube::api::PatchParams::default(),
+        &replace(&v3, None),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "wh-side", "upgraded to revision 3", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+            && h.status
+                .as_ref()
+                .and_then(|s| s.history.first())
+                .is_some_and(|r| r.version == 3)
+    })
+    .await;
+    same("upgraded again");
 }

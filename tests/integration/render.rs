@@ -52,6 +52,7 @@ fn request<'a>(values: &'a Map<String, Value>, chart: &'a Path) -> RenderRequest
         post_render_strategy: Default::default(),
         skip_schema_validation: false,
         chart_values: None,
+        kept: None,
     }
 }
 

@@ -144,6 +144,13 @@ pub struct Upgrade {
     /// replicas), and a change of it fails the action with the manager and field named.
     #[serde(default)]
     pub force_conflicts: bool,
+    /// Keep the values of the revision the upgrade replaces and merge the spec's values
+    /// over them, and render with that revision's chart values in place of the new
+    /// chart's (Helm's `--reuse-values`, Flux's field). Not declarative: a value removed
+    /// from the spec stays. Changing the spec's values upgrades; an unchanged spec does
+    /// not, although the stored values differ from it.
+    #[serde(default)]
+    pub preserve_values: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remediation: Option<UpgradeRemediation>,
 }
@@ -162,6 +169,7 @@ impl Default for Upgrade {
             cleanup_on_fail: false,
             take_ownership: false,
             force_conflicts: false,
+            preserve_values: false,
             remediation: None,
         }
     }

@@ -274,6 +274,14 @@ impl HelmRelease {
         git.source_text(commit.as_deref())
     }
 
+    /// Whether an upgrade keeps the previous revision's values (`upgrade.preserveValues`).
+    pub fn preserves_values(&self) -> bool {
+        self.spec
+            .upgrade
+            .as_ref()
+            .is_some_and(|u| u.preserve_values)
+    }
+
     /// The Helm release name, defaulted as Flux does.
     pub fn release_name(&self) -> String {
         if let Some(name) = &self.spec.release_name {

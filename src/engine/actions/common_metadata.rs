@@ -221,6 +221,7 @@ mod tests {
             hooks: vec![hook],
             revision: 1,
             unavailable: Vec::new(),
+            merged: None,
         };
         let before = (
             rendered.manifest.clone(),

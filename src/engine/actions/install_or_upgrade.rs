@@ -61,6 +61,12 @@ pub async fn install_or_upgrade(
         )
     };
     let timeout = action_timeout(&hr, is_upgrade);
+    // Helm's --reuse-values: the values of the revision Helm's upgrade calls current.
+    let kept = if is_upgrade && upgrade.preserve_values {
+        crate::release::values_kept_from(history)
+    } else {
+        None
+    };
     let (pending, underway, failed_reason) = if is_upgrade {
         (
             Status::PendingUpgrade,
@@ -143,6 +149,7 @@ pub async fn install_or_upgrade(
                 &run.target_namespace,
                 prepared,
                 previous,
+                kept,
             )
         )
         .1
@@ -180,14 +187,23 @@ pub async fn install_or_upgrade(
         run.masker.add_manifest_secrets(&hook.manifest);
     }
 
-    let mut rel = new_release(
-        run,
-        version,
-        prepared.chart.clone(),
-        prepared.values.values.clone(),
-        pending,
-        underway,
-    );
+    // Kept values: stored as Helm's upgrade stores them (the spec's merged over the kept
+    // revision's, and its chart values), with the spec's digest beside them.
+    let (chart, config) = match rendered.merged.take() {
+        Some(merged) => {
+            let mut chart = prepared.chart.clone();
+            chart.values = merged.chart_values;
+            (chart, merged.config)
+        }
+        None => (prepared.chart.clone(), prepared.values.values.clone()),
+    };
+    let mut rel = new_release(run, version, chart, config, pending, underway);
+    if kept.is_some() {
+        rel.labels.insert(
+            crate::release::SPEC_VALUES_LABEL.into(),
+            prepared.spec_values_label(),
+        );
+    }
     if let Some(commit) = prepared.resolved.commit() {
         rel.labels
             .insert(super::SOURCE_COMMIT_LABEL.into(), commit.to_owned());

@@ -50,6 +50,7 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
         super::common_metadata::COMMON_METADATA_LABEL,
         super::POST_RENDERERS_LABEL,
         super::VALUES_FILES_LABEL,
+        crate::release::SPEC_VALUES_LABEL,
     ] {
         if let Some(value) = target.labels.get(label) {
             rel.labels.insert(label.into(), value.clone());

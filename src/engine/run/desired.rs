@@ -9,7 +9,7 @@ use crate::chart::Chart;
 use crate::engine::plan::Desired;
 use crate::engine::status::reason;
 use crate::release::Release;
-use crate::render::{Previous, RenderRequest, Rendered};
+use crate::render::{Kept, Previous, RenderRequest, Rendered};
 use crate::source::{RepoAuth, ResolvedChart};
 use crate::values::ComposedValues;
 
@@ -112,6 +112,12 @@ impl Prepared {
         Some(hex[..crate::release::SOURCE_DIGEST_KEPT].to_owned())
     }
 
+    /// The start of the spec's values digest, as a revision made with
+    /// `upgrade.preserveValues` keeps it ([`crate::release::SPEC_VALUES_LABEL`]).
+    pub fn spec_values_label(&self) -> String {
+        spec_values_label(&self.values.digest)
+    }
+
     /// The post-renderers' digest, where one would change the render.
     pub fn post_renderers_digest(&self) -> Option<String> {
         crate::api::post_renderers_digest(&self.post_renderers, self.post_render_strategy)
@@ -185,6 +191,12 @@ pub enum CandidateError {
     /// The render failed: the chart's error, or the cluster's (`Error::cluster_cause`).
     #[error(transparent)]
     Render(#[from] crate::Error),
+}
+
+/// The first 40 hex digits of a values digest (a label value holds at most 63).
+pub fn spec_values_label(digest: &str) -> String {
+    let hex = digest.trim_start_matches("sha256:");
+    hex[..crate::release::SOURCE_DIGEST_KEPT.min(hex.len())].to_owned()
 }
 
 /// Resolves the chart and composes the values.
@@ -286,6 +298,17 @@ pub(super) async fn prepare_candidate(
     // A newer desired state superseding a wait is a fix someone waits for: urgent.
     let urgent = crate::slots::Priority::Urgent;
     let acting = ctx.acting_for(&hr);
+    // With upgrade.preserveValues the values kept come from the history (the revision
+    // before the waiting one, usually), read as the upgrade would read it.
+    let history = if hr.preserves_values() {
+        let storage = crate::release::Storage::new(acting.client.clone(), &hr.storage_namespace());
+        storage
+            .history(&hr.release_name())
+            .await
+            .map_err(|e| CandidateError::Render(e.into()))?
+    } else {
+        Vec::new()
+    };
     let prepared = prepare(ctx, &acting, &hr, urgent).await?;
     let prepared_at = std::time::Instant::now();
     let rendered = render(
@@ -296,6 +319,7 @@ pub(super) async fn prepare_candidate(
         &hr.target_namespace(),
         &prepared,
         Some(waiting),
+        crate::release::values_kept_from(&history),
     )
     .await?;
     Ok(Candidate {
@@ -309,7 +333,9 @@ pub(super) async fn prepare_candidate(
 }
 
 /// Renders the chart as `helm install`/`helm upgrade` would after `previous`, the
-/// release's newest stored revision (none: a first install).
+/// release's newest stored revision (none: a first install); with `kept` (an upgrade
+/// with `upgrade.preserveValues`), keeping that revision's values as `--reuse-values`.
+#[allow(clippy::too_many_arguments)]
 pub async fn render(
     ctx: &Context,
     acting: &Acting,
@@ -318,6 +344,7 @@ pub async fn render(
     namespace: &str,
     prepared: &Prepared,
     previous: Option<&Release>,
+    kept: Option<&Release>,
 ) -> crate::Result<Rendered> {
     // Rendered as helm renders on an incomplete discovery (without the missing groups);
     // what is missing travels with the render, so nothing is pruned on its account.
@@ -338,6 +365,7 @@ pub async fn render(
             post_render_strategy: prepared.post_render_strategy,
             skip_schema_validation: prepared.skip_schema_validation.after(previous),
             chart_values: prepared.chart_values.as_ref(),
+            kept: kept.filter(|_| previous.is_some()).map(Kept::of),
         })
         .await;
     let mut rendered = match rendered {

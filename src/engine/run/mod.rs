@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use acting::Acting;
 pub use context::{Context, Run};
-pub use desired::{Candidate, CandidateError, PrepareError, Prepared, render};
+pub use desired::{Candidate, CandidateError, PrepareError, Prepared, render, spec_values_label};
 pub use health_check::{WaitEnd, Window};
 
 pub(super) use context::note_seen;

@@ -592,7 +592,23 @@ fn observe(
             status: info.status,
             chart_name: meta.name,
             chart_version: meta.version,
-            config_digest: crate::values::digest(&r.config),
+            // Made with upgrade.preserveValues: its stored values are merged over kept
+            // ones, so the spec's values digest it was made from says whether it is in
+            // sync.
+            config_digest: match r
+                .labels
+                .get(crate::release::SPEC_VALUES_LABEL)
+                .filter(|_| ours && hr.preserves_values())
+            {
+                Some(made_from)
+                    if crate::engine::run::spec_values_label(&desired.config_digest)
+                        == *made_from =>
+                {
+                    desired.config_digest.clone()
+                }
+                Some(made_from) => format!("sha256:{made_from}"),
+                _ => crate::values::digest(&r.config),
+            },
             source_commit: r.labels.get(actions::SOURCE_COMMIT_LABEL).cloned(),
             source_digest: r.labels.get(actions::SOURCE_DIGEST_LABEL).cloned(),
             // A revision another tool wrote (Flux's, the helm CLI's) does not say which
@@ -988,6 +1004,43 @@ mod tests {
             assert_eq!(o.last_action, Some(ReleaseAction::Upgrade));
             assert!(o.force);
         }
+    }
+
+    /// A revision made with upgrade.preserveValues stores merged values: it is in sync
+    /// while the spec's values are those it was made from (its spec-values label), and
+    /// not once they change, or once preserveValues is turned off (then the stored
+    /// values are compared, as for any revision).
+    #[test]
+    fn a_revision_that_kept_values_is_compared_by_the_specs_values() {
+        let mut made = stored(2, Status::Deployed, "Upgrade complete");
+        made.config
+            .insert("kept".into(), serde_json::json!("from revision 1"));
+        made.labels
+            .insert(crate::release::MADE_BY_LABEL.into(), "wheelhouse".into());
+        made.labels.insert(
+            crate::release::SPEC_VALUES_LABEL.into(),
+            crate::engine::run::spec_values_label(&desired().config_digest),
+        );
+        let history = vec![stored(1, Status::Superseded, ""), made];
+        let s = HelmReleaseStatus::default();
+        let digest = |hr: &HelmRelease, desired: &Desired| {
+            observe(&s, hr, &history, desired, false)
+                .latest
+                .unwrap()
+                .config_digest
+        };
+        let preserving = test_release("upgrade: {preserveValues: true}");
+        assert_eq!(digest(&preserving, &desired()), desired().config_digest);
+        let mut changed = desired();
+        changed.config_digest = crate::values::digest(&serde_json::Map::from_iter([(
+            "greeting".to_owned(),
+            serde_json::json!("hey"),
+        )]));
+        assert_ne!(digest(&preserving, &changed), changed.config_digest);
+        assert_ne!(
+            digest(&test_release(""), &desired()),
+            desired().config_digest
+        );
     }
 
     /// An install or upgrade failure as the worker goes through it: recorded by the

@@ -149,6 +149,10 @@ type success struct {
 	Hooks    []*release.Hook `json:"hooks"`
 	Version  int             `json:"version"`
 	Partial  bool            `json:"partial"`
+	// With `--reuse-values`: the values Helm stores (the spec's merged over the kept
+	// revision's) and its chart's values (the kept revision's, coalesced).
+	Config      map[string]any `json:"config,omitempty"`
+	ChartValues map[string]any `json:"chartValues,omitempty"`
 }
 
 type failure struct {
@@ -215,7 +219,14 @@ func (r *renderer) handle(line []byte) (resp any) {
 	if hooks == nil {
 		hooks = []*release.Hook{}
 	}
-	return success{ID: req.ID, Manifest: rel.Manifest, Hooks: hooks, Version: rel.Version, Partial: partial}
+	answer := success{ID: req.ID, Manifest: rel.Manifest, Hooks: hooks, Version: rel.Version, Partial: partial}
+	if req.Kept != nil {
+		answer.Config = rel.Config
+		if rel.Chart != nil {
+			answer.ChartValues = rel.Chart.Values
+		}
+	}
+	return answer
 }
 
 // clusterTable holds one cluster per distinct spec, for the life of the process.

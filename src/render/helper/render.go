@@ -45,6 +45,15 @@ type previous struct {
 	ChartVersion string `json:"chartVersion"`
 }
 
+// kept is the revision whose values an upgrade with `--reuse-values` keeps (Flux's
+// upgrade.preserveValues): seeded with its values and its chart's, so Helm's own
+// upgrade merges them as the CLI would after that revision.
+type kept struct {
+	previous
+	Config      json.RawMessage `json:"config"`
+	ChartValues json.RawMessage `json:"chartValues"`
+}
+
 type request struct {
 	ID        uint64          `json:"id"`
 	Release   string          `json:"release"`
@@ -52,8 +61,11 @@ type request struct {
 	Chart     string          `json:"chart"`
 	Values    json.RawMessage `json:"values"`
 	Previous  *previous       `json:"previous"`
-	Cluster   clusterSpec     `json:"cluster"`
-	Discovery string          `json:"discovery"`
+	// Kept: with `--reuse-values`, the revision whose values are kept (none: the values
+	// are the whole desired state, `--reset-values`).
+	Kept      *kept       `json:"kept"`
+	Cluster   clusterSpec `json:"cluster"`
+	Discovery string      `json:"discovery"`
 	// PostRenderers: the HelmRelease's spec.postRenderers (postrender.go), applied to
 	// what Helm renders, hooks included, as helm-controller applies them.
 	PostRenderers []postRenderer `json:"postRenderers"`
@@ -118,16 +130,36 @@ func (r *renderer) render(ctx context.Context, req *request) (*release.Release, 
 // the same JSON, unmarshalled with the same YAML library into the same type.
 func seedStorage(cfg *action.Configuration, req *request, namespace string) error {
 	records := []any{}
-	if p := req.Previous; p != nil {
-		records = append(records, map[string]any{
+	record := func(p previous, config, chartValues json.RawMessage) map[string]any {
+		chart := map[string]any{"metadata": map[string]any{
+			"name": p.Chart, "version": p.ChartVersion,
+		}}
+		rec := map[string]any{
 			"name":      req.Release,
 			"namespace": namespace,
 			"version":   p.Version,
 			"info":      map[string]any{"status": p.Status},
-			"chart": map[string]any{"metadata": map[string]any{
-				"name": p.Chart, "version": p.ChartVersion,
-			}},
-		})
+			"chart":     chart,
+		}
+		if len(config) > 0 {
+			rec["config"] = config
+		}
+		if len(chartValues) > 0 {
+			chart["values"] = chartValues
+		}
+		return rec
+	}
+	k := req.Kept
+	if p := req.Previous; p != nil {
+		if k != nil && k.Version == p.Version {
+			records = append(records, record(*p, k.Config, k.ChartValues))
+			k = nil
+		} else {
+			records = append(records, record(*p, nil, nil))
+		}
+	}
+	if k != nil {
+		records = append(records, record(k.previous, k.Config, k.ChartValues))
 	}
 	data, err := json.Marshal(records)
 	if err != nil {
@@ -156,7 +188,8 @@ func (r *renderer) upgradeInstall(ctx context.Context, cfg *action.Configuration
 	up.WaitOptions = append(up.WaitOptions, kube.WithStatusComputeWorkers(cliStatusComputeWorker))
 	up.Install = true
 	up.Namespace = namespace
-	up.ResetValues = true
+	up.ResetValues = req.Kept == nil
+	up.ReuseValues = req.Kept != nil
 	up.DryRunStrategy = action.DryRunServer
 	up.SkipCRDs = true
 	up.DisableOpenAPIValidation = true
