@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 
-pub use applier::{Applier, Owner, Removed};
+pub use applier::{Applied, Applier, Owner, Removed, Seen};
 pub use fields::RELEASE_FIELD_MANAGER;
 pub use hooks::{ContainerExit, HookFailure, RunningHook, execution_order};
 pub use manifest::{ObjectRef, parse_manifest};

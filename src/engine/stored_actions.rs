@@ -118,6 +118,7 @@ pub async fn act(
         priority: crate::slots::Priority::Urgent,
         last_record: None,
         urgent: None,
+        applied_generations: None,
     };
     let outcome = match action {
         StoredAction::Rollback { to } => rollback::rollback(&mut run, &history, to).await,

@@ -273,7 +273,22 @@ impl Storage {
         let history = self.history(name).await?;
         let revisions: Vec<(i32, Status)> =
             history.iter().map(|r| (r.version, status(r))).collect();
-        let doomed = prune_plan(&revisions, max_history);
+        self.prune_known(name, &revisions, max_history).await
+    }
+
+    /// [`Storage::prune`] on revisions already known (`(version, status)`, any order):
+    /// an action's history plus the revision it just deployed, without reading them
+    /// again. A record written meanwhile by someone else is left for the next prune.
+    pub async fn prune_known(
+        &self,
+        name: &str,
+        revisions: &[(i32, Status)],
+        max_history: usize,
+    ) -> Result<Vec<i32>, Error> {
+        if max_history == 0 {
+            return Ok(Vec::new());
+        }
+        let doomed = prune_plan(revisions, max_history);
         for version in &doomed {
             match self.delete(name, *version).await {
                 // Deleted concurrently by someone else: the goal is reached all the same.

@@ -10,6 +10,9 @@ mod ownership;
 mod removal;
 mod server_side;
 
+pub use ownership::Seen;
+pub use server_side::Applied;
+
 use std::collections::HashMap;
 use std::sync::Mutex;
 

@@ -10,14 +10,14 @@ use serde_json::Value;
 use super::{Applier, Identity, Owner, Target, identity, is_unavailable, refuse_unavailable};
 use crate::apply::fields::{self, RELEASE_FIELD_MANAGER};
 use crate::apply::manifest::{check_ownership, helm_resource_string, owner_of, parse_manifest};
-use crate::apply::{Error, is_status};
+use crate::apply::{Error, ObjectRef, is_status};
 
 impl Applier {
     /// Helm's check before it touches anything: every object of `manifest` that already
     /// exists and is new to the release must carry the release's ownership metadata
     /// (unless `take_ownership`). Fails with Helm's message for the first one that does
     /// not. Reads only; run it before hooks and CRDs so a refusal changes nothing.
-    pub async fn check_adoption(&self, manifest: &str, owner: &Owner<'_>) -> Result<(), Error> {
+    pub async fn check_adoption(&self, manifest: &str, owner: &Owner<'_>) -> Result<Seen, Error> {
         let previous = self.previous_objects(owner).await?;
         let foreign = self.foreign_objects(owner).await?;
         let mut targets = Vec::new();
@@ -35,13 +35,37 @@ impl Applier {
                 .map(|t| self.existing(t, owner, &previous, &foreign)),
         )
         .await;
+        let mut seen = Seen::default();
         for (mut target, live) in targets.into_iter().zip(lives) {
-            if let Some(live) = live? {
+            let live = live?;
+            if let Some(live) = &live {
                 let rendered = previous.get(&identity(&target.reference));
-                settle_conflicts(&mut target, &live, rendered, owner)?;
+                settle_conflicts(&mut target, live, rendered, owner)?;
             }
+            seen.0.insert(target.reference.clone(), live);
         }
-        Ok(())
+        Ok(seen)
+    }
+
+    /// `target`'s live object: as `seen` has it when it has it, else read now.
+    pub(super) async fn live(
+        &self,
+        target: &Target,
+        owner: &Owner<'_>,
+        previous: &HashMap<Identity, Value>,
+        foreign: &HashMap<Identity, String>,
+        seen: Option<&Seen>,
+    ) -> Result<Option<DynamicObject>, Error> {
+        match seen.and_then(|s| s.0.get(&target.reference)) {
+            // Judged again as read: the checks are the same, only the read is saved.
+            Some(live) => {
+                if let Some(live) = live.as_ref() {
+                    self.judge(target, live, owner, previous, foreign)?;
+                }
+                Ok(live.as_ref().cloned())
+            }
+            None => self.existing(target, owner, previous, foreign).await,
+        }
     }
 
     /// The previous revision's objects by identity, as JSON, namespaces settled.
@@ -112,6 +136,19 @@ impl Applier {
         else {
             return Ok(None);
         };
+        self.judge(target, &live, owner, previous, foreign)?;
+        Ok(Some(live))
+    }
+
+    /// Helm's ownership check of an existing object (see [`Self::existing`]).
+    fn judge(
+        &self,
+        target: &Target,
+        live: &DynamicObject,
+        owner: &Owner<'_>,
+        previous: &HashMap<Identity, Value>,
+        foreign: &HashMap<Identity, String>,
+    ) -> Result<(), Error> {
         if let Some(other) = foreign.get(&identity(&target.reference)) {
             return Err(Error::Foreign {
                 object: helm_resource_string(&target.reference),
@@ -121,15 +158,15 @@ impl Applier {
         let ours = previous.contains_key(&identity(&target.reference));
         if !ours
             && !owner.take_ownership
-            && let Err(reason) = check_ownership(&live, owner.release_name, owner.namespace)
+            && let Err(reason) = check_ownership(live, owner.release_name, owner.namespace)
         {
             return Err(Error::Ownership {
                 object: helm_resource_string(&target.reference),
                 reason,
-                holder: holder(&live),
+                holder: holder(live),
             });
         }
-        Ok(Some(live))
+        Ok(())
     }
 
     /// Hands the release's fields on `live` to the release manager ([`fields::migrate`]):
@@ -250,4 +287,16 @@ fn now() -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
+}
+
+/// The live objects an adoption check read, by reference (none: it did not exist), so
+/// an apply right after it need not read them again.
+#[derive(Default)]
+pub struct Seen(HashMap<ObjectRef, Option<DynamicObject>>);
+
+/// The references only: a live Secret's data must not reach a log.
+impl std::fmt::Debug for Seen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.keys()).finish()
+    }
 }

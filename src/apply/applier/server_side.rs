@@ -18,18 +18,19 @@ use crate::apply::{Error, api_message, is_status};
 impl Applier {
     /// Server-side applies a release object; without `force`, a field another manager
     /// holds fails the apply with the server's account of it, as in Helm 4.
-    async fn apply_object(&self, target: &Target, force: bool) -> Result<(), Error> {
+    /// Applies one object; returns its generation as the API server wrote it.
+    async fn apply_object(&self, target: &Target, force: bool) -> Result<Option<i64>, Error> {
+        let mut params = PatchParams::apply(RELEASE_FIELD_MANAGER);
         if force {
-            return self.server_side_apply(target).await.map(drop);
+            params = params.force();
         }
-        let params = PatchParams::apply(RELEASE_FIELD_MANAGER);
         match target
             .api(&self.client)
             .patch(target.name(), &params, &Patch::Apply(&target.obj))
             .await
         {
-            Ok(_) => Ok(()),
-            Err(e) if is_status(&e, 409) => Err(Error::FieldConflict {
+            Ok(applied) => Ok(applied.metadata.generation),
+            Err(e) if !force && is_status(&e, 409) => Err(Error::FieldConflict {
                 object: helm_resource_string(&target.reference),
                 conflicts: api_message(&e),
             }),
@@ -79,16 +80,28 @@ impl Applier {
         manifest: &str,
         owner: &Owner<'_>,
     ) -> Result<Vec<ObjectRef>, Error> {
-        Ok(self.apply_release_timed(manifest, owner).await?.0)
+        Ok(self.apply_release_timed(manifest, owner).await?.objects)
     }
 
     /// [`Applier::apply_release`], also saying when the API server wrote the first object
-    /// (none when there was nothing to write).
+    /// and each object's generation as written.
     pub async fn apply_release_timed(
         &self,
         manifest: &str,
         owner: &Owner<'_>,
-    ) -> Result<(Vec<ObjectRef>, Option<std::time::Instant>), Error> {
+    ) -> Result<Applied, Error> {
+        self.apply_release_seen(manifest, owner, None).await
+    }
+
+    /// [`Applier::apply_release_timed`], with the live objects an adoption check of the
+    /// same manifest read just before (nothing ran on the cluster in between but storing
+    /// the revision): they are judged again without being read again.
+    pub async fn apply_release_seen(
+        &self,
+        manifest: &str,
+        owner: &Owner<'_>,
+        seen: Option<&super::ownership::Seen>,
+    ) -> Result<Applied, Error> {
         let namespace = owner.namespace;
         let mut objects = parse_manifest(manifest)?;
         sort_by_kind(&mut objects, kind_of, INSTALL_ORDER);
@@ -122,7 +135,7 @@ impl Applier {
             .collect();
         let lives = futures::future::join_all(targets.iter().map(|t| async {
             match t {
-                Some(t) => self.existing(t, owner, &previous, &foreign).await,
+                Some(t) => self.live(t, owner, &previous, &foreign, seen).await,
                 None => Ok(None),
             }
         }))
@@ -140,6 +153,7 @@ impl Applier {
 
         let mut applied = Vec::with_capacity(planned.len());
         let mut first_written = None;
+        let mut generations = std::collections::HashMap::new();
         for (mut obj, resource) in planned {
             let resource = match resource {
                 Some(resource) => resource,
@@ -151,13 +165,28 @@ impl Applier {
             };
             set_ownership(&mut obj, owner.release_name, namespace);
             let target = Target::new(obj, resource, namespace);
-            self.apply_object(&target, owner.force_conflicts).await?;
+            let generation = self.apply_object(&target, owner.force_conflicts).await?;
             first_written.get_or_insert_with(std::time::Instant::now);
+            generations.insert(target.reference.clone(), generation);
             if crd_defines(&target.obj).is_some_and(|gk| awaited_kinds.contains(&gk)) {
                 self.wait_crd_served(&target.obj).await?;
             }
             applied.push(target.reference);
         }
-        Ok((applied, first_written))
+        Ok(Applied {
+            objects: applied,
+            first_written,
+            generations,
+        })
     }
+}
+
+/// What [`Applier::apply_release_timed`] wrote.
+pub struct Applied {
+    pub objects: Vec<ObjectRef>,
+    /// When the API server wrote the first object (none: nothing to write).
+    pub first_written: Option<std::time::Instant>,
+    /// Each object's generation as the apply left it (none: its kind keeps none), so a
+    /// wait that follows needs no read.
+    pub generations: std::collections::HashMap<ObjectRef, Option<i64>>,
 }

@@ -17,6 +17,9 @@ use crate::engine::vocabulary::Phase;
 use crate::release::{Release, Status, hook_event};
 use crate::render::Rendered;
 
+/// How recent the adoption check's reads must be for the apply to use them.
+const SEEN_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Install (`previous` = None) or upgrade (`previous` = the newest revision).
 /// `rendered`: the chart already rendered for an upgrade while a wait was superseded.
 pub async fn install_or_upgrade(
@@ -267,14 +270,17 @@ pub async fn install_or_upgrade(
         };
         // As Helm: objects that belong to someone else stop the action before anything
         // is stored, hooked or applied.
-        if let Err(e) = run.acting.applier.check_adoption(&applied, &owner).await {
-            let e = crate::Error::from(e);
-            return Ok(Err(Outcome::failed_by(
-                failed_reason,
-                format!("{verb} failed: {}", e.describe()),
-                &e,
-            )));
-        }
+        let seen = match run.acting.applier.check_adoption(&applied, &owner).await {
+            Ok(seen) => (seen, std::time::Instant::now()),
+            Err(e) => {
+                let e = crate::Error::from(e);
+                return Ok(Err(Outcome::failed_by(
+                    failed_reason,
+                    format!("{verb} failed: {}", e.describe()),
+                    &e,
+                )));
+            }
+        };
         if let Err(e @ crate::release::Error::TooLarge { .. }) = crate::release::check_size(&rel) {
             return Ok(Err(Outcome::Failed {
                 reason: failed_reason,
@@ -293,9 +299,9 @@ pub async fn install_or_upgrade(
             run.storage.update(&last).await?;
         }
         run.storage.create(&rel).await?;
-        Ok::<_, crate::Error>(Ok(applied))
+        Ok::<_, crate::Error>(Ok((applied, seen)))
     });
-    let applied_manifest = match stored? {
+    let (applied_manifest, (seen, seen_at)) = match stored? {
         Ok(applied) => applied,
         Err(refused) => return Ok(refused),
     };
@@ -316,22 +322,26 @@ pub async fn install_or_upgrade(
         if !is_upgrade && install.create_namespace {
             run.acting.applier.ensure_namespace(&ns).await?;
         }
+        let pre = if is_upgrade {
+            hook_event::PRE_UPGRADE
+        } else {
+            hook_event::PRE_INSTALL
+        };
+        let hooked = !disable_hooks && rel.hooks.iter().any(|h| h.events.iter().any(|e| e == pre));
         if !disable_hooks {
-            let event = if is_upgrade {
-                hook_event::PRE_UPGRADE
-            } else {
-                hook_event::PRE_INSTALL
-            };
-            run.run_hooks(&mut rel.hooks, version, event, &ns, timeout)
+            run.run_hooks(&mut rel.hooks, version, pre, &ns, timeout)
                 .await?;
         }
-        let first_written = run
+        // What the adoption check read is applied on without a second read, unless a hook
+        // ran since or it is no longer recent (another manager may have taken a field).
+        let seen = (!hooked && seen_at.elapsed() < SEEN_FRESH).then_some(&seen);
+        let applied = run
             .acting
             .applier
-            .apply_release_timed(&applied_manifest, &owner)
-            .await?
-            .1;
-        run.fix_step(|fix| fix.first_written = first_written);
+            .apply_release_seen(&applied_manifest, &owner, seen)
+            .await?;
+        run.fix_step(|fix| fix.first_written = applied.first_written);
+        run.applied_generations = Some((version, applied.generations));
         run.fix = None;
         run.urgent = None;
         let mut removed = crate::apply::Removed::default();
@@ -621,7 +631,7 @@ async fn finish(
     supersede(run, history, is_deployed).await?;
     set_status(rel, Status::Deployed, done);
     run.storage.update(rel).await?;
-    run.prune_history().await;
+    run.prune_history(history, rel).await;
     let mut message = format!(
         "Helm {} succeeded for release {}/{}.v{} with chart {}@{}",
         if is_upgrade { "upgrade" } else { "install" },

@@ -160,7 +160,7 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
     .await?;
     set_status(&mut rel, Status::Deployed, format!("Rollback to {to}"));
     run.storage.update(&rel).await?;
-    run.prune_history().await;
+    run.prune_history(history, &rel).await;
     Ok(Outcome::Succeeded {
         reason: reason::ROLLBACK_SUCCEEDED,
         message: format!(

@@ -13,7 +13,7 @@ use super::{Inbox, Msg};
 use crate::api::{HelmRelease, HelmReleaseStatus};
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::engine::vocabulary::{Command, LiveMap, LiveState, Phase, ReleaseKey, WaitView};
-use crate::release::Storage;
+use crate::release::{Release, Storage};
 use crate::render::Renderer;
 use crate::source::ChartSource;
 
@@ -226,6 +226,12 @@ pub struct Run<'a> {
     pub last_record: Option<crate::release::Release>,
     /// Held by urgent work until its first object is written: routine work gives way.
     pub urgent: Option<crate::slots::UrgentWork>,
+    /// The generations the last apply answered with, and the revision it applied: for
+    /// that revision's wait, which then reads none.
+    pub applied_generations: Option<(
+        i32,
+        std::collections::HashMap<crate::apply::ObjectRef, Option<i64>>,
+    )>,
 }
 
 impl Run<'_> {
@@ -297,6 +303,10 @@ impl Run<'_> {
         namespace: &str,
         timeout: Duration,
     ) -> Result<(), crate::apply::Error> {
+        // No hook of this event: nothing to run and nothing to show (no status write).
+        if crate::apply::execution_order(hooks, event).is_empty() {
+            return Ok(());
+        }
         let (tx, mut rx) = watch::channel(None);
         let acting = self.acting.clone();
         let run = acting
@@ -494,9 +504,26 @@ impl Run<'_> {
         (ev, self.hr.object_ref(&()))
     }
 
-    pub async fn prune_history(&self) {
+    /// Prunes the history to maxHistory once `deployed` is stored: `history` is what the
+    /// action started from (read just before), so nothing is listed again.
+    pub async fn prune_history(&self, history: &[Release], deployed: &Release) {
         let max = usize::try_from(self.hr.spec.max_history).unwrap_or(0);
-        if let Err(e) = self.storage.prune(&self.release_name, max).await {
+        let revisions: Vec<(i32, crate::release::Status)> = history
+            .iter()
+            .filter(|r| r.version != deployed.version)
+            .chain([deployed])
+            .map(|r| {
+                (
+                    r.version,
+                    r.info.as_ref().map(|i| i.status).unwrap_or_default(),
+                )
+            })
+            .collect();
+        if let Err(e) = self
+            .storage
+            .prune_known(&self.release_name, &revisions, max)
+            .await
+        {
             tracing::warn!(release = %self.key, error = %e, "cannot prune Helm history");
         }
     }

@@ -27,6 +27,9 @@ use crate::release::{Release, Status};
 /// it doubles each time, up to the source's poll interval.
 const RETRY_FIRST: Duration = Duration::from_millis(250);
 
+/// How often a running wait writes its progress (`status.wait.ready`) at most.
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
 pub enum WaitEnd {
     Ready,
     Failed(String),
@@ -120,11 +123,15 @@ impl Run<'_> {
 
     /// Reads each target's generation from the API server (a few at a time), so the wait
     /// judges the objects as applied, not as a lagging shared watch last saw them. An
-    /// object that cannot be read is judged as the watch sees it.
-    async fn read_generations(&self, targets: &mut [Target]) {
+    /// object that cannot be read is judged as the watch sees it. `known[i]`: target `i`'s
+    /// generation came with the apply, and is not read again.
+    async fn read_generations(&self, targets: &mut [Target], known: &[bool]) {
+        let unknown = |i: &usize| !known.get(*i).copied().unwrap_or(false);
         let reads: Vec<_> = targets
             .iter()
-            .map(|t| {
+            .enumerate()
+            .filter(|(i, _)| unknown(i))
+            .map(|(_, t)| {
                 let api: kube::Api<kube::api::DynamicObject> = match &t.namespace {
                     Some(ns) => {
                         kube::Api::namespaced_with(self.ctx.client.clone(), ns, &t.resource)
@@ -150,7 +157,8 @@ impl Run<'_> {
             }
             generations.extend(futures::future::join_all(batch).await);
         }
-        for (t, g) in targets.iter_mut().zip(generations) {
+        let unread = targets.iter_mut().enumerate().filter(|(i, _)| unknown(i));
+        for ((_, t), g) in unread.zip(generations) {
             t.generation = g;
         }
     }
@@ -167,6 +175,12 @@ impl Run<'_> {
             .objects(&rel.manifest, &self.target_namespace)
             .await?;
         let mut targets = Vec::with_capacity(refs.len());
+        // Generations the apply just before this wait answered with need no read.
+        let applied = match self.applied_generations.take() {
+            Some((version, generations)) if version == rel.version => generations,
+            _ => Default::default(),
+        };
+        let mut known = Vec::with_capacity(refs.len());
         for r in refs {
             if let Some((resource, namespaced)) = self
                 .acting
@@ -182,11 +196,12 @@ impl Run<'_> {
                         None
                     },
                     name: r.name.clone(),
-                    generation: None,
+                    generation: applied.get(&r).copied().flatten(),
                 });
+                known.push(applied.contains_key(&r));
             }
         }
-        self.read_generations(&mut targets).await;
+        self.read_generations(&mut targets, &known).await;
         let started = window.started;
         let timeout = window.length();
         let waited_since = std::time::Instant::now();
@@ -270,6 +285,10 @@ impl Run<'_> {
         let mut retry_after = RETRY_FIRST;
         let mut last_generation = self.hr.metadata.generation;
 
+        // The wait's start was just written; progress follows at most every PROGRESS_EVERY.
+        let mut progress_written = Instant::now();
+        let mut progress_due: Option<Instant> = None;
+
         let mut interrupted = Interrupted::default();
         // What arrived while a hook ran before this wait (hooks read the inbox too).
         if self.inbox.deleted || self.inbox.newest.metadata.deletion_timestamp.is_some() {
@@ -307,9 +326,25 @@ impl Run<'_> {
                         }
                         self.publish(&live);
                     }
+                    // Each progress write is a status write of the whole HelmRelease at
+                    // the API server: at most one per PROGRESS_EVERY (the views in this
+                    // process see every change at once, and the wait's end is written
+                    // anyway).
                     if changed_count {
-                        self.write_status().await;
+                        let due = progress_written + PROGRESS_EVERY;
+                        if Instant::now() >= due {
+                            progress_due = None;
+                            progress_written = Instant::now();
+                            self.write_status().await;
+                        } else {
+                            progress_due = Some(due);
+                        }
                     }
+                }
+                () = async { tokio::time::sleep_until(progress_due.expect("guarded")).await }, if progress_due.is_some() => {
+                    progress_due = None;
+                    progress_written = Instant::now();
+                    self.write_status().await;
                 }
                 result = async { check.as_mut().expect("guarded").0.as_mut().await }, if check.is_some() => {
                     let (_, trigger, at) = check.take().expect("guarded");

@@ -243,6 +243,7 @@ async fn reconcile_once(
         priority: crate::slots::Priority::Routine,
         last_record: None,
         urgent: None,
+        applied_generations: None,
     };
     // A fix for a failed or stalled release, or an operator's request, goes first.
     let failed = run

@@ -325,6 +325,8 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
             return Ok(Requeue::After(Duration::ZERO));
         }
         let history = run.storage.history(&run.release_name).await?;
+        // The next step plans on this read, while it is fresh.
+        first_history = Some((history.clone(), std::time::Instant::now()));
         run.record_history(&history);
         let note = record(&mut run.status, &outcome, generation);
         let retry = super::strategy::retry_on_failure(
