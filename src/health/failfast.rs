@@ -130,7 +130,7 @@ const POD_TEMPLATE_HASH: &str = "pod-template-hash";
 
 /// Whether a ReplicaSet's pod template is a Deployment's: equal once the hash label the
 /// deployment controller adds is taken away (both are stored defaulted by the API server).
-fn same_template(deployment: &Value, replica_set: &Value) -> bool {
+pub(super) fn same_template(deployment: &Value, replica_set: &Value) -> bool {
     let mut rs = replica_set.clone();
     if let Some(labels) = rs["metadata"]["labels"].as_object_mut() {
         labels.remove(POD_TEMPLATE_HASH);

@@ -4,6 +4,7 @@ pub mod custom;
 pub mod diagnosis;
 pub mod failfast;
 pub mod hub;
+pub mod legacy;
 pub mod readiness;
 pub mod replicas;
 pub mod wait;

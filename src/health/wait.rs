@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use super::custom::CustomHealth;
 use super::failfast;
 use super::hub::{Change, Store, WatchHub};
+use super::legacy;
 use super::readiness::{self, Readiness};
 
 /// How a wait judges what it sees.
@@ -38,6 +39,9 @@ pub struct WaitOptions {
     /// CEL expressions that judge some kinds in place of the built-in rules (Flux's
     /// `healthCheckExprs`).
     pub custom: Option<CustomHealth>,
+    /// Helm 3's readiness rules ([`super::legacy`], Flux's `waitStrategy: legacy`) in
+    /// place of kstatus'.
+    pub legacy: bool,
 }
 
 impl Default for WaitOptions {
@@ -49,6 +53,7 @@ impl Default for WaitOptions {
             strictness: readiness::Strictness::default(),
             hub: None,
             custom: None,
+            legacy: false,
         }
     }
 }
@@ -155,10 +160,13 @@ pub async fn wait(
     let pod_resource = ApiResource::erase::<Pod>(&());
     let mut pod_stores: BTreeMap<String, Store> = BTreeMap::new();
     let mut pod_events: SelectAll<BoxStream<'static, (String, Change)>> = SelectAll::new();
-    if options.fail_fast {
+    if options.fail_fast || options.legacy {
         for ns in targets
             .iter()
-            .filter(|t| pods_judged(&t.resource.kind, options))
+            .filter(|t| {
+                (options.fail_fast && pods_judged(&t.resource.kind, options))
+                    || (options.legacy && judged_by_pods(&t.resource.kind))
+            })
             .filter_map(|t| t.namespace.clone())
         {
             if let std::collections::btree_map::Entry::Vacant(slot) = pod_stores.entry(ns) {
@@ -176,7 +184,7 @@ pub async fn wait(
     // (namespace, the changed set's owners; None: look at every Deployment there).
     let mut rs_events: SelectAll<BoxStream<'static, (String, Option<Vec<String>>)>> =
         SelectAll::new();
-    if options.fail_fast {
+    if options.fail_fast || options.legacy {
         for ns in targets
             .iter()
             .filter(|t| t.resource.kind == "Deployment")
@@ -212,7 +220,7 @@ pub async fn wait(
             i,
             stores[group[i]].get(&targets[i].name),
             options,
-            &rs_stores,
+            (&rs_stores, &pod_stores),
             &mut seen,
             (cancel, deadline),
         )
@@ -265,7 +273,7 @@ pub async fn wait(
                     let mut selected = false;
                     for i in (0..targets.len()).filter(|&i| group[i] == g) {
                         if name.as_ref().is_none_or(|n| *n == targets[i].name) {
-                            selected |= observe(targets, i, stores[g].get(&targets[i].name), options, &rs_stores, &mut seen, (cancel, deadline)).await;
+                            selected |= observe(targets, i, stores[g].get(&targets[i].name), options, (&rs_stores, &pod_stores), &mut seen, (cancel, deadline)).await;
                         }
                     }
                     // Pods that arrived before their workload's selector was known.
@@ -277,19 +285,31 @@ pub async fn wait(
                 }
                 None => return Outcome::TimedOut(progress),
             },
-            event = pod_events.next(), if has_pod_watches => match event {
-                Some((_, Change::Applied(pod))) => keep_pod(targets, &seen.selectors, &pod, options, &mut pods),
-                Some((ns, Change::Deleted(name))) => {
-                    pods.remove(&(ns, name));
+            event = pod_events.next(), if has_pod_watches => {
+                let namespace = event.as_ref().map(|(ns, _)| ns.clone());
+                match event {
+                    Some((_, Change::Applied(pod))) => keep_pod(targets, &seen.selectors, &pod, options, &mut pods),
+                    Some((ns, Change::Deleted(name))) => {
+                        pods.remove(&(ns, name));
+                    }
+                    Some((ns, Change::Resync)) => {
+                        pods.retain(|(n, _), _| *n != ns);
+                        for pod in pod_stores[&ns].all() {
+                            keep_pod(targets, &seen.selectors, &pod, options, &mut pods);
+                        }
+                    }
+                    None => {}
                 }
-                Some((ns, Change::Resync)) => {
-                    pods.retain(|(n, _), _| *n != ns);
-                    for pod in pod_stores[&ns].all() {
-                        keep_pod(targets, &seen.selectors, &pod, options, &mut pods);
+                // Helm 3's rules judge a ReplicaSet by its pods: look at it again.
+                if options.legacy && let Some(ns) = namespace {
+                    for i in (0..targets.len()).filter(|&i| {
+                        judged_by_pods(&targets[i].resource.kind) && targets[i].namespace.as_deref() == Some(ns.as_str())
+                    }) {
+                        let obj = stores[group[i]].get(&targets[i].name);
+                        observe(targets, i, obj, options, (&rs_stores, &pod_stores), &mut seen, (cancel, deadline)).await;
                     }
                 }
-                None => {}
-            },
+            }
             // A Deployment's ReplicaSets changed: which one is current may have too.
             Some((ns, owners)) = rs_events.next(), if has_rs_watches => {
                 for i in (0..targets.len()).filter(|&i| {
@@ -302,7 +322,7 @@ pub async fn wait(
                         (None, _) => true,
                     };
                     if concerned {
-                        observe(targets, i, obj, options, &rs_stores, &mut seen, (cancel, deadline)).await;
+                        observe(targets, i, obj, options, (&rs_stores, &pod_stores), &mut seen, (cancel, deadline)).await;
                     }
                 }
             }
@@ -332,7 +352,7 @@ async fn observe(
     i: usize,
     obj: Option<std::sync::Arc<DynamicObject>>,
     options: &WaitOptions,
-    replica_sets: &BTreeMap<String, Store>,
+    (replica_sets, pod_stores): (&BTreeMap<String, Store>, &BTreeMap<String, Store>),
     seen: &mut Seen,
     until: (&CancellationToken, Instant),
 ) -> bool {
@@ -370,11 +390,24 @@ async fn observe(
         Some(custom) if custom.judges(&resource.api_version, &resource.kind) => {
             custom.judge(&value, until.0, until.1).await
         }
+        _ if options.legacy => {
+            let replica_sets = owned_replica_sets(&targets[i], &obj, replica_sets, true);
+            let pods = if judged_by_pods(&resource.kind) {
+                selected_pods(&targets[i], &value, pod_stores)
+            } else {
+                Vec::new()
+            };
+            let related = legacy::Related {
+                replica_sets: &replica_sets,
+                pods: &pods,
+            };
+            legacy::of(&value, &related, !options.strictness.job_started_is_enough)
+        }
         _ => readiness::of_with(&value, options.strictness),
     };
     states.insert(i, readiness);
     if pods_judged(&targets[i].resource.kind, options) {
-        let owned = owned_replica_sets(&targets[i], &obj, replica_sets);
+        let owned = owned_replica_sets(&targets[i], &obj, replica_sets, false);
         revisions.insert(
             i,
             failfast::Revision::of(&targets[i].resource.kind, &value, &owned),
@@ -394,6 +427,7 @@ fn owned_replica_sets(
     target: &Target,
     workload: &DynamicObject,
     replica_sets: &BTreeMap<String, Store>,
+    whole: bool,
 ) -> Vec<serde_json::Value> {
     let (Some(uid), Some(ns)) = (&workload.metadata.uid, &target.namespace) else {
         return Vec::new();
@@ -408,14 +442,61 @@ fn owned_replica_sets(
         .filtered(|rs| owner_uids(rs).any(|o| o == uid))
         .into_iter()
         // Only what `Revision::of` reads: the whole object (managedFields included) would
-        // be serialised on every change of the Deployment.
+        // be serialised on every change of the Deployment. Helm 3's rules read its status.
         .map(|rs| {
+            if whole {
+                return serde_json::json!({
+                    "metadata": {
+                        "generation": rs.metadata.generation,
+                        "creationTimestamp": rs.metadata.creation_timestamp,
+                    },
+                    "spec": {"template": rs.data["spec"]["template"]},
+                    "status": rs.data["status"],
+                });
+            }
             serde_json::json!({
                 "metadata": {
                     "labels": rs.metadata.labels,
                     "ownerReferences": rs.metadata.owner_references,
                 },
                 "spec": {"template": rs.data["spec"]["template"]},
+            })
+        })
+        .collect()
+}
+
+/// Kinds Helm 3's rules judge by every pod their selector selects.
+fn judged_by_pods(kind: &str) -> bool {
+    matches!(kind, "ReplicaSet" | "ReplicationController")
+}
+
+/// The pods of the shared namespace watch that `workload`'s selector selects (a
+/// ReplicationController's selector is a plain label map).
+fn selected_pods(
+    target: &Target,
+    workload: &serde_json::Value,
+    pod_stores: &BTreeMap<String, Store>,
+) -> Vec<serde_json::Value> {
+    let Some(store) = target.namespace.as_ref().and_then(|ns| pod_stores.get(ns)) else {
+        return Vec::new();
+    };
+    let selector = &workload["spec"]["selector"];
+    let selector =
+        if selector.get("matchLabels").is_some() || selector.get("matchExpressions").is_some() {
+            selector.clone()
+        } else {
+            serde_json::json!({"matchLabels": selector})
+        };
+    store
+        .filtered(|pod| {
+            let labels = serde_json::to_value(&pod.metadata.labels).unwrap_or_default();
+            failfast::selects(&selector, &labels)
+        })
+        .into_iter()
+        .map(|pod| {
+            serde_json::json!({
+                "metadata": {"name": pod.metadata.name},
+                "status": {"conditions": pod.data["status"]["conditions"]},
             })
         })
         .collect()
@@ -547,7 +628,7 @@ mod lagging_watch_tests {
             0,
             object(1),
             &options,
-            &BTreeMap::new(),
+            (&BTreeMap::new(), &BTreeMap::new()),
             &mut seen,
             (
                 &CancellationToken::new(),
@@ -565,7 +646,7 @@ mod lagging_watch_tests {
             0,
             object(2),
             &options,
-            &BTreeMap::new(),
+            (&BTreeMap::new(), &BTreeMap::new()),
             &mut seen,
             (
                 &CancellationToken::new(),

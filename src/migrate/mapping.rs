@@ -58,9 +58,7 @@ fn why_not(path: &str) -> String {
         "spec.persistentClient" => {
             "a setting of helm-controller's own Kubernetes client cache; Helm 4 has no such thing"
         }
-        "spec.waitStrategy" => {
-            "legacy is Helm 3's readiness checks; wheelhouse waits with kstatus' rules, as Flux's default poller does (see spec.healthCheck)"
-        }
+        "spec.waitStrategy" => "wheelhouse knows the poller and legacy strategies only",
         "spec.chart.metadata" => {
             "labels and annotations of the HelmChart object Flux creates; wheelhouse creates none"
         }

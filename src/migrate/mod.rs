@@ -130,13 +130,15 @@ pub fn convert(flux: &Value, repository: Option<&Repository>) -> Result<Migrated
     {
         out.insert("postRenderers".into(), carried);
     }
-    // Flux's default waiter, kstatus' poller, is the rules wheelhouse waits with; only
-    // `legacy` (Helm 3's readiness checks) is another meaning.
-    if spec
-        .get("waitStrategy")
-        .is_some_and(|w| w["name"].as_str().is_none_or(|n| n == "poller"))
-    {
-        spec.remove("waitStrategy");
+    // Flux's default waiter, kstatus' poller, is the rules wheelhouse waits with by
+    // default; `legacy` (Helm 3's readiness checks) is carried as it is.
+    match spec.remove("waitStrategy") {
+        Some(w) if w["name"].as_str().is_none_or(|n| n == "poller") => {}
+        Some(w) if w["name"] == "legacy" => {
+            out.insert("waitStrategy".into(), serde_json::json!({"name": "legacy"}));
+        }
+        Some(w) => m.drop_field("spec.waitStrategy", &w),
+        None => {}
     }
     // Helm 4's strategies, with the same names; the default says nothing.
     match spec.remove("postRenderStrategy") {
@@ -344,6 +346,7 @@ spec:
   interval: 10m
   timeout: 2m30s
   suspend: false
+  waitStrategy: {name: legacy}
   maxHistory: 3
   serviceAccountName: deployer
   values:
@@ -386,7 +389,6 @@ spec:
             "spec.install.someFutureField",
             "spec.kubeConfig",
             "spec.postRenderers[0].kustomize.patches[0].target.someFutureKey",
-            "spec.waitStrategy",
         ];
         let mut got = paths.clone();
         got.sort_unstable();

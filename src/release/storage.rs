@@ -181,6 +181,8 @@ impl Storage {
 
     /// Stores a new revision. Fails with [`Error::Exists`] when the revision's Secret is
     /// already there, which makes creating revision N+1 a lock between writers.
+    /// Stores a new revision. A release whose labels say `createdAt` (see
+    /// [`created_now`]) is stored with it, so a later update needs no read to keep it.
     pub async fn create(&self, release: &Release) -> Result<(), Error> {
         let secret = to_secret(release, Op::Create, now())?;
         match self.api.create(&written(), &secret).await {
@@ -208,18 +210,22 @@ impl Storage {
             version: release.version,
         };
         let mut secret = to_secret(release, Op::Update, now())?;
-        let existing = self.api.get_opt(&key).await?.ok_or_else(not_found)?;
-        if let (Some(created), Some(labels)) = (
-            existing
-                .metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("createdAt")),
-            secret.metadata.labels.as_mut(),
-        ) {
-            labels
-                .entry("createdAt".into())
-                .or_insert_with(|| created.clone());
+        // A release read from storage (or created by this engine) carries its createdAt;
+        // only one that does not costs a read.
+        if !release.labels.contains_key("createdAt") {
+            let existing = self.api.get_opt(&key).await?.ok_or_else(not_found)?;
+            if let (Some(created), Some(labels)) = (
+                existing
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("createdAt")),
+                secret.metadata.labels.as_mut(),
+            ) {
+                labels
+                    .entry("createdAt".into())
+                    .or_insert_with(|| created.clone());
+            }
         }
         match self.api.replace(&key, &written(), &secret).await {
             Ok(replaced) => {
@@ -340,6 +346,11 @@ fn status(release: &Release) -> Status {
     release.info.as_ref().map(|i| i.status).unwrap_or_default()
 }
 
+/// Labels `release` as created now, as [`Storage::create`] will store it.
+pub fn created_now(release: &mut Release) {
+    release.labels.insert("createdAt".into(), now().to_string());
+}
+
 fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -365,7 +376,12 @@ fn labels(release: &Release, op: Op, now: i64) -> BTreeMap<String, String> {
         .collect();
     match op {
         Op::Create => {
-            labels.insert("createdAt".into(), now.to_string());
+            // A release that says when it was created (see `Storage::create`) keeps it.
+            let created = release.labels.get("createdAt").cloned();
+            labels.insert(
+                "createdAt".into(),
+                created.unwrap_or_else(|| now.to_string()),
+            );
         }
         Op::Update => {
             if let Some(created) = release.labels.get("createdAt") {

@@ -662,3 +662,85 @@ async fn preserve_values_keeps_the_previous_values_as_helm_reuse_values_does() {
     .await;
     same("upgraded again");
 }
+
+/// `waitStrategy: legacy` beside `helm install --wait=legacy`: Helm 3's rules wait for a
+/// LoadBalancer Service's address, where kstatus' (Helm 4's default `--wait`, Flux's
+/// poller, wheelhouse's default) need only its cluster IP. On a cluster without a load
+/// balancer the helm CLI's legacy install times out and its default one succeeds; the
+/// same chart under wheelhouse waits with `legacy` until the Service has an ingress
+/// address, and is installed at once without it.
+#[tokio::test]
+async fn legacy_wait_strategy_waits_for_a_load_balancer_as_helm_3_does() {
+    let (client, ns, api) = eng::setup("ff-legacy").await;
+    let n = ns.name.clone();
+    let lb = chart("loadbalancer");
+    let (ok, out) = helm_try(
+        &n,
+        &[
+            "install",
+            "cli-legacy",
+            &lb,
+            "--wait=legacy",
+            "--timeout",
+            "5s",
+        ],
+    );
+    assert!(
+        !ok,
+        "helm --wait=legacy installed without a load balancer: {out}"
+    );
+    helm(
+        &n,
+        &["install", "cli-watcher", &lb, "--wait", "--timeout", "60s"],
+    );
+    for (name, strategy) in [("wh-legacy", "legacy"), ("wh-poller", "poller")] {
+        let hr = release(
+            name,
+            json!({
+                "chart": {"path": lb},
+                "timeout": "2m",
+                "waitStrategy": {"name": strategy},
+            }),
+        );
+        api.create(&PostParams::default(), &hr).await.unwrap();
+    }
+    let _engine = eng::start(&client, &n).await;
+    wait_for(&api, "wh-poller", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    // The legacy one has judged both objects: the ConfigMap ready, the Service not.
+    let waiting = wait_for(&api, "wh-legacy", "waiting on the Service", |h| {
+        h.status
+            .as_ref()
+            .and_then(|s| s.wait.as_ref())
+            .is_some_and(|w| w.ready == 1 && w.total == 2)
+    })
+    .await;
+    assert!(
+        waiting
+            .condition("Ready")
+            .is_none_or(|c| c.status != "True"),
+        "{:#?}",
+        waiting.status
+    );
+    // The load balancer gives it an address: the wait ends, installed.
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client.clone(), &n);
+    services
+        .patch_status(
+            "wh-legacy",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.10"}]}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_for(
+        &api,
+        "wh-legacy",
+        "installed once the Service has an address",
+        |h| is(h, "Ready", "True", "InstallSucceeded"),
+    )
+    .await;
+}

@@ -197,6 +197,12 @@ pub struct HelmReleaseSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub health_check_exprs: Vec<CustomHealthCheck>,
 
+    /// Which readiness rules the health-check wait follows (Flux's field): `poller` (the
+    /// default), kstatus' rules as Helm 4's `--wait` and Flux's poller apply them;
+    /// `legacy`, Helm 3's (`--wait=legacy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait_strategy: Option<WaitStrategy>,
+
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_tracking: Option<ConfigTracking>,
 
@@ -272,6 +278,15 @@ impl HelmRelease {
                     .map(str::to_owned)
             });
         git.source_text(commit.as_deref())
+    }
+
+    /// Whether the health-check wait follows Helm 3's readiness rules (`waitStrategy:
+    /// legacy`).
+    pub fn waits_as_helm_3(&self) -> bool {
+        self.spec
+            .wait_strategy
+            .as_ref()
+            .is_some_and(|w| w.name == WaitStrategyName::Legacy)
     }
 
     /// Whether an upgrade keeps the previous revision's values (`upgrade.preserveValues`).
@@ -560,4 +575,19 @@ spec:
         // The longest of spec.timeout (90s) and the actions' own.
         assert_eq!(hr.longest_action_timeout(), Duration::from_secs(600));
     }
+}
+
+/// Flux's `spec.waitStrategy`.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct WaitStrategy {
+    pub name: WaitStrategyName,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitStrategyName {
+    /// kstatus' rules (Helm 4's default `--wait`, Flux's poller).
+    Poller,
+    /// Helm 3's readiness checks (Helm 4's `--wait=legacy`).
+    Legacy,
 }

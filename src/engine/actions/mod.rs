@@ -234,6 +234,8 @@ fn new_release(
         .insert(OWNER_LABEL.into(), run.ctx.identity_label.clone());
     rel.labels
         .insert(crate::release::MADE_BY_LABEL.into(), "wheelhouse".into());
+    // Said now, so its updates need not read the stored record to keep it.
+    crate::release::storage::created_now(&mut rel);
     if run.claim {
         rel.labels.extend(super::claim::labels(&run.hr));
     }

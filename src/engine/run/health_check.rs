@@ -246,6 +246,7 @@ impl Run<'_> {
             },
             hub: Some(self.ctx.watches.clone()),
             custom: self.custom_health(),
+            legacy: self.hr.waits_as_helm_3(),
             ..health::WaitOptions::default()
         };
         let wait = health::wait(&client, &targets, deadline, &token, &options, |p| {
