@@ -80,9 +80,16 @@ pub struct Policy {
     pub install_retries: i32,
     pub upgrade_retries: i32,
     pub strategy: RemediationStrategy,
+    /// Upgrade remediation's `remediateLastFailure`, Flux's default applied.
     pub remediate_last_failure: bool,
+    /// Install remediation's `remediateLastFailure` (Flux's default: false).
+    pub install_remediate_last_failure: bool,
     pub test_enabled: bool,
+    /// Whether a failed test is ignored after an upgrade: `upgrade.remediation.
+    /// ignoreTestFailures`, else `test.ignoreFailures` (Flux's `MustIgnoreTestFailures`).
     pub test_ignore_failures: bool,
+    /// The same after an install (`install.remediation.ignoreTestFailures`).
+    pub install_ignore_test_failures: bool,
     /// `install.strategy` / `upgrade.strategy` `RetryOnFailure`: the retry interval.
     pub install_retry: Option<std::time::Duration>,
     pub upgrade_retry: Option<std::time::Duration>,
@@ -151,7 +158,7 @@ pub fn next(o: &Observed) -> Next {
         },
         Status::Failed if latest.interrupted => upgrade_unless_exhausted(o),
         Status::Failed => after_failure(o, latest),
-        Status::Deployed if latest.tests == TestState::Failed && !o.policy.test_ignore_failures => {
+        Status::Deployed if latest.tests == TestState::Failed && !ignores_test_failures(o) => {
             after_failure(o, latest)
         }
         // Deployed, superseded (a wait we cancelled for a newer state), or unknown.
@@ -230,6 +237,15 @@ fn flux_suffixed(latest: &Latest, desired: &Desired) -> bool {
                 .is_some_and(|c| c.starts_with(suffix)))
 }
 
+/// Whether a failed test is ignored: by the remediation of the action attempted last
+/// (Flux's active remediation), `test.ignoreFailures` when it says nothing.
+fn ignores_test_failures(o: &Observed) -> bool {
+    match o.last_action {
+        Some(ReleaseAction::Install) => o.policy.install_ignore_test_failures,
+        _ => o.policy.test_ignore_failures,
+    }
+}
+
 /// `retries` < 0 means retry forever.
 fn exhausted(failures: i64, retries: i32) -> bool {
     retries >= 0 && failures > i64::from(retries)
@@ -285,7 +301,11 @@ fn after_failure(o: &Observed, latest: &Latest) -> Next {
         // A newer desired state supersedes the failure: try it directly.
         return Next::Upgrade;
     }
-    if !retries_left && !o.policy.remediate_last_failure {
+    let remediate_last = match action {
+        ReleaseAction::Install => o.policy.install_remediate_last_failure,
+        ReleaseAction::Upgrade => o.policy.remediate_last_failure,
+    };
+    if !retries_left && !remediate_last {
         return stalled_retries(
             match action {
                 ReleaseAction::Install => "install",
@@ -315,12 +335,12 @@ impl Policy {
     /// The spec's settings with Flux's defaults: no retries; remediate the last failure
     /// when retries are configured.
     pub fn from_spec(hr: &HelmRelease) -> Self {
-        let install_retries = hr
+        let install = hr
             .spec
             .install
             .as_ref()
-            .and_then(|i| i.remediation.as_ref())
-            .map_or(0, |r| r.retries);
+            .and_then(|i| i.remediation.as_ref());
+        let install_retries = install.map_or(0, |r| r.retries);
         let upgrade = hr
             .spec
             .upgrade
@@ -339,8 +359,16 @@ impl Policy {
             remediate_last_failure: upgrade
                 .and_then(|r| r.remediate_last_failure)
                 .unwrap_or(upgrade_retries != 0),
+            install_remediate_last_failure: install
+                .and_then(|r| r.remediate_last_failure)
+                .unwrap_or(false),
             test_enabled: test.enable,
-            test_ignore_failures: test.ignore_failures,
+            test_ignore_failures: upgrade
+                .and_then(|r| r.ignore_test_failures)
+                .unwrap_or(test.ignore_failures),
+            install_ignore_test_failures: install
+                .and_then(|r| r.ignore_test_failures)
+                .unwrap_or(test.ignore_failures),
         }
     }
 }
@@ -419,8 +447,10 @@ mod tests {
                 upgrade_retries: 0,
                 strategy: RemediationStrategy::Rollback,
                 remediate_last_failure: false,
+                install_remediate_last_failure: false,
                 test_enabled: false,
                 test_ignore_failures: false,
+                install_ignore_test_failures: false,
                 install_retry: None,
                 upgrade_retry: None,
             },
@@ -784,6 +814,48 @@ mod tests {
         )
         .unwrap();
         assert!(Policy::from_spec(&hr).remediate_last_failure);
+        // Install remediation's remediateLastFailure defaults to false whatever the
+        // retries (Flux's InstallRemediation), and says nothing of upgrades.
+        let hr: HelmRelease = crate::yaml::from_str(
+            "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: a}\nspec: {chart: {path: ./c}, install: {remediation: {retries: 2}}, upgrade: {remediation: {retries: 2}}}",
+        )
+        .unwrap();
+        let p = Policy::from_spec(&hr);
+        assert!(!p.install_remediate_last_failure && p.remediate_last_failure);
+        // Each action's ignoreTestFailures overrides test.ignoreFailures for it.
+        let hr: HelmRelease = crate::yaml::from_str(
+            "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: a}\nspec: {chart: {path: ./c}, test: {enable: true, ignoreFailures: true}, install: {remediation: {ignoreTestFailures: false, remediateLastFailure: true}}}",
+        )
+        .unwrap();
+        let p = Policy::from_spec(&hr);
+        assert!(!p.install_ignore_test_failures && p.test_ignore_failures);
+        assert!(p.install_remediate_last_failure);
+    }
+
+    /// Which remediation judges a failure is the one of the action attempted last (Flux's
+    /// active remediation): its ignoreTestFailures and its remediateLastFailure.
+    #[test]
+    fn the_last_actions_remediation_judges_tests_and_the_last_failure() {
+        let mut l = latest(1, Status::Deployed);
+        l.tests = TestState::Failed;
+        let mut o = observed(Some(l));
+        o.policy.test_enabled = true;
+        o.policy.test_ignore_failures = true;
+        o.last_action = Some(ReleaseAction::Install);
+        o.install_failures = 1;
+        // After an install its own setting counts: not ignored, and with no retries and
+        // no remediateLastFailure the failure stalls the release.
+        assert!(matches!(next(&o), Next::Stalled { .. }), "{:?}", next(&o));
+        o.policy.install_remediate_last_failure = true;
+        assert_eq!(next(&o), Next::Uninstall);
+        o.policy.install_ignore_test_failures = true;
+        assert_eq!(next(&o), Next::InSync);
+        // The upgrade's remediateLastFailure says nothing of a failed install.
+        let mut o = observed(Some(latest(1, Status::Failed)));
+        o.last_action = Some(ReleaseAction::Install);
+        o.install_failures = 1;
+        o.policy.remediate_last_failure = true;
+        assert!(matches!(next(&o), Next::Stalled { .. }), "{:?}", next(&o));
     }
 
     /// Flux's RetryOnFailure: a failure of the install or upgrade attempted last is never

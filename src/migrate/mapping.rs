@@ -68,13 +68,6 @@ fn why_not(path: &str) -> String {
         "spec.chart.spec.verify" => {
             "cosign and notation chart signatures: Helm 4 verifies PGP provenance files only, and wheelhouse neither"
         }
-        "spec.install.remediation.ignoreTestFailures"
-        | "spec.upgrade.remediation.ignoreTestFailures" => {
-            "wheelhouse has test.ignoreFailures only"
-        }
-        "spec.install.remediation.remediateLastFailure" => {
-            "wheelhouse's install remediation has no such setting"
-        }
         "spec.install.serverSideApply"
         | "spec.upgrade.serverSideApply"
         | "spec.rollback.serverSideApply" => {

@@ -362,7 +362,7 @@ spec:
     - {apiVersion: example.com/v1, kind: Widget, current: "status.phase == 'Ready'", failed: "status.phase == 'Broken'"}
     - {apiVersion: other.example.com/v1, current: "true", inProgress: "false"}
   commonMetadata: {labels: {team: web}}
-  install: {timeout: 10m, replace: true, strategy: {name: RetryOnFailure, retryInterval: 2m}, createNamespace: true, crds: CreateReplace, disableWaitForJobs: true, disableSchemaValidation: true, remediation: {retries: 3}}
+  install: {timeout: 10m, replace: true, strategy: {name: RetryOnFailure, retryInterval: 2m}, createNamespace: true, crds: CreateReplace, disableWaitForJobs: true, disableSchemaValidation: true, remediation: {retries: 3, ignoreTestFailures: true}}
   upgrade: {timeout: 7m, force: true, strategy: {name: RemediateOnFailure}, cleanupOnFail: true, preserveValues: false, takeOwnership: true, remediation: {retries: -1, strategy: uninstall, remediateLastFailure: false}}
   test: {enable: true, timeout: 1m, ignoreFailures: true, filters: [{name: smoke}]}
   rollback: {timeout: 1m, disableHooks: true, recreate: true, force: true, cleanupOnFail: true}
@@ -385,7 +385,6 @@ spec:
             "spec.chart.metadata",
             "spec.chart.spec.verify",
             "spec.healthCheckExprs[0].someFutureKey",
-            "spec.install.remediation.ignoreTestFailures",
             "spec.install.someFutureField",
             "spec.kubeConfig",
             "spec.postRenderers[0].kustomize.patches[0].target.someFutureKey",

@@ -208,9 +208,14 @@ pub(super) fn action(section: &str, value: Value, m: &mut Mapping) -> Option<Val
         && let Some(remediation) = fields.remove("remediation")
     {
         let keys: &[&str] = if section == "install" {
-            &["retries"]
+            &["retries", "ignoreTestFailures", "remediateLastFailure"]
         } else {
-            &["retries", "strategy", "remediateLastFailure"]
+            &[
+                "retries",
+                "strategy",
+                "remediateLastFailure",
+                "ignoreTestFailures",
+            ]
         };
         let kept = keep(remediation, &format!("{path}.remediation"), keys, m);
         if kept.as_object().is_some_and(|o| !o.is_empty()) {

@@ -95,6 +95,14 @@ pub struct InstallRemediation {
     #[serde(default)]
     #[schemars(range(min = -1))]
     pub retries: i32,
+    /// Whether a failed test after an install is ignored (Flux's field); defaults to
+    /// `test.ignoreFailures`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore_test_failures: Option<bool>,
+    /// Uninstall the last failed install even when retries are exhausted. Defaults to
+    /// false (as in Flux).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remediate_last_failure: Option<bool>,
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -196,6 +204,10 @@ pub struct UpgradeRemediation {
     /// retries > 0 (as in Flux).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remediate_last_failure: Option<bool>,
+    /// Whether a failed test after an upgrade is ignored (Flux's field); defaults to
+    /// `test.ignoreFailures`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ignore_test_failures: Option<bool>,
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
