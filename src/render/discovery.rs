@@ -41,6 +41,36 @@ pub async fn discover(client: &Client) -> Result<Discovery, Error> {
     })
 }
 
+/// Reads of discovery shared by the callers that ask while one is under way: each caller
+/// gets a read that started after it asked (so it is as fresh as a read of its own), but
+/// a burst of renders costs one or two reads, not one each.
+#[derive(Default)]
+pub struct SharedReads<T: Clone> {
+    /// The newest read and when it started; held while a read is under way (in order).
+    last: tokio::sync::Mutex<Option<(std::time::Instant, T)>>,
+}
+
+impl<T: Clone> SharedReads<T> {
+    /// A read that started after this call, `read`'s own or another caller's. An error is
+    /// its caller's alone: the next caller reads again.
+    pub async fn get<E, F>(&self, read: impl FnOnce() -> F) -> Result<T, E>
+    where
+        F: std::future::Future<Output = Result<T, E>>,
+    {
+        let asked = std::time::Instant::now();
+        let mut last = self.last.lock().await;
+        if let Some((started, value)) = last.as_ref()
+            && *started >= asked
+        {
+            return Ok(value.clone());
+        }
+        let started = std::time::Instant::now();
+        let value = read().await?;
+        *last = Some((started, value.clone()));
+        Ok(value)
+    }
+}
+
 /// The `group/version`s discovery cannot serve now (see [`Discovery::unavailable`]).
 pub async fn unavailable_groups(client: &Client) -> Result<Vec<String>, Error> {
     Ok(discover(client).await?.unavailable)
@@ -104,6 +134,40 @@ fn versions_where(document: &Value, keep: impl Fn(&Value) -> bool) -> Vec<String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Callers that ask while a read runs share the next one; none gets a read that
+    /// started before it asked.
+    #[tokio::test]
+    async fn callers_during_a_read_share_the_next_one() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let shared = std::sync::Arc::new(SharedReads::<usize>::default());
+        let reads = std::sync::Arc::new(AtomicUsize::new(0));
+        let read = |reads: std::sync::Arc<AtomicUsize>| async move {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            Ok::<_, ()>(reads.fetch_add(1, Ordering::SeqCst) + 1)
+        };
+        // The first caller reads alone.
+        let first = shared.get(|| read(reads.clone())).await.unwrap();
+        assert_eq!(first, 1);
+        // Ten callers at once: the first of them reads, the others asked before that read
+        // started or after; either way at most two reads serve all ten.
+        let callers: Vec<_> = (0..10)
+            .map(|_| {
+                let (shared, reads) = (shared.clone(), reads.clone());
+                tokio::spawn(async move { shared.get(|| read(reads)).await.unwrap() })
+            })
+            .collect();
+        let got: Vec<usize> = futures::future::join_all(callers)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert!(got.iter().all(|&g| g > first), "{got:?}");
+        assert!(reads.load(Ordering::SeqCst) <= 3, "{got:?}");
+        // A caller after all that gets a read of its own, never an older one.
+        let after = shared.get(|| read(reads.clone())).await.unwrap();
+        assert!(after > *got.iter().max().unwrap());
+    }
 
     #[test]
     fn stale_versions_are_named() {

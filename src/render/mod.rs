@@ -23,7 +23,9 @@ use thiserror::Error;
 
 use crate::release::{Hook, Status};
 
-pub use discovery::{Discovery, apiservice_of, discover, discovery_state, unavailable_groups};
+pub use discovery::{
+    Discovery, SharedReads, apiservice_of, discover, discovery_state, unavailable_groups,
+};
 
 /// What a render's `unavailable` says when Helm's own discovery left a group out.
 const PARTIAL: &str = "a group helm could not discover (an orphaned API service)";

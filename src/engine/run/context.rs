@@ -38,6 +38,8 @@ pub struct Context {
     /// Every `group/version` a reconcile saw stale in discovery, for the watcher that
     /// tells when it heals: it may heal before that watcher's first look.
     pub stale_seen: Mutex<std::collections::BTreeSet<String>>,
+    /// Discovery reads shared by the renders that ask at once.
+    discovery: crate::render::SharedReads<crate::render::Discovery>,
     /// Permissions the API server refused a reconcile, with the identity refused (none:
     /// the engine's), looked at again while a worker is held up by the cluster.
     pub refused: Mutex<std::collections::BTreeSet<(crate::tenancy::Identity, crate::rbac::Access)>>,
@@ -100,6 +102,7 @@ impl Context {
             identity_label: label_value(identity),
             healed: watch::channel(crate::telemetry::RetryCause::ClusterHealed).0,
             stale_seen: Mutex::default(),
+            discovery: Default::default(),
             refused: Mutex::default(),
             engine: crate::api::EngineRef {
                 identity: identity.to_owned(),
@@ -128,7 +131,10 @@ impl Context {
     /// Discovery now: what it cannot serve (remembered for the healing watcher) and its
     /// digest (for a renderer that keeps discovery between renders).
     pub async fn discover(&self) -> Result<crate::render::Discovery, crate::render::Error> {
-        let discovery = crate::render::discover(&self.client).await?;
+        let discovery = self
+            .discovery
+            .get(|| crate::render::discover(&self.client))
+            .await?;
         if !discovery.unavailable.is_empty() {
             let mut seen = self.stale_seen.lock().unwrap_or_else(|e| e.into_inner());
             seen.extend(discovery.unavailable.iter().cloned());
