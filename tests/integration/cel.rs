@@ -171,13 +171,7 @@ async fn health_check_exprs_judge_custom_resources_as_fluxs_helm_controller_does
 
     // Both wait on the Widget, which has no status yet: the ConfigMap is ready, the
     // Widget is not (its `current` fails on the missing field: not current yet).
-    let waiting = wait_for(&api, WH, "waiting on the Widget", |h| {
-        h.status
-            .as_ref()
-            .and_then(|s| s.wait.as_ref())
-            .is_some_and(|w| w.ready == 1 && w.total == 2)
-    })
-    .await;
+    let waiting = support::engine::waiting_with_ready(&api, WH, 1, 2).await;
     assert!(
         waiting
             .condition("Ready")

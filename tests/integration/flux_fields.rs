@@ -710,13 +710,7 @@ async fn legacy_wait_strategy_waits_for_a_load_balancer_as_helm_3_does() {
     })
     .await;
     // The legacy one has judged both objects: the ConfigMap ready, the Service not.
-    let waiting = wait_for(&api, "wh-legacy", "waiting on the Service", |h| {
-        h.status
-            .as_ref()
-            .and_then(|s| s.wait.as_ref())
-            .is_some_and(|w| w.ready == 1 && w.total == 2)
-    })
-    .await;
+    let waiting = eng::waiting_with_ready(&api, "wh-legacy", 1, 2).await;
     assert!(
         waiting
             .condition("Ready")

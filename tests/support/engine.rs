@@ -187,6 +187,28 @@ fn merge(base: &mut serde_json::Value, overlay: serde_json::Value) {
     }
 }
 
+/// Waits until the release's running wait says `ready` of `total` objects are ready
+/// (`status.wait`): the sign that it has judged each of them.
+pub async fn waiting_with_ready(
+    api: &Api<HelmRelease>,
+    name: &str,
+    ready: i32,
+    total: i32,
+) -> HelmRelease {
+    wait_for(
+        api,
+        name,
+        &format!("waiting with {ready} of {total} ready"),
+        |h| {
+            h.status
+                .as_ref()
+                .and_then(|s| s.wait.as_ref())
+                .is_some_and(|w| w.ready == ready && w.total == total)
+        },
+    )
+    .await
+}
+
 /// Waits until `pred` holds for the HelmRelease; the message says what we waited for
 /// and shows the last status seen.
 pub async fn wait_for(

@@ -327,7 +327,7 @@ pub async fn install_or_upgrade(
         } else {
             hook_event::PRE_INSTALL
         };
-        let hooked = !disable_hooks && rel.hooks.iter().any(|h| h.events.iter().any(|e| e == pre));
+        let hooked = !disable_hooks && !crate::apply::execution_order(&rel.hooks, pre).is_empty();
         if !disable_hooks {
             run.run_hooks(&mut rel.hooks, version, pre, &ns, timeout)
                 .await?;
