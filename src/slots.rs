@@ -127,8 +127,37 @@ struct Urgency {
     cleared: tokio::sync::Notify,
 }
 
-/// One piece of urgent work in flight, until dropped.
-pub struct UrgentWork(Arc<Urgency>);
+/// One piece of urgent work in flight, until dropped. The task that holds it sends its
+/// requests ahead of routine ones (see [`giving_way`]).
+pub struct UrgentWork {
+    urgency: Arc<Urgency>,
+    /// The task's own mark before this one was taken, put back on drop.
+    was: Option<bool>,
+}
+
+tokio::task_local! {
+    /// Whether the task polling a request is doing urgent work: set while it holds an
+    /// [`UrgentWork`], inside [`marking`].
+    static URGENT: std::cell::Cell<bool>;
+}
+
+/// Runs `work` (a release's worker) so that the urgent work it takes marks its own
+/// requests as going first.
+pub async fn marking<F: std::future::Future>(work: F) -> F::Output {
+    URGENT.scope(std::cell::Cell::new(false), work).await
+}
+
+/// `work`, spawned on behalf of the current task, carries its mark: an Event a fix sends
+/// on the side goes first as the fix does.
+pub fn carrying_mark<F: std::future::Future>(
+    work: F,
+) -> impl std::future::Future<Output = F::Output> {
+    URGENT.scope(std::cell::Cell::new(urgent_here()), work)
+}
+
+fn urgent_here() -> bool {
+    URGENT.try_with(std::cell::Cell::get).unwrap_or(false)
+}
 
 impl Precedence {
     /// The longest a routine step gives way at a time.
@@ -138,7 +167,28 @@ impl Precedence {
         self.0
             .in_flight
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        UrgentWork(self.0.clone())
+        UrgentWork {
+            urgency: self.0.clone(),
+            was: URGENT.try_with(|u| u.replace(true)).ok(),
+        }
+    }
+
+    /// Before a request: routine work's waits while urgent work is in flight (at most
+    /// [`Self::MOST`]); the urgent task's own never does. Asked again at every wake-up, so
+    /// a read that urgent work came to share (polled by it now) goes on at once.
+    pub async fn before_request(&self) {
+        if urgent_here() || self.0.in_flight.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            return;
+        }
+        let waiting = self.give_way();
+        tokio::pin!(waiting);
+        std::future::poll_fn(|cx| {
+            if urgent_here() {
+                return std::task::Poll::Ready(());
+            }
+            std::future::Future::poll(waiting.as_mut(), cx)
+        })
+        .await;
     }
 
     /// Waits while urgent work is in flight, at most [`Self::MOST`].
@@ -161,15 +211,50 @@ impl Precedence {
 
 impl Drop for UrgentWork {
     fn drop(&mut self) {
+        if let Some(was) = self.was {
+            let _ = URGENT.try_with(|u| u.set(was));
+        }
         if self
-            .0
+            .urgency
             .in_flight
             .fetch_sub(1, std::sync::atomic::Ordering::SeqCst)
             == 1
         {
-            self.0.cleared.notify_waiters();
+            self.urgency.cleared.notify_waiters();
         }
     }
+}
+
+/// A request that goes first whoever sends it: a read urgent work may be waiting on
+/// through a lock another task holds (discovery, shared between renders).
+#[derive(Clone, Copy, Debug)]
+pub struct GoesFirst;
+
+/// A client whose requests give way to urgent work's (see [`Precedence::before_request`]):
+/// while a fix is on its way, routine reconciles hold every request (at most a second
+/// each), so an API server the fleet saturates serves the fix's requests without a queue.
+/// Watches (long-lived, and the fix's own readiness comes through them) and requests
+/// marked [`GoesFirst`] never wait. kube's errors come back as they are, as
+/// [`crate::tenancy::impersonating`]'s do.
+pub fn giving_way(base: &kube::Client, precedence: Precedence) -> kube::Client {
+    let inner = base.clone();
+    let service = tower::service_fn(move |request: hyper::Request<kube::client::Body>| {
+        let (inner, precedence) = (inner.clone(), precedence.clone());
+        async move {
+            let watch = request
+                .uri()
+                .query()
+                .is_some_and(|q| q.split('&').any(|p| p == "watch=true" || p == "watch=1"));
+            if !watch && request.extensions().get::<GoesFirst>().is_none() {
+                precedence.before_request().await;
+            }
+            inner
+                .send(request)
+                .await
+                .map_err(|e| -> tower::BoxError { Box::new(e) })
+        }
+    });
+    kube::Client::new(service, base.default_namespace().to_owned())
 }
 
 #[cfg(test)]
@@ -256,5 +341,85 @@ mod tests {
             waited >= Precedence::MOST && waited < Precedence::MOST * 2,
             "{waited:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn the_urgent_task_s_requests_go_first_and_routine_ones_wait_for_it() {
+        use std::time::{Duration, Instant};
+        let precedence = Precedence::default();
+        let (release, released) = oneshot::channel::<()>();
+        let (marked, is_marked) = oneshot::channel::<(Duration, bool)>();
+        let urgent = precedence.clone();
+        let fix = tokio::spawn(marking(async move {
+            let work = urgent.urgent();
+            let start = Instant::now();
+            urgent.before_request().await;
+            // What it spawns on its behalf goes first too.
+            let side = tokio::spawn(carrying_mark(async { urgent_here() }));
+            marked.send((start.elapsed(), side.await.unwrap())).unwrap();
+            released.await.unwrap();
+            drop(work);
+            // Its mark ends with the work.
+            urgent_here()
+        }));
+        let (waited_for_fix, side_marked) = is_marked.await.unwrap();
+        assert!(
+            waited_for_fix < Duration::from_millis(50),
+            "{waited_for_fix:?}"
+        );
+        assert!(side_marked);
+        let routine = precedence.clone();
+        let held = tokio::spawn(marking(async move {
+            let start = Instant::now();
+            routine.before_request().await;
+            start.elapsed()
+        }));
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        release.send(()).unwrap();
+        assert!(!fix.await.unwrap());
+        let waited = held.await.unwrap();
+        assert!(
+            waited >= Duration::from_millis(150) && waited < Precedence::MOST,
+            "{waited:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_giving_way_client_holds_routine_requests_but_not_watches_or_those_that_go_first() {
+        use std::time::{Duration, Instant};
+        // An answer at once for every request: what is timed is the hold before it.
+        let answering = tower::service_fn(|_: hyper::Request<kube::client::Body>| async {
+            Ok::<_, std::convert::Infallible>(
+                hyper::Response::builder()
+                    .body(kube::client::Body::from(b"{}".to_vec()))
+                    .unwrap(),
+            )
+        });
+        let base = kube::Client::new(answering, "default");
+        let precedence = Precedence::default();
+        let client = giving_way(&base, precedence.clone());
+        let _fix = precedence.urgent();
+        let timed = |request: hyper::Request<Vec<u8>>| {
+            let client = client.clone();
+            async move {
+                let start = Instant::now();
+                client.request_text(request).await.unwrap();
+                start.elapsed()
+            }
+        };
+        let list = hyper::Request::get("/api/v1/namespaces/a/secrets")
+            .body(Vec::new())
+            .unwrap();
+        assert!(timed(list).await >= Precedence::MOST);
+        let watch =
+            hyper::Request::get("/api/v1/namespaces/a/secrets?watch=true&resourceVersion=1")
+                .body(Vec::new())
+                .unwrap();
+        assert!(timed(watch).await < Duration::from_millis(200));
+        let first = hyper::Request::get("/apis")
+            .extension(GoesFirst)
+            .body(Vec::new())
+            .unwrap();
+        assert!(timed(first).await < Duration::from_millis(200));
     }
 }

@@ -109,14 +109,17 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     let (views_tx, views_rx) = watch::channel(Arc::new(Views::default()));
     let (connection_tx, connection_rx) = watch::channel(Connection::Connected);
     let (direct_tx, direct_rx) = mpsc::unbounded_channel();
+    // The engine's own requests (its reconciles', their Events) give way to a fix's; the
+    // Lease and the engine's setup go as they come.
+    let precedence = crate::slots::Precedence::default();
+    let engine_client = crate::slots::giving_way(&client, precedence.clone());
     let recorder = Recorder::new(
-        client.clone(),
+        engine_client.clone(),
         Reporter {
             controller: "wheelhouse".into(),
             instance: Some(config.identity.clone()),
         },
     );
-    let precedence = crate::slots::Precedence::default();
     let renderer: Arc<dyn Renderer> = Arc::new(
         crate::render::Throttled::new(
             config.renderer.clone(),
@@ -126,7 +129,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         .giving_way_to(precedence.clone()),
     );
     let mut ctx = Context::new(
-        client.clone(),
+        engine_client,
         ChartSource::new(config.chart_cache.clone())?.with_chart_root(config.chart_root.clone()),
         renderer,
         recorder,

@@ -86,8 +86,10 @@ pub async fn discovery_state(client: &Client) -> Result<(Vec<String>, Vec<String
 }
 
 async fn discovery_text(client: &Client) -> Result<String, Error> {
+    // Renders share one read (a lock), so a fix may wait on a read routine work started.
     let request = hyper::Request::get("/apis")
         .header(hyper::header::ACCEPT, AGGREGATED)
+        .extension(crate::slots::GoesFirst)
         .body(Vec::new())
         .map_err(|e| Error::Discovery(e.to_string()))?;
     client

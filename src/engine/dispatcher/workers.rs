@@ -71,7 +71,12 @@ impl Dispatcher {
         let stop = term.0.child_token();
         let finished = CancellationToken::new();
         self.finished.insert(key.clone(), finished.clone());
-        let run = worker::run(self.ctx.clone(), key.clone(), inbox, stop.clone());
+        let run = crate::slots::marking(worker::run(
+            self.ctx.clone(),
+            key.clone(),
+            inbox,
+            stop.clone(),
+        ));
         let ends = finished.clone().drop_guard();
         self.workers.spawn(term.1.track_future(async move {
             let _ends = ends;

@@ -474,14 +474,14 @@ impl Run<'_> {
         let recorder = self.ctx.recorder.clone();
         let key = self.key.clone();
         let before = self.inbox.pending_event.lock().unwrap().take();
-        let sending = tokio::spawn(async move {
+        let sending = tokio::spawn(crate::slots::carrying_mark(async move {
             if let Some(before) = before {
                 let _ = before.await;
             }
             if let Err(e) = recorder.publish(&ev, &reference).await {
                 tracing::debug!(release = %key, error = %e, "cannot publish event");
             }
-        });
+        }));
         *self.inbox.pending_event.lock().unwrap() = Some(sending);
     }
 
