@@ -8,6 +8,7 @@ pub mod cel;
 pub mod chart;
 pub mod cli;
 pub mod client;
+pub mod client_side_apply;
 pub mod engine;
 mod error;
 pub mod events;

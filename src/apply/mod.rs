@@ -87,6 +87,11 @@ pub enum Error {
         apiservice: String,
     },
 
+    /// Helm's client-side patch of an existing object could not be computed (the render
+    /// helper computes it; `why` is its answer, or why nothing answered).
+    #[error("cannot compute the client-side patch of {object}: {why}")]
+    ClientSidePatch { object: String, why: String },
+
     #[error("cannot watch {object}: {message}")]
     Watch { object: String, message: String },
 

@@ -68,11 +68,6 @@ fn why_not(path: &str) -> String {
         "spec.chart.spec.verify" => {
             "cosign and notation chart signatures: Helm 4 verifies PGP provenance files only, and wheelhouse neither"
         }
-        "spec.install.serverSideApply"
-        | "spec.upgrade.serverSideApply"
-        | "spec.rollback.serverSideApply" => {
-            "wheelhouse always applies server-side, as Helm 4 does by default"
-        }
         _ if last.starts_with("disable") => "wheelhouse has no such setting",
         _ => "wheelhouse has no such field",
     };

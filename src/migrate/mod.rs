@@ -329,6 +329,34 @@ status:
         assert!(m.object["spec"].get("waitStrategy").is_none());
     }
 
+    /// Client-side apply has its meaning here: carried as it is, in all three actions.
+    #[test]
+    fn server_side_apply_off_is_carried_with_its_meaning() {
+        let mut flux = yaml(FULL);
+        flux["spec"]["install"]["serverSideApply"] = json!(false);
+        flux["spec"]["upgrade"]["serverSideApply"] = json!("disabled");
+        flux["spec"]["rollback"]["serverSideApply"] = json!("auto");
+        let m = convert(&flux, Some(&http_repo("apps"))).unwrap();
+        assert!(
+            !m.not_carried.iter().any(|l| l.contains("serverSideApply")),
+            "{:#?}",
+            m.not_carried
+        );
+        assert_eq!(m.object["spec"]["install"]["serverSideApply"], json!(false));
+        assert_eq!(
+            m.object["spec"]["upgrade"]["serverSideApply"],
+            json!("disabled")
+        );
+        assert_eq!(
+            m.object["spec"]["rollback"]["serverSideApply"],
+            json!("auto")
+        );
+        assert_eq!(
+            m.release.spec.upgrade.as_ref().unwrap().server_side_apply,
+            crate::api::ServerSideApplyMode::Disabled
+        );
+    }
+
     #[test]
     fn a_full_flux_release_keeps_every_field_of_the_same_meaning_and_names_the_rest() {
         let m = convert(&yaml(FULL), Some(&http_repo("apps"))).unwrap();
@@ -363,7 +391,7 @@ spec:
     - {apiVersion: other.example.com/v1, current: "true", inProgress: "false"}
   commonMetadata: {labels: {team: web}}
   install: {timeout: 10m, replace: true, strategy: {name: RetryOnFailure, retryInterval: 2m}, createNamespace: true, crds: CreateReplace, disableWaitForJobs: true, disableSchemaValidation: true, remediation: {retries: 3, ignoreTestFailures: true}}
-  upgrade: {timeout: 7m, force: true, strategy: {name: RemediateOnFailure}, cleanupOnFail: true, preserveValues: false, takeOwnership: true, remediation: {retries: -1, strategy: uninstall, remediateLastFailure: false}}
+  upgrade: {timeout: 7m, force: true, strategy: {name: RemediateOnFailure}, cleanupOnFail: true, preserveValues: false, serverSideApply: enabled, takeOwnership: true, remediation: {retries: -1, strategy: uninstall, remediateLastFailure: false}}
   test: {enable: true, timeout: 1m, ignoreFailures: true, filters: [{name: smoke}]}
   rollback: {timeout: 1m, disableHooks: true, recreate: true, force: true, cleanupOnFail: true}
   uninstall: {keepHistory: true, deletionPropagation: foreground}

@@ -100,6 +100,7 @@ pub(super) fn action(section: &str, value: Value, m: &mut Mapping) -> Option<Val
             "disableWaitForJobs",
             "disableSchemaValidation",
             "disableHooks",
+            "serverSideApply",
         ],
         "upgrade" => &[
             "timeout",
@@ -111,6 +112,7 @@ pub(super) fn action(section: &str, value: Value, m: &mut Mapping) -> Option<Val
             "disableHooks",
             "cleanupOnFail",
             "preserveValues",
+            "serverSideApply",
         ],
         "test" => &["enable", "timeout", "ignoreFailures", "filters"],
         "rollback" => &[
@@ -121,6 +123,7 @@ pub(super) fn action(section: &str, value: Value, m: &mut Mapping) -> Option<Val
             "force",
             "cleanupOnFail",
             "recreate",
+            "serverSideApply",
         ],
         _ => &[
             "timeout",
@@ -167,17 +170,6 @@ pub(super) fn action(section: &str, value: Value, m: &mut Mapping) -> Option<Val
             "{path}.disableOpenAPIValidation: wheelhouse never validates against OpenAPI before applying (the API server validates on apply), as this asks"
         ));
     }
-    // Server-side apply on (or Helm's choice, which is server-side for these releases) is
-    // what wheelhouse does; only turning it off is lost.
-    match fields.get("serverSideApply") {
-        Some(Value::Bool(true)) => {
-            fields.remove("serverSideApply");
-        }
-        Some(Value::String(s)) if s == "enabled" || s == "auto" => {
-            fields.remove("serverSideApply");
-        }
-        _ => {}
-    }
     // RemediateOnFailure or RetryOnFailure, with the retry interval: the same in both.
     if matches!(section, "install" | "upgrade")
         && let Some(strategy) = fields.remove("strategy").filter(is_set)
@@ -196,7 +188,7 @@ pub(super) fn action(section: &str, value: Value, m: &mut Mapping) -> Option<Val
         && fields.get("force").and_then(Value::as_bool) == Some(true)
     {
         m.note(format!(
-            "spec.{section}.force is carried: wheelhouse, which applies server-side only, takes it as forcing conflicts on every {section} (helm-controller forces them on every server-side apply anyway)"
+            "spec.{section}.force is carried: applying client-side, the {section} replaces objects as helm-controller's does; applying server-side, wheelhouse takes it as forcing conflicts (helm-controller forces them on every server-side apply anyway)"
         ));
     }
     if section == "rollback" && fields.get("recreate").and_then(Value::as_bool) == Some(true) {

@@ -8,7 +8,7 @@ use futures::future::BoxFuture;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::helper_process::{Asked, Response, Slot, StartError, running};
+use super::helper_process::{Response, Slot, ask_running};
 use crate::api::CustomHealthCheck;
 use crate::cel::{CelError, CelEvaluator, Verdict};
 
@@ -28,35 +28,15 @@ impl HelperCel {
         Self { program, process }
     }
 
-    /// Asks the running helper (started if need be); a helper that died meanwhile is
-    /// replaced and asked once more.
     async fn ask(&self, question: CelQuestion<'_>) -> Result<Response, CelError> {
-        let body = Body { cel: question };
-        let mut last = String::new();
-        for _ in 0..2 {
-            let process = match running(&self.program, &self.process, TIMEOUT).await {
-                Ok(p) => p,
-                Err(StartError::Unavailable(e)) => {
-                    return Err(CelError::Unavailable(e.to_string()));
-                }
-                Err(e @ StartError::Failed(_)) => {
-                    last = e.to_string();
-                    continue;
-                }
-            };
-            match tokio::time::timeout(TIMEOUT, process.ask(&body)).await {
-                Ok(Ok(response)) => return Ok(response),
-                Ok(Err(Asked::Error(e))) => return Err(CelError::Unavailable(e.to_string())),
-                Ok(Err(Asked::Gone)) => last = "the render helper exited".into(),
-                Err(_) => {
-                    return Err(CelError::Unavailable(format!(
-                        "the render helper did not answer within {}s",
-                        TIMEOUT.as_secs()
-                    )));
-                }
-            }
-        }
-        Err(CelError::Unavailable(last))
+        ask_running(
+            &self.program,
+            &self.process,
+            &Body { cel: question },
+            TIMEOUT,
+        )
+        .await
+        .map_err(CelError::Unavailable)
     }
 }
 

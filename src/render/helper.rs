@@ -211,6 +211,13 @@ impl Renderer for HelperRenderer {
         )))
     }
 
+    fn client_side(&self) -> Option<Arc<dyn crate::client_side_apply::ClientSidePatcher>> {
+        Some(Arc::new(super::client_side::HelperPatcher::new(
+            self.program.clone(),
+            self.process.clone(),
+        )))
+    }
+
     /// Starts the helper: it runs and answers, and says which Helm it is built on.
     fn check(&self) -> BoxFuture<'_, Result<String, Error>> {
         Box::pin(async move {

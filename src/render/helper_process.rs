@@ -168,6 +168,11 @@ pub(super) struct Response {
     pub(super) message: Option<String>,
     #[serde(default)]
     pub(super) ready: Option<bool>,
+    /// A client-side patch (`patch.go`): how it is sent, and the patch.
+    #[serde(default, rename = "patchType")]
+    pub(super) patch_type: Option<String>,
+    #[serde(default)]
+    pub(super) patch: Option<serde_json::Value>,
 }
 
 #[derive(Deserialize)]
@@ -430,4 +435,37 @@ async fn keep_stderr(mut stderr: tokio::process::ChildStderr, kept: Arc<Mutex<St
             kept.drain(..cut);
         }
     }
+}
+
+/// Asks the running helper (started if need be) a question other than a render; a helper
+/// that died meanwhile is replaced and asked once more. `Err`: why nothing could answer.
+pub(super) async fn ask_running<T: Serialize>(
+    program: &Path,
+    process: &Slot,
+    body: &T,
+    timeout: Duration,
+) -> Result<Response, String> {
+    let mut last = String::new();
+    for _ in 0..2 {
+        let running = match running(program, process, timeout).await {
+            Ok(p) => p,
+            Err(StartError::Unavailable(e)) => return Err(e.to_string()),
+            Err(e @ StartError::Failed(_)) => {
+                last = e.to_string();
+                continue;
+            }
+        };
+        match tokio::time::timeout(timeout, running.ask(body)).await {
+            Ok(Ok(response)) => return Ok(response),
+            Ok(Err(Asked::Error(e))) => return Err(e.to_string()),
+            Ok(Err(Asked::Gone)) => last = "the render helper exited".into(),
+            Err(_) => {
+                return Err(format!(
+                    "the render helper did not answer within {}s",
+                    timeout.as_secs()
+                ));
+            }
+        }
+    }
+    Err(last)
 }

@@ -10,6 +10,7 @@
 //! wheelhouse's own, so a wait can be cancelled without cancelling anything else.
 
 mod cel;
+mod client_side;
 mod discovery;
 mod helm;
 mod helper;
@@ -296,6 +297,14 @@ pub trait Renderer: Send + Sync {
     fn cel(&self) -> Option<std::sync::Arc<dyn crate::cel::CelEvaluator>> {
         None
     }
+
+    /// What computes client-side apply's patches beside this renderer (the render
+    /// helper); `None`: releases that apply client-side are refused, saying why.
+    fn client_side(
+        &self,
+    ) -> Option<std::sync::Arc<dyn crate::client_side_apply::ClientSidePatcher>> {
+        None
+    }
 }
 
 #[derive(Debug, Error)]
@@ -388,5 +397,11 @@ impl Renderer for Throttled {
 
     fn cel(&self) -> Option<std::sync::Arc<dyn crate::cel::CelEvaluator>> {
         self.inner.cel()
+    }
+
+    fn client_side(
+        &self,
+    ) -> Option<std::sync::Arc<dyn crate::client_side_apply::ClientSidePatcher>> {
+        self.inner.client_side()
     }
 }

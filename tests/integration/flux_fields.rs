@@ -3,7 +3,7 @@
 //! --filter`, `disableSchemaValidation` beside `helm install --skip-schema-validation`,
 //! `uninstall.deletionPropagation` beside `helm uninstall --cascade`, `chart.valuesFiles`
 //! beside Flux's source-controller and helm-controller, `upgrade.preserveValues` beside
-//! `helm upgrade --reuse-values`.
+//! `helm upgrade --reuse-values`, `serverSideApply` beside `helm --server-side=false`.
 
 use std::time::{Duration, Instant};
 
@@ -737,4 +737,159 @@ async fn legacy_wait_strategy_waits_for_a_load_balancer_as_helm_3_does() {
         |h| is(h, "Ready", "True", "InstallSucceeded"),
     )
     .await;
+}
+
+/// The (manager, operation) pairs of an object's managedFields, status ones and the
+/// deployment controller's (its revision annotation) left out.
+fn managers(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Vec<String> {
+    let mut found: Vec<String> = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|f| f.subresource.as_deref().unwrap_or_default().is_empty())
+        .filter(|f| f.manager.as_deref() != Some("kube-controller-manager"))
+        .map(|f| {
+            format!(
+                "{} {}",
+                f.manager.as_deref().unwrap_or_default(),
+                f.operation.as_deref().unwrap_or_default()
+            )
+        })
+        .collect();
+    found.sort_unstable();
+    found
+}
+
+/// `install.serverSideApply: false` and `upgrade.serverSideApply: auto` (the default)
+/// beside `helm install --server-side=false` and a plain `helm upgrade`: both record
+/// `csa`, and the upgrade sends Helm's three-way patch, so a field the renders dropped is
+/// removed, a rendered field another tool changed is set back, and what only another tool
+/// added stays, with the same field managers on each object.
+#[tokio::test]
+async fn client_side_apply_patches_as_helm_server_side_false_does() {
+    let (client, ns, api) = eng::setup("ff-csa").await;
+    let n = ns.name.clone();
+    helm(
+        &n,
+        &[
+            "install",
+            "cli-side",
+            &chart("shared"),
+            "--server-side=false",
+            "--set",
+            "nodeSelector.disk=ssd",
+        ],
+    );
+    let hr = release(
+        "wh-side",
+        json!({
+            "chart": {"path": chart("shared")},
+            "values": {"nodeSelector": {"disk": "ssd"}},
+            // No node has that disk: the pods stay Pending, as the helm CLI does not wait.
+            "upgrade": {"disableWait": true},
+            "install": {"serverSideApply": false, "disableWait": true},
+        }),
+    );
+    api.create(&PostParams::default(), &hr).await.unwrap();
+    let _engine = eng::start(&client, &n).await;
+    wait_for(&api, "wh-side", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    let method = |release: &str| -> String {
+        let meta: Value =
+            serde_json::from_str(&helm(&n, &["get", "metadata", release, "-o", "json"])).unwrap();
+        meta["applyMethod"].as_str().unwrap_or_default().to_owned()
+    };
+    assert_eq!(method("cli-side"), "csa");
+    assert_eq!(method("wh-side"), "csa");
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &n);
+    let configs: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &n);
+    for name in ["cli-side", "wh-side"] {
+        let d = deployments.get(name).await.unwrap();
+        assert_eq!(managers(&d.metadata), ["helm Update"], "{name}");
+    }
+
+    // Another tool scales both and annotates them (a client-side update of its own).
+    for name in ["cli-side", "wh-side"] {
+        deployments
+            .patch(
+                name,
+                &kube::api::PatchParams {
+                    field_manager: Some("other-tool".into()),
+                    ..Default::default()
+                },
+                &kube::api::Patch::Merge(json!({
+                    "metadata": {"annotations": {"team": "other"}},
+                    "spec": {"replicas": 3},
+                })),
+            )
+            .await
+            .unwrap();
+    }
+
+    // The next revision drops the nodeSelector and changes the ConfigMap's value.
+    helm(
+        &n,
+        &[
+            "upgrade",
+            "cli-side",
+            &chart("shared"),
+            "--set",
+            "value=two",
+        ],
+    );
+    api.patch(
+        "wh-side",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Json::<()>(
+            serde_json::from_value(json!([
+                {"op": "replace", "path": "/spec/values", "value": {"value": "two"}}
+            ]))
+            .unwrap(),
+        ),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "wh-side", "upgraded to revision 2", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+            && h.status
+                .as_ref()
+                .and_then(|s| s.history.first())
+                .is_some_and(|r| r.version == 2)
+    })
+    .await;
+    assert_eq!(method("cli-side"), "csa");
+    assert_eq!(method("wh-side"), "csa");
+    for name in ["cli-side", "wh-side"] {
+        let d = deployments.get(name).await.unwrap();
+        let spec = d.spec.as_ref().unwrap();
+        // What the renders dropped is gone, the rendered replicas are back, what only the
+        // other tool added stays.
+        let pod = spec.template.spec.as_ref().unwrap();
+        assert_eq!(pod.node_selector, None, "{name}");
+        assert_eq!(spec.replicas, Some(1), "{name}");
+        assert_eq!(
+            d.metadata.annotations.as_ref().unwrap().get("team"),
+            Some(&"other".to_owned()),
+            "{name}"
+        );
+        assert_eq!(
+            managers(&d.metadata),
+            ["helm Update", "other-tool Update"],
+            "{name}"
+        );
+        let config = configs.get(&format!("{name}-config")).await.unwrap();
+        assert_eq!(
+            config.data.as_ref().unwrap().get("value"),
+            Some(&"two".to_owned()),
+            "{name}"
+        );
+        assert_eq!(managers(&config.metadata), ["helm Update"], "{name}");
+    }
+    assert_eq!(
+        helm(&n, &["get", "manifest", "wh-side"]),
+        helm(&n, &["get", "manifest", "cli-side"]).replace("cli-side", "wh-side"),
+    );
+    ns.delete().await;
 }

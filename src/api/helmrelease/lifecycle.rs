@@ -12,6 +12,33 @@ use crate::api::duration::Duration;
 /// Flux's `retryInterval` default for `RetryOnFailure`.
 pub const DEFAULT_RETRY_INTERVAL: Duration = Duration::from_secs(300);
 
+/// Whether an upgrade or rollback applies server-side (Flux's `serverSideApply`, Helm 4's
+/// `--server-side`).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerSideApplyMode {
+    Enabled,
+    /// Helm's client-side apply: a three-way patch of each existing object.
+    Disabled,
+    /// As the revision it starts from was applied: the upgrade as the newest revision,
+    /// the rollback as the revision it rolls back to (a revision Helm 3 wrote counts as
+    /// client-side), as Helm 4 decides it.
+    #[default]
+    Auto,
+}
+
+impl ServerSideApplyMode {
+    /// Whether to apply server-side after a revision applied by `method` (Helm's
+    /// `applyMethod`: `ssa`, `csa`, or none for a revision Helm 3 wrote).
+    pub fn server_side(self, method: Option<&str>) -> bool {
+        match self {
+            Self::Enabled => true,
+            Self::Disabled => false,
+            Self::Auto => method == Some("ssa"),
+        }
+    }
+}
+
 /// What happens to the chart's `crds/` directory on install or upgrade.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CrdPolicy {
@@ -65,6 +92,11 @@ pub struct Install {
     /// replicas), and a change of it fails the action with the manager and field named.
     #[serde(default)]
     pub force_conflicts: bool,
+    /// Apply server-side (the default, as Helm 4 and Flux do); false: Helm's client-side
+    /// apply (`helm install --server-side=false`), and later upgrades stay client-side
+    /// while theirs is `auto`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_side_apply: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remediation: Option<InstallRemediation>,
 }
@@ -83,6 +115,7 @@ impl Default for Install {
             disable_hooks: false,
             take_ownership: false,
             force_conflicts: false,
+            server_side_apply: None,
             remediation: None,
         }
     }
@@ -119,9 +152,9 @@ pub struct Upgrade {
     /// Flux's "forces resource updates through a replacement strategy". Helm 4 refuses to
     /// replace objects under server-side apply, and helm-controller, which forces
     /// conflicts on every server-side apply, passes it to Helm only for client-side
-    /// apply. wheelhouse always applies server-side and forces conflicts only when asked:
-    /// `force` asks, so the upgrade overwrites fields other managers hold, as
-    /// `forceConflicts` does.
+    /// apply. So: applying client-side, existing objects are replaced (`helm upgrade
+    /// --force --server-side=false`); applying server-side, where wheelhouse forces
+    /// conflicts only when asked, `force` asks, as `forceConflicts` does.
     #[serde(default)]
     pub force: bool,
     #[serde(default = "default_upgrade_crds")]
@@ -159,6 +192,10 @@ pub struct Upgrade {
     /// not, although the stored values differ from it.
     #[serde(default)]
     pub preserve_values: bool,
+    /// `enabled`, `disabled` (Helm's client-side apply) or `auto` (the default: as the
+    /// newest revision was applied), Flux's field with Helm 4's meaning.
+    #[serde(default)]
+    pub server_side_apply: ServerSideApplyMode,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remediation: Option<UpgradeRemediation>,
 }
@@ -178,6 +215,7 @@ impl Default for Upgrade {
             take_ownership: false,
             force_conflicts: false,
             preserve_values: false,
+            server_side_apply: ServerSideApplyMode::Auto,
             remediation: None,
         }
     }
@@ -270,6 +308,10 @@ pub struct Rollback {
     /// with it set says so in the engine's log.
     #[serde(default)]
     pub recreate: bool,
+    /// `enabled`, `disabled` or `auto` (the default: as the revision rolled back to was
+    /// applied), Flux's field with Helm 4's meaning.
+    #[serde(default)]
+    pub server_side_apply: ServerSideApplyMode,
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -361,4 +403,29 @@ fn default_install_crds() -> CrdPolicy {
 
 fn default_upgrade_crds() -> CrdPolicy {
     CrdPolicy::Skip
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Helm 4's `getUpgradeServerSideValue`: `auto` follows the revision's `applyMethod`,
+    /// and a revision Helm 3 wrote (none) counts as client-side.
+    #[test]
+    fn auto_applies_as_the_revision_it_starts_from_was_applied() {
+        let auto = ServerSideApplyMode::default();
+        assert_eq!(auto, ServerSideApplyMode::Auto);
+        assert!(auto.server_side(Some("ssa")));
+        assert!(!auto.server_side(Some("csa")));
+        assert!(!auto.server_side(None));
+        assert!(ServerSideApplyMode::Enabled.server_side(None));
+        assert!(!ServerSideApplyMode::Disabled.server_side(Some("ssa")));
+        let upgrade: Upgrade =
+            serde_json::from_value(serde_json::json!({"serverSideApply": "disabled"})).unwrap();
+        assert_eq!(upgrade.server_side_apply, ServerSideApplyMode::Disabled);
+        assert!(
+            serde_json::from_value::<Upgrade>(serde_json::json!({"serverSideApply": "on"}))
+                .is_err()
+        );
+    }
 }

@@ -27,8 +27,8 @@ pub use self::checks::{
 };
 pub use self::lifecycle::{
     ActionStrategy, ActionStrategyName, CommonMetadata, CrdPolicy, DEFAULT_RETRY_INTERVAL,
-    DeletionPropagation, Install, InstallRemediation, RemediationStrategy, Rollback, Test,
-    TestFilter, Uninstall, Upgrade, UpgradeRemediation,
+    DeletionPropagation, Install, InstallRemediation, RemediationStrategy, Rollback,
+    ServerSideApplyMode, Test, TestFilter, Uninstall, Upgrade, UpgradeRemediation,
 };
 pub use self::observed::{
     ContestedField, DriftStatus, DriftedObject, EngineRef, ExternalRevision, HelmReleaseStatus,

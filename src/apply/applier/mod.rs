@@ -49,6 +49,22 @@ pub struct Owner<'a> {
     /// API `group/version`s discovery cannot serve now: while any is missing, the render
     /// may lack what it renders only when they are served, so prune deletes nothing.
     pub unavailable: &'a [String],
+    /// Helm's client-side apply (`--server-side=false`): new objects are created, existing
+    /// ones get Helm's three-way patch, computed by this. `None`: server-side apply.
+    pub client_side: Option<ClientSide<'a>>,
+    /// With client-side apply, Helm's `--force`: existing objects are replaced (a PUT of
+    /// the rendered object) instead of patched.
+    pub replace: bool,
+}
+
+/// What computes client-side apply's patches (see [`Owner::client_side`]).
+#[derive(Clone, Copy)]
+pub struct ClientSide<'a>(pub &'a dyn crate::client_side_apply::ClientSidePatcher);
+
+impl std::fmt::Debug for ClientSide<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClientSide")
+    }
 }
 
 impl<'a> Owner<'a> {
@@ -62,7 +78,21 @@ impl<'a> Owner<'a> {
             others: &[],
             force_conflicts: false,
             unavailable: &[],
+            client_side: None,
+            replace: false,
         }
+    }
+
+    /// Applies client-side, as `helm upgrade --server-side=false` does; `replace`: as
+    /// with `--force`.
+    pub fn client_side(
+        mut self,
+        patcher: &'a dyn crate::client_side_apply::ClientSidePatcher,
+        replace: bool,
+    ) -> Self {
+        self.client_side = Some(ClientSide(patcher));
+        self.replace = replace;
+        self
     }
 
     pub fn unavailable(mut self, unavailable: &'a [String]) -> Self {

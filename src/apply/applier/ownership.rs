@@ -38,7 +38,8 @@ impl Applier {
         let mut seen = Seen::default();
         for (mut target, live) in targets.into_iter().zip(lives) {
             let live = live?;
-            if let Some(live) = &live {
+            // Client-side apply has no conflicts: Helm's patch overwrites what it changes.
+            if let Some(live) = live.as_ref().filter(|_| owner.client_side.is_none()) {
                 let rendered = previous.get(&identity(&target.reference));
                 settle_conflicts(&mut target, live, rendered, owner)?;
             }

@@ -38,6 +38,73 @@ impl Applier {
         }
     }
 
+    /// Helm's client-side update of one object (`--server-side=false`): created when it
+    /// does not exist; else replaced (with `--force`), or patched with Helm's three-way
+    /// patch from the object as the current revision rendered it (`rendered`; else as it
+    /// is live, as Helm does), and nothing is sent when that patch is empty. Returns its
+    /// generation as written.
+    async fn apply_client_side(
+        &self,
+        target: &Target,
+        client_side: super::ClientSide<'_>,
+        live: Option<kube::api::DynamicObject>,
+        rendered: Option<&serde_json::Value>,
+        owner: &Owner<'_>,
+    ) -> Result<Option<i64>, Error> {
+        let api = target.api(&self.client);
+        let post = kube::api::PostParams {
+            field_manager: Some(RELEASE_FIELD_MANAGER.to_string()),
+            ..kube::api::PostParams::default()
+        };
+        let Some(live) = live else {
+            let created = api
+                .create(&post, &target.obj)
+                .await
+                .map_err(target.api_error("create"))?;
+            return Ok(created.metadata.generation);
+        };
+        if owner.replace {
+            let mut obj = target.obj.clone();
+            obj.metadata.resource_version = live.metadata.resource_version.clone();
+            let replaced = api
+                .replace(target.name(), &post, &obj)
+                .await
+                .map_err(target.api_error("replace"))?;
+            return Ok(replaced.metadata.generation);
+        }
+        let current = serde_json::to_value(&live).unwrap_or_default();
+        let modified = serde_json::to_value(&target.obj).unwrap_or_default();
+        let original = rendered.cloned().unwrap_or_else(|| current.clone());
+        // Helm's install that takes objects over merges custom resources three-way too.
+        let three_way = owner.take_ownership && owner.previous_manifest.is_none();
+        let patch = client_side
+            .0
+            .patch(&original, &modified, &current, three_way)
+            .await
+            .map_err(|why| Error::ClientSidePatch {
+                object: helm_resource_string(&target.reference),
+                why,
+            })?;
+        if patch.is_empty() {
+            return Ok(live.metadata.generation);
+        }
+        let params = PatchParams {
+            field_manager: Some(RELEASE_FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        let sent = match patch.kind {
+            crate::client_side_apply::PatchKind::Strategic => {
+                api.patch(target.name(), &params, &Patch::Strategic(&patch.body))
+                    .await
+            }
+            crate::client_side_apply::PatchKind::Merge => {
+                api.patch(target.name(), &params, &Patch::Merge(&patch.body))
+                    .await
+            }
+        };
+        Ok(sent.map_err(target.api_error("patch"))?.metadata.generation)
+    }
+
     /// Returns the UID of the applied object.
     pub(in crate::apply) async fn server_side_apply(
         &self,
@@ -140,10 +207,18 @@ impl Applier {
             }
         }))
         .await;
+        // Client-side: the live objects the patches are computed from.
+        let mut live_objects = std::collections::HashMap::new();
         for (((obj, _), target), live) in planned.iter_mut().zip(targets).zip(lives) {
             let (Some(mut target), Some(live)) = (target, live?) else {
                 continue;
             };
+            if owner.client_side.is_some() {
+                // Helm's client-side update hands no field over: its patch changes only
+                // what the two renders (and the live object) differ in.
+                live_objects.insert(identity(&target.reference), live);
+                continue;
+            }
             let rendered = previous.get(&identity(&target.reference));
             if settle_conflicts(&mut target, &live, rendered, owner)? {
                 *obj = target.obj.clone();
@@ -165,7 +240,23 @@ impl Applier {
             };
             set_ownership(&mut obj, owner.release_name, namespace);
             let target = Target::new(obj, resource, namespace);
-            let generation = self.apply_object(&target, owner.force_conflicts).await?;
+            let generation = match owner.client_side {
+                Some(client_side) => {
+                    let key = identity(&target.reference);
+                    let live = match live_objects.remove(&key) {
+                        Some(live) => Some(live),
+                        // Not read above: its kind was served only once its CRD was.
+                        None => target
+                            .api(&self.client)
+                            .get_opt(target.name())
+                            .await
+                            .map_err(target.api_error("read"))?,
+                    };
+                    self.apply_client_side(&target, client_side, live, previous.get(&key), owner)
+                        .await?
+                }
+                None => self.apply_object(&target, owner.force_conflicts).await?,
+            };
             first_written.get_or_insert_with(std::time::Instant::now);
             generations.insert(target.reference.clone(), generation);
             if crd_defines(&target.obj).is_some_and(|gk| awaited_kinds.contains(&gk)) {

@@ -4,10 +4,10 @@
 //! stored revision, and decides whose retries a failure uses up.
 
 use super::{
-    CLUSTER_FAILURE_PREFIX, Note, Outcome, Owns, common_metadata, is_deployed, new_release,
-    record_as, record_failure, set_status, supersede,
+    ApplyMethod, CLUSTER_FAILURE_PREFIX, Note, Outcome, Owns, common_metadata, is_deployed,
+    new_release, record_as, record_failure, set_status, supersede,
 };
-use crate::api::{CrdPolicy, HelmReleaseStatus, ReleaseAction};
+use crate::api::{CrdPolicy, HelmReleaseStatus, ReleaseAction, ServerSideApplyMode};
 use crate::apply::Owner;
 use crate::chart;
 use crate::engine::plan::Desired;
@@ -238,15 +238,42 @@ pub async fn install_or_upgrade(
     {
         rel.info.as_mut().unwrap().first_deployed = Some(first);
     }
+    // As Helm 4: the install as `install.serverSideApply` says, the upgrade as the newest
+    // revision was applied unless `upgrade.serverSideApply` says otherwise.
+    let (server_side, asked) = if is_upgrade {
+        let newest = history.iter().max_by_key(|r| r.version);
+        let mode = upgrade.server_side_apply;
+        (
+            mode.server_side(newest.and_then(|r| r.apply_method.as_deref())),
+            mode == ServerSideApplyMode::Disabled,
+        )
+    } else {
+        let on = install.server_side_apply.unwrap_or(true);
+        (on, !on)
+    };
+    let method = match ApplyMethod::choose(run, server_side, asked) {
+        Ok(method) => method,
+        Err(why) => {
+            return Ok(Outcome::Failed {
+                reason: failed_reason,
+                message: format!("{verb} failed: {why}"),
+            });
+        }
+    };
+    rel.apply_method = Some(method.recorded().into());
     let release_name = run.release_name.clone();
     let ns = run.target_namespace.clone();
     let elsewhere = run.elsewhere.clone();
-    let owner = Owner::new(&release_name, &ns)
+    let mut owner = Owner::new(&release_name, &ns)
         .previous(previous.filter(|_| is_upgrade).map(|p| p.manifest.as_str()))
         .take_ownership(take_ownership)
         .force_conflicts(force_conflicts)
         .others(&elsewhere)
         .unavailable(&rendered.unavailable);
+    if let ApplyMethod::ClientSide(patcher) = &method {
+        // Flux's `force` is Helm's `--force` there: objects replaced.
+        owner = owner.client_side(patcher.as_ref(), is_upgrade && upgrade.force);
+    }
     let tracked = hr.spec.config_tracking.clone().unwrap_or_default().enabled;
     let (_, stored) = tokio::join!(write_status_unless(run, status_written), async {
         // Config tracking: hash the ConfigMaps/Secrets each workload consumes into its pod

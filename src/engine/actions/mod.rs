@@ -242,6 +242,44 @@ fn new_release(
     rel
 }
 
+/// How an action applies: server-side, or Helm's client-side apply with what computes its
+/// patches. `Err`: why it cannot apply as asked.
+pub(crate) enum ApplyMethod {
+    ServerSide,
+    ClientSide(std::sync::Arc<dyn crate::client_side_apply::ClientSidePatcher>),
+}
+
+impl ApplyMethod {
+    /// `server_side` as the spec decided it; `asked`: the spec said `disabled` (else it
+    /// followed an earlier client-side revision with `auto`).
+    pub(crate) fn choose(run: &Run<'_>, server_side: bool, asked: bool) -> Result<Self, String> {
+        if server_side {
+            return Ok(Self::ServerSide);
+        }
+        match run.ctx.renderer.client_side() {
+            Some(patcher) => Ok(Self::ClientSide(patcher)),
+            None if asked => Err(NO_CLIENT_SIDE.into()),
+            None => {
+                // The helm CLI renderer cannot compute Helm's patches: as `--server-side=true`
+                // would, the release moves to server-side apply (its fields handed over).
+                tracing::info!(release = %run.key, "the newest revision was applied client-side; the helm CLI renderer applies server-side");
+                Ok(Self::ServerSide)
+            }
+        }
+    }
+
+    /// Helm's `applyMethod` of the revision this makes.
+    pub(crate) fn recorded(&self) -> &'static str {
+        match self {
+            Self::ServerSide => "ssa",
+            Self::ClientSide(_) => "csa",
+        }
+    }
+}
+
+/// Why a release that asks for client-side apply cannot be reconciled here.
+const NO_CLIENT_SIDE: &str = "serverSideApply disabled needs the render helper, which computes Helm's client-side patches: the helm CLI renderer (--renderer helm, WHEELHOUSE_RENDERER=helm) cannot; run the engine with the render helper (the default renderer, wheelhouse-render)";
+
 /// Marks the revision failed in Helm storage and reports the failure.
 async fn record_failure(
     run: &Run<'_>,

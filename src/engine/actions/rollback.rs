@@ -2,10 +2,10 @@
 //! new revision with an earlier revision's chart, values and manifest.
 
 use super::{
-    Note, Outcome, REMEDIATION, is_deployed, new_release, record_as, record_failure, set_status,
-    supersede,
+    ApplyMethod, Note, Outcome, REMEDIATION, is_deployed, new_release, record_as, record_failure,
+    set_status, supersede,
 };
-use crate::api::HelmReleaseStatus;
+use crate::api::{HelmReleaseStatus, ServerSideApplyMode};
 use crate::apply::Owner;
 use crate::engine::run::{Run, WaitEnd, Window};
 use crate::engine::status::reason;
@@ -78,7 +78,16 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
         .is_some_and(|u| u.take_ownership);
     let elsewhere = run.elsewhere.clone();
     let unavailable = run.ctx.unavailable_groups().await?;
-    let owner = Owner::new(&release_name, &ns)
+    // As Helm 4: as the revision rolled back to was applied, unless the spec says.
+    let mode = spec.server_side_apply;
+    let server_side = mode.server_side(target.apply_method.as_deref());
+    let method = match ApplyMethod::choose(run, server_side, mode == ServerSideApplyMode::Disabled)
+    {
+        Ok(method) => method,
+        Err(why) => return Ok(failed(format!("Helm rollback failed: {why}"))),
+    };
+    rel.apply_method = Some(method.recorded().into());
+    let mut owner = Owner::new(&release_name, &ns)
         .previous(Some(&current.manifest))
         .take_ownership(take_ownership)
         // `force` is Flux's replacement strategy: under server-side apply, forced
@@ -86,6 +95,10 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
         .force_conflicts(spec.force_conflicts || spec.force)
         .others(&elsewhere)
         .unavailable(&unavailable);
+    if let ApplyMethod::ClientSide(patcher) = &method {
+        // Flux's `force` is Helm's `--force` there: objects replaced.
+        owner = owner.client_side(patcher.as_ref(), spec.force);
+    }
     if let Err(e) = run
         .acting
         .applier

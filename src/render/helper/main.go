@@ -208,6 +208,9 @@ func (r *renderer) handle(line []byte) (resp any) {
 	if req.CEL != nil {
 		return r.cel(req.ID, req.CEL)
 	}
+	if req.Patch != nil {
+		return r.patch(req.ID, req.Patch)
+	}
 	rel, partial, err := r.render(context.Background(), &req)
 	if err != nil {
 		return failure{ID: req.ID, Error: err.Error()}

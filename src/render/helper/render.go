@@ -81,6 +81,8 @@ type request struct {
 	ChartValues json.RawMessage `json:"chartValues"`
 	// CEL: a question about Flux's CEL expressions instead of a render (cel.go).
 	CEL *celRequest `json:"cel"`
+	// Patch: the patch of a client-side update instead of a render (patch.go).
+	Patch *patchRequest `json:"patch"`
 }
 
 // The helm CLI's defaults for the upgrade flags wheelhouse does not pass.
