@@ -90,6 +90,11 @@ pub struct Route {
     /// Globs on the HelmRelease name: `*` any run of characters, `?` one character.
     #[serde(default)]
     pub names: Vec<String>,
+    /// Globs on the chart's name: only releases of those charts, in any namespace
+    /// (unless `namespaces` says).
+    #[serde(default)]
+    pub charts: Vec<String>,
+    /// What is sent: every severity but `info` when empty; `info` only when named.
     #[serde(default)]
     pub severities: Vec<Severity>,
 }
@@ -247,11 +252,17 @@ impl Config {
 
     /// The providers that should receive an event of `severity` about the release
     /// `namespace/name`, each once however many routes name it, in the order defined.
-    pub fn providers_for(&self, namespace: &str, name: &str, severity: Severity) -> Vec<&Provider> {
+    pub fn providers_for(
+        &self,
+        namespace: &str,
+        name: &str,
+        chart: Option<&str>,
+        severity: Severity,
+    ) -> Vec<&Provider> {
         let wanted: BTreeSet<&str> = self
             .routes
             .iter()
-            .filter(|r| r.matches(namespace, name, severity))
+            .filter(|r| r.matches(namespace, name, chart, severity))
             .flat_map(|r| r.providers.iter().map(String::as_str))
             .collect();
         self.providers
@@ -262,10 +273,23 @@ impl Config {
 }
 
 impl Route {
-    pub fn matches(&self, namespace: &str, name: &str, severity: Severity) -> bool {
-        (self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == namespace))
+    pub fn matches(
+        &self,
+        namespace: &str,
+        name: &str,
+        chart: Option<&str>,
+        severity: Severity,
+    ) -> bool {
+        let asked = match severity {
+            // Successes are many: off unless asked for.
+            Severity::Info => self.severities.contains(&severity),
+            _ => self.severities.is_empty() || self.severities.contains(&severity),
+        };
+        asked
+            && (self.namespaces.is_empty() || self.namespaces.iter().any(|n| n == namespace))
             && (self.names.is_empty() || self.names.iter().any(|g| glob(g, name)))
-            && (self.severities.is_empty() || self.severities.contains(&severity))
+            && (self.charts.is_empty()
+                || chart.is_some_and(|c| self.charts.iter().any(|g| glob(g, c))))
     }
 }
 
@@ -422,7 +446,7 @@ routes:
         ];
         for (ns, name, severity, expected) in cases {
             assert_eq!(
-                route.matches(ns, name, severity),
+                route.matches(ns, name, None, severity),
                 expected,
                 "{ns}/{name} {severity:?}"
             );
@@ -431,13 +455,14 @@ routes:
             providers: vec!["x".into()],
             namespaces: vec![],
             names: vec![],
+            charts: vec![],
             severities: vec![Severity::Failure],
         };
-        assert!(only_failures.matches("any", "thing", Severity::Failure));
-        assert!(!only_failures.matches("any", "thing", Severity::Recovery));
+        assert!(only_failures.matches("any", "thing", None, Severity::Failure));
+        assert!(!only_failures.matches("any", "thing", None, Severity::Recovery));
         // A provider named by two matching routes is sent the message once.
         let names = |ns, name| {
-            c.providers_for(ns, name, Severity::Failure)
+            c.providers_for(ns, name, None, Severity::Failure)
                 .iter()
                 .map(|p| p.name.clone())
                 .collect::<Vec<_>>()
@@ -450,9 +475,44 @@ routes:
         .unwrap();
         assert!(
             narrow
-                .providers_for("shop", "web", Severity::Failure)
+                .providers_for("shop", "web", None, Severity::Failure)
                 .is_empty()
         );
+    }
+
+    /// Flux's own example: the frontend team hears of every new version of the frontend
+    /// chart, in any namespace, and of nothing else; a route that does not ask for info
+    /// never gets it.
+    #[test]
+    fn info_goes_only_to_routes_that_ask_for_it_filtered_by_chart() {
+        let c = Config::parse(
+            "providers: [{name: frontend, type: generic, address: http://x/}, {name: oncall, type: generic, address: http://y/}]\n\
+             routes:\n\
+             - {providers: [frontend], charts: [webapp], severities: [info]}\n\
+             - {providers: [oncall]}",
+        )
+        .unwrap();
+        let to = |ns, chart, severity| {
+            c.providers_for(ns, "any", chart, severity)
+                .iter()
+                .map(|p| p.name.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(to("shop", Some("webapp"), Severity::Info), ["frontend"]);
+        assert_eq!(to("payments", Some("webapp"), Severity::Info), ["frontend"]);
+        assert!(to("shop", Some("api"), Severity::Info).is_empty());
+        assert!(to("shop", None, Severity::Info).is_empty());
+        // The chart filter narrows the frontend route for every severity.
+        assert_eq!(to("shop", Some("api"), Severity::Failure), ["oncall"]);
+        let web = Route {
+            providers: vec!["x".into()],
+            namespaces: vec![],
+            names: vec![],
+            charts: vec!["web*".into()],
+            severities: vec![],
+        };
+        assert!(web.matches("a", "b", Some("webapp"), Severity::Failure));
+        assert!(!web.matches("a", "b", Some("webapp"), Severity::Info));
     }
 
     #[test]

@@ -166,7 +166,8 @@ pub(super) async fn route(
         };
         // A provider no longer defined: its task finishes with what it holds.
         queues.retain(|name, _| config.providers.iter().any(|p| &p.name == name));
-        let providers = config.providers_for(&n.namespace, &n.name, n.severity);
+        let providers =
+            config.providers_for(&n.namespace, &n.name, n.chart_name.as_deref(), n.severity);
         if providers.is_empty() {
             tracing::debug!(%release, event = n.severity.as_str(), "no route sends it");
         }

@@ -39,6 +39,7 @@ fn headline(n: &Notification) -> String {
         Severity::Recovery => "recovered",
         Severity::Cancellation => "health check canceled",
         Severity::Drift => "drifted",
+        Severity::Info => "changed",
     };
     format!("{KIND} {}/{} {what} ({})", n.namespace, n.name, n.reason)
 }
@@ -76,7 +77,7 @@ fn slack_escape(text: &str) -> String {
 fn slack(n: &Notification) -> Value {
     let color = match n.severity {
         Severity::Failure => "danger",
-        Severity::Recovery => "good",
+        Severity::Recovery | Severity::Info => "good",
         Severity::Cancellation | Severity::Drift => "warning",
     };
     let author = object_name(n);
@@ -102,7 +103,7 @@ fn slack(n: &Notification) -> Value {
 fn msteams(n: &Notification) -> Value {
     let mut message = json!({"type": "TextBlock", "text": n.message, "wrap": true});
     match n.severity {
-        Severity::Recovery => message["color"] = json!("good"),
+        Severity::Recovery | Severity::Info => message["color"] = json!("good"),
         _ => message["color"] = json!("attention"),
     }
     let facts: Vec<Value> = facts(n)

@@ -48,8 +48,11 @@ pub enum Severity {
     /// operator).
     Cancellation,
     /// The release is not what its HelmRelease says: another tool wrote its newest
-    /// revision (`ExternalRevision`). Drift of the live objects is to come.
+    /// revision (`ExternalRevision`), or its objects drifted (found, or corrected).
     Drift,
+    /// A change went well: an install, upgrade, rollback or uninstall succeeded. Sent
+    /// only to routes that ask for it by name.
+    Info,
 }
 
 impl Severity {
@@ -59,13 +62,14 @@ impl Severity {
             Self::Recovery => "recovery",
             Self::Cancellation => "cancellation",
             Self::Drift => "drift",
+            Self::Info => "info",
         }
     }
 
     /// Flux's severity: `error` for what needs attention, `info` otherwise.
     pub fn flux_severity(self) -> &'static str {
         match self {
-            Self::Recovery => "info",
+            Self::Recovery | Self::Info => "info",
             Self::Failure | Self::Cancellation | Self::Drift => "error",
         }
     }
@@ -122,6 +126,16 @@ pub struct ReleaseState {
     ready: Option<(String, String)>,
     /// The Drifted condition (status, reason) as last written.
     drifted: Option<(String, String)>,
+    /// The last change told as info: (what succeeded, its Helm revision).
+    changed: Option<(&'static str, i32)>,
+}
+
+/// A change that succeeded, as [`ReleaseState::advance_change`] tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Change {
+    /// `installed`, `upgraded`, `rolled back`, `uninstalled`.
+    pub what: &'static str,
+    pub revision: i32,
 }
 
 /// Ready reasons with status False that are no failure.
@@ -136,7 +150,44 @@ impl ReleaseState {
         let mut state = Self::default();
         state.advance(status.and_then(ready_of));
         state.advance_drift(status.and_then(drifted_of));
+        if let Some(status) = status {
+            state.advance_change(status);
+        }
         state
+    }
+
+    /// A change that succeeded since the last status: the release Ready after an install
+    /// or upgrade (the `Released` reason says which), or a remediation that rolled back or
+    /// uninstalled (`Remediated`); each Helm revision told once.
+    pub fn advance_change(&mut self, status: &HelmReleaseStatus) -> Option<Change> {
+        let found = |type_: &str| status.conditions.iter().find(|c| c.type_ == type_);
+        let revision = status.history.first().map(|s| s.version)?;
+        let ready = found(condition::READY).is_some_and(|c| c.status == "True");
+        let released = found(condition::RELEASED)
+            .filter(|c| c.status == "True" && ready)
+            .and_then(|c| match c.reason.as_str() {
+                reason::INSTALL_SUCCEEDED => Some("installed"),
+                reason::UPGRADE_SUCCEEDED => Some("upgraded"),
+                reason::ROLLBACK_SUCCEEDED => Some("rolled back"),
+                _ => None,
+            });
+        let remediated = found(condition::REMEDIATED)
+            .filter(|c| c.status == "True")
+            .and_then(|c| match c.reason.as_str() {
+                reason::ROLLBACK_SUCCEEDED => Some("rolled back"),
+                reason::UNINSTALL_SUCCEEDED => Some("uninstalled"),
+                _ => None,
+            });
+        let what = remediated.or(released)?;
+        if self.changed == Some((what, revision)) {
+            return None;
+        }
+        // A remediation's revision told once, whatever Ready says of it later.
+        if self.changed.is_some_and(|(_, told)| told == revision) {
+            return None;
+        }
+        self.changed = Some((what, revision));
+        Some(Change { what, revision })
     }
 
     /// Object drift found (Drifted=True) or corrected (reason DriftCorrected): told once
@@ -236,6 +287,58 @@ impl Notifier {
             && let Some(drifted) = drifted
         {
             self.send(self.notification(severity, drifted, hr, status, masker));
+        }
+        if let Some(change) = state.advance_change(status) {
+            self.send(self.change(change, hr, status));
+        }
+    }
+
+    /// Tells that deleting `hr` uninstalled its release (no status follows: the object
+    /// goes).
+    pub fn uninstalled(&self, hr: &HelmRelease, status: &HelmReleaseStatus) {
+        if let Some(revision) = status.history.first().map(|s| s.version) {
+            let change = Change {
+                what: "uninstalled",
+                revision,
+            };
+            self.send(self.change(change, hr, status));
+        }
+    }
+
+    /// A change that succeeded, as a message to route (info).
+    fn change(&self, change: Change, hr: &HelmRelease, status: &HelmReleaseStatus) -> Notification {
+        let snapshot = status.history.first();
+        let chart = snapshot
+            .map(|s| format!("{} {}", s.chart_name, s.chart_version))
+            .unwrap_or_default();
+        Notification {
+            severity: Severity::Info,
+            namespace: hr.metadata.namespace.clone().unwrap_or_default(),
+            name: hr.metadata.name.clone().unwrap_or_default(),
+            uid: hr.metadata.uid.clone().unwrap_or_default(),
+            resource_version: hr.metadata.resource_version.clone(),
+            generation: hr.metadata.generation,
+            reason: match change.what {
+                "installed" => reason::INSTALL_SUCCEEDED,
+                "upgraded" => reason::UPGRADE_SUCCEEDED,
+                "rolled back" => reason::ROLLBACK_SUCCEEDED,
+                _ => reason::UNINSTALL_SUCCEEDED,
+            }
+            .to_owned(),
+            message: format!(
+                "Helm release {} {} (chart {chart}, revision {}) by wheelhouse ({})",
+                hr.metadata.name.as_deref().unwrap_or_default(),
+                change.what,
+                change.revision,
+                self.identity
+            ),
+            timestamp: Timestamp::now(),
+            chart_version: snapshot.map(|s| s.chart_version.clone()),
+            config_digest: status.last_attempted_config_digest.clone(),
+            chart_name: snapshot.map(|s| s.chart_name.clone()),
+            app_version: snapshot.and_then(|s| s.app_version.clone()),
+            helm_revision: Some(change.revision),
+            instance: self.identity.clone(),
         }
     }
 
@@ -391,6 +494,82 @@ mod tests {
             ("True", "InstallSucceeded"),
         ];
         assert_eq!(told(ReleaseState::default(), &steps), [None; 4]);
+    }
+
+    /// A status with these (type, status, reason) conditions and `revision` newest.
+    fn status_of(revision: i32, conditions: &[(&str, &str, &str)]) -> HelmReleaseStatus {
+        HelmReleaseStatus {
+            conditions: conditions
+                .iter()
+                .map(|(t, s, r)| Condition {
+                    type_: (*t).into(),
+                    ..ready(s, r)
+                })
+                .collect(),
+            history: vec![crate::api::Snapshot {
+                version: revision,
+                chart_name: "webapp".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn each_successful_change_is_told_once_as_info() {
+        let ready_after = |revision, released: &str| {
+            status_of(
+                revision,
+                &[("Ready", "True", released), ("Released", "True", released)],
+            )
+        };
+        let mut state = ReleaseState::default();
+        let installed = ready_after(1, "InstallSucceeded");
+        assert_eq!(
+            state.advance_change(&installed),
+            Some(Change {
+                what: "installed",
+                revision: 1
+            })
+        );
+        // Written again (a resync, tests after it): told already.
+        assert_eq!(state.advance_change(&installed), None);
+        // An upgrade in progress is no change yet; its success is.
+        let upgrading = status_of(
+            2,
+            &[
+                ("Ready", "Unknown", "Progressing"),
+                ("Released", "True", "UpgradeSucceeded"),
+            ],
+        );
+        assert_eq!(state.advance_change(&upgrading), None);
+        assert_eq!(
+            state.advance_change(&ready_after(2, "UpgradeSucceeded")),
+            Some(Change {
+                what: "upgraded",
+                revision: 2
+            })
+        );
+        // A failed upgrade rolled back: the rollback is a change that succeeded.
+        let rolled_back = status_of(
+            4,
+            &[
+                ("Ready", "False", "UpgradeFailed"),
+                ("Released", "False", "UpgradeFailed"),
+                ("Remediated", "True", "RollbackSucceeded"),
+            ],
+        );
+        assert_eq!(
+            state.advance_change(&rolled_back),
+            Some(Change {
+                what: "rolled back",
+                revision: 4
+            })
+        );
+        assert_eq!(state.advance_change(&rolled_back), None);
+        // A restarted engine starts from the status: nothing told twice.
+        let mut restarted = ReleaseState::from_status(Some(&rolled_back));
+        assert_eq!(restarted.advance_change(&rolled_back), None);
     }
 
     #[test]

@@ -711,3 +711,113 @@ async fn a_secret_value_escaped_by_the_api_server_is_masked_everywhere() {
     leaked("the controller's log", &controller.log());
     ns.delete().await;
 }
+
+/// Flux's own example as one route: `charts: [webapp]` with `severities: [info]` hears
+/// each successful install and upgrade of a webapp release, in either namespace the engine
+/// covers, and nothing of another chart's release nor of failures; a route without
+/// `severities` never gets info.
+#[tokio::test]
+async fn a_chart_route_hears_each_successful_change_of_that_chart_in_any_namespace() {
+    let (client, ns, api) = eng::setup("notify-info").await;
+    let other = support::TestNamespace::new(&client, "notify-info-b").await;
+    let other_api: Api<HelmRelease> = Api::namespaced(client.clone(), &other.name);
+    let receiver = Receiver::start().await;
+    webhook_secret(&client, &ns.name, "team", &receiver.url("/team")).await;
+    webhook_secret(&client, &ns.name, "oncall", &receiver.url("/oncall")).await;
+    configure(
+        &client,
+        &ns.name,
+        &format!(
+            "providers:\n- {{name: team, type: generic, secretRef: {{name: team}}}}\n- {{name: oncall, type: generic, secretRef: {{name: oncall}}}}\nroutes:\n- {{providers: [team], charts: [webapp], severities: [info]}}\n- {{providers: [oncall]}}\n{FAST_RETRY}"
+        ),
+    )
+    .await;
+    // One engine over both namespaces, for the releases labelled into its shard.
+    let (mut config, cache) = eng::config(&ns.name, &format!("test-engine-{}", ns.name));
+    config.coverage =
+        wheelhouse::engine::Coverage::new(wheelhouse::client::Scope::All, Some(ns.name.clone()));
+    let _engine = eng::start_leading(&client, config, cache).await;
+    notifications_ready(&client, &ns.name).await;
+    let in_shard = |mut hr: HelmRelease| {
+        hr.metadata
+            .labels
+            .get_or_insert_default()
+            .insert(wheelhouse::engine::SHARD_LABEL.into(), ns.name.clone());
+        hr
+    };
+    let create = |api: &Api<HelmRelease>, hr: HelmRelease| {
+        let api = api.clone();
+        async move { api.create(&PostParams::default(), &hr).await.unwrap() }
+    };
+    create(&api, in_shard(webapp("web", json!({})))).await;
+    create(&other_api, in_shard(webapp("shop", json!({})))).await;
+    create(&api, in_shard(eng::release("greeter", "hello", json!({})))).await;
+    for (api, name) in [(&api, "web"), (&other_api, "shop"), (&api, "greeter")] {
+        wait_for(api, name, "installed", ready).await;
+    }
+    set_values(&api, "web", json!({"message": "v2"})).await;
+    set_values(&other_api, "shop", json!({"message": "v2"})).await;
+    set_values(&api, "greeter", json!({"message": "v2"})).await;
+    for (api, name) in [(&api, "web"), (&other_api, "shop"), (&api, "greeter")] {
+        wait_for(api, name, "upgraded", |h| {
+            ready(h)
+                && h.status
+                    .as_ref()
+                    .and_then(|s| s.history.first())
+                    .is_some_and(|s| s.version == 2)
+        })
+        .await;
+    }
+    // The positive sign: both webapp upgrades were told.
+    let received = receiver
+        .wait_for("the two webapp upgrades", |r| {
+            bodies(r, "/team")
+                .iter()
+                .filter(|b| b["reason"] == "UpgradeSucceeded")
+                .count()
+                == 2
+        })
+        .await;
+    let team = bodies(&received, "/team");
+    let told: std::collections::BTreeSet<(String, String, String)> = team
+        .iter()
+        .map(|b| {
+            assert_eq!(b["event"], "info", "{b:#}");
+            assert_eq!(b["severity"], "info", "{b:#}");
+            assert_eq!(b["chart"]["name"], "webapp", "{b:#}");
+            (
+                b["release"]["namespace"].as_str().unwrap().to_owned(),
+                b["release"]["name"].as_str().unwrap().to_owned(),
+                b["reason"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected: std::collections::BTreeSet<(String, String, String)> = [
+        (ns.name.as_str(), "web", "InstallSucceeded"),
+        (ns.name.as_str(), "web", "UpgradeSucceeded"),
+        (other.name.as_str(), "shop", "InstallSucceeded"),
+        (other.name.as_str(), "shop", "UpgradeSucceeded"),
+    ]
+    .iter()
+    .map(|(a, b, c)| ((*a).to_owned(), (*b).to_owned(), (*c).to_owned()))
+    .collect();
+    // One message per change: four in all, none for greeter.
+    assert_eq!(team.len(), 4, "{team:#?}");
+    assert_eq!(told, expected);
+    let upgrade = team
+        .iter()
+        .find(|b| b["reason"] == "UpgradeSucceeded" && b["release"]["name"] == "web")
+        .unwrap();
+    assert!(
+        upgrade["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Helm release web upgraded (chart webapp "),
+        "{upgrade:#}"
+    );
+    assert_eq!(upgrade["helmRevision"], 2);
+    // The route without severities gets no info at all.
+    assert!(bodies(&received, "/oncall").is_empty(), "{received:#?}");
+    other.delete().await;
+    ns.delete().await;
+}

@@ -101,7 +101,11 @@ async fn finalize_inner(run: &mut Run<'_>) -> Result<Duration, Duration> {
             (false, _) => None,
             (true, claim::Claim::Ours) => {
                 run.record_acting().await;
-                Some(actions::uninstall(run, &history).await)
+                let uninstalled = actions::uninstall(run, &history).await;
+                if let Ok(Outcome::Succeeded { .. }) = &uninstalled {
+                    run.ctx.notifier.uninstalled(&run.hr, &run.status);
+                }
+                Some(uninstalled)
             }
             (true, other) => Some(Ok(Outcome::Succeeded {
                 reason: reason::UNINSTALL_SUCCEEDED,
