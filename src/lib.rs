@@ -25,6 +25,7 @@ pub mod slots;
 pub mod source;
 pub mod telemetry;
 pub mod tenancy;
+pub mod timeline;
 pub mod tracking;
 pub mod tui;
 pub mod values;

@@ -5,6 +5,7 @@ mod dashboard;
 mod install;
 pub mod list;
 mod migrate;
+mod timeline;
 
 use std::path::PathBuf;
 
@@ -144,6 +145,7 @@ Examples:
                                               run the controller in the cluster
   wheelhouse migrate apps/podinfo             a Flux HelmRelease as a wheelhouse one (printed)
   wheelhouse migrate apps/podinfo --apply     ... and hand the release over
+  wheelhouse timeline -A --since 1h           what changed in the last hour
   wheelhouse completion bash > ~/.local/share/bash-completion/completions/wheelhouse";
 
 #[derive(Debug, Subcommand)]
@@ -171,6 +173,13 @@ pub enum Command {
   wheelhouse migrate apps/podinfo                print the wheelhouse HelmRelease, and what is not carried
   wheelhouse migrate apps/podinfo --apply        dry-run it, suspend the Flux one, apply ours")]
     Migrate(migrate::MigrateArgs),
+    /// What changed: every change to any Helm release in scope (wheelhouse's, Flux's, the
+    /// helm CLI's), newest first, with who made it
+    #[command(after_help = "Examples:
+  wheelhouse timeline -A                         the last hour, every namespace
+  wheelhouse timeline --since 10m -o markdown    for a postmortem
+  wheelhouse timeline -n apps -o json            for a script")]
+    Timeline(timeline::TimelineArgs),
     /// Print the shell completion script (e.g. `wheelhouse completion bash >
     /// ~/.local/share/bash-completion/completions/wheelhouse`)
     Completion {
@@ -281,6 +290,7 @@ pub async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Some(Command::Migrate(args)) => migrate::run(&cli.cluster, args).await,
+        Some(Command::Timeline(args)) => timeline::run(&cli.cluster, &args).await,
         Some(Command::Completion { shell }) => {
             let mut command = <Cli as clap::CommandFactory>::command();
             let mut script = Vec::new();

@@ -8,6 +8,7 @@
 //! for the next action and runs it (`actions`); what both of those share is in `run`.
 
 pub mod actions;
+pub mod change_log;
 pub mod claim;
 pub mod coverage;
 mod dispatcher;

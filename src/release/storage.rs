@@ -448,7 +448,8 @@ fn written() -> PostParams {
     }
 }
 
-fn from_secret(secret: Secret) -> Result<Release, Error> {
+/// The release a storage Secret holds, with its labels and the field managers that wrote it.
+pub fn from_secret(secret: Secret) -> Result<Release, Error> {
     let name = secret.metadata.name.clone().unwrap_or_default();
     let data = secret
         .data

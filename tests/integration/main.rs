@@ -41,5 +41,6 @@ mod source;
 mod storage;
 mod telemetry;
 mod tenancy;
+mod timeline;
 mod tracking;
 mod values;

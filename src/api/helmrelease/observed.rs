@@ -1,6 +1,6 @@
 //! The observed state a HelmRelease's status holds, written only by the engine.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, MicroTime, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -113,6 +113,13 @@ pub struct HelmReleaseStatus {
     /// Present while a health check runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait: Option<WaitStatus>,
+    /// The changes the engine saw that no other record keeps (a suspend, a pin, a
+    /// cancelled wait, a failure, a remediation, drift found or corrected, another tool's
+    /// revision), newest first, the last [`CHANGES_KEPT`]: what `wheelhouse timeline` and
+    /// the dashboard's Timeline show beside Helm's own records, past Event expiry and
+    /// restarts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<ChangeRecord>,
     /// The engine that last began a step (an action) on this release, recorded before
     /// the step: an engine that takes the release over (a shard relabel, a namespace
     /// changing hands) waits until that one let go.
@@ -205,6 +212,29 @@ pub struct EngineRef {
 pub enum ReleaseAction {
     Install,
     Upgrade,
+}
+
+/// How many [`ChangeRecord`]s a status keeps.
+pub const CHANGES_KEPT: usize = 10;
+
+/// One change the engine saw happen to a release (see [`HelmReleaseStatus::changes`]).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeRecord {
+    /// To the microsecond: changes a moment apart keep their order.
+    pub at: MicroTime,
+    /// `suspend`, `resume`, `pin`, `unpin`, `cancel`, `fail-fast`, `failure`,
+    /// `remediation`, `drift`, `drift-corrected`, `external`.
+    pub kind: String,
+    /// What happened (a status message, Secret values masked; at most 300 characters).
+    pub message: String,
+    /// Who made it, when someone other than the engine did (the operator who pinned, the
+    /// field manager that set `spec.suspend`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by: Option<String>,
+    /// The Helm revision it concerns, if one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i32>,
 }
 
 /// One Helm revision as recorded in status.history.

@@ -373,6 +373,8 @@ impl Run<'_> {
         // Written as a copy: the status this reconcile keeps has no wait until a
         // health check runs, and its next write clears this one.
         let mut shown = self.status.clone();
+        // The changes kept: this write replaces the whole status.
+        shown.changes = self.note_changes();
         shown.wait = running.map(|h| crate::api::WaitStatus {
             revision,
             started_at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(h.started_at),
@@ -416,6 +418,61 @@ impl Run<'_> {
         });
     }
 
+    /// The changes to keep in status: those kept so far, with what changed since the
+    /// status they were last derived from (else the one read) joined to them.
+    fn note_changes(&self) -> Vec<crate::api::ChangeRecord> {
+        let mut seen = self.inbox.changes.lock().unwrap();
+        let observed = self.hr.status.as_ref();
+        let log = seen
+            .log
+            .get_or_insert_with(|| observed.map(|s| s.changes.clone()).unwrap_or_default())
+            .clone();
+        let before = seen.from.as_ref().or(observed);
+        let new = crate::engine::change_log::between(
+            before,
+            &self.status,
+            &self.hr,
+            &log,
+            k8s_openapi::jiff::Timestamp::now(),
+            seen.suspend_by.clone(),
+        );
+        let log = if new.is_empty() {
+            log
+        } else {
+            crate::engine::change_log::kept(new, &log)
+        };
+        seen.log = Some(log.clone());
+        seen.from = Some(self.status.clone());
+        log
+    }
+
+    /// Before a status that records a suspend or resume: who set `spec.suspend` (the
+    /// engine's copy of the object has no managed fields, so they are read, once per
+    /// change).
+    pub(crate) async fn learn_who_suspended(&self) {
+        let changed = {
+            let seen = self.inbox.changes.lock().unwrap();
+            let log = seen.log.as_deref().unwrap_or_else(|| {
+                self.hr
+                    .status
+                    .as_ref()
+                    .map_or(&[][..], |s| s.changes.as_slice())
+            });
+            crate::engine::change_log::suspension_changed(&self.hr, log)
+        };
+        if !changed {
+            return;
+        }
+        let by = match self.api.get_metadata(&self.key.name).await {
+            Ok(meta) => crate::engine::change_log::suspend_setter(&meta.metadata),
+            Err(e) => {
+                tracing::debug!(release = %self.key, error = %e, "cannot read who suspended it");
+                None
+            }
+        };
+        self.inbox.changes.lock().unwrap().suspend_by = by;
+    }
+
     pub(crate) async fn write_status(&self) {
         // The status may say what an Event sent meanwhile tells: that Event goes first.
         self.event_sent().await;
@@ -426,18 +483,19 @@ impl Run<'_> {
         let written = self.inbox.written.lock().unwrap().clone();
         // No status at all reads as the empty one (which is what writing it would store).
         let observed = self.hr.status.as_ref();
-        let unchanged = observed.map_or(self.status == HelmReleaseStatus::default(), |s| {
-            *s == self.status
-        }) && written.as_ref().is_none_or(|w| *w == self.status);
+        let mut status = self.status.clone();
+        status.changes = self.note_changes();
+        let unchanged = observed.map_or(status == HelmReleaseStatus::default(), |s| *s == status)
+            && written.as_ref().is_none_or(|w| *w == status);
         if unchanged {
             self.notify();
             return;
         }
         // Every string of it: condition messages, history descriptions, drift notes.
-        let shown = self.masker.masked(&self.status);
+        let shown = self.masker.masked(&status);
         match status::write(&self.api, &self.key.name, &shown).await {
             Ok(()) => {
-                *self.inbox.written.lock().unwrap() = Some(self.status.clone());
+                *self.inbox.written.lock().unwrap() = Some(status);
                 self.notify();
             }
             Err(e) => tracing::warn!(release = %self.key, error = %e, "cannot write status"),
@@ -449,6 +507,8 @@ impl Run<'_> {
     /// superseded wait's status is told without being written (the fix's status follows
     /// at once): a restart cannot tell it twice, as it never reaches the cluster.
     pub(in crate::engine) fn notify(&self) {
+        // A status told but not written (a superseded wait's) still keeps its change.
+        self.note_changes();
         let mut told = self.inbox.notified.lock().unwrap();
         let told = told.get_or_insert_with(|| {
             crate::notify::ReleaseState::from_status(self.hr.status.as_ref())

@@ -67,6 +67,9 @@ pub struct Inbox {
     pub(super) last_status: Option<HelmReleaseStatus>,
     /// The status this worker last wrote, so that writing it again can be skipped.
     written: Mutex<Option<HelmReleaseStatus>>,
+    /// The changes kept in status (`status.changes`) and the status they were last
+    /// derived from (see [`crate::engine::change_log`]).
+    changes: Mutex<ChangesSeen>,
     /// What the notifier was told of this release (from its status at the first write).
     notified: Mutex<Option<crate::notify::ReleaseState>>,
     /// Reconciles in a row that ended in an error or a failure: the retry backs off.
@@ -114,6 +117,7 @@ impl Inbox {
             candidate: None,
             last_status: None,
             written: Mutex::new(None),
+            changes: Mutex::new(ChangesSeen::default()),
             notified: Mutex::new(None),
             failing: 0,
             handover: false,
@@ -129,4 +133,15 @@ impl Inbox {
             records_floor: Default::default(),
         }
     }
+}
+
+/// The changes a release's status keeps, as this worker last derived them.
+#[derive(Default)]
+struct ChangesSeen {
+    /// None until first derived (then it starts from the status read).
+    log: Option<Vec<crate::api::ChangeRecord>>,
+    /// The status they were derived from last.
+    from: Option<HelmReleaseStatus>,
+    /// Who set `spec.suspend` as it is now, when a suspend or resume is to be kept.
+    suspend_by: Option<String>,
 }

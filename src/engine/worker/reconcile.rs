@@ -53,6 +53,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
     take_tokens(&mut run.status, &hr);
     run.inbox.conflict = None;
     super::pin::pin_if_asked(run).await?;
+    run.learn_who_suspended().await;
     if hr.spec.suspend {
         run.write_status().await;
         return Ok(Requeue::After(NEVER));

@@ -1,0 +1,378 @@
+//! What changed: every change to a Helm release of the cluster, newest first, joined from
+//! the records that keep them durably: Helm's storage (every revision, whoever made it:
+//! wheelhouse, Flux's helm-controller, the helm CLI, another tool) and the changes
+//! wheelhouse's HelmReleases keep in their status (`status.changes`: suspends, pins,
+//! cancelled waits, failures, remediations, drift; see `engine::change_log`).
+//! Nothing here writes: `collect.rs` reads, this file says what each record means.
+
+pub mod collect;
+
+use std::io::Write;
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use crate::api::{ChangeRecord, HelmRelease};
+use crate::release::{Release, Status};
+
+/// What kind of change a row is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    Install,
+    Upgrade,
+    Rollback,
+    Uninstall,
+    Test,
+    Suspend,
+    Resume,
+    Pin,
+    Unpin,
+    Cancel,
+    FailFast,
+    Failure,
+    Remediation,
+    Drift,
+    DriftCorrected,
+    External,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 16] = [
+        Kind::Install,
+        Kind::Upgrade,
+        Kind::Rollback,
+        Kind::Uninstall,
+        Kind::Test,
+        Kind::Suspend,
+        Kind::Resume,
+        Kind::Pin,
+        Kind::Unpin,
+        Kind::Cancel,
+        Kind::FailFast,
+        Kind::Failure,
+        Kind::Remediation,
+        Kind::Drift,
+        Kind::DriftCorrected,
+        Kind::External,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Install => "install",
+            Kind::Upgrade => "upgrade",
+            Kind::Rollback => "rollback",
+            Kind::Uninstall => "uninstall",
+            Kind::Test => "test",
+            Kind::Suspend => "suspend",
+            Kind::Resume => "resume",
+            Kind::Pin => "pin",
+            Kind::Unpin => "unpin",
+            Kind::Cancel => "cancel",
+            Kind::FailFast => "fail-fast",
+            Kind::Failure => "failure",
+            Kind::Remediation => "remediation",
+            Kind::Drift => "drift",
+            Kind::DriftCorrected => "drift-corrected",
+            Kind::External => "external",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.label() == text)
+    }
+
+    /// Whether it made a Helm revision (its diff is the revision's against the one
+    /// before).
+    pub fn is_revision(self) -> bool {
+        matches!(
+            self,
+            Kind::Install | Kind::Upgrade | Kind::Rollback | Kind::Uninstall
+        )
+    }
+}
+
+/// One change to one release.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    pub at: Timestamp,
+    /// The release's storage namespace (the HelmRelease's, for wheelhouse's changes).
+    pub namespace: String,
+    pub release: String,
+    pub kind: Kind,
+    pub what: String,
+    pub who: String,
+    /// The Helm revision it made or concerns.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i32>,
+}
+
+/// Longest text of a Helm description shown (a failed action's quotes the API server).
+const DESCRIPTION_SHOWN: usize = 200;
+
+/// Who wrote a storage record, from its field managers: wheelhouse, Flux's
+/// helm-controller, the helm CLI, or the manager's own name.
+pub fn author(release: &Release) -> String {
+    let made_by_wheelhouse = release
+        .labels
+        .get(crate::release::MADE_BY_LABEL)
+        .is_some_and(|v| v == "wheelhouse");
+    if made_by_wheelhouse {
+        return "wheelhouse".into();
+    }
+    // The API server names a manager after the client's user agent: the helm CLI's is
+    // `Helm/<version>`, so its records say `Helm`.
+    match release.managers.first().map(String::as_str) {
+        Some("helm-controller") => "Flux helm-controller".into(),
+        Some(m) if m.eq_ignore_ascii_case("helm") => "helm CLI".into(),
+        Some("wheelhouse") => "wheelhouse".into(),
+        Some(other) => other.to_owned(),
+        None => "unknown".into(),
+    }
+}
+
+/// A Helm revision as a change: when it was last written (deployed, failed, superseded
+/// or uninstalled), what it was by Helm's description, who wrote it.
+pub fn of_revision(release: &Release, storage_namespace: &str) -> Change {
+    let info = release.info.clone().unwrap_or_default();
+    let description = info.description.lines().next().unwrap_or_default();
+    let kind = if info.status == Status::Uninstalled || description.starts_with("Uninstall") {
+        Kind::Uninstall
+    } else if description.starts_with("Rollback") || info.rollback_revision > 0 {
+        Kind::Rollback
+    } else if release.version == 1 || description.starts_with("Install") {
+        Kind::Install
+    } else {
+        Kind::Upgrade
+    };
+    let chart = release
+        .chart
+        .as_ref()
+        .and_then(|c| c.metadata.as_ref())
+        .map(|m| format!("{} {}", m.name, m.version))
+        .unwrap_or_default();
+    let description: String = description.chars().take(DESCRIPTION_SHOWN).collect();
+    Change {
+        at: info
+            .deleted
+            .or(info.last_deployed)
+            .or(info.first_deployed)
+            .unwrap_or(Timestamp::UNIX_EPOCH),
+        namespace: storage_namespace.to_owned(),
+        release: release.name.clone(),
+        kind,
+        what: format!(
+            "revision {} {} ({chart}): {description}",
+            release.version,
+            info.status.as_str()
+        ),
+        who: author(release),
+        revision: Some(release.version),
+    }
+}
+
+/// A change a wheelhouse HelmRelease kept in its status.
+pub fn of_record(hr: &HelmRelease, record: &ChangeRecord) -> Option<Change> {
+    let kind = Kind::parse(&record.kind)?;
+    Some(Change {
+        at: record.at.0,
+        namespace: hr.metadata.namespace.clone().unwrap_or_default(),
+        release: hr.metadata.name.clone().unwrap_or_default(),
+        kind,
+        what: record.message.clone(),
+        who: record.by.clone().unwrap_or_else(|| "wheelhouse".into()),
+        revision: record.revision,
+    })
+}
+
+/// Newest first; ties in a stable order.
+pub fn newest_first(changes: &mut [Change]) {
+    changes.sort_by(|a, b| {
+        b.at.cmp(&a.at)
+            .then_with(|| a.namespace.cmp(&b.namespace))
+            .then_with(|| a.release.cmp(&b.release))
+            .then_with(|| b.revision.cmp(&a.revision))
+            .then_with(|| a.kind.cmp(&b.kind))
+    });
+}
+
+/// How `wheelhouse timeline` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Markdown,
+}
+
+/// Writes `changes` (newest first) as `format`.
+pub fn write(changes: &[Change], format: Format, out: &mut impl Write) -> std::io::Result<()> {
+    match format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, changes).map_err(std::io::Error::other)?;
+            writeln!(out)
+        }
+        Format::Text => {
+            if changes.is_empty() {
+                return writeln!(out, "No changes.");
+            }
+            let rows: Vec<[String; 5]> = changes.iter().map(cells).collect();
+            let header = ["TIME", "RELEASE", "KIND", "WHO", "WHAT"];
+            let mut widths = header.map(str::len);
+            for row in &rows {
+                for (w, cell) in widths.iter_mut().zip(row).take(4) {
+                    *w = (*w).max(cell.chars().count());
+                }
+            }
+            let line = |cells: [&str; 5]| {
+                let mut text = String::new();
+                for (i, cell) in cells.iter().enumerate() {
+                    if i < 4 {
+                        text.push_str(&format!("{cell:<w$}  ", w = widths[i]));
+                    } else {
+                        text.push_str(cell);
+                    }
+                }
+                text
+            };
+            writeln!(out, "{}", line(header))?;
+            for row in &rows {
+                writeln!(out, "{}", line(row.each_ref().map(String::as_str)))?;
+            }
+            Ok(())
+        }
+        Format::Markdown => {
+            writeln!(out, "| time | release | kind | who | what |")?;
+            writeln!(out, "|---|---|---|---|---|")?;
+            for row in changes.iter().map(cells) {
+                let escaped = row.map(|c| c.replace('|', "\\|").replace('\n', " "));
+                writeln!(out, "| {} |", escaped.join(" | "))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+fn cells(c: &Change) -> [String; 5] {
+    [
+        c.at.strftime("%Y-%m-%d %H:%M:%SZ").to_string(),
+        format!("{}/{}", c.namespace, c.release),
+        c.kind.label().to_owned(),
+        c.who.clone(),
+        c.what.clone(),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::release::Info;
+
+    fn release(version: i32, status: Status, description: &str, managers: &[&str]) -> Release {
+        Release {
+            name: "web".into(),
+            version,
+            info: Some(Info {
+                last_deployed: Some(
+                    Timestamp::from_second(1_800_000_000 + i64::from(version)).unwrap(),
+                ),
+                description: description.into(),
+                status,
+                ..Info::default()
+            }),
+            managers: managers.iter().map(|m| (*m).to_owned()).collect(),
+            ..Release::default()
+        }
+    }
+
+    #[test]
+    fn revisions_say_what_they_were_and_who_made_them() {
+        let cases = [
+            (
+                release(1, Status::Superseded, "Install complete", &["Helm"]),
+                Kind::Install,
+                "helm CLI",
+            ),
+            (
+                release(
+                    2,
+                    Status::Superseded,
+                    "Upgrade complete",
+                    &["helm-controller"],
+                ),
+                Kind::Upgrade,
+                "Flux helm-controller",
+            ),
+            (
+                release(3, Status::Deployed, "Rollback to 1", &["argocd-x"]),
+                Kind::Rollback,
+                "argocd-x",
+            ),
+            (
+                release(
+                    4,
+                    Status::Uninstalled,
+                    "Uninstallation complete",
+                    &["wheelhouse"],
+                ),
+                Kind::Uninstall,
+                "wheelhouse",
+            ),
+        ];
+        for (rel, kind, who) in cases {
+            let c = of_revision(&rel, "apps");
+            assert_eq!((c.kind, c.who.as_str()), (kind, who), "{c:?}");
+            assert_eq!(c.revision, Some(rel.version));
+        }
+        let mut ours = release(
+            5,
+            Status::Failed,
+            "Upgrade \"web\" failed: boom\nsecond line",
+            &[],
+        );
+        ours.labels
+            .insert(crate::release::MADE_BY_LABEL.into(), "wheelhouse".into());
+        let c = of_revision(&ours, "apps");
+        assert_eq!((c.kind, c.who.as_str()), (Kind::Upgrade, "wheelhouse"));
+        assert_eq!(c.what, "revision 5 failed (): Upgrade \"web\" failed: boom");
+    }
+
+    #[test]
+    fn newest_first_in_every_format() {
+        let mut changes: Vec<Change> = (1..=3)
+            .map(|v| {
+                of_revision(
+                    &release(v, Status::Superseded, "Upgrade complete", &["helm"]),
+                    "apps",
+                )
+            })
+            .collect();
+        newest_first(&mut changes);
+        assert_eq!(
+            changes
+                .iter()
+                .map(|c| c.revision.unwrap())
+                .collect::<Vec<_>>(),
+            [3, 2, 1]
+        );
+        let mut text = Vec::new();
+        write(&changes, Format::Text, &mut text).unwrap();
+        let text = String::from_utf8(text).unwrap();
+        assert!(text.starts_with("TIME "), "{text}");
+        assert_eq!(text.lines().count(), 4);
+        let mut md = Vec::new();
+        write(&changes, Format::Markdown, &mut md).unwrap();
+        let md = String::from_utf8(md).unwrap();
+        assert!(
+            md.lines()
+                .nth(2)
+                .unwrap()
+                .contains("| apps/web | upgrade | helm CLI |"),
+            "{md}"
+        );
+        let mut json = Vec::new();
+        write(&changes, Format::Json, &mut json).unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(json[0]["kind"], "upgrade");
+        assert_eq!(json[0]["revision"], 3);
+    }
+}

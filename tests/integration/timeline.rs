@@ -1,0 +1,161 @@
+//! The timeline (`wheelhouse timeline`, `src/timeline`): every change to a release,
+//! newest first, with who made it, from Helm's storage and the changes wheelhouse's
+//! HelmReleases keep in their status, still there once the engine that saw them is gone.
+
+use std::process::Command;
+
+use kube::Api;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use crate::support;
+use support::engine::{self as eng, chart, helm, set_values, wait_for, webapp};
+use wheelhouse::api::HelmRelease;
+
+/// `wheelhouse timeline` (the real binary) in `ns`, as JSON.
+fn timeline(ns: &str, args: &[&str]) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_wheelhouse"))
+        .arg("--kubeconfig")
+        .arg(support::kubeconfig_path())
+        .args(["timeline", "-n", ns])
+        .args(args)
+        .output()
+        .expect("wheelhouse runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn ready_at(h: &HelmRelease, revision: i32) -> bool {
+    eng::condition(h, "Ready").is_some_and(|(s, _)| s == "True")
+        && h.status
+            .as_ref()
+            .and_then(|s| s.history.first())
+            .is_some_and(|s| s.version == revision)
+}
+
+/// (release, kind, who) of each row, newest first.
+fn rows(changes: &[Value]) -> Vec<(String, String, String)> {
+    changes
+        .iter()
+        .map(|c| {
+            (
+                c["release"].as_str().unwrap().to_owned(),
+                c["kind"].as_str().unwrap().to_owned(),
+                c["who"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_change_is_listed_newest_first_with_who_made_it_after_the_engine_is_gone() {
+    let (client, ns, api) = eng::setup("timeline").await;
+    let n = ns.name.clone();
+    let engine = eng::start(&client, &n).await;
+
+    // wheelhouse installs and upgrades.
+    api.create(&PostParams::default(), &webapp("web", json!({})))
+        .await
+        .unwrap();
+    wait_for(&api, "web", "installed", |h| ready_at(h, 1)).await;
+    set_values(&api, "web", json!({"message": "v2"})).await;
+    wait_for(&api, "web", "upgraded", |h| ready_at(h, 2)).await;
+    // The helm CLI installs and upgrades a release of its own.
+    helm(&n, &["install", "cli", &chart("hello")]);
+    helm(
+        &n,
+        &[
+            "upgrade",
+            "cli",
+            &chart("hello"),
+            "--set",
+            "message=by-hand",
+        ],
+    );
+    // A wait that a newer spec cancels.
+    set_values(
+        &api,
+        "web",
+        json!({"message": "v3", "behavior": "never-ready"}),
+    )
+    .await;
+    eng::waiting_on(&api, "web", 3).await;
+    set_values(&api, "web", json!({"message": "v4", "behavior": ""})).await;
+    wait_for(&api, "web", "the fix Ready", |h| ready_at(h, 4)).await;
+    // An operator suspends it.
+    api.patch(
+        "web",
+        &PatchParams {
+            field_manager: Some("on-call".into()),
+            ..Default::default()
+        },
+        &Patch::Merge(json!({"spec": {"suspend": true}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "its suspension kept", |h| {
+        h.status
+            .as_ref()
+            .is_some_and(|s| s.changes.first().is_some_and(|c| c.kind == "suspend"))
+    })
+    .await;
+    // What it saw survives it.
+    drop(engine);
+
+    let changes = timeline(&n, &["--since", "10m", "-o", "json"]);
+    let got = rows(&changes);
+    let row = |release: &str, kind: &str, who: &str| {
+        (release.to_owned(), kind.to_owned(), who.to_owned())
+    };
+    let expected_in_order = [
+        row("web", "suspend", "on-call"),
+        row("web", "upgrade", "wheelhouse"), // revision 4, the fix
+        row("web", "cancel", "wheelhouse"),
+        row("web", "upgrade", "wheelhouse"), // revision 3, superseded
+        row("cli", "upgrade", "helm CLI"),
+        row("cli", "install", "helm CLI"),
+        row("web", "upgrade", "wheelhouse"), // revision 2
+        row("web", "install", "wheelhouse"),
+    ];
+    // Each expected row is there, in this order (times are seconds apart at most, so
+    // the order is the timeline's, newest first).
+    let mut at = 0;
+    for want in &expected_in_order {
+        let found = got[at..].iter().position(|g| g == want);
+        assert!(found.is_some(), "{want:?} not after row {at} in {got:#?}");
+        at += found.unwrap() + 1;
+    }
+    let times: Vec<k8s_openapi::jiff::Timestamp> = changes
+        .iter()
+        .map(|c| c["at"].as_str().unwrap().parse().unwrap())
+        .collect();
+    let mut sorted = times.clone();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    assert_eq!(times, sorted, "newest first");
+    let cancel = changes.iter().find(|c| c["kind"] == "cancel").unwrap();
+    assert!(
+        cancel["what"].as_str().unwrap().contains("superseded"),
+        "{cancel:#}"
+    );
+    // Markdown for a postmortem: the same rows.
+    let out = Command::new(env!("CARGO_BIN_EXE_wheelhouse"))
+        .arg("--kubeconfig")
+        .arg(support::kubeconfig_path())
+        .args(["timeline", "-n", &n, "--since", "10m", "-o", "markdown"])
+        .output()
+        .unwrap();
+    let markdown = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(markdown.lines().count(), changes.len() + 2, "{markdown}");
+    assert!(
+        markdown.contains(&format!("| {n}/cli | upgrade | helm CLI |")),
+        "{markdown}"
+    );
+    // Nothing older than the window.
+    assert!(timeline(&n, &["--since", "0s", "-o", "json"]).is_empty());
+    let _: Api<HelmRelease> = api;
+    ns.delete().await;
+}
