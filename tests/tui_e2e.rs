@@ -797,3 +797,78 @@ async fn deployed(api: &Api<HelmRelease>, version: &str) -> Option<()> {
             .any(|c| c.type_ == "Ready" && c.status == "True"))
     .then_some(())
 }
+
+/// `T`: the Timeline lists wheelhouse's install and the helm CLI's, by who made them; a
+/// `helm upgrade` by hand appears at the top while it is open; `enter` on it shows its
+/// diff; a dashboard started again lists the same changes.
+#[tokio::test]
+async fn the_timeline_lists_changes_live_and_opens_the_diff_of_a_helm_upgrade() {
+    let _shared = API_SERVER.read().await;
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::new(&client, "tui-timeline").await;
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
+    let hello = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/hello");
+    support::engine::helm(&ns.name, &["install", "cli", &hello.display().to_string()]);
+    let hr = support::from_yaml::<HelmRelease>(&format!(
+        "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: web}}\n\
+         spec:\n  chart: {{path: {}}}\n",
+        chart().display()
+    ));
+    let dash = dashboard(&ns.name, &[]);
+    api.create(&PostParams::default(), &hr).await.unwrap();
+    dash.wait_for("web Ready", |s| {
+        line_of(s, "web").is_some_and(|l| l.contains('✓'))
+    })
+    .await;
+    dash.keys(&["T"]);
+    let row = |s: &str, release: &str, kind: &str, who: &str| {
+        s.lines().any(|l| {
+            l.contains(&format!("{}/{release}", ns.name)) && l.contains(kind) && l.contains(who)
+        })
+    };
+    dash.wait_for("both installs, by who made them", |s| {
+        s.contains("Timeline")
+            && row(s, "web", "install", "wheelhouse")
+            && row(s, "cli", "install", "helm CLI")
+    })
+    .await;
+    // A change by hand appears at the top while the view is open.
+    support::engine::helm(
+        &ns.name,
+        &[
+            "upgrade",
+            "cli",
+            &hello.display().to_string(),
+            "--set",
+            "greeting=by-hand",
+        ],
+    );
+    let screen = dash
+        .wait_for("the helm upgrade", |s| row(s, "cli", "upgrade", "helm CLI"))
+        .await;
+    let first_row = screen
+        .lines()
+        .find(|l| l.contains(&format!("{}/", ns.name)))
+        .unwrap();
+    assert!(first_row.contains("upgrade"), "{screen}");
+    dash.keys(&["g", "Enter"]);
+    dash.wait_for("its diff", |s| {
+        s.contains("revision 1 → 2") && s.contains("by-hand")
+    })
+    .await;
+    dash.quit().await;
+    // Nothing of it lived in the dashboard: a new one lists the same.
+    let dash = dashboard(&ns.name, &[]);
+    dash.wait_for("web listed", |s| line_of(s, "web").is_some())
+        .await;
+    dash.keys(&["T"]);
+    dash.wait_for("the same changes", |s| {
+        row(s, "web", "install", "wheelhouse")
+            && row(s, "cli", "install", "helm CLI")
+            && row(s, "cli", "upgrade", "helm CLI")
+    })
+    .await;
+    dash.quit().await;
+    ns.delete().await;
+}

@@ -131,6 +131,8 @@ pub enum IoResult {
     Contexts(Vec<String>),
     /// The favourites were written, or why not.
     FavouritesSaved(Result<(), String>),
+    /// The Timeline's rows, newest first, or why they could not be read.
+    Timeline(Result<Vec<crate::timeline::Change>, String>),
 }
 
 impl IoResult {

@@ -18,6 +18,8 @@ pub enum Context {
     /// A diff, a revision shown whole, or what a write will change (with its question).
     Changes,
     Editor,
+    /// The Timeline view (`T`).
+    Timeline,
     /// The `:` command line.
     Command,
 }
@@ -31,6 +33,7 @@ impl fmt::Display for Context {
             Self::Logs => "Logs",
             Self::Changes => "Changes (diffs)",
             Self::Editor => "Values editor",
+            Self::Timeline => "Timeline",
             Self::Command => "Command line (:)",
         })
     }
@@ -156,6 +159,8 @@ pub enum Action {
     Namespace(u8),
     /// Complete the word under the command line's cursor, or the next match.
     Complete,
+    /// Every change to any release, newest first.
+    Timeline,
 }
 
 impl Action {
@@ -226,7 +231,7 @@ impl Binding {
     }
 }
 
-use Context::{Changes, Command, Detail, Editor, Global, Logs, Table};
+use Context::{Changes, Command, Detail, Editor, Global, Logs, Table, Timeline};
 
 pub const KEYMAP: &[Binding] = &[
     b(
@@ -237,6 +242,7 @@ pub const KEYMAP: &[Binding] = &[
     )
     .hint(3, "q quit"),
     b(Global, &[Key::Char('?')], Action::Help, "this help").hint(0, "? help"),
+    b(Global, &[Key::Ctrl('l')], Action::Redraw, "redraw"),
     b(
         Global,
         &[Key::Char(':')],
@@ -244,12 +250,6 @@ pub const KEYMAP: &[Binding] = &[
         "switch namespace/context",
     )
     .hint(4, ": ns/ctx"),
-    b(
-        Global,
-        &[Key::Ctrl('l')],
-        Action::Redraw,
-        "redraw the screen",
-    ),
     b(Global, &[Key::Char('j'), Key::Down], Action::Down, "down"),
     b(Global, &[Key::Char('k'), Key::Up], Action::Up, "up"),
     b(
@@ -268,13 +268,8 @@ pub const KEYMAP: &[Binding] = &[
     b(Global, &[Key::Char('G'), Key::End], Action::Bottom, "last"),
     b(Global, &[Key::Char('s')], Action::Suspend, "suspend").hint(1, "s suspend"),
     b(Global, &[Key::Char('S')], Action::Resume, "resume"),
-    b(
-        Global,
-        &[Key::Char('r')],
-        Action::Reconcile,
-        "reconcile now",
-    )
-    .hint(1, "r reconcile"),
+    b(Global, &[Key::Char('r')], Action::Reconcile, "reconcile").hint(1, "r reconcile"),
+    b(Global, &[Key::Char('T')], Action::Timeline, "timeline"),
     b(
         Global,
         &[Key::Char('c')],
@@ -312,19 +307,8 @@ pub const KEYMAP: &[Binding] = &[
         Action::MarkAll,
         "mark every visible row",
     ),
-    b(
-        Table,
-        &[Key::Char('o')],
-        Action::SortNext,
-        "sort by next column",
-    )
-    .hint(5, "o sort"),
-    b(
-        Table,
-        &[Key::Char('O')],
-        Action::SortReverse,
-        "reverse the sort",
-    ),
+    b(Table, &[Key::Char('o')], Action::SortNext, "sort by").hint(5, "o sort"),
+    b(Table, &[Key::Char('O')], Action::SortReverse, "reverse"),
     b(Table, &[Key::Esc], Action::Back, "clear the filter"),
     b(
         Table,
@@ -350,6 +334,8 @@ pub const KEYMAP: &[Binding] = &[
     b(Changes, &[Key::Char('n')], Action::SearchNext, "next hit").hint(2, "n next"),
     b(Changes, &[Key::Esc], Action::Back, "close, no").hint(0, "esc close/no"),
     b(Detail, &[Key::Esc], Action::Back, "back").hint(2, "esc back"),
+    b(Timeline, &[Key::Enter], Action::Open, "diff").hint(0, "enter diff"),
+    b(Timeline, &[Key::Esc], Action::Back, "back").hint(0, "esc back"),
     b(Editor, &[Key::Ctrl('s')], Action::Save, "review").hint(0, "ctrl-s validate & apply"),
     b(Editor, &[Key::Esc], Action::Back, "leave").hint(0, "esc leave (draft kept)"),
     b(
@@ -376,6 +362,10 @@ pub fn lookup(context: Context, ev: &KeyEvent) -> Option<Action> {
     };
     find(context).or_else(|| match context {
         Context::Editor | Context::Command => None,
+        // The Timeline filters as the table does (`/`, listed there).
+        Context::Timeline => find(Context::Table)
+            .filter(|a| *a == Action::Filter)
+            .or_else(|| find(Context::Global)),
         _ => find(Context::Global),
     })
 }
@@ -388,9 +378,10 @@ pub fn hints(context: Context, readonly: bool, kind: Option<Kind>) -> Vec<(u8, &
     KEYMAP
         .iter()
         .filter(|b| b.context == context || (global && b.context == Context::Global))
-        // The views in front of a release (logs, changes) take no write from a global key.
+        // The views in front of a release (logs, changes) and the Timeline take no write
+        // from a global key.
         .filter(|b| {
-            !(matches!(context, Context::Logs | Context::Changes)
+            !(matches!(context, Context::Logs | Context::Changes | Context::Timeline)
                 && b.context == Context::Global
                 && b.action.writes())
         })
@@ -407,20 +398,22 @@ pub type HelpRow = (String, &'static str, Action);
 
 /// The help screen's lines, grouped by context: (heading, [(keys, help, action)]).
 pub fn help() -> Vec<(Context, Vec<HelpRow>)> {
-    [Global, Table, Detail, Logs, Changes, Editor, Command]
-        .into_iter()
-        .map(|ctx| {
-            let rows = KEYMAP
-                .iter()
-                .filter(|b| b.context == ctx)
-                .map(|b| {
-                    let keys: Vec<String> = b.keys.iter().map(Key::to_string).collect();
-                    (keys.join(" "), b.help, b.action)
-                })
-                .collect();
-            (ctx, rows)
-        })
-        .collect()
+    [
+        Global, Table, Detail, Logs, Changes, Timeline, Editor, Command,
+    ]
+    .into_iter()
+    .map(|ctx| {
+        let rows = KEYMAP
+            .iter()
+            .filter(|b| b.context == ctx)
+            .map(|b| {
+                let keys: Vec<String> = b.keys.iter().map(Key::to_string).collect();
+                (keys.join(" "), b.help, b.action)
+            })
+            .collect();
+        (ctx, rows)
+    })
+    .collect()
 }
 
 #[cfg(test)]

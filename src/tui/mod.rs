@@ -38,6 +38,8 @@ use theme::Theme;
 /// How often the open detail view re-reads pods, workloads and tracked config, which
 /// change without the release object changing.
 const DETAIL_REFRESH: Duration = Duration::from_secs(3);
+/// How often the open Timeline is read again: a new change shows within about a second.
+const TIMELINE_REFRESH: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -274,6 +276,8 @@ async fn event_loop(
     // The open log stream's task, aborted when the logs view closes or changes.
     let mut log_stream: Option<tokio::task::JoinHandle<()>> = None;
     let mut detail_in_flight = false;
+    let timeline_in_flight = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut timeline_loaded: Option<Instant> = None;
     let mut detail_loaded = Instant::now();
     let mut startup = app.on_start();
     loop {
@@ -351,6 +355,29 @@ async fn event_loop(
             }
         } else {
             detail_seen = None;
+        }
+        // The Timeline reloads every second while open, one load at a time.
+        if app.timeline.is_some()
+            && !timeline_in_flight.load(std::sync::atomic::Ordering::Relaxed)
+            && timeline_loaded.is_none_or(|at: Instant| at.elapsed() >= TIMELINE_REFRESH)
+        {
+            timeline_in_flight.store(true, std::sync::atomic::Ordering::Relaxed);
+            timeline_loaded = Some(Instant::now());
+            let (client, tx, scope) =
+                (session.client.clone(), io_tx.clone(), session.scope.clone());
+            let in_flight = timeline_in_flight.clone();
+            tokio::spawn(async move {
+                let since = k8s_openapi::jiff::Timestamp::now()
+                    .checked_sub(crate::tui::components::timeline::WINDOW)
+                    .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
+                let rows = crate::timeline::collect::changes(&client, &scope, since)
+                    .await
+                    .map_err(|e| e.to_string());
+                in_flight.store(false, std::sync::atomic::Ordering::Relaxed);
+                let _ = tx.send(IoResult::Timeline(rows));
+            });
+        } else if app.timeline.is_none() {
+            timeline_loaded = None;
         }
         for effect in effects {
             match effect {

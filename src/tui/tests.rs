@@ -547,6 +547,7 @@ mod editor;
 mod kinds;
 mod logs;
 mod navigation;
+mod timeline;
 mod writes;
 
 /// A release someone scaled by hand (Ready, Drifted) and one whose newest revision the

@@ -14,13 +14,14 @@ use super::components::status_line::StatusScreen;
 use super::components::table::TableScreen;
 use super::components::{
     changes, command, confirm, detail, editor, footer, header, help, logs, status_line, table,
+    timeline,
 };
 
 pub fn draw(f: &mut Frame, app: &App) {
     let area = f.area();
     f.render_widget(Block::default().style(app.theme.base()), area);
     // The favourites row goes with the table, where the number keys work.
-    let in_table = app.editor.is_none() && app.detail.is_none();
+    let in_table = app.editor.is_none() && app.detail.is_none() && app.timeline.is_none();
     let [top, favourites, body, status_area, hints] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(u16::from(in_table)),
@@ -50,6 +51,8 @@ pub fn draw(f: &mut Frame, app: &App) {
         changes::draw(f, look, c, body);
     } else if let Some(ed) = &app.editor {
         editor::draw(f, look, ed, body);
+    } else if let Some(tl) = &app.timeline {
+        timeline::draw(f, look, tl, body);
     } else if let Some(l) = &app.logs {
         logs::draw(f, look, l, body);
     } else if let Some(d) = &app.detail {

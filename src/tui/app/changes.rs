@@ -17,7 +17,7 @@ use crate::tui::view_model::RowKey;
 
 impl App {
     /// Opens a changes view of `of`, titled `title`, asking `question` when given.
-    fn open_changes(
+    pub(super) fn open_changes(
         &mut self,
         title: String,
         of: ChangesOf,

@@ -8,6 +8,14 @@ impl App {
     pub fn on_io(&mut self, result: IoResult) -> Vec<Effect> {
         let now = self.now;
         match result {
+            IoResult::Timeline(loaded) => {
+                if let Some(view) = &mut self.timeline {
+                    match loaded {
+                        Ok(rows) => view.loaded(rows, now),
+                        Err(e) => view.error = Some(e),
+                    }
+                }
+            }
             IoResult::Late { id, outcome } => self.status.late(id, outcome, now),
             IoResult::Unknown { id, why, expect } => {
                 self.status.unknown(id, why.clone(), expect, now);

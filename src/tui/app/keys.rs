@@ -20,6 +20,12 @@ impl App {
         if self.editor.is_some() {
             return self.on_editor_key(ev);
         }
+        if self.timeline.is_some() {
+            return match keymap::lookup(Context::Timeline, &ev) {
+                Some(action) => self.on_timeline_action(action),
+                None => Vec::new(),
+            };
+        }
         match keymap::lookup(self.context(), &ev) {
             Some(action) => self.on_action(action),
             None => Vec::new(),
@@ -47,6 +53,19 @@ impl App {
                     _ => {
                         text.input(ev);
                         view.search = Some(text.lines().concat());
+                        self.overlay = Some(Overlay::Filter(text));
+                    }
+                }
+                Vec::new()
+            }
+            Overlay::Filter(mut text) if self.timeline.is_some() => {
+                let view = self.timeline.as_mut().expect("checked");
+                match ev.code {
+                    KeyCode::Esc => view.set_filter(String::new()),
+                    KeyCode::Enter => {}
+                    _ => {
+                        text.input(ev);
+                        view.set_filter(text.lines().concat());
                         self.overlay = Some(Overlay::Filter(text));
                     }
                 }
@@ -100,6 +119,7 @@ impl App {
         };
         match words.as_slice() {
             ["q" | "quit" | "q!"] => vec![Effect::Quit],
+            ["timeline" | "tl"] => self.open_timeline(),
             ["all" | "-A"] => self.switch_scope(Scope::All),
             ["ns" | "namespace" | "n", name] => self.switch_scope(scope_of(name)),
             ["ctx" | "context", name] => {
@@ -110,7 +130,7 @@ impl App {
             _ => {
                 self.note(
                     format!("unknown command {line:?}"),
-                    Progress::Failed("try ns NAME, ns all, ctx NAME or quit".into()),
+                    Progress::Failed("try ns NAME, ns all, ctx NAME, timeline or quit".into()),
                 );
                 Vec::new()
             }
@@ -175,6 +195,7 @@ impl App {
             Action::Quit => return vec![Effect::Quit],
             Action::Help => self.overlay = Some(Overlay::Help),
             Action::Redraw => return vec![Effect::Redraw],
+            Action::Timeline => return self.open_timeline(),
             Action::Command => {
                 self.overlay = Some(Overlay::Command(CommandLine::default()));
                 return vec![Effect::LoadCompletions];
@@ -368,5 +389,87 @@ impl App {
             original: ed.original.clone(),
             values,
         }]
+    }
+
+    /// `T`, `:timeline`: the Timeline in front (its rows load on the next turn).
+    pub(super) fn open_timeline(&mut self) -> Vec<Effect> {
+        if self.timeline.is_none() {
+            self.timeline = Some(Default::default());
+        }
+        Vec::new()
+    }
+
+    /// The Timeline's keys: move, filter, open a revision's diff, back.
+    pub(super) fn on_timeline_action(&mut self, action: Action) -> Vec<Effect> {
+        let page = self.page as isize;
+        let view = self.timeline.as_mut().expect("called with a timeline");
+        match action {
+            Action::Down => view.step(1),
+            Action::Up => view.step(-1),
+            Action::PageDown => view.step(page),
+            Action::PageUp => view.step(-page),
+            Action::Top => view.selected = 0,
+            Action::Bottom => view.bottom(),
+            Action::Back => self.timeline = None,
+            Action::Filter => {
+                view.set_filter(String::new());
+                self.overlay = Some(Overlay::Filter(line_input(
+                    "words in release, kind, who or what",
+                )));
+            }
+            Action::Open => return self.timeline_diff(),
+            Action::Quit => return vec![Effect::Quit],
+            Action::Help => self.overlay = Some(Overlay::Help),
+            Action::Redraw => return vec![Effect::Redraw],
+            Action::Command => {
+                self.overlay = Some(Overlay::Command(CommandLine::default()));
+                return vec![Effect::LoadCompletions];
+            }
+            _ => {}
+        }
+        Vec::new()
+    }
+
+    /// `enter` on a Timeline row: the revision it made against the one before (values and
+    /// manifest, Secret data masked), or the first revision whole.
+    fn timeline_diff(&mut self) -> Vec<Effect> {
+        let Some(change) = self.timeline.as_ref().and_then(|v| v.current().cloned()) else {
+            return Vec::new();
+        };
+        let (true, Some(to)) = (change.kind.is_revision(), change.revision) else {
+            self.note(
+                format!(
+                    "{} of {}/{}",
+                    change.kind.label(),
+                    change.namespace,
+                    change.release
+                ),
+                Progress::Failed("no diff: it made no Helm revision".into()),
+            );
+            return Vec::new();
+        };
+        let release = ReleaseKey::new(change.namespace.clone(), change.release.clone());
+        let (title, of) = if to > 1 {
+            (
+                format!(
+                    "{release}: revision {} → {to} (values and manifest, Secret data masked)",
+                    to - 1
+                ),
+                crate::tui::effect::ChangesOf::Revisions {
+                    release,
+                    from: to - 1,
+                    to,
+                },
+            )
+        } else {
+            (
+                format!("{release}: revision {to}, whole (Secret data masked)"),
+                crate::tui::effect::ChangesOf::Revision {
+                    release,
+                    revision: to,
+                },
+            )
+        };
+        self.open_changes(title, of, None, Vec::new(), "reading Helm's storage…")
     }
 }

@@ -73,6 +73,8 @@ pub struct App {
     pub editor: Option<Editor>,
     /// A diff or what a write will change, in front of every view.
     pub changes: Option<ChangesView>,
+    /// The Timeline, in front of the table and the detail view.
+    pub timeline: Option<crate::tui::components::timeline::TimelineView>,
     /// The operator, as the API server knows them: pins name them.
     pub user: String,
     pub overlay: Option<Overlay>,
@@ -124,6 +126,7 @@ impl App {
             logs: None,
             editor: None,
             changes: None,
+            timeline: None,
             user: String::new(),
             overlay: None,
             status: Notices::default(),
@@ -415,6 +418,8 @@ impl App {
             Context::Changes
         } else if self.editor.is_some() {
             Context::Editor
+        } else if self.timeline.is_some() {
+            Context::Timeline
         } else if self.logs.is_some() {
             Context::Logs
         } else if self.detail.is_some() {

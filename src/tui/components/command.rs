@@ -115,7 +115,9 @@ pub fn completions(
     let (kind, candidates): (&'static str, Vec<String>) = match words.as_slice() {
         [] => (
             "command",
-            ["all", "ctx", "ns", "quit"].map(str::to_owned).to_vec(),
+            ["all", "ctx", "ns", "quit", "timeline"]
+                .map(str::to_owned)
+                .to_vec(),
         ),
         ["ns" | "namespace" | "n"] => {
             let mut all = vec!["all".to_owned()];

@@ -15,6 +15,7 @@ pub mod help;
 pub mod logs;
 pub mod status_line;
 pub mod table;
+pub mod timeline;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};

@@ -1,0 +1,260 @@
+//! The Timeline view (`T`, `:timeline`): every change to any release the table can list,
+//! newest first (see `crate::timeline`), reloaded every second while open; `/` filters
+//! (namespace, release, kind, who or text), `enter` opens the diff of a revision's change.
+
+use k8s_openapi::jiff::Timestamp;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+
+use super::{Look, fit};
+use crate::timeline::Change;
+
+/// How far back the view reaches.
+pub const WINDOW: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+#[derive(Default)]
+pub struct TimelineView {
+    /// Every change in the window, newest first, as last loaded.
+    pub rows: Vec<Change>,
+    /// The row under the cursor, among the visible ones.
+    pub selected: usize,
+    pub filter: String,
+    /// When the rows were last loaded (`None`: never yet).
+    pub loaded_at: Option<Timestamp>,
+    /// Why the last load failed, if it did (the rows before it are kept).
+    pub error: Option<String>,
+}
+
+impl TimelineView {
+    /// The rows the filter keeps: every word of it in the row's namespace/release, kind,
+    /// who or text (any case).
+    pub fn visible(&self) -> Vec<&Change> {
+        let words: Vec<String> = self
+            .filter
+            .split_whitespace()
+            .map(str::to_lowercase)
+            .collect();
+        self.rows
+            .iter()
+            .filter(|c| {
+                let text = format!(
+                    "{}/{} {} {} {}",
+                    c.namespace,
+                    c.release,
+                    c.kind.label(),
+                    c.who,
+                    c.what
+                )
+                .to_lowercase();
+                words.iter().all(|w| text.contains(w.as_str()))
+            })
+            .collect()
+    }
+
+    /// New rows from a load: the cursor stays on the change it was on (new ones appear
+    /// above it), or on the top row.
+    pub fn loaded(&mut self, rows: Vec<Change>, at: Timestamp) {
+        let kept = self.current().cloned();
+        self.rows = rows;
+        self.loaded_at = Some(at);
+        self.error = None;
+        self.selected = kept
+            .and_then(|k| self.visible().iter().position(|c| **c == k))
+            .unwrap_or(0);
+    }
+
+    pub fn current(&self) -> Option<&Change> {
+        self.visible().get(self.selected).copied()
+    }
+
+    pub fn set_filter(&mut self, filter: String) {
+        self.filter = filter;
+        self.selected = 0;
+    }
+
+    /// Moves the cursor by `by` rows (negative: up), within the visible rows.
+    pub fn step(&mut self, by: isize) {
+        let last = self.visible().len().saturating_sub(1);
+        self.selected = self.selected.saturating_add_signed(by).min(last);
+    }
+
+    pub fn bottom(&mut self) {
+        self.selected = self.visible().len().saturating_sub(1);
+    }
+}
+
+pub fn draw(f: &mut Frame, look: Look<'_>, v: &TimelineView, area: Rect) {
+    let t = look.theme;
+    let visible = v.visible();
+    let mut title = match v.loaded_at {
+        None => " Timeline · loading… ".to_owned(),
+        Some(_) => format!(" Timeline · {} changes, newest first ", visible.len()),
+    };
+    if !v.filter.is_empty() {
+        title.push_str(&format!("(filter: {}) ", v.filter));
+    }
+    if let Some(e) = &v.error {
+        title.push_str(&format!("✗ {e} "));
+    }
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(t.base().fg(t.border))
+        .title(Span::styled(title, t.header()));
+    let inner = block.inner(area);
+    f.render_widget(block, area);
+    let height = inner.height as usize;
+    if height == 0 {
+        return;
+    }
+    let width = inner.width as usize;
+    let release_width = visible
+        .iter()
+        .map(|c| c.namespace.len() + c.release.len() + 1)
+        .max()
+        .unwrap_or(7)
+        .clamp(7, 32);
+    let who_width = visible
+        .iter()
+        .map(|c| c.who.chars().count())
+        .max()
+        .unwrap_or(3)
+        .clamp(3, 20);
+    let row = |time: &str, release: &str, kind: &str, who: &str, what: &str| {
+        let head = format!(
+            "{:<8} {:<rw$} {:<15} {:<ww$} ",
+            time,
+            fit(release, release_width),
+            kind,
+            fit(who, who_width),
+            rw = release_width,
+            ww = who_width
+        );
+        let rest = width.saturating_sub(head.chars().count());
+        fit(&format!("{head}{}", fit(what, rest)), width)
+    };
+    let mut lines = vec![Line::styled(
+        row("AGE", "RELEASE", "KIND", "WHO", "WHAT"),
+        t.header(),
+    )];
+    // The window of rows that keeps the cursor in view.
+    let rows_shown = height - 1;
+    let first = v.selected.saturating_sub(rows_shown.saturating_sub(1));
+    for (i, c) in visible.iter().enumerate().skip(first).take(rows_shown) {
+        let text = row(
+            &crate::age::since(c.at, look.now),
+            &format!("{}/{}", c.namespace, c.release),
+            c.kind.label(),
+            &c.who,
+            &c.what,
+        );
+        lines.push(if i == v.selected {
+            Line::styled(text, t.selected())
+        } else {
+            Line::raw(text)
+        });
+    }
+    if visible.is_empty() && v.loaded_at.is_some() {
+        lines.push(Line::raw(if v.rows.is_empty() {
+            "no changes in the last 24 hours"
+        } else {
+            "no change matches the filter"
+        }));
+    }
+    f.render_widget(Paragraph::new(lines).style(t.base()), inner);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timeline::Kind;
+
+    fn change(release: &str, kind: Kind, who: &str, second: i64) -> Change {
+        Change {
+            at: Timestamp::from_second(1_800_000_000 + second).unwrap(),
+            namespace: "apps".into(),
+            release: release.into(),
+            kind,
+            what: format!("{} of {release}", kind.label()),
+            who: who.into(),
+            revision: Some(1),
+        }
+    }
+
+    #[test]
+    fn the_filter_keeps_rows_with_every_word_and_the_cursor_follows_its_change() {
+        let mut v = TimelineView::default();
+        let now = Timestamp::from_second(1_800_000_100).unwrap();
+        v.loaded(
+            vec![
+                change("web", Kind::Upgrade, "wheelhouse", 3),
+                change("cli", Kind::Upgrade, "helm CLI", 2),
+                change("web", Kind::Install, "wheelhouse", 1),
+            ],
+            now,
+        );
+        v.step(1);
+        assert_eq!(v.current().unwrap().release, "cli");
+        // A newer change arrives: the cursor stays on the cli upgrade.
+        let mut rows = vec![change("web", Kind::Suspend, "on-call", 4)];
+        rows.extend(v.rows.clone());
+        v.loaded(rows, now);
+        assert_eq!(v.current().unwrap().release, "cli");
+        v.set_filter("web WHEELHOUSE".into());
+        assert_eq!(v.visible().len(), 2);
+        v.set_filter("helm upgrade".into());
+        assert_eq!(v.visible().len(), 1);
+        v.step(5);
+        assert_eq!(v.selected, 0);
+    }
+
+    #[test]
+    fn draws_newest_first_with_who_made_each_change() {
+        let theme = crate::tui::theme::Theme::builtin("dark").unwrap();
+        let now = Timestamp::from_second(1_800_000_100).unwrap();
+        let look = Look {
+            theme: &theme,
+            now,
+            readonly: false,
+        };
+        let mut v = TimelineView::default();
+        v.loaded(
+            vec![
+                change("web", Kind::Suspend, "on-call", 90),
+                change("cli", Kind::Upgrade, "helm CLI", 40),
+            ],
+            now,
+        );
+        let backend = ratatui::backend::TestBackend::new(80, 6);
+        let mut terminal = ratatui::Terminal::new(backend).unwrap();
+        terminal.draw(|f| draw(f, look, &v, f.area())).unwrap();
+        let screen: Vec<String> = (0..6)
+            .map(|y| {
+                (0..80)
+                    .map(|x| terminal.backend().buffer()[(x, y)].symbol().to_owned())
+                    .collect::<String>()
+            })
+            .collect();
+        assert!(
+            screen[0].contains("Timeline · 2 changes, newest first"),
+            "{screen:#?}"
+        );
+        assert!(
+            screen[1].contains("AGE") && screen[1].contains("WHO"),
+            "{screen:#?}"
+        );
+        assert!(
+            screen[2].contains("apps/web")
+                && screen[2].contains("suspend")
+                && screen[2].contains("on-call"),
+            "{screen:#?}"
+        );
+        assert!(
+            screen[3].contains("apps/cli")
+                && screen[3].contains("upgrade")
+                && screen[3].contains("helm CLI"),
+            "{screen:#?}"
+        );
+    }
+}
