@@ -381,8 +381,10 @@ pub fn hints(context: Context, readonly: bool, kind: Option<Kind>) -> Vec<(u8, &
         // The views in front of a release (logs, changes) and the Timeline take no write
         // from a global key.
         .filter(|b| {
-            !(matches!(context, Context::Logs | Context::Changes | Context::Timeline)
-                && b.context == Context::Global
+            !(matches!(
+                context,
+                Context::Logs | Context::Changes | Context::Timeline
+            ) && b.context == Context::Global
                 && b.action.writes())
         })
         // Read-only: no write, and no marking for the bulk writes.
