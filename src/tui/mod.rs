@@ -367,12 +367,7 @@ async fn event_loop(
                 (session.client.clone(), io_tx.clone(), session.scope.clone());
             let in_flight = timeline_in_flight.clone();
             tokio::spawn(async move {
-                let since = k8s_openapi::jiff::Timestamp::now()
-                    .checked_sub(crate::tui::components::timeline::WINDOW)
-                    .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-                let rows = crate::timeline::collect::changes(&client, &scope, since)
-                    .await
-                    .map_err(|e| e.to_string());
+                let rows = io::load_timeline(client, scope).await;
                 in_flight.store(false, std::sync::atomic::Ordering::Relaxed);
                 let _ = tx.send(IoResult::Timeline(rows));
             });

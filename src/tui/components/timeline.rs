@@ -11,9 +11,6 @@ use ratatui::widgets::{Block, Borders, Paragraph};
 use super::{Look, fit};
 use crate::timeline::Change;
 
-/// How far back the view reaches.
-pub const WINDOW: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
-
 #[derive(Default)]
 pub struct TimelineView {
     /// Every change in the window, newest first, as last loaded.

@@ -6,12 +6,14 @@ mod changes_loader;
 mod contexts;
 mod detail_loader;
 mod logs;
+mod timeline_loader;
 mod write;
 
 pub use changes_loader::load_changes;
 pub use contexts::{kubeconfig_contexts, list_namespaces};
 pub use detail_loader::{DetailTarget, load_detail};
 pub use logs::stream_logs;
+pub use timeline_loader::load_timeline;
 pub use write::{
     Expect, Late, LateOutcome, WriteError, act_on_stored, patch_values, send, send_flux,
 };
