@@ -191,8 +191,12 @@ impl Precedence {
         .await;
     }
 
-    /// Waits while urgent work is in flight, at most [`Self::MOST`].
+    /// Waits while urgent work is in flight, at most [`Self::MOST`]; never for a task
+    /// doing urgent work itself (it would wait for its own).
     pub async fn give_way(&self) {
+        if urgent_here() {
+            return;
+        }
         let deadline = tokio::time::Instant::now() + Self::MOST;
         loop {
             let cleared = self.0.cleared.notified();
@@ -354,6 +358,8 @@ mod tests {
             let work = urgent.urgent();
             let start = Instant::now();
             urgent.before_request().await;
+            // Nor does it give way to itself before its render or apply.
+            urgent.give_way().await;
             // What it spawns on its behalf goes first too.
             let side = tokio::spawn(carrying_mark(async { urgent_here() }));
             marked.send((start.elapsed(), side.await.unwrap())).unwrap();

@@ -23,6 +23,9 @@ use crate::engine::vocabulary::{Command, Phase, WaitView};
 use crate::health::{self, Progress, Target};
 use crate::release::{Release, Status};
 
+/// The trigger of the periodic poll of a waiting release's chart source.
+const POLLED: &str = "chart source checked for new versions";
+
 /// The first pause before a fix that could not be prepared is tried again during a wait;
 /// it doubles each time, up to the source's poll interval.
 const RETRY_FIRST: Duration = Duration::from_millis(250);
@@ -279,6 +282,9 @@ impl Run<'_> {
         >;
         // A pending trigger, and when it arrived (for the trigger-to-fix metric).
         let mut check: Option<(Check<'_>, String, Instant)> = None;
+        // A trigger may carry the fix: while it is prepared, this task's requests go
+        // first; kept (in `self.urgent`) until the fix's first object if it supersedes.
+        let mut checking: Option<crate::slots::UrgentWork> = None;
         let mut again: Option<(String, Instant)> = None;
         // A fix that could not be prepared is tried again soon, sooner than the next
         // poll: a registry may announce a push a moment before its tag resolves.
@@ -309,6 +315,10 @@ impl Run<'_> {
                 && let Some((trigger, at)) = again.take()
             {
                 let hr = self.inbox.newest.clone();
+                // The periodic poll is routine until it finds something.
+                if trigger != POLLED {
+                    checking.get_or_insert_with(|| ctx.precedence.urgent());
+                }
                 check = Some((Box::pin(prepare_candidate(ctx, hr, rel)), trigger, at));
             }
             tokio::select! {
@@ -363,13 +373,18 @@ impl Run<'_> {
                             self.inbox.candidate = Some(Box::new(candidate));
                             interrupted.canceled = Some((false, why));
                             token.cancel();
+                            if self.urgent.is_none() {
+                                self.urgent = Some(checking.take().unwrap_or_else(|| ctx.precedence.urgent()));
+                            }
                         }
                         // Same desired state: a spurious trigger; the wait goes on.
                         Ok(_) => {
+                            checking = None;
                             retry_after = RETRY_FIRST;
                             tracing::debug!(release = %self.key, %trigger, "trigger without a new desired state");
                         }
                         Err(e) => {
+                            checking = None;
                             retry = Some((trigger.clone(), at, Instant::now() + retry_after));
                             retry_after = (retry_after * 2).min(poll);
                             // A fix that cannot be prepared leaves the running wait alone.
@@ -398,7 +413,7 @@ impl Run<'_> {
                     }
                 }
                 _ = chart_poll.tick(), if polls_chart => {
-                    again.get_or_insert_with(|| ("chart source checked for new versions".into(), Instant::now()));
+                    again.get_or_insert_with(|| (POLLED.into(), Instant::now()));
                 }
                 msg = self.inbox.rx.recv() => match msg {
                     // Deleting the HelmRelease ends the wait at once so the uninstall (or,
