@@ -716,8 +716,20 @@ pub async fn ours(client: &Client, runs: usize, busy: Option<usize>) -> Vec<Row>
             namespace: ns.name.clone(),
             name: case.name.clone(),
         };
-        let fix = handle
-            .live()
+        // The engine records the fix's first object once its whole apply returns, which
+        // under load can be after the fixed Deployment is seen here: wait for the record.
+        let recorded = |m: &wheelhouse::engine::LiveMap| {
+            m.get(&key)
+                .and_then(|s| s.fix)
+                .filter(|f| f.triggered >= sent && f.first_written.is_some())
+        };
+        let mut live = handle.live();
+        let _ = tokio::time::timeout(
+            Duration::from_secs(10),
+            live.wait_for(|m| recorded(m).is_some()),
+        )
+        .await;
+        let fix = live
             .borrow()
             .get(&key)
             .and_then(|s| s.fix)
