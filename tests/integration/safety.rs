@@ -995,6 +995,12 @@ async fn adopting_a_helm_cli_release_ends_in_exactly_the_new_manifest() {
         let history = helm_history(&ns.name, release);
         assert_eq!(history.len(), 2, "{history:?}");
         assert_eq!(history[1].1, "deployed");
+        // `auto` after another tool's revision, client-side or not: server-side, the helm
+        // CLI's fields handed over, so no field another manager set is set back.
+        let meta: serde_json::Value =
+            serde_json::from_str(&helm(&ns.name, &["get", "metadata", release, "-o", "json"]))
+                .unwrap();
+        assert_eq!(meta["applyMethod"], "ssa", "{release}");
     }
 
     // `helm rollback` by hand to the helm CLI's revision (no --force-conflicts needed)

@@ -244,7 +244,7 @@ pub async fn install_or_upgrade(
         let newest = history.iter().max_by_key(|r| r.version);
         let mode = upgrade.server_side_apply;
         (
-            mode.server_side(newest.and_then(|r| r.apply_method.as_deref())),
+            mode.server_side(newest.and_then(ApplyMethod::followed)),
             mode == ServerSideApplyMode::Disabled,
         )
     } else {

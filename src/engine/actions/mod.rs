@@ -268,6 +268,25 @@ impl ApplyMethod {
         }
     }
 
+    /// The apply method `auto` follows after `revision`: its own when wheelhouse wrote it
+    /// (a client-side apply the spec asked for stays client-side); server-side after
+    /// another tool's revision, client-side or Helm 3's, where Helm would go on
+    /// client-side: its three-way patch sets back every rendered field another manager
+    /// changed, which wheelhouse does only when asked (`disabled`, `forceConflicts`), so the
+    /// release moves to server-side apply with the `helm` fields handed over, as
+    /// `--server-side=true` does.
+    pub(crate) fn followed(revision: &crate::release::Release) -> Option<&str> {
+        let ours = revision
+            .labels
+            .get(crate::release::MADE_BY_LABEL)
+            .is_some_and(|v| v == "wheelhouse");
+        if ours {
+            revision.apply_method.as_deref()
+        } else {
+            Some("ssa")
+        }
+    }
+
     /// Helm's `applyMethod` of the revision this makes.
     pub(crate) fn recorded(&self) -> &'static str {
         match self {

@@ -80,7 +80,7 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
     let unavailable = run.ctx.unavailable_groups().await?;
     // As Helm 4: as the revision rolled back to was applied, unless the spec says.
     let mode = spec.server_side_apply;
-    let server_side = mode.server_side(target.apply_method.as_deref());
+    let server_side = mode.server_side(ApplyMethod::followed(target));
     let method = match ApplyMethod::choose(run, server_side, mode == ServerSideApplyMode::Disabled)
     {
         Ok(method) => method,
