@@ -258,14 +258,9 @@ async fn fail_fast(client: &Client, on: bool, runs: usize) -> Vec<Duration> {
 
 #[tokio::main]
 async fn main() {
-    // WHEELHOUSE_LOG (tracing's filter syntax) shows the engine's logs, and with
-    // `kube_client=debug` each API request and its latency: where a fix's time goes.
-    if let Ok(filter) = std::env::var("WHEELHOUSE_LOG") {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-            .with_writer(std::io::stderr)
-            .init();
-    }
+    // WHEELHOUSE_LOG (tracing's filter syntax) shows the engine's logs; with
+    // `wheelhouse::slots=debug` each request a fix makes and its latency: where its time goes.
+    support::log_from_env();
     let runs = figures::runs(5);
     let client = client().await;
     install_crd(&client).await;
@@ -362,6 +357,7 @@ async fn table(client: &Client, ours: bool, flux: bool) {
     if ours {
         rows.extend(table::ours(client, runs, None).await);
         table::print(&rows);
+        table::print_stages(&rows);
     }
     if !flux {
         return;

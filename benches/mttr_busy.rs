@@ -18,6 +18,7 @@ async fn main() {
         .ok()
         .and_then(|r| r.parse().ok())
         .unwrap_or(1000);
+    support::log_from_env();
     let client = support::client().await;
     support::install_crd(&client).await;
     println!(
@@ -27,4 +28,5 @@ async fn main() {
     );
     let rows = table::ours(&client, runs, Some(releases)).await;
     table::print(&rows);
+    table::print_stages(&rows);
 }

@@ -107,6 +107,9 @@ pub struct Row {
     /// The same to the fix's apply started (revision stored): what comes before the
     /// apply's own writes.
     pub to_apply: Vec<Option<Duration>>,
+    /// The engine's steps, each from the one before: prepared, rendered, apply started,
+    /// first object written (wheelhouse only; none when the engine recorded no fix).
+    pub stages: Vec<Option<[Duration; 4]>>,
     /// None: not within [`BOUND`] of the trigger.
     pub to_object: Vec<Option<Duration>>,
     pub to_ready: Vec<Option<Duration>>,
@@ -175,6 +178,35 @@ pub fn print(rows: &[Row]) {
             show(percentile(&r.to_ready, 50.0)),
             show(percentile(&r.to_ready, 99.0)),
             verdict
+        );
+    }
+}
+
+/// Where each row's time goes before its first object, p50 of each step of the engine's
+/// own timeline (from the one before it).
+pub fn print_stages(rows: &[Row]) {
+    println!();
+    println!(
+        "| fix carried by | release | load | prepared (chart, values) p50 | rendered p50 | apply started (wait ended, revision stored) p50 | first object written p50 |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for r in rows.iter().filter(|r| r.engine == "wheelhouse") {
+        let step = |i: usize| {
+            let samples: Vec<_> = r.stages.iter().map(|s| s.map(|s| s[i])).collect();
+            show(percentile(&samples, 50.0))
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.carrier.label(),
+            match r.broken {
+                Broken::Waiting => "waiting",
+                Broken::Failed => "failed",
+            },
+            r.load,
+            step(0),
+            step(1),
+            step(2),
+            step(3)
         );
     }
 }
@@ -740,6 +772,15 @@ pub async fn ours(client: &Client, runs: usize, busy: Option<usize>) -> Vec<Row>
         };
         let to_first = fix.and_then(|f| Some(f.first_written?.saturating_duration_since(from(&f))));
         let to_apply = fix.and_then(|f| Some(f.apply_started?.saturating_duration_since(from(&f))));
+        let stages = fix.and_then(|f| {
+            let applied = f.apply_started?;
+            Some([
+                f.prepared.saturating_duration_since(f.triggered),
+                f.rendered.saturating_duration_since(f.prepared),
+                applied.saturating_duration_since(f.rendered),
+                f.first_written?.saturating_duration_since(applied),
+            ])
+        });
         match rows
             .iter_mut()
             .find(|r| r.carrier == case.carrier && r.broken == case.broken)
@@ -747,6 +788,7 @@ pub async fn ours(client: &Client, runs: usize, busy: Option<usize>) -> Vec<Row>
             Some(row) => {
                 row.to_first.push(to_first);
                 row.to_apply.push(to_apply);
+                row.stages.push(stages);
                 row.to_object.push(to_object);
             }
             None => rows.push(Row {
@@ -756,6 +798,7 @@ pub async fn ours(client: &Client, runs: usize, busy: Option<usize>) -> Vec<Row>
                 engine: "wheelhouse",
                 to_first: vec![to_first],
                 to_apply: vec![to_apply],
+                stages: vec![stages],
                 to_object: vec![to_object],
                 to_ready: Vec::new(),
             }),
@@ -943,6 +986,7 @@ pub async fn flux(client: &Client, runs: usize) -> Vec<Row> {
                 engine: "Flux",
                 to_first: Vec::new(),
                 to_apply: Vec::new(),
+                stages: Vec::new(),
                 to_object: vec![to_object],
                 to_ready: vec![to_ready],
             }),

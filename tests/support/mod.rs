@@ -118,6 +118,18 @@ pub fn testbin() -> PathBuf {
     PathBuf::from(path)
 }
 
+/// Logs as the binary does when `WHEELHOUSE_LOG` is set (tracing's filter syntax), for a
+/// benchmark or test whose engine runs in this process; quiet otherwise.
+#[allow(dead_code)]
+pub fn log_from_env() {
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("WHEELHOUSE_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+}
+
 pub async fn client() -> Client {
     let path = kubeconfig_path();
     let kubeconfig = Kubeconfig::read_from(&path)

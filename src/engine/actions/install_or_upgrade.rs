@@ -614,7 +614,20 @@ async fn finish(
                     Status::Superseded
                 };
                 set_status(rel, status, why.clone());
-                run.storage.update(rel).await?;
+                if !by_operator && run.inbox.candidate.is_some() {
+                    // The newer desired state is applied next: its guards read the
+                    // history while this record is written (see `worker::reconcile`).
+                    let (storage, record) = (run.storage.clone(), rel.clone());
+                    let write = tokio::spawn(crate::slots::carrying_mark(async move {
+                        storage.update(&record).await
+                    }));
+                    run.inbox.superseding = Some(crate::engine::run::Superseding {
+                        record: rel.clone(),
+                        write,
+                    });
+                } else {
+                    run.storage.update(rel).await?;
+                }
                 run.last_record = Some(rel.clone());
                 return Ok(Outcome::Canceled {
                     by_operator,

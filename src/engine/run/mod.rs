@@ -61,6 +61,13 @@ pub struct Inbox {
     pub(super) handled_cancel: Option<String>,
     /// The newer desired state that superseded the last wait, ready to apply.
     pub candidate: Option<Box<Candidate>>,
+    /// With `candidate`: the urgent work that found it, carried to the reconcile that
+    /// applies it (routine work keeps giving way until the fix's first object).
+    pub carried_urgency: Option<crate::slots::UrgentWork>,
+    /// With `candidate`: the superseded revision's record on its way to storage, written
+    /// beside the next reconcile's guards rather than before them (see
+    /// `worker::reconcile`).
+    pub superseding: Option<Superseding>,
     /// The status this worker last computed. The worker is its only writer, and the
     /// watched object may not show our latest write yet, so this is what the next
     /// reconcile starts from.
@@ -107,6 +114,12 @@ pub struct Inbox {
     pub records_floor: crate::release::ReadFloor,
 }
 
+/// A superseded revision's record being written: the record as written, and the write.
+pub struct Superseding {
+    pub record: crate::release::Release,
+    pub write: tokio::task::JoinHandle<Result<(), crate::release::Error>>,
+}
+
 impl Inbox {
     pub fn new(rx: mpsc::UnboundedReceiver<Msg>, hr: Arc<HelmRelease>) -> Self {
         Self {
@@ -115,6 +128,8 @@ impl Inbox {
             deleted: false,
             handled_cancel: None,
             candidate: None,
+            carried_urgency: None,
+            superseding: None,
             last_status: None,
             written: Mutex::new(None),
             changes: Mutex::new(ChangesSeen::default()),

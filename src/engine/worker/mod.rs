@@ -251,7 +251,10 @@ async fn reconcile_once(
         .conditions
         .iter()
         .any(|c| c.type_ == condition::READY && c.status == "False");
-    if run.inbox.urgent || failed {
+    if let Some(carried) = run.inbox.carried_urgency.take() {
+        run.priority = crate::slots::Priority::Urgent;
+        run.urgent = Some(carried);
+    } else if run.inbox.urgent || failed {
         run.priority = crate::slots::Priority::Urgent;
         // Routine work gives way to a fix (a new desired state for a failed release, an
         // operator's request, a push), not to a failed release's retry of the same one.
@@ -346,6 +349,10 @@ async fn reconcile_once(
         Vec::new()
     };
     run.inbox.urgent = false;
+    // A fix superseding the wait goes on in the next reconcile, urgent still.
+    if run.inbox.candidate.is_some() {
+        run.inbox.carried_urgency = run.urgent.take();
+    }
     run.inbox.last_status = Some(run.status.clone());
     let interval = hr.spec.interval.as_std();
     let after = match requeue {

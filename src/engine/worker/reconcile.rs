@@ -42,6 +42,10 @@ fn with_record(mut history: Vec<Release>, record: Release) -> Vec<Release> {
     history
 }
 
+fn is_pending(record: &Release) -> bool {
+    record.info.as_ref().is_some_and(|i| i.status.is_pending())
+}
+
 /// How old the guards' history read may be for the first step to plan on it.
 const FRESH_HISTORY: Duration = Duration::from_millis(500);
 
@@ -99,8 +103,34 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
             return Ok(Requeue::Blocked);
         }
     }
-    let mut first_history = match ours_to_act_on(run).await? {
-        Ok(history) => history.map(|h| (h, std::time::Instant::now())),
+    let superseding = run.inbox.superseding.take();
+    let guarded = ours_to_act_on(run).await;
+    // The revision the last wait left, written meanwhile: it is stored before anything
+    // else is, and the history plans with it as written (the read may predate it).
+    let superseded = match superseding {
+        Some(s) => {
+            match s.write.await {
+                Ok(written) => written?,
+                // The write's task did not finish (the runtime is going away): again here.
+                Err(_) => run.storage.update(&s.record).await?,
+            }
+            Some(s.record)
+        }
+        None => None,
+    };
+    let mut first_history = match guarded? {
+        Ok(history) => history.map(|h| {
+            let h = match superseded {
+                Some(record)
+                    if h.iter()
+                        .any(|r| r.version == record.version && is_pending(r)) =>
+                {
+                    with_record(h, record)
+                }
+                _ => h,
+            };
+            (h, std::time::Instant::now())
+        }),
         Err(message) => {
             return Ok(Requeue::After(
                 stall(run, reason::RELEASE_CONFLICT, message, interval).await,
