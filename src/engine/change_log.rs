@@ -9,6 +9,23 @@ use k8s_openapi::jiff::Timestamp;
 use crate::api::conditions::{condition, reason};
 use crate::api::{CHANGES_KEPT, ChangeRecord, HelmRelease, HelmReleaseStatus};
 
+/// A config tracker's rollout of one of the release's workloads, as kept.
+pub fn config_rollout(rolled: &crate::tracking::Rolled, now: Timestamp) -> ChangeRecord {
+    let message = format!(
+        "{} rolled: {} changed (config hash {})",
+        rolled.workload,
+        rolled.changed.join(", "),
+        rolled.hash
+    );
+    ChangeRecord {
+        at: MicroTime(now),
+        kind: "config-rollout".into(),
+        message: message.chars().take(MESSAGE_KEPT).collect(),
+        by: None,
+        revision: None,
+    }
+}
+
 /// Longest message kept per change.
 const MESSAGE_KEPT: usize = 300;
 

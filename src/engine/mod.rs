@@ -167,6 +167,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     let ctx = Arc::new(ctx);
     let coverage = config.coverage.clone();
     let (tracker_tx, tracker_rx) = watch::channel(None);
+    let (rolled_tx, rolled_rx) = mpsc::unbounded_channel();
     let dispatcher = Dispatcher {
         ctx: ctx.clone(),
         api: coverage.scope.api(client.clone()),
@@ -184,6 +185,8 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         acting: HashSet::new(),
         owned: tracking::Ownership::default(),
         tracker: tracker_tx,
+        rolled_tx,
+        rolled: rolled_rx,
         shown: ReleaseMap::new(),
         seen_live: LiveMap::new(),
         listed: false,

@@ -81,6 +81,9 @@ pub struct Others {
     /// The newest stored record of every Helm release, by storage namespace and release
     /// name (whoever manages it).
     pub helm: imbl::OrdMap<ReleaseKey, Arc<Stored>>,
+    /// Every stored record (every revision of every release) as its labels and
+    /// metadata tell it: the timeline's revisions, without reading a record whole.
+    pub revisions: imbl::OrdMap<(ReleaseKey, i32), Arc<Stored>>,
     /// What Flux's OCIRepositories and HelmCharts say of their charts (for Flux
     /// releases on a `chartRef`).
     pub chart_sources: imbl::OrdMap<chart_sources::SourceKey, Arc<chart_sources::SourceChart>>,
@@ -312,6 +315,15 @@ impl State {
             }
             Event::InitDone => {
                 self.records = self.records_relisting.take().unwrap_or_default();
+                self.others.revisions = self
+                    .records
+                    .iter()
+                    .flat_map(|(k, r)| {
+                        r.revisions
+                            .iter()
+                            .map(|(v, (stored, _))| ((k.clone(), *v), stored.clone()))
+                    })
+                    .collect();
                 self.others.helm = self
                     .records
                     .iter()
@@ -329,9 +341,11 @@ impl State {
                     return Vec::new();
                 };
                 let records = self.records.entry(key.clone()).or_default();
-                records
+                let stored = Arc::new(stored);
+                self.others
                     .revisions
-                    .insert(stored.revision, (Arc::new(stored), claimed));
+                    .insert((key.clone(), stored.revision), stored.clone());
+                records.revisions.insert(stored.revision, (stored, claimed));
                 let read = records.to_read();
                 self.publish(&key);
                 read.map(|v| (key, v)).into_iter().collect()
@@ -340,6 +354,9 @@ impl State {
                 let Some((key, stored, _)) = stored::from_labels(&meta.metadata) else {
                     return Vec::new();
                 };
+                self.others
+                    .revisions
+                    .remove(&(key.clone(), stored.revision));
                 let Some(records) = self.records.get_mut(&key) else {
                     return Vec::new();
                 };
@@ -483,6 +500,51 @@ mod tests {
         state.record(Event::Delete(meta(&v2)));
         state.record(Event::Delete(meta(&v1)));
         assert_eq!(shown(&state, "web"), None);
+    }
+
+    #[test]
+    fn every_record_is_kept_by_its_labels_with_who_wrote_it() {
+        let mut state = State::default();
+        let revisions = |state: &State| -> Vec<(i32, Status, String)> {
+            state
+                .others
+                .revisions
+                .values()
+                .map(|s| (s.revision, s.status, s.author.clone()))
+                .collect()
+        };
+        let mut v1 = record("apps", "web", 1, Status::Superseded);
+        v1.metadata.managed_fields = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
+                manager: Some("Helm".into()),
+                ..Default::default()
+            },
+        ]);
+        let mut v2 = record("apps", "web", 2, Status::Deployed);
+        v2.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert(crate::release::MADE_BY_LABEL.into(), "wheelhouse".into());
+        state.record(Event::Init);
+        state.record(Event::InitApply(meta(&v1)));
+        state.record(Event::InitApply(meta(&v2)));
+        state.record(Event::InitDone);
+        assert_eq!(
+            revisions(&state),
+            [
+                (1, Status::Superseded, "helm CLI".to_owned()),
+                (2, Status::Deployed, "wheelhouse".to_owned())
+            ]
+        );
+        let v3 = record("apps", "web", 3, Status::PendingUpgrade);
+        state.record(Event::Apply(meta(&v3)));
+        assert_eq!(revisions(&state).len(), 3);
+        state.record(Event::Delete(meta(&v1)));
+        assert_eq!(
+            revisions(&state).iter().map(|r| r.0).collect::<Vec<_>>(),
+            [2, 3]
+        );
     }
 
     #[test]

@@ -27,6 +27,10 @@ pub struct Stored {
     /// `info.last_deployed`, `helm list`'s UPDATED.
     pub updated: Option<Timestamp>,
     pub description: String,
+    /// When its storage Secret was created: when the revision's action began.
+    pub created: Option<Timestamp>,
+    /// Who wrote it (see [`crate::release::written_by`]).
+    pub author: String,
 }
 
 /// What a storage Secret's labels say: the release (storage namespace, name), the
@@ -67,6 +71,14 @@ pub fn from_labels(meta: &ObjectMeta) -> Option<(ReleaseKey, Stored, bool)> {
             .and_then(|t| t.parse::<i64>().ok())
             .and_then(|t| Timestamp::from_second(t).ok()),
         description,
+        created: meta.creation_timestamp.as_ref().map(|t| t.0),
+        author: crate::release::written_by(
+            labels,
+            meta.managed_fields
+                .iter()
+                .flatten()
+                .find_map(|m| m.manager.as_deref()),
+        ),
     };
     Some((key, stored, claimed))
 }
@@ -74,7 +86,7 @@ pub fn from_labels(meta: &ObjectMeta) -> Option<(ReleaseKey, Stored, bool)> {
 /// The record a storage Secret holds, decoded and reduced; `None` when it does not decode
 /// (one bad record hides only itself).
 pub fn decode(secret: &Secret) -> Option<Stored> {
-    let (key, _, _) = from_labels(&secret.metadata)?;
+    let (key, labelled, _) = from_labels(&secret.metadata)?;
     let data = secret.data.as_ref()?.get("release")?;
     let release = match crate::release::storage::decode(&data.0) {
         Ok(r) => r,
@@ -83,7 +95,11 @@ pub fn decode(secret: &Secret) -> Option<Stored> {
             return None;
         }
     };
-    Some(of(key, &release))
+    Some(Stored {
+        created: labelled.created,
+        author: labelled.author,
+        ..of(key, &release)
+    })
 }
 
 /// A decoded record, reduced.
@@ -100,5 +116,10 @@ pub fn of(key: ReleaseKey, release: &crate::release::Release) -> Stored {
         app_version: meta.and_then(|m| m.app_version.clone()).unwrap_or_default(),
         updated: info.last_deployed,
         description: info.description,
+        created: None,
+        author: crate::release::written_by(
+            &release.labels,
+            release.managers.first().map(String::as_str),
+        ),
     }
 }

@@ -34,6 +34,26 @@ pub const POST_RENDERERS_LABEL: &str = "wheelhouse.dev/post-renderers";
 /// (their absence on another tool's revision, Flux's or the helm CLI's, says nothing).
 pub const MADE_BY_LABEL: &str = "wheelhouse.dev/made-by";
 
+/// Who wrote a storage record, from its labels and its first field manager: wheelhouse,
+/// Flux's helm-controller, the helm CLI, or the manager's own name. The API server names
+/// a manager after the client's user agent: the helm CLI's is `Helm/<version>`, so its
+/// records say `Helm`.
+pub fn written_by(
+    labels: &std::collections::BTreeMap<String, String>,
+    first_manager: Option<&str>,
+) -> String {
+    if labels.get(MADE_BY_LABEL).is_some_and(|v| v == "wheelhouse") {
+        return "wheelhouse".into();
+    }
+    match first_manager {
+        Some("helm-controller") => "Flux helm-controller".into(),
+        Some(m) if m.eq_ignore_ascii_case("helm") => "helm CLI".into(),
+        Some("wheelhouse") => "wheelhouse".into(),
+        Some(other) => other.to_owned(),
+        None => "unknown".into(),
+    }
+}
+
 /// On a revision made with `chart.valuesFiles`: the first 40 hex digits of the digest of
 /// the chart values they made, so a change to the list (or to a file) is a new desired
 /// state. A rollback copies it from the revision it restores.

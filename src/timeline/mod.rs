@@ -35,10 +35,11 @@ pub enum Kind {
     Drift,
     DriftCorrected,
     External,
+    ConfigRollout,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 16] = [
+    pub const ALL: [Kind; 17] = [
         Kind::Install,
         Kind::Upgrade,
         Kind::Rollback,
@@ -55,6 +56,7 @@ impl Kind {
         Kind::Drift,
         Kind::DriftCorrected,
         Kind::External,
+        Kind::ConfigRollout,
     ];
 
     pub fn label(self) -> &'static str {
@@ -75,6 +77,7 @@ impl Kind {
             Kind::Drift => "drift",
             Kind::DriftCorrected => "drift-corrected",
             Kind::External => "external",
+            Kind::ConfigRollout => "config-rollout",
         }
     }
 
@@ -110,25 +113,12 @@ pub struct Change {
 /// Longest text of a Helm description shown (a failed action's quotes the API server).
 const DESCRIPTION_SHOWN: usize = 200;
 
-/// Who wrote a storage record, from its field managers: wheelhouse, Flux's
-/// helm-controller, the helm CLI, or the manager's own name.
+/// Who wrote a storage record (see [`crate::release::written_by`]).
 pub fn author(release: &Release) -> String {
-    let made_by_wheelhouse = release
-        .labels
-        .get(crate::release::MADE_BY_LABEL)
-        .is_some_and(|v| v == "wheelhouse");
-    if made_by_wheelhouse {
-        return "wheelhouse".into();
-    }
-    // The API server names a manager after the client's user agent: the helm CLI's is
-    // `Helm/<version>`, so its records say `Helm`.
-    match release.managers.first().map(String::as_str) {
-        Some("helm-controller") => "Flux helm-controller".into(),
-        Some(m) if m.eq_ignore_ascii_case("helm") => "helm CLI".into(),
-        Some("wheelhouse") => "wheelhouse".into(),
-        Some(other) => other.to_owned(),
-        None => "unknown".into(),
-    }
+    crate::release::written_by(
+        &release.labels,
+        release.managers.first().map(String::as_str),
+    )
 }
 
 /// A Helm revision as a change: when it was last written (deployed, failed, superseded
@@ -169,6 +159,81 @@ pub fn of_revision(release: &Release, storage_namespace: &str) -> Change {
         who: author(release),
         revision: Some(release.version),
     }
+}
+
+/// A Helm revision as its record's labels and metadata tell it, without reading it
+/// whole: when its action began (when it was uninstalled, for an uninstalled one), its
+/// status, who wrote it. Whether a later revision was an upgrade or a rollback, and its
+/// chart, are in the record only: [`of_revision`] on the record read whole says so.
+pub fn of_stored(stored: &crate::inventory::Stored) -> Change {
+    let uninstalled = matches!(stored.status, Status::Uninstalled | Status::Uninstalling);
+    let kind = if uninstalled {
+        Kind::Uninstall
+    } else if stored.revision == 1 {
+        Kind::Install
+    } else {
+        Kind::Upgrade
+    };
+    let at = if uninstalled {
+        stored.updated.or(stored.created)
+    } else {
+        stored.created.or(stored.updated)
+    };
+    Change {
+        at: at.unwrap_or(Timestamp::UNIX_EPOCH),
+        namespace: stored.key.namespace.clone(),
+        release: stored.key.name.clone(),
+        kind,
+        what: format!("revision {} {}", stored.revision, stored.status.as_str()),
+        who: stored.author.clone(),
+        revision: Some(stored.revision),
+    }
+}
+
+/// Every change at or after `since` from what a dashboard already holds: the records
+/// the inventory watches by their labels, and the changes its HelmReleases keep.
+/// Newest first. `settled` gives a record read whole, where one was (see [`of_stored`]):
+/// its row says what the record says, at the time its labels give (so rows do not move
+/// as records are read).
+pub fn from_watched<'a>(
+    revisions: &imbl::OrdMap<
+        (crate::engine::ReleaseKey, i32),
+        std::sync::Arc<crate::inventory::Stored>,
+    >,
+    releases: impl Iterator<Item = &'a HelmRelease>,
+    since: Timestamp,
+    settled: impl Fn(&crate::inventory::Stored) -> Option<Change>,
+) -> Vec<Change> {
+    let mut found: Vec<Change> = revisions
+        .values()
+        .filter_map(|stored| {
+            let mut change = of_stored(stored);
+            if change.at < since {
+                return None;
+            }
+            if let Some(read) = settled(stored) {
+                change = Change {
+                    at: change.at,
+                    ..read
+                };
+            }
+            Some(change)
+        })
+        .collect();
+    for hr in releases {
+        let kept = hr
+            .status
+            .as_ref()
+            .map(|s| s.changes.as_slice())
+            .unwrap_or_default();
+        found.extend(
+            kept.iter()
+                .filter_map(|r| of_record(hr, r))
+                .filter(|c| c.at >= since),
+        );
+    }
+    newest_first(&mut found);
+    found
 }
 
 /// A change a wheelhouse HelmRelease kept in its status.
@@ -282,6 +347,41 @@ mod tests {
             managers: managers.iter().map(|m| (*m).to_owned()).collect(),
             ..Release::default()
         }
+    }
+
+    #[test]
+    fn a_record_by_its_labels_is_an_install_an_upgrade_or_an_uninstall_at_its_time() {
+        let stored = |revision: i32, status: Status| crate::inventory::Stored {
+            key: crate::engine::ReleaseKey::new("apps", "web"),
+            target_namespace: "apps".into(),
+            revision,
+            status,
+            chart: String::new(),
+            chart_version: String::new(),
+            app_version: String::new(),
+            updated: Some(Timestamp::from_second(1_800_000_900).unwrap()),
+            description: String::new(),
+            created: Some(Timestamp::from_second(1_800_000_000).unwrap()),
+            author: "helm CLI".into(),
+        };
+        let first = of_stored(&stored(1, Status::Superseded));
+        assert_eq!(
+            (first.kind, first.at.as_second()),
+            (Kind::Install, 1_800_000_000)
+        );
+        assert_eq!(first.who, "helm CLI");
+        assert_eq!(first.what, "revision 1 superseded");
+        let next = of_stored(&stored(2, Status::Deployed));
+        assert_eq!(
+            (next.kind, next.at.as_second()),
+            (Kind::Upgrade, 1_800_000_000)
+        );
+        // Uninstalled: when it was (its record's last write).
+        let gone = of_stored(&stored(2, Status::Uninstalled));
+        assert_eq!(
+            (gone.kind, gone.at.as_second()),
+            (Kind::Uninstall, 1_800_000_900)
+        );
     }
 
     #[test]

@@ -34,7 +34,7 @@ pub use prepare::{
     rewrite, rewrite_manifest,
 };
 pub use tracker::{
-    NamespaceFilter, Ownership, ReleaseId, TrackedObject, TrackedWorkload, TrackerConfig,
+    NamespaceFilter, Ownership, ReleaseId, Rolled, TrackedObject, TrackedWorkload, TrackerConfig,
     TrackerHandle, start, tracked_workload,
 };
 pub use workload::{WorkloadKind, WorkloadRef};

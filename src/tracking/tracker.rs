@@ -2,7 +2,7 @@
 //! consume, and after a debounced burst of changes patches the pod-template hash (and
 //! lifts the config-pending gate) with a JSON merge patch that touches only those fields.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -44,6 +44,22 @@ pub struct TrackerConfig {
     pub max_delay: Duration,
     /// Which workloads this tracker may roll.
     pub owned: Ownership,
+    /// Told of each rollout of a release's workload (the engine records it on the
+    /// release's HelmRelease, for the timeline).
+    pub rolled: Option<tokio::sync::mpsc::UnboundedSender<Rolled>>,
+}
+
+/// A release's workload rolled because the config it consumes changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rolled {
+    /// The release owning the workload: (its namespace, its name), as Helm annotates it.
+    pub release: ReleaseId,
+    pub workload: WorkloadRef,
+    /// `ConfigMap web-config`, `Secret web-env`: the objects whose change it was (every
+    /// one it consumes when the change came with the workload itself).
+    pub changed: Vec<String>,
+    /// The first 12 hex digits of the new config hash.
+    pub hash: String,
 }
 
 impl Default for TrackerConfig {
@@ -52,6 +68,7 @@ impl Default for TrackerConfig {
             debounce: Duration::from_secs(2),
             max_delay: Duration::from_secs(20),
             owned: Ownership::default(),
+            rolled: None,
         }
     }
 }
@@ -419,6 +436,8 @@ pub fn start(
         listed: HashSet::new(),
         ready: ready_tx,
         handled: Arc::default(),
+        rolled: config.rolled.clone(),
+        touched_by: HashMap::new(),
     };
     let handled = tracker.handled.clone();
     tokio::spawn(async move { tracker.run(streams, stop).await });
@@ -446,6 +465,9 @@ struct Tracker {
     listed: HashSet<String>,
     ready: watch::Sender<bool>,
     handled: Arc<Mutex<Handled>>,
+    rolled: Option<tokio::sync::mpsc::UnboundedSender<Rolled>>,
+    /// The consumed objects whose change touched each workload since its last decision.
+    touched_by: HashMap<WorkloadRef, BTreeSet<String>>,
 }
 
 const STREAMS: usize = WorkloadKind::ROLLABLE.len() + 2;
@@ -518,6 +540,7 @@ impl Tracker {
                     self.unindex(&key);
                     self.debouncer.remove(&key);
                     self.announced.remove(&key);
+                    self.touched_by.remove(&key);
                 }
                 watcher::Event::InitDone => self.listed(kind.to_string()),
                 watcher::Event::Init => {}
@@ -525,10 +548,14 @@ impl Tracker {
             Signal::Config(kind, WatchKind::Touched((ns, name))) => {
                 let consumers = self
                     .consumers
-                    .get(&(kind, ns, name))
+                    .get(&(kind, ns, name.clone()))
                     .cloned()
                     .unwrap_or_default();
                 for key in consumers {
+                    self.touched_by
+                        .entry(key.clone())
+                        .or_default()
+                        .insert(format!("{kind} {name}"));
                     self.debouncer.touch(key, now);
                 }
             }
@@ -603,6 +630,7 @@ impl Tracker {
         match decide(current.as_deref(), gated, &resolved) {
             Decision::Nothing => {
                 self.announced.remove(&key);
+                self.touched_by.remove(&key);
             }
             Decision::Wait { missing } => {
                 let list = missing
@@ -659,6 +687,25 @@ impl Tracker {
                         };
                         info!(workload = %key, "{note}");
                         self.announced.remove(&key);
+                        let touched = self.touched_by.remove(&key).unwrap_or_default();
+                        if let (Some(rolled), Some((ns, release)), false) =
+                            (&self.rolled, owner, gated)
+                        {
+                            let changed = if touched.is_empty() {
+                                resolved
+                                    .iter()
+                                    .map(|r| format!("{} {}", r.object.kind, r.object.name))
+                                    .collect()
+                            } else {
+                                touched.into_iter().collect()
+                            };
+                            let _ = rolled.send(Rolled {
+                                release: (ns.to_owned(), release.to_owned()),
+                                workload: key.clone(),
+                                changed,
+                                hash: hash[..12].to_owned(),
+                            });
+                        }
                         self.publish(&obj, &key, EventType::Normal, "ConfigChanged", note)
                             .await;
                         if gated && key.kind == WorkloadKind::StatefulSet {

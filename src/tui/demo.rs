@@ -367,6 +367,8 @@ pub fn stored(
         app_version: "0.9".into(),
         updated: Some(now() - std::time::Duration::from_secs(7200)),
         description: description.to_owned(),
+        created: Some(now() - std::time::Duration::from_secs(7200)),
+        author: "helm CLI".into(),
     }
 }
 

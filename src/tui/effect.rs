@@ -38,6 +38,8 @@ pub enum Effect {
     },
     /// Who the operator is to the API server (pins name them).
     LoadUser,
+    /// Read these Timeline records whole (the revisions on screen).
+    ReadRevisions(Vec<crate::tui::components::timeline::RecordRef>),
     /// Stream a pod's logs (any stream already open is stopped).
     StreamLogs(LogSource),
     /// Stop the open log stream.
@@ -131,8 +133,11 @@ pub enum IoResult {
     Contexts(Vec<String>),
     /// The favourites were written, or why not.
     FavouritesSaved(Result<(), String>),
-    /// The Timeline's rows, newest first, or why they could not be read.
-    Timeline(Result<Vec<crate::timeline::Change>, String>),
+    /// A Timeline record read whole (`None`: gone, or it does not decode).
+    TimelineRevision(
+        crate::tui::components::timeline::RecordRef,
+        Option<crate::timeline::Change>,
+    ),
 }
 
 impl IoResult {

@@ -39,7 +39,6 @@ use theme::Theme;
 /// change without the release object changing.
 const DETAIL_REFRESH: Duration = Duration::from_secs(3);
 /// How often the open Timeline is read again: a new change shows within about a second.
-const TIMELINE_REFRESH: Duration = Duration::from_secs(1);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -276,8 +275,6 @@ async fn event_loop(
     // The open log stream's task, aborted when the logs view closes or changes.
     let mut log_stream: Option<tokio::task::JoinHandle<()>> = None;
     let mut detail_in_flight = false;
-    let timeline_in_flight = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let mut timeline_loaded: Option<Instant> = None;
     let mut detail_loaded = Instant::now();
     let mut startup = app.on_start();
     loop {
@@ -356,24 +353,8 @@ async fn event_loop(
         } else {
             detail_seen = None;
         }
-        // The Timeline reloads every second while open, one load at a time.
-        if app.timeline.is_some()
-            && !timeline_in_flight.load(std::sync::atomic::Ordering::Relaxed)
-            && timeline_loaded.is_none_or(|at: Instant| at.elapsed() >= TIMELINE_REFRESH)
-        {
-            timeline_in_flight.store(true, std::sync::atomic::Ordering::Relaxed);
-            timeline_loaded = Some(Instant::now());
-            let (client, tx, scope) =
-                (session.client.clone(), io_tx.clone(), session.scope.clone());
-            let in_flight = timeline_in_flight.clone();
-            tokio::spawn(async move {
-                let rows = io::load_timeline(client, scope).await;
-                in_flight.store(false, std::sync::atomic::Ordering::Relaxed);
-                let _ = tx.send(IoResult::Timeline(rows));
-            });
-        } else if app.timeline.is_none() {
-            timeline_loaded = None;
-        }
+        // The Timeline's rows follow what is watched; the records on screen are read.
+        effects.extend(app.refresh_timeline());
         for effect in effects {
             match effect {
                 Effect::Quit => {
@@ -426,6 +407,19 @@ async fn event_loop(
                         let result = io::load_changes(client, handle, of).await;
                         let _ = tx.send(IoResult::Changes { request, result });
                     });
+                }
+                Effect::ReadRevisions(records) => {
+                    for record in records {
+                        let (client, tx) = (session.client.clone(), io_tx.clone());
+                        tokio::spawn(async move {
+                            let change =
+                                tokio::time::timeout(io::LIMIT, io::read_revision(client, &record))
+                                    .await
+                                    .ok()
+                                    .flatten();
+                            let _ = tx.send(IoResult::TimelineRevision(record, change));
+                        });
+                    }
                 }
                 Effect::LoadUser => {
                     let (client, tx) = (session.client.clone(), io_tx.clone());

@@ -191,3 +191,83 @@ async fn every_change_is_listed_newest_first_with_who_made_it_after_the_engine_i
     let _: Api<HelmRelease> = api;
     ns.delete().await;
 }
+
+#[tokio::test]
+async fn a_config_rollout_is_kept_on_its_release_and_listed_with_the_config_that_changed() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let (client, ns, api) = eng::setup("timeline-config").await;
+    let n = ns.name.clone();
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &n);
+    let extra = |value: &str| -> ConfigMap {
+        serde_json::from_value(json!({
+            "metadata": {"name": "web-extra"},
+            "data": {"GREETING": value},
+        }))
+        .unwrap()
+    };
+    config_maps
+        .create(&PostParams::default(), &extra("hello"))
+        .await
+        .unwrap();
+    let _engine = eng::start(&client, &n).await;
+    api.create(
+        &PostParams::default(),
+        &webapp("web", json!({"values": {"extraConfigMap": "web-extra"}})),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "installed", |h| ready_at(h, 1)).await;
+    // The installed release keeps no rollout: its pods started with the hash.
+    let installed = api.get("web").await.unwrap();
+    let kinds = |h: &HelmRelease| -> Vec<String> {
+        h.status
+            .as_ref()
+            .map(|s| s.changes.iter().map(|c| c.kind.clone()).collect())
+            .unwrap_or_default()
+    };
+    assert!(!kinds(&installed).contains(&"config-rollout".to_owned()));
+    // Someone changes the config the pods read: the tracker rolls them, and the release
+    // keeps that it did, naming the ConfigMap.
+    config_maps
+        .replace("web-extra", &PostParams::default(), &{
+            let mut cm = config_maps.get("web-extra").await.unwrap();
+            cm.data = extra("bonjour").data;
+            cm
+        })
+        .await
+        .unwrap();
+    let kept = wait_for(&api, "web", "its config rollout kept", |h| {
+        kinds(h).contains(&"config-rollout".to_owned())
+    })
+    .await;
+    let record = kept
+        .status
+        .as_ref()
+        .unwrap()
+        .changes
+        .iter()
+        .find(|c| c.kind == "config-rollout")
+        .unwrap()
+        .clone();
+    assert!(
+        record
+            .message
+            .contains(&format!("Deployment {n}/web rolled"))
+            && record.message.contains("ConfigMap web-extra changed"),
+        "{record:?}"
+    );
+    // No new revision: a rollout is not an upgrade.
+    assert_eq!(kept.status.as_ref().unwrap().history[0].version, 1);
+    let changes = timeline(&n, &["--since", "10m", "-o", "json"]);
+    let got = rows(&changes);
+    assert_eq!(
+        got.first(),
+        Some(&(
+            "web".to_owned(),
+            "config-rollout".to_owned(),
+            "wheelhouse".to_owned()
+        )),
+        "{got:#?}"
+    );
+    ns.delete().await;
+}

@@ -224,7 +224,7 @@ pub struct ChangeRecord {
     /// To the microsecond: changes a moment apart keep their order.
     pub at: MicroTime,
     /// `suspend`, `resume`, `pin`, `unpin`, `cancel`, `fail-fast`, `failure`,
-    /// `remediation`, `drift`, `drift-corrected`, `external`.
+    /// `remediation`, `drift`, `drift-corrected`, `external`, `config-rollout`.
     pub kind: String,
     /// What happened (a status message, Secret values masked; at most 300 characters).
     pub message: String,

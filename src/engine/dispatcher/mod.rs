@@ -101,6 +101,9 @@ pub(super) struct Dispatcher {
     pub(super) views: watch::Sender<Arc<Views>>,
     pub(super) connection: watch::Sender<Connection>,
     pub(super) direct: mpsc::UnboundedReceiver<(Command, String)>,
+    /// The config tracker's rollouts of release workloads, for their releases' records.
+    pub(super) rolled_tx: mpsc::UnboundedSender<crate::tracking::Rolled>,
+    pub(super) rolled: mpsc::UnboundedReceiver<crate::tracking::Rolled>,
     pub(super) stop: CancellationToken,
     pub(super) coverage: Coverage,
     pub(super) identity: String,
@@ -186,6 +189,7 @@ impl Dispatcher {
                 Some(event) = records.next() => self.on_record(&st, event),
                 Some((workload, initial)) = workloads.next() => self.on_workload(&mut st, &workload, initial),
                 Some((command, token)) = self.direct.recv() => self.on_command(&st, command, token),
+                Some(rolled) = self.rolled.recv() => self.on_rolled(&st, rolled),
                 Some(error) = probe.recv() => self.on_probe(&mut st, error),
                 _ = leases_expire.tick() => self.on_leases_expire_tick(&mut st),
                 Ok(()) = self.live.changed() => self.on_live_changed(&mut st),
@@ -399,6 +403,7 @@ impl Dispatcher {
             self.coverage.scope.clone(),
             crate::tracking::TrackerConfig {
                 owned: self.owned.clone(),
+                rolled: Some(self.rolled_tx.clone()),
                 ..Default::default()
             },
             t.0.child_token(),
@@ -470,6 +475,21 @@ impl Dispatcher {
         if let (Some(w), Some(_)) = (st.workers.get(&key), &st.term) {
             let _ = w.inbox.send(Msg::Command(Box::new((command, token))));
         }
+    }
+
+    /// A release workload rolled for its config: the worker of the HelmRelease whose
+    /// release it is records it (a release of no HelmRelease of ours has no record).
+    fn on_rolled(&self, st: &Loop, rolled: crate::tracking::Rolled) {
+        let (namespace, release) = &rolled.release;
+        let Some(worker) = st.workers.iter().find_map(|(key, w)| {
+            let hr = st.store.releases.get(key)?;
+            (hr.target_namespace() == *namespace && hr.release_name() == *release).then_some(w)
+        }) else {
+            return;
+        };
+        let _ = worker.inbox.send(Msg::ConfigRolled(Box::new(
+            crate::engine::change_log::config_rollout(&rolled, k8s_openapi::jiff::Timestamp::now()),
+        )));
     }
 
     fn on_probe(&self, st: &mut Loop, error: Option<String>) {

@@ -343,6 +343,7 @@ impl Run<'_> {
                         }
                     }
                     Some(Msg::Deleted) => self.inbox.deleted = true,
+                    Some(Msg::ConfigRolled(record)) => self.inbox.note_change(*record),
                     Some(Msg::Command(command)) => {
                         // No wait runs: a cancel's echo through the watch is ignored.
                         if let (Command::CancelWait(_), t) = *command {
@@ -428,7 +429,7 @@ impl Run<'_> {
             .get_or_insert_with(|| observed.map(|s| s.changes.clone()).unwrap_or_default())
             .clone();
         let before = seen.from.as_ref().or(observed);
-        let new = crate::engine::change_log::between(
+        let mut new = crate::engine::change_log::between(
             before,
             &self.status,
             &self.hr,
@@ -436,6 +437,8 @@ impl Run<'_> {
             k8s_openapi::jiff::Timestamp::now(),
             seen.suspend_by.clone(),
         );
+        // Newest first, as `between`'s.
+        new.extend(seen.pending.drain(..).rev());
         let log = if new.is_empty() {
             log
         } else {

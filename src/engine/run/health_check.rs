@@ -423,6 +423,8 @@ impl Run<'_> {
                         token.cancel();
                         self.inbox.newest = hr;
                     }
+                    // Kept at the wait's next status write.
+                    Some(Msg::ConfigRolled(record)) => self.inbox.note_change(*record),
                     Some(Msg::Deleted) => {
                         self.inbox.deleted = true;
                         interrupted.abandoned = Some("health check canceled: the HelmRelease was deleted".into());

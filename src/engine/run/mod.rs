@@ -50,6 +50,8 @@ pub enum Msg {
     /// A command from a front end in this process, with the token it wrote. Boxed: the
     /// mailbox of every worker (thousands) allocates room for a block of messages.
     Command(Box<(Command, String)>),
+    /// The config tracker rolled one of the release's workloads: a change to record.
+    ConfigRolled(Box<crate::api::ChangeRecord>),
 }
 
 /// The worker's mailbox, read between actions and during waits.
@@ -115,6 +117,17 @@ pub struct Inbox {
 }
 
 /// A superseded revision's record being written: the record as written, and the write.
+impl Inbox {
+    /// A change to keep in status at the next write (see `Run::note_changes`).
+    pub fn note_change(&self, record: crate::api::ChangeRecord) {
+        self.changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pending
+            .push(record);
+    }
+}
+
 pub struct Superseding {
     pub record: crate::release::Release,
     pub write: tokio::task::JoinHandle<Result<(), crate::release::Error>>,
@@ -159,4 +172,7 @@ struct ChangesSeen {
     from: Option<HelmReleaseStatus>,
     /// Who set `spec.suspend` as it is now, when a suspend or resume is to be kept.
     suspend_by: Option<String>,
+    /// Changes no status difference shows (the config tracker's rollouts), kept at the
+    /// next status write.
+    pending: Vec<crate::api::ChangeRecord>,
 }

@@ -170,6 +170,7 @@ pub(super) async fn await_predecessor(
             msg = inbox.rx.recv() => match msg {
                 Some(Msg::Updated(hr)) => inbox.newest = hr,
                 Some(Msg::Command(_)) => {}
+                Some(Msg::ConfigRolled(record)) => inbox.note_change(*record),
                 Some(Msg::Deleted) | None => return false,
             },
             () = tokio::time::sleep(Duration::from_secs(1)) => {}

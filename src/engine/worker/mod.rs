@@ -138,6 +138,12 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
                         inbox.newest = hr;
                     }
                     Some(Msg::Deleted) => break,
+                    // Kept in status by a reconcile now (a routine one: nothing waits on
+                    // it but the record).
+                    Some(Msg::ConfigRolled(record)) => {
+                        inbox.note_change(*record);
+                        last = None;
+                    }
                     Some(Msg::Command(command)) => match *command {
                         (Command::CancelWait(_), t) => {
                             // No wait is running: remember the token so its echo is ignored.

@@ -8,12 +8,9 @@ impl App {
     pub fn on_io(&mut self, result: IoResult) -> Vec<Effect> {
         let now = self.now;
         match result {
-            IoResult::Timeline(loaded) => {
+            IoResult::TimelineRevision(record, change) => {
                 if let Some(view) = &mut self.timeline {
-                    match loaded {
-                        Ok(rows) => view.loaded(rows, now),
-                        Err(e) => view.error = Some(e),
-                    }
+                    view.record_read(record, change);
                 }
             }
             IoResult::Late { id, outcome } => self.status.late(id, outcome, now),

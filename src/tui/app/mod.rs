@@ -7,6 +7,7 @@
 mod changes;
 mod io_results;
 mod keys;
+mod timeline_rows;
 mod writes;
 
 use std::collections::{BTreeSet, HashMap};

@@ -1,6 +1,11 @@
 //! The Timeline view (`T`, `:timeline`): every change to any release the table can list,
-//! newest first (see `crate::timeline`), reloaded every second while open; `/` filters
-//! (namespace, release, kind, who or text), `enter` opens the diff of a revision's change.
+//! newest first (see `crate::timeline`), built from what the dashboard already watches
+//! (the records' labels, the HelmReleases' kept changes) again as they change; the
+//! revisions on screen are read whole for what only the record says (upgrade or
+//! rollback, chart, description). `/` filters (namespace, release, kind, who or text),
+//! `enter` opens the diff of a revision's change.
+
+use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::jiff::Timestamp;
 use ratatui::Frame;
@@ -9,7 +14,12 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
 use super::{Look, fit};
+use crate::engine::ReleaseKey;
+use crate::release::Status;
 use crate::timeline::Change;
+
+/// A record as read whole: which revision, at which status (a new status is read again).
+pub type RecordRef = (ReleaseKey, i32, Status);
 
 #[derive(Default)]
 pub struct TimelineView {
@@ -22,6 +32,13 @@ pub struct TimelineView {
     pub loaded_at: Option<Timestamp>,
     /// Why the last load failed, if it did (the rows before it are kept).
     pub error: Option<String>,
+    /// Records read whole, as their rows then show.
+    pub read: HashMap<RecordRef, Change>,
+    /// Records asked for (read or being read; one that cannot be read keeps its row).
+    pub asked: HashSet<RecordRef>,
+    /// What the rows were last built from (the inventory's and the engine's snapshots),
+    /// and when.
+    pub built_from: Option<(usize, usize, Timestamp)>,
 }
 
 impl TimelineView {
@@ -33,6 +50,9 @@ impl TimelineView {
             .split_whitespace()
             .map(str::to_lowercase)
             .collect();
+        if words.is_empty() {
+            return self.rows.iter().collect();
+        }
         self.rows
             .iter()
             .filter(|c| {
@@ -60,6 +80,51 @@ impl TimelineView {
         self.selected = kept
             .and_then(|k| self.visible().iter().position(|c| **c == k))
             .unwrap_or(0);
+    }
+
+    /// A record read whole: its row says what the record says, at the time its labels
+    /// gave (rows do not move as records are read).
+    pub fn record_read(&mut self, record: RecordRef, change: Option<Change>) {
+        let Some(change) = change else { return };
+        let (key, version, _) = &record;
+        for row in self.rows.iter_mut().filter(|r| {
+            r.revision == Some(*version)
+                && r.namespace == key.namespace
+                && r.release == key.name
+                && r.kind.is_revision()
+        }) {
+            *row = Change {
+                at: row.at,
+                ..change.clone()
+            };
+        }
+        self.read.insert(record, change);
+    }
+
+    /// The revisions on the screen `height` rows tall that are not read whole nor asked
+    /// for yet (marked asked).
+    pub fn to_read(
+        &mut self,
+        height: usize,
+        status_of: impl Fn(&ReleaseKey, i32) -> Option<Status>,
+    ) -> Vec<RecordRef> {
+        let first = self.selected.saturating_sub(height.saturating_sub(1));
+        let wanted: Vec<RecordRef> = self
+            .visible()
+            .iter()
+            .skip(first)
+            .take(height)
+            .filter(|c| c.kind.is_revision())
+            .filter_map(|c| {
+                let key = ReleaseKey::new(c.namespace.clone(), c.release.clone());
+                let version = c.revision?;
+                let status = status_of(&key, version)?;
+                Some((key, version, status))
+            })
+            .filter(|r| !self.asked.contains(r))
+            .collect();
+        self.asked.extend(wanted.iter().cloned());
+        wanted
     }
 
     pub fn current(&self) -> Option<&Change> {

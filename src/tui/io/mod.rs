@@ -13,7 +13,7 @@ pub use changes_loader::load_changes;
 pub use contexts::{kubeconfig_contexts, list_namespaces};
 pub use detail_loader::{DetailTarget, load_detail};
 pub use logs::stream_logs;
-pub use timeline_loader::load_timeline;
+pub use timeline_loader::read_revision;
 pub use write::{
     Expect, Late, LateOutcome, WriteError, act_on_stored, patch_values, send, send_flux,
 };

@@ -1,20 +1,19 @@
-//! The Timeline view's rows, read on a task (see `crate::timeline::collect`).
+//! The Timeline's records on screen, read whole on a task (the rows themselves come from
+//! what the dashboard watches: see `crate::timeline::from_watched`).
 
-use k8s_openapi::jiff::Timestamp;
-use kube::Client;
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, Client};
 
-use crate::client::Scope;
 use crate::timeline::Change;
+use crate::tui::components::timeline::RecordRef;
 
-/// How far back the Timeline view reaches.
-pub const TIMELINE_WINDOW: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
-
-/// Every change of the last [`TIMELINE_WINDOW`] in `scope`, newest first, or why not.
-pub async fn load_timeline(client: Client, scope: Scope) -> Result<Vec<Change>, String> {
-    let since = Timestamp::now()
-        .checked_sub(TIMELINE_WINDOW)
-        .unwrap_or(Timestamp::UNIX_EPOCH);
-    crate::timeline::collect::changes(&client, &scope, since)
-        .await
-        .map_err(|e| e.to_string())
+/// One record read whole, as its Timeline row; `None` when it is gone or does not decode
+/// (its row keeps what its labels say).
+pub async fn read_revision(client: Client, record: &RecordRef) -> Option<Change> {
+    let (key, version, _) = record;
+    let api: Api<Secret> = Api::namespaced(client, &key.namespace);
+    let name = crate::release::storage::secret_name(&key.name, *version);
+    let secret = api.get_opt(&name).await.ok()??;
+    let release = crate::release::storage::from_secret(secret).ok()?;
+    Some(crate::timeline::of_revision(&release, &key.namespace))
 }

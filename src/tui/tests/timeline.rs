@@ -17,24 +17,96 @@ fn change(release: &str, kind: Kind, who: &str, revision: Option<i32>, second: i
     }
 }
 
+/// The records the inventory watches (labels only): the helm CLI's `cli` at revisions
+/// 1 and 2, wheelhouse's `api` at 1; and `api`'s HelmRelease keeps a suspend.
+fn watched(app: &mut App) {
+    use crate::release::Status;
+    let mut others = (*app.others).clone();
+    for (name, revision, status, who, second) in [
+        ("cli", 1, Status::Superseded, "helm CLI", 5),
+        ("cli", 2, Status::Deployed, "helm CLI", 20),
+        ("api", 1, Status::Deployed, "wheelhouse", 10),
+    ] {
+        let mut s = demo::stored("apps", name, name, revision, status, "");
+        s.created = Some(Timestamp::from_second(1_772_366_000 + second).unwrap());
+        s.author = who.into();
+        others
+            .revisions
+            .insert((s.key.clone(), revision), std::sync::Arc::new(s));
+    }
+    others.helm_listed = true;
+    app.set_others(std::sync::Arc::new(others));
+    let mut views = (*app.views).clone();
+    let key = k("apps", "api");
+    let mut view = views.get(&key).expect("a sample release").clone();
+    let mut hr = (*view.release).clone();
+    hr.status.get_or_insert_default().changes = vec![crate::api::ChangeRecord {
+        at: k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+            Timestamp::from_second(1_772_366_030).unwrap(),
+        ),
+        kind: "suspend".into(),
+        message: "suspended".into(),
+        by: Some("on-call".into()),
+        revision: None,
+    }];
+    view.release = std::sync::Arc::new(hr);
+    views.insert(key, view);
+    app.set_views(std::sync::Arc::new(views));
+}
+
 #[test]
-fn t_opens_the_timeline_and_enter_shows_the_diff_of_a_revision() {
+fn t_opens_the_timeline_from_the_watched_records_and_enter_shows_the_diff_of_a_revision() {
     let mut app = app(false);
+    app.now = Timestamp::from_second(1_772_366_100).unwrap();
+    watched(&mut app);
     assert!(press(&mut app, "T").is_empty());
     assert!(app.timeline.is_some());
-    app.on_io(IoResult::Timeline(Ok(vec![
-        change("api", Kind::Suspend, "on-call", None, 30),
-        change("cli", Kind::Upgrade, "helm CLI", Some(2), 20),
-        change("api", Kind::Install, "wheelhouse", Some(1), 10),
-    ])));
+    // Built from what is watched, and the revisions on screen asked for whole.
+    let asked = match app.refresh_timeline().as_slice() {
+        [Effect::ReadRevisions(records)] => records.clone(),
+        other => panic!("no records asked for: {other:?}"),
+    };
+    assert_eq!(asked.len(), 3, "{asked:?}");
+    // Asked once.
+    assert!(app.refresh_timeline().is_empty());
     let screen = render(&app, 80, 12).backend().to_string();
     assert!(
-        screen.contains("Timeline · 3 changes, newest first"),
+        screen.contains("Timeline · 4 changes, newest first"),
         "{screen}"
     );
     let lines: Vec<&str> = screen.lines().collect();
     let row_of = |name: &str| lines.iter().position(|l| l.contains(name)).unwrap();
     assert!(row_of("on-call") < row_of("helm CLI"), "{screen}");
+    // Its labels cannot tell an upgrade from a rollback: the record read whole says.
+    let cli2 = asked
+        .iter()
+        .find(|(key, version, _)| key.name == "cli" && *version == 2)
+        .unwrap()
+        .clone();
+    app.on_io(IoResult::TimelineRevision(
+        cli2,
+        Some(change("cli", Kind::Rollback, "helm CLI", Some(2), 999)),
+    ));
+    let view = app.timeline.as_ref().unwrap();
+    let row = view
+        .rows
+        .iter()
+        .find(|c| c.release == "cli" && c.revision == Some(2))
+        .unwrap();
+    assert_eq!(row.kind, Kind::Rollback);
+    // At the time its labels gave: rows do not move as records are read.
+    assert_eq!(row.at, Timestamp::from_second(1_772_366_020).unwrap());
+    // Built again (a release changed), the record read stays read.
+    app.now = Timestamp::from_second(1_772_366_101).unwrap();
+    watched(&mut app);
+    app.refresh_timeline();
+    let view = app.timeline.as_ref().unwrap();
+    let row = view
+        .rows
+        .iter()
+        .find(|c| c.release == "cli" && c.revision == Some(2))
+        .unwrap();
+    assert_eq!(row.kind, Kind::Rollback);
 
     // A suspend made no revision: nothing to diff, and it says so.
     assert!(app.on_key(code(KeyCode::Enter)).is_empty());
