@@ -872,3 +872,236 @@ async fn the_timeline_lists_changes_live_and_opens_the_diff_of_a_helm_upgrade() 
     dash.quit().await;
     ns.delete().await;
 }
+
+/// Issue #36's acceptance: every kind of change, by whoever made it, in order in the
+/// dashboard's Timeline; `enter` on the helm CLI's upgrade shows its diff; a new dashboard
+/// lists every row again; `wheelhouse timeline -o markdown` lists the same changes.
+#[tokio::test]
+async fn every_kind_of_change_is_in_the_timeline_in_order_with_who_made_it_and_survives_a_restart()
+{
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Patch, PatchParams};
+    let _shared = API_SERVER.read().await;
+    let client = client().await;
+    install_crd(&client).await;
+    support::flux::require_flux(&client).await;
+    let ns = TestNamespace::new(&client, "tui-changes").await;
+    let n = ns.name.clone();
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &n);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &n);
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts");
+    let hello = fixtures.join("hello");
+    let extra = |value: &str| -> ConfigMap {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web-extra"}, "data": {"GREETING": value},
+        }))
+        .unwrap()
+    };
+    config_maps
+        .create(&PostParams::default(), &extra("hello"))
+        .await
+        .unwrap();
+    let set = |values: serde_json::Value| {
+        let api = api.clone();
+        async move {
+            api.patch(
+                "web",
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"spec": {"values": values}})),
+            )
+            .await
+            .unwrap();
+        }
+    };
+    let ready_at = |revision: i32| {
+        let api = api.clone();
+        async move {
+            support::engine::wait_for(&api, "web", &format!("revision {revision} Ready"), |h| {
+                h.status.as_ref().is_some_and(|s| {
+                    s.history.first().is_some_and(|r| r.version == revision)
+                        && s.conditions
+                            .iter()
+                            .any(|c| c.type_ == "Ready" && c.status == "True")
+                })
+            })
+            .await;
+        }
+    };
+    let kept = |kind: &'static str| {
+        let api = api.clone();
+        async move {
+            support::engine::wait_for(&api, "web", &format!("a {kind} kept"), |h| {
+                h.status
+                    .as_ref()
+                    .is_some_and(|s| s.changes.iter().any(|c| c.kind == kind))
+            })
+            .await;
+        }
+    };
+
+    // The helm CLI's release, then wheelhouse's (drift corrected, config tracked).
+    support::engine::helm(&n, &["install", "cli", &hello.display().to_string()]);
+    let dash = dashboard(&n, &[]);
+    let hr = support::from_yaml::<HelmRelease>(&format!(
+        "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: web}}\n\
+         spec:\n  chart: {{path: {}}}\n  timeout: 5m\n  driftDetection: {{mode: enabled}}\n\
+         \x20 values: {{extraConfigMap: web-extra}}\n",
+        fixtures.join("webapp").display()
+    ));
+    api.create(&PostParams::default(), &hr).await.unwrap();
+    ready_at(1).await;
+    // A wheelhouse upgrade.
+    set(serde_json::json!({"extraConfigMap": "web-extra", "message": "two"})).await;
+    ready_at(2).await;
+    // A helm upgrade by hand.
+    support::engine::helm(
+        &n,
+        &[
+            "upgrade",
+            "cli",
+            &hello.display().to_string(),
+            "--set",
+            "greeting=by-hand",
+        ],
+    );
+    // Flux's helm-controller installs and upgrades a release of its own.
+    let (_repo, url) = support::flux::serve(&hello, "hello", &["0.1.0"]).await;
+    support::flux::helm_repository(&client, &n, "charts", &url).await;
+    support::flux::helm_release(
+        &client,
+        &n,
+        "fluxed",
+        "  interval: 1m\n  chart: {spec: {chart: hello, version: 0.1.0, sourceRef: {kind: HelmRepository, name: charts}}}\n",
+    )
+    .await;
+    support::flux::until(&client, &n, "fluxed", "installed", |hr| {
+        support::flux::ready(hr) && support::flux::revision(hr) == 1
+    })
+    .await;
+    support::flux::patch(
+        &client,
+        &n,
+        "fluxed",
+        &serde_json::json!({"spec": {"values": {"greeting": "by-flux"}}}),
+    )
+    .await
+    .unwrap();
+    support::flux::until(&client, &n, "fluxed", "upgraded", |hr| {
+        support::flux::ready(hr) && support::flux::revision(hr) == 2
+    })
+    .await;
+    // A wait that a newer spec cancels, and the fix.
+    set(serde_json::json!({"extraConfigMap": "web-extra", "message": "three", "behavior": "never-ready"})).await;
+    support::engine::waiting_on(&api, "web", 3).await;
+    set(serde_json::json!({"extraConfigMap": "web-extra", "message": "four", "behavior": ""}))
+        .await;
+    ready_at(4).await;
+    // Drift, corrected.
+    let out = std::process::Command::new(support::testbin().join("kubectl"))
+        .args(["scale", "deployment/web", "--replicas=5", "-n", &n])
+        .env("KUBECONFIG", support::kubeconfig_path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    kept("drift-corrected").await;
+    // A change of the config the pods read rolls them.
+    let mut cm = config_maps.get("web-extra").await.unwrap();
+    cm.data = extra("bonjour").data;
+    config_maps
+        .replace("web-extra", &PostParams::default(), &cm)
+        .await
+        .unwrap();
+    kept("config-rollout").await;
+    // An operator suspends it.
+    api.patch(
+        "web",
+        &PatchParams {
+            field_manager: Some("on-call".into()),
+            ..Default::default()
+        },
+        &Patch::Merge(serde_json::json!({"spec": {"suspend": true}})),
+    )
+    .await
+    .unwrap();
+    kept("suspend").await;
+
+    // Newest first, each with who made it.
+    let expected = [
+        ("web", "suspend", "on-call"),
+        ("web", "config-rollout", "wheelhouse"),
+        ("web", "drift-corrected", "wheelhouse"),
+        ("web", "upgrade", "wheelhouse"), // revision 4, the fix
+        ("web", "cancel", "wheelhouse"),
+        ("web", "upgrade", "wheelhouse"), // revision 3, superseded
+        ("fluxed", "upgrade", "Flux helm-controller"),
+        ("fluxed", "install", "Flux helm-controller"),
+        ("cli", "upgrade", "helm CLI"),
+        ("web", "upgrade", "wheelhouse"), // revision 2
+        ("web", "install", "wheelhouse"),
+    ];
+    let rows_in_order = |s: &str| {
+        let mut from = 0;
+        let lines: Vec<&str> = s.lines().collect();
+        expected.iter().all(|(release, kind, who)| {
+            let found = lines[from..].iter().position(|l| {
+                l.contains(&format!("{n}/{release} "))
+                    && l.split_whitespace().any(|w| w == *kind)
+                    && l.contains(who)
+            });
+            match found {
+                Some(at) => {
+                    from += at + 1;
+                    true
+                }
+                None => false,
+            }
+        })
+    };
+    dash.keys(&["T"]);
+    dash.wait_for("every change, in order, by who made it", rows_in_order)
+        .await;
+    // `enter` on the helm CLI's upgrade: its diff.
+    dash.keys(&["/", "cli upgrade", "Enter"]);
+    dash.wait_for("the helm upgrade alone", |s| {
+        s.contains("(filter: cli upgrade)")
+    })
+    .await;
+    dash.keys(&["Enter"]);
+    dash.wait_for("its diff", |s| {
+        s.contains("revision 1 → 2") && s.contains("by-hand")
+    })
+    .await;
+    dash.quit().await;
+    // Nothing of it lived in the dashboard: a new one lists every row again.
+    let dash = dashboard(&n, &[]);
+    dash.wait_for("web listed", |s| line_of(s, "web").is_some())
+        .await;
+    dash.keys(&["T"]);
+    dash.wait_for("every change again", rows_in_order).await;
+    dash.quit().await;
+    // The CLI, for a postmortem: the same changes.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wheelhouse"))
+        .arg("--kubeconfig")
+        .arg(support::kubeconfig_path())
+        .args(["timeline", "-n", &n, "--since", "10m", "-o", "markdown"])
+        .output()
+        .unwrap();
+    let markdown = String::from_utf8(out.stdout).unwrap();
+    let mut from = 0;
+    let lines: Vec<&str> = markdown.lines().collect();
+    for (release, kind, who) in expected {
+        let found = lines[from..]
+            .iter()
+            .position(|l| l.contains(&format!("| {n}/{release} | {kind} | {who} |")));
+        assert!(
+            found.is_some(),
+            "{release} {kind} {who} not after line {from}:\n{markdown}"
+        );
+        from += found.unwrap() + 1;
+    }
+    ns.delete().await;
+}

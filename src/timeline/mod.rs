@@ -193,8 +193,8 @@ pub fn of_stored(stored: &crate::inventory::Stored) -> Change {
 /// Every change at or after `since` from what a dashboard already holds: the records
 /// the inventory watches by their labels, and the changes its HelmReleases keep.
 /// Newest first. `settled` gives a record read whole, where one was (see [`of_stored`]):
-/// its row says what the record says, at the time its labels give (so rows do not move
-/// as records are read).
+/// its row says what the record says (its time to the nanosecond, where the labels give
+/// the second).
 pub fn from_watched<'a>(
     revisions: &imbl::OrdMap<
         (crate::engine::ReleaseKey, i32),
@@ -207,17 +207,11 @@ pub fn from_watched<'a>(
     let mut found: Vec<Change> = revisions
         .values()
         .filter_map(|stored| {
-            let mut change = of_stored(stored);
+            let change = of_stored(stored);
             if change.at < since {
                 return None;
             }
-            if let Some(read) = settled(stored) {
-                change = Change {
-                    at: change.at,
-                    ..read
-                };
-            }
-            Some(change)
+            Some(settled(stored).unwrap_or(change))
         })
         .collect();
     for hr in releases {

@@ -43,7 +43,9 @@ impl App {
             );
             view.loaded(rows, now);
             view.built_from = Some((from.0, from.1, now));
+            view.unsorted = false;
         }
+        view.settle();
         let revisions = &self.others.revisions;
         let wanted = view.to_read(self.page + 4, |key, version| {
             revisions.get(&(key.clone(), version)).map(|s| s.status)

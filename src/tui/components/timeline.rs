@@ -36,6 +36,8 @@ pub struct TimelineView {
     pub read: HashMap<RecordRef, Change>,
     /// Records asked for (read or being read; one that cannot be read keeps its row).
     pub asked: HashSet<RecordRef>,
+    /// Rows changed by records read since they were sorted.
+    pub unsorted: bool,
     /// What the rows were last built from (the inventory's and the engine's snapshots),
     /// and when.
     pub built_from: Option<(usize, usize, Timestamp)>,
@@ -82,8 +84,10 @@ impl TimelineView {
             .unwrap_or(0);
     }
 
-    /// A record read whole: its row says what the record says, at the time its labels
-    /// gave (rows do not move as records are read).
+    /// A record read whole: its row says what the record says, at its time to the
+    /// nanosecond (its labels give the second only: a change kept in status the same
+    /// second sorts against it rightly only so). The rows are sorted again at the next
+    /// [`Self::settle`].
     pub fn record_read(&mut self, record: RecordRef, change: Option<Change>) {
         let Some(change) = change else { return };
         let (key, version, _) = &record;
@@ -93,12 +97,22 @@ impl TimelineView {
                 && r.release == key.name
                 && r.kind.is_revision()
         }) {
-            *row = Change {
-                at: row.at,
-                ..change.clone()
-            };
+            *row = change.clone();
+            self.unsorted = true;
         }
         self.read.insert(record, change);
+    }
+
+    /// Sorts the rows again after records were read; the cursor stays on its change.
+    pub fn settle(&mut self) {
+        if !std::mem::take(&mut self.unsorted) {
+            return;
+        }
+        let kept = self.current().cloned();
+        crate::timeline::newest_first(&mut self.rows);
+        self.selected = kept
+            .and_then(|k| self.visible().iter().position(|c| **c == k))
+            .unwrap_or(0);
     }
 
     /// The revisions on the screen `height` rows tall that are not read whole nor asked

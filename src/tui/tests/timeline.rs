@@ -85,7 +85,7 @@ fn t_opens_the_timeline_from_the_watched_records_and_enter_shows_the_diff_of_a_r
         .clone();
     app.on_io(IoResult::TimelineRevision(
         cli2,
-        Some(change("cli", Kind::Rollback, "helm CLI", Some(2), 999)),
+        Some(change("cli", Kind::Rollback, "helm CLI", Some(2), 35)),
     ));
     let view = app.timeline.as_ref().unwrap();
     let row = view
@@ -94,8 +94,17 @@ fn t_opens_the_timeline_from_the_watched_records_and_enter_shows_the_diff_of_a_r
         .find(|c| c.release == "cli" && c.revision == Some(2))
         .unwrap();
     assert_eq!(row.kind, Kind::Rollback);
-    // At the time its labels gave: rows do not move as records are read.
-    assert_eq!(row.at, Timestamp::from_second(1_772_366_020).unwrap());
+    // At the record's own time (to the nanosecond; its labels give the second), sorted
+    // again at the next turn: here it is the newest.
+    assert_eq!(row.at, Timestamp::from_second(1_772_366_035).unwrap());
+    app.refresh_timeline();
+    let view = app.timeline.as_ref().unwrap();
+    assert_eq!(view.rows[0].release, "cli");
+    assert_eq!(
+        view.current().unwrap().kind,
+        Kind::Suspend,
+        "the cursor stays on its change"
+    );
     // Built again (a release changed), the record read stays read.
     app.now = Timestamp::from_second(1_772_366_101).unwrap();
     watched(&mut app);
@@ -111,8 +120,8 @@ fn t_opens_the_timeline_from_the_watched_records_and_enter_shows_the_diff_of_a_r
     // A suspend made no revision: nothing to diff, and it says so.
     assert!(app.on_key(code(KeyCode::Enter)).is_empty());
     assert!(app.changes.is_none());
-    // The helm CLI's upgrade: revision 1 → 2 of its release.
-    press(&mut app, "j");
+    // The helm CLI's rollback, above it: revision 1 → 2 of its release.
+    press(&mut app, "k");
     let effects = app.on_key(code(KeyCode::Enter));
     match effects.as_slice() {
         [Effect::LoadChanges { of, .. }] => assert_eq!(
