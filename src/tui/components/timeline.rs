@@ -30,8 +30,6 @@ pub struct TimelineView {
     pub filter: String,
     /// When the rows were last loaded (`None`: never yet).
     pub loaded_at: Option<Timestamp>,
-    /// Why the last load failed, if it did (the rows before it are kept).
-    pub error: Option<String>,
     /// Records read whole, as their rows then show.
     pub read: HashMap<RecordRef, Change>,
     /// Records asked for (read or being read; one that cannot be read keeps its row).
@@ -43,33 +41,73 @@ pub struct TimelineView {
     pub built_from: Option<(usize, usize, Timestamp)>,
 }
 
+/// What `/` asks of a row: `ns:NAME` (its namespace; several: any of them), `kind:KIND`
+/// (its kind of change: `kind:upgrade`, `kind:config-rollout`; several: any of them),
+/// `since:DURATION` (within that long: `since:15m`, `since:2h`), and words, each of which
+/// must appear in its namespace/release, kind, who or text (any case).
+#[derive(Debug, Default, PartialEq)]
+struct Filter {
+    namespaces: Vec<String>,
+    kinds: Vec<String>,
+    since: Option<Timestamp>,
+    words: Vec<String>,
+}
+
+impl Filter {
+    /// `now`: when the rows were built (what `since:` counts back from).
+    fn parse(text: &str, now: Option<Timestamp>) -> Self {
+        let mut f = Filter::default();
+        for token in text.split_whitespace() {
+            let lower = token.to_lowercase();
+            if let Some(ns) = lower.strip_prefix("ns:") {
+                f.namespaces.push(ns.to_owned());
+            } else if let Some(kind) = lower.strip_prefix("kind:") {
+                f.kinds.push(kind.to_owned());
+            } else if let Some(since) = lower.strip_prefix("since:")
+                && let (Ok(d), Some(now)) = (since.parse::<crate::api::Duration>(), now)
+            {
+                f.since = now.checked_sub(d.as_std()).ok();
+            } else {
+                f.words.push(lower);
+            }
+        }
+        f
+    }
+
+    fn keeps(&self, c: &Change) -> bool {
+        if !self.namespaces.is_empty() && !self.namespaces.iter().any(|n| *n == c.namespace) {
+            return false;
+        }
+        if !self.kinds.is_empty() && !self.kinds.iter().any(|k| k == c.kind.label()) {
+            return false;
+        }
+        if self.since.is_some_and(|since| c.at < since) {
+            return false;
+        }
+        if self.words.is_empty() {
+            return true;
+        }
+        let text = format!(
+            "{}/{} {} {} {}",
+            c.namespace,
+            c.release,
+            c.kind.label(),
+            c.who,
+            c.what
+        )
+        .to_lowercase();
+        self.words.iter().all(|w| text.contains(w.as_str()))
+    }
+}
+
 impl TimelineView {
-    /// The rows the filter keeps: every word of it in the row's namespace/release, kind,
-    /// who or text (any case).
+    /// The rows the filter keeps (see [`Filter`]).
     pub fn visible(&self) -> Vec<&Change> {
-        let words: Vec<String> = self
-            .filter
-            .split_whitespace()
-            .map(str::to_lowercase)
-            .collect();
-        if words.is_empty() {
+        if self.filter.trim().is_empty() {
             return self.rows.iter().collect();
         }
-        self.rows
-            .iter()
-            .filter(|c| {
-                let text = format!(
-                    "{}/{} {} {} {}",
-                    c.namespace,
-                    c.release,
-                    c.kind.label(),
-                    c.who,
-                    c.what
-                )
-                .to_lowercase();
-                words.iter().all(|w| text.contains(w.as_str()))
-            })
-            .collect()
+        let filter = Filter::parse(&self.filter, self.loaded_at);
+        self.rows.iter().filter(|c| filter.keeps(c)).collect()
     }
 
     /// New rows from a load: the cursor stays on the change it was on (new ones appear
@@ -78,7 +116,6 @@ impl TimelineView {
         let kept = self.current().cloned();
         self.rows = rows;
         self.loaded_at = Some(at);
-        self.error = None;
         self.selected = kept
             .and_then(|k| self.visible().iter().position(|c| **c == k))
             .unwrap_or(0);
@@ -170,9 +207,6 @@ pub fn draw(f: &mut Frame, look: Look<'_>, v: &TimelineView, area: Rect) {
     };
     if !v.filter.is_empty() {
         title.push_str(&format!("(filter: {}) ", v.filter));
-    }
-    if let Some(e) = &v.error {
-        title.push_str(&format!("✗ {e} "));
     }
     let block = Block::default()
         .borders(Borders::ALL)
@@ -283,6 +317,55 @@ mod tests {
         assert_eq!(v.visible().len(), 1);
         v.step(5);
         assert_eq!(v.selected, 0);
+    }
+
+    #[test]
+    fn the_filter_narrows_by_namespace_kind_and_time_window_beside_words() {
+        let now = Timestamp::from_second(1_800_000_100).unwrap();
+        let mut other = change("web", Kind::Upgrade, "wheelhouse", 95);
+        other.namespace = "shop".into();
+        let mut v = TimelineView::default();
+        v.loaded(
+            vec![
+                other,
+                change("web", Kind::ConfigRollout, "wheelhouse", 90),
+                change("cli", Kind::Upgrade, "helm CLI", 40),
+                change("web", Kind::Install, "wheelhouse", 1),
+            ],
+            now,
+        );
+        let shown = |v: &TimelineView| -> Vec<(String, &'static str)> {
+            v.visible()
+                .iter()
+                .map(|c| (c.namespace.clone(), c.kind.label()))
+                .collect()
+        };
+        v.set_filter("ns:apps".into());
+        assert_eq!(shown(&v).len(), 3);
+        v.set_filter("kind:upgrade".into());
+        assert_eq!(
+            shown(&v),
+            [("shop".into(), "upgrade"), ("apps".into(), "upgrade")]
+        );
+        v.set_filter("kind:upgrade kind:config-rollout ns:apps".into());
+        assert_eq!(
+            shown(&v),
+            [
+                ("apps".into(), "config-rollout"),
+                ("apps".into(), "upgrade")
+            ]
+        );
+        // The last 90 s of the load at 100 s: from 10 s on.
+        v.set_filter("since:90s ns:apps".into());
+        assert_eq!(
+            shown(&v),
+            [
+                ("apps".into(), "config-rollout"),
+                ("apps".into(), "upgrade")
+            ]
+        );
+        v.set_filter("since:90s helm".into());
+        assert_eq!(shown(&v), [("apps".into(), "upgrade")]);
     }
 
     #[test]
