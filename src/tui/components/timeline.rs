@@ -75,7 +75,7 @@ impl Filter {
     }
 
     fn keeps(&self, c: &Change) -> bool {
-        if !self.namespaces.is_empty() && !self.namespaces.iter().any(|n| *n == c.namespace) {
+        if !self.namespaces.is_empty() && !self.namespaces.contains(&c.namespace) {
             return false;
         }
         if !self.kinds.is_empty() && !self.kinds.iter().any(|k| k == c.kind.label()) {
