@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
-use super::{Change, newest_first, of_record, of_revision};
+use super::{Change, newest_first, of_record, of_record_read};
 use crate::api::RawHelmRelease;
 use crate::client::Scope;
 
@@ -44,11 +44,12 @@ pub async fn changes(
             let api: Api<Secret> = Api::namespaced(client, &namespace);
             let secret = api.get_opt(&name).await.ok()??;
             let release = crate::release::storage::from_secret(secret).ok()?;
-            Some(of_revision(&release, &namespace))
+            Some(of_record_read(&release, &namespace))
         }
     }))
     .buffer_unordered(READS)
     .filter_map(|c| async move { c })
+    .flat_map(futures::stream::iter)
     .collect()
     .await;
     let releases: Api<RawHelmRelease> = scope.api(client.clone());

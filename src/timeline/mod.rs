@@ -161,6 +161,56 @@ pub fn of_revision(release: &Release, storage_namespace: &str) -> Change {
     }
 }
 
+/// The last test run of a revision (`helm test`, or an engine's `test.enable`), from its
+/// test hooks' last runs as Helm stores them: when the last of them ended, and how the
+/// run went (failed if any hook failed). `None` when its tests never ran.
+pub fn of_tests(release: &Release, storage_namespace: &str) -> Option<Change> {
+    use crate::release::{HookPhase, hook_event};
+    let ran: Vec<_> = release
+        .hooks
+        .iter()
+        .filter(|h| h.events.iter().any(|e| e == hook_event::TEST))
+        .filter(|h| h.last_run.phase != HookPhase::NotRun)
+        .collect();
+    let at = ran
+        .iter()
+        .filter_map(|h| h.last_run.completed_at.or(h.last_run.started_at))
+        .max()?;
+    let failed: Vec<&str> = ran
+        .iter()
+        .filter(|h| h.last_run.phase == HookPhase::Failed)
+        .map(|h| h.name.as_str())
+        .collect();
+    let running = ran.iter().any(|h| h.last_run.phase == HookPhase::Running);
+    let outcome = if !failed.is_empty() {
+        format!("failed ({})", failed.join(", "))
+    } else if running {
+        "running".to_owned()
+    } else {
+        "passed".to_owned()
+    };
+    Some(Change {
+        at,
+        namespace: storage_namespace.to_owned(),
+        release: release.name.clone(),
+        kind: Kind::Test,
+        what: format!(
+            "revision {} tests {outcome}: {} test hook(s)",
+            release.version,
+            ran.len()
+        ),
+        who: author(release),
+        revision: Some(release.version),
+    })
+}
+
+/// A record read whole as rows: its revision, and its last test run when it had one.
+pub fn of_record_read(release: &Release, storage_namespace: &str) -> Vec<Change> {
+    let mut rows = vec![of_revision(release, storage_namespace)];
+    rows.extend(of_tests(release, storage_namespace));
+    rows
+}
+
 /// A Helm revision as its record's labels and metadata tell it, without reading it
 /// whole: when its action began (when it was uninstalled, for an uninstalled one), its
 /// status, who wrote it. Whether a later revision was an upgrade or a rollback, and its
@@ -193,8 +243,8 @@ pub fn of_stored(stored: &crate::inventory::Stored) -> Change {
 /// Every change at or after `since` from what a dashboard already holds: the records
 /// the inventory watches by their labels, and the changes its HelmReleases keep.
 /// Newest first. `settled` gives a record read whole, where one was (see [`of_stored`]):
-/// its row says what the record says (its time to the nanosecond, where the labels give
-/// the second).
+/// its rows say what the record says (its time to the nanosecond, where the labels give
+/// the second; its last test run, which its labels do not show).
 pub fn from_watched<'a>(
     revisions: &imbl::OrdMap<
         (crate::engine::ReleaseKey, i32),
@@ -202,16 +252,18 @@ pub fn from_watched<'a>(
     >,
     releases: impl Iterator<Item = &'a HelmRelease>,
     since: Timestamp,
-    settled: impl Fn(&crate::inventory::Stored) -> Option<Change>,
+    settled: impl Fn(&crate::inventory::Stored) -> Option<Vec<Change>>,
 ) -> Vec<Change> {
     let mut found: Vec<Change> = revisions
         .values()
-        .filter_map(|stored| {
+        .flat_map(|stored| {
             let change = of_stored(stored);
             if change.at < since {
-                return None;
+                return Vec::new();
             }
-            Some(settled(stored).unwrap_or(change))
+            let mut rows = settled(stored).unwrap_or_else(|| vec![change]);
+            rows.retain(|c| c.at >= since);
+            rows
         })
         .collect();
     for hr in releases {
@@ -341,6 +393,35 @@ mod tests {
             managers: managers.iter().map(|m| (*m).to_owned()).collect(),
             ..Release::default()
         }
+    }
+
+    #[test]
+    fn a_test_run_is_a_row_at_the_end_of_its_last_hook_failed_if_any_hook_failed() {
+        use crate::release::{Hook, HookExecution, HookPhase};
+        let hook = |name: &str, phase: HookPhase, end: i64| Hook {
+            name: name.into(),
+            events: vec!["test".into()],
+            last_run: HookExecution {
+                started_at: Some(Timestamp::from_second(1_800_000_100).unwrap()),
+                completed_at: Some(Timestamp::from_second(1_800_000_100 + end).unwrap()),
+                phase,
+            },
+            ..Hook::default()
+        };
+        let mut r = release(2, Status::Deployed, "Upgrade complete", &["Helm"]);
+        assert!(of_tests(&r, "apps").is_none(), "never ran");
+        r.hooks = vec![
+            hook("web-test", HookPhase::Succeeded, 5),
+            hook("db-test", HookPhase::Failed, 9),
+        ];
+        let run = of_tests(&r, "apps").unwrap();
+        assert_eq!((run.kind, run.at.as_second()), (Kind::Test, 1_800_000_109));
+        assert_eq!(
+            run.what,
+            "revision 2 tests failed (db-test): 2 test hook(s)"
+        );
+        assert_eq!(run.who, "helm CLI");
+        assert_eq!(of_record_read(&r, "apps").len(), 2);
     }
 
     #[test]

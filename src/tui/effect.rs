@@ -136,7 +136,7 @@ pub enum IoResult {
     /// A Timeline record read whole (`None`: gone, or it does not decode).
     TimelineRevision(
         crate::tui::components::timeline::RecordRef,
-        Option<crate::timeline::Change>,
+        Option<Vec<crate::timeline::Change>>,
     ),
 }
 

@@ -77,6 +77,19 @@ async fn every_change_is_listed_newest_first_with_who_made_it_after_the_engine_i
             "message=by-hand",
         ],
     );
+    // The helm CLI runs a release's tests.
+    helm(
+        &n,
+        &[
+            "install",
+            "tested",
+            &chart("webapp"),
+            "--set",
+            "tests.enabled=true",
+            "--wait",
+        ],
+    );
+    helm(&n, &["test", "tested"]);
     // A wait that a newer spec cancels.
     set_values(
         &api,
@@ -148,6 +161,8 @@ async fn every_change_is_listed_newest_first_with_who_made_it_after_the_engine_i
         row("web", "upgrade", "wheelhouse"), // revision 4, the fix
         row("web", "cancel", "wheelhouse"),
         row("web", "upgrade", "wheelhouse"), // revision 3, superseded
+        row("tested", "test", "helm CLI"),
+        row("tested", "install", "helm CLI"),
         row("cli", "upgrade", "helm CLI"),
         row("cli", "install", "helm CLI"),
         row("web", "upgrade", "wheelhouse"), // revision 2
@@ -168,6 +183,14 @@ async fn every_change_is_listed_newest_first_with_who_made_it_after_the_engine_i
     let mut sorted = times.clone();
     sorted.sort_unstable_by(|a, b| b.cmp(a));
     assert_eq!(times, sorted, "newest first");
+    let test = changes.iter().find(|c| c["kind"] == "test").unwrap();
+    assert!(
+        test["what"]
+            .as_str()
+            .unwrap()
+            .contains("revision 1 tests passed"),
+        "{test:#}"
+    );
     let cancel = changes.iter().find(|c| c["kind"] == "cancel").unwrap();
     assert!(
         cancel["what"].as_str().unwrap().contains("superseded"),

@@ -30,8 +30,8 @@ pub struct TimelineView {
     pub filter: String,
     /// When the rows were last loaded (`None`: never yet).
     pub loaded_at: Option<Timestamp>,
-    /// Records read whole, as their rows then show.
-    pub read: HashMap<RecordRef, Change>,
+    /// Records read whole, as their rows then show (the revision's first).
+    pub read: HashMap<RecordRef, Vec<Change>>,
     /// Records asked for (read or being read; one that cannot be read keeps its row).
     pub asked: HashSet<RecordRef>,
     /// Rows changed by records read since they were sorted.
@@ -125,19 +125,22 @@ impl TimelineView {
     /// nanosecond (its labels give the second only: a change kept in status the same
     /// second sorts against it rightly only so). The rows are sorted again at the next
     /// [`Self::settle`].
-    pub fn record_read(&mut self, record: RecordRef, change: Option<Change>) {
-        let Some(change) = change else { return };
+    pub fn record_read(&mut self, record: RecordRef, read: Option<Vec<Change>>) {
+        let Some(read) = read.filter(|r| !r.is_empty()) else {
+            return;
+        };
         let (key, version, _) = &record;
-        for row in self.rows.iter_mut().filter(|r| {
+        let of_record = |r: &Change| {
             r.revision == Some(*version)
                 && r.namespace == key.namespace
                 && r.release == key.name
-                && r.kind.is_revision()
-        }) {
-            *row = change.clone();
-            self.unsorted = true;
-        }
-        self.read.insert(record, change);
+                && (r.kind.is_revision() || r.kind == crate::timeline::Kind::Test)
+        };
+        // Its rows as the record says them, in place of those its labels gave.
+        self.rows.retain(|r| !of_record(r));
+        self.rows.extend(read.iter().cloned());
+        self.unsorted = true;
+        self.read.insert(record, read);
     }
 
     /// Sorts the rows again after records were read; the cursor stays on its change.

@@ -7,13 +7,13 @@ use kube::{Api, Client};
 use crate::timeline::Change;
 use crate::tui::components::timeline::RecordRef;
 
-/// One record read whole, as its Timeline row; `None` when it is gone or does not decode
-/// (its row keeps what its labels say).
-pub async fn read_revision(client: Client, record: &RecordRef) -> Option<Change> {
+/// One record read whole, as its Timeline rows (its revision, its last test run); `None`
+/// when it is gone or does not decode (its row keeps what its labels say).
+pub async fn read_revision(client: Client, record: &RecordRef) -> Option<Vec<Change>> {
     let (key, version, _) = record;
     let api: Api<Secret> = Api::namespaced(client, &key.namespace);
     let name = crate::release::storage::secret_name(&key.name, *version);
     let secret = api.get_opt(&name).await.ok()??;
     let release = crate::release::storage::from_secret(secret).ok()?;
-    Some(crate::timeline::of_revision(&release, &key.namespace))
+    Some(crate::timeline::of_record_read(&release, &key.namespace))
 }

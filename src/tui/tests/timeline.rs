@@ -85,7 +85,10 @@ fn t_opens_the_timeline_from_the_watched_records_and_enter_shows_the_diff_of_a_r
         .clone();
     app.on_io(IoResult::TimelineRevision(
         cli2,
-        Some(change("cli", Kind::Rollback, "helm CLI", Some(2), 35)),
+        Some(vec![
+            change("cli", Kind::Rollback, "helm CLI", Some(2), 35),
+            change("cli", Kind::Test, "helm CLI", Some(2), 36),
+        ]),
     ));
     let view = app.timeline.as_ref().unwrap();
     let row = view
@@ -99,7 +102,11 @@ fn t_opens_the_timeline_from_the_watched_records_and_enter_shows_the_diff_of_a_r
     assert_eq!(row.at, Timestamp::from_second(1_772_366_035).unwrap());
     app.refresh_timeline();
     let view = app.timeline.as_ref().unwrap();
-    assert_eq!(view.rows[0].release, "cli");
+    // And its last test run, which its labels do not show.
+    assert_eq!(
+        (view.rows[0].kind, view.rows[1].kind),
+        (Kind::Test, Kind::Rollback)
+    );
     assert_eq!(
         view.current().unwrap().kind,
         Kind::Suspend,
@@ -113,9 +120,10 @@ fn t_opens_the_timeline_from_the_watched_records_and_enter_shows_the_diff_of_a_r
     let row = view
         .rows
         .iter()
-        .find(|c| c.release == "cli" && c.revision == Some(2))
+        .find(|c| c.release == "cli" && c.revision == Some(2) && c.kind.is_revision())
         .unwrap();
     assert_eq!(row.kind, Kind::Rollback);
+    assert_eq!(view.rows.iter().filter(|c| c.kind == Kind::Test).count(), 1);
 
     // A suspend made no revision: nothing to diff, and it says so.
     assert!(app.on_key(code(KeyCode::Enter)).is_empty());
