@@ -104,7 +104,23 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         }
     }
     let superseding = run.inbox.superseding.take();
-    let guarded = ours_to_act_on(run).await;
+    // Urgent work (a fix for a failed release, an operator's request) resolves its chart
+    // and values while the guards read: both are reads, and a fix waits on each round trip.
+    let early = run.priority == crate::slots::Priority::Urgent
+        && !run
+            .inbox
+            .candidate
+            .as_ref()
+            .is_some_and(|c| c.generation == generation);
+    let (guarded, mut prepared_early) = if early {
+        let (ctx, acting, priority) = (run.ctx, run.acting.clone(), run.priority);
+        let hr = hr.clone();
+        let preparing = async move { prepare(ctx, &acting, &hr, priority).await };
+        let (guarded, prepared) = tokio::join!(ours_to_act_on(run), preparing);
+        (guarded, Some(prepared))
+    } else {
+        (ours_to_act_on(run).await, None)
+    };
     // The revision the last wait left, written meanwhile: it is stored before anything
     // else is, and the history plans with it as written (the read may predate it).
     let superseded = match superseding {
@@ -171,7 +187,10 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         }
         None => {
             let triggered = run.inbox.woke_at.unwrap_or_else(std::time::Instant::now);
-            let prepared = prepare(run.ctx, &run.acting, &hr, run.priority).await;
+            let prepared = match prepared_early.take() {
+                Some(prepared) => prepared,
+                None => prepare(run.ctx, &run.acting, &hr, run.priority).await,
+            };
             // Urgent work (a failed release's fix, an operator's request) is timed as a
             // fix superseding a wait is: from the worker's waking for it, step by step.
             if run.priority == crate::slots::Priority::Urgent {
