@@ -107,11 +107,11 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
     // Urgent work (a fix for a failed release, an operator's request) resolves its chart
     // and values while the guards read: both are reads, and a fix waits on each round trip.
     let early = run.priority == crate::slots::Priority::Urgent
-        && !run
+        && run
             .inbox
             .candidate
             .as_ref()
-            .is_some_and(|c| c.generation == generation);
+            .is_none_or(|c| c.generation != generation);
     let (guarded, mut prepared_early) = if early {
         let (ctx, acting, priority) = (run.ctx, run.acting.clone(), run.priority);
         let hr = hr.clone();
