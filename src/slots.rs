@@ -1,11 +1,8 @@
-//! A bounded number of slots (renders, chart loads) for routine work (initial installs,
-//! resyncs, a fleet-wide upgrade), handed out in arrival order; urgent work (a fix for a
-//! stuck or failed release, an operator's request) never waits for one: it runs beside
-//! the routine holders. Urgent work is rare (each is a release someone is waiting on), so
-//! the bound is exceeded by a few at most, and routine work is delayed by it, never
-//! starved. Taking only the *next* free slot was not enough: under a fleet upgrade every
-//! slot is held by a routine render or load that takes tens of milliseconds on a busy
-//! machine, and the fix waited for one of them to end.
+//! A bounded number of slots (renders, chart loads) handed out urgent first: a fix for a
+//! stuck or failed release, or an operator's request, takes the next free slot ahead of
+//! routine work (initial installs, resyncs, a fleet-wide upgrade), which otherwise is
+//! served in arrival order. Urgent work is rare (each is a release someone is waiting
+//! on), so routine work is delayed by it, never starved.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -27,14 +24,14 @@ pub struct Slots {
 
 struct State {
     free: usize,
+    urgent: VecDeque<oneshot::Sender<Permit>>,
     routine: VecDeque<oneshot::Sender<Permit>>,
 }
 
 /// One slot, held until dropped; then it goes to the next waiter.
 pub struct Permit {
     slots: Arc<Mutex<State>>,
-    /// False for a permit that holds no counted slot: urgent work's, or one never handed
-    /// over (its slot is passed on already).
+    /// False for a permit that was never handed over (its slot is passed on already).
     armed: bool,
 }
 
@@ -43,20 +40,15 @@ impl Slots {
         Self {
             inner: Arc::new(Mutex::new(State {
                 free: slots.max(1),
+                urgent: VecDeque::new(),
                 routine: VecDeque::new(),
             })),
         }
     }
 
-    /// A slot: urgent work's at once, beyond the bound; routine work's at once when one
-    /// is free, else when the routine waiters ahead of it have had theirs.
+    /// A slot: at once when one is free, else when the waiters ahead of this one (the
+    /// urgent ones first) have had theirs.
     pub async fn acquire(&self, priority: Priority) -> Permit {
-        if priority == Priority::Urgent {
-            return Permit {
-                slots: self.inner.clone(),
-                armed: false,
-            };
-        }
         let rx = {
             let mut state = self.inner.lock().unwrap_or_else(|e| e.into_inner());
             if state.free > 0 {
@@ -67,7 +59,10 @@ impl Slots {
                 };
             }
             let (tx, rx) = oneshot::channel();
-            state.routine.push_back(tx);
+            match priority {
+                Priority::Urgent => state.urgent.push_back(tx),
+                Priority::Routine => state.routine.push_back(tx),
+            }
             rx
         };
         // The permit travels through the channel: a waiter that gives up before taking
@@ -79,7 +74,7 @@ impl Slots {
     /// Waiters in line.
     pub fn waiting(&self) -> usize {
         let state = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        state.routine.len()
+        state.urgent.len() + state.routine.len()
     }
 }
 
@@ -90,7 +85,11 @@ impl Drop for Permit {
         }
         let mut state = self.slots.lock().unwrap_or_else(|e| e.into_inner());
         loop {
-            let Some(next) = state.routine.pop_front() else {
+            let Some(next) = state
+                .urgent
+                .pop_front()
+                .or_else(|| state.routine.pop_front())
+            else {
                 state.free += 1;
                 return;
             };
@@ -272,15 +271,21 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn urgent_work_never_waits_for_a_slot_and_routine_work_waits_in_order() {
+    async fn urgent_waiters_go_first_and_routine_ones_in_order() {
         let slots = Slots::new(1);
         let held = slots.acquire(Priority::Routine).await;
         let order = Arc::new(Mutex::new(Vec::new()));
         let mut tasks = Vec::new();
-        for name in ["r1", "r2", "r3"] {
+        for (name, priority) in [
+            ("r1", Priority::Routine),
+            ("r2", Priority::Routine),
+            ("u1", Priority::Urgent),
+            ("r3", Priority::Routine),
+            ("u2", Priority::Urgent),
+        ] {
             let (waiter, order) = (slots.clone(), order.clone());
             tasks.push(tokio::spawn(async move {
-                let _permit = waiter.acquire(Priority::Routine).await;
+                let _permit = waiter.acquire(priority).await;
                 order.lock().unwrap().push(name);
             }));
             // Each is in line before the next asks.
@@ -288,22 +293,11 @@ mod tests {
                 tokio::task::yield_now().await;
             }
         }
-        // Every slot is held and three wait: a fix still gets one at once, and giving it
-        // back hands nothing on (it never held a counted slot).
-        let urgent = tokio::time::timeout(
-            std::time::Duration::from_millis(100),
-            slots.acquire(Priority::Urgent),
-        )
-        .await
-        .expect("urgent work does not wait");
-        drop(urgent);
-        assert_eq!(slots.waiting(), 3);
-        assert!(order.lock().unwrap().is_empty());
         drop(held);
         for t in tasks {
             t.await.unwrap();
         }
-        assert_eq!(*order.lock().unwrap(), ["r1", "r2", "r3"]);
+        assert_eq!(*order.lock().unwrap(), ["u1", "u2", "r1", "r2", "r3"]);
     }
 
     #[tokio::test]
@@ -312,7 +306,7 @@ mod tests {
         let held = slots.acquire(Priority::Routine).await;
         let gone = tokio::time::timeout(
             std::time::Duration::from_millis(10),
-            slots.acquire(Priority::Routine),
+            slots.acquire(Priority::Urgent),
         )
         .await;
         assert!(gone.is_err());

@@ -349,7 +349,7 @@ pub enum Error {
 
 /// A renderer with at most `slots` renders at once (each is a helm process: its memory
 /// and CPU are what a burst of reconciles would otherwise multiply). Renders waiting
-/// for a slot are the engine's queue, published as a gauge; urgent ones never wait.
+/// for a slot are the engine's queue, published as a gauge; urgent ones go first.
 pub struct Throttled {
     inner: std::sync::Arc<dyn Renderer>,
     slots: crate::slots::Slots,

@@ -56,7 +56,7 @@ pub struct Context {
     pub metrics: crate::telemetry::Metrics,
     /// Watches shared by every running wait of this engine.
     pub watches: crate::health::WatchHub,
-    /// Slots for resolving and loading charts (as many as for rendering), urgent work never waits for one.
+    /// Slots for resolving and loading charts (as many as for rendering), urgent first.
     pub loads: crate::slots::Slots,
     /// Urgent work in flight, which routine renders and applies give way to.
     pub precedence: crate::slots::Precedence,
