@@ -22,24 +22,26 @@
 //! targets, never asserted; the benchmark fails only when the releases do not all become
 //! Ready within 20 minutes (with the controller's log tail) or the controller exits.
 
+#[path = "controller_process/mod.rs"]
+mod controller_process;
 #[path = "../tests/support/mod.rs"]
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use controller_process::{
+    Controller, duration, helper_rss, mb, render_ticks, secs, verdict, wait_for_lease,
+};
 use futures::{FutureExt, StreamExt, TryStreamExt};
 use k8s_openapi::ByteString;
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use support::engine::webapp;
-use support::process::{children_named, clock_ticks, read_cpu, read_rss};
-use support::{TestNamespace, client, install_crd, kubeconfig_path, testbin};
+use support::process::{clock_ticks, read_cpu, read_rss};
+use support::{TestNamespace, client, install_crd, kubeconfig_path};
 use wheelhouse::api::HelmRelease;
 
 const RELEASES_PER_NAMESPACE: usize = 100;
@@ -91,116 +93,6 @@ fn shape(pid: u32) -> String {
         kib("RssFile:"),
         field("Threads:")
     )
-}
-
-/// CPU ticks of the renders so far: the render helper's own (it lives as long as the
-/// controller) and the helm processes the controller has reaped.
-fn render_ticks(pid: u32) -> u64 {
-    let helper: u64 = children_named(pid, "wheelhouse-render")
-        .into_iter()
-        .filter_map(read_cpu)
-        .map(|c| c.own)
-        .sum();
-    read_cpu(pid).map_or(0, |c| c.children) + helper
-}
-
-/// (VmRSS, VmHWM) in KiB of the render helper, if one runs.
-fn helper_rss(pid: u32) -> Option<(u64, u64)> {
-    children_named(pid, "wheelhouse-render")
-        .into_iter()
-        .find_map(read_rss)
-}
-
-fn mb(kib: u64) -> f64 {
-    kib as f64 * 1024.0 / 1e6
-}
-
-/// The controller under test: `wheelhouse controller` as a child process (no shell),
-/// killed when dropped, its stderr (JSON logs) in a file.
-struct Controller {
-    child: Child,
-    log: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Controller {
-    fn start(lease_namespace: &str, concurrent: Option<usize>) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("controller.log");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_wheelhouse"));
-        cmd.arg("controller")
-            .arg("--kubeconfig")
-            .arg(kubeconfig_path())
-            .args(["--lease-namespace", lease_namespace])
-            .arg("--chart-cache")
-            .arg(dir.path().join("charts"));
-        if let Some(n) = concurrent {
-            cmd.args(["--concurrent", &n.to_string()]);
-        }
-        if let Ok(renderer) = std::env::var("WHEELHOUSE_BENCH_RENDERER") {
-            cmd.args(["--renderer", &renderer]);
-        }
-        let child = cmd
-            .env("WHEELHOUSE_HELM", testbin().join("helm"))
-            .env("WHEELHOUSE_RENDER_HELPER", support::render_helper())
-            // The controller's default logging (JSON at info) is what is measured.
-            .env_remove("WHEELHOUSE_LOG")
-            .env_remove("KUBECONFIG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("wheelhouse controller starts");
-        Self {
-            child,
-            log,
-            _dir: dir,
-        }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn log_tail(&self, lines: usize) -> String {
-        let log = self.log();
-        let all: Vec<&str> = log.lines().collect();
-        all[all.len().saturating_sub(lines)..].join("\n")
-    }
-
-    /// Panics with the log tail if the controller has exited.
-    fn check_running(&mut self) {
-        if let Some(status) = self.child.try_wait().unwrap() {
-            panic!(
-                "wheelhouse controller exited ({status}); the tail of its stderr:\n{}",
-                self.log_tail(60)
-            );
-        }
-    }
-
-    /// Log lines per level ("INFO", "WARN", "ERROR", ...).
-    fn levels(&self) -> BTreeMap<String, usize> {
-        let mut counts = BTreeMap::new();
-        for line in self.log().lines() {
-            let level = serde_json::from_str::<serde_json::Value>(line)
-                .ok()
-                .and_then(|v| v["level"].as_str().map(str::to_owned))
-                .unwrap_or_else(|| "(not JSON)".into());
-            *counts.entry(level).or_default() += 1;
-        }
-        counts
-    }
-}
-
-impl Drop for Controller {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 /// RSS samples of the controller, every 500 ms while the benchmark runs.
@@ -314,31 +206,6 @@ async fn create_data(client: &Client, namespaces: &[String], secrets: usize, con
         .expect("create the unrelated Secrets and ConfigMaps");
 }
 
-/// Waits until the controller holds the engine Lease in `namespace`.
-async fn wait_for_lease(client: &Client, namespace: &str, controller: &mut Controller) {
-    let api: Api<Lease> = Api::namespaced(client.clone(), namespace);
-    let limit = Instant::now() + Duration::from_secs(120);
-    loop {
-        controller.check_running();
-        let held = api
-            .get_opt("wheelhouse-engine")
-            .await
-            .ok()
-            .flatten()
-            .and_then(|l| l.spec?.holder_identity)
-            .is_some_and(|h| !h.is_empty());
-        if held {
-            return;
-        }
-        assert!(
-            Instant::now() < limit,
-            "the controller did not take the lease in 2 minutes; the tail of its stderr:\n{}",
-            controller.log_tail(60)
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 fn ready(hr: &HelmRelease) -> bool {
     hr.condition("Ready").is_some_and(|c| c.status == "True")
 }
@@ -374,23 +241,6 @@ fn not_ready_report(releases: &[HelmRelease]) -> String {
         }
     }
     out
-}
-
-fn secs(ticks: u64, hz: f64) -> f64 {
-    ticks as f64 / hz
-}
-
-fn duration(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s < 60.0 {
-        format!("{s:.1} s")
-    } else {
-        format!("{}m {:04.1}s", (s / 60.0).floor(), s % 60.0)
-    }
-}
-
-fn verdict(pass: bool) -> &'static str {
-    if pass { "PASS" } else { "MISS" }
 }
 
 /// Lets the namespaces go: the controller is stopped, so the finalizers it put on the

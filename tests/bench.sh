@@ -2,7 +2,7 @@
 # Benchmarks that need the local control plane: starts one, runs the benchmark, stops it.
 # Figures are printed; they are measured, not asserted (machines are shared and noisy).
 #
-# Usage: tests/bench.sh mttr|mttr-busy|render|handover|scale|dashboard-live|inventory|drift|timeline
+# Usage: tests/bench.sh mttr|mttr-busy|render|handover|scale|dashboard-live|inventory|drift|timeline|flux-compare
 #   mttr    time to recovery, with where its time goes, and fail-fast
 #           (WHEELHOUSE_BENCH_RUNS=N for more runs; default 5), then the table of fixes
 #           by spec, valuesFrom, OCI chart version and Git commit for a waiting and a
@@ -28,16 +28,20 @@
 #           (WHEELHOUSE_BENCH_RELEASES sets the count)
 #   drift   kubectl scale -> Drifted and -> corrected, helm rollback by hand ->
 #           ExternalRevision, among 300 releases (WHEELHOUSE_BENCH_RELEASES, _RUNS)
+#   flux-compare [N]  the same N releases (default 1,000) under Flux's helm-controller +
+#           source-controller and under wheelhouse, one after the other, at each
+#           engine's defaults and at equal concurrency (WHEELHOUSE_BENCH_EQUAL, default
+#           16): time to all Ready, CPU seconds and peak RSS of each side, with ratios
 #   timeline  the dashboard's Timeline over 5,000 releases of 10 revisions: first screen,
 #           memory it adds, a new revision to the top row, and `wheelhouse timeline`'s
 #           read of the window (WHEELHOUSE_BENCH_RELEASES, WHEELHOUSE_BENCH_REVISIONS)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-usage="usage: tests/bench.sh mttr|mttr-busy|render|handover|scale|dashboard-live|inventory|drift|timeline"
+usage="usage: tests/bench.sh mttr|mttr-busy|render|handover|scale|dashboard-live|inventory|drift|timeline|flux-compare"
 bench=${1:?$usage}
 case "$bench" in
-  mttr | mttr-busy | render | handover | scale | dashboard-live | inventory | drift | timeline) ;;
+  mttr | mttr-busy | render | handover | scale | dashboard-live | inventory | drift | timeline | flux-compare) ;;
   *) echo "$usage" >&2; exit 2 ;;
 esac
 "$root/tests/cluster/prereqs.sh"
@@ -48,4 +52,5 @@ trap '"$root/tests/cluster/down.sh" "$cluster"' EXIT
 helper=$("$root/src/render/helper/build.sh")
 export WHEELHOUSE_TEST_KUBECONFIG="$cluster/kubeconfig" WHEELHOUSE_TESTBIN="$bin"
 export WHEELHOUSE_RENDER_HELPER="$helper/wheelhouse-render"
-cargo bench --locked --bench "${bench//-/_}"
+shift
+cargo bench --locked --bench "${bench//-/_}" -- "$@"
