@@ -193,7 +193,8 @@ where
     }
 }
 
-async fn flux_side(client: &Client, n: usize, run: &str, url: &str, hz: f64) -> Side {
+/// `run`: a slug for names and labels (`default`, `equal`); `shown`: how it is printed.
+async fn flux_side(client: &Client, n: usize, run: &str, shown: &str, url: &str, hz: f64) -> Side {
     let label = format!("flux-{run}");
     let namespaces = namespaces(client, &format!("fc-{label}"), n).await;
     for ns in &namespaces {
@@ -276,7 +277,7 @@ async fn flux_side(client: &Client, n: usize, run: &str, url: &str, hz: f64) -> 
     // The namespaces are left for the control plane's teardown.
     drop(namespaces);
     Side {
-        engine: format!("Flux ({run})"),
+        engine: format!("Flux ({shown})"),
         to_ready,
         cpu_s,
         peak_rss_mb,
@@ -287,6 +288,7 @@ async fn wheelhouse_side(
     client: &Client,
     n: usize,
     run: &str,
+    shown: &str,
     concurrent: Option<usize>,
     hz: f64,
 ) -> Side {
@@ -353,7 +355,7 @@ async fn wheelhouse_side(
     drop(controller);
     drop((namespaces, system));
     Side {
-        engine: format!("wheelhouse ({run})"),
+        engine: format!("wheelhouse ({shown})"),
         to_ready,
         cpu_s,
         peak_rss_mb,
@@ -415,20 +417,19 @@ async fn main() {
         env!("CARGO_PKG_VERSION")
     );
 
-    let flux_default = flux_side(&client, n, "default", &url, hz).await;
-    let ours_default = wheelhouse_side(&client, n, "default", None, hz).await;
-    restart_with_concurrency("helm-controller", equal);
-    restart_with_concurrency("source-controller", equal);
-    let flux_equal = flux_side(&client, n, &format!("concurrent {equal}"), &url, hz).await;
-    let ours_equal =
-        wheelhouse_side(&client, n, &format!("concurrent {equal}"), Some(equal), hz).await;
-
+    let flux_default = flux_side(&client, n, "default", "defaults", &url, hz).await;
+    let ours_default = wheelhouse_side(&client, n, "default", "defaults", None, hz).await;
     println!();
     println!(
         "Each engine at its defaults (Flux: helm-controller --concurrent 4, \
          source-controller 2; wheelhouse: --concurrent 4 renders, a worker per release):"
     );
     compare(&flux_default, &ours_default);
+    restart_with_concurrency("helm-controller", equal);
+    restart_with_concurrency("source-controller", equal);
+    let shown = format!("--concurrent {equal}");
+    let flux_equal = flux_side(&client, n, "equal", &shown, &url, hz).await;
+    let ours_equal = wheelhouse_side(&client, n, "equal", &shown, Some(equal), hz).await;
     println!();
     println!("At equal concurrency (both controllers of each: --concurrent {equal}):");
     compare(&flux_equal, &ours_equal);
