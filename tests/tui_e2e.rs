@@ -881,7 +881,9 @@ async fn every_kind_of_change_is_in_the_timeline_in_order_with_who_made_it_and_s
 {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::{Patch, PatchParams};
-    let _shared = API_SERVER.read().await;
+    // Alone: every dashboard's engine covers every namespace, and this one's releases
+    // take long enough (a wait, drift, a rollout) for another test's engine to act on them.
+    let _alone = API_SERVER.write().await;
     let client = client().await;
     install_crd(&client).await;
     support::flux::require_flux(&client).await;

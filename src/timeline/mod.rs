@@ -240,8 +240,9 @@ pub fn of_stored(stored: &crate::inventory::Stored) -> Change {
     }
 }
 
-/// Every change at or after `since` from what a dashboard already holds: the records
-/// the inventory watches by their labels, and the changes its HelmReleases keep.
+/// Every change at or after `since` in the namespaces `in_view` keeps, from what a
+/// dashboard already holds: the records the inventory watches by their labels, and the
+/// changes its HelmReleases keep.
 /// Newest first. `settled` gives a record read whole, where one was (see [`of_stored`]):
 /// its rows say what the record says (its time to the nanosecond, where the labels give
 /// the second; its last test run, which its labels do not show).
@@ -252,10 +253,12 @@ pub fn from_watched<'a>(
     >,
     releases: impl Iterator<Item = &'a HelmRelease>,
     since: Timestamp,
+    in_view: impl Fn(&str) -> bool,
     settled: impl Fn(&crate::inventory::Stored) -> Option<Vec<Change>>,
 ) -> Vec<Change> {
     let mut found: Vec<Change> = revisions
         .values()
+        .filter(|stored| in_view(&stored.key.namespace))
         .flat_map(|stored| {
             let change = of_stored(stored);
             if change.at < since {
@@ -266,7 +269,7 @@ pub fn from_watched<'a>(
             rows
         })
         .collect();
-    for hr in releases {
+    for hr in releases.filter(|hr| in_view(hr.metadata.namespace.as_deref().unwrap_or_default())) {
         let kept = hr
             .status
             .as_ref()

@@ -23,6 +23,12 @@ impl App {
             Arc::as_ptr(&self.others) as usize,
             Arc::as_ptr(&self.views) as usize,
         );
+        // The namespaces the table shows: a switch builds the rows again at once.
+        let scope = self.scope.clone();
+        if view.built_for.as_ref() != Some(&scope) {
+            view.built_for = Some(scope.clone());
+            view.built_from = None;
+        }
         let listed = self.others.helm_listed || self.views.listed;
         let due = match view.built_from {
             None => listed,
@@ -39,6 +45,10 @@ impl App {
                 &self.others.revisions,
                 self.views.values().map(|v| &*v.release),
                 since,
+                |ns| match &scope {
+                    Scope::All => true,
+                    Scope::Namespace(shown) => shown == ns,
+                },
                 |s| read.get(&(s.key.clone(), s.revision, s.status)).cloned(),
             );
             view.loaded(rows, now);

@@ -36,6 +36,8 @@ pub struct TimelineView {
     pub asked: HashSet<RecordRef>,
     /// Rows changed by records read since they were sorted.
     pub unsorted: bool,
+    /// The namespaces the rows were built for (the table's).
+    pub built_for: Option<crate::client::Scope>,
     /// What the rows were last built from (the inventory's and the engine's snapshots),
     /// and when.
     pub built_from: Option<(usize, usize, Timestamp)>,

@@ -168,4 +168,11 @@ fn t_opens_the_timeline_from_the_watched_records_and_enter_shows_the_diff_of_a_r
     press(&mut app, ":timeline");
     app.on_key(code(KeyCode::Enter));
     assert!(app.timeline.is_some());
+    // The namespaces the table shows are the Timeline's too.
+    app.scope = Scope::Namespace("elsewhere".into());
+    app.refresh_timeline();
+    assert!(app.timeline.as_ref().unwrap().rows.is_empty());
+    app.scope = Scope::Namespace("apps".into());
+    app.refresh_timeline();
+    assert_eq!(app.timeline.as_ref().unwrap().rows.len(), 4);
 }
