@@ -179,6 +179,8 @@ async fn main() {
             }
         }
     }
+    // The run loop's next turn: the rows sorted again with the records' own times.
+    app.refresh_timeline();
     let screen = wheelhouse::tui::render(&app, 160, 48);
     let first_screen = opened.elapsed();
     let after = rss_mib();
