@@ -688,8 +688,13 @@ impl Tracker {
                         info!(workload = %key, "{note}");
                         self.announced.remove(&key);
                         let touched = self.touched_by.remove(&key).unwrap_or_default();
+                        // Recorded on the release only for a workload in the release's own
+                        // namespace: the annotations naming the release are the workload's
+                        // to write, and one namespace must not put records on another's
+                        // HelmRelease.
                         if let (Some(rolled), Some((ns, release)), false) =
                             (&self.rolled, owner, gated)
+                            && ns == key.namespace
                         {
                             let changed = if touched.is_empty() {
                                 resolved
