@@ -69,6 +69,29 @@ pub(crate) async fn applied_manifest(
     Ok(prepared.applied)
 }
 
+/// With config tracking on, the pod template's config hash is the tracker's to change
+/// (it rolls the pods and records the rollout): a drift check that reads a ConfigMap
+/// the tracker has not yet acted on must not take the hash for drift and roll the pods
+/// in its place.
+fn tracking_fields(hr: &HelmRelease) -> Vec<Ignore> {
+    if !hr.spec.config_tracking.clone().unwrap_or_default().enabled {
+        return Vec::new();
+    }
+    let annotation = crate::tracking::CONFIG_HASH_ANNOTATION.replace('/', "~1");
+    crate::tracking::WorkloadKind::ALL
+        .iter()
+        .map(|kind| Ignore {
+            paths: vec![format!(
+                "{}/metadata/annotations/{annotation}",
+                kind.template_pointer()
+            )],
+            kind: Some(kind.to_string()),
+            name: None,
+            namespace: None,
+        })
+        .collect()
+}
+
 /// The objects of `latest` that differ from what is live, `rules` aside.
 pub(crate) async fn compare(
     ctx: &Context,
@@ -92,6 +115,7 @@ pub(crate) async fn compare(
             name: r.target.as_ref().and_then(|t| t.name.clone()),
             namespace: r.target.as_ref().and_then(|t| t.namespace.clone()),
         })
+        .chain(tracking_fields(hr))
         .collect();
     // Compared by dry-run apply as the release's identity (nothing is written).
     let acting = ctx.acting_for(hr);
@@ -218,6 +242,38 @@ mod tests {
         assert_eq!(
             writer_not_ours(&meta(vec![edited, scaled])),
             Some("kubectl")
+        );
+    }
+
+    #[test]
+    fn with_tracking_on_the_config_hash_is_not_drift_and_nothing_else_is_hidden() {
+        let hr = |tracking: &str| -> crate::api::HelmRelease {
+            crate::yaml::from_str(&format!(
+                "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: web, namespace: apps}}\nspec: {{chart: {{path: ./c}}{tracking}}}"
+            ))
+            .unwrap()
+        };
+        assert!(super::tracking_fields(&hr(", configTracking: {enabled: false}")).is_empty());
+        let rules = super::tracking_fields(&hr(""));
+        let paths = |kind: &str| -> Vec<&str> {
+            rules
+                .iter()
+                .filter(|r| r.kind.as_deref() == Some(kind))
+                .flat_map(|r| r.paths.iter().map(String::as_str))
+                .collect()
+        };
+        let annotations =
+            serde_json::json!({"wheelhouse.dev/config-hash": "sha256:1", "team": "a"});
+        let deployment =
+            serde_json::json!({"spec": {"template": {"metadata": {"annotations": annotations}}}});
+        let cron = serde_json::json!({"spec": {"jobTemplate": {"spec": {"template": {"metadata": {"annotations": annotations}}}}}});
+        let left = serde_json::json!({"team": "a"});
+        let seen = crate::apply::drift_detection::comparable(&deployment, &paths("Deployment"));
+        assert_eq!(seen["spec"]["template"]["metadata"]["annotations"], left);
+        let seen = crate::apply::drift_detection::comparable(&cron, &paths("CronJob"));
+        assert_eq!(
+            seen["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["annotations"],
+            left
         );
     }
 }

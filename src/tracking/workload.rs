@@ -30,6 +30,14 @@ impl fmt::Display for WorkloadKind {
 }
 
 impl WorkloadKind {
+    pub const ALL: [Self; 5] = [
+        Self::Deployment,
+        Self::StatefulSet,
+        Self::DaemonSet,
+        Self::Job,
+        Self::CronJob,
+    ];
+
     /// The kinds the tracker watches and rolls. A Job's pod template is immutable once it
     /// exists, so Jobs only get their hash (and no gate) when a manifest is prepared.
     pub const ROLLABLE: [Self; 4] = [
