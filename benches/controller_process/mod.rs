@@ -101,6 +101,26 @@ impl Controller {
         all[all.len().saturating_sub(lines)..].join("\n")
     }
 
+    /// SIGTERM, as Kubernetes stops a pod in a rolling restart, then waits for the exit
+    /// (at most `limit`; then SIGKILL). Returns how long the exit took.
+    pub fn terminate(&mut self, limit: Duration) -> Duration {
+        let asked = Instant::now();
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success(), "kill -TERM {}", self.child.id());
+        while asked.elapsed() < limit {
+            if self.child.try_wait().ok().flatten().is_some() {
+                return asked.elapsed();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        asked.elapsed()
+    }
+
     /// Panics with the log tail if the controller has exited.
     pub fn check_running(&mut self) {
         if let Some(status) = self.child.try_wait().unwrap() {

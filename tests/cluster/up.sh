@@ -274,6 +274,8 @@ start kwok "$bin/kwok" \
   --node-ip 127.0.0.1 --node-port "$KWOK_NODE_PORT" \
   --cidr 10.244.0.0/16
 
+# Room for 20,000 pods: the scale benchmark's 10,000 releases run a pod each, beside
+# whatever else the cluster runs (the default of 110 a node would stop them at 110).
 "${kubectl[@]}" apply -f - >/dev/null <<'EOF'
 apiVersion: v1
 kind: Node
@@ -288,8 +290,8 @@ metadata:
     kubernetes.io/arch: amd64
     type: kwok
 status:
-  allocatable: {cpu: "64", memory: 256Gi, pods: "10000"}
-  capacity: {cpu: "64", memory: 256Gi, pods: "10000"}
+  allocatable: {cpu: "64", memory: 256Gi, pods: "20000"}
+  capacity: {cpu: "64", memory: 256Gi, pods: "20000"}
 EOF
 wait_for "the fake node to be Ready" 60 "${kubectl[@]}" wait --for=condition=Ready node/kwok-node-0 --timeout=1s
 wait_for "the default ServiceAccount" 60 "${kubectl[@]}" get serviceaccount default -n default
