@@ -19,12 +19,12 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 
-use support::{TestNamespace, client};
+use support::{TestNamespace, client, records};
 use wheelhouse::client::Scope;
 use wheelhouse::engine::Role;
 use wheelhouse::inventory::Inventory;
 use wheelhouse::release::storage::Storage;
-use wheelhouse::release::{Info, Release, Status};
+use wheelhouse::release::Status;
 use wheelhouse::tui::app::App;
 use wheelhouse::tui::effect::{Effect, IoResult};
 use wheelhouse::tui::theme::Theme;
@@ -32,38 +32,6 @@ use wheelhouse::tui::theme::Theme;
 const NAMESPACES: usize = 10;
 const FIRST_SCREEN: Duration = Duration::from_secs(1);
 const ADDED_MB: f64 = 50.0;
-
-fn release(ns: &str, name: &str, version: i32, status: Status) -> Release {
-    let manifest = format!(
-        "---\n# Source: webapp/templates/deployment.yaml\napiVersion: apps/v1\nkind: Deployment\n\
-         metadata:\n  name: {name}\nspec:\n  replicas: 2\n  template:\n    spec:\n      containers:\n\
-               - name: app\n        image: registry.example/app:1.{version}.0\n"
-    );
-    let chart: wheelhouse::chart::Chart = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": "webapp", "version": format!("1.{version}.0"), "appVersion": "1.0", "apiVersion": "v2"},
-        "templates": [], "values": {"replicas": 2}, "schema": null, "lock": null, "files": [],
-    }))
-    .expect("a chart");
-    Release {
-        name: name.into(),
-        namespace: ns.into(),
-        version,
-        info: Some(Info {
-            status,
-            description: if version == 1 {
-                "Install complete"
-            } else {
-                "Upgrade complete"
-            }
-            .into(),
-            last_deployed: Some(Timestamp::now()),
-            ..Info::default()
-        }),
-        chart: Some(chart),
-        manifest,
-        ..Release::default()
-    }
-}
 
 fn rss_mib() -> f64 {
     support::process::read_rss(std::process::id()).map_or(0.0, |(rss, _)| rss as f64 / 1024.0)
@@ -98,7 +66,10 @@ async fn main() {
             } else {
                 Status::Superseded
             };
-            (ns.clone(), release(&ns, &format!("svc-{i:05}"), v, status))
+            (
+                ns.clone(),
+                records::release(&ns, &format!("svc-{i:05}"), v, status),
+            )
         })
     }))
     .map(|(ns, r)| {
@@ -194,7 +165,7 @@ async fn main() {
     let newest = revisions + 1;
     let written = Instant::now();
     storage
-        .create(&release(&ns, &name, newest, Status::Deployed))
+        .create(&records::release(&ns, &name, newest, Status::Deployed))
         .await
         .unwrap();
     let live = loop {

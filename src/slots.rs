@@ -143,8 +143,8 @@ tokio::task_local! {
 
 /// Runs `work` (a release's worker) so that the urgent work it takes marks its own
 /// requests as going first.
-pub async fn marking<F: std::future::Future>(work: F) -> F::Output {
-    URGENT.scope(std::cell::Cell::new(false), work).await
+pub fn marking<F: std::future::Future>(work: F) -> impl std::future::Future<Output = F::Output> {
+    URGENT.scope(std::cell::Cell::new(false), work)
 }
 
 /// `work`, spawned on behalf of the current task, carries its mark: an Event a fix sends

@@ -140,6 +140,34 @@ fn metadata_only(resource: &ApiResource) -> bool {
     resource.group.is_empty() && matches!(resource.kind.as_str(), "ConfigMap" | "Secret")
 }
 
+/// A pod as waits read it: its metadata and status, and of its spec only what says
+/// where and what it runs. A namespace of a thousand releases holds a thousand pods in
+/// this store, each mostly spec (volumes, env, tolerations) that no readiness or
+/// fail-fast rule reads.
+fn slim_pod(data: &mut serde_json::Value) {
+    let Some(spec) = data.get_mut("spec").and_then(|s| s.as_object_mut()) else {
+        return;
+    };
+    spec.retain(|k, _| {
+        matches!(
+            k.as_str(),
+            "nodeName" | "restartPolicy" | "schedulerName" | "containers" | "initContainers"
+        )
+    });
+    for key in ["containers", "initContainers"] {
+        for container in spec
+            .get_mut(key)
+            .and_then(|c| c.as_array_mut())
+            .into_iter()
+            .flatten()
+        {
+            if let Some(c) = container.as_object_mut() {
+                c.retain(|k, _| k == "name" || k == "image");
+            }
+        }
+    }
+}
+
 fn start(client: Client, resource: &ApiResource, namespace: Option<&str>) -> Shared {
     let (changes, _) = broadcast::channel(1024);
     let (listed_tx, listed) = watch::channel(false);
@@ -180,6 +208,7 @@ fn start(client: Client, resource: &ApiResource, namespace: Option<&str>) -> Sha
                 .default_backoff()
                 .boxed()
         };
+    let pods = resource.group.is_empty() && resource.kind == "Pod";
     let task = {
         let (objects, changes) = (objects.clone(), changes.clone());
         tokio::spawn(async move {
@@ -194,6 +223,9 @@ fn start(client: Client, resource: &ApiResource, namespace: Option<&str>) -> Sha
                     watcher::Event::InitApply(mut obj) | watcher::Event::Apply(mut obj) => {
                         // Readiness never reads them, and they are often half an object.
                         obj.metadata.managed_fields = None;
+                        if pods {
+                            slim_pod(&mut obj.data);
+                        }
                         let name = obj.metadata.name.clone().unwrap_or_default();
                         if let Some(seen) = relisting.as_mut() {
                             seen.push(name.clone());
@@ -232,5 +264,33 @@ fn start(client: Client, resource: &ApiResource, namespace: Option<&str>) -> Sha
         changes,
         listed,
         task,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_slimmed_pod_keeps_what_waits_read() {
+        let mut pod = serde_json::json!({
+            "metadata": {"name": "web-1", "labels": {"app": "web"}},
+            "spec": {
+                "nodeName": "n1", "restartPolicy": "Always",
+                "containers": [{"name": "app", "image": "web:1", "env": [{"name": "A", "value": "b"}]}],
+                "volumes": [{"name": "token", "projected": {}}],
+                "tolerations": [{"key": "k"}],
+            },
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}],
+                       "containerStatuses": [{"name": "app", "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]},
+        });
+        let status = pod["status"].clone();
+        let metadata = pod["metadata"].clone();
+        super::slim_pod(&mut pod);
+        assert_eq!(pod["status"], status);
+        assert_eq!(pod["metadata"], metadata);
+        assert_eq!(
+            pod["spec"],
+            serde_json::json!({"nodeName": "n1", "restartPolicy": "Always",
+                               "containers": [{"name": "app", "image": "web:1"}]})
+        );
     }
 }

@@ -23,6 +23,7 @@ pub mod installed;
 pub mod oci;
 pub mod process;
 pub mod receiver;
+pub mod records;
 pub mod source;
 pub mod tmux;
 

@@ -155,6 +155,17 @@ pub(super) struct Store {
     bad: BTreeMap<ReleaseKey, (String, Option<i64>)>,
 }
 
+/// What the config tracker knows of a release: its (namespace, name) as Helm's and
+/// whether this engine works on it.
+fn ownership_of(st: &Loop, key: &ReleaseKey) -> Option<(String, String, bool)> {
+    let hr = st.store.releases.get(key)?;
+    Some((
+        hr.target_namespace(),
+        hr.release_name(),
+        st.workers.contains_key(key),
+    ))
+}
+
 impl Dispatcher {
     pub(super) async fn run(mut self) {
         let mut config = watcher::Config::default();
@@ -229,7 +240,16 @@ impl Dispatcher {
         match event {
             Ok(watcher::Event::Init) => st.relisted = Some(HashSet::new()),
             Ok(watcher::Event::InitApply(raw) | watcher::Event::Apply(raw)) => {
-                touched = Some(self.on_release_applied(st, raw));
+                let key = ReleaseKey {
+                    namespace: raw.metadata.namespace.clone().unwrap_or_default(),
+                    name: raw.metadata.name.clone().unwrap_or_default(),
+                };
+                let before = ownership_of(st, &key);
+                let key = self.on_release_applied(st, raw);
+                // Most events are status writes, which change nothing the tracker knows:
+                // at 10,000 releases, telling it anyway took most of the engine's CPU.
+                st.ownership_stale |= ownership_of(st, &key) != before;
+                touched = Some(key);
             }
             Ok(watcher::Event::InitDone) => {
                 if let Some(seen) = st.relisted.take() {
@@ -243,6 +263,7 @@ impl Dispatcher {
                     for key in gone {
                         forget(&mut st.store, &mut st.workers, &key);
                         self.refresh_view(&st.store, &key);
+                        st.ownership_stale = true;
                     }
                 }
                 self.listed = true;
@@ -261,13 +282,13 @@ impl Dispatcher {
                     w.hand_over(&self.ctx, &key);
                 }
                 forget(&mut st.store, &mut st.workers, &key);
+                st.ownership_stale = true;
                 touched = Some(key);
             }
             Err(e) => tracing::warn!(error = %e, "HelmRelease watch error"),
         }
         if let Some(key) = touched {
             self.refresh_view(&st.store, &key);
-            st.ownership_stale = true;
             // What held a blocked release may have changed with this one.
             let held = st
                 .store

@@ -71,12 +71,15 @@ impl Dispatcher {
         let stop = term.0.child_token();
         let finished = CancellationToken::new();
         self.finished.insert(key.clone(), finished.clone());
-        let run = crate::slots::marking(worker::run(
+        // Boxed: a task holds its future's largest state for as long as it lives, and
+        // every wrapper around it (the mark, the tracker, the block below) would add a
+        // copy of it; at 10,000 releases that was half the engine's memory.
+        let run = crate::slots::marking(Box::pin(worker::run(
             self.ctx.clone(),
             key.clone(),
             inbox,
             stop.clone(),
-        ));
+        )));
         let ends = finished.clone().drop_guard();
         self.workers.spawn(term.1.track_future(async move {
             let _ends = ends;

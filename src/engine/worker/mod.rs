@@ -48,7 +48,7 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
         }
     }
     if std::mem::take(&mut inbox.handover)
-        && !handover::await_predecessor(&ctx, &key, &mut inbox, &stop).await
+        && !Box::pin(handover::await_predecessor(&ctx, &key, &mut inbox, &stop)).await
     {
         ctx.live.send_modify(|m| {
             m.remove(&key);
@@ -100,7 +100,7 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
                 tokio::time::sleep_until(source_check?).await;
                 Some(())
             } => {
-                match new_desired_state(&ctx, &inbox).await {
+                match Box::pin(new_desired_state(&ctx, &inbox)).await {
                     Some(what) => {
                         tracing::info!(release = %key, "{what}: trying it now, with fresh retries");
                         inbox.urgent = true;
@@ -118,7 +118,7 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
                 ctx.metrics.retried_on_cause(cause);
             }
             Some(Some(changed)) = async { Some(futures::StreamExt::next(&mut values_watch.as_mut()?.1).await) } => {
-                match new_desired_state(&ctx, &inbox).await {
+                match Box::pin(new_desired_state(&ctx, &inbox)).await {
                     Some(what) => {
                         tracing::info!(release = %key, "{changed}, {what}: trying it now, with fresh retries");
                         inbox.urgent = true;
@@ -508,6 +508,20 @@ fn test_release(spec: &str) -> HelmRelease {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn future_size<A, B, C, D, F: std::future::Future>(_: impl Fn(A, B, C, D) -> F) -> usize {
+        std::mem::size_of::<F>()
+    }
+
+    /// Every release has a worker for as long as the engine runs, and its task holds the
+    /// worker's largest state throughout: at 10,000 releases each kilobyte is 10 MB.
+    /// (12.6 KB before the handover and the source checks were boxed; the spawned task
+    /// around it took 51 KB a release, heaptrack says, before the dispatcher boxed it.)
+    #[test]
+    fn an_idle_worker_stays_small() {
+        let bytes = future_size(run);
+        assert!(bytes < 10 * 1024, "a worker's future is {bytes} bytes");
+    }
 
     #[test]
     fn retries_back_off_exponentially_up_to_the_interval() {
