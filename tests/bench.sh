@@ -19,10 +19,12 @@
 #   scale   1,000 releases beside 2,000 Secrets and 2,000 ConfigMaps: time to Ready, peak
 #           RSS, CPU and idle CPU of the real controller process and its renders
 #           (WHEELHOUSE_BENCH_RENDERER=helm for the helm CLI; WHEELHOUSE_BENCH_RELEASES,
-#           WHEELHOUSE_BENCH_SECRETS, WHEELHOUSE_BENCH_CONFIGMAPS set smaller counts)
+#           WHEELHOUSE_BENCH_NAMESPACES, WHEELHOUSE_BENCH_SECRETS, WHEELHOUSE_BENCH_CONFIGMAPS
+#           set other counts), then a restart with every release in place
 #   dashboard-live  the real dashboard in tmux at 1,000 and 5,000 releases, engine on and
 #           --readonly: first rows, full list, change to screen, idle CPU, RSS
-#           (WHEELHOUSE_BENCH_SIZES=1000,5000 chooses the sizes)
+#           (WHEELHOUSE_BENCH_SIZES=1000,5000 chooses the sizes; WHEELHOUSE_BENCH_KINDS=all
+#           makes them wheelhouse, Flux and helm CLI releases), and the Timeline's first screen
 #   inventory  2,000 helm CLI releases (4,000 storage records): the dashboard's inventory
 #           listing and reading them against a whole-record LIST in the same run
 #           (WHEELHOUSE_BENCH_RELEASES sets the count)
