@@ -967,31 +967,7 @@ async fn every_kind_of_change_is_in_the_timeline_in_order_with_who_made_it_and_s
         ],
     );
     // Flux's helm-controller installs and upgrades a release of its own.
-    let (_repo, url) = support::flux::serve(&hello, "hello", &["0.1.0"]).await;
-    support::flux::helm_repository(&client, &n, "charts", &url).await;
-    support::flux::helm_release(
-        &client,
-        &n,
-        "fluxed",
-        "  interval: 1m\n  chart: {spec: {chart: hello, version: 0.1.0, sourceRef: {kind: HelmRepository, name: charts}}}\n",
-    )
-    .await;
-    support::flux::until(&client, &n, "fluxed", "installed", |hr| {
-        support::flux::ready(hr) && support::flux::revision(hr) == 1
-    })
-    .await;
-    support::flux::patch(
-        &client,
-        &n,
-        "fluxed",
-        &serde_json::json!({"spec": {"values": {"greeting": "by-flux"}}}),
-    )
-    .await
-    .unwrap();
-    support::flux::until(&client, &n, "fluxed", "upgraded", |hr| {
-        support::flux::ready(hr) && support::flux::revision(hr) == 2
-    })
-    .await;
+    let _repo = support::flux::install_and_upgrade(&client, &n, "fluxed").await;
     // A wait that a newer spec cancels, and the fix.
     set(serde_json::json!({"extraConfigMap": "web-extra", "message": "three", "behavior": "never-ready"})).await;
     support::engine::waiting_on(&api, "web", 3).await;

@@ -120,34 +120,7 @@ async fn every_change_is_listed_newest_first_with_who_made_it_after_the_engine_i
     // What it saw survives it.
     drop(engine);
     // Flux's helm-controller installs and upgrades a release of its own.
-    support::flux::require_flux(&client).await;
-    let hello =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/hello");
-    let (_repo, url) = support::flux::serve(&hello, "hello", &["0.1.0"]).await;
-    support::flux::helm_repository(&client, &n, "charts", &url).await;
-    support::flux::helm_release(
-        &client,
-        &n,
-        "fluxed",
-        "  interval: 1m\n  chart: {spec: {chart: hello, version: 0.1.0, sourceRef: {kind: HelmRepository, name: charts}}}\n",
-    )
-    .await;
-    support::flux::until(&client, &n, "fluxed", "installed", |hr| {
-        support::flux::ready(hr) && support::flux::revision(hr) == 1
-    })
-    .await;
-    support::flux::patch(
-        &client,
-        &n,
-        "fluxed",
-        &json!({"spec": {"values": {"greeting": "by-flux"}}}),
-    )
-    .await
-    .unwrap();
-    support::flux::until(&client, &n, "fluxed", "upgraded", |hr| {
-        support::flux::ready(hr) && support::flux::revision(hr) == 2
-    })
-    .await;
+    let _repo = support::flux::install_and_upgrade(&client, &n, "fluxed").await;
 
     let changes = timeline(&n, &["--since", "10m", "-o", "json"]);
     let got = rows(&changes);

@@ -188,3 +188,37 @@ pub async fn patch(
         .await
         .map(drop)
 }
+
+/// Flux's helm-controller installs the `hello` test chart as `name` in `ns` (revision 1)
+/// and upgrades it with new values (revision 2), both waited for: a release of Flux's own
+/// in a timeline or a table. The chart's server lives as long as the returned guard.
+pub async fn install_and_upgrade(client: &Client, ns: &str, name: &str) -> RepoServer {
+    require_flux(client).await;
+    let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/hello");
+    let (repo, url) = serve(&hello, "hello", &["0.1.0"]).await;
+    helm_repository(client, ns, "charts", &url).await;
+    helm_release(
+        client,
+        ns,
+        name,
+        "  interval: 1m\n  chart: {spec: {chart: hello, version: 0.1.0, sourceRef: {kind: HelmRepository, name: charts}}}\n",
+    )
+    .await;
+    until(client, ns, name, "installed", |hr| {
+        ready(hr) && revision(hr) == 1
+    })
+    .await;
+    patch(
+        client,
+        ns,
+        name,
+        &serde_json::json!({"spec": {"values": {"greeting": "by-flux"}}}),
+    )
+    .await
+    .unwrap();
+    until(client, ns, name, "upgraded", |hr| {
+        ready(hr) && revision(hr) == 2
+    })
+    .await;
+    repo
+}
