@@ -34,6 +34,7 @@ use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
+use serde_json::json;
 use support::engine::webapp;
 use support::process::{clock_ticks, read_cpu, read_rss};
 use support::tmux::Dashboard;
@@ -159,13 +160,7 @@ async fn populate(client: &Client, namespaces: &mut Vec<TestNamespace>, from: us
                      "message": format!("Helm upgrade succeeded for release {ns}/{name}.v3 with chart webapp@1.0.0"),
                      "lastTransitionTime": now, "observedGeneration": 1},
                 ],
-                "history": [{
-                    "version": 3, "name": name, "namespace": ns, "chartName": "webapp",
-                    "chartVersion": "1.0.0", "appVersion": "1.0",
-                    "configDigest": "sha256:5f0c2b9e0d4a8c1e7b3f6a9d2c4e8b1a0f3d5c7e9b2a4c6e8d0f1a3b5c7d9e0f",
-                    "status": "deployed", "action": "Upgrade complete",
-                    "firstDeployed": now, "lastDeployed": now,
-                }],
+                "history": [snapshot(&ns, &name, 3, &now, json!({"action": "Upgrade complete"}))],
             }});
             api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
                 .await
@@ -177,6 +172,28 @@ async fn populate(client: &Client, namespaces: &mut Vec<TestNamespace>, from: us
         .buffer_unordered(IN_FLIGHT)
         .collect::<Vec<()>>()
         .await;
+}
+
+const DIGEST: &str = "sha256:5f0c2b9e0d4a8c1e7b3f6a9d2c4e8b1a0f3d5c7e9b2a4c6e8d0f1a3b5c7d9e0f";
+
+/// A status history entry (the same in wheelhouse's and Flux's API): revision `version`
+/// of the webapp chart, deployed `now`, with the fields of `extra`.
+fn snapshot(
+    ns: &str,
+    name: &str,
+    version: i32,
+    now: &str,
+    extra: serde_json::Value,
+) -> serde_json::Value {
+    let mut entry = json!({
+        "version": version, "name": name, "namespace": ns, "chartName": "webapp",
+        "chartVersion": "1.0.0", "appVersion": "1.0", "configDigest": DIGEST,
+        "status": "deployed", "firstDeployed": now, "lastDeployed": now,
+    });
+    if let (Some(entry), Some(extra)) = (entry.as_object_mut(), extra.as_object()) {
+        entry.extend(extra.clone());
+    }
+    entry
 }
 
 /// A release's workload, as Helm leaves it (scaled to zero: no pods to schedule), for
@@ -213,13 +230,7 @@ async fn populate_flux(client: Client, ns: &str, name: &str) {
              "message": format!("Helm install succeeded for release {ns}/{name}.v1 with chart webapp@1.0.0"),
              "lastTransitionTime": now, "observedGeneration": 1},
         ],
-        "history": [{
-            "version": 1, "name": name, "namespace": ns, "chartName": "webapp",
-            "chartVersion": "1.0.0", "appVersion": "1.0",
-            "configDigest": "sha256:5f0c2b9e0d4a8c1e7b3f6a9d2c4e8b1a0f3d5c7e9b2a4c6e8d0f1a3b5c7d9e0f",
-            "digest": "sha256:5f0c2b9e0d4a8c1e7b3f6a9d2c4e8b1a0f3d5c7e9b2a4c6e8d0f1a3b5c7d9e0f",
-            "status": "deployed", "firstDeployed": now, "lastDeployed": now,
-        }],
+        "history": [snapshot(ns, name, 1, &now, json!({"digest": DIGEST}))],
         "lastAttemptedRevision": "1.0.0",
     }});
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))

@@ -23,7 +23,7 @@ use support::{TestNamespace, client};
 use wheelhouse::client::Scope;
 use wheelhouse::inventory::Inventory;
 use wheelhouse::release::storage::{encode, secret_name};
-use wheelhouse::release::{Info, Release, Status};
+use wheelhouse::release::{Release, Status};
 
 fn release(ns: &str, name: &str, version: i32, status: Status) -> Release {
     let template = format!(
@@ -50,24 +50,7 @@ fn release(ns: &str, name: &str, version: i32, status: Status) -> Release {
         "files": [{"name": "files/dashboard.json", "data": base64(&filler(name, 24_000))}],
     }))
     .expect("a chart");
-    Release {
-        name: name.into(),
-        namespace: ns.into(),
-        version,
-        info: Some(Info {
-            status,
-            description: if version == 1 {
-                "Install complete"
-            } else {
-                "Upgrade complete"
-            }
-            .into(),
-            ..Info::default()
-        }),
-        chart: Some(chart),
-        manifest: manifest.repeat(3),
-        ..Release::default()
-    }
+    support::records::revision(ns, name, version, status, chart, manifest.repeat(3))
 }
 
 /// `len` bytes of hex text derived from `seed`: as incompressible as gzip finds JSON with

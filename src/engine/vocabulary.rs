@@ -29,9 +29,15 @@ impl ReleaseKey {
     }
 
     pub fn of(hr: &HelmRelease) -> Self {
+        Self::of_meta(&hr.metadata)
+    }
+
+    /// From an object's metadata alone (one that may not decode as a HelmRelease): the
+    /// same key [`ReleaseKey::of`] gives once it does.
+    pub fn of_meta(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
         Self {
-            namespace: hr.object_namespace(),
-            name: hr.metadata.name.clone().unwrap_or_default(),
+            namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
+            name: meta.name.clone().unwrap_or_default(),
         }
     }
 }

@@ -16,6 +16,19 @@ pub fn release(ns: &str, name: &str, version: i32, status: Status) -> Release {
         "templates": [], "values": {"replicas": 2}, "schema": null, "lock": null, "files": [],
     }))
     .expect("a chart");
+    revision(ns, name, version, status, chart, manifest)
+}
+
+/// Revision `version` of `name` in `ns` of `chart`, deploying `manifest`, as the helm CLI
+/// describes an install (version 1) or an upgrade, deployed now.
+pub fn revision(
+    ns: &str,
+    name: &str,
+    version: i32,
+    status: Status,
+    chart: wheelhouse::chart::Chart,
+    manifest: String,
+) -> Release {
     Release {
         name: name.into(),
         namespace: ns.into(),

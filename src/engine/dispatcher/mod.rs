@@ -240,11 +240,7 @@ impl Dispatcher {
         match event {
             Ok(watcher::Event::Init) => st.relisted = Some(HashSet::new()),
             Ok(watcher::Event::InitApply(raw) | watcher::Event::Apply(raw)) => {
-                let key = ReleaseKey {
-                    namespace: raw.metadata.namespace.clone().unwrap_or_default(),
-                    name: raw.metadata.name.clone().unwrap_or_default(),
-                };
-                let before = ownership_of(st, &key);
+                let before = ownership_of(st, &ReleaseKey::of_meta(&raw.metadata));
                 let key = self.on_release_applied(st, raw);
                 // Most events are status writes, which change nothing the tracker knows:
                 // at 10,000 releases, telling it anyway took most of the engine's CPU.
@@ -269,10 +265,7 @@ impl Dispatcher {
                 self.listed = true;
             }
             Ok(watcher::Event::Delete(raw)) => {
-                let key = ReleaseKey {
-                    namespace: raw.metadata.namespace.clone().unwrap_or_default(),
-                    name: raw.metadata.name.clone().unwrap_or_default(),
-                };
+                let key = ReleaseKey::of_meta(&raw.metadata);
                 // A shard's watch reports a release relabelled away as deleted. One that
                 // left only stops, as on a lost lease: its current step finishes and it
                 // writes nothing more.
