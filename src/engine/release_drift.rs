@@ -149,6 +149,7 @@ pub async fn view(ctx: &Context, hr: &HelmRelease) -> Result<DriftView, String> 
     // Objects another record of this (name, namespace) deploys are never ours to show.
     let elsewhere = crate::release::stored_elsewhere(
         &ctx.client,
+        &ctx.records,
         &hr.storage_namespace(),
         &hr.release_name(),
         &hr.target_namespace(),

@@ -81,6 +81,7 @@ pub async fn act(
     let hr = Arc::new(stand_in(key, latest));
     let elsewhere = crate::release::stored_elsewhere(
         &ctx.client,
+        &ctx.records,
         &key.namespace,
         &key.name,
         &latest.namespace,

@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ListParams, WatchEvent, WatchParams};
 
+use super::index::{Deploys, RecordIndex};
 use super::storage::{OWNER, ReadFloor, Storage};
 use super::{Error, Release, Status};
 
@@ -116,15 +117,27 @@ fn record_selector(name: &str) -> String {
 ///
 /// Looks cluster-wide when allowed, else in `release_namespace` (where the helm CLI stores
 /// by default); when neither may be listed, it can see nothing and says so with `Ok(None)`.
-/// Reads from `floor` (see [`ReadFloor`]).
+/// Reads from `floor` (see [`ReadFloor`]). When `index` knows no record elsewhere can be
+/// a rival it reads nothing, and it learns what the records it reads deploy.
 pub async fn stored_elsewhere(
     client: &kube::Client,
+    index: &RecordIndex,
     storage_namespace: &str,
     name: &str,
     release_namespace: &str,
     own_uid: Option<&str>,
     floor: &ReadFloor,
 ) -> Result<Option<Scan>, Error> {
+    if index.nothing_elsewhere(storage_namespace, name, release_namespace, own_uid) {
+        return Ok(Some(Scan {
+            found: Vec::new(),
+            looked: Looked {
+                name: name.to_string(),
+                namespace: None,
+                resource_version: String::new(),
+            },
+        }));
+    }
     let params = floor.list(ListParams::default().labels(&record_selector(name)));
     let all: Api<Secret> = Api::all(client.clone());
     let (listed, namespace) = match all.list_metadata(&params).await {
@@ -145,8 +158,9 @@ pub async fn stored_elsewhere(
         namespace,
         resource_version: listed.metadata.resource_version.clone().unwrap_or_default(),
     };
-    // The newest revision per storage namespace, by the `version` label.
-    let mut newest: BTreeMap<String, i32> = BTreeMap::new();
+    // The newest revision per storage namespace, by the `version` label, with the
+    // resourceVersion it was listed at.
+    let mut newest: BTreeMap<String, (i32, String)> = BTreeMap::new();
     for meta in listed.items {
         let Some(ns) = meta.metadata.namespace else {
             continue;
@@ -161,11 +175,14 @@ pub async fn stored_elsewhere(
             .and_then(|l| l.get("version"))
             .and_then(|v| v.parse::<i32>().ok())
             .unwrap_or(0);
-        let entry = newest.entry(ns).or_insert(version);
-        *entry = (*entry).max(version);
+        let rv = meta.metadata.resource_version.unwrap_or_default();
+        let entry = newest.entry(ns).or_insert((version, rv.clone()));
+        if version > entry.0 {
+            *entry = (version, rv);
+        }
     }
     let mut found = Vec::new();
-    for (ns, version) in newest {
+    for (ns, (version, rv)) in newest {
         let storage = Storage::new(client.clone(), &ns);
         let release = match storage.get(name, version).await {
             Ok(Some(release)) => release,
@@ -173,6 +190,18 @@ pub async fn stored_elsewhere(
             Ok(None) | Err(Error::Decode { .. }) => continue,
             Err(e) => return Err(e),
         };
+        index.learn(
+            &ns,
+            name,
+            version,
+            &rv,
+            Deploys {
+                namespace: release.namespace.clone(),
+                live: release.info.as_ref().map(|i| i.status).unwrap_or_default()
+                    != Status::Uninstalled,
+                claimed_by: release.labels.get(crate::release::CLAIM_UID_LABEL).cloned(),
+            },
+        );
         if let Some(other) = deploys_same(release, &ns, release_namespace, own_uid) {
             found.push(other);
         }

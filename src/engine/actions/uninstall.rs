@@ -31,6 +31,7 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
     // this release's records list them too (written before identities were checked).
     let elsewhere = crate::release::stored_elsewhere(
         &run.ctx.client,
+        &run.ctx.records,
         run.storage.namespace(),
         &release_name,
         &ns,

@@ -177,6 +177,9 @@ impl Dispatcher {
         let mut events = watcher(self.api.clone(), config).default_backoff().boxed();
         let mut leases = self.namespace_lease_events();
         let mut records = self.record_events();
+        self.ctx
+            .records
+            .watching(matches!(self.coverage.scope, crate::client::Scope::All));
         let mut workloads = self.workload_events();
         let mut st = Loop::default();
         // A hung API server breaks no watch; an active probe notices it too. It runs on
@@ -459,6 +462,9 @@ impl Dispatcher {
             watcher::Error,
         >,
     ) {
+        if let Ok(event) = &event {
+            self.ctx.records.observe(event);
+        }
         if let (Ok(watcher::Event::Apply(record)), Some(_)) = (event, &st.term) {
             Self::wake_for_record(&st.store, &st.workers, &record.metadata);
         }

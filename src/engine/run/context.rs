@@ -38,6 +38,9 @@ pub struct Context {
     /// Every `group/version` a reconcile saw stale in discovery, for the watcher that
     /// tells when it heals: it may heal before that watcher's first look.
     pub stale_seen: Mutex<std::collections::BTreeSet<String>>,
+    /// What the dispatcher's watch of Helm's storage records knows, by release name:
+    /// answers the identity guard without a cluster-wide list when it can.
+    pub records: crate::release::RecordIndex,
     /// Discovery reads shared by the renders that ask at once.
     discovery: crate::render::SharedReads<crate::render::Discovery>,
     /// Permissions the API server refused a reconcile, with the identity refused (none:
@@ -102,6 +105,7 @@ impl Context {
             identity_label: label_value(identity),
             healed: watch::channel(crate::telemetry::RetryCause::ClusterHealed).0,
             stale_seen: Mutex::default(),
+            records: Default::default(),
             discovery: Default::default(),
             refused: Mutex::default(),
             engine: crate::api::EngineRef {

@@ -139,6 +139,7 @@ pub(super) async fn identity_taken_elsewhere(run: &mut Run<'_>) -> crate::Result
 async fn scan_elsewhere(run: &Run<'_>) -> crate::Result<Option<crate::release::Scan>> {
     Ok(crate::release::stored_elsewhere(
         &run.ctx.client,
+        &run.ctx.records,
         run.storage.namespace(),
         &run.release_name,
         &run.target_namespace,
