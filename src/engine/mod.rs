@@ -17,6 +17,7 @@ mod healing;
 pub mod lease;
 mod liveness;
 mod namespaces;
+pub mod object_changes;
 mod options;
 pub mod plan;
 mod policy;

@@ -150,6 +150,7 @@ pub struct Metrics {
     receiver_calls: Family<ReceiverLabels, Counter>,
     notifications_delivered: Family<ProviderTypeLabels, Counter>,
     notifications_dropped: Family<ReasonLabels, Counter>,
+    drift_checks: Family<OutcomeLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -242,6 +243,12 @@ impl Metrics {
             "Webhook receiver calls, by receiver and result (woke, ignored, unauthorized, malformed, unknown_source, too_large, rate_limited, refused, not_found)",
             receiver_calls.clone(),
         );
+        let drift_checks = Family::<OutcomeLabels, Counter>::default();
+        registry.register(
+            "wheelhouse_drift_checks",
+            "Drift checks of releases found in sync, by result (compared: the live objects were read and dry-run applied; unchanged: none of them changed since a check found them clean, nothing read)",
+            drift_checks.clone(),
+        );
         // Process-wide: every renderer of this process counts its helper's faults there.
         registry.register(
             "wheelhouse_render_helper_restarts",
@@ -254,6 +261,7 @@ impl Metrics {
             cause_retries,
             notifications_delivered,
             notifications_dropped,
+            drift_checks,
             reconcile_duration,
             reconciles,
             wait_duration,
@@ -294,6 +302,15 @@ impl Metrics {
         self.cancellations
             .get_or_create(&TriggerLabels {
                 trigger: trigger.label().into(),
+            })
+            .inc();
+    }
+
+    /// A drift check ended: `compared`, or `unchanged` (nothing read).
+    pub fn drift_checked(&self, result: &str) {
+        self.drift_checks
+            .get_or_create(&OutcomeLabels {
+                result: result.into(),
             })
             .inc();
     }

@@ -588,3 +588,46 @@ async fn a_field_an_autoscaler_keeps_changing_back_is_left_to_it() {
     hpa.abort();
     ns.delete().await;
 }
+
+/// An idle release's interval checks read none of its objects while nobody touches them
+/// (the engine's watches vouch for them), and still find what changed: a ConfigMap
+/// deleted (which wakes nothing) is reported missing at the next interval.
+#[tokio::test]
+async fn interval_checks_read_nothing_nobody_changed_and_still_find_a_deletion() {
+    let (client, ns, api) = eng::setup("drift-idle").await;
+    let (_engine, metrics) =
+        eng::start_with_metrics(&client, &ns.name, "test-engine-drift-idle").await;
+    api.create(
+        &PostParams::default(),
+        &eng::webapp(
+            "web",
+            serde_json::json!({"interval": "1s", "driftDetection": {"mode": "warn"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    while eng::drift_checks(&metrics, "unchanged") < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "no interval check relied on the watches: {}",
+            metrics.encode()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let compared = eng::drift_checks(&metrics, "compared");
+    kubectl(&ns.name, &["delete", "configmap", "web-config"]);
+    let hr = wait_for(&api, "web", "the deletion reported", drifted).await;
+    let drift = hr.status.unwrap().drift.unwrap();
+    assert_eq!(drift.objects[0].object, "ConfigMap/web-config");
+    assert!(drift.objects[0].missing, "{drift:?}");
+    assert!(
+        eng::drift_checks(&metrics, "compared") > compared,
+        "found by a check that read the objects"
+    );
+    ns.delete().await;
+}

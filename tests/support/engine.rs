@@ -97,7 +97,23 @@ pub async fn assert_wait_resumed_then_deployed(
 
 /// `wheelhouse_cause_retries_total{cause}`: retries started because `cause` cleared.
 pub fn cause_retries(metrics: &wheelhouse::telemetry::Metrics, cause: &str) -> u64 {
-    let prefix = format!("wheelhouse_cause_retries_total{{cause=\"{cause}\"}} ");
+    counted(
+        metrics,
+        &format!("wheelhouse_cause_retries_total{{cause=\"{cause}\"}}"),
+    )
+}
+
+/// `wheelhouse_drift_checks_total` with `result` (compared, unchanged).
+pub fn drift_checks(metrics: &wheelhouse::telemetry::Metrics, result: &str) -> u64 {
+    counted(
+        metrics,
+        &format!("wheelhouse_drift_checks_total{{result=\"{result}\"}}"),
+    )
+}
+
+/// A counter's value by its series (name and labels as exposed), 0 when not yet counted.
+fn counted(metrics: &wheelhouse::telemetry::Metrics, series: &str) -> u64 {
+    let prefix = format!("{series} ");
     metrics
         .encode()
         .lines()

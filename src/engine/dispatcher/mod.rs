@@ -201,7 +201,7 @@ impl Dispatcher {
                 Some(event) = leases.next() => self.on_namespace_lease(&mut st, event),
                 Ok(()) = self.role.changed() => self.on_role_changed(&mut st).await,
                 Some(event) = records.next() => self.on_record(&st, event),
-                Some((workload, initial)) = workloads.next() => self.on_workload(&mut st, &workload, initial),
+                Some(event) = workloads.next() => self.on_workload(&mut st, event),
                 Some((command, token)) = self.direct.recv() => self.on_command(&st, command, token),
                 Some(rolled) = self.rolled.recv() => self.on_rolled(&st, rolled),
                 Some(error) = probe.recv() => self.on_probe(&mut st, error),
@@ -470,22 +470,51 @@ impl Dispatcher {
         }
     }
 
-    /// Someone changed a release's workload (`kubectl scale`, `kubectl edit`): its
-    /// HelmRelease checks for drift now, not at its interval.
-    fn on_workload(
-        &self,
-        st: &mut Loop,
-        workload: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-        initial: bool,
-    ) {
-        if st.term.is_some() {
-            Self::wake_for_workload(
-                &st.store,
-                &st.workers,
-                &mut st.generations,
-                workload,
+    /// A watched object changed, went, or its watch re-listed: drift checks learn it;
+    /// and when someone changed a release's workload (`kubectl scale`, `kubectl edit`),
+    /// its HelmRelease checks for drift now, not at its interval.
+    fn on_workload(&self, st: &mut Loop, event: wakeups::WorkloadEvent) {
+        use crate::engine::object_changes::Seen;
+        use wakeups::WorkloadEvent;
+        let name_of = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            (
+                meta.namespace.clone().unwrap_or_default(),
+                meta.name.clone().unwrap_or_default(),
+            )
+        };
+        match event {
+            WorkloadEvent::Applied {
+                kind,
+                meta,
                 initial,
-            );
+            } => {
+                let (namespace, name) = name_of(&meta);
+                self.ctx.objects.observe(Seen::Changed {
+                    kind,
+                    namespace: &namespace,
+                    name: &name,
+                    spec_and_metadata: crate::engine::object_changes::spec_and_metadata(&meta),
+                });
+                if st.term.is_some() {
+                    Self::wake_for_workload(
+                        &st.store,
+                        &st.workers,
+                        &mut st.generations,
+                        &meta,
+                        initial,
+                    );
+                }
+            }
+            WorkloadEvent::Deleted { kind, meta } => {
+                let (namespace, name) = name_of(&meta);
+                self.ctx.objects.observe(Seen::Gone {
+                    kind,
+                    namespace: &namespace,
+                    name: &name,
+                });
+            }
+            WorkloadEvent::Relisting(kind) => self.ctx.objects.observe(Seen::Relisting(kind)),
+            WorkloadEvent::Relisted(kind) => self.ctx.objects.observe(Seen::Relisted(kind)),
         }
     }
 

@@ -3,6 +3,22 @@
 
 use super::*;
 
+/// One event of the watches of [`crate::engine::object_changes::WATCHED`] (`kind` indexes it).
+pub(super) enum WorkloadEvent {
+    /// Written (or listed, `initial`: the watch's list says nothing of what changed).
+    Applied {
+        kind: usize,
+        meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+        initial: bool,
+    },
+    Deleted {
+        kind: usize,
+        meta: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    },
+    Relisting(usize),
+    Relisted(usize),
+}
+
 impl Dispatcher {
     /// Helm's storage Secrets in our scope, metadata only (labels and managedFields say
     /// all a wake-up needs; the records themselves can be large).
@@ -23,54 +39,60 @@ impl Dispatcher {
             .boxed()
     }
     /// Deployments, StatefulSets, DaemonSets, ConfigMaps, Secrets and Services in our
-    /// scope, metadata only (generation, managedFields and Helm annotations: never a
-    /// Secret's data), with whether each came from a (re)list rather than a change.
-    pub(super) fn workload_events(
-        &self,
-    ) -> futures::stream::BoxStream<
-        'static,
-        (
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-            bool,
-        ),
-    > {
+    /// scope ([`crate::engine::object_changes::WATCHED`], in that order), metadata only (generation,
+    /// managedFields and Helm annotations: never a Secret's data).
+    pub(super) fn workload_events(&self) -> futures::stream::BoxStream<'static, WorkloadEvent> {
         use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
         use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
         use kube::api::PartialObjectMeta;
         fn metas<K>(
+            kind: usize,
             api: Api<PartialObjectMeta<K>>,
-        ) -> futures::stream::BoxStream<
-            'static,
-            (
-                k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-                bool,
-            ),
-        >
+        ) -> futures::stream::BoxStream<'static, WorkloadEvent>
         where
             K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
             K::DynamicType: Default,
         {
             watcher(api, watcher::Config::default())
                 .default_backoff()
-                .filter_map(|event| async move {
-                    match event.ok()? {
-                        watcher::Event::Apply(o) => Some((o.metadata, false)),
-                        watcher::Event::InitApply(o) => Some((o.metadata, true)),
-                        _ => None,
-                    }
+                .filter_map(move |event| async move {
+                    Some(match event.ok()? {
+                        watcher::Event::Apply(o) => WorkloadEvent::Applied {
+                            kind,
+                            meta: o.metadata,
+                            initial: false,
+                        },
+                        watcher::Event::InitApply(o) => WorkloadEvent::Applied {
+                            kind,
+                            meta: o.metadata,
+                            initial: true,
+                        },
+                        watcher::Event::Delete(o) => WorkloadEvent::Deleted {
+                            kind,
+                            meta: o.metadata,
+                        },
+                        watcher::Event::Init => WorkloadEvent::Relisting(kind),
+                        watcher::Event::InitDone => WorkloadEvent::Relisted(kind),
+                    })
                 })
                 .boxed()
         }
         let client = self.ctx.client.clone();
         let scope = &self.coverage.scope;
         futures::stream::select_all([
-            metas(scope.api::<PartialObjectMeta<Deployment>>(client.clone())),
-            metas(scope.api::<PartialObjectMeta<StatefulSet>>(client.clone())),
-            metas(scope.api::<PartialObjectMeta<DaemonSet>>(client.clone())),
+            metas(
+                0,
+                scope.api::<PartialObjectMeta<Deployment>>(client.clone()),
+            ),
+            metas(
+                1,
+                scope.api::<PartialObjectMeta<StatefulSet>>(client.clone()),
+            ),
+            metas(2, scope.api::<PartialObjectMeta<DaemonSet>>(client.clone())),
             // Kinds without a generation: any write by someone else counts.
-            metas(scope.api::<PartialObjectMeta<ConfigMap>>(client.clone())),
-            metas(scope.api::<PartialObjectMeta<Secret>>(client.clone())),
-            metas(scope.api::<PartialObjectMeta<Service>>(client)),
+            metas(3, scope.api::<PartialObjectMeta<ConfigMap>>(client.clone())),
+            metas(4, scope.api::<PartialObjectMeta<Secret>>(client.clone())),
+            metas(5, scope.api::<PartialObjectMeta<Service>>(client)),
         ])
         .boxed()
     }

@@ -41,6 +41,9 @@ pub struct Context {
     /// What the dispatcher's watch of Helm's storage records knows, by release name:
     /// answers the identity guard without a cluster-wide list when it can.
     pub records: crate::release::RecordIndex,
+    /// When each object of the kinds the dispatcher watches last changed: lets a drift
+    /// check skip what nobody touched since it last found the release clean.
+    pub objects: crate::engine::object_changes::ObjectChanges,
     /// Discovery reads shared by the renders that ask at once.
     discovery: crate::render::SharedReads<crate::render::Discovery>,
     /// Permissions the API server refused a reconcile, with the identity refused (none:
@@ -106,6 +109,7 @@ impl Context {
             healed: watch::channel(crate::telemetry::RetryCause::ClusterHealed).0,
             stale_seen: Mutex::default(),
             records: Default::default(),
+            objects: Default::default(),
             discovery: Default::default(),
             refused: Mutex::default(),
             engine: crate::api::EngineRef {

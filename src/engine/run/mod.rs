@@ -114,6 +114,25 @@ pub struct Inbox {
     pub(super) pending_event: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Where this worker's reads of Helm's storage start (see `ReadFloor`).
     pub records_floor: crate::release::ReadFloor,
+    /// The last drift check that found the release clean, if nothing is known to have
+    /// changed since (see `worker::drift`).
+    pub clean_drift: Option<CleanDrift>,
+    /// This reconcile came at its interval, not for a request, a change or a push: the
+    /// only one whose drift check may rely on `clean_drift` (a watch may not have shown
+    /// yet a change made just before a request).
+    pub by_interval: bool,
+}
+
+/// A drift check that found every object of a revision as it renders.
+pub struct CleanDrift {
+    /// Where the engine's watches stood when the check started.
+    pub since: u64,
+    pub version: i32,
+    /// The HelmRelease's generation (its ignore rules and drift mode).
+    pub generation: Option<i64>,
+    /// Records stored elsewhere that the check left out of the comparison.
+    pub elsewhere: usize,
+    pub objects: Vec<crate::engine::object_changes::ObjectKey>,
 }
 
 /// A superseded revision's record being written: the record as written, and the write.
@@ -159,6 +178,8 @@ impl Inbox {
             urgent: false,
             pending_event: Mutex::new(None),
             records_floor: Default::default(),
+            clean_drift: None,
+            by_interval: false,
         }
     }
 }

@@ -31,8 +31,26 @@ pub(super) async fn check(run: &mut Run<'_>, latest: Option<&Release>) {
         clear(run, None);
         return;
     };
+    let generation = run.hr.metadata.generation;
+    let started = run.ctx.objects.now();
+    let by_interval = run.inbox.by_interval;
+    let unchanged = run.inbox.clean_drift.take().filter(|clean| {
+        by_interval
+            && clean.version == latest.version
+            && clean.generation == generation
+            && clean.elsewhere == run.elsewhere.len()
+            && run.ctx.objects.unchanged_since(clean.since, &clean.objects)
+    });
+    if let Some(clean) = unchanged {
+        // Nothing the check would read changed since it found the release clean.
+        run.inbox.clean_drift = Some(clean);
+        run.ctx.metrics.drift_checked("unchanged");
+        clear(run, None);
+        return;
+    }
     // A dry run's or a correction's error may quote the revision's Secrets.
     run.masker.add_manifest_secrets(&latest.manifest);
+    run.ctx.metrics.drift_checked("compared");
     let found = match drifted(run, latest, &spec.ignore).await {
         Ok(found) => found,
         Err(e) => {
@@ -42,6 +60,15 @@ pub(super) async fn check(run: &mut Run<'_>, latest: Option<&Release>) {
         }
     };
     if found.is_empty() {
+        run.inbox.clean_drift =
+            crate::engine::object_changes::watched_objects(&latest.manifest, &run.target_namespace)
+                .map(|objects| crate::engine::run::CleanDrift {
+                    since: started,
+                    version: latest.version,
+                    generation,
+                    elsewhere: run.elsewhere.len(),
+                    objects,
+                });
         clear(run, None);
         return;
     }
@@ -101,7 +128,6 @@ pub(super) async fn check(run: &mut Run<'_>, latest: Option<&Release>) {
                 } else {
                     // Left to another manager: still not what the chart says, and said so.
                     let left: Vec<String> = yielded.iter().map(|f| left_to(f)).collect();
-                    let generation = run.hr.metadata.generation;
                     run.status.drift = None;
                     status::set(
                         &mut run.status,

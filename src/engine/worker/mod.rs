@@ -80,9 +80,10 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
         // A failed or stalled release looks at its source for a new desired state.
         let source_check = (inbox.watch_source && super::run::polls(&inbox.newest.spec.chart))
             .then(|| Instant::now() + super::run::source_poll(&ctx, &inbox.newest.spec.chart));
+        let mut by_interval = false;
         tokio::select! {
             () = stop.cancelled() => break,
-            () = tokio::time::sleep_until(next_run) => {}
+            () = tokio::time::sleep_until(next_run) => by_interval = true,
             event = pushed.recv() => {
                 use tokio::sync::broadcast::error::RecvError;
                 match event {
@@ -163,6 +164,7 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
             }
         }
         inbox.woke_at = Some(std::time::Instant::now());
+        inbox.by_interval = by_interval;
         // The first reconcile of every worker comes at once when an engine starts (or
         // takes the lease over): a few at a time, each until it applies or waits, so
         // thousands of releases do not open thousands of requests and reconciles at once.
