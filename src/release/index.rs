@@ -12,15 +12,22 @@
 //! caller makes anyway, and trusted only while the record's resourceVersion is the one
 //! that was read.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::PartialObjectMeta;
 use kube::runtime::watcher;
 
-/// Revisions by storage namespace, then by version, each with its resourceVersion.
-type Stored = BTreeMap<String, BTreeMap<i32, String>>;
+/// The stored revisions of one release name: a few at most, so a short list (nested
+/// maps cost a kilobyte a name, ten megabytes at 10,000 releases).
+type Stored = Vec<Revision>;
+
+struct Revision {
+    namespace: Box<str>,
+    version: i32,
+    resource_version: Box<str>,
+}
 
 /// Shared by the dispatcher that feeds it and the reconciles that ask it.
 #[derive(Clone, Default)]
@@ -92,8 +99,7 @@ impl RecordIndex {
                 learned.retain(|(ns, name, version), _| {
                     names
                         .get(name)
-                        .and_then(|stored| stored.get(ns))
-                        .is_some_and(|versions| versions.contains_key(version))
+                        .is_some_and(|stored| stored.iter().any(|r| r.is(ns, *version)))
                 });
             }
             watcher::Event::Apply(record) => {
@@ -105,12 +111,7 @@ impl RecordIndex {
                 if let Some((ns, name, version, _)) = parts(record) {
                     st.learned.remove(&(ns.clone(), name.clone(), version));
                     if let Some(stored) = st.names.get_mut(&name) {
-                        if let Some(versions) = stored.get_mut(&ns) {
-                            versions.remove(&version);
-                            if versions.is_empty() {
-                                stored.remove(&ns);
-                            }
-                        }
+                        stored.retain(|r| !r.is(&ns, version));
                         if stored.is_empty() {
                             st.names.remove(&name);
                         }
@@ -137,20 +138,26 @@ impl RecordIndex {
         let Some(stored) = st.names.get(name) else {
             return true;
         };
-        stored
-            .iter()
-            .filter(|(ns, _)| ns.as_str() != storage_namespace)
-            .all(|(ns, versions)| {
-                let Some((version, rv)) = versions.last_key_value() else {
-                    return true;
-                };
-                match st.learned.get(&(ns.clone(), name.to_owned(), *version)) {
-                    Some((read_at, deploys)) if read_at == rv => {
-                        !deploys.could_be_rival(release_namespace, own_uid)
-                    }
-                    _ => false,
+        // The newest revision in each other namespace decides, as Helm's history does.
+        let mut newest: Vec<&Revision> = Vec::new();
+        for r in stored.iter().filter(|r| &*r.namespace != storage_namespace) {
+            match newest.iter_mut().find(|n| n.namespace == r.namespace) {
+                Some(n) if n.version < r.version => *n = r,
+                Some(_) => {}
+                None => newest.push(r),
+            }
+        }
+        newest.iter().all(|r| {
+            match st
+                .learned
+                .get(&(r.namespace.to_string(), name.to_owned(), r.version))
+            {
+                Some((read_at, deploys)) if **read_at == *r.resource_version => {
+                    !deploys.could_be_rival(release_namespace, own_uid)
                 }
-            })
+                _ => false,
+            }
+        })
     }
 
     /// Remembers what revision `version` of `name` stored in `namespace` deploys, as read
@@ -186,12 +193,21 @@ fn parts(record: &PartialObjectMeta<Secret>) -> Option<(String, String, i32, Str
 }
 
 fn insert(names: &mut HashMap<String, Stored>, ns: String, name: String, version: i32, rv: String) {
-    names
-        .entry(name)
-        .or_default()
-        .entry(ns)
-        .or_default()
-        .insert(version, rv);
+    let stored = names.entry(name).or_default();
+    match stored.iter_mut().find(|r| r.is(&ns, version)) {
+        Some(r) => r.resource_version = rv.into(),
+        None => stored.push(Revision {
+            namespace: ns.into(),
+            version,
+            resource_version: rv.into(),
+        }),
+    }
+}
+
+impl Revision {
+    fn is(&self, namespace: &str, version: i32) -> bool {
+        self.version == version && &*self.namespace == namespace
+    }
 }
 
 #[cfg(test)]
