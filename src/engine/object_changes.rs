@@ -8,10 +8,17 @@
 //!
 //! It vouches only for what its watches saw whole: an object of another kind, or one it
 //! never saw, or any check that started before a watch's latest re-list, is checked.
+//!
+//! Each object also has a fingerprint (its generation, labels and annotations; for a kind
+//! without a generation, its resourceVersion), hashed the same way in every process: a
+//! clean check records the digest of its objects' fingerprints in the release's status
+//! (`status.driftChecked`), so an engine started later skips the check of an object set
+//! whose digest is still the same.
 
-use std::collections::HashMap;
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
+
+use sha2::{Digest, Sha256};
 
 /// The kinds watched (metadata only), by `apiVersion` and `kind` as a manifest names them.
 pub const WATCHED: [(&str, &str); 6] = [
@@ -23,9 +30,10 @@ pub const WATCHED: [(&str, &str); 6] = [
     ("v1", "Service"),
 ];
 
-/// An object of one of the [`WATCHED`] kinds: a hash of (kind, namespace, name). Two
-/// objects sharing one only make a check run that could have been skipped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// An object of one of the [`WATCHED`] kinds: a hash of (kind, namespace, name), the
+/// same in every process. Two objects sharing one only make a check run that could have
+/// been skipped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ObjectKey(u64);
 
 impl ObjectKey {
@@ -34,22 +42,67 @@ impl ObjectKey {
         let watched = WATCHED
             .iter()
             .position(|(v, k)| *v == api_version && *k == kind)?;
-        let mut h = DefaultHasher::new();
-        (watched, namespace, name).hash(&mut h);
-        Some(Self(h.finish()))
+        Some(Self(stable_hash(&[
+            watched.to_string().as_bytes(),
+            namespace.as_bytes(),
+            name.as_bytes(),
+        ])))
+    }
+}
+
+/// The first 8 bytes of the SHA-256 of `parts`, each length-prefixed (so that no two
+/// lists of parts hash alike by their concatenation).
+fn stable_hash(parts: &[&[u8]]) -> u64 {
+    let mut h = Sha256::new();
+    for part in parts {
+        h.update((part.len() as u64).to_le_bytes());
+        h.update(part);
+    }
+    let digest = h.finalize();
+    u64::from_le_bytes(digest[..8].try_into().expect("8 bytes"))
+}
+
+/// What a drift check could find changed in an object, as a number: for a kind with a
+/// generation, its generation, labels and annotations (a write of its status alone, a
+/// rollout's progress, which no drift check compares, leaves it alone); for another
+/// kind, its resourceVersion (every write).
+pub fn fingerprint(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> u64 {
+    fn pairs(m: &Option<BTreeMap<String, String>>) -> Vec<&[u8]> {
+        m.iter()
+            .flatten()
+            .flat_map(|(k, v)| [k.as_bytes(), v.as_bytes()])
+            .collect()
+    }
+    match meta.generation {
+        Some(generation) => {
+            let generation = generation.to_string();
+            let labels = pairs(&meta.labels);
+            let annotations = pairs(&meta.annotations);
+            let mut parts: Vec<&[u8]> = vec![b"generation", generation.as_bytes(), b"labels"];
+            parts.extend(labels);
+            parts.push(b"annotations");
+            parts.extend(annotations);
+            stable_hash(&parts)
+        }
+        None => stable_hash(&[
+            b"resourceVersion",
+            meta.resource_version
+                .as_deref()
+                .unwrap_or_default()
+                .as_bytes(),
+        ]),
     }
 }
 
 /// One event of the watch of `WATCHED[kind]`.
 pub enum Seen<'a> {
-    /// Written. `spec_and_metadata`, for a kind with a generation: a digest of its
-    /// generation, labels and annotations, so that a write of its status alone (a
-    /// rollout's progress), which no drift check compares, is no change.
+    /// Written (or listed), with its [`fingerprint`]: a write that leaves it alone is
+    /// no change.
     Changed {
         kind: usize,
         namespace: &'a str,
         name: &'a str,
-        spec_and_metadata: Option<u64>,
+        fingerprint: u64,
     },
     Gone {
         kind: usize,
@@ -60,14 +113,29 @@ pub enum Seen<'a> {
     Relisted(usize),
 }
 
-#[derive(Clone, Default)]
-pub struct ObjectChanges(Arc<Mutex<State>>);
+#[derive(Clone)]
+pub struct ObjectChanges(Arc<Shared>);
+
+struct Shared {
+    state: Mutex<State>,
+    /// Every watch has its list whole.
+    whole: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for ObjectChanges {
+    fn default() -> Self {
+        Self(Arc::new(Shared {
+            state: Mutex::default(),
+            whole: tokio::sync::watch::channel(false).0,
+        }))
+    }
+}
 
 struct State {
     seq: u64,
-    /// Objects present, each with the sequence number of its last change (and, for a
-    /// kind with a generation, the digest it had then).
-    present: HashMap<ObjectKey, (u64, Option<u64>)>,
+    /// Objects present, each with the sequence number of its last change and its
+    /// fingerprint.
+    present: HashMap<ObjectKey, (u64, u64)>,
     /// Watches whose list is not whole (all, until each has listed once).
     relisting: [bool; WATCHED.len()],
     /// The sequence number at which the latest re-list ended: a check that started
@@ -96,14 +164,14 @@ impl ObjectChanges {
                 kind,
                 namespace,
                 name,
-                spec_and_metadata,
+                fingerprint,
             } => {
                 let entry = st
                     .present
                     .entry(key(kind, namespace, name))
-                    .or_insert((seq, None));
-                if spec_and_metadata.is_none() || entry.1 != spec_and_metadata {
-                    *entry = (seq, spec_and_metadata);
+                    .or_insert((seq, fingerprint));
+                if entry.1 != fingerprint {
+                    *entry = (seq, fingerprint);
                 }
             }
             Seen::Gone {
@@ -119,6 +187,19 @@ impl ObjectChanges {
                 st.relisted_at = seq;
             }
         }
+        let whole = !st.relisting.iter().any(|r| *r);
+        self.0
+            .whole
+            .send_if_modified(|w| std::mem::replace(w, whole) != whole);
+    }
+
+    /// Waits until every watch has its list whole, at most `within`: whether they have.
+    pub async fn whole(&self, within: std::time::Duration) -> bool {
+        let mut whole = self.0.whole.subscribe();
+        matches!(
+            tokio::time::timeout(within, whole.wait_for(|w| *w)).await,
+            Ok(Ok(_))
+        )
     }
 
     /// The point a check starts from, to pass to [`Self::unchanged_since`] later.
@@ -140,20 +221,30 @@ impl ObjectChanges {
         })
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    /// The digest of `objects` as the watches see them now (for `status.driftChecked`),
+    /// with the point it stands for; `None` when a watch is not whole or one of them was
+    /// never seen.
+    pub fn digest(&self, objects: &[ObjectKey]) -> Option<(u64, String)> {
+        let st = self.lock();
+        if st.relisting.iter().any(|r| *r) {
+            return None;
+        }
+        let mut seen: Vec<(ObjectKey, u64)> = objects
+            .iter()
+            .map(|o| st.present.get(o).map(|(_, f)| (*o, *f)))
+            .collect::<Option<_>>()?;
+        seen.sort_unstable();
+        let mut h = Sha256::new();
+        for (key, fingerprint) in seen {
+            h.update(key.0.to_le_bytes());
+            h.update(fingerprint.to_le_bytes());
+        }
+        Some((st.seq, format!("sha256:{}", hex::encode(h.finalize()))))
     }
-}
 
-/// For a kind with a generation: the digest of what a drift check could find changed
-/// without its generation moving (labels, annotations) and the generation itself.
-pub fn spec_and_metadata(
-    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-) -> Option<u64> {
-    let generation = meta.generation?;
-    let mut h = DefaultHasher::new();
-    (generation, &meta.labels, &meta.annotations).hash(&mut h);
-    Some(h.finish())
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 fn key(kind: usize, namespace: &str, name: &str) -> ObjectKey {
@@ -207,13 +298,13 @@ mod tests {
             kind: DEPLOYMENT,
             namespace: "apps",
             name: "web",
-            spec_and_metadata: None,
+            fingerprint: 1,
         });
         changes.observe(Seen::Changed {
             kind: CONFIGMAP,
             namespace: "other",
             name: "web",
-            spec_and_metadata: None,
+            fingerprint: 1,
         });
     }
 
@@ -232,7 +323,7 @@ mod tests {
             kind: CONFIGMAP,
             namespace: "apps",
             name: "unrelated",
-            spec_and_metadata: None,
+            fingerprint: 1,
         });
         assert!(changes.unchanged_since(checked, &web()));
     }
@@ -247,7 +338,17 @@ mod tests {
             kind: DEPLOYMENT,
             namespace: "apps",
             name: "web",
-            spec_and_metadata: None,
+            fingerprint: 1,
+        });
+        assert!(
+            changes.unchanged_since(checked, &web()),
+            "written, its fingerprint the same"
+        );
+        changes.observe(Seen::Changed {
+            kind: DEPLOYMENT,
+            namespace: "apps",
+            name: "web",
+            fingerprint: 2,
         });
         assert!(!changes.unchanged_since(checked, &web()), "written");
 
@@ -284,7 +385,7 @@ mod tests {
                 kind: DEPLOYMENT,
                 namespace: "apps",
                 name: "web",
-                spec_and_metadata: spec_and_metadata(meta),
+                fingerprint: fingerprint(meta),
             })
         };
         let deployment = [ObjectKey::of("apps/v1", "Deployment", "apps", "web").unwrap()];
@@ -302,6 +403,37 @@ mod tests {
             !changes.unchanged_since(checked, &deployment),
             "spec changed"
         );
+    }
+
+    #[test]
+    fn the_digest_of_a_release_s_objects_is_what_a_later_engine_compares() {
+        let changes = ObjectChanges::default();
+        seen(&changes);
+        assert_eq!(
+            changes.digest(&web()),
+            None,
+            "the watches have not listed yet"
+        );
+        listed(&changes);
+        let (_, first) = changes.digest(&web()).unwrap();
+        // Another engine that saw the same objects computes the same digest.
+        let later = ObjectChanges::default();
+        listed(&later);
+        seen(&later);
+        assert_eq!(later.digest(&web()).unwrap().1, first);
+        later.observe(Seen::Changed {
+            kind: DEPLOYMENT,
+            namespace: "apps",
+            name: "web",
+            fingerprint: 2,
+        });
+        assert_ne!(later.digest(&web()).unwrap().1, first);
+        later.observe(Seen::Gone {
+            kind: DEPLOYMENT,
+            namespace: "apps",
+            name: "web",
+        });
+        assert_eq!(later.digest(&web()), None, "one of them is gone");
     }
 
     #[test]

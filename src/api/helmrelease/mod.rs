@@ -31,8 +31,8 @@ pub use self::lifecycle::{
     ServerSideApplyMode, Test, TestFilter, Uninstall, Upgrade, UpgradeRemediation,
 };
 pub use self::observed::{
-    CHANGES_KEPT, ChangeRecord, ContestedField, DriftStatus, DriftedObject, EngineRef,
-    ExternalRevision, HelmReleaseStatus, Pin, ReleaseAction, Snapshot, WaitStatus,
+    CHANGES_KEPT, ChangeRecord, ContestedField, DriftChecked, DriftStatus, DriftedObject,
+    EngineRef, ExternalRevision, HelmReleaseStatus, Pin, ReleaseAction, Snapshot, WaitStatus,
 };
 pub use self::post_render::{
     Image, Kustomize, Patch, PostRenderStrategy, PostRenderer, Selector,

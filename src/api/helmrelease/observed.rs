@@ -14,6 +14,23 @@ pub struct DriftStatus {
     pub detected_at: String,
 }
 
+/// The last drift check that found every object as the revision makes it: what it saw of
+/// them, so that an engine started later (a restart, a new leader) knows whether anything
+/// changed since without reading each object again.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftChecked {
+    /// The Helm revision compared.
+    pub revision: i32,
+    /// The HelmRelease generation then (its drift mode and ignore rules).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    /// `sha256:` of the objects as the engine's watches saw them at the check's start
+    /// (each one's generation, labels and annotations, or its resourceVersion for a kind
+    /// without a generation).
+    pub objects: String,
+}
+
 /// A field of a release's object that another field manager keeps changing back.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -106,6 +123,9 @@ pub struct HelmReleaseStatus {
     /// Set while live objects differ from the newest revision's manifest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drift: Option<DriftStatus>,
+    /// The last drift check that found the release clean (see [`DriftChecked`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift_checked: Option<DriftChecked>,
     /// Fields another field manager changed back after drift corrections (an autoscaler):
     /// counted per field, and once it undid a few in a row, left to that manager.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -493,7 +493,7 @@ impl Dispatcher {
                     kind,
                     namespace: &namespace,
                     name: &name,
-                    spec_and_metadata: crate::engine::object_changes::spec_and_metadata(&meta),
+                    fingerprint: crate::engine::object_changes::fingerprint(&meta),
                 });
                 if st.term.is_some() {
                     Self::wake_for_workload(

@@ -6,12 +6,16 @@
 
 use kube::runtime::events::EventType;
 
-use crate::api::{ContestedField, DriftDetectionMode, DriftStatus, DriftedObject};
+use crate::api::{ContestedField, DriftChecked, DriftDetectionMode, DriftStatus, DriftedObject};
 use crate::apply::Owner;
 use crate::apply::drift_detection::ObjectDrift;
 use crate::engine::run::Run;
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::release::{Release, Status};
+
+/// How long a check that could rely on `status.driftChecked` waits for the engine's
+/// watches to list (an engine just started) before it compares instead.
+const WATCHES_LISTED_WITHIN: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Objects listed in the condition's message; status.drift has them all.
 const SHOWN: usize = 5;
@@ -28,26 +32,21 @@ pub(super) async fn check(run: &mut Run<'_>, latest: Option<&Release>) {
             .is_some_and(|i| i.status == Status::Deployed)
     });
     let (Some(latest), false) = (deployed, spec.mode == DriftDetectionMode::Disabled) else {
+        run.status.drift_checked = None;
         clear(run, None);
         return;
     };
-    let generation = run.hr.metadata.generation;
-    let started = run.ctx.objects.now();
-    let by_interval = run.inbox.by_interval;
-    let unchanged = run.inbox.clean_drift.take().filter(|clean| {
-        by_interval
-            && clean.version == latest.version
-            && clean.generation == generation
-            && clean.elsewhere == run.elsewhere.len()
-            && run.ctx.objects.unchanged_since(clean.since, &clean.objects)
-    });
-    if let Some(clean) = unchanged {
-        // Nothing the check would read changed since it found the release clean.
-        run.inbox.clean_drift = Some(clean);
+    if unchanged_since_clean(run, latest).await {
         run.ctx.metrics.drift_checked("unchanged");
         clear(run, None);
         return;
     }
+    // What the watches see of the objects as the check starts: recorded if it finds
+    // them clean.
+    let generation = run.hr.metadata.generation;
+    let objects =
+        crate::engine::object_changes::watched_objects(&latest.manifest, &run.target_namespace);
+    let seen = objects.as_ref().and_then(|o| run.ctx.objects.digest(o));
     // A dry run's or a correction's error may quote the revision's Secrets.
     run.masker.add_manifest_secrets(&latest.manifest);
     run.ctx.metrics.drift_checked("compared");
@@ -56,22 +55,27 @@ pub(super) async fn check(run: &mut Run<'_>, latest: Option<&Release>) {
         Err(e) => {
             let error = run.masker.mask(&e.to_string());
             tracing::warn!(release = %run.key, %error, "drift check failed; tried again at the next reconcile");
+            run.status.drift_checked = None;
             return;
         }
     };
     if found.is_empty() {
-        run.inbox.clean_drift =
-            crate::engine::object_changes::watched_objects(&latest.manifest, &run.target_namespace)
-                .map(|objects| crate::engine::run::CleanDrift {
-                    since: started,
-                    version: latest.version,
-                    generation,
-                    elsewhere: run.elsewhere.len(),
-                    objects,
-                });
+        run.status.drift_checked = seen.as_ref().map(|(_, digest)| DriftChecked {
+            revision: latest.version,
+            generation,
+            objects: digest.clone(),
+        });
+        run.inbox.clean_drift = objects.map(|objects| crate::engine::run::CleanDrift {
+            since: seen.map_or(0, |(at, _)| at),
+            version: latest.version,
+            generation,
+            elsewhere: run.elsewhere.len(),
+            objects,
+        });
         clear(run, None);
         return;
     }
+    run.status.drift_checked = None;
     let objects: Vec<DriftedObject> = found
         .iter()
         .map(|d| DriftedObject {
@@ -361,6 +365,56 @@ fn clear(run: &mut Run<'_>, corrected: Option<String>) {
             );
         }
         None => status::remove(&mut run.status, condition::DRIFTED),
+    }
+}
+
+/// Whether a check at the release's interval may rely on the last one that found it
+/// clean: this engine's (nothing its watches saw changed since), or, after a restart or
+/// a change of leader, the one recorded in `status.driftChecked` (its objects' digest is
+/// still the same). Never for a request or a wake-up: a watch may not yet show a change
+/// made a moment before them.
+async fn unchanged_since_clean(run: &mut Run<'_>, latest: &Release) -> bool {
+    let generation = run.hr.metadata.generation;
+    let clean = run.inbox.clean_drift.take();
+    if !run.inbox.by_interval {
+        return false;
+    }
+    if let Some(clean) = clean {
+        let unchanged = clean.version == latest.version
+            && clean.generation == generation
+            && clean.elsewhere == run.elsewhere.len()
+            && run.ctx.objects.unchanged_since(clean.since, &clean.objects);
+        if unchanged {
+            run.inbox.clean_drift = Some(clean);
+        }
+        return unchanged;
+    }
+    let Some(recorded) = run.status.drift_checked.clone().filter(|r| {
+        r.revision == latest.version && r.generation == generation && run.elsewhere.is_empty()
+    }) else {
+        return false;
+    };
+    let Some(objects) =
+        crate::engine::object_changes::watched_objects(&latest.manifest, &run.target_namespace)
+    else {
+        return false;
+    };
+    // An engine just started (most releases' first check) lists its watches first.
+    if !run.ctx.objects.whole(WATCHES_LISTED_WITHIN).await {
+        return false;
+    }
+    match run.ctx.objects.digest(&objects) {
+        Some((at, digest)) if digest == recorded.objects => {
+            run.inbox.clean_drift = Some(crate::engine::run::CleanDrift {
+                since: at,
+                version: latest.version,
+                generation,
+                elsewhere: 0,
+                objects,
+            });
+            true
+        }
+        _ => false,
     }
 }
 
