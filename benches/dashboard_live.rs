@@ -161,6 +161,11 @@ async fn populate(client: &Client, namespaces: &mut Vec<TestNamespace>, from: us
                      "lastTransitionTime": now, "observedGeneration": 1},
                 ],
                 "history": [snapshot(&ns, &name, 3, &now, json!({"action": "Upgrade complete"}))],
+                // The suspension as the engine that saw it recorded it: without it, every
+                // engine meeting the release first asks who suspended it and writes it.
+                "changes": [{"at": micro_now(), "kind": "suspend",
+                             "message": "suspended: the engine starts nothing on it",
+                             "by": "kubectl-patch"}],
             }});
             api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
                 .await
@@ -172,6 +177,13 @@ async fn populate(client: &Client, namespaces: &mut Vec<TestNamespace>, from: us
         .buffer_unordered(IN_FLIGHT)
         .collect::<Vec<()>>()
         .await;
+}
+
+/// Now as a MicroTime (`status.changes[].at`).
+fn micro_now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S.%6fZ")
+        .to_string()
 }
 
 const DIGEST: &str = "sha256:5f0c2b9e0d4a8c1e7b3f6a9d2c4e8b1a0f3d5c7e9b2a4c6e8d0f1a3b5c7d9e0f";

@@ -632,67 +632,76 @@ async fn interval_checks_read_nothing_nobody_changed_and_still_find_a_deletion()
     ns.delete().await;
 }
 
-/// A clean check is recorded in the release's status (`driftChecked`): an engine started
-/// later relies on it at the interval and reads nothing of an untouched release, while
-/// one whose Deployment was scaled while no engine ran is compared and found drifted.
+/// A clean check at the interval is recorded in the release's status (`driftChecked`): an
+/// engine started later relies on it and reads nothing of an untouched release, while one
+/// whose Deployment was scaled while no engine ran is compared and found drifted. (One
+/// namespace and engine each, so each engine's counts are one release's.)
 #[tokio::test]
 async fn an_engine_started_later_relies_on_the_recorded_check_and_finds_what_changed_meanwhile() {
-    let (client, ns, api) = eng::setup("drift-restart").await;
-    let first = eng::start(&client, &ns.name).await;
-    // `web` is checked every second; `edited` only at start (10 minute interval).
-    for (name, interval) in [("web", "1s"), ("edited", "10m")] {
-        let spec = serde_json::json!({"interval": interval, "driftDetection": {"mode": "warn"}});
-        api.create(&PostParams::default(), &eng::webapp(name, spec))
+    let (client, untouched, untouched_api) = eng::setup("drift-restart").await;
+    let (_, edited, edited_api) = eng::setup("drift-restart-edit").await;
+    let mut first = Vec::new();
+    for (ns, api) in [(&untouched, &untouched_api), (&edited, &edited_api)] {
+        first.push(eng::start(&client, &ns.name).await);
+        let spec = serde_json::json!({"interval": "1s", "driftDetection": {"mode": "warn"}});
+        api.create(&PostParams::default(), &eng::webapp("web", spec))
             .await
             .unwrap();
-    }
-    for name in ["web", "edited"] {
-        let hr = wait_for(&api, name, "installed and found clean", |h| {
-            is(h, "Ready", "True", "InstallSucceeded")
-                && h.status.as_ref().is_some_and(|s| s.drift_checked.is_some())
-        })
+        let hr = wait_for(
+            api,
+            "web",
+            "installed and recorded clean at an interval",
+            |h| {
+                is(h, "Ready", "True", "InstallSucceeded")
+                    && h.status.as_ref().is_some_and(|s| s.drift_checked.is_some())
+            },
+        )
         .await;
         let checked = hr.status.unwrap().drift_checked.unwrap();
         assert_eq!(checked.revision, 1);
         assert!(checked.objects.starts_with("sha256:"), "{checked:?}");
     }
-    first.handle.shutdown();
-    first.handle.stopped().await;
-    drop(first);
+    for engine in first {
+        engine.handle.shutdown();
+        engine.handle.stopped().await;
+    }
 
     // Scaled while no engine runs, written as `helm` would: nothing wakes the release for
-    // it (nor config tracking, as a ConfigMap's edit would), so only its check at start
-    // can find it.
+    // it (nor config tracking, as a ConfigMap's edit would), so only a check can find it.
     kubectl(
-        &ns.name,
+        &edited.name,
         &[
             "patch",
-            "deployment/edited",
+            "deployment/web",
             "--type=merge",
             "--field-manager=helm",
             "-p",
             r#"{"spec": {"replicas": 3}}"#,
         ],
     );
-    let (_second, metrics) =
-        eng::start_with_metrics(&client, &ns.name, "test-engine-drift-restart-2").await;
-    let hr = wait_for(&api, "edited", "the edit found at start", drifted).await;
+    let (_second, edited_metrics) =
+        eng::start_with_metrics(&client, &edited.name, "test-engine-drift-restart-edit-2").await;
+    let hr = wait_for(&edited_api, "web", "the edit found", drifted).await;
     let drift = hr.status.unwrap().drift.unwrap();
-    assert_eq!(drift.objects[0].object, "Deployment/edited", "{drift:?}");
-    assert_eq!(drift.objects[0].fields, ["/spec/replicas"]);
+    assert_eq!(drift.objects[0].fields, ["/spec/replicas"], "{drift:?}");
+    assert_eq!(eng::drift_checks(&edited_metrics, "unchanged"), 0);
+
+    let (_second, metrics) =
+        eng::start_with_metrics(&client, &untouched.name, "test-engine-drift-restart-2").await;
     let deadline = Instant::now() + std::time::Duration::from_secs(30);
     while eng::drift_checks(&metrics, "unchanged") < 3 {
         assert!(
             Instant::now() < deadline,
-            "web's checks did not rely on the recorded one: {}",
+            "the untouched release's checks did not rely on the recorded one: {}",
             metrics.encode()
         );
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     assert_eq!(
         eng::drift_checks(&metrics, "compared"),
-        1,
-        "only the edited release was compared; web's first check after the start read nothing"
+        0,
+        "the untouched release's first check after the start read nothing"
     );
-    ns.delete().await;
+    untouched.delete().await;
+    edited.delete().await;
 }
