@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ListParams, WatchEvent, WatchParams};
 
-use super::index::{Deploys, RecordIndex};
+use super::record_index::{Deploys, RecordIndex};
 use super::storage::{OWNER, ReadFloor, Storage};
 use super::{Error, Release, Status};
 

@@ -1,12 +1,12 @@
 //! Helm releases: the record Helm stores, and its storage as Secrets.
 
 pub mod identity;
-mod index;
+mod record_index;
 mod model;
 pub mod storage;
 
 pub use identity::{Elsewhere, Looked, Scan, stored_elsewhere};
-pub use index::{Deploys, RecordIndex};
+pub use record_index::{Deploys, RecordIndex};
 pub use model::*;
 pub use storage::{
     FIELD_MANAGER, MAX_RECORD_BYTES, ReadFloor, Storage, check_size, decode, encode,
