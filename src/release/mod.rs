@@ -1,13 +1,13 @@
 //! Helm releases: the record Helm stores, and its storage as Secrets.
 
 pub mod identity;
-mod record_index;
 mod model;
+mod record_index;
 pub mod storage;
 
 pub use identity::{Elsewhere, Looked, Scan, stored_elsewhere};
-pub use record_index::{Deploys, RecordIndex};
 pub use model::*;
+pub use record_index::{Deploys, RecordIndex};
 pub use storage::{
     FIELD_MANAGER, MAX_RECORD_BYTES, ReadFloor, Storage, check_size, decode, encode,
 };

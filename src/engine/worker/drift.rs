@@ -60,11 +60,17 @@ pub(super) async fn check(run: &mut Run<'_>, latest: Option<&Release>) {
         }
     };
     if found.is_empty() {
-        run.status.drift_checked = seen.as_ref().map(|(_, digest)| DriftChecked {
-            revision: latest.version,
-            generation,
-            objects: digest.clone(),
-        });
+        // Recorded by a check at the interval only: the check right after an install or
+        // an upgrade would cost a status write of its own in the middle of a rollout
+        // (the action wrote its outcome just before); the first interval check records
+        // it instead (see `unchanged_since_clean`).
+        if run.inbox.by_interval {
+            run.status.drift_checked = seen.as_ref().map(|(_, digest)| DriftChecked {
+                revision: latest.version,
+                generation,
+                objects: digest.clone(),
+            });
+        }
         run.inbox.clean_drift = objects.map(|objects| crate::engine::run::CleanDrift {
             since: seen.map_or(0, |(at, _)| at),
             version: latest.version,
@@ -385,6 +391,17 @@ async fn unchanged_since_clean(run: &mut Run<'_>, latest: &Release) -> bool {
             && clean.elsewhere == run.elsewhere.len()
             && run.ctx.objects.unchanged_since(clean.since, &clean.objects);
         if unchanged {
+            // Unchanged since, so the digest now is the one of that clean check.
+            if let Some((_, digest)) = run.ctx.objects.digest(&clean.objects) {
+                let checked = DriftChecked {
+                    revision: latest.version,
+                    generation,
+                    objects: digest,
+                };
+                if run.status.drift_checked.as_ref() != Some(&checked) {
+                    run.status.drift_checked = Some(checked);
+                }
+            }
             run.inbox.clean_drift = Some(clean);
         }
         return unchanged;
