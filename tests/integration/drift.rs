@@ -589,6 +589,19 @@ async fn a_field_an_autoscaler_keeps_changing_back_is_left_to_it() {
     ns.delete().await;
 }
 
+/// Waits (at most 30 s) until the engine counted three drift checks that read nothing.
+async fn three_checks_read_nothing(metrics: &wheelhouse::telemetry::Metrics, otherwise: &str) {
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    while eng::drift_checks(metrics, "unchanged") < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "{otherwise}: {}",
+            metrics.encode()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
 /// An idle release's interval checks read none of its objects while nobody touches them
 /// (the engine's watches vouch for them), and still find what changed: a ConfigMap
 /// deleted (which wakes nothing) is reported missing at the next interval.
@@ -610,15 +623,7 @@ async fn interval_checks_read_nothing_nobody_changed_and_still_find_a_deletion()
         is(h, "Ready", "True", "InstallSucceeded")
     })
     .await;
-    let deadline = Instant::now() + std::time::Duration::from_secs(30);
-    while eng::drift_checks(&metrics, "unchanged") < 3 {
-        assert!(
-            Instant::now() < deadline,
-            "no interval check relied on the watches: {}",
-            metrics.encode()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+    three_checks_read_nothing(&metrics, "no interval check relied on the watches").await;
     let compared = eng::drift_checks(&metrics, "compared");
     kubectl(&ns.name, &["delete", "configmap", "web-config"]);
     let hr = wait_for(&api, "web", "the deletion reported", drifted).await;
@@ -688,15 +693,11 @@ async fn an_engine_started_later_relies_on_the_recorded_check_and_finds_what_cha
 
     let (_second, metrics) =
         eng::start_with_metrics(&client, &untouched.name, "test-engine-drift-restart-2").await;
-    let deadline = Instant::now() + std::time::Duration::from_secs(30);
-    while eng::drift_checks(&metrics, "unchanged") < 3 {
-        assert!(
-            Instant::now() < deadline,
-            "the untouched release's checks did not rely on the recorded one: {}",
-            metrics.encode()
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    }
+    three_checks_read_nothing(
+        &metrics,
+        "the untouched release's checks did not rely on the recorded one",
+    )
+    .await;
     assert_eq!(
         eng::drift_checks(&metrics, "compared"),
         0,
