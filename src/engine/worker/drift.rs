@@ -393,14 +393,11 @@ async fn unchanged_since_clean(run: &mut Run<'_>, latest: &Release) -> bool {
         if unchanged {
             // Unchanged since, so the digest now is the one of that clean check.
             if let Some((_, digest)) = run.ctx.objects.digest(&clean.objects) {
-                let checked = DriftChecked {
+                run.status.drift_checked = Some(DriftChecked {
                     revision: latest.version,
                     generation,
                     objects: digest,
-                };
-                if run.status.drift_checked.as_ref() != Some(&checked) {
-                    run.status.drift_checked = Some(checked);
-                }
+                });
             }
             run.inbox.clean_drift = Some(clean);
         }
