@@ -58,6 +58,7 @@ fn upgrade<'a>(
         }),
         discovery,
         as_user: None,
+        kubeconfig: None,
         priority: Default::default(),
         post_renderers: &[],
         post_render_strategy: Default::default(),

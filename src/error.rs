@@ -39,6 +39,9 @@ pub enum Error {
     #[error(transparent)]
     Storage(#[from] crate::release::Error),
 
+    #[error(transparent)]
+    Remote(#[from] crate::remote::Error),
+
     #[error("config tracking: {0}")]
     Tracking(Box<crate::tracking::Error>),
 

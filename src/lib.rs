@@ -20,6 +20,7 @@ pub mod notify;
 pub mod rbac;
 pub mod receive;
 pub mod release;
+pub mod remote;
 pub mod render;
 pub mod slots;
 pub mod source;

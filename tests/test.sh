@@ -46,7 +46,14 @@ if ! "$root/tests/cluster/up.sh" "$cluster"; then
   exit 1
 fi
 
+# A second, bare cluster for the releases deployed through `spec.kubeConfig`.
+if ! "$root/tests/cluster/up.sh" --bare "$cluster/remote"; then
+  log "error: the second (remote) control plane did not start (see the log above)"
+  exit 1
+fi
+
 export WHEELHOUSE_TEST_KUBECONFIG="$cluster/kubeconfig"
+export WHEELHOUSE_TEST_REMOTE_KUBECONFIG="$cluster/remote/kubeconfig"
 export WHEELHOUSE_TESTBIN="$bin"
 export WHEELHOUSE_RENDER_HELPER="$helper/wheelhouse-render"
 export WHEELHOUSE_PREVIOUS_BUILD="$previous"

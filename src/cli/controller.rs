@@ -62,6 +62,16 @@ pub struct ControllerArgs {
     /// HelmRelease's own namespace (Flux's flag).
     #[arg(long, env = "WHEELHOUSE_NO_CROSS_NAMESPACE_REFS")]
     pub no_cross_namespace_refs: bool,
+
+    /// Let a release's kubeConfig Secret run the `exec` credential plugin it names, a
+    /// program on this machine (Flux's flag). Off: such a kubeconfig is refused.
+    #[arg(long, env = "WHEELHOUSE_INSECURE_KUBECONFIG_EXEC")]
+    pub insecure_kubeconfig_exec: bool,
+
+    /// Let a release's kubeConfig Secret turn off TLS verification with
+    /// insecure-skip-tls-verify (Flux's flag). Off: such a kubeconfig is refused.
+    #[arg(long, env = "WHEELHOUSE_INSECURE_KUBECONFIG_TLS")]
+    pub insecure_kubeconfig_tls: bool,
 }
 
 pub(super) fn parse_service_account_name(name: &str) -> std::result::Result<String, String> {
@@ -99,6 +109,10 @@ pub async fn run(cluster: &ClusterArgs, render: &RenderArgs, args: ControllerArg
     config.chart_root = cluster.chart_root.clone();
     config.cancel_on_new_revision = !args.no_cancel_on_new_revision;
     config.concurrent = args.concurrent;
+    config.kubeconfig_allowances = crate::remote::Allowances {
+        exec: args.insecure_kubeconfig_exec,
+        insecure_tls: args.insecure_kubeconfig_tls,
+    };
     config.tenancy = crate::tenancy::Policy {
         default_service_account: args.default_service_account,
         no_cross_namespace_refs: args.no_cross_namespace_refs,

@@ -94,7 +94,7 @@ pub async fn run(cluster: &ClusterArgs, args: MigrateArgs) -> Result<()> {
     let repository = repository(&client, &flux, &from, args.chart_repository).await?;
     let migrated = match migrate::convert(&flux, repository.as_ref()) {
         Ok(m) => m,
-        Err(migrate::Error::NoChart {
+        Err(migrate::Error::Refused {
             reason,
             not_carried,
         }) => {

@@ -35,6 +35,8 @@ pub struct EngineConfig {
     /// The tenancy rules this engine was started with (`--default-service-account`,
     /// `--no-cross-namespace-refs`); the cluster's published policy tightens them.
     pub tenancy: crate::tenancy::Policy,
+    /// What a release's kubeConfig Secret may hold beyond the default.
+    pub kubeconfig_allowances: crate::remote::Allowances,
 }
 
 impl EngineConfig {
@@ -58,6 +60,7 @@ impl EngineConfig {
             concurrent: 4,
             metrics: crate::telemetry::Metrics::new(),
             tenancy: crate::tenancy::Policy::default(),
+            kubeconfig_allowances: Default::default(),
         }
     }
 }

@@ -26,7 +26,7 @@ pub struct Preview {
 pub async fn preview(ctx: &Context, hr: &HelmRelease) -> Result<Preview, String> {
     // As the release's identity, as its reconcile would: a preview opened by an
     // administrator must not render `lookup` with the administrator's rights.
-    let acting = ctx.acting_for(hr);
+    let acting = ctx.acting_for(hr).await.map_err(|e| e.to_string())?;
     let storage = Storage::new(acting.client.clone(), &hr.storage_namespace());
     let release_name = hr.release_name();
     let history = storage

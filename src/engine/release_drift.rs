@@ -2,7 +2,7 @@
 //! that revision: shared by the worker (which reports or corrects it) and the dashboard
 //! (which shows it as a diff).
 
-use super::run::Context;
+use super::run::{Acting, Context};
 use crate::api::{HelmRelease, IgnoreRule};
 use crate::apply::Owner;
 use crate::apply::drift_detection::{Ignore, ObjectDrift};
@@ -54,14 +54,13 @@ pub(crate) fn writer_not_ours(
 /// The stored manifest with config tracking's hashes, as the engine applied it, so a
 /// hash the engine added is not taken for drift.
 pub(crate) async fn applied_manifest(
-    ctx: &Context,
+    acting: &Acting,
     hr: &HelmRelease,
     latest: &Release,
 ) -> crate::Result<String> {
     if !hr.spec.config_tracking.clone().unwrap_or_default().enabled {
         return Ok(latest.manifest.clone());
     }
-    let acting = ctx.acting_for(hr);
     let prepared =
         crate::tracking::prepare_manifest(&acting.client, &latest.manifest, &hr.target_namespace())
             .await
@@ -95,13 +94,14 @@ fn tracking_fields(hr: &HelmRelease) -> Vec<Ignore> {
 /// The objects of `latest` that differ from what is live, `rules` aside.
 pub(crate) async fn compare(
     ctx: &Context,
+    acting: &Acting,
     hr: &HelmRelease,
     latest: &Release,
     rules: &[IgnoreRule],
     elsewhere: &[Elsewhere],
 ) -> crate::Result<Vec<ObjectDrift>> {
-    let manifest = applied_manifest(ctx, hr, latest).await?;
-    let unavailable = ctx.unavailable_groups().await?;
+    let manifest = applied_manifest(acting, hr, latest).await?;
+    let unavailable = ctx.discover_for(acting).await?.unavailable;
     let (release_name, namespace) = (hr.release_name(), hr.target_namespace());
     let owner = Owner::new(&release_name, &namespace)
         .previous(Some(&latest.manifest))
@@ -118,7 +118,6 @@ pub(crate) async fn compare(
         .chain(tracking_fields(hr))
         .collect();
     // Compared by dry-run apply as the release's identity (nothing is written).
-    let acting = ctx.acting_for(hr);
     Ok(acting.applier.drift(&manifest, &owner, &ignore).await?)
 }
 
@@ -132,7 +131,8 @@ pub struct DriftView {
 
 /// Compares `hr`'s release with its newest revision now.
 pub async fn view(ctx: &Context, hr: &HelmRelease) -> Result<DriftView, String> {
-    let storage = Storage::new(ctx.acting_for(hr).client.clone(), &hr.storage_namespace());
+    let acting = ctx.acting_for(hr).await.map_err(|e| e.to_string())?;
+    let storage = Storage::new(acting.client.clone(), &hr.storage_namespace());
     let history = storage
         .history(&hr.release_name())
         .await
@@ -147,9 +147,10 @@ pub async fn view(ctx: &Context, hr: &HelmRelease) -> Result<DriftView, String> 
         .map(|d| d.ignore.clone())
         .unwrap_or_default();
     // Objects another record of this (name, namespace) deploys are never ours to show.
+    let (records_client, records) = ctx.records_of(&acting);
     let elsewhere = crate::release::stored_elsewhere(
-        &ctx.client,
-        &ctx.records,
+        records_client,
+        records,
         &hr.storage_namespace(),
         &hr.release_name(),
         &hr.target_namespace(),
@@ -160,7 +161,7 @@ pub async fn view(ctx: &Context, hr: &HelmRelease) -> Result<DriftView, String> 
     .map_err(|e| format!("cannot read Helm's storage: {e}"))?
     .map(|scan| scan.found)
     .unwrap_or_default();
-    let objects = compare(ctx, hr, latest, &rules, &elsewhere)
+    let objects = compare(ctx, &acting, hr, latest, &rules, &elsewhere)
         .await
         .map_err(|e| e.to_string())?;
     let mut masker = Masker::default();

@@ -9,6 +9,8 @@ pub(super) struct Mapping {
     pub(super) notes: Vec<String>,
     /// Why there is no chart, when there is none.
     pub(super) no_chart: Option<String>,
+    /// Why the release cannot be migrated for another reason (where it is deployed).
+    pub(super) refused: Option<String>,
 }
 
 impl Mapping {
@@ -54,7 +56,6 @@ fn why_not(path: &str) -> String {
         .join(".");
     let last = general.rsplit('.').next().unwrap_or_default();
     let why = match general.as_str() {
-        "spec.kubeConfig" => "wheelhouse deploys to the cluster it runs in only",
         "spec.persistentClient" => {
             "a setting of helm-controller's own Kubernetes client cache; Helm 4 has no such thing"
         }

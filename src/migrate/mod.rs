@@ -53,10 +53,10 @@ pub struct Migrated {
 pub enum Error {
     #[error("not a Flux HelmRelease (helm.toolkit.fluxcd.io/v2): {0}")]
     NotFlux(String),
-    /// The chart's source cannot be expressed in wheelhouse; `not_carried` lists it with
-    /// everything else that would not have been carried.
+    /// The chart's source, or where the release is deployed, cannot be expressed in
+    /// wheelhouse; `not_carried` lists everything else that would not have been carried.
     #[error("{reason}")]
-    NoChart {
+    Refused {
         reason: String,
         not_carried: Vec<String>,
     },
@@ -153,8 +153,8 @@ pub fn convert(flux: &Value, repository: Option<&Repository>) -> Result<Migrated
         m.drop_field(&format!("spec.{key}"), &value);
     }
 
-    if let Some(reason) = m.no_chart.take() {
-        return Err(Error::NoChart {
+    if let Some(reason) = m.no_chart.take().or_else(|| m.refused.take()) {
+        return Err(Error::Refused {
             reason,
             not_carried: m.not_carried,
         });
@@ -357,6 +357,42 @@ status:
         );
     }
 
+    /// A release on a remote cluster stays there; one that reaches it with a cloud
+    /// provider's identity is refused whole, never moved to the engine's cluster.
+    #[test]
+    fn a_remote_release_keeps_its_kubeconfig_secret_and_a_cloud_identity_is_refused() {
+        let mut flux = yaml(FULL);
+        flux["spec"]["kubeConfig"] =
+            json!({"secretRef": {"name": "prod", "key": "kubeconfig.yaml"}});
+        let m = convert(&flux, Some(&http_repo("apps"))).unwrap();
+        assert_eq!(
+            m.object["spec"]["kubeConfig"],
+            json!({"secretRef": {"name": "prod", "key": "kubeconfig.yaml"}})
+        );
+        assert_eq!(
+            m.release
+                .spec
+                .kube_config
+                .as_ref()
+                .unwrap()
+                .secret_ref
+                .key
+                .as_deref(),
+            Some("kubeconfig.yaml")
+        );
+        for kc in [
+            json!({"configMapRef": {"name": "aks"}}),
+            json!({"secretRef": {"name": "a"}, "configMapRef": {"name": "b"}}),
+        ] {
+            flux["spec"]["kubeConfig"] = kc.clone();
+            let Err(Error::Refused { reason, .. }) = convert(&flux, Some(&http_repo("apps")))
+            else {
+                panic!("{kc} is migrated");
+            };
+            assert!(reason.contains("spec.kubeConfig"), "{reason}");
+        }
+    }
+
     #[test]
     fn a_full_flux_release_keeps_every_field_of_the_same_meaning_and_names_the_rest() {
         let m = convert(&yaml(FULL), Some(&http_repo("apps"))).unwrap();
@@ -377,6 +413,7 @@ spec:
   waitStrategy: {name: legacy}
   maxHistory: 3
   serviceAccountName: deployer
+  kubeConfig: {secretRef: {name: remote}}
   values:
     replicaCount: 2
     ingress: {enabled: true}
@@ -414,7 +451,6 @@ spec:
             "spec.chart.spec.verify",
             "spec.healthCheckExprs[0].someFutureKey",
             "spec.install.someFutureField",
-            "spec.kubeConfig",
             "spec.postRenderers[0].kustomize.patches[0].target.someFutureKey",
         ];
         let mut got = paths.clone();
@@ -452,7 +488,7 @@ spec:
         let printed = to_yaml(&m, "apps/podinfo");
         assert!(printed.starts_with("# Migrated from Flux HelmRelease apps/podinfo"));
         assert!(
-            printed.contains("# not carried: spec.kubeConfig ("),
+            printed.contains("# not carried: spec.chart.spec.verify ("),
             "{printed}"
         );
         let read: Value = crate::yaml::from_str(&printed).unwrap();
@@ -532,7 +568,7 @@ spec:
 
     fn refused(flux: &Value, repository: Option<&Repository>) -> String {
         match convert(flux, repository) {
-            Err(Error::NoChart { reason, .. }) => reason,
+            Err(Error::Refused { reason, .. }) => reason,
             Err(e) => panic!("refused otherwise: {e}"),
             Ok(m) => panic!("carried: {}", crate::yaml::to_string(&m.object)),
         }

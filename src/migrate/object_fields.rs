@@ -25,6 +25,39 @@ pub(super) fn plain(spec: &mut Map<String, Value>, out: &mut Map<String, Value>,
             out.insert(key.into(), v);
         }
     }
+    // The remote cluster, from the same Secret and key. A cloud provider's workload
+    // identity (configMapRef) has no equivalent, and the release must not move to the
+    // engine's own cluster for want of it: refused.
+    if let Some(kc) = spec.remove("kubeConfig").filter(is_set) {
+        match (
+            kc.get("secretRef").filter(|v| is_set(v)),
+            kc.get("configMapRef").filter(|v| is_set(v)),
+        ) {
+            (Some(secret), None) if text(secret, "name").is_some() => {
+                let kept = keep(kc.clone(), "spec.kubeConfig", &["secretRef"], m);
+                let secret = keep(
+                    kept["secretRef"].clone(),
+                    "spec.kubeConfig.secretRef",
+                    &["name", "key"],
+                    m,
+                );
+                out.insert("kubeConfig".into(), json!({ "secretRef": secret }));
+                m.note(
+                    "spec.kubeConfig: the release stays on its remote cluster, reached with the same Secret; a kubeconfig with exec or insecure-skip-tls-verify needs the engine's --insecure-kubeconfig-exec/--insecure-kubeconfig-tls, as Flux's does, and one naming files of the controller's machine is refused",
+                );
+            }
+            (None, Some(_)) => {
+                m.refused = Some(
+                    "spec.kubeConfig.configMapRef reaches the remote cluster with a cloud provider's workload identity, which wheelhouse cannot authenticate with; give it a kubeconfig Secret (spec.kubeConfig.secretRef) and migrate again".into(),
+                );
+            }
+            _ => {
+                m.refused = Some(
+                    "spec.kubeConfig names neither a Secret nor a ConfigMap alone (exactly one of secretRef and configMapRef, as Flux requires)".into(),
+                );
+            }
+        }
+    }
     // Labels and annotations on every rendered object, as helm-controller puts them.
     if let Some(common) = spec.remove("commonMetadata").filter(is_set) {
         let kept = keep(common, "spec.commonMetadata", &["labels", "annotations"], m);

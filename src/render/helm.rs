@@ -127,7 +127,17 @@ impl HelmRenderer {
         if req.skip_schema_validation {
             args.push("--skip-schema-validation".into());
         }
-        args.extend(self.cluster.iter().cloned());
+        match req.kubeconfig {
+            // A remote release's cluster replaces the renderer's, with its one context.
+            Some(kubeconfig) => {
+                let mut cluster = self.cluster.clone();
+                strip_flag(&mut cluster, "--kubeconfig");
+                strip_flag(&mut cluster, "--kube-context");
+                args.extend(cluster);
+                args.extend(["--kubeconfig".into(), kubeconfig.as_os_str().to_owned()]);
+            }
+            None => args.extend(self.cluster.iter().cloned()),
+        }
         if let Some(user) = req.as_user {
             // The release's identity replaces any the renderer was given.
             strip_identity(&mut args);
@@ -329,6 +339,23 @@ fn strip_identity(args: &mut Vec<OsString>) {
     *args = out;
 }
 
+/// Removes `flag` and its value from `args`.
+fn strip_flag(args: &mut Vec<OsString>, flag: &str) {
+    let mut out = Vec::with_capacity(args.len());
+    let mut skip = false;
+    for arg in args.drain(..) {
+        if std::mem::take(&mut skip) {
+            continue;
+        }
+        if arg == flag {
+            skip = true;
+            continue;
+        }
+        out.push(arg);
+    }
+    *args = out;
+}
+
 /// Environment variables by which helm picks a cluster or identity other than its
 /// arguments say (`HELM_KUBECONTEXT`, `HELM_KUBEAPISERVER`, `HELM_KUBETOKEN`,
 /// `HELM_KUBEASUSER`, `HELM_KUBECAFILE`, ...), and `HELM_NAMESPACE`.
@@ -393,6 +420,7 @@ mod tests {
             previous,
             discovery: None,
             as_user: None,
+            kubeconfig: None,
             priority: Default::default(),
             post_renderers: &[],
             post_render_strategy: Default::default(),

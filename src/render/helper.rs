@@ -149,7 +149,7 @@ impl HelperRenderer {
     ) -> Result<Result<Rendered, Error>, HelperFault> {
         // The release's identity replaces the renderer's own for this render; the helper
         // keeps discovery per identity.
-        let cluster = match req.as_user {
+        let mut cluster = match req.as_user {
             Some(user) => Cluster {
                 as_user: user.to_owned(),
                 as_groups: Vec::new(),
@@ -157,6 +157,11 @@ impl HelperRenderer {
             },
             None => self.cluster.clone(),
         };
+        // A remote release's cluster replaces the renderer's, with its one context.
+        if let Some(kubeconfig) = req.kubeconfig {
+            cluster.kubeconfig = kubeconfig.display().to_string();
+            cluster.context = String::new();
+        }
         let request = Request {
             release: req.release_name,
             namespace: req.namespace,
@@ -370,6 +375,7 @@ mod tests {
                 previous: None,
                 discovery: None,
                 as_user: None,
+                kubeconfig: None,
                 priority: crate::slots::Priority::Routine,
                 post_renderers: &[],
                 post_render_strategy: Default::default(),

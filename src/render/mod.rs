@@ -117,6 +117,9 @@ pub struct RenderRequest<'a> {
     /// Render (and `lookup`) as this Kubernetes user, by impersonation: the release's
     /// ServiceAccount (see [`crate::tenancy`]). `None`: the renderer's own identity.
     pub as_user: Option<&'a str>,
+    /// The kubeconfig of the release's remote cluster (`spec.kubeConfig`, checked), in
+    /// place of the renderer's own cluster; `None`: the renderer's.
+    pub kubeconfig: Option<&'a Path>,
     /// Urgent renders (a fix for a stuck or failed release, an operator's request) take
     /// the next render slot ahead of routine ones.
     pub priority: crate::slots::Priority,

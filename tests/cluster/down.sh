@@ -48,6 +48,11 @@ stop() {
   kill -KILL "${pids[@]}" 2>/dev/null || true
 }
 
+# The bare "remote" cluster test.sh starts inside DIR (tests/cluster/up.sh --bare).
+if [[ -d "$dir/remote" ]]; then
+  if $keep; then "$0" --keep "$dir/remote"; else "$0" "$dir/remote"; fi
+fi
+
 if [[ -f "$dir/pids" ]]; then
   # Everything that talks to etcd first, etcd last, so nothing logs a lost store.
   mapfile -t others < <(grep -v '^etcd ' "$dir/pids" || true)

@@ -5,7 +5,11 @@
 # two OCI registries (plain HTTP; TLS with basic auth) and a Git server (anonymous smart
 # HTTP; HTTPS with basic or bearer auth; SSH with a public key) for the chart-source tests.
 #
-# Usage: tests/cluster/up.sh DIR
+# Usage: tests/cluster/up.sh [--bare] DIR
+#   --bare: the Kubernetes processes only (etcd, kube-apiserver, kube-controller-manager,
+#   kube-scheduler, kwok), without Flux, registries or the Git server: the "remote"
+#   cluster the tests of `spec.kubeConfig` deploy to (tests/test.sh starts one in
+#   DIR/remote beside the main one, and down.sh stops it with the main one).
 #   DIR holds everything of this cluster: certificates, etcd data, logs, the PIDs of the
 #   processes started (DIR/pids, read by down.sh) and DIR/kubeconfig. Returns once the
 #   API answers, the fake node is Ready, the default ServiceAccount exists and the
@@ -20,13 +24,20 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 log() { printf '[up] %s\n' "$*" >&2; }
 die() { printf '[up] error: %s\n' "$*" >&2; exit 1; }
 
-[[ $# -eq 1 ]] || die "usage: $0 DIR"
+bare=false
+if [[ "${1:-}" == "--bare" ]]; then
+  bare=true
+  shift
+fi
+[[ $# -eq 1 ]] || die "usage: $0 [--bare] DIR"
 mkdir -p "$1"
 dir=$(cd "$1" && pwd)
 bin=$("$here/testbin.sh")
-fluxbin=$("$here/flux.sh")
-registrybin=$("$here/registry.sh")
-gitserverbin=$("$here/gitserver.sh")
+if ! $bare; then
+  fluxbin=$("$here/flux.sh")
+  registrybin=$("$here/registry.sh")
+  gitserverbin=$("$here/gitserver.sh")
+fi
 kubectl=("$bin/kubectl" --kubeconfig "$dir/kubeconfig")
 
 started=$EPOCHREALTIME
@@ -295,6 +306,12 @@ status:
 EOF
 wait_for "the fake node to be Ready" 60 "${kubectl[@]}" wait --for=condition=Ready node/kwok-node-0 --timeout=1s
 wait_for "the default ServiceAccount" 60 "${kubectl[@]}" get serviceaccount default -n default
+
+if $bare; then
+  trap - ERR
+  log "up (bare) in $(elapsed): export KUBECONFIG=$dir/kubeconfig"
+  exit 0
+fi
 
 # Flux: its CRDs, its namespace, and both controllers as local processes. source-controller
 # serves chart artifacts to helm-controller on 127.0.0.1. No leader election (one of each),

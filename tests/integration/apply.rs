@@ -849,6 +849,7 @@ async fn a_rendered_chart_applies_and_its_hooks_run() {
             }),
             discovery: None,
             as_user: None,
+            kubeconfig: None,
             priority: Default::default(),
             post_renderers: &[],
             post_render_strategy: Default::default(),

@@ -47,6 +47,7 @@ fn request<'a>(values: &'a Map<String, Value>, chart: &'a Path) -> RenderRequest
         previous: None,
         discovery: None,
         as_user: None,
+        kubeconfig: None,
         priority: Default::default(),
         post_renderers: &[],
         post_render_strategy: Default::default(),

@@ -59,6 +59,22 @@ pub mod annotations {
     pub const ROLLBACK_TO: &str = "reconcile.wheelhouse.dev/rollbackTo";
 }
 
+/// Where a release's remote cluster's kubeconfig is (`spec.kubeConfig`).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct KubeConfigReference {
+    /// A Secret of the HelmRelease's namespace.
+    pub secret_ref: KubeConfigSecretRef,
+}
+
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct KubeConfigSecretRef {
+    pub name: String,
+    /// The Secret's key holding the kubeconfig (default `value`, then `value.yaml`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
 /// A roll back and pin request, as [`annotations::ROLLBACK_TO`] holds it.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -146,6 +162,16 @@ pub struct HelmReleaseSpec {
     #[x_kube(validation = Rule::new("self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$') && size(self) <= 253")
         .message("serviceAccountName must be a ServiceAccount name (a DNS-1123 subdomain)"))]
     pub service_account_name: Option<String>,
+
+    /// Deploy to another cluster (Flux's field): the kubeconfig a Secret of the
+    /// HelmRelease's namespace holds (key `value`, else `value.yaml`, unless `key` is
+    /// given). The chart's objects, Helm's storage, `lookup`, health checks and drift
+    /// checks are on that cluster; the HelmRelease, its status and valuesFrom stay here.
+    /// `serviceAccountName` is impersonated there. Refused: `exec` and
+    /// `insecure-skip-tls-verify` unless the engine allows them, files of the engine's
+    /// machine, auth providers, impersonation and proxies (docs/user-guide/remote.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube_config: Option<KubeConfigReference>,
 
     /// Revisions kept in Helm storage; 0 keeps all.
     #[serde(default = "default_max_history")]

@@ -77,7 +77,7 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
         .as_ref()
         .is_some_and(|u| u.take_ownership);
     let elsewhere = run.elsewhere.clone();
-    let unavailable = run.ctx.unavailable_groups().await?;
+    let unavailable = run.ctx.discover_for(&run.acting).await?.unavailable;
     // As Helm 4: as the revision rolled back to was applied, unless the spec says.
     let mode = spec.server_side_apply;
     let server_side = mode.server_side(ApplyMethod::followed(target));

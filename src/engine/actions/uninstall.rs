@@ -29,9 +29,10 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
     let release_name = run.release_name.clone();
     // Objects another record of this (name, namespace) owns are never deleted, even when
     // this release's records list them too (written before identities were checked).
+    let (client, records) = run.ctx.records_of(&run.acting);
     let elsewhere = crate::release::stored_elsewhere(
-        &run.ctx.client,
-        &run.ctx.records,
+        client,
+        records,
         run.storage.namespace(),
         &release_name,
         &ns,
@@ -42,7 +43,7 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
     .map(|scan| scan.found)
     .unwrap_or_default();
     // Objects of an API group discovery cannot serve now can be neither read nor deleted.
-    let unavailable = run.ctx.unavailable_groups().await?;
+    let unavailable = run.ctx.discover_for(&run.acting).await?.unavailable;
     let mut rel = latest.clone();
     set_status(
         &mut rel,

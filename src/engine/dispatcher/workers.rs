@@ -116,16 +116,23 @@ impl Dispatcher {
     /// Tells the config tracker which releases are ours and which are other engines'.
     pub(super) fn share_ownership(&self, store: &Store, workers: &HashMap<ReleaseKey, Worker>) {
         let release = |hr: &HelmRelease| (hr.target_namespace(), hr.release_name());
+        // A release on a remote cluster (spec.kubeConfig) owns nothing of this one: a
+        // workload here with its name is another release's.
+        let here = |hr: &&HelmRelease| hr.spec.kube_config.is_none();
         let ours = workers
             .keys()
             .filter_map(|k| store.releases.get(k))
-            .map(|hr| release(hr))
+            .map(|hr| hr.as_ref())
+            .filter(here)
+            .map(release)
             .collect();
         let theirs = store
             .releases
             .iter()
             .filter(|(k, _)| !workers.contains_key(k))
-            .map(|(_, hr)| release(hr))
+            .map(|(_, hr)| hr.as_ref())
+            .filter(here)
+            .map(release)
             .collect();
         let namespaces = (self.coverage.shard.is_none()).then(|| {
             let held = self.held.held();

@@ -2,9 +2,12 @@
 //! impersonation ([`crate::tenancy`]). Everything a reconcile does *for* the release
 //! (render and `lookup`, valuesFrom and source credentials, apply, prune, hooks, tests,
 //! storage) goes through its [`Acting`]; what the engine does for itself (watches, Lease,
-//! status, Events, health reads) keeps `Context::client`.
+//! status, Events, health reads) keeps `Context::client`. A release with `spec.kubeConfig`
+//! acts on its remote cluster ([`Remote`]): there, the kubeconfig's user is the engine's
+//! identity and `serviceAccountName` is impersonated as it would be here.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use kube::Client;
@@ -20,10 +23,32 @@ pub struct Acting {
     pub identity: Identity,
     pub client: Client,
     pub applier: Applier,
+    /// The release's remote cluster (`spec.kubeConfig`); none: the engine's own.
+    pub remote: Option<Arc<Remote>>,
+}
+
+/// A remote cluster as one kubeconfig reaches it.
+pub struct Remote {
+    pub checked: crate::remote::Checked,
+    /// The cluster as the kubeconfig's user: what the engine reads there for itself
+    /// (health, discovery, the identity guard's look at other namespaces).
+    pub client: Client,
+    /// The checked kubeconfig, for the renderer (`lookup`, capabilities).
+    pub kubeconfig: PathBuf,
+    /// Never fed: no watch of this cluster's records vouches for anything, so the
+    /// identity guard lists them there.
+    records: crate::release::RecordIndex,
+    /// Watches shared by every wait on this cluster.
+    pub watches: crate::health::WatchHub,
+    discovery: crate::render::SharedReads<crate::render::Discovery>,
 }
 
 impl Acting {
     pub fn new(identity: Identity, engine: &Client) -> Self {
+        Self::on(identity, engine, None)
+    }
+
+    fn on(identity: Identity, engine: &Client, remote: Option<Arc<Remote>>) -> Self {
         let client = match identity.username() {
             Some(user) => crate::tenancy::impersonating(engine, &user),
             None => engine.clone(),
@@ -32,7 +57,14 @@ impl Acting {
             identity,
             applier: Applier::new(client.clone()),
             client,
+            remote,
         }
+    }
+
+    /// The client the engine reads the release's cluster with for itself: its own here,
+    /// the kubeconfig's user on a remote cluster.
+    pub fn inspector<'a>(&'a self, engine: &'a Client) -> &'a Client {
+        self.remote.as_ref().map_or(engine, |r| &r.client)
     }
 
     /// The username the API server sees for this identity, for messages.
@@ -41,10 +73,18 @@ impl Acting {
     }
 }
 
-/// The identities met so far, each built once.
+/// The identities met so far, each built once (per cluster).
 #[derive(Default)]
 pub struct Identities {
     known: Mutex<HashMap<Identity, Arc<Acting>>>,
+    /// On remote clusters, by the kubeconfig's digest; replaced when the Secret changes.
+    remote: Mutex<HashMap<(Identity, String), Arc<Acting>>>,
+    /// Remote clusters by the kubeconfig's digest, and by Secret the digest last read.
+    clusters: Mutex<HashMap<String, Arc<Remote>>>,
+    by_secret: Mutex<HashMap<String, String>>,
+    /// Where the checked kubeconfigs are kept for the renderer (0700, made at first use,
+    /// removed with the engine).
+    files: std::sync::OnceLock<tempfile::TempDir>,
 }
 
 impl Identities {
@@ -54,6 +94,92 @@ impl Identities {
             .entry(identity.clone())
             .or_insert_with(|| Arc::new(Acting::new(identity.clone(), engine)))
             .clone()
+    }
+
+    async fn on_remote(
+        &self,
+        identity: &Identity,
+        checked: crate::remote::Checked,
+    ) -> Result<Arc<Acting>, crate::remote::Error> {
+        let key = (identity.clone(), checked.digest.clone());
+        if let Some(acting) = self
+            .remote
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return Ok(acting.clone());
+        }
+        let cluster = self.cluster(checked).await?;
+        let acting = Arc::new(Acting::on(
+            identity.clone(),
+            &cluster.client,
+            Some(cluster.clone()),
+        ));
+        let mut remote = self.remote.lock().unwrap_or_else(|e| e.into_inner());
+        // Clients of a kubeconfig no Secret holds any more go (a rotated credential).
+        let live: std::collections::HashSet<String> = self
+            .by_secret
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        remote.retain(|(_, digest), _| live.contains(digest));
+        self.clusters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .retain(|digest, _| live.contains(digest));
+        Ok(remote.entry(key).or_insert(acting).clone())
+    }
+
+    async fn cluster(
+        &self,
+        checked: crate::remote::Checked,
+    ) -> Result<Arc<Remote>, crate::remote::Error> {
+        self.by_secret
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(checked.secret.clone(), checked.digest.clone());
+        if let Some(found) = self
+            .clusters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&checked.digest)
+        {
+            return Ok(found.clone());
+        }
+        let dir = match self.files.get() {
+            Some(dir) => dir,
+            None => {
+                let made = tempfile::Builder::new()
+                    .prefix("wheelhouse-remote-")
+                    .tempdir()
+                    .map_err(|source| crate::remote::Error::File {
+                        name: checked.secret.clone(),
+                        source,
+                    })?;
+                let _ = self.files.set(made);
+                self.files.get().expect("set above")
+            }
+        };
+        let kubeconfig = checked.write_to(dir.path())?;
+        let client = checked.client().await?;
+        let remote = Arc::new(Remote {
+            checked,
+            watches: crate::health::WatchHub::new(client.clone()),
+            client,
+            kubeconfig,
+            records: Default::default(),
+            discovery: Default::default(),
+        });
+        Ok(self
+            .clusters
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(remote.checked.digest.clone())
+            .or_insert(remote)
+            .clone())
     }
 }
 
@@ -68,8 +194,51 @@ impl Context {
         self.identities.get(identity, &self.client)
     }
 
-    /// The clients `hr` acts with under the current policy.
-    pub fn acting_for(&self, hr: &HelmRelease) -> Arc<Acting> {
-        self.acting(&self.policy().identity(hr))
+    /// The clients `hr` acts with under the current policy: on its remote cluster with
+    /// `spec.kubeConfig`, whose Secret is read (as the release's identity here) each time.
+    pub async fn acting_for(&self, hr: &HelmRelease) -> Result<Arc<Acting>, crate::remote::Error> {
+        let identity = self.policy().identity(hr);
+        let here = self.acting(&identity);
+        let Some(reference) = &hr.spec.kube_config else {
+            return Ok(here);
+        };
+        let namespace = hr.metadata.namespace.as_deref().unwrap_or_default();
+        let checked = crate::remote::read(
+            &here.client,
+            namespace,
+            reference,
+            self.kubeconfig_allowances,
+        )
+        .await?;
+        self.identities.on_remote(&identity, checked).await
+    }
+
+    /// The client and record index the identity guard looks at the records of
+    /// `acting`'s cluster with.
+    pub fn records_of<'a>(
+        &'a self,
+        acting: &'a Acting,
+    ) -> (&'a Client, &'a crate::release::RecordIndex) {
+        match &acting.remote {
+            None => (&self.client, &self.records),
+            Some(remote) => (&remote.client, &remote.records),
+        }
+    }
+
+    /// Discovery of the cluster `acting` deploys to, read now (shared with renders that
+    /// ask at once).
+    pub async fn discover_for(
+        &self,
+        acting: &Acting,
+    ) -> Result<crate::render::Discovery, crate::render::Error> {
+        match &acting.remote {
+            None => self.discover().await,
+            Some(remote) => {
+                remote
+                    .discovery
+                    .get(|| crate::render::discover(&remote.client))
+                    .await
+            }
+        }
     }
 }

@@ -70,6 +70,9 @@ pub struct Context {
     pub starts: Arc<tokio::sync::Semaphore>,
     /// Tells the on-call channel of failures, recoveries and cancellations (never waits).
     pub notifier: crate::notify::Notifier,
+    /// What a release's kubeConfig Secret may hold beyond the default (the engine's
+    /// `--insecure-kubeconfig-exec`/`--insecure-kubeconfig-tls`).
+    pub kubeconfig_allowances: crate::remote::Allowances,
     /// Pushes to chart sources a webhook receiver heard: every worker and running wait
     /// listens, and the releases whose chart they name look at once.
     pub pushed: tokio::sync::broadcast::Sender<Arc<crate::source::pushed::Pushed>>,
@@ -124,6 +127,7 @@ impl Context {
             precedence: crate::slots::Precedence::default(),
             starts: Arc::new(tokio::sync::Semaphore::new(STARTS)),
             notifier: crate::notify::Notifier::off(),
+            kubeconfig_allowances: Default::default(),
             pushed: tokio::sync::broadcast::channel(PUSHES_KEPT).0,
         }
     }

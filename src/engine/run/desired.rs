@@ -297,7 +297,10 @@ pub(super) async fn prepare_candidate(
     // The newest spec's identity: a changed serviceAccountName applies to the candidate.
     // A newer desired state superseding a wait is a fix someone waits for: urgent.
     let urgent = crate::slots::Priority::Urgent;
-    let acting = ctx.acting_for(&hr);
+    let acting = ctx
+        .acting_for(&hr)
+        .await
+        .map_err(|e| CandidateError::Render(e.into()))?;
     // With upgrade.preserveValues the values kept come from the history (the revision
     // before the waiting one, usually), read as the upgrade would read it.
     let history = if hr.preserves_values() {
@@ -348,7 +351,7 @@ pub async fn render(
 ) -> crate::Result<Rendered> {
     // Rendered as helm renders on an incomplete discovery (without the missing groups);
     // what is missing travels with the render, so nothing is pruned on its account.
-    let discovery = ctx.discover().await?;
+    let discovery = ctx.discover_for(acting).await?;
     let unavailable = discovery.unavailable;
     let rendered = ctx
         .renderer
@@ -360,6 +363,7 @@ pub async fn render(
             previous: previous.map(Previous::of),
             discovery: Some(&discovery.digest),
             as_user: acting.username().as_deref(),
+            kubeconfig: acting.remote.as_ref().map(|r| r.kubeconfig.as_path()),
             priority,
             post_renderers: &prepared.post_renderers,
             post_render_strategy: prepared.post_render_strategy,

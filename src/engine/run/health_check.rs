@@ -135,11 +135,10 @@ impl Run<'_> {
             .enumerate()
             .filter(|(i, _)| unknown(i))
             .map(|(_, t)| {
+                let client = self.acting.inspector(&self.ctx.client).clone();
                 let api: kube::Api<kube::api::DynamicObject> = match &t.namespace {
-                    Some(ns) => {
-                        kube::Api::namespaced_with(self.ctx.client.clone(), ns, &t.resource)
-                    }
-                    None => kube::Api::all_with(self.ctx.client.clone(), &t.resource),
+                    Some(ns) => kube::Api::namespaced_with(client, ns, &t.resource),
+                    None => kube::Api::all_with(client, &t.resource),
                 };
                 let name = t.name.clone();
                 async move {
@@ -238,7 +237,12 @@ impl Run<'_> {
 
         let token = CancellationToken::new();
         let (progress_tx, mut progress_rx) = watch::channel(Progress::default());
-        let client = self.ctx.client.clone();
+        // Judged on the release's cluster, through the watches of that cluster.
+        let client = self.acting.inspector(&self.ctx.client).clone();
+        let hub = Some(match &self.acting.remote {
+            None => self.ctx.watches.clone(),
+            Some(remote) => remote.watches.clone(),
+        });
         let health_check = self.hr.spec.health_check.clone().unwrap_or_default();
         let options = health::WaitOptions {
             fail_fast: health_check.fail_fast,
@@ -247,7 +251,7 @@ impl Run<'_> {
                 load_balancer_address: health_check.wait_for_load_balancer_address,
                 job_started_is_enough: self.jobs_not_awaited(rel),
             },
-            hub: Some(self.ctx.watches.clone()),
+            hub,
             custom: self.custom_health(),
             legacy: self.hr.waits_as_helm_3(),
             ..health::WaitOptions::default()

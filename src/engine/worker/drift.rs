@@ -45,7 +45,8 @@ pub(super) async fn check(run: &mut Run<'_>, latest: Option<&Release>) {
     // them clean.
     let generation = run.hr.metadata.generation;
     let objects =
-        crate::engine::object_changes::watched_objects(&latest.manifest, &run.target_namespace);
+        crate::engine::object_changes::watched_objects(&latest.manifest, &run.target_namespace)
+            .filter(|_| run.acting.remote.is_none());
     let seen = objects.as_ref().and_then(|o| run.ctx.objects.digest(o));
     // A dry run's or a correction's error may quote the revision's Secrets.
     run.masker.add_manifest_secrets(&latest.manifest);
@@ -382,7 +383,8 @@ fn clear(run: &mut Run<'_>, corrected: Option<String>) {
 async fn unchanged_since_clean(run: &mut Run<'_>, latest: &Release) -> bool {
     let generation = run.hr.metadata.generation;
     let clean = run.inbox.clean_drift.take();
-    if !run.inbox.by_interval {
+    // The engine's watches are of its own cluster: a remote release's objects are read.
+    if !run.inbox.by_interval || run.acting.remote.is_some() {
         return false;
     }
     if let Some(clean) = clean {
@@ -437,7 +439,15 @@ async fn drifted(
     latest: &Release,
     rules: &[crate::api::IgnoreRule],
 ) -> crate::Result<Vec<ObjectDrift>> {
-    crate::engine::release_drift::compare(run.ctx, &run.hr, latest, rules, &run.elsewhere).await
+    crate::engine::release_drift::compare(
+        run.ctx,
+        &run.acting,
+        &run.hr,
+        latest,
+        rules,
+        &run.elsewhere,
+    )
+    .await
 }
 
 /// Applies the drifted objects again (forced, as an upgrade applies), nothing else; the
@@ -449,7 +459,8 @@ async fn correct(
     found: &[ObjectDrift],
     yielded: &[&ContestedField],
 ) -> crate::Result<()> {
-    let manifest = crate::engine::release_drift::applied_manifest(run.ctx, &run.hr, latest).await?;
+    let manifest =
+        crate::engine::release_drift::applied_manifest(&run.acting, &run.hr, latest).await?;
     let wanted: Vec<crate::apply::ObjectRef> = found.iter().map(|d| d.reference.clone()).collect();
     let subset = crate::apply::manifest::documents_of(&manifest, &wanted, &run.target_namespace);
     let subset = if yielded.is_empty() {
@@ -473,7 +484,7 @@ async fn correct(
         }
         crate::yaml::to_documents(&documents)
     };
-    let unavailable = run.ctx.unavailable_groups().await?;
+    let unavailable = run.ctx.discover_for(&run.acting).await?.unavailable;
     let elsewhere = run.elsewhere.clone();
     let owner = Owner::new(&run.release_name, &run.target_namespace)
         .previous(Some(&latest.manifest))

@@ -56,6 +56,11 @@ async fn uninstall_possible(run: &Run<'_>) -> Result<bool, Duration> {
     let crate::tenancy::Identity::ServiceAccount { namespace, name } = &run.acting.identity else {
         return Ok(true);
     };
+    // Impersonated on a remote cluster, where the account is not the engine's to look
+    // for (as in Flux, which looks only without a kubeConfig).
+    if run.acting.remote.is_some() {
+        return Ok(true);
+    }
     match crate::tenancy::service_account_exists(&run.ctx.client, namespace, name).await {
         Ok(true) => Ok(true),
         Ok(false) => {

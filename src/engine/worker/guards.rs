@@ -57,6 +57,12 @@ pub(super) async fn tenancy(run: &Run<'_>) -> crate::Result<Option<Tenancy>> {
     let crate::tenancy::Identity::ServiceAccount { namespace, name } = &run.acting.identity else {
         return Ok(None);
     };
+    // On a remote cluster the account is impersonated there, where the engine may not
+    // read ServiceAccounts: the remote API server refuses what it does not know (Flux
+    // does not look either).
+    if run.acting.remote.is_some() {
+        return Ok(None);
+    }
     // Read as the engine: impersonating a ServiceAccount that does not exist would act
     // with the rights of every ServiceAccount's groups, which is never what was meant.
     if crate::tenancy::service_account_exists(&run.ctx.client, namespace, name).await? {
@@ -137,9 +143,10 @@ pub(super) async fn identity_taken_elsewhere(run: &mut Run<'_>) -> crate::Result
 }
 
 async fn scan_elsewhere(run: &Run<'_>) -> crate::Result<Option<crate::release::Scan>> {
+    let (client, records) = run.ctx.records_of(&run.acting);
     Ok(crate::release::stored_elsewhere(
-        &run.ctx.client,
-        &run.ctx.records,
+        client,
+        records,
         run.storage.namespace(),
         &run.release_name,
         &run.target_namespace,

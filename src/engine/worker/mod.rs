@@ -222,7 +222,13 @@ async fn reconcile_once(
     start_permit: Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> (Duration, Option<ReconcileResult>) {
     let api: Api<HelmRelease> = Api::namespaced(ctx.client.clone(), &key.namespace);
-    let acting = ctx.acting_for(&hr);
+    // A remote release whose kubeconfig cannot be used does nothing, deletion included
+    // (its objects are on that cluster): its status says why. The engine's own clients
+    // stand in the run, for its status and Events only.
+    let (acting, unusable) = match ctx.acting_for(&hr).await {
+        Ok(acting) => (acting, None),
+        Err(e) => (ctx.acting(&ctx.policy().identity(&hr)), Some(e)),
+    };
     let mut run = Run {
         ctx,
         key: key.clone(),
@@ -271,19 +277,23 @@ async fn reconcile_once(
             run.urgent = Some(ctx.precedence.urgent());
         }
     }
-    if hr.metadata.deletion_timestamp.is_some() {
+    let outcome = if let Some(e) = unusable {
+        Err(crate::Error::Remote(e))
+    } else if hr.metadata.deletion_timestamp.is_some() {
         return (
             finalize::finalize(&mut run).await,
             Some(ReconcileResult::Success),
         );
-    }
-    if !hr.finalizers().iter().any(|f| f == FINALIZER)
-        && let Err(e) = finalize::add_finalizer(&run).await
-    {
-        tracing::warn!(release = %key, error = %e, "cannot add finalizer");
-        return (RETRY, Some(ReconcileResult::Error));
-    }
-    let (requeue, result) = match reconcile::reconcile_release(&mut run).await {
+    } else {
+        if !hr.finalizers().iter().any(|f| f == FINALIZER)
+            && let Err(e) = finalize::add_finalizer(&run).await
+        {
+            tracing::warn!(release = %key, error = %e, "cannot add finalizer");
+            return (RETRY, Some(ReconcileResult::Error));
+        }
+        reconcile::reconcile_release(&mut run).await
+    };
+    let (requeue, result) = match outcome {
         // An action that failed counts as a failure even when the reconcile goes on at
         // once to remediate it: Ready says how it ended.
         Ok(requeue) => {
@@ -396,7 +406,7 @@ impl Run<'_> {
 async fn new_desired_state(ctx: &Context, inbox: &Inbox) -> Option<String> {
     let hr = &inbox.newest;
     let status = inbox.last_status.as_ref()?;
-    let acting = ctx.acting_for(hr);
+    let acting = ctx.acting_for(hr).await.ok()?;
     let prepared = super::run::prepare(ctx, &acting, hr, crate::slots::Priority::Urgent)
         .await
         .ok()?;

@@ -1,0 +1,402 @@
+//! Releases deployed to another cluster (`spec.kubeConfig`, Flux's field): the kubeconfig
+//! a Secret of the release's namespace holds, checked before anything uses it, and the
+//! client built on it.
+//!
+//! The kubeconfig is a tenant's input that the engine acts with, so only what names
+//! nothing of the engine's own machine is taken: inline certificates and keys, a token,
+//! a username and password. A file path (which would hand the tenant the engine's own
+//! token or certificate), an auth provider, impersonation (the release's identity is
+//! `serviceAccountName`'s, as in Flux) and a proxy are refused, each with its reason;
+//! `exec` and `insecure-skip-tls-verify` only when the engine's flags allow them (Flux's
+//! `--insecure-kubeconfig-exec` and `--insecure-kubeconfig-tls`). Where Flux drops what it
+//! does not allow and fails later on the cluster's answer, the release says why at once.
+
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::config::{Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
+
+use crate::api::KubeConfigReference;
+
+/// The Secret keys looked at when the reference names none, in order (Flux's).
+pub const DEFAULT_KEYS: [&str; 2] = ["value", "value.yaml"];
+
+/// What the engine allows in a kubeconfig beyond the default (its flags).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Allowances {
+    /// `--insecure-kubeconfig-exec`: run the `exec` credential plugin a kubeconfig names.
+    pub exec: bool,
+    /// `--insecure-kubeconfig-tls`: honour `insecure-skip-tls-verify`.
+    pub insecure_tls: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read the kubeConfig Secret {name}: {source}")]
+    Read {
+        name: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error("the kubeConfig Secret {name} has no key {key:?}")]
+    NoKey { name: String, key: String },
+    #[error("the kubeConfig Secret {name} has neither a \"value\" nor a \"value.yaml\" key")]
+    NoDefaultKey { name: String },
+    #[error("the kubeconfig in Secret {name} does not read: {reason}")]
+    Unreadable { name: String, reason: String },
+    #[error("the kubeconfig in Secret {name} is refused: {reason}")]
+    Refused { name: String, reason: String },
+    #[error("cannot build a client for the cluster of the kubeConfig Secret {name}: {reason}")]
+    Client { name: String, reason: String },
+    #[error("cannot keep the kubeconfig of Secret {name} for the renderer: {source}")]
+    File {
+        name: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// Whether trying again without a change can help (the Secret could not be read
+    /// because of the API server, not because of what it holds).
+    pub fn transient(&self) -> bool {
+        matches!(self, Error::Read { source: kube::Error::Api(s), .. } if s.code >= 500 || s.code == 429)
+            || matches!(
+                self,
+                Error::Read {
+                    source: kube::Error::HyperError(_) | kube::Error::Service(_),
+                    ..
+                }
+            )
+    }
+}
+
+/// A kubeconfig as read from its Secret and checked: one cluster, one user, one context.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    /// `namespace/name` of the Secret, for messages.
+    pub secret: String,
+    /// The API server's URL.
+    pub server: String,
+    /// A digest of what is kept (the same kubeconfig gives the same clients).
+    pub digest: String,
+    kubeconfig: Kubeconfig,
+}
+
+/// Reads the kubeconfig `reference` names in `namespace` with `client` (the release's
+/// identity in the engine's cluster: under tenancy, the Secret must be one its
+/// ServiceAccount may read), and checks it.
+pub async fn read(
+    client: &kube::Client,
+    namespace: &str,
+    reference: &KubeConfigReference,
+    allowed: Allowances,
+) -> Result<Checked, Error> {
+    let name = format!("{namespace}/{}", reference.secret_ref.name);
+    let secret = Api::<Secret>::namespaced(client.clone(), namespace)
+        .get(&reference.secret_ref.name)
+        .await
+        .map_err(|source| Error::Read {
+            name: name.clone(),
+            source,
+        })?;
+    let data = secret.data.unwrap_or_default();
+    let bytes = match &reference.secret_ref.key {
+        Some(key) => data.get(key).ok_or_else(|| Error::NoKey {
+            name: name.clone(),
+            key: key.clone(),
+        })?,
+        None => DEFAULT_KEYS
+            .iter()
+            .find_map(|k| data.get(*k))
+            .ok_or_else(|| Error::NoDefaultKey { name: name.clone() })?,
+    };
+    check(&name, &bytes.0, allowed)
+}
+
+/// Checks the kubeconfig `bytes` of the Secret `name`, keeping only its current context.
+pub fn check(name: &str, bytes: &[u8], allowed: Allowances) -> Result<Checked, Error> {
+    let unreadable = |reason: String| Error::Unreadable {
+        name: name.to_owned(),
+        reason,
+    };
+    let refused = |reason: String| Error::Refused {
+        name: name.to_owned(),
+        reason,
+    };
+    let text = std::str::from_utf8(bytes).map_err(|e| unreadable(e.to_string()))?;
+    let config = Kubeconfig::from_yaml(text).map_err(|e| unreadable(e.to_string()))?;
+    let current = config
+        .current_context
+        .clone()
+        .filter(|c| !c.is_empty())
+        .ok_or_else(|| unreadable("it has no current-context".into()))?;
+    let context = config
+        .contexts
+        .iter()
+        .find(|c| c.name == current)
+        .and_then(|c| c.context.clone())
+        .ok_or_else(|| unreadable(format!("its current-context {current:?} is not defined")))?;
+    let cluster = config
+        .clusters
+        .iter()
+        .find(|c| c.name == context.cluster)
+        .and_then(|c| c.cluster.clone())
+        .ok_or_else(|| unreadable(format!("its cluster {:?} is not defined", context.cluster)))?;
+    let user_name = context.user.clone().unwrap_or_default();
+    let user = config
+        .auth_infos
+        .iter()
+        .find(|u| u.name == user_name)
+        .and_then(|u| u.auth_info.clone())
+        .unwrap_or_default();
+
+    let server = cluster
+        .server
+        .clone()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| unreadable("its cluster has no server".into()))?;
+    if !server.starts_with("https://") && !server.starts_with("http://") {
+        return Err(unreadable(format!(
+            "its server {server:?} is not an http(s) URL"
+        )));
+    }
+    let file = |field: &str| {
+        refused(format!(
+            "{field} names a file of the engine's machine; only inline data is accepted (its -data form)"
+        ))
+    };
+    if cluster.certificate_authority.is_some() {
+        return Err(file("certificate-authority"));
+    }
+    if user.client_certificate.is_some() {
+        return Err(file("client-certificate"));
+    }
+    if user.client_key.is_some() {
+        return Err(file("client-key"));
+    }
+    if user.token_file.is_some() {
+        return Err(file("tokenFile"));
+    }
+    if cluster.insecure_skip_tls_verify == Some(true) && !allowed.insecure_tls {
+        return Err(refused(
+            "insecure-skip-tls-verify turns off TLS verification (the engine allows it only with --insecure-kubeconfig-tls)".into(),
+        ));
+    }
+    if cluster.proxy_url.is_some() {
+        return Err(refused("proxy-url is not supported".into()));
+    }
+    if user.auth_provider.is_some() {
+        return Err(refused(
+            "auth-provider plugins are not supported (Kubernetes removed them; use a token or client certificate)".into(),
+        ));
+    }
+    if user.exec.is_some() && !allowed.exec {
+        return Err(refused(
+            "exec runs a program on the engine's machine (the engine allows it only with --insecure-kubeconfig-exec)".into(),
+        ));
+    }
+    if user.impersonate.is_some()
+        || user.impersonate_uid.is_some()
+        || user.impersonate_groups.is_some()
+        || user.impersonate_user_extra.is_some()
+    {
+        return Err(refused(
+            "impersonation in a kubeConfig Secret is not taken (the release acts as spec.serviceAccountName, as in Flux)".into(),
+        ));
+    }
+    // Nothing else of it is kept: fields this check does not know are no one's to honour.
+    let (mut cluster, mut user) = (cluster, user);
+    cluster.other.clear();
+    cluster.extensions = None;
+    user.other.clear();
+    user.extensions = None;
+    const ONE: &str = "remote";
+    let kept = Kubeconfig {
+        current_context: Some(ONE.into()),
+        clusters: vec![NamedCluster {
+            name: ONE.into(),
+            other: Default::default(),
+            cluster: Some(cluster),
+        }],
+        auth_infos: vec![NamedAuthInfo {
+            name: ONE.into(),
+            other: Default::default(),
+            auth_info: Some(user),
+        }],
+        contexts: vec![NamedContext {
+            name: ONE.into(),
+            other: Default::default(),
+            context: Some(Context {
+                cluster: ONE.into(),
+                user: Some(ONE.into()),
+                ..Default::default()
+            }),
+        }],
+        ..Default::default()
+    };
+    let serialized = serde_json::to_vec(&kept).map_err(|e| unreadable(e.to_string()))?;
+    use sha2::Digest;
+    let digest = hex::encode(&sha2::Sha256::digest(&serialized)[..12]);
+    Ok(Checked {
+        secret: name.to_owned(),
+        server,
+        digest,
+        kubeconfig: kept,
+    })
+}
+
+impl Checked {
+    /// A client of the remote cluster as the kubeconfig's user.
+    pub async fn client(&self) -> Result<kube::Client, Error> {
+        let failed = |reason: String| Error::Client {
+            name: self.secret.clone(),
+            reason,
+        };
+        let config = kube::Config::from_custom_kubeconfig(
+            self.kubeconfig.clone(),
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+        kube::Client::try_from(config).map_err(|e| failed(e.to_string()))
+    }
+
+    /// Writes the checked kubeconfig (nothing else of the Secret) to a file of its own in
+    /// `dir`, readable by the engine's user only: the renderer's `--kubeconfig`.
+    pub fn write_to(&self, dir: &Path) -> Result<PathBuf, Error> {
+        let failed = |source| Error::File {
+            name: self.secret.clone(),
+            source,
+        };
+        let path = dir.join(format!("{}.kubeconfig", self.digest));
+        if path.exists() {
+            return Ok(path);
+        }
+        let text = serde_json::to_vec(&self.kubeconfig).expect("a checked kubeconfig serialises");
+        let mut file = tempfile::NamedTempFile::new_in(dir).map_err(failed)?;
+        std::io::Write::write_all(&mut file, &text).map_err(failed)?;
+        file.persist(&path).map_err(|e| failed(e.error))?;
+        Ok(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kubeconfig(cluster: &str, user: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context: {{cluster: k, user: u, namespace: team}}\nclusters:\n- name: k\n  cluster:\n    server: https://10.0.0.1:6443\n{cluster}\nusers:\n- name: u\n  user:\n{user}\n"
+        )
+    }
+
+    fn checked(cluster: &str, user: &str, allowed: Allowances) -> Result<Checked, Error> {
+        check("team/remote", kubeconfig(cluster, user).as_bytes(), allowed)
+    }
+
+    #[test]
+    fn inline_credentials_are_kept_alone() {
+        let c = checked(
+            "    certificate-authority-data: Q0E=",
+            "    token: abc",
+            Allowances::default(),
+        )
+        .unwrap();
+        assert_eq!(c.server, "https://10.0.0.1:6443");
+        let text = serde_json::to_string(&c.kubeconfig).unwrap();
+        assert!(
+            !text.contains("team"),
+            "the context's namespace is not kept: {text}"
+        );
+        // The same kubeconfig, the same digest.
+        let again = checked(
+            "    certificate-authority-data: Q0E=",
+            "    token: abc",
+            Allowances::default(),
+        )
+        .unwrap();
+        assert_eq!(c.digest, again.digest);
+    }
+
+    #[test]
+    fn files_of_the_engines_machine_are_refused() {
+        for (cluster, user, field) in [
+            (
+                "    certificate-authority: /etc/ca.crt",
+                "    token: t",
+                "certificate-authority",
+            ),
+            (
+                "",
+                "    tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token",
+                "tokenFile",
+            ),
+            (
+                "",
+                "    client-certificate: /c.crt\n    client-key-data: S0VZ",
+                "client-certificate",
+            ),
+            (
+                "",
+                "    client-certificate-data: Q1JU\n    client-key: /c.key",
+                "client-key",
+            ),
+        ] {
+            let e = checked(cluster, user, Allowances::default()).unwrap_err();
+            assert!(matches!(e, Error::Refused { .. }), "{field}: {e}");
+            assert!(e.to_string().contains(field), "{e}");
+        }
+    }
+
+    #[test]
+    fn exec_and_insecure_tls_need_the_engines_allowance() {
+        let exec = "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: /bin/true";
+        let e = checked("", exec, Allowances::default()).unwrap_err();
+        assert!(e.to_string().contains("--insecure-kubeconfig-exec"), "{e}");
+        let allowed = Allowances {
+            exec: true,
+            insecure_tls: false,
+        };
+        assert!(checked("", exec, allowed).is_ok());
+
+        let insecure = "    insecure-skip-tls-verify: true";
+        let e = checked(insecure, "    token: t", Allowances::default()).unwrap_err();
+        assert!(e.to_string().contains("--insecure-kubeconfig-tls"), "{e}");
+        let allowed = Allowances {
+            exec: false,
+            insecure_tls: true,
+        };
+        assert!(checked(insecure, "    token: t", allowed).is_ok());
+    }
+
+    #[test]
+    fn impersonation_auth_providers_and_proxies_are_refused() {
+        for (cluster, user, says) in [
+            ("", "    as: admin", "serviceAccountName"),
+            ("", "    as-groups: [system:masters]", "serviceAccountName"),
+            ("", "    auth-provider: {name: oidc}", "auth-provider"),
+            (
+                "    proxy-url: http://proxy:3128",
+                "    token: t",
+                "proxy-url",
+            ),
+        ] {
+            let e = checked(cluster, user, Allowances::default()).unwrap_err();
+            assert!(e.to_string().contains(says), "{e}");
+        }
+    }
+
+    #[test]
+    fn what_does_not_read_says_why() {
+        for (text, says) in [
+            ("not: [a kubeconfig", "does not read"),
+            ("apiVersion: v1\nkind: Config\n", "no current-context"),
+            ("current-context: x\n", "is not defined"),
+        ] {
+            let e = check("team/remote", text.as_bytes(), Allowances::default()).unwrap_err();
+            assert!(e.to_string().contains(says), "{text}: {e}");
+        }
+    }
+}
