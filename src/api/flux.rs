@@ -51,6 +51,10 @@ pub struct FluxSpec {
     pub target_namespace: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_namespace: Option<String>,
+    /// Set: the release is on a remote cluster (kept as written: a Secret or, Flux's
+    /// cloud identities, a ConfigMap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube_config: Option<serde_json::Value>,
     #[serde(default)]
     pub suspend: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]

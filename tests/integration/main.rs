@@ -35,6 +35,7 @@ mod notify_e2e;
 mod oci;
 mod post_render;
 mod rbac;
+mod remote;
 mod render;
 mod safety;
 mod source;

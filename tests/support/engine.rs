@@ -297,12 +297,47 @@ pub fn is(hr: &HelmRelease, type_: &str, status: &str, reason: &str) -> bool {
 }
 
 fn run_helm(ns: &str, args: &[&str]) -> std::process::Output {
+    run_helm_on(&kubeconfig_path(), ns, args)
+}
+
+fn run_helm_on(kubeconfig: &std::path::Path, ns: &str, args: &[&str]) -> std::process::Output {
     std::process::Command::new(testbin().join("helm"))
         .args(args)
         .args(["--namespace", ns, "--kubeconfig"])
-        .arg(kubeconfig_path())
+        .arg(kubeconfig)
         .output()
         .expect("run helm")
+}
+
+/// `helm history -o json` as (revision, status, description), on the cluster of
+/// `kubeconfig` (the remote one of the spec.kubeConfig tests).
+#[allow(dead_code)]
+pub fn helm_history_on(
+    kubeconfig: &std::path::Path,
+    ns: &str,
+    release: &str,
+) -> Vec<(i64, String, String)> {
+    let out = run_helm_on(kubeconfig, ns, &["history", release, "-o", "json"]);
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("release: not found"),
+            "helm history failed: {stderr}"
+        );
+        return Vec::new();
+    }
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    json.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["revision"].as_i64().unwrap(),
+                r["status"].as_str().unwrap().to_owned(),
+                r["description"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
 }
 
 /// Runs the real helm CLI against the test cluster and returns stdout.

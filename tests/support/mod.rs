@@ -43,6 +43,24 @@ pub fn kubeconfig_path() -> PathBuf {
     PathBuf::from(path)
 }
 
+/// The second, bare control plane releases with `spec.kubeConfig` deploy to
+/// (tests/test.sh starts it with `tests/cluster/up.sh --bare DIR/remote`).
+#[allow(dead_code)]
+pub fn remote_kubeconfig_path() -> PathBuf {
+    let path = std::env::var_os("WHEELHOUSE_TEST_REMOTE_KUBECONFIG").unwrap_or_else(|| {
+        panic!(
+            "WHEELHOUSE_TEST_REMOTE_KUBECONFIG is not set: no second control plane for the spec.kubeConfig tests. To fix: run the suite with tests/test.sh, or start one with tests/cluster/up.sh --bare DIR/remote (DIR: the main cluster's) and export WHEELHOUSE_TEST_REMOTE_KUBECONFIG=DIR/remote/kubeconfig"
+        )
+    });
+    PathBuf::from(path)
+}
+
+/// A client of the remote control plane (see [`remote_kubeconfig_path`]).
+#[allow(dead_code)]
+pub async fn remote_client() -> Client {
+    client_of(&remote_kubeconfig_path()).await
+}
+
 /// The directory a build script of the project prints (it caches what it builds).
 fn built_by(script: &str) -> PathBuf {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
@@ -132,8 +150,11 @@ pub fn log_from_env() {
 }
 
 pub async fn client() -> Client {
-    let path = kubeconfig_path();
-    let kubeconfig = Kubeconfig::read_from(&path)
+    client_of(&kubeconfig_path()).await
+}
+
+async fn client_of(path: &std::path::Path) -> Client {
+    let kubeconfig = Kubeconfig::read_from(path)
         .unwrap_or_else(|e| panic!("cannot read {}: {e}. To fix: {HOW}", path.display()));
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await

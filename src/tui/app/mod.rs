@@ -367,7 +367,8 @@ impl App {
     pub fn detail_target(&self) -> Option<(DetailTarget, String)> {
         let d = self.detail.as_ref()?;
         let key = d.key.key.clone();
-        let (storage_namespace, release_name, target_namespace, version) = match d.key.kind {
+        let (storage_namespace, release_name, target_namespace, version, remote) = match d.key.kind
+        {
             Kind::Wheelhouse => {
                 let hr = &self.views.get(&key)?.release;
                 (
@@ -375,6 +376,10 @@ impl App {
                     hr.release_name(),
                     hr.target_namespace(),
                     hr.metadata.resource_version.clone().unwrap_or_default(),
+                    hr.spec
+                        .kube_config
+                        .as_ref()
+                        .map(|k| k.secret_ref.name.clone()),
                 )
             }
             Kind::Flux => {
@@ -384,6 +389,12 @@ impl App {
                     hr.release_name(),
                     hr.target_namespace(),
                     hr.metadata.resource_version.clone().unwrap_or_default(),
+                    hr.spec.kube_config.as_ref().map(|k| {
+                        k.pointer("/secretRef/name")
+                            .and_then(|n| n.as_str())
+                            .unwrap_or("(a ConfigMap's cloud identity)")
+                            .to_owned()
+                    }),
                 )
             }
             Kind::Helm => {
@@ -393,6 +404,7 @@ impl App {
                     key.name.clone(),
                     s.target_namespace.clone(),
                     format!("{}/{}", s.revision, s.status.as_str()),
+                    None,
                 )
             }
         };
@@ -402,6 +414,7 @@ impl App {
             storage_namespace,
             release_name,
             target_namespace,
+            remote,
         };
         Some((target, version))
     }

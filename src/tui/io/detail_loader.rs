@@ -29,6 +29,9 @@ pub struct DetailTarget {
     pub storage_namespace: String,
     pub release_name: String,
     pub target_namespace: String,
+    /// A release on a remote cluster (`spec.kubeConfig`): the kubeConfig Secret's name.
+    /// Its records and workloads are on that cluster, not read here.
+    pub remote: Option<String>,
 }
 
 impl DetailTarget {
@@ -40,6 +43,11 @@ impl DetailTarget {
             storage_namespace: hr.storage_namespace(),
             release_name: hr.release_name(),
             target_namespace: hr.target_namespace(),
+            remote: hr
+                .spec
+                .kube_config
+                .as_ref()
+                .map(|k| k.secret_ref.name.clone()),
         }
     }
 }
@@ -47,6 +55,19 @@ impl DetailTarget {
 /// Everything the detail view fetches: the Helm release's records (the newest whole, the
 /// others as history lines), events, workloads.
 pub async fn load_detail(client: Client, target: DetailTarget) -> DetailData {
+    if let Some(secret) = &target.remote {
+        // A record of the same name here would be another release's: nothing is read.
+        let there = format!(
+            "on the remote cluster of kubeConfig Secret {}/{secret}: its Helm records and workloads are there (the revisions are in the HelmRelease's status)",
+            target.key.namespace
+        );
+        return DetailData {
+            revisions: Fetch::Failed(there.clone()),
+            helm: Fetch::Failed(there.clone()),
+            workloads: Fetch::Failed(there),
+            events: Fetch::from(load_events(client, &target).await),
+        };
+    }
     let storage = Storage::new(client.clone(), &target.storage_namespace);
     let name = target.release_name.clone();
     let (helm, events) = futures::join!(

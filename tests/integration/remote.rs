@@ -1,0 +1,302 @@
+//! `spec.kubeConfig`: a release deployed to a second control plane (tests/test.sh starts a
+//! bare one beside the main cluster) through the kubeconfig a Secret of the HelmRelease's
+//! namespace holds. Its objects, Helm's records (read back with the real helm CLI there),
+//! health and drift are on that cluster; the HelmRelease and its status stay here, and
+//! nothing of it is written to this cluster. A kubeconfig the engine must not act with
+//! (files of the engine's machine, exec, a missing Secret) stops that release alone, with
+//! the reason in its status.
+
+use crate::support;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+use support::engine::{
+    delete_and_await_uninstall, helm_history_on, is, set_values, setup, wait_for, webapp,
+};
+use support::{PATIENCE, remote_client, remote_kubeconfig_path};
+
+/// The remote cluster's kubeconfig with its user's inline credentials, as a Secret of
+/// `ns` under `key`, the file read as it is (up.sh writes only -data fields).
+async fn kubeconfig_secret(client: &Client, ns: &str, name: &str, key: &str, text: &str) {
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "stringData": {key: text},
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+}
+
+/// The namespace of the same name on the remote cluster (where the release's objects and
+/// records go), deleted on drop.
+struct RemoteNamespace {
+    client: Client,
+    name: String,
+}
+
+impl RemoteNamespace {
+    async fn new(client: Client, name: &str) -> Self {
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+        Self {
+            client,
+            name: name.to_owned(),
+        }
+    }
+}
+
+impl Drop for RemoteNamespace {
+    fn drop(&mut self) {
+        let (client, name) = (self.client.clone(), self.name.clone());
+        tokio::spawn(async move {
+            let _ = Api::<Namespace>::all(client)
+                .delete(&name, &DeleteParams::default())
+                .await;
+        });
+    }
+}
+
+/// Helm's records of `ns` on `client`'s cluster.
+async fn records(client: &Client, ns: &str) -> Vec<String> {
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .list_metadata(&ListParams::default().labels("owner=helm"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|s| s.metadata.name)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_release_on_a_remote_cluster_is_installed_upgraded_and_uninstalled_there() {
+    let (client, ns, api) = setup("remote").await;
+    let remote = remote_client().await;
+    let there = RemoteNamespace::new(remote.clone(), &ns.name).await;
+    let text = std::fs::read_to_string(remote_kubeconfig_path()).unwrap();
+    kubeconfig_secret(&client, &ns.name, "prod", "value.yaml", &text).await;
+    let _engine = support::engine::start(&client, &ns.name).await;
+
+    // The default keys: `value`, else `value.yaml` (here).
+    api.create(
+        &PostParams::default(),
+        &webapp(
+            "web",
+            json!({"kubeConfig": {"secretRef": {"name": "prod"}}, "values": {"message": "remote 1"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "installed on the remote cluster", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    let kubeconfig = remote_kubeconfig_path();
+    assert_eq!(
+        helm_history_on(&kubeconfig, &ns.name, "web"),
+        [(1, "deployed".to_owned(), "Install complete".to_owned())]
+    );
+    // Ready means the remote Deployment's pods are (remote kube-controller-manager, kwok).
+    let deployment = Api::<Deployment>::namespaced(remote.clone(), &ns.name)
+        .get("web")
+        .await
+        .unwrap();
+    assert_eq!(deployment.status.unwrap().ready_replicas, Some(2));
+    let config = Api::<ConfigMap>::namespaced(remote.clone(), &ns.name)
+        .get("web-config")
+        .await
+        .unwrap();
+    assert_eq!(config.data.unwrap()["MESSAGE"], "remote 1");
+
+    // An upgrade: the remote history goes on.
+    set_values(&api, "web", json!({"message": "remote 2"})).await;
+    wait_for(&api, "web", "revision 2 on the remote cluster", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+            && h.status
+                .as_ref()
+                .and_then(|s| s.history.first())
+                .is_some_and(|s| s.version == 2)
+    })
+    .await;
+    assert_eq!(
+        helm_history_on(&kubeconfig, &ns.name, "web"),
+        [
+            (1, "superseded".to_owned(), "Install complete".to_owned()),
+            (2, "deployed".to_owned(), "Upgrade complete".to_owned()),
+        ]
+    );
+
+    // Drift is judged there: a scaled remote Deployment is found and corrected.
+    api.patch(
+        "web",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"driftDetection": {"mode": "enabled"}}})),
+    )
+    .await
+    .unwrap();
+    Api::<Deployment>::namespaced(remote.clone(), &ns.name)
+        .patch(
+            "web",
+            &PatchParams::apply("someone-else").force(),
+            &Patch::Apply(
+                json!({"apiVersion": "apps/v1", "kind": "Deployment", "spec": {"replicas": 5}}),
+            ),
+        )
+        .await
+        .unwrap();
+    support::engine::annotate(
+        &api,
+        "web",
+        wheelhouse::api::annotations::RECONCILE_REQUESTED_AT,
+        "drift",
+    )
+    .await;
+    let deployments = Api::<Deployment>::namespaced(remote.clone(), &ns.name);
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let replicas = deployments.get("web").await.unwrap().spec.unwrap().replicas;
+        if replicas == Some(2) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the remote drift was not corrected: replicas {replicas:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+
+    // Nothing of the release is on this cluster: no record, no object of its chart.
+    assert!(records(&client, &ns.name).await.is_empty());
+    assert!(
+        Api::<Deployment>::namespaced(client.clone(), &ns.name)
+            .get_opt("web")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        Api::<ConfigMap>::namespaced(client.clone(), &ns.name)
+            .get_opt("web-config")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Deleting the HelmRelease uninstalls it there.
+    delete_and_await_uninstall(&client, &ns.name, "web").await;
+    assert!(helm_history_on(&kubeconfig, &ns.name, "web").is_empty());
+    assert!(deployments.get_opt("web").await.unwrap().is_none());
+    drop(there);
+    ns.delete().await;
+}
+
+#[tokio::test]
+async fn a_kubeconfig_the_engine_must_not_act_with_stops_that_release_alone() {
+    let (client, ns, api) = setup("remote-refused").await;
+    let remote = remote_client().await;
+    let there = RemoteNamespace::new(remote.clone(), &ns.name).await;
+    let text = std::fs::read_to_string(remote_kubeconfig_path()).unwrap();
+    let server = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: "))
+        .unwrap()
+        .to_owned();
+    // The engine's own ServiceAccount token, by path: what a tenant must never borrow.
+    let token_file = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts: [{{name: c, context: {{cluster: k, user: u}}}}]\nclusters: [{{name: k, cluster: {{server: \"{server}\", insecure-skip-tls-verify: false}}}}]\nusers: [{{name: u, user: {{tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token}}}}]\n"
+    );
+    let exec = format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts: [{{name: c, context: {{cluster: k, user: u}}}}]\nclusters: [{{name: k, cluster: {{server: \"{server}\"}}}}]\nusers: [{{name: u, user: {{exec: {{apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: [-c, 'touch /tmp/wheelhouse-exec-ran']}}}}}}]\n"
+    );
+    kubeconfig_secret(&client, &ns.name, "files", "value", &token_file).await;
+    kubeconfig_secret(&client, &ns.name, "exec", "value", &exec).await;
+    kubeconfig_secret(&client, &ns.name, "good", "config", &text).await;
+    let _engine = support::engine::start(&client, &ns.name).await;
+
+    let cases = [
+        (
+            "by-file",
+            json!({"secretRef": {"name": "files"}}),
+            "tokenFile names a file of the engine's machine",
+        ),
+        (
+            "by-exec",
+            json!({"secretRef": {"name": "exec"}}),
+            "--insecure-kubeconfig-exec",
+        ),
+        (
+            "no-secret",
+            json!({"secretRef": {"name": "absent"}}),
+            "cannot read the kubeConfig Secret",
+        ),
+        (
+            "wrong-key",
+            json!({"secretRef": {"name": "good"}}),
+            "has neither a \"value\" nor a \"value.yaml\" key",
+        ),
+    ];
+    for (name, kc, _) in &cases {
+        api.create(
+            &PostParams::default(),
+            &webapp(name, json!({"kubeConfig": kc})),
+        )
+        .await
+        .unwrap();
+    }
+    // Beside them, the same Secret with its key named, and a release of this cluster.
+    api.create(
+        &PostParams::default(),
+        &webapp(
+            "named-key",
+            json!({"kubeConfig": {"secretRef": {"name": "good", "key": "config"}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    api.create(&PostParams::default(), &webapp("local", json!({})))
+        .await
+        .unwrap();
+
+    for (name, _, says) in &cases {
+        let hr = wait_for(&api, name, "refused with the reason", |h| {
+            h.condition("Ready")
+                .is_some_and(|c| c.status == "False" && c.message.contains(says))
+        })
+        .await;
+        assert!(
+            !hr.condition("Ready").unwrap().message.contains("BEGIN"),
+            "nothing of the Secret is quoted"
+        );
+    }
+    wait_for(&api, "named-key", "installed there", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    wait_for(&api, "local", "installed here", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    // The refused ones wrote nothing anywhere; the exec plugin never ran.
+    let remote_records = records(&remote, &ns.name).await;
+    assert_eq!(remote_records, ["sh.helm.release.v1.named-key.v1"]);
+    assert_eq!(
+        records(&client, &ns.name).await,
+        ["sh.helm.release.v1.local.v1"]
+    );
+    assert!(!std::path::Path::new("/tmp/wheelhouse-exec-ran").exists());
+
+    for name in ["named-key", "local"] {
+        delete_and_await_uninstall(&client, &ns.name, name).await;
+    }
+    let _ = api;
+    drop(there);
+    ns.delete().await;
+}
