@@ -116,6 +116,39 @@ async fn a_release_on_a_remote_cluster_is_installed_upgraded_and_uninstalled_the
         .unwrap();
     assert_eq!(config.data.unwrap()["MESSAGE"], "remote 1");
 
+    // `lookup` reads the remote cluster: a Secret of the same name on each cluster, and
+    // the rendered ConfigMap quotes the remote one's.
+    for (cluster, password) in [(&client, "here"), (&remote, "there")] {
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": "db-pass"}, "stringData": {"password": password},
+        }))
+        .unwrap();
+        Api::<Secret>::namespaced(cluster.clone(), &ns.name)
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+    }
+    api.create(
+        &PostParams::default(),
+        &support::engine::release(
+            "reach",
+            "tenant-reach",
+            json!({"kubeConfig": {"secretRef": {"name": "prod"}}, "values": {"victim": ns.name}}),
+        ),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "reach", "installed there", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    let reached = Api::<ConfigMap>::namespaced(remote.clone(), &ns.name)
+        .get("reach-reach")
+        .await
+        .unwrap();
+    assert_eq!(reached.data.unwrap()["leaked"], "there");
+    delete_and_await_uninstall(&client, &ns.name, "reach").await;
+
     // An upgrade: the remote history goes on.
     set_values(&api, "web", json!({"message": "remote 2"})).await;
     wait_for(&api, "web", "revision 2 on the remote cluster", |h| {
