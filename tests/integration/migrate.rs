@@ -708,3 +708,154 @@ async fn migrate_refuses_what_it_cannot_carry_and_checks_before_it_changes_anyth
 
     ns.delete().await;
 }
+
+/// Flux's helm-controller installs revision 1 on the second control plane through
+/// `spec.kubeConfig`; `migrate --apply` carries the same Secret, and the next change is
+/// revision 2 there, as the real `helm history` on that cluster shows. Nothing is written
+/// to this cluster's Helm storage by either.
+#[tokio::test]
+async fn a_flux_release_on_a_remote_cluster_continues_its_history_there_under_wheelhouse() {
+    let (client, ns, api) = setup("migrate-remote").await;
+    require_flux_crds(&client).await;
+    let ns_name = ns.name.clone();
+    let remote = support::remote_client().await;
+    let _there = support::RemoteNamespace::new(remote.clone(), &ns_name).await;
+    let remote_kubeconfig = support::remote_kubeconfig_path();
+    let text = std::fs::read_to_string(&remote_kubeconfig).unwrap();
+    support::kubeconfig_secret(&client, &ns_name, "prod", "value", &text).await;
+
+    let server = RepoServer::start().await;
+    let tgz = chart_tgz("greeter", "0.1.0", "1.0.0");
+    server.put("/charts/greeter-0.1.0.tgz", tgz.clone());
+    server.put(
+        "/charts/index.yaml",
+        index_yaml(&[Entry {
+            name: "greeter",
+            version: "0.1.0",
+            app_version: "1.0.0",
+            url: server.url("/charts/greeter-0.1.0.tgz"),
+            digest: Some(sha256_hex(&tgz)),
+        }]),
+    );
+    create(
+        &flux_repositories(&client, &ns_name),
+        flux_helm_repository(
+            &ns_name,
+            "charts",
+            json!({"url": server.url("/charts"), "interval": "1m"}),
+        ),
+    )
+    .await;
+    let flux = flux_releases(&client, &ns_name);
+    let mut greeter = flux_helm_release(
+        &ns_name,
+        "greeter",
+        json!({
+            "interval": "1m",
+            "kubeConfig": {"secretRef": {"name": "prod"}},
+            "chart": {"spec": {
+                "chart": "greeter",
+                "version": "0.1.0",
+                "sourceRef": {"kind": "HelmRepository", "name": "charts"},
+            }},
+            "values": {"greeting": "from flux"},
+        }),
+    );
+    greeter["metadata"]["labels"] = json!({SHARD_LABEL: ns_name});
+    create(&flux, greeter).await;
+    flux_until(&client, &ns_name, "greeter", "Ready at revision 1", |hr| {
+        flux_condition(hr, "Ready").is_some_and(|(s, _)| s == "True")
+            && hr.pointer("/status/history/0/version") == Some(&json!(1))
+    })
+    .await;
+    let history = || support::engine::helm_history_on(&remote_kubeconfig, &ns_name, "greeter");
+    assert_eq!(
+        history(),
+        [(1, "deployed".to_owned(), "Install complete".to_owned())],
+        "Flux installed it on the remote cluster"
+    );
+    let local_records = Api::<Secret>::namespaced(client.clone(), &ns_name);
+    let none_here = || async {
+        local_records
+            .list_metadata(&kube::api::ListParams::default().labels("owner=helm"))
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    };
+    assert!(none_here().await);
+
+    flux.patch(
+        "greeter",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"suspend": true}})),
+    )
+    .await
+    .unwrap();
+    let (ok, stdout, stderr) = wheelhouse(&["migrate", &format!("{ns_name}/greeter"), "--apply"]);
+    assert!(ok, "migrate --apply failed: {stderr}");
+    assert!(!stderr.contains("not carried:"), "{stderr}");
+    assert!(stdout.contains("created"), "{stdout}");
+    let migrated = api.get("greeter").await.unwrap();
+    assert_eq!(
+        migrated
+            .spec
+            .kube_config
+            .as_ref()
+            .map(|k| k.secret_ref.name.as_str()),
+        Some("prod")
+    );
+
+    let _engine = support::engine::start_shard(&client, &ns_name).await;
+    wait_for(&api, "greeter", "Ready at Flux's revision 1", |h| {
+        h.condition("Ready").is_some_and(|c| c.status == "True")
+            && h.status
+                .as_ref()
+                .and_then(|s| s.history.first())
+                .is_some_and(|s| s.version == 1)
+    })
+    .await;
+    assert_eq!(history().len(), 1, "adopting the release wrote no revision");
+    set_values(&api, "greeter", json!({"greeting": "from wheelhouse"})).await;
+    wait_for(&api, "greeter", "revision 2 deployed", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+            && h.status
+                .as_ref()
+                .and_then(|s| s.history.first())
+                .is_some_and(|s| s.version == 2)
+    })
+    .await;
+    assert_eq!(
+        history(),
+        [
+            (1, "superseded".to_owned(), "Install complete".to_owned()),
+            (2, "deployed".to_owned(), "Upgrade complete".to_owned()),
+        ]
+    );
+    let greeting = Api::<ConfigMap>::namespaced(remote.clone(), &ns_name)
+        .get("greeter")
+        .await
+        .unwrap()
+        .data
+        .unwrap()["greeting"]
+        .clone();
+    assert_eq!(greeting, "from wheelhouse");
+    assert!(none_here().await, "nothing in this cluster's Helm storage");
+
+    api.delete("greeter", &DeleteParams::default())
+        .await
+        .unwrap();
+    let gone = |o: Option<&HelmRelease>| o.is_none();
+    tokio::time::timeout(
+        PATIENCE,
+        kube::runtime::wait::await_condition(api.clone(), "greeter", gone),
+    )
+    .await
+    .expect("the wheelhouse HelmRelease was uninstalled and deleted")
+    .unwrap();
+    assert!(history().is_empty(), "uninstalled on the remote cluster");
+    flux.delete("greeter", &DeleteParams::default())
+        .await
+        .unwrap();
+    ns.delete().await;
+}

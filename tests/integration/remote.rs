@@ -9,60 +9,16 @@
 use crate::support;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use support::engine::{
     delete_and_await_uninstall, helm_history_on, is, set_values, setup, wait_for, webapp,
 };
-use support::{PATIENCE, remote_client, remote_kubeconfig_path};
-
-/// The remote cluster's kubeconfig with its user's inline credentials, as a Secret of
-/// `ns` under `key`, the file read as it is (up.sh writes only -data fields).
-async fn kubeconfig_secret(client: &Client, ns: &str, name: &str, key: &str, text: &str) {
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": name},
-        "stringData": {key: text},
-    }))
-    .unwrap();
-    Api::<Secret>::namespaced(client.clone(), ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-}
-
-/// The namespace of the same name on the remote cluster (where the release's objects and
-/// records go), deleted on drop.
-struct RemoteNamespace {
-    client: Client,
-    name: String,
-}
-
-impl RemoteNamespace {
-    async fn new(client: Client, name: &str) -> Self {
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-        Api::<Namespace>::all(client.clone())
-            .create(&PostParams::default(), &ns)
-            .await
-            .unwrap();
-        Self {
-            client,
-            name: name.to_owned(),
-        }
-    }
-}
-
-impl Drop for RemoteNamespace {
-    fn drop(&mut self) {
-        let (client, name) = (self.client.clone(), self.name.clone());
-        tokio::spawn(async move {
-            let _ = Api::<Namespace>::all(client)
-                .delete(&name, &DeleteParams::default())
-                .await;
-        });
-    }
-}
+use support::{
+    PATIENCE, RemoteNamespace, kubeconfig_secret, remote_client, remote_kubeconfig_path,
+};
 
 /// Helm's records of `ns` on `client`'s cluster.
 async fn records(client: &Client, ns: &str) -> Vec<String> {

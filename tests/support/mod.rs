@@ -61,6 +61,55 @@ pub async fn remote_client() -> Client {
     client_of(&remote_kubeconfig_path()).await
 }
 
+/// The remote cluster's kubeconfig with its user's inline credentials, as a Secret of
+/// `ns` under `key` (up.sh writes only -data fields, which a kubeConfig Secret may hold).
+#[allow(dead_code)]
+pub async fn kubeconfig_secret(client: &Client, ns: &str, name: &str, key: &str, text: &str) {
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": name},
+        "stringData": {key: text},
+    }))
+    .unwrap();
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+}
+
+/// The namespace of the same name on the remote cluster (where the release's objects and
+/// records go), deleted on drop.
+#[allow(dead_code)]
+pub struct RemoteNamespace {
+    client: Client,
+    name: String,
+}
+
+impl RemoteNamespace {
+    pub async fn new(client: Client, name: &str) -> Self {
+        let ns: Namespace =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap();
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+        Self {
+            client,
+            name: name.to_owned(),
+        }
+    }
+}
+
+impl Drop for RemoteNamespace {
+    fn drop(&mut self) {
+        let (client, name) = (self.client.clone(), self.name.clone());
+        tokio::spawn(async move {
+            let _ = Api::<Namespace>::all(client)
+                .delete(&name, &DeleteParams::default())
+                .await;
+        });
+    }
+}
+
 /// The directory a build script of the project prints (it caches what it builds).
 fn built_by(script: &str) -> PathBuf {
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(script);
