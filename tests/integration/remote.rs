@@ -289,3 +289,124 @@ async fn a_kubeconfig_the_engine_must_not_act_with_stops_that_release_alone() {
     drop(there);
     ns.delete().await;
 }
+
+/// `serviceAccountName` is impersonated on the remote cluster (as helm-controller does):
+/// there the account may write its namespace only, so a chart reaching into another
+/// namespace is refused by that cluster, named, with nothing stored; a legitimate release
+/// installs, and an admission policy there that refuses every other writer shows every
+/// write was the account's. Here the account may only read its kubeConfig Secret.
+#[tokio::test]
+async fn service_account_name_is_impersonated_on_the_remote_cluster() {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    let (client, ns, api) = setup("remote-tenant").await;
+    let remote = remote_client().await;
+    let there = RemoteNamespace::new(remote.clone(), &ns.name).await;
+    let victim = RemoteNamespace::new(remote.clone(), &format!("{}-victim", ns.name)).await;
+    let password = format!("S3cret-{:x}", support::rand_u32());
+    let secret: Secret = support::from_yaml(&format!(
+        "metadata: {{name: db-pass}}\nstringData: {{password: {password}}}"
+    ));
+    Api::<Secret>::namespaced(remote.clone(), &victim.name)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let text = std::fs::read_to_string(remote_kubeconfig_path()).unwrap();
+    kubeconfig_secret(&client, &ns.name, "prod", "value", &text).await;
+    let account = |cluster: &Client, rules: &'static str, role: &'static str| {
+        let (cluster, ns) = (cluster.clone(), ns.name.clone());
+        async move {
+            let sa: ServiceAccount = support::from_yaml("metadata: {name: deployer}");
+            Api::<ServiceAccount>::namespaced(cluster.clone(), &ns)
+                .create(&PostParams::default(), &sa)
+                .await
+                .unwrap();
+            if !rules.is_empty() {
+                let r: Role = support::from_yaml(&format!("metadata: {{name: deployer}}\n{rules}"));
+                Api::<Role>::namespaced(cluster.clone(), &ns)
+                    .create(&PostParams::default(), &r)
+                    .await
+                    .unwrap();
+            }
+            let binding: RoleBinding = support::from_yaml(&format!(
+                "metadata: {{name: deployer}}\n\
+                 roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: {role}}}\n\
+                 subjects: [{{kind: ServiceAccount, name: deployer, namespace: {ns}}}]"
+            ));
+            Api::<RoleBinding>::namespaced(cluster, &ns)
+                .create(&PostParams::default(), &binding)
+                .await
+                .unwrap();
+        }
+    };
+    // Here: reading its kubeConfig Secret, nothing else.
+    account(
+        &client,
+        "rules: [{apiGroups: [\"\"], resources: [secrets], resourceNames: [prod], verbs: [get]}]",
+        "Role, name: deployer",
+    )
+    .await;
+    // There: admin of its namespace.
+    account(&remote, "", "ClusterRole, name: admin").await;
+    let user = format!("system:serviceaccount:{}:deployer", ns.name);
+    let only = support::installed::OnlyWriter::create(&remote, &ns.name, &user).await;
+    let _engine = support::engine::start(&client, &ns.name).await;
+
+    let spec = |values: serde_json::Value| {
+        json!({
+            "kubeConfig": {"secretRef": {"name": "prod"}},
+            "serviceAccountName": "deployer",
+            "values": values,
+        })
+    };
+    api.create(
+        &PostParams::default(),
+        &support::engine::release(
+            "reach",
+            "tenant-reach",
+            spec(json!({"victim": victim.name})),
+        ),
+    )
+    .await
+    .unwrap();
+    api.create(
+        &PostParams::default(),
+        &support::engine::release("legit", "tenant-reach", spec(json!({"message": "v1"}))),
+    )
+    .await
+    .unwrap();
+    let refused = wait_for(&api, "reach", "the lookup refused there, named", |h| {
+        h.condition("Ready").is_some_and(|c| {
+            c.status == "False" && c.message.contains("forbidden") && c.message.contains(&user)
+        })
+    })
+    .await;
+    let message = refused.condition("Ready").unwrap().message.clone();
+    assert!(message.contains(&victim.name), "{message}");
+    assert!(!message.contains(&password), "{message}");
+    wait_for(&api, "legit", "installed there as the account", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    assert_eq!(
+        records(&remote, &ns.name).await,
+        ["sh.helm.release.v1.legit.v1"],
+        "the refused release stored nothing"
+    );
+    assert!(records(&client, &ns.name).await.is_empty());
+    assert!(
+        Api::<k8s_openapi::api::rbac::v1::RoleBinding>::namespaced(remote.clone(), &victim.name)
+            .get_opt("reach-takeover")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    support::engine::delete_and_await_uninstall(&client, &ns.name, "legit").await;
+    assert!(
+        records(&remote, &ns.name).await.is_empty(),
+        "uninstalled as the account"
+    );
+    only.delete(&remote).await;
+    drop((there, victim));
+    ns.delete().await;
+}

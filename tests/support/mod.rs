@@ -81,7 +81,7 @@ pub async fn kubeconfig_secret(client: &Client, ns: &str, name: &str, key: &str,
 #[allow(dead_code)]
 pub struct RemoteNamespace {
     client: Client,
-    name: String,
+    pub name: String,
 }
 
 impl RemoteNamespace {
