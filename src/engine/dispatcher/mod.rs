@@ -200,8 +200,11 @@ impl Dispatcher {
                 }
                 Some(event) = leases.next() => self.on_namespace_lease(&mut st, event),
                 Ok(()) = self.role.changed() => self.on_role_changed(&mut st).await,
-                Some(event) = records.next() => self.on_record(&st, event),
-                Some(event) = workloads.next() => self.on_workload(&mut st, event),
+                // Listed once the HelmReleases are: at 20,000 releases, these lists
+                // beside the HelmReleases' held the releases' own list (the dashboard's
+                // table) back by seconds.
+                Some(event) = records.next(), if self.listed => self.on_record(&st, event),
+                Some(event) = workloads.next(), if self.listed => self.on_workload(&mut st, event),
                 Some((command, token)) = self.direct.recv() => self.on_command(&st, command, token),
                 Some(rolled) = self.rolled.recv() => self.on_rolled(&st, rolled),
                 Some(error) = probe.recv() => self.on_probe(&mut st, error),
@@ -267,9 +270,12 @@ impl Dispatcher {
                 }
                 if !self.listed {
                     // The first list is whole: its releases' workers start now, together
-                    // (see `on_release_applied`).
+                    // (see `on_release_applied`), and the config tracker.
                     self.listed = true;
                     self.start_eligible(&st.store, &mut st.workers, st.term.as_ref(), false);
+                    if let Some((t, _)) = &st.term {
+                        self.start_tracker(t);
+                    }
                 }
                 self.listed = true;
             }
@@ -423,8 +429,18 @@ impl Dispatcher {
         }
         self.start_eligible(&st.store, &mut st.workers, Some(&t), false);
         self.share_ownership(&st.store, &st.workers);
-        // One writer rolls workloads on config changes: the lease holder, for the
-        // releases it reconciles.
+        if self.listed {
+            self.start_tracker(&t.0);
+        }
+        st.term = Some(t);
+        self.refresh_all(&st.store);
+        st.ownership_stale = true;
+        st.dirty = true;
+    }
+
+    /// One writer rolls workloads on config changes: the lease holder, for the releases
+    /// it reconciles. Started once the HelmReleases are listed (its own lists are large).
+    fn start_tracker(&self, term: &CancellationToken) {
         self.tracker.send_replace(Some(crate::tracking::start(
             self.ctx.client.clone(),
             self.coverage.scope.clone(),
@@ -433,12 +449,8 @@ impl Dispatcher {
                 rolled: Some(self.rolled_tx.clone()),
                 ..Default::default()
             },
-            t.0.child_token(),
+            term.child_token(),
         )));
-        st.term = Some(t);
-        self.refresh_all(&st.store);
-        st.ownership_stale = true;
-        st.dirty = true;
     }
 
     /// No longer leading: the term's workers finish their current step and stop.
