@@ -491,6 +491,11 @@ async fn main() {
     let shape_at_ready = shape(pid);
 
     // --- idle ------------------------------------------------------------------------
+    // Said as it starts, for a profiler to attach to the idle engine.
+    eprintln!(
+        "  {:>7}: all {releases} Ready; the idle window starts",
+        duration(to_ready)
+    );
     let idle_start = Instant::now();
     tokio::time::sleep(IDLE_WINDOW).await;
     controller.check_running();
