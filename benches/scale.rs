@@ -20,6 +20,8 @@
 //! `WHEELHOUSE_BENCH_RENDERER=helm` runs the controller with `--renderer helm` (the helm
 //! CLI per render), the baseline of the render helper.
 //!
+//! `WHEELHOUSE_BENCH_INTERVAL` (e.g. `1m`) sets the releases' interval, to profile the
+//! interval checks of a large fleet on a small one.
 //! Counts: `WHEELHOUSE_BENCH_RELEASES` (default 1000), `WHEELHOUSE_BENCH_NAMESPACES` (one
 //! per 100 releases; issue #37's 10,000 run uses 10), `WHEELHOUSE_BENCH_SECRETS` (2000),
 //! `WHEELHOUSE_BENCH_CONFIGMAPS` (2000); `WHEELHOUSE_BENCH_CONCURRENT` passes
@@ -432,13 +434,17 @@ async fn main() {
     let cluster = cluster_pids();
     let cluster_before = cluster_cpu(&cluster);
     let first_created = Instant::now();
+    // The releases' interval (default: the CRD's, 10 minutes). A short one puts the
+    // interval checks a large fleet makes into a small fleet's idle window, to profile.
+    let interval = std::env::var("WHEELHOUSE_BENCH_INTERVAL").ok();
     futures::stream::iter((0..releases).map(|i| {
         let ns = &release_ns[i / per_namespace].name;
         let api: Api<HelmRelease> = Api::namespaced(client.clone(), ns);
-        let mut hr = webapp(
-            &format!("web-{i:05}"),
-            serde_json::json!({"timeout": "5m", "values": {"replicaCount": 1}}),
-        );
+        let mut spec = serde_json::json!({"timeout": "5m", "values": {"replicaCount": 1}});
+        if let Some(every) = &interval {
+            spec["interval"] = every.as_str().into();
+        }
+        let mut hr = webapp(&format!("web-{i:05}"), spec);
         hr.metadata.labels = Some(BTreeMap::from([(BENCH_LABEL.into(), "scale".into())]));
         async move { api.create(&PostParams::default(), &hr).await.map(drop) }
     }))
