@@ -14,7 +14,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::{Value, json};
-use support::engine::{helm_history, is, set_values, setup, wait_for};
+use support::engine::{helm_history, set_values, setup, upgraded_to, wait_for};
 use support::source::{Entry, RepoServer, chart_tgz, index_yaml, sha256_hex};
 use support::{PATIENCE, kubeconfig_path};
 use wheelhouse::api::HelmRelease;
@@ -94,6 +94,25 @@ fn flux_helm_repository(ns: &str, name: &str, spec: Value) -> Value {
     })
 }
 
+/// A Helm repository on 127.0.0.1 with one chart of our own, greeter 0.1.0 (a ConfigMap
+/// named after the release, with its `greeting` value), under `/charts`.
+async fn greeter_repository() -> RepoServer {
+    let server = RepoServer::start().await;
+    let tgz = chart_tgz("greeter", "0.1.0", "1.0.0");
+    server.put("/charts/greeter-0.1.0.tgz", tgz.clone());
+    server.put(
+        "/charts/index.yaml",
+        index_yaml(&[Entry {
+            name: "greeter",
+            version: "0.1.0",
+            app_version: "1.0.0",
+            url: server.url("/charts/greeter-0.1.0.tgz"),
+            digest: Some(sha256_hex(&tgz)),
+        }]),
+    );
+    server
+}
+
 /// Polls the Flux HelmRelease until `pred` holds; fails with its status (and its
 /// HelmRepository's) when FLUX_PATIENCE runs out.
 async fn flux_until(
@@ -150,19 +169,7 @@ async fn a_flux_release_continues_its_helm_history_under_wheelhouse() {
     let ns_name = ns.name.clone();
 
     // A Helm repository on 127.0.0.1 with one chart of our own (a ConfigMap).
-    let server = RepoServer::start().await;
-    let tgz = chart_tgz("greeter", "0.1.0", "1.0.0");
-    server.put("/charts/greeter-0.1.0.tgz", tgz.clone());
-    server.put(
-        "/charts/index.yaml",
-        index_yaml(&[Entry {
-            name: "greeter",
-            version: "0.1.0",
-            app_version: "1.0.0",
-            url: server.url("/charts/greeter-0.1.0.tgz"),
-            digest: Some(sha256_hex(&tgz)),
-        }]),
-    );
+    let server = greeter_repository().await;
     let repository = server.url("/charts");
 
     // Flux installs it. targetNamespace makes Flux name the release `<ns>-greeter`.
@@ -299,11 +306,7 @@ async fn a_flux_release_continues_its_helm_history_under_wheelhouse() {
     // A change is an upgrade of the same release: revision 2 beside Flux's revision 1.
     set_values(&api, "greeter", json!({"greeting": "from wheelhouse"})).await;
     wait_for(&api, "greeter", "revision 2 deployed", |h| {
-        is(h, "Ready", "True", "UpgradeSucceeded")
-            && h.status
-                .as_ref()
-                .and_then(|s| s.history.first())
-                .is_some_and(|s| s.version == 2)
+        upgraded_to(h, 2)
     })
     .await;
     assert_eq!(
@@ -331,17 +334,7 @@ async fn a_flux_release_continues_its_helm_history_under_wheelhouse() {
     assert_eq!(left["spec"]["suspend"], true);
 
     // Cleanup: wheelhouse uninstalls; Flux lets a suspended HelmRelease go untouched.
-    api.delete("greeter", &DeleteParams::default())
-        .await
-        .unwrap();
-    let gone = |o: Option<&HelmRelease>| o.is_none();
-    tokio::time::timeout(
-        PATIENCE,
-        kube::runtime::wait::await_condition(api.clone(), "greeter", gone),
-    )
-    .await
-    .expect("the wheelhouse HelmRelease was uninstalled and deleted")
-    .unwrap();
+    support::engine::delete_and_await_uninstall(&client, &ns_name, "greeter").await;
     flux.delete("greeter", &DeleteParams::default())
         .await
         .unwrap();
@@ -521,14 +514,7 @@ async fn flux_charts_from_an_oci_registry_and_git_continue_their_history_under_w
             json!({"replicaCount": 1, "message": "from wheelhouse"}),
         )
         .await;
-        wait_for(&api, name, "revision 2 deployed", |h| {
-            is(h, "Ready", "True", "UpgradeSucceeded")
-                && h.status
-                    .as_ref()
-                    .and_then(|s| s.history.first())
-                    .is_some_and(|s| s.version == 2)
-        })
-        .await;
+        wait_for(&api, name, "revision 2 deployed", |h| upgraded_to(h, 2)).await;
         assert_eq!(
             helm_history(&ns_name, name),
             [
@@ -724,19 +710,7 @@ async fn a_flux_release_on_a_remote_cluster_continues_its_history_there_under_wh
     let text = std::fs::read_to_string(&remote_kubeconfig).unwrap();
     support::kubeconfig_secret(&client, &ns_name, "prod", "value", &text).await;
 
-    let server = RepoServer::start().await;
-    let tgz = chart_tgz("greeter", "0.1.0", "1.0.0");
-    server.put("/charts/greeter-0.1.0.tgz", tgz.clone());
-    server.put(
-        "/charts/index.yaml",
-        index_yaml(&[Entry {
-            name: "greeter",
-            version: "0.1.0",
-            app_version: "1.0.0",
-            url: server.url("/charts/greeter-0.1.0.tgz"),
-            digest: Some(sha256_hex(&tgz)),
-        }]),
-    );
+    let server = greeter_repository().await;
     create(
         &flux_repositories(&client, &ns_name),
         flux_helm_repository(
@@ -818,11 +792,7 @@ async fn a_flux_release_on_a_remote_cluster_continues_its_history_there_under_wh
     assert_eq!(history().len(), 1, "adopting the release wrote no revision");
     set_values(&api, "greeter", json!({"greeting": "from wheelhouse"})).await;
     wait_for(&api, "greeter", "revision 2 deployed", |h| {
-        is(h, "Ready", "True", "UpgradeSucceeded")
-            && h.status
-                .as_ref()
-                .and_then(|s| s.history.first())
-                .is_some_and(|s| s.version == 2)
+        upgraded_to(h, 2)
     })
     .await;
     assert_eq!(
@@ -842,17 +812,7 @@ async fn a_flux_release_on_a_remote_cluster_continues_its_history_there_under_wh
     assert_eq!(greeting, "from wheelhouse");
     assert!(none_here().await, "nothing in this cluster's Helm storage");
 
-    api.delete("greeter", &DeleteParams::default())
-        .await
-        .unwrap();
-    let gone = |o: Option<&HelmRelease>| o.is_none();
-    tokio::time::timeout(
-        PATIENCE,
-        kube::runtime::wait::await_condition(api.clone(), "greeter", gone),
-    )
-    .await
-    .expect("the wheelhouse HelmRelease was uninstalled and deleted")
-    .unwrap();
+    support::engine::delete_and_await_uninstall(&client, &ns_name, "greeter").await;
     assert!(history().is_empty(), "uninstalled on the remote cluster");
     flux.delete("greeter", &DeleteParams::default())
         .await

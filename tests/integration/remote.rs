@@ -14,7 +14,8 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use serde_json::json;
 use support::engine::{
-    delete_and_await_uninstall, helm_history_on, is, set_values, setup, wait_for, webapp,
+    delete_and_await_uninstall, helm_history_on, is, set_values, setup, upgraded_to, wait_for,
+    webapp,
 };
 use support::{
     PATIENCE, RemoteNamespace, kubeconfig_secret, remote_client, remote_kubeconfig_path,
@@ -108,11 +109,7 @@ async fn a_release_on_a_remote_cluster_is_installed_upgraded_and_uninstalled_the
     // An upgrade: the remote history goes on.
     set_values(&api, "web", json!({"message": "remote 2"})).await;
     wait_for(&api, "web", "revision 2 on the remote cluster", |h| {
-        is(h, "Ready", "True", "UpgradeSucceeded")
-            && h.status
-                .as_ref()
-                .and_then(|s| s.history.first())
-                .is_some_and(|s| s.version == 2)
+        upgraded_to(h, 2)
     })
     .await;
     assert_eq!(

@@ -292,6 +292,17 @@ pub fn condition(hr: &HelmRelease, type_: &str) -> Option<(String, String)> {
         .map(|c| (c.status.clone(), c.reason.clone()))
 }
 
+/// Ready after an upgrade to revision `revision` (the newest in the status's history).
+#[allow(dead_code)]
+pub fn upgraded_to(hr: &HelmRelease, revision: i32) -> bool {
+    is(hr, "Ready", "True", "UpgradeSucceeded")
+        && hr
+            .status
+            .as_ref()
+            .and_then(|s| s.history.first())
+            .is_some_and(|s| s.version == revision)
+}
+
 pub fn is(hr: &HelmRelease, type_: &str, status: &str, reason: &str) -> bool {
     condition(hr, type_) == Some((status.into(), reason.into()))
 }
@@ -327,8 +338,12 @@ pub fn helm_history_on(
         return Vec::new();
     }
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    json.as_array()
-        .unwrap()
+    history_lines(json.as_array().unwrap())
+}
+
+/// `helm history -o json`'s entries as (revision, status, description).
+fn history_lines(entries: &[serde_json::Value]) -> Vec<(i64, String, String)> {
+    entries
         .iter()
         .map(|r| {
             (
@@ -368,16 +383,7 @@ pub fn helm_history_json(ns: &str, release: &str) -> Vec<serde_json::Value> {
 
 /// `helm history -o json` as (revision, status, description).
 pub fn helm_history(ns: &str, release: &str) -> Vec<(i64, String, String)> {
-    helm_history_json(ns, release)
-        .iter()
-        .map(|r| {
-            (
-                r["revision"].as_i64().unwrap(),
-                r["status"].as_str().unwrap().to_owned(),
-                r["description"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
-        .collect()
+    history_lines(&helm_history_json(ns, release))
 }
 
 /// The `wheelhouse.dev/config-hash` of a Deployment's pod template.
