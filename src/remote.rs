@@ -57,21 +57,6 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// Whether trying again without a change can help (the Secret could not be read
-    /// because of the API server, not because of what it holds).
-    pub fn transient(&self) -> bool {
-        matches!(self, Error::Read { source: kube::Error::Api(s), .. } if s.code >= 500 || s.code == 429)
-            || matches!(
-                self,
-                Error::Read {
-                    source: kube::Error::HyperError(_) | kube::Error::Service(_),
-                    ..
-                }
-            )
-    }
-}
-
 /// A kubeconfig as read from its Secret and checked: one cluster, one user, one context.
 #[derive(Debug, Clone)]
 pub struct Checked {
@@ -263,23 +248,30 @@ impl Checked {
         kube::Client::try_from(config).map_err(|e| failed(e.to_string()))
     }
 
-    /// Writes the checked kubeconfig (nothing else of the Secret) to a file of its own in
-    /// `dir`, readable by the engine's user only: the renderer's `--kubeconfig`.
+    /// Writes the checked kubeconfig (nothing else of the Secret) to a new file of its own
+    /// in `dir`, readable by the engine's user only: the renderer's `--kubeconfig`. Its
+    /// owner removes it when done ([`remove_file`]).
     pub fn write_to(&self, dir: &Path) -> Result<PathBuf, Error> {
         let failed = |source| Error::File {
             name: self.secret.clone(),
             source,
         };
-        let path = dir.join(format!("{}.kubeconfig", self.digest));
-        if path.exists() {
-            return Ok(path);
-        }
         let text = serde_json::to_vec(&self.kubeconfig).expect("a checked kubeconfig serialises");
-        let mut file = tempfile::NamedTempFile::new_in(dir).map_err(failed)?;
+        let mut file = tempfile::Builder::new()
+            .prefix(&format!("{}-", self.digest))
+            .suffix(".kubeconfig")
+            .tempfile_in(dir)
+            .map_err(failed)?;
         std::io::Write::write_all(&mut file, &text).map_err(failed)?;
-        file.persist(&path).map_err(|e| failed(e.error))?;
+        let (_, path) = file.keep().map_err(|e| failed(e.error))?;
         Ok(path)
     }
+}
+
+/// Removes a kubeconfig file [`Checked::write_to`] made (best effort: the directory goes
+/// with the engine anyway).
+pub fn remove_file(path: &Path) {
+    let _ = std::fs::remove_file(path);
 }
 
 #[cfg(test)]
@@ -318,6 +310,31 @@ mod tests {
         )
         .unwrap();
         assert_eq!(c.digest, again.digest);
+    }
+
+    #[test]
+    fn the_renderers_copy_is_the_checked_kubeconfig_readable_by_the_engine_alone() {
+        use std::os::unix::fs::PermissionsExt;
+        let c = checked(
+            "    certificate-authority-data: Q0E=",
+            "    token: abc",
+            Allowances::default(),
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let (first, second) = (
+            c.write_to(dir.path()).unwrap(),
+            c.write_to(dir.path()).unwrap(),
+        );
+        assert_ne!(first, second, "each owner has a file of its own");
+        let mode = std::fs::metadata(&first).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let text = std::fs::read_to_string(&first).unwrap();
+        let read = Kubeconfig::from_yaml(&text).unwrap();
+        assert_eq!(read.current_context.as_deref(), Some("remote"));
+        assert!(!text.contains("team"), "{text}");
+        remove_file(&first);
+        assert!(!first.exists() && second.exists());
     }
 
     #[test]

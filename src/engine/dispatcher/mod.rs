@@ -268,16 +268,16 @@ impl Dispatcher {
                         st.ownership_stale = true;
                     }
                 }
-                if !self.listed {
+                let first = !self.listed;
+                self.listed = true;
+                if first {
                     // The first list is whole: its releases' workers start now, together
                     // (see `on_release_applied`), and the config tracker.
-                    self.listed = true;
                     self.start_eligible(&st.store, &mut st.workers, st.term.as_ref(), false);
                     if let Some((t, _)) = &st.term {
                         self.start_tracker(t);
                     }
                 }
-                self.listed = true;
             }
             Ok(watcher::Event::Delete(raw)) => {
                 let key = ReleaseKey::of_meta(&raw.metadata);

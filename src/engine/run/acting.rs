@@ -43,6 +43,13 @@ pub struct Remote {
     discovery: crate::render::SharedReads<crate::render::Discovery>,
 }
 
+impl Drop for Remote {
+    /// Its kubeconfig file goes with it (a rotated credential is not left on disk).
+    fn drop(&mut self) {
+        crate::remote::remove_file(&self.kubeconfig);
+    }
+}
+
 impl Acting {
     pub fn new(identity: Identity, engine: &Client) -> Self {
         Self::on(identity, engine, None)
