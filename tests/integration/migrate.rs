@@ -94,6 +94,30 @@ fn flux_helm_repository(ns: &str, name: &str, spec: Value) -> Value {
     })
 }
 
+/// Ready, with revision `revision` the newest in the status's history.
+fn ready_at(h: &HelmRelease, revision: i32) -> bool {
+    h.condition("Ready").is_some_and(|c| c.status == "True")
+        && h.status
+            .as_ref()
+            .and_then(|s| s.history.first())
+            .is_some_and(|s| s.version == revision)
+}
+
+/// Suspends the Flux HelmRelease `ns/name` as `flux suspend hr` does, then hands it over
+/// with `wheelhouse migrate --apply`, which must succeed: its (stdout, stderr).
+async fn suspend_and_migrate(flux: &Api<DynamicObject>, ns: &str, name: &str) -> (String, String) {
+    flux.patch(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"spec": {"suspend": true}})),
+    )
+    .await
+    .unwrap();
+    let (ok, stdout, stderr) = wheelhouse(&["migrate", &format!("{ns}/{name}"), "--apply"]);
+    assert!(ok, "migrate --apply {ns}/{name} failed: {stderr}");
+    (stdout, stderr)
+}
+
 /// A Helm repository on 127.0.0.1 with one chart of our own, greeter 0.1.0 (a ConfigMap
 /// named after the release, with its `greeting` value), under `/charts`.
 async fn greeter_repository() -> RepoServer {
@@ -254,15 +278,7 @@ async fn a_flux_release_continues_its_helm_history_under_wheelhouse() {
     assert!(api.get_opt("greeter").await.unwrap().is_none());
 
     // Suspended as `flux suspend hr` does it; then handed over.
-    flux.patch(
-        "greeter",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"suspend": true}})),
-    )
-    .await
-    .unwrap();
-    let (ok, stdout, stderr) = wheelhouse(&["migrate", &format!("{ns_name}/greeter"), "--apply"]);
-    assert!(ok, "migrate --apply failed: {stderr}");
+    let (stdout, _) = suspend_and_migrate(&flux, &ns_name, "greeter").await;
     assert!(
         stdout.contains(&format!(
             "applied HelmRelease {ns_name}/greeter (wheelhouse.dev/v1alpha1, field manager wheelhouse): created"
@@ -290,11 +306,7 @@ async fn a_flux_release_continues_its_helm_history_under_wheelhouse() {
     // wheelhouse takes the release as it is: Ready, no new revision for an unchanged state.
     let _engine = support::engine::start_shard(&client, &ns_name).await;
     wait_for(&api, "greeter", "Ready at Flux's revision 1", |h| {
-        h.condition("Ready").is_some_and(|c| c.status == "True")
-            && h.status
-                .as_ref()
-                .and_then(|s| s.history.first())
-                .is_some_and(|s| s.version == 1)
+        ready_at(h, 1)
     })
     .await;
     assert_eq!(
@@ -461,16 +473,7 @@ async fn flux_charts_from_an_oci_registry_and_git_continue_their_history_under_w
             helm_history(&ns_name, name),
             [(1, "deployed".to_owned(), "Install complete".to_owned())]
         );
-        flux.patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"suspend": true}})),
-        )
-        .await
-        .unwrap();
-        let (ok, stdout, stderr) =
-            wheelhouse(&["migrate", &format!("{ns_name}/{name}"), "--apply"]);
-        assert!(ok, "migrate --apply {name} failed: {stderr}");
+        let (stdout, stderr) = suspend_and_migrate(&flux, &ns_name, name).await;
         assert!(!stderr.contains("not carried:"), "{name}: {stderr}");
         assert!(
             stdout.contains("its next revision follows revision 1"),
@@ -495,14 +498,7 @@ async fn flux_charts_from_an_oci_registry_and_git_continue_their_history_under_w
     // wheelhouse takes both as they are, then upgrades each to revision 2.
     let _engine = support::engine::start_shard(&client, &ns_name).await;
     for name in ["from-oci", "from-git"] {
-        wait_for(&api, name, "Ready at Flux's revision 1", |h| {
-            h.condition("Ready").is_some_and(|c| c.status == "True")
-                && h.status
-                    .as_ref()
-                    .and_then(|s| s.history.first())
-                    .is_some_and(|s| s.version == 1)
-        })
-        .await;
+        wait_for(&api, name, "Ready at Flux's revision 1", |h| ready_at(h, 1)).await;
         assert_eq!(
             helm_history(&ns_name, name),
             [(1, "deployed".to_owned(), "Install complete".to_owned())],
@@ -759,15 +755,7 @@ async fn a_flux_release_on_a_remote_cluster_continues_its_history_there_under_wh
     };
     assert!(none_here().await);
 
-    flux.patch(
-        "greeter",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"suspend": true}})),
-    )
-    .await
-    .unwrap();
-    let (ok, stdout, stderr) = wheelhouse(&["migrate", &format!("{ns_name}/greeter"), "--apply"]);
-    assert!(ok, "migrate --apply failed: {stderr}");
+    let (stdout, stderr) = suspend_and_migrate(&flux, &ns_name, "greeter").await;
     assert!(!stderr.contains("not carried:"), "{stderr}");
     assert!(stdout.contains("created"), "{stdout}");
     let migrated = api.get("greeter").await.unwrap();
@@ -782,11 +770,7 @@ async fn a_flux_release_on_a_remote_cluster_continues_its_history_there_under_wh
 
     let _engine = support::engine::start_shard(&client, &ns_name).await;
     wait_for(&api, "greeter", "Ready at Flux's revision 1", |h| {
-        h.condition("Ready").is_some_and(|c| c.status == "True")
-            && h.status
-                .as_ref()
-                .and_then(|s| s.history.first())
-                .is_some_and(|s| s.version == 1)
+        ready_at(h, 1)
     })
     .await;
     assert_eq!(history().len(), 1, "adopting the release wrote no revision");
