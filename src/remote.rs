@@ -58,15 +58,23 @@ pub enum Error {
 }
 
 /// A kubeconfig as read from its Secret and checked: one cluster, one user, one context.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Checked {
     /// `namespace/name` of the Secret, for messages.
     pub secret: String,
-    /// The API server's URL.
-    pub server: String,
     /// A digest of what is kept (the same kubeconfig gives the same clients).
     pub digest: String,
     kubeconfig: Kubeconfig,
+}
+
+/// Without the kubeconfig: it holds credentials.
+impl std::fmt::Debug for Checked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checked")
+            .field("secret", &self.secret)
+            .field("digest", &self.digest)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Reads the kubeconfig `reference` names in `namespace` with `client` (the release's
@@ -226,7 +234,6 @@ pub fn check(name: &str, bytes: &[u8], allowed: Allowances) -> Result<Checked, E
     let digest = hex::encode(&sha2::Sha256::digest(&serialized)[..12]);
     Ok(Checked {
         secret: name.to_owned(),
-        server,
         digest,
         kubeconfig: kept,
     })
@@ -296,7 +303,13 @@ mod tests {
             Allowances::default(),
         )
         .unwrap();
-        assert_eq!(c.server, "https://10.0.0.1:6443");
+        let server = c.kubeconfig.clusters[0]
+            .cluster
+            .as_ref()
+            .unwrap()
+            .server
+            .clone();
+        assert_eq!(server.as_deref(), Some("https://10.0.0.1:6443"));
         let text = serde_json::to_string(&c.kubeconfig).unwrap();
         assert!(
             !text.contains("team"),
