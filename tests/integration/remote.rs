@@ -310,6 +310,8 @@ async fn service_account_name_is_impersonated_on_the_remote_cluster() {
         .unwrap();
     let text = std::fs::read_to_string(remote_kubeconfig_path()).unwrap();
     kubeconfig_secret(&client, &ns.name, "prod", "value", &text).await;
+    // A kubeconfig the account may not read here: never read for it with more rights.
+    kubeconfig_secret(&client, &ns.name, "not-theirs", "value", &text).await;
     let account = |cluster: &Client, rules: &'static str, role: &'static str| {
         let (cluster, ns) = (cluster.clone(), ns.name.clone());
         async move {
@@ -372,6 +374,33 @@ async fn service_account_name_is_impersonated_on_the_remote_cluster() {
     )
     .await
     .unwrap();
+    api.create(
+        &PostParams::default(),
+        &support::engine::release(
+            "borrowed",
+            "tenant-reach",
+            json!({
+                "kubeConfig": {"secretRef": {"name": "not-theirs"}},
+                "serviceAccountName": "deployer",
+            }),
+        ),
+    )
+    .await
+    .unwrap();
+    wait_for(
+        &api,
+        "borrowed",
+        "the Secret's read refused, as the account",
+        |h| {
+            h.condition("Ready").is_some_and(|c| {
+                c.status == "False"
+                    && c.reason == "Forbidden"
+                    && c.message.contains("secrets \"not-theirs\" is forbidden")
+                    && c.message.contains(&user)
+            })
+        },
+    )
+    .await;
     let refused = wait_for(&api, "reach", "the lookup refused there, named", |h| {
         h.condition("Ready").is_some_and(|c| {
             c.status == "False" && c.message.contains("forbidden") && c.message.contains(&user)
@@ -388,7 +417,7 @@ async fn service_account_name_is_impersonated_on_the_remote_cluster() {
     assert_eq!(
         records(&remote, &ns.name).await,
         ["sh.helm.release.v1.legit.v1"],
-        "the refused release stored nothing"
+        "the refused releases stored nothing"
     );
     assert!(records(&client, &ns.name).await.is_empty());
     assert!(
