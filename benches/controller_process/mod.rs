@@ -58,7 +58,19 @@ impl Controller {
     pub fn start_with(lease_namespace: &str, extra: &[&str]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("controller.log");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_wheelhouse"));
+        // A profiler to run the controller under (`WHEELHOUSE_BENCH_CONTROLLER_WRAPPER`,
+        // e.g. "heaptrack -o /tmp/wh/heap"; split on spaces, no shell): the figures of
+        // the process measured are then the profiler's, only its output counts.
+        let wrapper = std::env::var("WHEELHOUSE_BENCH_CONTROLLER_WRAPPER").unwrap_or_default();
+        let mut wrapper = wrapper.split_whitespace();
+        let mut cmd = match wrapper.next() {
+            Some(program) => {
+                let mut cmd = Command::new(program);
+                cmd.args(wrapper).arg(env!("CARGO_BIN_EXE_wheelhouse"));
+                cmd
+            }
+            None => Command::new(env!("CARGO_BIN_EXE_wheelhouse")),
+        };
         cmd.arg("controller")
             .arg("--kubeconfig")
             .arg(kubeconfig_path())

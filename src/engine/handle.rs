@@ -164,6 +164,9 @@ impl EngineHandle {
     }
 
     pub fn shutdown(&self) {
+        if !self.stop.is_cancelled() {
+            tracing::info!("stopping the engine");
+        }
         self.stop.cancel();
     }
 

@@ -209,7 +209,11 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         let workers = dispatcher.workers.clone();
         let idle = dispatcher.idle.clone();
         dispatcher.run().await;
+        tracing::info!("engine's dispatcher stopped");
+        // Where a slow stop spends its time, for whoever waits on it (the dashboard's quit).
+        let stopping = std::time::Instant::now();
         workers.close();
+        let busy = workers.len();
         if tokio::time::timeout(SHUTDOWN_GRACE, workers.wait())
             .await
             .is_err()
@@ -221,8 +225,15 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         } else {
             idle.send_replace(true);
         }
+        let workers_done = stopping.elapsed();
         lease_stop.cancel();
         let _ = lease_task.await;
+        tracing::info!(
+            workers = busy,
+            workers_done_ms = workers_done.as_millis() as u64,
+            lease_released_ms = stopping.elapsed().as_millis() as u64,
+            "engine stopped"
+        );
         // The Lease is handed back (or its release gave up): the process may exit now
         // without cutting that call short.
         stopped_tx.send_replace(true);

@@ -38,6 +38,8 @@ struct State {
     /// The watch covers every namespace: an engine watching one namespace cannot say
     /// what is stored in the others.
     covers_all: bool,
+    /// The one namespace the watch covers, when it covers one.
+    only: Option<String>,
     /// The watch's list has been seen whole, and no re-list is under way.
     synced: bool,
     names: HashMap<String, Stored>,
@@ -73,6 +75,13 @@ impl RecordIndex {
     /// Says whether the watch feeding the index covers every namespace.
     pub fn watching(&self, covers_all: bool) {
         self.lock().covers_all = covers_all;
+    }
+
+    /// Says that the watch feeding the index covers `namespace` alone.
+    pub fn watching_only(&self, namespace: &str) {
+        let mut st = self.lock();
+        st.covers_all = false;
+        st.only = Some(namespace.to_owned());
     }
 
     /// Takes in one event of the watch of `owner=helm` Secrets.
@@ -160,6 +169,26 @@ impl RecordIndex {
         })
     }
 
+    /// The records of release `name` stored in `namespace`, as (version, resourceVersion)
+    /// by version, when the watch is whole and covers that namespace; `None`: cannot tell.
+    pub fn records_in(&self, namespace: &str, name: &str) -> Option<Vec<(i32, String)>> {
+        let st = self.lock();
+        let covered = st.covers_all || st.only.as_deref() == Some(namespace);
+        if !covered || !st.synced {
+            return None;
+        }
+        let mut records: Vec<(i32, String)> = st
+            .names
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter(|r| &*r.namespace == namespace)
+            .map(|r| (r.version, r.resource_version.to_string()))
+            .collect();
+        records.sort();
+        Some(records)
+    }
+
     /// Remembers what revision `version` of `name` stored in `namespace` deploys, as read
     /// at resourceVersion `rv`.
     pub fn learn(&self, namespace: &str, name: &str, version: i32, rv: &str, deploys: Deploys) {
@@ -245,6 +274,33 @@ mod tests {
         }
         index.observe(&watcher::Event::InitDone);
         index
+    }
+
+    #[test]
+    fn records_in_one_namespace_follow_the_watch_and_say_when_they_cannot_tell() {
+        let index = RecordIndex::default();
+        assert_eq!(index.records_in("a", "web"), None, "nothing listed yet");
+        let index = synced(&[
+            record("a", "web", 2, "12"),
+            record("a", "web", 1, "11"),
+            record("b", "web", 1, "13"),
+        ]);
+        let pairs = |v: &[(i32, &str)]| -> Option<Vec<(i32, String)>> {
+            Some(v.iter().map(|(n, rv)| (*n, rv.to_string())).collect())
+        };
+        assert_eq!(index.records_in("a", "web"), pairs(&[(1, "11"), (2, "12")]));
+        assert_eq!(index.records_in("c", "web"), pairs(&[]));
+        index.observe(&watcher::Event::Apply(record("a", "web", 2, "14")));
+        index.observe(&watcher::Event::Delete(record("a", "web", 1, "11")));
+        assert_eq!(index.records_in("a", "web"), pairs(&[(2, "14")]));
+        // A re-list under way: not whole, so it cannot tell.
+        index.observe(&watcher::Event::Init);
+        assert_eq!(index.records_in("a", "web"), None);
+        // An engine watching one namespace tells of that one only.
+        let one = synced(&[record("a", "web", 1, "11")]);
+        one.watching_only("a");
+        assert_eq!(one.records_in("a", "web"), pairs(&[(1, "11")]));
+        assert_eq!(one.records_in("b", "web"), None);
     }
 
     fn deploys(namespace: &str) -> Deploys {

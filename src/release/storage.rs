@@ -111,6 +111,16 @@ pub struct Storage {
     api: Api<Secret>,
     namespace: String,
     floor: ReadFloor,
+    /// What the last history read listed (see [`Storage::last_listed`]).
+    listed: Arc<Mutex<Option<Listed>>>,
+}
+
+/// The records one history read listed: the release name, and each record's (version,
+/// resourceVersion), by version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    pub name: String,
+    pub records: Vec<(i32, String)>,
 }
 
 impl Storage {
@@ -119,7 +129,18 @@ impl Storage {
             api: Api::namespaced(client, namespace),
             namespace: namespace.to_string(),
             floor: ReadFloor::default(),
+            listed: Arc::default(),
         }
+    }
+
+    /// What the last [`Storage::history`] read listed: the records the history it returned
+    /// was decoded from (records that did not decode included, so a set that still has
+    /// them never passes for the one planned on).
+    pub fn last_listed(&self) -> Option<Listed> {
+        self.listed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Reads from (and raises) `floor`: see [`ReadFloor`].
@@ -143,6 +164,28 @@ impl Storage {
         let secrets = self.api.list(&self.floor.list(params)).await?;
         self.floor
             .raise(secrets.metadata.resource_version.as_deref());
+        let mut records: Vec<(i32, String)> = secrets
+            .items
+            .iter()
+            .map(|s| {
+                let version = s
+                    .metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("version"))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                (
+                    version,
+                    s.metadata.resource_version.clone().unwrap_or_default(),
+                )
+            })
+            .collect();
+        records.sort();
+        *self.listed.lock().unwrap_or_else(|e| e.into_inner()) = Some(Listed {
+            name: name.to_owned(),
+            records,
+        });
         let mut releases: Vec<Release> = secrets
             .items
             .into_iter()

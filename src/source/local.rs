@@ -38,8 +38,9 @@ pub struct PathRules {
 
 impl PathRules {
     /// The canonical path `spec` names, checked against every rule (nothing is opened):
-    /// each refusal names the path and the rule.
-    pub fn resolve(&self, spec: &str) -> Result<PathBuf, Error> {
+    /// each refusal names the path and the rule. With it, the stamp of what the path
+    /// holds, taken by the same walk.
+    pub fn resolve(&self, spec: &str) -> Result<(PathBuf, Stamp), Error> {
         let refused = |rule: String| Error::PathRefused {
             path: spec.to_owned(),
             rule,
@@ -107,8 +108,10 @@ impl PathRules {
             }
         }
         let meta = fs::metadata(&real).map_err(|e| refused(format!("{e}")))?;
+        let mut stamp = Stamper::new();
+        stamp.add(Path::new(""), &meta);
         if meta.is_dir() {
-            check_tree(&real, &self.root, &refused)?;
+            check_tree(&real, &self.root, &refused, &mut stamp)?;
         } else if meta.is_file() {
             if meta.len() > MAX_CHART_SIZE {
                 return Err(refused(format!(
@@ -122,8 +125,100 @@ impl PathRules {
                 kind_of(&meta)
             )));
         }
-        Ok(real)
+        Ok((real, stamp.finish()))
     }
+}
+
+/// What a chart on disk is, told from file system metadata alone: every entry's name,
+/// size, inode and change times. Two equal stamps mean the same contents when the newer
+/// was [`Stamp::settled`]: a write within the clock's resolution of the read could
+/// otherwise leave the times as they were (git's "racily clean" entries).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// Order-independent sum of every entry's hash, and how many there are.
+    sum: u64,
+    entries: u64,
+    /// Nothing under the path changed within [`SETTLED_AFTER`] before the walk began.
+    settled: bool,
+}
+
+/// How long before a walk every change must be for its stamp to be trusted.
+const SETTLED_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a test waits for what it wrote to settle.
+#[cfg(test)]
+pub(super) const SETTLED_AFTER_FOR_TESTS: std::time::Duration =
+    SETTLED_AFTER.saturating_add(std::time::Duration::from_millis(200));
+
+impl Stamp {
+    /// Whether a chart read with this stamp may be reused while the stamp holds.
+    pub fn settled(&self) -> bool {
+        self.settled
+    }
+}
+
+/// Builds a [`Stamp`] while a walk visits each entry.
+struct Stamper {
+    began: std::time::SystemTime,
+    sum: u64,
+    entries: u64,
+    newest: (i64, i64),
+}
+
+impl Stamper {
+    fn new() -> Self {
+        Self {
+            began: std::time::SystemTime::now(),
+            sum: 0,
+            entries: 0,
+            newest: (i64::MIN, 0),
+        }
+    }
+
+    fn add(&mut self, relative: &Path, meta: &fs::Metadata) {
+        use std::hash::{Hash, Hasher};
+        use std::os::unix::fs::MetadataExt;
+        let mut h = std::hash::DefaultHasher::new();
+        relative.hash(&mut h);
+        (meta.is_dir(), meta.len(), meta.ino(), meta.dev()).hash(&mut h);
+        let (mtime, ctime) = (
+            (meta.mtime(), meta.mtime_nsec()),
+            (meta.ctime(), meta.ctime_nsec()),
+        );
+        (mtime, ctime).hash(&mut h);
+        self.sum = self.sum.wrapping_add(h.finish());
+        self.entries += 1;
+        self.newest = self.newest.max(mtime).max(ctime);
+    }
+
+    fn finish(self) -> Stamp {
+        let settled = self
+            .began
+            .checked_sub(SETTLED_AFTER)
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .is_some_and(|limit| {
+                self.newest < (limit.as_secs() as i64, i64::from(limit.subsec_nanos()))
+            });
+        Stamp {
+            sum: self.sum,
+            entries: self.entries,
+            settled,
+        }
+    }
+}
+
+/// The stamp of a chart directory or archive at `path` (canonical, checked before).
+pub fn stamp(path: &Path) -> Result<Stamp, Error> {
+    let refused = |rule: String| Error::PathRefused {
+        path: path.display().to_string(),
+        rule,
+    };
+    let meta = fs::metadata(path).map_err(|e| refused(format!("{e}")))?;
+    let mut stamp = Stamper::new();
+    stamp.add(Path::new(""), &meta);
+    if meta.is_dir() {
+        check_tree(path, &None, &refused, &mut stamp)?;
+    }
+    Ok(stamp.finish())
 }
 
 /// What a file system entry is, for a refusal.
@@ -150,6 +245,7 @@ fn check_tree(
     dir: &Path,
     root: &Option<PathBuf>,
     refused: &dyn Fn(String) -> Error,
+    stamp: &mut Stamper,
 ) -> Result<(), Error> {
     let root = match root {
         Some(r) => Some(fs::canonicalize(r).map_err(|e| refused(format!("the chart root: {e}")))?),
@@ -189,6 +285,7 @@ fn check_tree(
             }
             let meta =
                 fs::metadata(&path).map_err(|e| refused(format!("{}: {e}", path.display())))?;
+            stamp.add(path.strip_prefix(dir).unwrap_or(&path), &meta);
             if meta.is_dir() {
                 stack.push((path, depth + 1));
             } else if meta.is_file() {
@@ -517,7 +614,7 @@ mod tests {
             cache: cache.clone(),
         };
         assert_eq!(
-            rules.resolve("app").unwrap(),
+            rules.resolve("app").unwrap().0,
             fs::canonicalize(root.join("app")).unwrap()
         );
         let (reader, _writer) = pipe();

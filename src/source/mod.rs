@@ -30,7 +30,7 @@ use sha2::{Digest, Sha256};
 
 pub use auth::RepoAuth;
 pub use index::IndexError;
-pub use local::ChartYamlError;
+pub use local::{ChartYamlError, Stamp, stamp as local_stamp};
 
 use crate::api::ChartSpec;
 use http::{Credentials, HttpClient};
@@ -278,6 +278,9 @@ pub struct ResolvedChart {
     /// a Git chart's `<ref>@sha1:<commit>`, an OCI chart's `<tag>@sha256:<manifest
     /// digest>` (Flux's revision formats).
     pub revision: Option<String>,
+    /// A `chart.path` chart's stamp when its digest was taken: while the path's stamp is
+    /// the same, so are its contents.
+    pub stamp: Option<local::Stamp>,
 }
 
 impl ResolvedChart {
@@ -305,7 +308,13 @@ pub struct ChartSource {
     /// Last index per (index URL, credentials), for conditional requests.
     indexes: Mutex<HashMap<String, CachedIndex>>,
     oci: oci::OciClients,
+    /// `chart.path` charts by canonical path, as last read: an unchanged stamp reuses the
+    /// digest instead of reading and hashing every file again at each reconcile.
+    local: Mutex<HashMap<PathBuf, ResolvedChart>>,
 }
+
+/// Path charts remembered at most (each a few hundred bytes); beyond it, forgotten.
+const LOCAL_CHARTS_KEPT: usize = 4096;
 
 struct CachedIndex {
     etag: Option<String>,
@@ -331,6 +340,7 @@ impl ChartSource {
             clients: Mutex::new(HashMap::new()),
             indexes: Mutex::new(HashMap::new()),
             oci: oci::OciClients::default(),
+            local: Mutex::new(HashMap::new()),
         })
     }
 
@@ -370,15 +380,32 @@ impl ChartSource {
                     cache: self.cache_dir.clone(),
                 };
                 let spec = path.clone();
-                let local = blocking(move || local::load(&rules.resolve(&spec)?)).await?;
-                Ok(ResolvedChart {
+                let (real, stamp) = blocking(move || rules.resolve(&spec)).await?;
+                let known = self.local.lock().expect("not poisoned").get(&real).cloned();
+                if let Some(known) = known.filter(|k| k.stamp == Some(stamp) && stamp.settled()) {
+                    return Ok(known);
+                }
+                let read = real.clone();
+                let (local, after) =
+                    blocking(move || Ok((local::load(&read)?, local::stamp(&read)?))).await?;
+                let resolved = ResolvedChart {
                     name: local.meta.name,
                     version: local.meta.version,
                     app_version: local.meta.app_version,
                     digest: local.digest,
                     path: local.path,
                     revision: None,
-                })
+                    // Only when nothing changed while it was read.
+                    stamp: (after == stamp).then_some(stamp),
+                };
+                if resolved.stamp.is_some_and(|s| s.settled()) {
+                    let mut kept = self.local.lock().expect("not poisoned");
+                    if kept.len() >= LOCAL_CHARTS_KEPT {
+                        kept.clear();
+                    }
+                    kept.insert(real, resolved.clone());
+                }
+                Ok(resolved)
             }
             (None, Some(repository), Some(_)) if repository.starts_with("oci://") => {
                 oci::resolve(&self.oci, &self.cache_dir, self.timeout, chart, auth).await
@@ -591,6 +618,7 @@ async fn store_chart(
             digest: format!("sha256:{actual}"),
             path,
             revision: None,
+            stamp: None,
         })
     })
     .await
@@ -626,6 +654,7 @@ async fn cached_chart(
             digest: format!("sha256:{actual}"),
             path,
             revision: None,
+            stamp: None,
         }))
     })
     .await
@@ -724,5 +753,45 @@ mod tests {
                 .unwrap_err();
             assert!(matches!(err, Error::InvalidSpec), "{err}");
         }
+    }
+
+    /// A chart.path whose files did not change is not read again; any change to a file
+    /// (even one of the same size) is seen at the next resolve.
+    use super::local::SETTLED_AFTER_FOR_TESTS;
+
+    #[tokio::test]
+    async fn an_unchanged_chart_path_is_reused_and_a_changed_one_read_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let chart = dir.path().join("app");
+        std::fs::create_dir_all(chart.join("templates")).unwrap();
+        std::fs::write(chart.join("Chart.yaml"), "name: app\nversion: 1.0.0\n").unwrap();
+        std::fs::write(chart.join("templates/cm.yaml"), "kind: ConfigMap\n").unwrap();
+        let source = ChartSource::new(dir.path().join("cache")).unwrap();
+        let spec = ChartSpec {
+            path: Some(chart.display().to_string()),
+            ..Default::default()
+        };
+        let auth = RepoAuth::default();
+        // Just written: not settled, so not kept (a write within the clock's resolution
+        // could follow unseen).
+        let fresh = source.resolve(&spec, &auth).await.unwrap();
+        assert!(fresh.stamp.is_some_and(|s| !s.settled()));
+        assert!(source.local.lock().unwrap().is_empty());
+        tokio::time::sleep(SETTLED_AFTER_FOR_TESTS).await;
+        let first = source.resolve(&spec, &auth).await.unwrap();
+        assert_eq!(first.digest, fresh.digest);
+        assert!(first.stamp.is_some_and(|s| s.settled()));
+        let real = std::fs::canonicalize(&chart).unwrap();
+        assert_eq!(source.local.lock().unwrap().get(&real), Some(&first));
+        assert_eq!(source.resolve(&spec, &auth).await.unwrap(), first);
+        // The same size, other bytes.
+        std::fs::write(chart.join("templates/cm.yaml"), "kind: Secretxx\n").unwrap();
+        let edited = source.resolve(&spec, &auth).await.unwrap();
+        assert_ne!(edited.digest, first.digest);
+        assert_eq!(edited.digest, local::load(&real).unwrap().digest);
+        // A file added.
+        std::fs::write(chart.join("templates/other.yaml"), "kind: ConfigMap\n").unwrap();
+        let added = source.resolve(&spec, &auth).await.unwrap();
+        assert_ne!(added.digest, edited.digest);
     }
 }

@@ -151,6 +151,7 @@ pub struct Metrics {
     notifications_delivered: Family<ProviderTypeLabels, Counter>,
     notifications_dropped: Family<ReasonLabels, Counter>,
     drift_checks: Family<OutcomeLabels, Counter>,
+    unchanged_checks: Counter,
 }
 
 impl Default for Metrics {
@@ -249,6 +250,12 @@ impl Metrics {
             "Drift checks of releases found in sync, by result (compared: the live objects were read and dry-run applied; unchanged: none of them changed since a check found them clean, nothing read)",
             drift_checks.clone(),
         );
+        let unchanged_checks = Counter::default();
+        registry.register(
+            "wheelhouse_unchanged_checks",
+            "Interval checks that found a release as its last reconcile planned it (HelmRelease, Helm's records, desired state and watched objects unchanged) and so read no history",
+            unchanged_checks.clone(),
+        );
         // Process-wide: every renderer of this process counts its helper's faults there.
         registry.register(
             "wheelhouse_render_helper_restarts",
@@ -262,6 +269,7 @@ impl Metrics {
             notifications_delivered,
             notifications_dropped,
             drift_checks,
+            unchanged_checks,
             reconcile_duration,
             reconciles,
             wait_duration,
@@ -313,6 +321,11 @@ impl Metrics {
                 result: result.into(),
             })
             .inc();
+    }
+
+    /// An interval check found the release unchanged and read no history.
+    pub fn unchanged_check(&self) {
+        self.unchanged_checks.inc();
     }
 
     pub fn failed_fast(&self, reason: &str) {

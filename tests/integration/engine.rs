@@ -778,3 +778,92 @@ async fn events_name_the_newest_revision() {
     assert_eq!(upgrades, 5, "one Event per upgrade, each with its own note");
     ns.delete().await;
 }
+
+/// Waits (at most 30 s) until the engine counted `n` interval checks that read no history.
+async fn unchanged_checks_reach(metrics: &wheelhouse::telemetry::Metrics, n: u64, otherwise: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while eng::unchanged_checks(metrics) < n {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{otherwise}: {}",
+            metrics.encode()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+}
+
+/// The interval checks of a release nothing touched read no history (counted), and still
+/// find what no event tells of: its chart directory edited on disk (a new version, a new
+/// template) is read again at the next check and upgraded to, as `helm upgrade` of the
+/// edited directory would; then the checks read nothing again, and upgrade nothing more.
+#[tokio::test]
+async fn interval_checks_read_no_history_while_nothing_changed_and_find_an_edited_chart_path() {
+    let (client, ns, api) = setup("eng-unchanged").await;
+    let (_engine, metrics) =
+        eng::start_with_metrics(&client, &ns.name, "test-engine-unchanged").await;
+    let charts = tempfile::tempdir().unwrap();
+    let chart = charts.path().join("webapp");
+    support::copy_dir(std::path::Path::new(&eng::chart("webapp")), &chart);
+    let spec = serde_json::json!({
+        "interval": "1s",
+        "chart": {"path": chart.display().to_string()},
+    });
+    api.create(&PostParams::default(), &webapp("web", spec))
+        .await
+        .unwrap();
+    wait_for(&api, "web", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    unchanged_checks_reach(&metrics, 3, "no interval check went without the history").await;
+
+    // Edited on disk, which no watch sees: a new version, with one more object.
+    let chart_yaml = chart.join("Chart.yaml");
+    let text = std::fs::read_to_string(&chart_yaml).unwrap();
+    std::fs::write(
+        &chart_yaml,
+        text.replace("version: 1.0.0", "version: 1.0.1"),
+    )
+    .unwrap();
+    std::fs::write(
+        chart.join("templates/edited.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-edited\ndata:\n  edited: \"yes\"\n",
+    )
+    .unwrap();
+    wait_for(&api, "web", "the edited chart upgraded to", |h| {
+        is(h, "Ready", "True", "UpgradeSucceeded")
+    })
+    .await;
+    // (revision, status, chart) as the helm CLI lists them.
+    let history = |ns: &str| -> Vec<(i64, String, String)> {
+        eng::helm_history_json(ns, "web")
+            .iter()
+            .map(|r| {
+                (
+                    r["revision"].as_i64().unwrap(),
+                    r["status"].as_str().unwrap().to_owned(),
+                    r["chart"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let expected: Vec<(i64, String, String)> = vec![
+        (1, "superseded".into(), "webapp-1.0.0".into()),
+        (2, "deployed".into(), "webapp-1.0.1".into()),
+    ];
+    assert_eq!(history(&ns.name), expected);
+    let configs: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
+    let edited = configs.get("web-edited").await.unwrap();
+    assert_eq!(edited.data.unwrap()["edited"], "yes");
+
+    // Unchanged again: the checks read nothing, and the history stays as it is.
+    let after = eng::unchanged_checks(&metrics);
+    unchanged_checks_reach(
+        &metrics,
+        after + 3,
+        "the checks after the upgrade read the history",
+    )
+    .await;
+    assert_eq!(history(&ns.name), expected);
+    ns.delete().await;
+}

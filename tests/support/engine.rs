@@ -111,6 +111,11 @@ pub fn drift_checks(metrics: &wheelhouse::telemetry::Metrics, result: &str) -> u
     )
 }
 
+/// `wheelhouse_unchanged_checks_total`: interval checks that read no history.
+pub fn unchanged_checks(metrics: &wheelhouse::telemetry::Metrics) -> u64 {
+    counted(metrics, "wheelhouse_unchanged_checks_total")
+}
+
 /// A counter's value by its series (name and labels as exposed), 0 when not yet counted.
 fn counted(metrics: &wheelhouse::telemetry::Metrics, series: &str) -> u64 {
     let prefix = format!("{series} ");

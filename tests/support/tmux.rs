@@ -27,6 +27,11 @@ impl Dashboard {
             "WHEELHOUSE_RENDER_HELPER={}",
             super::render_helper().display()
         );
+        // Quiet unless a run asks for the dashboard's log (~/.cache/wheelhouse/wheelhouse.log).
+        let log = format!(
+            "WHEELHOUSE_LOG={}",
+            std::env::var("WHEELHOUSE_TEST_DASHBOARD_LOG").unwrap_or_else(|_| "off".into())
+        );
         let status = Command::new("tmux")
             .args([
                 "-L",
@@ -39,7 +44,7 @@ impl Dashboard {
                 "dash",
             ])
             .args(["-x", "120", "-y", "40"])
-            .args(["-e", &helm, "-e", &helper, "-e", "WHEELHOUSE_LOG=off"])
+            .args(["-e", &helm, "-e", &helper, "-e", &log])
             .args(["-e", "TERM=xterm-256color", "-e", &xdg, "--"])
             .arg(env!("CARGO_BIN_EXE_wheelhouse"))
             .args(["--kubeconfig".as_ref(), kubeconfig_path().as_os_str()])

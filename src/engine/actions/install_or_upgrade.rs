@@ -194,11 +194,11 @@ pub async fn install_or_upgrade(
     // revision's, and its chart values), with the spec's digest beside them.
     let (chart, config) = match rendered.merged.take() {
         Some(merged) => {
-            let mut chart = prepared.chart.clone();
+            let mut chart = (*prepared.chart).clone();
             chart.values = merged.chart_values;
             (chart, merged.config)
         }
-        None => (prepared.chart.clone(), prepared.values.values.clone()),
+        None => ((*prepared.chart).clone(), prepared.values.values.clone()),
     };
     let mut rel = new_release(run, version, chart, config, pending, underway);
     if kept.is_some() {

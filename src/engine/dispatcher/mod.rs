@@ -177,9 +177,10 @@ impl Dispatcher {
         let mut events = watcher(self.api.clone(), config).default_backoff().boxed();
         let mut leases = self.namespace_lease_events();
         let mut records = self.record_events();
-        self.ctx
-            .records
-            .watching(matches!(self.coverage.scope, crate::client::Scope::All));
+        match &self.coverage.scope {
+            crate::client::Scope::All => self.ctx.records.watching(true),
+            crate::client::Scope::Namespace(ns) => self.ctx.records.watching_only(ns),
+        }
         let mut workloads = self.workload_events();
         let mut st = Loop::default();
         // A hung API server breaks no watch; an active probe notices it too. It runs on

@@ -64,6 +64,8 @@ pub struct Context {
     pub watches: crate::health::WatchHub,
     /// Slots for resolving and loading charts (as many as for rendering), urgent first.
     pub loads: crate::slots::Slots,
+    /// Charts loaded from disk, by content digest, for the next reconcile of the same.
+    pub charts: super::loaded_charts::LoadedCharts,
     /// Urgent work in flight, which routine renders and applies give way to.
     pub precedence: crate::slots::Precedence,
     /// Workers in their first reconcile at once (an engine starting over thousands).
@@ -124,6 +126,7 @@ impl Context {
             chart_poll: Duration::from_secs(15),
             metrics: crate::telemetry::Metrics::new(),
             loads: crate::slots::Slots::new(4),
+            charts: Default::default(),
             precedence: crate::slots::Precedence::default(),
             starts: Arc::new(tokio::sync::Semaphore::new(STARTS)),
             notifier: crate::notify::Notifier::off(),
@@ -435,6 +438,15 @@ impl Run<'_> {
     /// status they were last derived from (else the one read) joined to them.
     fn note_changes(&self) -> Vec<crate::api::ChangeRecord> {
         let mut seen = self.inbox.changes.lock().unwrap();
+        // Nothing new since they were last derived (every interval check of a release in
+        // sync): the same log, without deriving it again.
+        if seen.pending.is_empty()
+            && let (Some(log), Some(from)) = (&seen.log, &seen.from)
+            && *from == self.status
+            && !crate::engine::change_log::suspension_changed(&self.hr, log)
+        {
+            return log.clone();
+        }
         let observed = self.hr.status.as_ref();
         let log = seen
             .log

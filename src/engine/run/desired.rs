@@ -16,7 +16,7 @@ use crate::values::ComposedValues;
 /// Everything an install or upgrade needs, resolved before the action starts.
 pub struct Prepared {
     pub resolved: ResolvedChart,
-    pub chart: Chart,
+    pub chart: Arc<Chart>,
     pub values: ComposedValues,
     /// The spec's post-renderers, applied to the render (none: the chart as rendered),
     /// and what they see of it.
@@ -227,16 +227,49 @@ pub(in crate::engine) async fn prepare(
     let resolved = ctx.source.resolve(&hr.spec.chart, &auth).await?;
     let path = resolved.path.clone();
     let spec = hr.spec.chart.clone();
-    let (chart, chart_values) = tokio::task::spawn_blocking(move || {
-        let mut chart = crate::chart::load(&path)?;
-        let chart_values = chart_values(&chart, &path, &spec)?;
-        // The chart as Flux's artifact carries it: what is stored with the revision.
-        if let Some(values) = &chart_values {
-            chart.values = values.clone();
-        }
-        Ok::<_, crate::chart::Error>((chart, chart_values))
-    })
-    .await??;
+    let known = ctx.charts.get(&resolved.digest);
+    // A chart.path's files may change between the digest and the load: the load is kept
+    // only if they did not (a downloaded or checked out chart never changes in place).
+    let stamp = spec.path.is_some().then_some(resolved.stamp);
+    // A kept chart without valuesFiles reads nothing: no trip to the blocking pool.
+    let (chart, chart_values, loaded) = if let Some(chart) =
+        known.clone().filter(|_| spec.values_files.is_empty())
+    {
+        (chart, None, None)
+    } else {
+        tokio::task::spawn_blocking(move || {
+            let (chart, loaded) = match known {
+                Some(chart) => (chart, None),
+                None => {
+                    let chart = Arc::new(crate::chart::load(&path)?);
+                    let keep = match stamp {
+                        None => true,
+                        Some(Some(before)) => {
+                            before.settled()
+                                && crate::source::local_stamp(&path).is_ok_and(|now| now == before)
+                        }
+                        Some(None) => false,
+                    };
+                    (chart.clone(), keep.then_some(chart))
+                }
+            };
+            let chart_values = chart_values(&chart, &path, &spec)?;
+            // The chart as Flux's artifact carries it: what is stored with the revision.
+            let chart = match &chart_values {
+                Some(values) => {
+                    let mut chart = (*chart).clone();
+                    chart.values = values.clone();
+                    Arc::new(chart)
+                }
+                None => chart,
+            };
+            Ok::<_, crate::chart::Error>((chart, chart_values, loaded))
+        })
+        .await??
+    };
+    if let Some(loaded) = loaded {
+        ctx.charts.keep(&resolved.digest, loaded);
+    }
     let values = crate::values::compose(&acting.client, hr).await?;
     Ok(Prepared {
         resolved,
@@ -416,8 +449,9 @@ mod tests {
                 digest: chart.into(),
                 path: "/charts/app".into(),
                 revision: None,
+                stamp: None,
             },
-            chart: Chart::default(),
+            chart: Arc::default(),
             values: ComposedValues {
                 values: serde_json::Map::new(),
                 digest: values.into(),

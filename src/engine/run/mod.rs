@@ -9,6 +9,7 @@ mod acting;
 mod context;
 mod desired;
 mod health_check;
+mod loaded_charts;
 mod triggers;
 
 use std::sync::{Arc, Mutex};
@@ -121,6 +122,23 @@ pub struct Inbox {
     /// only one whose drift check may rely on `clean_drift` (a watch may not have shown
     /// yet a change made just before a request).
     pub by_interval: bool,
+    /// The last reconcile found the release in sync: what it planned on, so that an
+    /// interval check finding all of it unchanged need not read the history again.
+    pub settled: Option<Settled>,
+}
+
+/// What a reconcile that found a release in sync planned on (see `worker::unchanged`).
+#[derive(Debug, Clone)]
+pub struct Settled {
+    /// The HelmRelease (its uid and generation).
+    pub uid: Option<String>,
+    pub generation: Option<i64>,
+    /// The desired state's digest.
+    pub desired: String,
+    /// The records its history was read from.
+    pub records: crate::release::storage::Listed,
+    /// The newest revision, deployed.
+    pub version: i32,
 }
 
 /// A drift check that found every object of a revision as it renders.
@@ -180,6 +198,7 @@ impl Inbox {
             records_floor: Default::default(),
             clean_drift: None,
             by_interval: false,
+            settled: None,
         }
     }
 }

@@ -380,29 +380,63 @@ fn clear(run: &mut Run<'_>, corrected: Option<String>) {
 /// a change of leader, the one recorded in `status.driftChecked` (its objects' digest is
 /// still the same). Never for a request or a wake-up: a watch may not yet show a change
 /// made a moment before them.
-async fn unchanged_since_clean(run: &mut Run<'_>, latest: &Release) -> bool {
-    let generation = run.hr.metadata.generation;
-    let clean = run.inbox.clean_drift.take();
-    // The engine's watches are of its own cluster: a remote release's objects are read.
+/// The drift check of an interval check that found the release as it last planned it
+/// (see `worker::unchanged`), revision `version` deployed: `true` when it needs no
+/// comparison (drift detection is off, or nothing the last clean check compared changed
+/// since), with what [`check`] records then; `false`: [`check`] must be made.
+pub(super) fn unchanged_at_interval(run: &mut Run<'_>, version: i32) -> bool {
+    let spec = run.hr.spec.drift_detection.clone().unwrap_or_default();
+    if spec.mode == DriftDetectionMode::Disabled {
+        run.status.contested.clear();
+        run.status.drift_checked = None;
+        clear(run, None);
+        return true;
+    }
     if !run.inbox.by_interval || run.acting.remote.is_some() {
         return false;
     }
-    if let Some(clean) = clean {
-        let unchanged = clean.version == latest.version
-            && clean.generation == generation
-            && clean.elsewhere == run.elsewhere.len()
-            && run.ctx.objects.unchanged_since(clean.since, &clean.objects);
-        if unchanged {
-            // Unchanged since, so the digest now is the one of that clean check.
-            if let Some((_, digest)) = run.ctx.objects.digest(&clean.objects) {
-                run.status.drift_checked = Some(DriftChecked {
-                    revision: latest.version,
-                    generation,
-                    objects: digest,
-                });
-            }
-            run.inbox.clean_drift = Some(clean);
+    if clean_since(run, version) != Some(true) {
+        return false;
+    }
+    if spec.mode != DriftDetectionMode::Enabled {
+        run.status.contested.clear();
+    }
+    run.ctx.metrics.drift_checked("unchanged");
+    clear(run, None);
+    true
+}
+
+/// With the last clean check in memory: whether nothing it compared changed since (what it
+/// recorded is then recorded again); `None`: no clean check in memory.
+fn clean_since(run: &mut Run<'_>, version: i32) -> Option<bool> {
+    let clean = run.inbox.clean_drift.take()?;
+    let generation = run.hr.metadata.generation;
+    let unchanged = clean.version == version
+        && clean.generation == generation
+        && clean.elsewhere == run.elsewhere.len()
+        && run.ctx.objects.unchanged_since(clean.since, &clean.objects);
+    if unchanged {
+        // Unchanged since, so the digest now is the one of that clean check.
+        if let Some((_, digest)) = run.ctx.objects.digest(&clean.objects) {
+            run.status.drift_checked = Some(DriftChecked {
+                revision: version,
+                generation,
+                objects: digest,
+            });
         }
+        run.inbox.clean_drift = Some(clean);
+    }
+    Some(unchanged)
+}
+
+async fn unchanged_since_clean(run: &mut Run<'_>, latest: &Release) -> bool {
+    let generation = run.hr.metadata.generation;
+    // The engine's watches are of its own cluster: a remote release's objects are read.
+    if !run.inbox.by_interval || run.acting.remote.is_some() {
+        run.inbox.clean_drift = None;
+        return false;
+    }
+    if let Some(unchanged) = clean_since(run, latest.version) {
         return unchanged;
     }
     let Some(recorded) = run.status.drift_checked.clone().filter(|r| {

@@ -142,7 +142,7 @@ pub(super) async fn identity_taken_elsewhere(run: &mut Run<'_>) -> crate::Result
     Ok(take_scan(run, scan))
 }
 
-async fn scan_elsewhere(run: &Run<'_>) -> crate::Result<Option<crate::release::Scan>> {
+pub(super) async fn scan_elsewhere(run: &Run<'_>) -> crate::Result<Option<crate::release::Scan>> {
     let (client, records) = run.ctx.records_of(&run.acting);
     Ok(crate::release::stored_elsewhere(
         client,
@@ -156,7 +156,7 @@ async fn scan_elsewhere(run: &Run<'_>) -> crate::Result<Option<crate::release::S
     .await?)
 }
 
-fn take_scan(run: &mut Run<'_>, scan: Option<crate::release::Scan>) -> Option<String> {
+pub(super) fn take_scan(run: &mut Run<'_>, scan: Option<crate::release::Scan>) -> Option<String> {
     let found = scan.unwrap_or_default();
     run.elsewhere = found.found;
     let first = run.elsewhere.first()?;

@@ -5,7 +5,8 @@
 //!
 //! This file is the loop (requeue, backoff). The rest, in the order a reconcile meets
 //! it: `finalize` (a HelmRelease being deleted), `guards` (claim, dependency cycle,
-//! dependencies not ready), `reconcile` (observe → plan → run the action → record),
+//! dependencies not ready), `unchanged` (an interval check that need not read the
+//! history), `reconcile` (observe → plan → run the action → record),
 //! `handover` (waiting for another engine to let go). What the worker shares with the
 //! actions it runs (its inbox, what wakes it, the desired state, the cancellable health
 //! check, what all of them see) is in `super::run`. The actions themselves, each with how
@@ -19,6 +20,7 @@ mod handover;
 mod pin;
 mod reconcile;
 mod strategy;
+mod unchanged;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

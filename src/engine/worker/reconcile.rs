@@ -12,11 +12,12 @@ use super::external;
 use super::guards::{
     Tenancy, dependency_cycle, invalid_cel, ours_to_act_on, stall, tenancy, unready_dependency,
 };
+use super::unchanged::Unchanged;
 use super::{NEVER, Requeue};
 use crate::api::{HelmRelease, HelmReleaseStatus, annotations};
 use crate::engine::actions::{self, Outcome};
 use crate::engine::plan::{self, Desired, Latest, Next, Observed, Policy, TestState};
-use crate::engine::run::{Run, new_token, prepare};
+use crate::engine::run::{Run, Settled, new_token, prepare};
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::engine::vocabulary::Phase;
 use crate::release::{Release, Status};
@@ -54,9 +55,12 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
     let generation = hr.metadata.generation;
     let interval = hr.spec.interval.as_std();
 
-    take_tokens(&mut run.status, &hr);
+    let settled = run.inbox.settled.take();
+    let requested = take_tokens(&mut run.status, &hr);
     run.inbox.conflict = None;
-    super::pin::pin_if_asked(run).await?;
+    if super::pin::asked(&run.hr) {
+        Box::pin(super::pin::pin_if_asked(run)).await?;
+    }
     run.learn_who_suspended().await;
     if hr.spec.suspend {
         run.write_status().await;
@@ -103,6 +107,16 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
             return Ok(Requeue::Blocked);
         }
     }
+    // An interval check of a release nothing touched since it was found in sync.
+    let mut prepared_unchanged = None;
+    if let Some(settled) = settled.filter(|s| super::unchanged::may_skip_history(run, s, requested))
+    {
+        match Box::pin(super::unchanged::check(run, settled)).await {
+            Unchanged::InSync => return Ok(Requeue::After(idle_recheck(interval, &hr.spec.chart))),
+            Unchanged::Prepared(prepared) => prepared_unchanged = Some(*prepared),
+            Unchanged::Changed => {}
+        }
+    }
     let superseding = run.inbox.superseding.take();
     // Urgent work (a fix for a failed release, an operator's request) resolves its chart
     // and values while the guards read: both are reads, and a fix waits on each round trip.
@@ -112,14 +126,17 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
             .candidate
             .as_ref()
             .is_none_or(|c| c.generation != generation);
-    let (guarded, mut prepared_early) = if early {
+    let (guarded, mut prepared_early) = if prepared_unchanged.is_some() {
+        (Box::pin(ours_to_act_on(run)).await, prepared_unchanged)
+    } else if early {
         let (ctx, acting, priority) = (run.ctx, run.acting.clone(), run.priority);
         let hr = hr.clone();
         let preparing = async move { prepare(ctx, &acting, &hr, priority).await };
-        let (guarded, prepared) = tokio::join!(ours_to_act_on(run), preparing);
+        let (guarded, prepared) =
+            Box::pin(async { tokio::join!(ours_to_act_on(run), preparing) }).await;
         (guarded, Some(prepared))
     } else {
-        (ours_to_act_on(run).await, None)
+        (Box::pin(ours_to_act_on(run)).await, None)
     };
     // The revision the last wait left, written meanwhile: it is stored before anything
     // else is, and the history plans with it as written (the read may predate it).
@@ -251,11 +268,18 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
         };
         // At every step: another tool may write while an action of ours ends (a `helm
         // rollback` right after our upgrade's wait), and the next step must not undo it.
-        let restore_external =
-            match external_revision(run, &history, force.is_some(), generation, interval).await {
-                Some(held) => return Ok(held),
-                None => run.status.external_revision.take().is_some(),
-            };
+        let restore_external = match Box::pin(external_revision(
+            run,
+            &history,
+            force.is_some(),
+            generation,
+            interval,
+        ))
+        .await
+        {
+            Some(held) => return Ok(held),
+            None => run.status.external_revision.take().is_some(),
+        };
         let forced = force.is_some() || restore_external;
         let observed = observe(&run.status, &run.hr, &history, &desired, forced);
         let next = plan::next(&observed);
@@ -270,7 +294,8 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
             Next::InSync => {
                 in_sync(&mut run.status, latest.as_ref(), generation);
                 run.record_history(&history);
-                super::drift::check(run, latest.as_ref()).await;
+                Box::pin(super::drift::check(run, latest.as_ref())).await;
+                run.inbox.settled = settled_on(run, &history);
                 run.write_status().await;
                 return Ok(Requeue::After(idle_recheck(interval, &hr.spec.chart)));
             }
@@ -283,13 +308,15 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
                 return Ok(Requeue::After(NEVER));
             }
             Next::Install | Next::Upgrade => {
-                let outcome = actions::install_or_upgrade(
+                // Each action boxed: the reconcile's own future (allocated at every
+                // interval check) stays small.
+                let outcome = Box::pin(actions::install_or_upgrade(
                     run,
                     &prepared,
                     rendered.take(),
                     latest.as_ref(),
                     &history,
-                )
+                ))
                 .await?;
                 if let Some(t) = force.take() {
                     run.status.last_handled_force_at = Some(t);
@@ -297,15 +324,19 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
                 (outcome, actions::install_or_upgrade::record)
             }
             Next::Test => (
-                actions::test(run, latest.expect("planner tests an existing revision")).await?,
+                Box::pin(actions::test(
+                    run,
+                    latest.expect("planner tests an existing revision"),
+                ))
+                .await?,
                 actions::test::record,
             ),
             Next::Rollback { to } => (
-                actions::rollback(run, &history, *to).await?,
+                Box::pin(actions::rollback(run, &history, *to)).await?,
                 actions::rollback::record,
             ),
             Next::Uninstall => (
-                actions::uninstall(run, &history).await?,
+                Box::pin(actions::uninstall(run, &history)).await?,
                 actions::uninstall::record,
             ),
             Next::Unlock { revision }
@@ -334,17 +365,21 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
                 return Ok(Requeue::After(left.min(Duration::from_secs(2))));
             }
             Next::Resume { .. } => (
-                actions::install_or_upgrade::resume(
+                Box::pin(actions::install_or_upgrade::resume(
                     run,
                     &prepared,
                     latest.expect("planner resumes an existing revision"),
                     &history,
-                )
+                ))
                 .await?,
                 actions::install_or_upgrade::record,
             ),
             Next::Unlock { .. } => (
-                actions::unlock(run, latest.expect("planner unlocks an existing revision")).await?,
+                Box::pin(actions::unlock(
+                    run,
+                    latest.expect("planner unlocks an existing revision"),
+                ))
+                .await?,
                 actions::unlock::record,
             ),
         };
@@ -453,7 +488,9 @@ fn idle_recheck(interval: Duration, chart: &crate::api::ChartSpec) -> Duration {
 /// Takes the request annotations not handled yet: resetAt gives fresh retries;
 /// requestedAt (this reconcile is its answer) and a cancelWaitAt with no wait running are
 /// simply recorded as handled.
-fn take_tokens(s: &mut HelmReleaseStatus, hr: &HelmRelease) {
+/// Says whether it took any.
+fn take_tokens(s: &mut HelmReleaseStatus, hr: &HelmRelease) -> bool {
+    let mut took = false;
     if let Some(t) = new_token(
         hr,
         annotations::RESET_AT,
@@ -461,6 +498,7 @@ fn take_tokens(s: &mut HelmReleaseStatus, hr: &HelmRelease) {
     ) {
         reset_failures(s);
         s.last_handled_reset_at = Some(t);
+        took = true;
     }
     if let Some(t) = new_token(
         hr,
@@ -468,6 +506,7 @@ fn take_tokens(s: &mut HelmReleaseStatus, hr: &HelmRelease) {
         s.last_handled_reconcile_at.as_deref(),
     ) {
         s.last_handled_reconcile_at = Some(t);
+        took = true;
     }
     if let Some(t) = new_token(
         hr,
@@ -475,7 +514,31 @@ fn take_tokens(s: &mut HelmReleaseStatus, hr: &HelmRelease) {
         s.last_handled_cancel_wait_at.as_deref(),
     ) {
         s.last_handled_cancel_wait_at = Some(t);
+        took = true;
     }
+    took
+}
+
+/// What this reconcile, finding the release in sync on `history`, planned on: kept for
+/// the next interval check (see `super::unchanged`), when the history was read from the
+/// records the last list returned and its newest revision is deployed.
+fn settled_on(run: &Run<'_>, history: &[Release]) -> Option<Settled> {
+    let latest = history.last()?;
+    if latest.info.as_ref().map(|i| i.status) != Some(Status::Deployed) {
+        return None;
+    }
+    let records = run.storage.last_listed()?;
+    let versions = records.records.iter().map(|(v, _)| *v);
+    if records.name != run.release_name || !versions.eq(history.iter().map(|r| r.version)) {
+        return None;
+    }
+    Some(Settled {
+        uid: run.hr.metadata.uid.clone(),
+        generation: run.hr.metadata.generation,
+        desired: run.desired_digest.clone(),
+        records,
+        version: latest.version,
+    })
 }
 
 /// A new desired state (generation, chart version or values) gets a fresh set of

@@ -127,6 +127,7 @@ impl Job {
             digest: chart.digest,
             path: chart.path,
             revision: Some(revision),
+            stamp: None,
         })
     }
 

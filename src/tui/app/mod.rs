@@ -367,56 +367,30 @@ impl App {
     pub fn detail_target(&self) -> Option<(DetailTarget, String)> {
         let d = self.detail.as_ref()?;
         let key = d.key.key.clone();
-        let (storage_namespace, release_name, target_namespace, version, remote) = match d.key.kind
-        {
+        let version_of =
+            |meta: &kube::api::ObjectMeta| meta.resource_version.clone().unwrap_or_default();
+        match d.key.kind {
             Kind::Wheelhouse => {
                 let hr = &self.views.get(&key)?.release;
-                (
-                    hr.storage_namespace(),
-                    hr.release_name(),
-                    hr.target_namespace(),
-                    hr.metadata.resource_version.clone().unwrap_or_default(),
-                    hr.spec
-                        .kube_config
-                        .as_ref()
-                        .map(|k| k.secret_ref.name.clone()),
-                )
+                Some((DetailTarget::of_wheelhouse(hr), version_of(&hr.metadata)))
             }
             Kind::Flux => {
                 let hr = self.others.flux.get(&key)?;
-                (
-                    hr.storage_namespace(),
-                    hr.release_name(),
-                    hr.target_namespace(),
-                    hr.metadata.resource_version.clone().unwrap_or_default(),
-                    hr.spec.kube_config.as_ref().map(|k| {
-                        k.pointer("/secretRef/name")
-                            .and_then(|n| n.as_str())
-                            .unwrap_or("(a ConfigMap's cloud identity)")
-                            .to_owned()
-                    }),
-                )
+                Some((DetailTarget::of_flux(hr), version_of(&hr.metadata)))
             }
             Kind::Helm => {
                 let s = self.others.helm.get(&key)?;
-                (
-                    key.namespace.clone(),
-                    key.name.clone(),
-                    s.target_namespace.clone(),
-                    format!("{}/{}", s.revision, s.status.as_str()),
-                    None,
-                )
+                let target = DetailTarget {
+                    kind: Kind::Helm,
+                    storage_namespace: key.namespace.clone(),
+                    release_name: key.name.clone(),
+                    target_namespace: s.target_namespace.clone(),
+                    key,
+                    remote: None,
+                };
+                Some((target, format!("{}/{}", s.revision, s.status.as_str())))
             }
-        };
-        let target = DetailTarget {
-            kind: d.key.kind,
-            key,
-            storage_namespace,
-            release_name,
-            target_namespace,
-            remote,
-        };
-        Some((target, version))
+        }
     }
 
     /// The wheelhouse HelmRelease under the cursor, if that is what it is.

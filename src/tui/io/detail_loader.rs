@@ -29,14 +29,16 @@ pub struct DetailTarget {
     pub storage_namespace: String,
     pub release_name: String,
     pub target_namespace: String,
-    /// A release on a remote cluster (`spec.kubeConfig`): the kubeConfig Secret's name.
-    /// Its records and workloads are on that cluster, not read here.
+    /// A release on a remote cluster (`spec.kubeConfig`): where its kubeconfig comes
+    /// from, as said to the operator ("kubeConfig Secret apps/prod"). Its records and
+    /// workloads are on that cluster, not read here.
     pub remote: Option<String>,
 }
 
 impl DetailTarget {
     /// A wheelhouse HelmRelease's.
     pub fn of_wheelhouse(hr: &HelmRelease) -> Self {
+        let namespace = hr.object_namespace();
         Self {
             kind: Kind::Wheelhouse,
             key: ReleaseKey::of(hr),
@@ -47,7 +49,41 @@ impl DetailTarget {
                 .spec
                 .kube_config
                 .as_ref()
-                .map(|k| k.secret_ref.name.clone()),
+                .map(|k| format!("kubeConfig Secret {namespace}/{}", k.secret_ref.name)),
+        }
+    }
+
+    /// A Flux HelmRelease's: its `spec.kubeConfig` is a Secret, or a ConfigMap naming a
+    /// cloud provider's workload identity.
+    pub fn of_flux(hr: &crate::api::flux::FluxHelmRelease) -> Self {
+        let namespace = hr.metadata.namespace.clone().unwrap_or_default();
+        let named = |kind: &str| {
+            hr.spec
+                .kube_config
+                .as_ref()
+                .and_then(|k| k.pointer(&format!("/{kind}/name")))
+                .and_then(|n| n.as_str())
+                .map(str::to_owned)
+        };
+        let remote = hr.spec.kube_config.as_ref().map(|_| {
+            match (named("secretRef"), named("configMapRef")) {
+                (Some(secret), _) => format!("kubeConfig Secret {namespace}/{secret}"),
+                (None, Some(config)) => format!(
+                    "kubeConfig ConfigMap {namespace}/{config} (a cloud provider's workload identity)"
+                ),
+                (None, None) => "spec.kubeConfig".to_owned(),
+            }
+        });
+        Self {
+            kind: Kind::Flux,
+            key: ReleaseKey {
+                namespace,
+                name: hr.metadata.name.clone().unwrap_or_default(),
+            },
+            storage_namespace: hr.storage_namespace(),
+            release_name: hr.release_name(),
+            target_namespace: hr.target_namespace(),
+            remote,
         }
     }
 }
@@ -55,11 +91,10 @@ impl DetailTarget {
 /// Everything the detail view fetches: the Helm release's records (the newest whole, the
 /// others as history lines), events, workloads.
 pub async fn load_detail(client: Client, target: DetailTarget) -> DetailData {
-    if let Some(secret) = &target.remote {
+    if let Some(remote) = &target.remote {
         // A record of the same name here would be another release's: nothing is read.
         let there = format!(
-            "on the remote cluster of kubeConfig Secret {}/{secret}: its Helm records and workloads are there (the revisions are in the HelmRelease's status)",
-            target.key.namespace
+            "on the remote cluster of {remote}: its Helm records and workloads are there (the revisions are in the HelmRelease's status)"
         );
         return DetailData {
             revisions: Fetch::Failed(there.clone()),
@@ -387,6 +422,40 @@ fn is_held(pod: &Pod) -> bool {
 #[cfg(test)]
 mod tests {
     use crate::tracking::WorkloadKind;
+
+    /// A remote release's detail view names where its kubeconfig comes from, as the
+    /// operator would look for it: a Secret, or a Flux ConfigMap's cloud identity.
+    #[test]
+    fn a_remote_release_names_its_kubeconfig() {
+        let wheelhouse: crate::api::HelmRelease = crate::yaml::from_str(
+            "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: web, namespace: apps}\nspec: {chart: {path: /c}, kubeConfig: {secretRef: {name: prod}}}\n",
+        )
+        .unwrap();
+        let target = super::DetailTarget::of_wheelhouse(&wheelhouse);
+        assert_eq!(
+            target.remote.as_deref(),
+            Some("kubeConfig Secret apps/prod")
+        );
+        let flux = |kube_config: &str| -> crate::api::flux::FluxHelmRelease {
+            crate::yaml::from_str(&format!(
+                "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {{name: web, namespace: apps}}\nspec: {{kubeConfig: {kube_config}}}\n"
+            ))
+            .unwrap()
+        };
+        let secret = super::DetailTarget::of_flux(&flux("{secretRef: {name: prod}}"));
+        assert_eq!(
+            secret.remote.as_deref(),
+            Some("kubeConfig Secret apps/prod")
+        );
+        let cloud = super::DetailTarget::of_flux(&flux("{configMapRef: {name: gke}}"));
+        assert_eq!(
+            cloud.remote.as_deref(),
+            Some("kubeConfig ConfigMap apps/gke (a cloud provider's workload identity)")
+        );
+        assert_eq!(cloud.release_name, "web");
+        let local = super::DetailTarget::of_flux(&flux("null"));
+        assert_eq!(local.remote, None);
+    }
 
     #[test]
     fn each_workload_is_listed_once() {
