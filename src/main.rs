@@ -7,6 +7,7 @@ use wheelhouse::cli::{Cli, Command};
 fn main() -> ExitCode {
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
     let code = runtime.block_on(run());
+    tracing::debug!("exit: the runtime shuts down");
     // Tasks still running (an engine step cut short by the dashboard's quit, a chart
     // being unpacked on the blocking pool) must not hold the exit up: the dashboard's `q`
     // never waits on them (the engine has handed its Lease back or let it expire by now).

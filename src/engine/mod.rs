@@ -146,6 +146,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         lease: format!("{lease_ns}/{lease_name}"),
     };
     ctx.chart_poll = config.chart_poll;
+    ctx.stopping = stop.clone();
     ctx.kubeconfig_allowances = config.kubeconfig_allowances;
     ctx.metrics = config.metrics.clone();
     ctx.loads = crate::slots::Slots::new(config.concurrent.max(1));

@@ -221,6 +221,7 @@ pub async fn run(opts: Options) -> Result<(), Error> {
     // Raw mode and the alternate screen, with a panic hook that restores the terminal.
     let mut terminal = ratatui::try_init()?;
     let result = event_loop(&mut terminal, &mut app, session, &opts).await;
+    tracing::debug!("quit: event loop left");
     ratatui::try_restore()?;
     result
 }

@@ -153,6 +153,52 @@ const POKE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 pub(super) struct Store {
     releases: BTreeMap<ReleaseKey, Arc<HelmRelease>>,
     bad: BTreeMap<ReleaseKey, (String, Option<i64>)>,
+    /// The HelmReleases of each Helm release name: the release a workload, a record or a
+    /// rollout belongs to is found without a scan of every release (at 20,000 releases,
+    /// a scan per workload event of a list held the dispatcher for seconds).
+    named: HashMap<String, Vec<ReleaseKey>>,
+}
+
+impl Store {
+    /// Keeps `hr` as the release `key` (in place of what it was).
+    fn insert(&mut self, key: ReleaseKey, hr: Arc<HelmRelease>) {
+        let name = hr.release_name();
+        if let Some(old) = self.releases.insert(key.clone(), hr) {
+            let was = old.release_name();
+            if was == name {
+                return;
+            }
+            self.unname(&key, &was);
+        }
+        self.named.entry(name).or_default().push(key);
+    }
+
+    fn remove(&mut self, key: &ReleaseKey) -> Option<Arc<HelmRelease>> {
+        let old = self.releases.remove(key)?;
+        self.unname(key, &old.release_name());
+        Some(old)
+    }
+
+    fn unname(&mut self, key: &ReleaseKey, name: &str) {
+        if let Some(keys) = self.named.get_mut(name) {
+            keys.retain(|k| k != key);
+            if keys.is_empty() {
+                self.named.remove(name);
+            }
+        }
+    }
+
+    /// The HelmReleases whose Helm release is named `name`, with each one.
+    pub(super) fn named<'a>(
+        &'a self,
+        name: &str,
+    ) -> impl Iterator<Item = (&'a ReleaseKey, &'a Arc<HelmRelease>)> + 'a {
+        self.named
+            .get(name)
+            .into_iter()
+            .flatten()
+            .filter_map(|key| Some((key, self.releases.get(key)?)))
+    }
 }
 
 /// What the config tracker knows of a release: its (namespace, name) as Helm's and
@@ -329,7 +375,7 @@ impl Dispatcher {
         if let Some(seen) = st.relisted.as_mut() {
             seen.insert(key.clone());
         }
-        st.store.releases.insert(key.clone(), hr.clone());
+        st.store.insert(key.clone(), hr.clone());
         match decoded {
             Ok(_) => {
                 st.store.bad.remove(&key);
@@ -553,9 +599,9 @@ impl Dispatcher {
     /// release it is records it (a release of no HelmRelease of ours has no record).
     fn on_rolled(&self, st: &Loop, rolled: crate::tracking::Rolled) {
         let (namespace, release) = &rolled.release;
-        let Some(worker) = st.workers.iter().find_map(|(key, w)| {
-            let hr = st.store.releases.get(key)?;
-            (hr.target_namespace() == *namespace && hr.release_name() == *release).then_some(w)
+        let Some(worker) = st.store.named(release).find_map(|(key, hr)| {
+            let w = st.workers.get(key)?;
+            (hr.target_namespace() == *namespace).then_some(w)
         }) else {
             return;
         };
@@ -595,7 +641,7 @@ impl Dispatcher {
 
 /// A release is gone from the watch: its worker learns it was deleted.
 fn forget(store: &mut Store, workers: &mut HashMap<ReleaseKey, Worker>, key: &ReleaseKey) {
-    store.releases.remove(key);
+    store.remove(key);
     store.bad.remove(key);
     if let Some(w) = workers.remove(key) {
         let _ = w.inbox.send(Msg::Deleted);
@@ -623,10 +669,10 @@ mod tests {
         let mut st = Loop::default();
         let key = ReleaseKey::of(&hr(None, "one"));
         assert_eq!(ownership_of(&st, &key), None);
-        st.store.releases.insert(key.clone(), hr(None, "one"));
+        st.store.insert(key.clone(), hr(None, "one"));
         let before = ownership_of(&st, &key);
         assert_eq!(before, Some(("apps".into(), "web".into(), false)));
-        st.store.releases.insert(key.clone(), hr(None, "two"));
+        st.store.insert(key.clone(), hr(None, "two"));
         assert_eq!(ownership_of(&st, &key), before);
         st.store
             .releases

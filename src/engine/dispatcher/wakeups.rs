@@ -129,9 +129,8 @@ impl Dispatcher {
         ) else {
             return;
         };
-        for (key, hr) in &store.releases {
-            if &hr.release_name() == release
-                && &hr.target_namespace() == namespace
+        for (key, hr) in store.named(release) {
+            if &hr.target_namespace() == namespace
                 && let Some(w) = workers.get(key)
             {
                 tracing::info!(release = %key, writer, "a workload of the release changed: checking for drift now");
@@ -162,9 +161,8 @@ impl Dispatcher {
         ) else {
             return;
         };
-        for (key, hr) in &store.releases {
+        for (key, hr) in store.named(name) {
             if hr.storage_namespace() == namespace
-                && &hr.release_name() == name
                 && let Some(w) = workers.get(key)
             {
                 tracing::info!(release = %key, writer = last_writer.unwrap_or_default(), "another tool wrote a release record: looking now");

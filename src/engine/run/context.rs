@@ -78,6 +78,9 @@ pub struct Context {
     /// Pushes to chart sources a webhook receiver heard: every worker and running wait
     /// listens, and the releases whose chart they name look at once.
     pub pushed: tokio::sync::broadcast::Sender<Arc<crate::source::pushed::Pushed>>,
+    /// Cancelled when the whole engine stops (not when one worker does): what a worker
+    /// would tidy for the engine's views on its way out is then moot.
+    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 /// Pushes a listener may fall behind by before it is told it lagged (and then looks
@@ -132,6 +135,7 @@ impl Context {
             notifier: crate::notify::Notifier::off(),
             kubeconfig_allowances: Default::default(),
             pushed: tokio::sync::broadcast::channel(PUSHES_KEPT).0,
+            stopping: Default::default(),
         }
     }
 }

@@ -204,9 +204,13 @@ pub async fn run(ctx: Arc<Context>, key: ReleaseKey, mut inbox: Inbox, stop: Can
         }
         next_run = Instant::now() + requeue;
     }
-    ctx.live.send_modify(|m| {
-        m.remove(&key);
-    });
+    // A stopping engine's views go with it: thousands of workers each taking their entry
+    // out one by one held a dashboard's quit up.
+    if !ctx.stopping.is_cancelled() {
+        ctx.live.send_modify(|m| {
+            m.remove(&key);
+        });
+    }
 }
 
 const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
