@@ -222,6 +222,8 @@ pub async fn run(opts: Options) -> Result<(), Error> {
     let mut terminal = ratatui::try_init()?;
     let result = event_loop(&mut terminal, &mut app, session, &opts).await;
     tracing::debug!("quit: event loop left");
+    // As the session: the rows of every release are the exit's to free.
+    std::mem::forget(app);
     ratatui::try_restore()?;
     result
 }
@@ -381,6 +383,10 @@ async fn event_loop(
                             QUIT_BUDGET.as_millis()
                         );
                     }
+                    // The process ends now: freeing tens of thousands of watched objects
+                    // one by one took longer than the rest of the quit. Nothing of the
+                    // session needs tidying that the exit does not do.
+                    std::mem::forget(session);
                     return Ok(());
                 }
                 Effect::Redraw => terminal.clear()?,
