@@ -834,24 +834,11 @@ async fn interval_checks_read_no_history_while_nothing_changed_and_find_an_edite
         is(h, "Ready", "True", "UpgradeSucceeded")
     })
     .await;
-    // (revision, status, chart) as the helm CLI lists them.
-    let history = |ns: &str| -> Vec<(i64, String, String)> {
-        eng::helm_history_json(ns, "web")
-            .iter()
-            .map(|r| {
-                (
-                    r["revision"].as_i64().unwrap(),
-                    r["status"].as_str().unwrap().to_owned(),
-                    r["chart"].as_str().unwrap().to_owned(),
-                )
-            })
-            .collect()
-    };
     let expected: Vec<(i64, String, String)> = vec![
         (1, "superseded".into(), "webapp-1.0.0".into()),
         (2, "deployed".into(), "webapp-1.0.1".into()),
     ];
-    assert_eq!(history(&ns.name), expected);
+    assert_eq!(eng::helm_history_charts(&ns.name, "web"), expected);
     let configs: Api<ConfigMap> = Api::namespaced(client.clone(), &ns.name);
     let edited = configs.get("web-edited").await.unwrap();
     assert_eq!(edited.data.unwrap()["edited"], "yes");
@@ -864,6 +851,6 @@ async fn interval_checks_read_no_history_while_nothing_changed_and_find_an_edite
         "the checks after the upgrade read the history",
     )
     .await;
-    assert_eq!(history(&ns.name), expected);
+    assert_eq!(eng::helm_history_charts(&ns.name, "web"), expected);
     ns.delete().await;
 }

@@ -348,16 +348,26 @@ pub fn helm_history_on(
 
 /// `helm history -o json`'s entries as (revision, status, description).
 fn history_lines(entries: &[serde_json::Value]) -> Vec<(i64, String, String)> {
+    history_with(entries, "description")
+}
+
+/// `helm history -o json`'s entries as (revision, status, `field`).
+fn history_with(entries: &[serde_json::Value], field: &str) -> Vec<(i64, String, String)> {
     entries
         .iter()
         .map(|r| {
             (
                 r["revision"].as_i64().unwrap(),
                 r["status"].as_str().unwrap().to_owned(),
-                r["description"].as_str().unwrap_or_default().to_owned(),
+                r[field].as_str().unwrap_or_default().to_owned(),
             )
         })
         .collect()
+}
+
+/// `helm history` of `release` as (revision, status, chart), as the helm CLI lists it.
+pub fn helm_history_charts(ns: &str, release: &str) -> Vec<(i64, String, String)> {
+    history_with(&helm_history_json(ns, release), "chart")
 }
 
 /// Runs the real helm CLI against the test cluster and returns stdout.
