@@ -163,6 +163,12 @@ impl EngineHandle {
         !*self.idle.borrow()
     }
 
+    /// Removes the remote clusters' kubeconfigs the engine wrote for its renderer: for a
+    /// process about to exit without dropping what it holds.
+    pub fn remove_credentials(&self) {
+        self.ctx.identities.remove_files();
+    }
+
     pub fn shutdown(&self) {
         if !self.stop.is_cancelled() {
             tracing::info!("stopping the engine");

@@ -209,6 +209,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     tokio::spawn(async move {
         let workers = dispatcher.workers.clone();
         let idle = dispatcher.idle.clone();
+        let ctx = dispatcher.ctx.clone();
         dispatcher.run().await;
         tracing::info!("engine's dispatcher stopped");
         // Where a slow stop spends its time, for whoever waits on it (the dashboard's quit).
@@ -229,6 +230,9 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         let workers_done = stopping.elapsed();
         lease_stop.cancel();
         let _ = lease_task.await;
+        // Nothing renders for this engine any more: its remote kubeconfigs go now, not
+        // when the last reference to its context does (an exit may come first).
+        ctx.identities.remove_files();
         tracing::info!(
             workers = busy,
             workers_done_ms = workers_done.as_millis() as u64,

@@ -162,19 +162,13 @@ pub async fn stored_elsewhere(
     // resourceVersion it was listed at.
     let mut newest: BTreeMap<String, (i32, String)> = BTreeMap::new();
     for meta in listed.items {
+        let version = super::storage::record_version(&meta.metadata);
         let Some(ns) = meta.metadata.namespace else {
             continue;
         };
         if ns == storage_namespace {
             continue;
         }
-        let version = meta
-            .metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("version"))
-            .and_then(|v| v.parse::<i32>().ok())
-            .unwrap_or(0);
         let rv = meta.metadata.resource_version.unwrap_or_default();
         let entry = newest.entry(ns).or_insert((version, rv.clone()));
         if version > entry.0 {

@@ -209,10 +209,7 @@ fn parts(record: &PartialObjectMeta<Secret>) -> Option<(String, String, i32, Str
     let meta = &record.metadata;
     let labels = meta.labels.as_ref()?;
     let name = labels.get("name")?.clone();
-    let version = labels
-        .get("version")
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let version = super::storage::record_version(meta);
     Some((
         meta.namespace.clone()?,
         name,

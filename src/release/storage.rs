@@ -62,6 +62,16 @@ pub fn check_size(release: &Release) -> Result<usize, Error> {
     Ok(size)
 }
 
+/// The revision a record's `version` label names; a record without a parseable one
+/// counts as version 0 (as Helm's list reads it).
+pub fn record_version(meta: &kube::api::ObjectMeta) -> i32 {
+    meta.labels
+        .as_ref()
+        .and_then(|l| l.get("version"))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// Name of the Secret holding revision `version` of release `name`.
 pub fn secret_name(name: &str, version: i32) -> String {
     format!("{NAME_PREFIX}.{name}.v{version}")
@@ -168,15 +178,8 @@ impl Storage {
             .items
             .iter()
             .map(|s| {
-                let version = s
-                    .metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get("version"))
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
                 (
-                    version,
+                    record_version(&s.metadata),
                     s.metadata.resource_version.clone().unwrap_or_default(),
                 )
             })

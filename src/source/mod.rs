@@ -755,10 +755,10 @@ mod tests {
         }
     }
 
-    /// A chart.path whose files did not change is not read again; any change to a file
-    /// (even one of the same size) is seen at the next resolve.
     use super::local::SETTLED_AFTER_FOR_TESTS;
 
+    /// A chart.path whose files did not change is not read again; any change to a file
+    /// (even one of the same size) is seen at the next resolve.
     #[tokio::test]
     async fn an_unchanged_chart_path_is_reused_and_a_changed_one_read_again() {
         let dir = tempfile::tempdir().unwrap();

@@ -384,8 +384,9 @@ async fn event_loop(
                         );
                     }
                     // The process ends now: freeing tens of thousands of watched objects
-                    // one by one took longer than the rest of the quit. Nothing of the
-                    // session needs tidying that the exit does not do.
+                    // one by one took longer than the rest of the quit. What the exit
+                    // would not tidy, the remote clusters' kubeconfig files, goes first.
+                    session.handle.remove_credentials();
                     std::mem::forget(session);
                     return Ok(());
                 }

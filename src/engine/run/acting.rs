@@ -95,6 +95,15 @@ pub struct Identities {
 }
 
 impl Identities {
+    /// Removes every kubeconfig written for the renderer, now: for an engine that stops
+    /// without its context being dropped (a dashboard leaves what it holds to the exit),
+    /// so no credential stays on disk.
+    pub(in crate::engine) fn remove_files(&self) {
+        if let Some(dir) = self.files.get() {
+            let _ = std::fs::remove_dir_all(dir.path());
+        }
+    }
+
     fn get(&self, identity: &Identity, engine: &Client) -> Arc<Acting> {
         let mut known = self.known.lock().unwrap_or_else(|e| e.into_inner());
         known
@@ -247,5 +256,27 @@ impl Context {
                     .await
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An engine that stops without its context being dropped still leaves no remote
+    /// kubeconfig on disk.
+    #[test]
+    fn removing_the_files_leaves_no_kubeconfig_behind() {
+        let identities = Identities::default();
+        identities.remove_files();
+        let dir = tempfile::Builder::new()
+            .prefix("wheelhouse-remote-")
+            .tempdir()
+            .unwrap();
+        let path = dir.path().to_owned();
+        std::fs::write(path.join("kubeconfig-1"), "token: t").unwrap();
+        identities.files.set(dir).unwrap();
+        identities.remove_files();
+        assert!(!path.exists());
     }
 }

@@ -375,11 +375,6 @@ fn clear(run: &mut Run<'_>, corrected: Option<String>) {
     }
 }
 
-/// Whether a check at the release's interval may rely on the last one that found it
-/// clean: this engine's (nothing its watches saw changed since), or, after a restart or
-/// a change of leader, the one recorded in `status.driftChecked` (its objects' digest is
-/// still the same). Never for a request or a wake-up: a watch may not yet show a change
-/// made a moment before them.
 /// The drift check of an interval check that found the release as it last planned it
 /// (see `worker::unchanged`), revision `version` deployed: `true` when it needs no
 /// comparison (drift detection is off, or nothing the last clean check compared changed
@@ -429,6 +424,11 @@ fn clean_since(run: &mut Run<'_>, version: i32) -> Option<bool> {
     Some(unchanged)
 }
 
+/// Whether a check at the release's interval may rely on the last one that found it
+/// clean: this engine's (nothing its watches saw changed since), or, after a restart or
+/// a change of leader, the one recorded in `status.driftChecked` (its objects' digest is
+/// still the same). Never for a request or a wake-up: a watch may not yet show a change
+/// made a moment before them.
 async fn unchanged_since_clean(run: &mut Run<'_>, latest: &Release) -> bool {
     let generation = run.hr.metadata.generation;
     // The engine's watches are of its own cluster: a remote release's objects are read.

@@ -17,14 +17,14 @@ pub const REASON_PINNED: &str = "Pinned";
 pub const REASON_RESUMED: &str = "Resumed";
 pub const REASON_ROLLBACK_REFUSED: &str = "RollbackRefused";
 
-/// Handles a rollbackTo request not handled yet. Suspended releases only: a rollback
-/// that the next reconcile would undo pins nothing, so without suspend it is refused.
 /// Whether the HelmRelease carries a rollback request at all (most never do: the
 /// reconcile then skips [`pin_if_asked`]'s large future).
 pub(super) fn asked(hr: &crate::api::HelmRelease) -> bool {
     RollbackRequest::of(hr).is_some()
 }
 
+/// Handles a rollbackTo request not handled yet. Suspended releases only: a rollback
+/// that the next reconcile would undo pins nothing, so without suspend it is refused.
 pub(super) async fn pin_if_asked(run: &mut Run<'_>) -> crate::Result<()> {
     let Some(request) = RollbackRequest::of(&run.hr) else {
         return Ok(());
