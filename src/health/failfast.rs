@@ -126,16 +126,13 @@ impl Revision {
     }
 }
 
-const POD_TEMPLATE_HASH: &str = "pod-template-hash";
+use super::hub::POD_TEMPLATE_HASH;
 
 /// Whether a ReplicaSet's pod template is a Deployment's: equal once the hash label the
 /// deployment controller adds is taken away (both are stored defaulted by the API server).
+/// Either may be the digest the shared watches keep of it.
 pub(super) fn same_template(deployment: &Value, replica_set: &Value) -> bool {
-    let mut rs = replica_set.clone();
-    if let Some(labels) = rs["metadata"]["labels"].as_object_mut() {
-        labels.remove(POD_TEMPLATE_HASH);
-    }
-    rs == *deployment
+    super::hub::template_digest(deployment) == super::hub::template_digest(replica_set)
 }
 
 /// Whether `labels` satisfy a workload's `spec.selector.matchLabels` (and the simple

@@ -4,7 +4,10 @@
 //! thousand of each (each its own connection and its own copy of the namespace's pods).
 //!
 //! ConfigMaps and Secrets are watched by metadata only: a wait needs to know that they
-//! exist, never their data.
+//! exist, never their data. The other kinds are kept as readiness reads them
+//! ([`View::Readiness`]): a pod without most of its spec, a workload with its pod
+//! template as a digest. During a fleet's first install every namespace with a wait holds
+//! all of its Deployments, ReplicaSets and pods here, and the templates were most of them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, RwLock, Weak};
@@ -25,7 +28,16 @@ pub enum Change {
     Resync,
 }
 
-type Key = (String, String, String, Option<String>);
+/// How much of each object a subscriber reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum View {
+    /// What the built-in readiness, fail-fast and Helm 3 rules read (see [`slim`]).
+    Readiness,
+    /// Everything but managed fields: a user's health expression may read any field.
+    Whole,
+}
+
+type Key = (String, String, String, Option<String>, View);
 
 /// Cloning shares the hub.
 #[derive(Clone)]
@@ -102,12 +114,14 @@ impl WatchHub {
         &self,
         resource: &ApiResource,
         namespace: Option<&str>,
+        view: View,
     ) -> (Store, BoxStream<'static, Change>) {
         let key = (
             resource.group.clone(),
             resource.version.clone(),
             resource.kind.clone(),
             namespace.map(str::to_owned),
+            view,
         );
         let shared = {
             let mut map = self.shared.lock().unwrap_or_else(|e| e.into_inner());
@@ -115,7 +129,7 @@ impl WatchHub {
             match map.get(&key).and_then(Weak::upgrade) {
                 Some(shared) => shared,
                 None => {
-                    let shared = Arc::new(start(self.client.clone(), resource, namespace));
+                    let shared = Arc::new(start(self.client.clone(), resource, namespace, view));
                     map.insert(key, Arc::downgrade(&shared));
                     shared
                 }
@@ -138,6 +152,61 @@ impl WatchHub {
 /// Kinds whose readiness is their existence and whose data can be large.
 fn metadata_only(resource: &ApiResource) -> bool {
     resource.group.is_empty() && matches!(resource.kind.as_str(), "ConfigMap" | "Secret")
+}
+
+/// `data` as [`View::Readiness`] keeps it: pods as [`slim_pod`] leaves them, a workload's
+/// pod template as its digest (see [`template_digest`]: the only use of a template is
+/// telling a Deployment's from its ReplicaSets').
+fn slim(resource: &ApiResource, data: &mut serde_json::Value) {
+    let templated = match resource.group.as_str() {
+        "" => {
+            if resource.kind == "Pod" {
+                slim_pod(data);
+            }
+            resource.kind == "ReplicationController"
+        }
+        "apps" => matches!(
+            resource.kind.as_str(),
+            "Deployment" | "ReplicaSet" | "StatefulSet" | "DaemonSet"
+        ),
+        "batch" => resource.kind == "Job",
+        _ => false,
+    };
+    if templated && let Some(template) = data.pointer_mut("/spec/template") {
+        *template = serde_json::Value::String(template_digest(template));
+    }
+}
+
+/// The label the deployment controller adds to a ReplicaSet's copy of the template.
+pub(super) const POD_TEMPLATE_HASH: &str = "pod-template-hash";
+
+/// A pod template's digest, the same for a Deployment's template and its ReplicaSet's
+/// copy (which differs by the `pod-template-hash` label alone, as the deployment
+/// controller compares them); a template already cut to its digest is its digest.
+pub fn template_digest(template: &serde_json::Value) -> String {
+    use sha2::{Digest, Sha256};
+    if let Some(digest) = template.as_str() {
+        return digest.to_owned();
+    }
+    let hashed = template
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(POD_TEMPLATE_HASH));
+    let json = match hashed {
+        None => serde_json::to_vec(template),
+        Some(_) => {
+            let mut unhashed = template.clone();
+            if let Some(labels) = unhashed
+                .pointer_mut("/metadata/labels")
+                .and_then(|l| l.as_object_mut())
+            {
+                labels.remove(POD_TEMPLATE_HASH);
+            }
+            serde_json::to_vec(&unhashed)
+        }
+    }
+    .expect("JSON serialises");
+    // Maps serialise with sorted keys: equal templates give equal bytes.
+    format!("sha256:{}", hex::encode(Sha256::digest(json)))
 }
 
 /// A pod as waits read it: its metadata and status, and of its spec only what says
@@ -168,7 +237,7 @@ fn slim_pod(data: &mut serde_json::Value) {
     }
 }
 
-fn start(client: Client, resource: &ApiResource, namespace: Option<&str>) -> Shared {
+fn start(client: Client, resource: &ApiResource, namespace: Option<&str>, view: View) -> Shared {
     let (changes, _) = broadcast::channel(1024);
     let (listed_tx, listed) = watch::channel(false);
     let objects: Arc<RwLock<BTreeMap<String, Arc<DynamicObject>>>> = Arc::default();
@@ -208,7 +277,7 @@ fn start(client: Client, resource: &ApiResource, namespace: Option<&str>) -> Sha
                 .default_backoff()
                 .boxed()
         };
-    let pods = resource.group.is_empty() && resource.kind == "Pod";
+    let slimmed = (view == View::Readiness).then(|| resource.clone());
     let task = {
         let (objects, changes) = (objects.clone(), changes.clone());
         tokio::spawn(async move {
@@ -223,8 +292,11 @@ fn start(client: Client, resource: &ApiResource, namespace: Option<&str>) -> Sha
                     watcher::Event::InitApply(mut obj) | watcher::Event::Apply(mut obj) => {
                         // Readiness never reads them, and they are often half an object.
                         obj.metadata.managed_fields = None;
-                        if pods {
-                            slim_pod(&mut obj.data);
+                        if let Some(resource) = &slimmed {
+                            if let Some(a) = obj.metadata.annotations.as_mut() {
+                                a.remove("kubectl.kubernetes.io/last-applied-configuration");
+                            }
+                            slim(resource, &mut obj.data);
                         }
                         let name = obj.metadata.name.clone().unwrap_or_default();
                         if let Some(seen) = relisting.as_mut() {
@@ -292,5 +364,66 @@ mod tests {
             serde_json::json!({"nodeName": "n1", "restartPolicy": "Always",
                                "containers": [{"name": "app", "image": "web:1"}]})
         );
+    }
+
+    #[test]
+    fn a_slimmed_workload_keeps_its_template_as_a_digest_equal_to_its_replica_sets() {
+        use kube::api::ApiResource;
+        let template = |image: &str, hash: Option<&str>| {
+            let mut t = serde_json::json!({
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "app", "image": image, "env": [{"name": "A", "value": "b"}]}]},
+            });
+            if let Some(h) = hash {
+                t["metadata"]["labels"]["pod-template-hash"] = h.into();
+            }
+            t
+        };
+        let deployment_ar = ApiResource::erase::<k8s_openapi::api::apps::v1::Deployment>(&());
+        let rs_ar = ApiResource::erase::<k8s_openapi::api::apps::v1::ReplicaSet>(&());
+        let mut deployment = serde_json::json!({
+            "spec": {"replicas": 2, "strategy": {"type": "RollingUpdate"}, "template": template("web:2", None)},
+            "status": {"observedGeneration": 3, "readyReplicas": 1},
+        });
+        let whole = deployment.clone();
+        super::slim(&deployment_ar, &mut deployment);
+        // What readiness reads is left as it was; the template is a digest.
+        assert_eq!(deployment["spec"]["replicas"], 2);
+        assert_eq!(deployment["spec"]["strategy"], whole["spec"]["strategy"]);
+        assert_eq!(deployment["status"], whole["status"]);
+        assert!(
+            deployment["spec"]["template"]
+                .as_str()
+                .unwrap()
+                .starts_with("sha256:")
+        );
+
+        let mut current = serde_json::json!({"spec": {"template": template("web:2", Some("abc"))}});
+        let mut old = serde_json::json!({"spec": {"template": template("web:1", Some("def"))}});
+        super::slim(&rs_ar, &mut current);
+        super::slim(&rs_ar, &mut old);
+        let same = crate::health::failfast::same_template;
+        assert!(same(
+            &deployment["spec"]["template"],
+            &current["spec"]["template"]
+        ));
+        assert!(!same(
+            &deployment["spec"]["template"],
+            &old["spec"]["template"]
+        ));
+        // A whole template and a digest of the same compare equal.
+        assert!(same(
+            &whole["spec"]["template"],
+            &current["spec"]["template"]
+        ));
+        // Kinds without a pod template are left whole.
+        let mut service =
+            serde_json::json!({"spec": {"template": {"x": 1}, "ports": [{"port": 80}]}});
+        let before = service.clone();
+        super::slim(
+            &ApiResource::erase::<k8s_openapi::api::core::v1::Service>(&()),
+            &mut service,
+        );
+        assert_eq!(service, before);
     }
 }

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::custom::CustomHealth;
 use super::failfast;
-use super::hub::{Change, Store, WatchHub};
+use super::hub::{Change, Store, View, WatchHub};
 use super::legacy;
 use super::readiness::{self, Readiness};
 
@@ -146,7 +146,12 @@ pub async fn wait(
             if let Some(g) = keys.iter().position(|k| *k == key) {
                 return g;
             }
-            let (store, changes) = hub.subscribe(&t.resource, t.namespace.as_deref());
+            // A user's health expression may read any field: the whole object for it.
+            let view = match &options.custom {
+                Some(c) if c.judges(&t.resource.api_version, &t.resource.kind) => View::Whole,
+                _ => View::Readiness,
+            };
+            let (store, changes) = hub.subscribe(&t.resource, t.namespace.as_deref(), view);
             let g = stores.len();
             stores.push(store);
             streams.push(changes.map(move |c| (g, c)).boxed());
@@ -170,7 +175,8 @@ pub async fn wait(
             .filter_map(|t| t.namespace.clone())
         {
             if let std::collections::btree_map::Entry::Vacant(slot) = pod_stores.entry(ns) {
-                let (store, changes) = hub.subscribe(&pod_resource, Some(slot.key()));
+                let (store, changes) =
+                    hub.subscribe(&pod_resource, Some(slot.key()), View::Readiness);
                 let name = slot.key().clone();
                 pod_events.push(changes.map(move |c| (name.clone(), c)).boxed());
                 slot.insert(store);
@@ -191,7 +197,8 @@ pub async fn wait(
             .filter_map(|t| t.namespace.clone())
         {
             if let std::collections::btree_map::Entry::Vacant(slot) = rs_stores.entry(ns) {
-                let (store, changes) = hub.subscribe(&rs_resource, Some(slot.key()));
+                let (store, changes) =
+                    hub.subscribe(&rs_resource, Some(slot.key()), View::Readiness);
                 let name = slot.key().clone();
                 rs_events.push(
                     changes

@@ -621,10 +621,10 @@ async fn finish(
                     let write = tokio::spawn(crate::slots::carrying_mark(async move {
                         storage.update(&record).await
                     }));
-                    run.inbox.superseding = Some(crate::engine::run::Superseding {
+                    run.inbox.superseding = Some(Box::new(crate::engine::run::Superseding {
                         record: rel.clone(),
                         write,
-                    });
+                    }));
                 } else {
                     run.storage.update(rel).await?;
                 }

@@ -57,7 +57,7 @@ impl Dispatcher {
         }
         self.acting.insert(key.namespace.clone());
         let (tx, rx) = mpsc::unbounded_channel();
-        let mut inbox = Inbox::new(rx, hr.clone());
+        let mut inbox = Box::new(Inbox::new(rx, hr.clone()));
         // Started while the term runs: another engine (the shard it was relabelled from)
         // or an earlier worker may still be in its step on this release. Workers of a new
         // term need no such wait: the Lease already made the last holder stop first.

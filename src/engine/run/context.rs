@@ -446,7 +446,7 @@ impl Run<'_> {
         // sync): the same log, without deriving it again.
         if seen.pending.is_empty()
             && let (Some(log), Some(from)) = (&seen.log, &seen.from)
-            && *from == self.status
+            && **from == self.status
             && !crate::engine::change_log::suspension_changed(&self.hr, log)
         {
             return log.clone();
@@ -456,7 +456,7 @@ impl Run<'_> {
             .log
             .get_or_insert_with(|| observed.map(|s| s.changes.clone()).unwrap_or_default())
             .clone();
-        let before = seen.from.as_ref().or(observed);
+        let before = seen.from.as_deref().or(observed);
         let mut new = crate::engine::change_log::between(
             before,
             &self.status,
@@ -473,7 +473,9 @@ impl Run<'_> {
             crate::engine::change_log::kept(new, &log)
         };
         seen.log = Some(log.clone());
-        seen.from = Some(self.status.clone());
+        if seen.from.as_deref() != Some(&self.status) {
+            seen.from = Some(Arc::new(self.status.clone()));
+        }
         log
     }
 
@@ -511,13 +513,13 @@ impl Run<'_> {
         // starts) has nothing to write: the status it read is the one it would write. It
         // must also equal what this worker last wrote, since the object read may predate
         // that write.
-        let written = self.inbox.written.lock().unwrap().clone();
+        let written = *self.inbox.written.lock().unwrap();
         // No status at all reads as the empty one (which is what writing it would store).
         let observed = self.hr.status.as_ref();
         let mut status = self.status.clone();
         status.changes = self.note_changes();
         let unchanged = observed.map_or(status == HelmReleaseStatus::default(), |s| *s == status)
-            && written.as_ref().is_none_or(|w| *w == status);
+            && written.is_none_or(|w| w == super::status_digest(&status));
         if unchanged {
             self.notify();
             return;
@@ -526,7 +528,7 @@ impl Run<'_> {
         let shown = self.masker.masked(&status);
         match status::write(&self.api, &self.key.name, &shown).await {
             Ok(()) => {
-                *self.inbox.written.lock().unwrap() = Some(status);
+                *self.inbox.written.lock().unwrap() = Some(super::status_digest(&status));
                 self.notify();
             }
             Err(e) => tracing::warn!(release = %self.key, error = %e, "cannot write status"),

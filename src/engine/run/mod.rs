@@ -70,13 +70,16 @@ pub struct Inbox {
     /// With `candidate`: the superseded revision's record on its way to storage, written
     /// beside the next reconcile's guards rather than before them (see
     /// `worker::reconcile`).
-    pub superseding: Option<Superseding>,
+    pub superseding: Option<Box<Superseding>>,
     /// The status this worker last computed. The worker is its only writer, and the
     /// watched object may not show our latest write yet, so this is what the next
     /// reconcile starts from.
-    pub(super) last_status: Option<HelmReleaseStatus>,
-    /// The status this worker last wrote, so that writing it again can be skipped.
-    written: Mutex<Option<HelmReleaseStatus>>,
+    /// Shared with `changes` when they are equal (an idle release's worker would
+    /// otherwise keep the same status three times: at 10,000 releases, tens of MB).
+    pub(super) last_status: Option<Arc<HelmReleaseStatus>>,
+    /// The digest of the status this worker last wrote (as written, see
+    /// [`status_digest`]), so that writing it again can be skipped.
+    written: Mutex<Option<[u8; 32]>>,
     /// The changes kept in status (`status.changes`) and the status they were last
     /// derived from (see [`crate::engine::change_log`]).
     changes: Mutex<ChangesSeen>,
@@ -163,6 +166,19 @@ impl Inbox {
             .pending
             .push(record);
     }
+
+    /// `status`, to keep as the last computed: the copy the change log keeps when it is
+    /// the same (it usually is: the log was derived from this very status).
+    pub fn shared_status(&self, status: &HelmReleaseStatus) -> Arc<HelmReleaseStatus> {
+        let seen = self
+            .changes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &seen.from {
+            Some(from) if **from == *status => from.clone(),
+            _ => Arc::new(status.clone()),
+        }
+    }
 }
 
 pub struct Superseding {
@@ -203,13 +219,21 @@ impl Inbox {
     }
 }
 
+/// What [`Inbox`] keeps of a status it wrote: the SHA-256 of its JSON (the struct's
+/// fields in their order, maps sorted), enough to tell the same status again.
+pub(super) fn status_digest(status: &HelmReleaseStatus) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let json = serde_json::to_vec(status).expect("a status serialises");
+    Sha256::digest(json).into()
+}
+
 /// The changes a release's status keeps, as this worker last derived them.
 #[derive(Default)]
 struct ChangesSeen {
     /// None until first derived (then it starts from the status read).
     log: Option<Vec<crate::api::ChangeRecord>>,
     /// The status they were derived from last.
-    from: Option<HelmReleaseStatus>,
+    from: Option<Arc<HelmReleaseStatus>>,
     /// Who set `spec.suspend` as it is now, when a suspend or resume is to be kept.
     suspend_by: Option<String>,
     /// Changes no status difference shows (the config tracker's rollouts), kept at the
