@@ -40,11 +40,22 @@ struct Key {
     ),
 }
 
+/// What a repeat needs of a published Event: its name, how many it counts, and when it
+/// was last seen (the Event as the API returned it was 1 KB inline and as much again on
+/// the heap, for up to [`MAX_REMEMBERED`] of them).
+#[derive(Clone, Debug)]
+struct Published {
+    name: String,
+    count: i32,
+    first: Timestamp,
+    last: Timestamp,
+}
+
 #[derive(Clone)]
 pub struct Recorder {
     client: Client,
     reporter: Reporter,
-    published: Arc<RwLock<HashMap<Key, K8sEvent>>>,
+    published: Arc<RwLock<HashMap<Key, Published>>>,
 }
 
 impl Recorder {
@@ -78,20 +89,12 @@ impl Recorder {
         };
         {
             let mut published = self.published.write().await;
-            let fresh = |e: &K8sEvent| {
-                let seen = e
-                    .series
-                    .as_ref()
-                    .map(|s| s.last_observed_time.0)
-                    .or_else(|| e.event_time.as_ref().map(|t| t.0));
-                seen.is_some_and(|t| t + REMEMBERED > now)
-            };
-            published.retain(|_, e| fresh(e));
+            published.retain(|_, e| e.last + REMEMBERED > now);
             if published.len() >= MAX_REMEMBERED && !published.contains_key(&key) {
                 // The oldest half goes: repeats of them become new Events, nothing worse.
                 let mut times: Vec<_> = published
                     .iter()
-                    .map(|(k, e)| (e.event_time.as_ref().map(|t| t.0), k.clone()))
+                    .map(|(k, e)| (e.first, k.clone()))
                     .collect();
                 times.sort_by_key(|(t, _)| *t);
                 for (_, k) in times.into_iter().take(MAX_REMEMBERED / 2) {
@@ -105,27 +108,35 @@ impl Recorder {
             .unwrap_or_else(|| "default".to_owned());
         let api: Api<K8sEvent> = Api::namespaced(self.client.clone(), &namespace);
         let repeat = self.published.read().await.get(&key).cloned();
-        let event = match repeat {
-            Some(mut event) => {
-                let count = event.series.as_ref().map_or(2, |s| s.count + 1);
-                event.series = Some(EventSeries {
-                    count,
+        let published = match repeat {
+            Some(mut published) => {
+                published.count += 1;
+                published.last = now;
+                let series = EventSeries {
+                    count: published.count,
                     last_observed_time: MicroTime(now),
-                });
+                };
                 api.patch(
-                    &event.name_any(),
+                    &published.name,
                     &PatchParams::default(),
-                    &Patch::Merge(&serde_json::json!({"series": event.series})),
+                    &Patch::Merge(&serde_json::json!({ "series": series })),
                 )
                 .await?;
-                event
+                published
             }
             None => {
                 let event = self.new_event(ev, regarding, now);
-                api.create(&PostParams::default(), &event).await?
+                let created = api.create(&PostParams::default(), &event).await?;
+                Published {
+                    name: created.name_any(),
+                    // A first repeat makes a series of two, as kube's recorder counts.
+                    count: 1,
+                    first: now,
+                    last: now,
+                }
             }
         };
-        self.published.write().await.insert(key, event);
+        self.published.write().await.insert(key, published);
         Ok(())
     }
 

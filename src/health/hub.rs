@@ -31,7 +31,8 @@ pub enum Change {
 /// How much of each object a subscriber reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum View {
-    /// What the built-in readiness, fail-fast and Helm 3 rules read (see [`slim`]).
+    /// What the built-in readiness, fail-fast and Helm 3 rules read (see [`slim`]; no
+    /// annotations).
     Readiness,
     /// Everything but managed fields: a user's health expression may read any field.
     Whole,
@@ -293,9 +294,9 @@ fn start(client: Client, resource: &ApiResource, namespace: Option<&str>, view: 
                         // Readiness never reads them, and they are often half an object.
                         obj.metadata.managed_fields = None;
                         if let Some(resource) = &slimmed {
-                            if let Some(a) = obj.metadata.annotations.as_mut() {
-                                a.remove("kubectl.kubernetes.io/last-applied-configuration");
-                            }
+                            // No readiness or fail-fast rule reads one (a user's health
+                            // expression gets the whole object).
+                            obj.metadata.annotations = None;
                             slim(resource, &mut obj.data);
                         }
                         let name = obj.metadata.name.clone().unwrap_or_default();
