@@ -79,7 +79,11 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
             config.coverage.scope.clone(),
         );
         let policy = policy_tx.clone();
+        let start_after = config.start_after.clone();
         let able = Box::pin(async move {
+            if let Some(mut opened) = start_after {
+                let _ = opened.wait_for(|open| *open).await;
+            }
             match renderer.check().await {
                 Ok(version) => tracing::info!(%version, "renderer ready"),
                 Err(e) => {
@@ -197,6 +201,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         poke_due: false,
         last_poke: None,
         finished: HashMap::new(),
+        start_after: config.start_after.clone(),
     };
     // The lease task's end (the Lease let go), seen by the shutdown below and by
     // `abandon`, which lets the Lease go without waiting for the workers.

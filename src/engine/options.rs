@@ -37,6 +37,12 @@ pub struct EngineConfig {
     pub tenancy: crate::tenancy::Policy,
     /// What a release's kubeConfig Secret may hold beyond the default.
     pub kubeconfig_allowances: crate::remote::Allowances,
+    /// Work that can wait for it waits until this is true: taking the Lease (and with it
+    /// every worker's first reconcile and the config tracker's lists) and the lists of
+    /// Helm's records and the workloads. The views' HelmRelease watch starts at once. The
+    /// dashboard opens it once its first screen is whole (docs/user-guide/dashboard.md,
+    /// "Starting"): on two cores its engine's start-up held the table back by seconds.
+    pub start_after: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 impl EngineConfig {
@@ -61,6 +67,7 @@ impl EngineConfig {
             metrics: crate::telemetry::Metrics::new(),
             tenancy: crate::tenancy::Policy::default(),
             kubeconfig_allowances: Default::default(),
+            start_after: None,
         }
     }
 }

@@ -66,6 +66,29 @@ pub struct Options {
     pub receiver_addr: Option<std::net::SocketAddr>,
 }
 
+/// The table first: the in-process engine takes its Lease and lists Helm's records and the
+/// workloads once the dashboard's first screen is whole (its wheelhouse releases and
+/// Helm's records listed, and Flux's HelmReleases, or a little later on a cluster without
+/// Flux), and at the latest [`ENGINE_START_AT_MOST`] after it started.
+async fn open_when_listed(
+    mut views: tokio::sync::watch::Receiver<Arc<crate::engine::Views>>,
+    mut others: tokio::sync::watch::Receiver<Arc<crate::inventory::Others>>,
+    open: tokio::sync::watch::Sender<bool>,
+) {
+    let listed = async {
+        let _ = views.wait_for(|v| v.listed).await;
+        let _ = others.wait_for(|o| o.helm_listed).await;
+        // Without Flux's CRDs its watch never lists.
+        let _ = tokio::time::timeout(FLUX_LIST_GRACE, others.wait_for(|o| o.flux_listed)).await;
+    };
+    let _ = tokio::time::timeout(ENGINE_START_AT_MOST, listed).await;
+    open.send_replace(true);
+}
+
+/// See [`open_when_listed`].
+const ENGINE_START_AT_MOST: Duration = Duration::from_secs(10);
+const FLUX_LIST_GRACE: Duration = Duration::from_secs(2);
+
 /// One connection: a client for a context and the engine (or engine client) on it.
 struct Session {
     client: Client,
@@ -147,8 +170,15 @@ impl Session {
             config.lease_namespace = ns.clone();
         }
         let (metrics, lease_namespace) = (config.metrics.clone(), config.lease_namespace.clone());
+        let (open_engine, engine_may_start) = tokio::sync::watch::channel(false);
+        config.start_after = Some(engine_may_start);
         let handle =
             engine::start(client.clone(), config).map_err(|e| Error::Connect(e.to_string()))?;
+        tokio::spawn(open_when_listed(
+            handle.views(),
+            inventory.subscribe(),
+            open_engine,
+        ));
         let receivers = CancellationToken::new();
         if let Some(addr) = opts.receiver_addr {
             // A previous session's server lets the address go as its task ends.

@@ -626,6 +626,51 @@ async fn a_second_engine_stays_passive_while_the_first_holds_the_lease() {
     ns.delete().await;
 }
 
+/// The dashboard's engine takes its Lease only once the dashboard lets it (its first
+/// screen whole): until then it shows the releases and reconciles none.
+#[tokio::test]
+async fn an_engine_held_by_its_front_end_shows_releases_and_reconciles_them_once_let() {
+    let (client, ns, api) = setup("eng-gate").await;
+    let (mut config, _cache) = eng::config(&ns.name, "gated-engine");
+    let (open, held) = tokio::sync::watch::channel(false);
+    config.start_after = Some(held);
+    let engine = wheelhouse::engine::start(client.clone(), config).unwrap();
+    api.create(
+        &PostParams::default(),
+        &webapp("web", serde_json::json!({})),
+    )
+    .await
+    .unwrap();
+    // The positive sign: the engine's views show the release.
+    let mut views = engine.views();
+    tokio::time::timeout(
+        support::PATIENCE,
+        views.wait_for(|v| v.listed && v.keys().any(|k| k.name == "web")),
+    )
+    .await
+    .expect("the views show the release")
+    .unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    assert!(
+        !matches!(*engine.role().borrow(), wheelhouse::engine::Role::Leader),
+        "the engine took its Lease before it was let"
+    );
+    assert!(api.get("web").await.unwrap().status.is_none());
+    let records = Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), &ns.name)
+        .list(&ListParams::default().labels("owner=helm,name=web"))
+        .await
+        .unwrap();
+    assert!(records.items.is_empty(), "a release record was stored");
+    open.send_replace(true);
+    wait_for(&api, "web", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    assert_eq!(helm_history(&ns.name, "web").len(), 1);
+    engine.shutdown();
+    ns.delete().await;
+}
+
 #[tokio::test]
 async fn config_tracking_through_the_engine_rolls_exactly_once() {
     use k8s_openapi::api::apps::v1::ReplicaSet;

@@ -135,6 +135,8 @@ pub(super) struct Dispatcher {
     /// Per release, cancelled when this engine's last worker of it has ended: a new
     /// worker starts after the old one's step.
     pub(super) finished: HashMap<ReleaseKey, CancellationToken>,
+    /// See `EngineConfig::start_after`; taken when the loop starts.
+    pub(super) start_after: Option<watch::Receiver<bool>>,
 }
 
 /// Ready reasons of the guards whose cause is another HelmRelease.
@@ -228,6 +230,10 @@ impl Dispatcher {
             crate::client::Scope::Namespace(ns) => self.ctx.records.watching_only(ns),
         }
         let mut workloads = self.workload_events();
+        // Records and workloads are listed once the HelmReleases are and the front end
+        // lets them (see `EngineConfig::start_after`).
+        let mut opened = self.start_after.take();
+        let mut open = opened.as_ref().is_none_or(|o| *o.borrow());
         let mut st = Loop::default();
         // A hung API server breaks no watch; an active probe notices it too. It runs on
         // its own task, so a slow answer never holds up events and views.
@@ -250,8 +256,12 @@ impl Dispatcher {
                 // Listed once the HelmReleases are: at 20,000 releases, these lists
                 // beside the HelmReleases' held the releases' own list (the dashboard's
                 // table) back by seconds.
-                Some(event) = records.next(), if self.listed => self.on_record(&st, event),
-                Some(event) = workloads.next(), if self.listed => self.on_workload(&mut st, event),
+                Some(event) = records.next(), if self.listed && open => self.on_record(&st, event),
+                Some(event) = workloads.next(), if self.listed && open => self.on_workload(&mut st, event),
+                Some(Ok(())) = async { Some(opened.as_mut()?.wait_for(|o| *o).await.map(|_| ())) }, if !open => {
+                    open = true;
+                    opened = None;
+                }
                 Some((command, token)) = self.direct.recv() => self.on_command(&st, command, token),
                 Some(rolled) = self.rolled.recv() => self.on_rolled(&st, rolled),
                 Some(error) = probe.recv() => self.on_probe(&mut st, error),
