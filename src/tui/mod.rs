@@ -67,9 +67,10 @@ pub struct Options {
 }
 
 /// The table first: the in-process engine takes its Lease and lists Helm's records and the
-/// workloads once the dashboard's first screen is whole (its wheelhouse releases and
-/// Helm's records listed, and Flux's HelmReleases, or a little later on a cluster without
-/// Flux), and at the latest [`ENGINE_START_AT_MOST`] after it started.
+/// workloads, and the READY column's workload watch starts, once the dashboard's first
+/// screen is whole (its wheelhouse releases and Helm's records listed, and Flux's
+/// HelmReleases, or a little later on a cluster without Flux), and at the latest
+/// [`ENGINE_START_AT_MOST`] after it started.
 async fn open_when_listed(
     mut views: tokio::sync::watch::Receiver<Arc<crate::engine::Views>>,
     mut others: tokio::sync::watch::Receiver<Arc<crate::inventory::Others>>,
@@ -155,7 +156,10 @@ impl Session {
         scope: Scope,
         coverage: Scope,
     ) -> Result<Self, Error> {
-        let replicas = Replicas::start(client.clone(), &coverage);
+        // The table first (see `open_when_listed`): the in-process engine's start-up and
+        // the READY column's workload list wait for it.
+        let (first_screen, listed) = tokio::sync::watch::channel(false);
+        let replicas = Replicas::start_after(client.clone(), &coverage, Some(listed.clone()));
         let inventory = Inventory::start(client.clone(), &coverage);
         let mut config = EngineConfig::new(coverage);
         config.chart_root = opts.chart_root.clone();
@@ -170,14 +174,13 @@ impl Session {
             config.lease_namespace = ns.clone();
         }
         let (metrics, lease_namespace) = (config.metrics.clone(), config.lease_namespace.clone());
-        let (open_engine, engine_may_start) = tokio::sync::watch::channel(false);
-        config.start_after = Some(engine_may_start);
+        config.start_after = Some(listed);
         let handle =
             engine::start(client.clone(), config).map_err(|e| Error::Connect(e.to_string()))?;
         tokio::spawn(open_when_listed(
             handle.views(),
             inventory.subscribe(),
-            open_engine,
+            first_screen,
         ));
         let receivers = CancellationToken::new();
         if let Some(addr) = opts.receiver_addr {
