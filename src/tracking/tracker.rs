@@ -166,7 +166,8 @@ pub struct TrackedWorkload {
 /// form (decoded again only when the tracker decides on it: decoded, a slimmed Deployment
 /// took 6.5 KB, every small JSON map a B-tree node; its JSON is a tenth of that), and
 /// ConfigMaps and Secrets by name alone (whether one exists is all anything asks of them).
-/// At 10,000 releases that is about 80 MB less than kube's reflector stores of the objects.
+/// `heaptrack` over 2,000 releases: kube's reflector stores of the objects held 27 MB at
+/// the peak, these hold under 5.
 #[derive(Default)]
 struct Stores {
     workloads: RwLock<HashMap<WorkloadRef, Box<str>>>,
