@@ -77,8 +77,8 @@ pub struct Inbox {
     /// Shared with `changes` when they are equal (an idle release's worker would
     /// otherwise keep the same status three times: at 10,000 releases, tens of MB).
     pub(super) last_status: Option<Arc<HelmReleaseStatus>>,
-    /// The digest of the status this worker last wrote (as written, see
-    /// [`status_digest`]), so that writing it again can be skipped.
+    /// The digest of the status this worker last wrote (before its secrets were masked,
+    /// as it is compared; see [`status_digest`]), so that writing it again can be skipped.
     written: Mutex<Option<[u8; 32]>>,
     /// The changes kept in status (`status.changes`) and the status they were last
     /// derived from (see [`crate::engine::change_log`]).
