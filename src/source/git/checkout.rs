@@ -178,14 +178,78 @@ impl Job {
         self.load_chart(checkout, commit)
     }
 
-    /// An empty bare repository to run the protocol from (gitoxide needs one).
+    /// An empty bare repository to run the protocol from (gitoxide needs one), shared by
+    /// every resolve of the repository. It is made whole in a directory of its own and
+    /// moved into place: two releases of one repository resolving at once saw it half
+    /// made (its hooks being written), took it for broken and removed it under each other.
     pub(super) fn scratch_repo(&self, path: &Path) -> Result<gix::Repository, Error> {
-        match gix::open(path) {
-            Ok(repo) => Ok(repo),
-            Err(_) => {
-                let _ = std::fs::remove_dir_all(path);
-                gix::init_bare(path).map_err(|e| self.internal(&e))
-            }
+        static SCRATCH: Mutex<()> = Mutex::new(());
+        let _guard = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
+        if let Ok(repo) = gix::open(path) {
+            return Ok(repo);
         }
+        // Not there yet, or left broken (by a process stopped mid-way before this).
+        let _ = std::fs::remove_dir_all(path);
+        let parent = path.parent().unwrap_or(Path::new("."));
+        let io = |source| Error::Cache {
+            path: parent.to_owned(),
+            source,
+        };
+        std::fs::create_dir_all(parent).map_err(io)?;
+        let staging = tempfile::Builder::new()
+            .prefix(".scratch-")
+            .tempdir_in(parent)
+            .map_err(io)?;
+        gix::init_bare(staging.path()).map_err(|e| self.internal(&e))?;
+        let staged = staging.keep();
+        // Another process may have moved its own into place meanwhile: that one serves.
+        if std::fs::rename(&staged, path).is_err() {
+            let _ = std::fs::remove_dir_all(&staged);
+        }
+        gix::open(path).map_err(|e| self.internal(&e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    /// Releases of one repository resolve at once: each finds the shared scratch
+    /// repository whole, never half made (the race the integration test `git::` met).
+    #[test]
+    fn concurrent_resolves_share_one_whole_scratch_repository() {
+        let dir = tempfile::tempdir().unwrap();
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        let url = "http://127.0.0.1:1/charts.git".to_owned();
+        let job = Arc::new(super::Job {
+            git_dir: dir.path().to_owned(),
+            shown: url.clone(),
+            endpoint: super::super::wanted::Endpoint::Http { url: url.clone() },
+            url,
+            wanted: super::super::wanted::Wanted::DefaultBranch,
+            path: String::new(),
+            auth: Default::default(),
+            tls: None,
+            timeout: std::time::Duration::from_secs(1),
+            runtime: runtime.handle().clone(),
+            interrupt: Default::default(),
+            refused: Default::default(),
+        });
+        let path = dir.path().join("ls.git");
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (job, path) = (job.clone(), path.clone());
+                std::thread::spawn(move || job.scratch_repo(&path).map(|_| ()))
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap().expect("the scratch repository opens");
+        }
+        // Nothing left beside it.
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, vec![std::ffi::OsString::from("ls.git")]);
     }
 }
