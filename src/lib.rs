@@ -15,6 +15,7 @@ pub mod events;
 pub mod health;
 pub mod install;
 pub mod inventory;
+pub mod mailbox;
 pub mod migrate;
 pub mod notify;
 pub mod rbac;

@@ -93,7 +93,7 @@ pub async fn act(
     .map(|scan| scan.found)
     .unwrap_or_default();
     // Nothing sends to this inbox: the stand-in never changes while the action runs.
-    let (_keep, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (_keep, rx) = crate::mailbox::mailbox();
     let mut inbox = Inbox::new(rx, hr.clone());
     let mut run = Run {
         ctx,

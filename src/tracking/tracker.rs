@@ -94,10 +94,7 @@ pub type NamespaceFilter = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 impl std::fmt::Debug for Ownership {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let owned = self
-            .0
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let owned = read(&self.0);
         match &*owned {
             None => f.write_str("Ownership(everything)"),
             Some(o) => write!(f, "Ownership({} releases)", o.ours.len()),
@@ -112,10 +109,7 @@ impl Ownership {
         theirs: HashSet<ReleaseId>,
         namespaces: Option<NamespaceFilter>,
     ) {
-        *self
-            .0
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Owned {
+        *write(&self.0) = Some(Owned {
             ours,
             theirs,
             namespaces,
@@ -124,10 +118,7 @@ impl Ownership {
 
     /// Whether a workload in `namespace`, of the release `owner` (if any), is ours.
     pub fn owns(&self, namespace: &str, owner: Option<(&str, &str)>) -> bool {
-        let owned = self
-            .0
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let owned = read(&self.0);
         let Some(o) = &*owned else { return true };
         if let Some((ns, name)) = owner {
             let id = (ns.to_owned(), name.to_owned());
@@ -185,6 +176,8 @@ impl Stores {
     }
 }
 
+/// A lock's guard even if a panicking holder poisoned it: what it guards is replaced
+/// whole or read, never left half-written.
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
     lock.read()
         .unwrap_or_else(std::sync::PoisonError::into_inner)

@@ -170,6 +170,7 @@ impl Session {
             .render
             .renderer(args.kubeconfig.as_deref(), selected.as_deref());
         config.passive = opts.readonly;
+        config.metrics = crate::telemetry::Metrics::unscraped();
         if let Some(ns) = &opts.lease_namespace {
             config.lease_namespace = ns.clone();
         }

@@ -631,17 +631,25 @@ async fn a_second_engine_stays_passive_while_the_first_holds_the_lease() {
 #[tokio::test]
 async fn an_engine_held_by_its_front_end_shows_releases_and_reconciles_them_once_let() {
     let (client, ns, api) = setup("eng-gate").await;
+    // Beside it, started at the same moment, an engine nobody holds with a release of
+    // its own: once that one is installed, the held engine has had the time to act.
+    let free_ns = TestNamespace::new(&client, "eng-gate-free").await;
+    let free_api: Api<HelmRelease> = Api::namespaced(client.clone(), &free_ns.name);
     let (mut config, _cache) = eng::config(&ns.name, "gated-engine");
     let (open, held) = tokio::sync::watch::channel(false);
     config.start_after = Some(held);
+    let (free_config, _free_cache) = eng::config(&free_ns.name, "free-engine");
     let engine = wheelhouse::engine::start(client.clone(), config).unwrap();
-    api.create(
-        &PostParams::default(),
-        &webapp("web", serde_json::json!({})),
-    )
-    .await
-    .unwrap();
-    // The positive sign: the engine's views show the release.
+    let free = wheelhouse::engine::start(client.clone(), free_config).unwrap();
+    for api in [&api, &free_api] {
+        api.create(
+            &PostParams::default(),
+            &webapp("web", serde_json::json!({})),
+        )
+        .await
+        .unwrap();
+    }
+    // The held engine's views show its release ...
     let mut views = engine.views();
     tokio::time::timeout(
         support::PATIENCE,
@@ -650,7 +658,11 @@ async fn an_engine_held_by_its_front_end_shows_releases_and_reconciles_them_once
     .await
     .expect("the views show the release")
     .unwrap();
-    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    // ... and the free engine's release, created at the same moment, is installed.
+    wait_for(&free_api, "web", "installed by the free engine", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
     assert!(
         !matches!(*engine.role().borrow(), wheelhouse::engine::Role::Leader),
         "the engine took its Lease before it was let"
@@ -668,7 +680,9 @@ async fn an_engine_held_by_its_front_end_shows_releases_and_reconciles_them_once
     .await;
     assert_eq!(helm_history(&ns.name, "web").len(), 1);
     engine.shutdown();
+    free.shutdown();
     ns.delete().await;
+    free_ns.delete().await;
 }
 
 #[tokio::test]

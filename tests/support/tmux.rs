@@ -46,6 +46,14 @@ impl Dashboard {
             .args(["-x", "120", "-y", "40"])
             .args(["-e", &helm, "-e", &helper, "-e", &log])
             .args(["-e", "TERM=xterm-256color", "-e", &xdg, "--"])
+            // A profiler to run the dashboard under (`WHEELHOUSE_BENCH_DASHBOARD_WRAPPER`,
+            // e.g. "heaptrack -o /tmp/heap"; split on spaces, no shell): the figures of
+            // the process measured are then the profiler's, only its output counts.
+            .args(
+                std::env::var("WHEELHOUSE_BENCH_DASHBOARD_WRAPPER")
+                    .unwrap_or_default()
+                    .split_whitespace(),
+            )
             .arg(env!("CARGO_BIN_EXE_wheelhouse"))
             .args(["--kubeconfig".as_ref(), kubeconfig_path().as_os_str()])
             .args(args)

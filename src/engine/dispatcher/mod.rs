@@ -40,7 +40,7 @@ const PUBLISH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 /// A running worker: its mailbox and its own stop token (a release that leaves this
 /// engine's coverage stops like a lost lease: the current step ends, nothing is undone).
 pub(super) struct Worker {
-    inbox: mpsc::UnboundedSender<Msg>,
+    inbox: crate::mailbox::Sender<Msg>,
     stop: CancellationToken,
     /// Cancelled when the worker's task has ended.
     finished: CancellationToken,
@@ -376,18 +376,19 @@ impl Dispatcher {
     /// A HelmRelease as the watch has it now: decoded, it goes to its worker; one that
     /// does not decode stops its worker and is told why (once per generation).
     fn on_release_applied(&mut self, st: &mut Loop, raw: RawHelmRelease) -> ReleaseKey {
-        let decoded = raw.decode();
-        let hr = Arc::new(match &decoded {
-            Ok(hr) => hr.clone(),
-            Err(u) => u.placeholder.clone(),
-        });
+        // Moved, not cloned: a deep copy of every object the watch delivers is CPU
+        // (every status write of every release) for nothing.
+        let (hr, undecodable) = match raw.decode() {
+            Ok(hr) => (Arc::new(hr), None),
+            Err(u) => (Arc::new(u.placeholder.clone()), Some(u)),
+        };
         let key = ReleaseKey::of(&hr);
         if let Some(seen) = st.relisted.as_mut() {
             seen.insert(key.clone());
         }
         st.store.insert(key.clone(), hr.clone());
-        match decoded {
-            Ok(_) => {
+        match undecodable {
+            None => {
                 st.store.bad.remove(&key);
                 // Releases of the first list start once it is whole: thousands of workers
                 // starting while its pages arrive took the CPU and the API server from
@@ -398,7 +399,7 @@ impl Dispatcher {
                     self.dispatch(&mut st.workers, st.term.as_ref(), &key, &hr, true);
                 }
             }
-            Err(u) => {
+            Some(u) => {
                 // Its worker (if it had one) stops; the rest go on.
                 st.workers.remove(&key);
                 let generation = hr.metadata.generation;
@@ -688,7 +689,7 @@ mod tests {
             .releases
             .insert(key.clone(), hr(Some("web-2"), "two"));
         assert_ne!(ownership_of(&st, &key), before);
-        let (inbox, _rx) = mpsc::unbounded_channel();
+        let (inbox, _rx) = crate::mailbox::mailbox();
         st.workers.insert(
             key.clone(),
             Worker {

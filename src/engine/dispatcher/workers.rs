@@ -56,7 +56,7 @@ impl Dispatcher {
             return;
         }
         self.acting.insert(key.namespace.clone());
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = crate::mailbox::mailbox();
         let mut inbox = Box::new(Inbox::new(rx, hr.clone()));
         // Started while the term runs: another engine (the shard it was relabelled from)
         // or an earlier worker may still be in its step on this release. Workers of a new

@@ -14,7 +14,6 @@ mod triggers;
 
 use std::sync::{Arc, Mutex};
 
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use acting::Acting;
@@ -57,7 +56,7 @@ pub enum Msg {
 
 /// The worker's mailbox, read between actions and during waits.
 pub struct Inbox {
-    pub(super) rx: mpsc::UnboundedReceiver<Msg>,
+    pub(super) rx: crate::mailbox::Receiver<Msg>,
     pub newest: Arc<HelmRelease>,
     pub deleted: bool,
     /// cancelWaitAt tokens handled by a direct command before the watch echoed them.
@@ -187,7 +186,7 @@ pub struct Superseding {
 }
 
 impl Inbox {
-    pub fn new(rx: mpsc::UnboundedReceiver<Msg>, hr: Arc<HelmRelease>) -> Self {
+    pub fn new(rx: crate::mailbox::Receiver<Msg>, hr: Arc<HelmRelease>) -> Self {
         Self {
             rx,
             newest: hr,

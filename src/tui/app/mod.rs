@@ -298,7 +298,7 @@ impl App {
     /// the table.
     pub fn selected_row(&self) -> Option<&Row> {
         match &self.detail {
-            Some(d) => self.table.rows.iter().find(|r| r.id == d.key),
+            Some(d) => self.table.row(&d.key),
             None => self.table.selected_row(),
         }
     }
