@@ -28,6 +28,7 @@ pub mod status;
 pub mod stored_actions;
 mod undecodable;
 pub mod vocabulary;
+pub mod warmup;
 pub mod worker;
 
 use std::collections::{HashMap, HashSet};

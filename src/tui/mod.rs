@@ -82,7 +82,14 @@ async fn open_when_listed(
         // Without Flux's CRDs its watch never lists.
         let _ = tokio::time::timeout(FLUX_LIST_GRACE, others.wait_for(|o| o.flux_listed)).await;
     };
-    let _ = tokio::time::timeout(ENGINE_START_AT_MOST, listed).await;
+    if tokio::time::timeout(ENGINE_START_AT_MOST, listed)
+        .await
+        .is_err()
+    {
+        tracing::debug!("the first screen is not whole yet: the engine starts anyway");
+    } else {
+        tracing::debug!("the first screen is whole: the engine starts");
+    }
     open.send_replace(true);
 }
 
@@ -160,7 +167,8 @@ impl Session {
         // the READY column's workload list wait for it.
         let (first_screen, listed) = tokio::sync::watch::channel(false);
         let replicas = Replicas::start_after(client.clone(), &coverage, Some(listed.clone()));
-        let inventory = Inventory::start(client.clone(), &coverage);
+        let inventory =
+            Inventory::start_reading_after(client.clone(), &coverage, Some(listed.clone()));
         let mut config = EngineConfig::new(coverage);
         config.chart_root = opts.chart_root.clone();
         // Rendering talks to the same cluster, as the same identity.

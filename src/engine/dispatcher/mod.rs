@@ -328,6 +328,7 @@ impl Dispatcher {
                 let first = !self.listed;
                 self.listed = true;
                 if first {
+                    tracing::info!(releases = st.store.releases.len(), "HelmReleases listed");
                     // The first list is whole: its releases' workers start now, together
                     // (see `on_release_applied`), and the config tracker.
                     self.start_eligible(&st.store, &mut st.workers, st.term.as_ref(), false);
@@ -396,7 +397,7 @@ impl Dispatcher {
                 // after the API's list time). One that appears later may come from
                 // another shard.
                 if self.listed {
-                    self.dispatch(&mut st.workers, st.term.as_ref(), &key, &hr, true);
+                    self.dispatch(&mut st.workers, st.term.as_ref(), &key, &hr, true, None);
                 }
             }
             Some(u) => {
@@ -485,7 +486,11 @@ impl Dispatcher {
                 ));
             }
         }
-        self.start_eligible(&st.store, &mut st.workers, Some(&t), false);
+        // Before the first list is whole the store holds its first pages only: their
+        // workers start with the rest once it is (see `on_release_applied`).
+        if self.listed {
+            self.start_eligible(&st.store, &mut st.workers, Some(&t), false);
+        }
         self.share_ownership(&st.store, &st.workers);
         if self.listed {
             self.start_tracker(&t.0);

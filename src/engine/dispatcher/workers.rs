@@ -40,6 +40,7 @@ impl Dispatcher {
         key: &ReleaseKey,
         hr: &Arc<HelmRelease>,
         handover: bool,
+        warmup: Option<&Arc<crate::engine::warmup::Warmup>>,
     ) {
         let Some(term) = term else { return };
         if !self.eligible(key, hr) {
@@ -62,6 +63,7 @@ impl Dispatcher {
         // or an earlier worker may still be in its step on this release. Workers of a new
         // term need no such wait: the Lease already made the last holder stop first.
         inbox.handover = handover;
+        inbox.warmup = warmup.map(crate::engine::warmup::Warmup::enter);
         // An earlier worker of ours on this release may still be in its step.
         inbox.predecessor = self
             .finished
@@ -103,13 +105,17 @@ impl Dispatcher {
         term: Option<&Term>,
         handover: bool,
     ) {
-        if term.is_none() {
+        let Some(t) = term else {
             return;
-        }
+        };
+        // The term's first workers (its releases listed): their first reconciles are
+        // the engine catching up, logged once all are done.
+        let warmup =
+            (!handover && self.listed).then(|| crate::engine::warmup::Warmup::new(t.0.clone()));
         for (key, hr) in &store.releases {
             if !workers.contains_key(key) && !store.bad.contains_key(key) && self.eligible(key, hr)
             {
-                self.dispatch(workers, term, key, hr, handover);
+                self.dispatch(workers, term, key, hr, handover, warmup.as_ref());
             }
         }
     }

@@ -127,6 +127,9 @@ pub struct Inbox {
     /// The last reconcile found the release in sync: what it planned on, so that an
     /// interval check finding all of it unchanged need not read the history again.
     pub settled: Option<Settled>,
+    /// Held until the first reconcile ends, by a worker the term started with (see
+    /// [`crate::engine::warmup`]).
+    pub warmup: Option<Arc<crate::engine::warmup::Warmup>>,
 }
 
 /// What a reconcile that found a release in sync planned on (see `worker::unchanged`).
@@ -214,6 +217,7 @@ impl Inbox {
             clean_drift: None,
             by_interval: false,
             settled: None,
+            warmup: None,
         }
     }
 }

@@ -202,6 +202,7 @@ pub async fn run(
             ctx.metrics
                 .reconciled(&key.namespace, &key.name, started.elapsed(), result);
         }
+        inbox.warmup = None;
         ctx.live.send_modify(|m| {
             let entry = m.entry(key.clone()).or_default();
             entry.phase = Phase::Idle;
