@@ -349,7 +349,7 @@ fn requests_since(
         .map(|(what, n)| (what.clone(), (n - before.get(what).unwrap_or(&0.0)) as u64))
         .filter(|(_, n)| *n > 0)
         .collect();
-    delta.sort_by(|a, b| b.1.cmp(&a.1));
+    delta.sort_by_key(|d| std::cmp::Reverse(d.1));
     delta
 }
 

@@ -76,6 +76,7 @@ pub(super) async fn report_undecodable(ctx: Arc<Context>, key: ReleaseKey, u: Bo
             generation,
         );
         status::remove(&mut s, condition::RECONCILING);
+        ctx.metrics.status_written();
         if let Err(e) = status::write(&api, &key.name, &s).await {
             tracing::warn!(release = %key, error = %crate::apply::api_message(&e), "cannot write the status of an unreadable HelmRelease");
         }

@@ -152,6 +152,7 @@ pub struct Metrics {
     notifications_dropped: Family<ReasonLabels, Counter>,
     drift_checks: Family<OutcomeLabels, Counter>,
     unchanged_checks: Counter,
+    status_writes: Counter,
     /// Whether `gotk_reconcile_duration_seconds` keeps a series per release (see
     /// [`Metrics::unscraped`]).
     per_release: bool,
@@ -259,6 +260,12 @@ impl Metrics {
             "Interval checks that found a release as its last reconcile planned it (HelmRelease, Helm's records, desired state and watched objects unchanged) and so read no history",
             unchanged_checks.clone(),
         );
+        let status_writes = Counter::default();
+        registry.register(
+            "wheelhouse_status_writes",
+            "HelmRelease status writes sent (a reconcile whose status is the one already stored sends none)",
+            status_writes.clone(),
+        );
         // Process-wide: every renderer of this process counts its helper's faults there.
         registry.register(
             "wheelhouse_render_helper_restarts",
@@ -273,6 +280,7 @@ impl Metrics {
             notifications_dropped,
             drift_checks,
             unchanged_checks,
+            status_writes,
             reconcile_duration,
             reconciles,
             wait_duration,
@@ -342,6 +350,11 @@ impl Metrics {
     /// An interval check found the release unchanged and read no history.
     pub fn unchanged_check(&self) {
         self.unchanged_checks.inc();
+    }
+
+    /// A HelmRelease's status was sent to the API server.
+    pub fn status_written(&self) {
+        self.status_writes.inc();
     }
 
     pub fn failed_fast(&self, reason: &str) {

@@ -913,3 +913,114 @@ async fn interval_checks_read_no_history_while_nothing_changed_and_find_an_edite
     assert_eq!(eng::helm_history_charts(&ns.name, "web"), expected);
     ns.delete().await;
 }
+
+/// An interval check that finds nothing changed writes nothing: the first one after the
+/// install records its clean drift check (`status.driftChecked`, which a restart relies
+/// on), and those after it leave the HelmRelease as it is. At 10,000 releases every check
+/// writing its status again was a thousand status writes a minute on an idle engine.
+#[tokio::test]
+async fn interval_checks_after_the_first_write_no_status() {
+    let (client, ns, api) = setup("eng-quiet-checks").await;
+    let (_engine, metrics) =
+        eng::start_with_metrics(&client, &ns.name, "test-engine-quiet-checks").await;
+    let spec = serde_json::json!({"interval": "1s"});
+    api.create(&PostParams::default(), &webapp("web", spec))
+        .await
+        .unwrap();
+    wait_for(&api, "web", "installed", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    wait_for(&api, "web", "its clean drift check recorded", |h| {
+        h.status.as_ref().is_some_and(|s| s.drift_checked.is_some())
+    })
+    .await;
+    let checked = eng::unchanged_checks(&metrics);
+    unchanged_checks_reach(&metrics, checked + 1, "no interval check after the record").await;
+    let before = api.get("web").await.unwrap();
+    let writes = eng::status_writes(&metrics);
+    // The positive sign: three more checks made (counted), each finding it unchanged.
+    unchanged_checks_reach(&metrics, checked + 4, "the checks stopped").await;
+    // A write of the same status changes nothing stored (no resourceVersion, no event):
+    // the engine's count of the writes it sent is what tells.
+    assert_eq!(
+        eng::status_writes(&metrics),
+        writes,
+        "an unchanged check sent its status again"
+    );
+    let after = api.get("web").await.unwrap();
+    assert_eq!(
+        serde_json::to_value(&after.status).unwrap(),
+        serde_json::to_value(&before.status).unwrap(),
+        "an unchanged check changed the status"
+    );
+    assert_eq!(
+        after.metadata.resource_version, before.metadata.resource_version,
+        "an unchanged check wrote the HelmRelease"
+    );
+    ns.delete().await;
+}
+
+/// A restart over a release in sync writes nothing: the new engine's first reconcile
+/// (the positive sign: its metrics count it) reads the release's history and finds it as
+/// the last engine left it, drift included (`status.driftChecked`), and leaves the
+/// HelmRelease as it is. At 10,000 releases a restart that wrote every status was 10,000
+/// writes in its first minute.
+#[tokio::test]
+async fn a_restart_over_a_release_in_sync_writes_no_status() {
+    let (client, ns, api) = setup("eng-quiet-restart").await;
+    let (first, metrics) =
+        eng::start_with_metrics(&client, &ns.name, "test-engine-quiet-restart-1").await;
+    let spec = serde_json::json!({"interval": "1s"});
+    api.create(&PostParams::default(), &webapp("web", spec))
+        .await
+        .unwrap();
+    wait_for(&api, "web", "its clean drift check recorded", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+            && h.status.as_ref().is_some_and(|s| s.drift_checked.is_some())
+    })
+    .await;
+    let checked = eng::unchanged_checks(&metrics);
+    unchanged_checks_reach(&metrics, checked + 2, "no interval check after the record").await;
+    first.handle.shutdown();
+    first.handle.stopped().await;
+    drop(first);
+    let before = api.get("web").await.unwrap();
+
+    let (_second, metrics) =
+        eng::start_with_metrics(&client, &ns.name, "test-engine-quiet-restart-2").await;
+    let reconciled = |m: &wheelhouse::telemetry::Metrics| {
+        m.encode()
+            .lines()
+            .filter(|l| l.starts_with("gotk_reconcile_duration_seconds_count{"))
+            .filter(|l| l.contains("name=\"web\""))
+            .filter_map(|l| l.rsplit_once(' ')?.1.parse::<u64>().ok())
+            .sum::<u64>()
+    };
+    let deadline = std::time::Instant::now() + support::PATIENCE;
+    while reconciled(&metrics) < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new engine never reconciled the release twice: {}",
+            metrics.encode()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // A write of the same status changes nothing stored: the count of writes sent tells.
+    assert_eq!(
+        eng::status_writes(&metrics),
+        0,
+        "the restart sent the release's status again"
+    );
+    let after = api.get("web").await.unwrap();
+    assert_eq!(
+        serde_json::to_value(&after.status).unwrap(),
+        serde_json::to_value(&before.status).unwrap(),
+        "the restart changed the status"
+    );
+    assert_eq!(
+        after.metadata.resource_version, before.metadata.resource_version,
+        "the restart wrote the HelmRelease"
+    );
+    ns.delete().await;
+}

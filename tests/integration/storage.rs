@@ -655,3 +655,77 @@ async fn loader_agrees_with_helm_on_directories_and_packages() {
     }
     ns.delete().await;
 }
+
+/// The dashboard reads a helm CLI release's record whole (for its chart) only once its
+/// first screen is whole (`Inventory::start_reading_after`); until then the release shows
+/// what the record's labels say. At 5,000 such releases the reads held the table's own
+/// lists back.
+#[tokio::test]
+async fn the_inventory_reads_records_whole_only_once_let() {
+    use wheelhouse::client::Scope;
+    use wheelhouse::engine::ReleaseKey;
+    use wheelhouse::inventory::Others;
+
+    let client = client().await;
+    let ns = TestNamespace::new(&client, "storage-reads-after").await;
+    let dir = tempfile::tempdir().unwrap();
+    let chart = chart::load(&write_chart(dir.path())).unwrap();
+    let storage = Storage::new(client.clone(), &ns.name);
+    let mut record = release(
+        "cli",
+        &ns.name,
+        1,
+        &chart,
+        Status::Deployed,
+        "Install complete",
+        json!({}),
+        manifest("cli", 1, "hi"),
+    );
+    // As the helm CLI writes it: no label of ours.
+    record.labels.clear();
+    storage.create(&record).await.unwrap();
+
+    let scope = Scope::Namespace(ns.name.clone());
+    let (gate, after) = tokio::sync::watch::channel(false);
+    let held =
+        wheelhouse::inventory::Inventory::start_reading_after(client.clone(), &scope, Some(after));
+    let free = wheelhouse::inventory::Inventory::start(client.clone(), &scope);
+    let key = ReleaseKey::new(ns.name.clone(), "cli".to_owned());
+    let read = |o: &Others| o.helm.get(&key).is_some_and(|s| s.chart == "web");
+    // The positive sign: an inventory without a gate, started at the same moment, has
+    // listed the record and read it whole.
+    inventory_until(&free, &read, "the ungated inventory never read the record").await;
+    inventory_until(
+        &held,
+        &|o: &Others| o.helm_listed && o.helm.contains_key(&key),
+        "the gated inventory never listed the record",
+    )
+    .await;
+    let shown = held.subscribe().borrow().helm.get(&key).cloned().unwrap();
+    assert_eq!(
+        (shown.revision, shown.status, shown.chart.as_str()),
+        (1, Status::Deployed, ""),
+        "before its gate opens the release shows what the labels say, unread"
+    );
+    gate.send_replace(true);
+    inventory_until(
+        &held,
+        &read,
+        "the record was never read once the gate opened",
+    )
+    .await;
+
+    ns.delete().await;
+}
+
+async fn inventory_until(
+    inventory: &wheelhouse::inventory::Inventory,
+    what: &dyn Fn(&wheelhouse::inventory::Others) -> bool,
+    said: &str,
+) {
+    let mut others = inventory.subscribe();
+    let seen = tokio::time::timeout(support::PATIENCE, others.wait_for(|o| what(o)))
+        .await
+        .is_ok_and(|r| r.is_ok());
+    assert!(seen, "{said}: {:?}", others.borrow().helm);
+}

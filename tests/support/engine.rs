@@ -116,6 +116,11 @@ pub fn unchanged_checks(metrics: &wheelhouse::telemetry::Metrics) -> u64 {
     counted(metrics, "wheelhouse_unchanged_checks_total")
 }
 
+/// HelmRelease status writes the engine sent.
+pub fn status_writes(metrics: &wheelhouse::telemetry::Metrics) -> u64 {
+    counted(metrics, "wheelhouse_status_writes_total")
+}
+
 /// A counter's value by its series (name and labels as exposed), 0 when not yet counted.
 fn counted(metrics: &wheelhouse::telemetry::Metrics, series: &str) -> u64 {
     let prefix = format!("{series} ");

@@ -419,6 +419,7 @@ impl Run<'_> {
             );
         }
         let shown = self.masker.masked(&shown);
+        self.ctx.metrics.status_written();
         if let Err(e) = status::write(&self.api, &self.key.name, &shown).await {
             tracing::warn!(release = %self.key, error = %e, "cannot write status");
         }
@@ -518,14 +519,20 @@ impl Run<'_> {
         let observed = self.hr.status.as_ref();
         let mut status = self.status.clone();
         status.changes = self.note_changes();
-        let unchanged = observed.map_or(status == HelmReleaseStatus::default(), |s| *s == status)
+        // Every string of it: condition messages, history descriptions, drift notes. It is
+        // compared as the API server stores it, which is what is read back: times in whole
+        // seconds (microseconds for MicroTime). A status compared with the nanoseconds it
+        // was computed with never equalled the one read back, and every reconcile of an
+        // unchanged release wrote it again (a thousand writes a minute on an idle engine
+        // at 10,000 releases, and one per release at every restart).
+        let shown = super::as_stored(self.masker.masked(&status));
+        let unchanged = observed.map_or(shown == HelmReleaseStatus::default(), |s| *s == shown)
             && written.is_none_or(|w| w == super::status_digest(&status));
         if unchanged {
             self.notify();
             return;
         }
-        // Every string of it: condition messages, history descriptions, drift notes.
-        let shown = self.masker.masked(&status);
+        self.ctx.metrics.status_written();
         match status::write(&self.api, &self.key.name, &shown).await {
             Ok(()) => {
                 *self.inbox.written.lock().unwrap() = Some(super::status_digest(&status));

@@ -224,6 +224,15 @@ impl Inbox {
 
 /// What [`Inbox`] keeps of a status it wrote: the SHA-256 of its JSON (the struct's
 /// fields in their order, maps sorted), enough to tell the same status again.
+/// `status` as the API server stores it (and a read returns it): through its JSON, where
+/// a `Time` keeps whole seconds and a `MicroTime` microseconds.
+pub(super) fn as_stored(status: HelmReleaseStatus) -> HelmReleaseStatus {
+    match serde_json::to_value(&status).and_then(serde_json::from_value) {
+        Ok(stored) => stored,
+        Err(_) => status,
+    }
+}
+
 pub(super) fn status_digest(status: &HelmReleaseStatus) -> [u8; 32] {
     use sha2::{Digest, Sha256};
     let json = serde_json::to_vec(status).expect("a status serialises");
@@ -242,4 +251,37 @@ struct ChangesSeen {
     /// Changes no status difference shows (the config tracker's rollouts), kept at the
     /// next status write.
     pending: Vec<crate::api::ChangeRecord>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::status::{self, Truth, condition, reason};
+
+    /// A status computed now carries nanoseconds in its times; the one stored (and read
+    /// back) has whole seconds. Compared as stored, the two are equal: an unchanged
+    /// release's status is not sent again.
+    #[test]
+    fn a_status_compares_as_the_api_server_stores_it() {
+        let mut computed = HelmReleaseStatus::default();
+        status::set(
+            &mut computed,
+            condition::READY,
+            Truth::True,
+            reason::INSTALL_SUCCEEDED,
+            "installed",
+            Some(1),
+        );
+        let read_back: HelmReleaseStatus =
+            serde_json::from_slice(&serde_json::to_vec(&computed).unwrap()).unwrap();
+        let time = |s: &HelmReleaseStatus| s.conditions[0].last_transition_time.0;
+        assert_ne!(
+            time(&computed).subsec_nanosecond(),
+            0,
+            "computed with nanoseconds (a whole second now would make this test prove nothing)"
+        );
+        assert_ne!(computed, read_back);
+        assert_eq!(as_stored(computed.clone()), read_back);
+        assert_eq!(status_digest(&computed), status_digest(&read_back));
+    }
 }

@@ -190,6 +190,7 @@ async fn say(ctx: &Context, key: &ReleaseKey, hr: &HelmRelease, message: &str) {
         hr.metadata.generation,
     );
     let api: Api<HelmRelease> = Api::namespaced(ctx.client.clone(), &key.namespace);
+    ctx.metrics.status_written();
     if let Err(e) = status::write(&api, &key.name, &s).await {
         tracing::warn!(release = %key, error = %e, "cannot write status");
     }
