@@ -42,18 +42,24 @@ impl Warmup {
     pub fn releases(&self) -> usize {
         self.releases.load(Ordering::Relaxed)
     }
+
+    /// What the line says once the last release let go (releases, milliseconds), `None`
+    /// for a term that ended.
+    fn outcome(&self) -> Option<(usize, u64)> {
+        (!self.term.is_cancelled())
+            .then(|| (self.releases(), self.started.elapsed().as_millis() as u64))
+    }
 }
 
 impl Drop for Warmup {
     fn drop(&mut self) {
-        if self.term.is_cancelled() {
-            return;
+        if let Some((releases, ms)) = self.outcome() {
+            tracing::info!(
+                releases,
+                ms,
+                "every release reconciled once since the engine took the lease"
+            );
         }
-        tracing::info!(
-            releases = self.releases(),
-            ms = self.started.elapsed().as_millis() as u64,
-            "every release reconciled once since the engine took the lease"
-        );
     }
 }
 
@@ -79,12 +85,14 @@ mod tests {
         drop(handles.next());
         assert!(weak.upgrade().is_none());
 
+        let running = Warmup::new(CancellationToken::new());
+        let _ = running.enter();
+        assert_eq!(running.outcome().map(|(releases, _)| releases), Some(1));
         let ended = CancellationToken::new();
         let warmup = Warmup::new(ended.clone());
-        let handle = warmup.enter();
-        drop(warmup);
+        let _ = warmup.enter();
         ended.cancel();
-        // Dropped without its line: the term ended before the release was looked at.
-        drop(handle);
+        // No line: the term ended before its releases were looked at.
+        assert_eq!(warmup.outcome(), None);
     }
 }
