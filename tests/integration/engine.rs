@@ -985,7 +985,29 @@ async fn a_restart_over_a_release_in_sync_writes_no_status() {
     first.handle.shutdown();
     first.handle.stopped().await;
     drop(first);
+    // Its times as another writer would leave them, with microseconds (a custom
+    // resource's status keeps what was written): the same status once written.
+    let mut by_hand = serde_json::to_value(api.get("web").await.unwrap().status).unwrap();
+    for condition in by_hand["conditions"].as_array_mut().unwrap() {
+        let time = condition["lastTransitionTime"].as_str().unwrap().to_owned();
+        condition["lastTransitionTime"] = time.replace('Z', ".123456Z").into();
+    }
+    api.patch_status(
+        "web",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(serde_json::json!({"status": by_hand})),
+    )
+    .await
+    .unwrap();
     let before = api.get("web").await.unwrap();
+    assert!(
+        before.status.as_ref().unwrap().conditions.iter().all(|c| c
+            .last_transition_time
+            .0
+            .subsec_nanosecond()
+            == 123_456_000),
+        "the times written by hand are kept"
+    );
 
     let (_second, metrics) =
         eng::start_with_metrics(&client, &ns.name, "test-engine-quiet-restart-2").await;

@@ -520,14 +520,15 @@ impl Run<'_> {
         let mut status = self.status.clone();
         status.changes = self.note_changes();
         // Every string of it: condition messages, history descriptions, drift notes. It is
-        // compared as the API server stores it, which is what is read back: times in whole
-        // seconds (microseconds for MicroTime). A status compared with the nanoseconds it
-        // was computed with never equalled the one read back, and every reconcile of an
-        // unchanged release wrote it again (a thousand writes a minute on an idle engine
-        // at 10,000 releases, and one per release at every restart).
-        let shown = super::as_stored(self.masker.masked(&status));
-        let unchanged = observed.map_or(shown == HelmReleaseStatus::default(), |s| *s == shown)
-            && written.is_none_or(|w| w == super::status_digest(&status));
+        // compared with the one read as both would be written (see `same_as_stored`): a
+        // status compared with the nanoseconds it was computed with never equalled the one
+        // read back, and every reconcile of an unchanged release wrote it again (a
+        // thousand writes a minute on an idle engine at 10,000 releases, and one per
+        // release at every restart).
+        let shown = self.masker.masked(&status);
+        let unchanged =
+            super::same_as_stored(observed.unwrap_or(&HelmReleaseStatus::default()), &shown)
+                && written.is_none_or(|w| w == super::status_digest(&status));
         if unchanged {
             self.notify();
             return;
