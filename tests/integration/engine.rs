@@ -948,17 +948,22 @@ async fn interval_checks_after_the_first_write_no_status() {
         writes,
         "an unchanged check sent its status again"
     );
+    left_as_it_was(&api, &before, "an unchanged check").await;
+    ns.delete().await;
+}
+
+/// The HelmRelease `web` is as `before`: its status, and no write at all.
+async fn left_as_it_was(api: &Api<HelmRelease>, before: &HelmRelease, by: &str) {
     let after = api.get("web").await.unwrap();
     assert_eq!(
         serde_json::to_value(&after.status).unwrap(),
         serde_json::to_value(&before.status).unwrap(),
-        "an unchanged check changed the status"
+        "{by} changed the status"
     );
     assert_eq!(
         after.metadata.resource_version, before.metadata.resource_version,
-        "an unchanged check wrote the HelmRelease"
+        "{by} wrote the HelmRelease"
     );
-    ns.delete().await;
 }
 
 /// A restart over a release in sync writes nothing: the new engine's first reconcile
@@ -1034,15 +1039,6 @@ async fn a_restart_over_a_release_in_sync_writes_no_status() {
         0,
         "the restart sent the release's status again"
     );
-    let after = api.get("web").await.unwrap();
-    assert_eq!(
-        serde_json::to_value(&after.status).unwrap(),
-        serde_json::to_value(&before.status).unwrap(),
-        "the restart changed the status"
-    );
-    assert_eq!(
-        after.metadata.resource_version, before.metadata.resource_version,
-        "the restart wrote the HelmRelease"
-    );
+    left_as_it_was(&api, &before, "the restart").await;
     ns.delete().await;
 }
