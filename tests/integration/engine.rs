@@ -923,24 +923,11 @@ async fn interval_checks_after_the_first_write_no_status() {
     let (client, ns, api) = setup("eng-quiet-checks").await;
     let (_engine, metrics) =
         eng::start_with_metrics(&client, &ns.name, "test-engine-quiet-checks").await;
-    let spec = serde_json::json!({"interval": "1s"});
-    api.create(&PostParams::default(), &webapp("web", spec))
-        .await
-        .unwrap();
-    wait_for(&api, "web", "installed", |h| {
-        is(h, "Ready", "True", "InstallSucceeded")
-    })
-    .await;
-    wait_for(&api, "web", "its clean drift check recorded", |h| {
-        h.status.as_ref().is_some_and(|s| s.drift_checked.is_some())
-    })
-    .await;
-    let checked = eng::unchanged_checks(&metrics);
-    unchanged_checks_reach(&metrics, checked + 1, "no interval check after the record").await;
+    let checked = installed_in_sync(&api, &metrics).await;
     let before = api.get("web").await.unwrap();
     let writes = eng::status_writes(&metrics);
     // The positive sign: three more checks made (counted), each finding it unchanged.
-    unchanged_checks_reach(&metrics, checked + 4, "the checks stopped").await;
+    unchanged_checks_reach(&metrics, checked + 3, "the checks stopped").await;
     // A write of the same status changes nothing stored (no resourceVersion, no event):
     // the engine's count of the writes it sent is what tells.
     assert_eq!(
@@ -950,6 +937,28 @@ async fn interval_checks_after_the_first_write_no_status() {
     );
     left_as_it_was(&api, &before, "an unchanged check").await;
     ns.delete().await;
+}
+
+/// Installs `web` checked every second and waits until its clean drift check is recorded
+/// and an interval check after that record found it unchanged; returns the count of
+/// unchanged checks by then.
+async fn installed_in_sync(
+    api: &Api<HelmRelease>,
+    metrics: &wheelhouse::telemetry::Metrics,
+) -> u64 {
+    let spec = serde_json::json!({"interval": "1s"});
+    api.create(&PostParams::default(), &webapp("web", spec))
+        .await
+        .unwrap();
+    wait_for(api, "web", "its clean drift check recorded", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+            && h.status.as_ref().is_some_and(|s| s.drift_checked.is_some())
+    })
+    .await;
+    let checked = eng::unchanged_checks(metrics);
+    // Two: the first may be the check whose record was just read.
+    unchanged_checks_reach(metrics, checked + 2, "no interval check after the record").await;
+    checked + 2
 }
 
 /// The HelmRelease `web` is as `before`: its status, and no write at all.
@@ -976,17 +985,7 @@ async fn a_restart_over_a_release_in_sync_writes_no_status() {
     let (client, ns, api) = setup("eng-quiet-restart").await;
     let (first, metrics) =
         eng::start_with_metrics(&client, &ns.name, "test-engine-quiet-restart-1").await;
-    let spec = serde_json::json!({"interval": "1s"});
-    api.create(&PostParams::default(), &webapp("web", spec))
-        .await
-        .unwrap();
-    wait_for(&api, "web", "its clean drift check recorded", |h| {
-        is(h, "Ready", "True", "InstallSucceeded")
-            && h.status.as_ref().is_some_and(|s| s.drift_checked.is_some())
-    })
-    .await;
-    let checked = eng::unchanged_checks(&metrics);
-    unchanged_checks_reach(&metrics, checked + 2, "no interval check after the record").await;
+    installed_in_sync(&api, &metrics).await;
     first.handle.shutdown();
     first.handle.stopped().await;
     drop(first);
