@@ -411,6 +411,25 @@ fn checked_name(name: &str, what: &str) -> Result<String, String> {
     }
 }
 
+/// A source object's `spec` as fields of its own (none if it has no `spec`).
+fn spec_fields(source: &Value) -> Map<String, Value> {
+    match source.get("spec") {
+        Some(Value::Object(s)) => s.clone(),
+        _ => Map::new(),
+    }
+}
+
+/// A source object's `spec` with its `url` taken out ("" if it has none): the fields left
+/// are those still to carry over or name as dropped.
+fn spec_taking_url(source: &Value) -> (Map<String, Value>, String) {
+    let mut spec = spec_fields(source);
+    let url = spec
+        .remove("url")
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    (spec, url)
+}
+
 /// The chart of an OCIRepository (`spec.chartRef`): its URL split into repository and
 /// chart name, its ref as the version, its credentials and interval.
 fn oci_repository(
@@ -421,14 +440,7 @@ fn oci_repository(
     m: &mut Mapping,
 ) -> Result<(), String> {
     let what = reference.describe();
-    let mut spec = match oci.get("spec") {
-        Some(Value::Object(s)) => s.clone(),
-        _ => Map::new(),
-    };
-    let url = spec
-        .remove("url")
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
+    let (mut spec, url) = spec_taking_url(oci);
     let Some(rest) = url.strip_prefix("oci://") else {
         return Err(format!("{what} spec.url {url:?} is not an oci:// URL"));
     };
@@ -542,10 +554,7 @@ fn helm_chart(
     m: &mut Mapping,
 ) -> Result<(), String> {
     let what = reference.describe();
-    let fields = match helm_chart.get("spec") {
-        Some(Value::Object(s)) => s.clone(),
-        _ => Map::new(),
-    };
+    let fields = spec_fields(helm_chart);
     let Some(source_ref) = helm_chart_source(helm_chart) else {
         return Err(format!("{what} names no spec.sourceRef"));
     };
@@ -575,14 +584,7 @@ fn git_repository(
     m: &mut Mapping,
 ) -> Result<(), String> {
     let what = source.describe();
-    let mut spec = match git.get("spec") {
-        Some(Value::Object(s)) => s.clone(),
-        _ => Map::new(),
-    };
-    let url = spec
-        .remove("url")
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default();
+    let (mut spec, url) = spec_taking_url(git);
     if !["https://", "http://", "ssh://"]
         .iter()
         .any(|p| url.starts_with(p))
