@@ -6,6 +6,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use super::app::{App, Overlay};
 use super::components::confirm::Confirm;
 use super::components::status_line::Progress;
+use super::components::table::StateCounts;
 use super::effect::{ChangesOf, Effect, IoResult};
 use super::theme::Theme;
 use super::view_model::{
@@ -316,6 +317,10 @@ fn incremental_rows_match_a_full_rebuild() {
                                 } else {
                                     Phase::Upgrading
                                 };
+                                view.elsewhere = match view.elsewhere {
+                                    None => Some("engine-b".into()),
+                                    Some(_) => None,
+                                };
                                 views.insert(key.clone(), view);
                             }
                         }
@@ -339,12 +344,23 @@ fn incremental_rows_match_a_full_rebuild() {
                     .map(|r| r.id.key.clone());
                 app.set_views(Arc::new(views.clone()));
                 let incremental = app.table.rows.clone();
+                // The counts kept as rows come and go are those of the rows shown.
+                let states = app.table.states().clone();
+                assert_eq!(states, StateCounts::of(&incremental), "round {round}");
+                let elsewhere = app.elsewhere;
+                assert_eq!(
+                    elsewhere,
+                    views.values().filter(|v| v.elsewhere.is_some()).count(),
+                    "round {round}"
+                );
                 app.set_views(Arc::new(crate::engine::Views::default()));
+                assert_eq!(app.elsewhere, 0);
                 app.set_views(Arc::new(views.clone()));
                 assert_eq!(
                     incremental, app.table.rows,
                     "{sort:?} reversed={reverse}, round {round}"
                 );
+                assert_eq!(app.elsewhere, elsewhere);
                 if let Some(key) = selected
                     && views.contains_key(&key)
                     && incremental.iter().any(|r| r.id.key == key)

@@ -39,7 +39,7 @@ pub fn draw(f: &mut Frame, app: &App) {
         coverage: &app.coverage,
         role: &app.role,
         tenancy: &app.tenancy,
-        views: &app.views,
+        elsewhere: app.elsewhere,
         switching: app.switching.as_deref(),
         favourites: app.favourites.of(&app.context),
     };

@@ -57,6 +57,9 @@ pub struct App {
     pub answering_since: Option<Timestamp>,
     pub now: Timestamp,
     pub views: Arc<Views>,
+    /// How many of `views` another engine reconciles (the header says so), kept as views
+    /// change rather than counted at every frame.
+    pub elsewhere: usize,
     /// Ready and desired replicas of every Helm release's workloads (READY column).
     pub replicas: Arc<ReplicaMap>,
     /// Flux HelmReleases and stored Helm releases.
@@ -118,6 +121,7 @@ impl App {
             answering_since: None,
             now,
             views: Arc::default(),
+            elsewhere: 0,
             replicas: Arc::default(),
             others: Arc::default(),
             managed: HashMap::new(),
@@ -202,10 +206,15 @@ impl App {
     /// each moves to its sorted place, so thousands of releases cost nothing per event.
     pub fn set_views(&mut self, views: Arc<Views>) {
         let old = std::mem::replace(&mut self.views, views);
-        let mut changed: Vec<RowKey> = changed_keys(&old, &self.views)
-            .into_iter()
-            .map(RowKey::wheelhouse)
-            .collect();
+        let keys = changed_keys(&old, &self.views);
+        let elsewhere = |views: &Views, k: &ReleaseKey| {
+            views.get(k).is_some_and(|v| v.elsewhere.is_some()) as usize
+        };
+        for k in &keys {
+            self.elsewhere =
+                (self.elsewhere + elsewhere(&self.views, k)).saturating_sub(elsewhere(&old, k));
+        }
+        let mut changed: Vec<RowKey> = keys.into_iter().map(RowKey::wheelhouse).collect();
         let moved = self.remanage(&changed);
         changed.extend(moved);
         let (table, source) = self.table_and_source();

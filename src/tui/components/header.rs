@@ -20,7 +20,8 @@ pub struct HeaderScreen<'a> {
     pub coverage: &'a crate::engine::Coverage,
     pub role: &'a Role,
     pub tenancy: &'a crate::tenancy::Policy,
-    pub views: &'a crate::engine::Views,
+    /// How many releases shown another engine reconciles.
+    pub elsewhere: usize,
     pub switching: Option<&'a str>,
     /// The context's favourite namespaces, in key order.
     pub favourites: &'a [String],
@@ -45,9 +46,8 @@ pub fn draw(f: &mut Frame, app: &HeaderScreen<'_>, area: Rect) {
         role.push_str(" · locked down");
     }
     // Who reconciles the rest: releases shown here that another engine covers.
-    let elsewhere = app.views.values().filter(|v| v.elsewhere.is_some()).count();
-    if elsewhere > 0 {
-        role.push_str(&format!("; {elsewhere} by other engines"));
+    if app.elsewhere > 0 {
+        role.push_str(&format!("; {} by other engines", app.elsewhere));
     }
     let mut context = app.context.to_owned();
     let mut scope = scope;

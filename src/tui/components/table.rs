@@ -90,6 +90,10 @@ pub struct ReleaseTable {
     /// release has one row or two: a `Vec` (a `BTreeSet` node per release took 12 MB at
     /// 20,000 releases).
     rows_of_release: HashMap<ReleaseId, Vec<RowKey>>,
+    /// How many of `rows` are in each state, kept as rows come and go: the bottom border
+    /// shows them at every frame, and counting 20,000 rows four times a second was most
+    /// of an idle dashboard's drawing.
+    states: StateCounts,
     pub selected: usize,
     pub marked: BTreeSet<RowKey>,
     pub filter: String,
@@ -101,6 +105,11 @@ impl ReleaseTable {
     /// The row under the cursor.
     pub fn selected_row(&self) -> Option<&Row> {
         self.rows.get(self.selected).map(|r| &**r)
+    }
+
+    /// How many of the rows shown are in each state.
+    pub fn states(&self) -> &StateCounts {
+        &self.states
     }
 
     /// The row of `key`, if it is in the table.
@@ -162,6 +171,7 @@ impl ReleaseTable {
         if let Some(old) = self.row_cache.remove(key) {
             if let Ok(i) = self.rows.binary_search_by(|r| order(r, &old)) {
                 self.rows.remove(i);
+                self.states.remove(old.state);
             }
             if let Some(keys) = self.rows_of_release.get_mut(&old.release) {
                 keys.retain(|k| k != key);
@@ -180,6 +190,7 @@ impl ReleaseTable {
                 .binary_search_by(|r| order(r, &row))
                 .unwrap_or_else(|i| i);
             let row = Arc::new(row);
+            self.states.add(row.state);
             self.rows.insert(i, row.clone());
             link(&mut self.rows_of_release, &row.release, key);
             self.row_cache.insert(key.clone(), row);
@@ -219,6 +230,7 @@ impl ReleaseTable {
             link(&mut self.rows_of_release, &row.release, &row.id);
         }
         self.row_cache = rows.iter().map(|r| (r.id.clone(), r.clone())).collect();
+        self.states = StateCounts::of(&rows);
         self.rows = rows;
         // Keep the cursor on the same release when rows move.
         if let Some(key) = key {
@@ -306,7 +318,7 @@ fn sort_title(sort: SortBy, reverse: bool) -> String {
 
 pub fn draw(f: &mut Frame, app: &TableScreen<'_>, area: Rect) {
     let t = app.theme;
-    let mut counts = count_states(&app.table.rows);
+    let mut counts = app.table.states().to_string();
     if app.stale_for.is_some() {
         counts = format!("last known: {counts}");
     }
@@ -508,24 +520,61 @@ fn fit_columns(widths: &mut [u16], shrinkable: &[(usize, u16)], budget: u16) {
     }
 }
 
-fn count_states(rows: &[Arc<Row>]) -> String {
-    let states = [
-        State::Ready,
-        State::Progressing,
-        State::Failed,
-        State::Canceled,
-        State::Drifted,
-        State::Suspended,
-        State::Unknown,
-    ];
-    let parts: Vec<String> = states
-        .iter()
-        .filter_map(|s| {
-            let n = rows.iter().filter(|r| r.state == *s).count();
-            (n > 0).then(|| format!("{} {n} {}", s.symbol(), s.word().to_lowercase()))
-        })
-        .collect();
-    parts.join("  ")
+/// The states in the order the bottom border counts them.
+const STATES: [State; 7] = [
+    State::Ready,
+    State::Progressing,
+    State::Failed,
+    State::Canceled,
+    State::Drifted,
+    State::Suspended,
+    State::Unknown,
+];
+
+/// How many rows are in each state (indexed as `STATES`).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct StateCounts([usize; STATES.len()]);
+
+impl StateCounts {
+    /// The counts of `rows`, counted afresh.
+    pub fn of(rows: &[Arc<Row>]) -> Self {
+        let mut counts = Self::default();
+        for row in rows {
+            counts.add(row.state);
+        }
+        counts
+    }
+
+    fn slot(state: State) -> usize {
+        STATES.iter().position(|s| *s == state).unwrap_or(0)
+    }
+
+    fn add(&mut self, state: State) {
+        self.0[Self::slot(state)] += 1;
+    }
+
+    fn remove(&mut self, state: State) {
+        let n = &mut self.0[Self::slot(state)];
+        *n = n.saturating_sub(1);
+    }
+}
+
+/// `✓ 3 ready  ⟳ 1 progressing`: the states present, in `STATES` order.
+impl std::fmt::Display for StateCounts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut first = true;
+        for (state, n) in STATES.iter().zip(self.0) {
+            if n == 0 {
+                continue;
+            }
+            if !first {
+                f.write_str("  ")?;
+            }
+            first = false;
+            write!(f, "{} {n} {}", state.symbol(), state.word().to_lowercase())?;
+        }
+        Ok(())
+    }
 }
 
 /// The state column: while disconnected never a confident state, only the last one
