@@ -545,8 +545,17 @@ impl StateCounts {
         counts
     }
 
+    /// `state`'s place in `STATES`; a match, so that a new state cannot go uncounted.
     fn slot(state: State) -> usize {
-        STATES.iter().position(|s| *s == state).unwrap_or(0)
+        match state {
+            State::Ready => 0,
+            State::Progressing => 1,
+            State::Failed => 2,
+            State::Canceled => 3,
+            State::Drifted => 4,
+            State::Suspended => 5,
+            State::Unknown => 6,
+        }
     }
 
     fn add(&mut self, state: State) {
@@ -583,5 +592,17 @@ fn state_cell(app: &TableScreen<'_>, r: &Row) -> String {
     match app.stale_for {
         Some(age) => format!("? {} ({} old)", r.state.word(), crate::age::coarse(age)),
         None => r.state_text(app.now),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_state_is_counted_in_its_own_place() {
+        for (i, state) in STATES.iter().enumerate() {
+            assert_eq!(StateCounts::slot(*state), i, "{state:?}");
+        }
     }
 }
