@@ -66,6 +66,19 @@ pub struct InstallOptions {
     /// The cluster's tenancy policy: published for every engine (dashboards included),
     /// and, when locked down, the controllers' flags and a grant that only impersonates.
     pub tenancy: crate::tenancy::Policy,
+    /// Where `/metrics` listens in the pod (`--metrics-addr`): every address by default,
+    /// for Prometheus, behind the NetworkPolicy [`METRICS_SCRAPER_LABEL`] opens;
+    /// `127.0.0.1:8080` keeps the series (which name every release) inside the pod.
+    pub metrics_addr: std::net::SocketAddr,
+}
+
+/// The namespace label that lets pods of a namespace (Prometheus') scrape the
+/// controllers' metrics; no other pod may (the NetworkPolicy `wheelhouse-controller`).
+pub const METRICS_SCRAPER_LABEL: &str = "wheelhouse.dev/metrics-scraper";
+
+/// Every address, port 8080: what Prometheus scrapes through the metrics Service.
+pub fn default_metrics_addr() -> std::net::SocketAddr {
+    std::net::SocketAddr::from(([0, 0, 0, 0], METRICS_PORT.1 as u16))
 }
 
 /// `ghcr.io/wheelhouse-dev/wheelhouse:v<this version>`.
@@ -138,7 +151,9 @@ pub fn manifests(opts: &InstallOptions) -> Vec<serde_json::Value> {
         // ServiceAccount, never from a grant of the engine's.
         release_role: (!opts.tenancy.locked_down()).then(|| RELEASE_ROLE.to_owned()),
     }));
+    out.extend(aggregated_roles().iter().map(value));
     out.push(value(&metrics_service(&opts.namespace)));
+    out.push(value(&network_policy(&opts.namespace)));
     out.push(value(&deployment(opts, None)));
     out.push(value(&receiver_service(&opts.namespace, None)));
     let mut seen = Vec::new();
@@ -192,6 +207,96 @@ fn controller_labels() -> BTreeMap<String, String> {
         ("app.kubernetes.io/name", "wheelhouse"),
         ("app.kubernetes.io/component", "controller"),
     ])
+}
+
+/// HelmReleases in Kubernetes' own user-facing roles, as Flux adds its kinds to them: who
+/// holds `view` in a namespace reads its HelmReleases, `edit` and `admin` write them. A
+/// tenant's ServiceAccount bound to `admin` in its namespace can then read the
+/// dependencies its releases name there, and only there (a dependsOn is read as the
+/// release, src/engine/worker/guards.rs).
+fn aggregated_roles() -> Vec<k8s_openapi::api::rbac::v1::ClusterRole> {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule};
+    let role = |name: &str, to: &[&str], verbs: &[&str]| {
+        let mut pairs = vec![("app.kubernetes.io/name", "wheelhouse")];
+        let keys: Vec<String> = to
+            .iter()
+            .map(|r| format!("rbac.authorization.k8s.io/aggregate-to-{r}"))
+            .collect();
+        pairs.extend(keys.iter().map(|k| (k.as_str(), "true")));
+        ClusterRole {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                labels: Some(labels(&pairs)),
+                ..ObjectMeta::default()
+            },
+            rules: Some(vec![PolicyRule {
+                api_groups: Some(vec!["wheelhouse.dev".to_owned()]),
+                resources: Some(vec!["helmreleases".to_owned()]),
+                verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+                ..PolicyRule::default()
+            }]),
+            ..ClusterRole::default()
+        }
+    };
+    vec![
+        role(
+            "wheelhouse-view",
+            &["view", "edit", "admin"],
+            &["get", "list", "watch"],
+        ),
+        role(
+            "wheelhouse-edit",
+            &["edit", "admin"],
+            &["create", "update", "patch", "delete", "deletecollection"],
+        ),
+    ]
+}
+
+/// Who may reach the controllers' pods: the receivers and probes from anywhere (senders
+/// are outside the cluster; the kubelet probes), `/metrics` only from namespaces labelled
+/// [`METRICS_SCRAPER_LABEL`]: its series name every release of every tenant.
+fn network_policy(namespace: &str) -> k8s_openapi::api::networking::v1::NetworkPolicy {
+    use k8s_openapi::api::networking::v1::{
+        NetworkPolicy, NetworkPolicyIngressRule, NetworkPolicyPeer, NetworkPolicyPort,
+        NetworkPolicySpec,
+    };
+    let port = |p: (&str, i32)| NetworkPolicyPort {
+        port: Some(IntOrString::Int(p.1)),
+        protocol: Some("TCP".to_owned()),
+        ..NetworkPolicyPort::default()
+    };
+    NetworkPolicy {
+        metadata: ObjectMeta {
+            name: Some(CONTROLLER.to_owned()),
+            namespace: Some(namespace.to_owned()),
+            labels: Some(labels(&[("app.kubernetes.io/name", "wheelhouse")])),
+            ..ObjectMeta::default()
+        },
+        spec: Some(NetworkPolicySpec {
+            pod_selector: Some(LabelSelector {
+                match_labels: Some(controller_labels()),
+                ..LabelSelector::default()
+            }),
+            policy_types: Some(vec!["Ingress".to_owned()]),
+            ingress: Some(vec![
+                NetworkPolicyIngressRule {
+                    from: None,
+                    ports: Some(vec![port(RECEIVER_PORT), port(HEALTH_PORT)]),
+                },
+                NetworkPolicyIngressRule {
+                    from: Some(vec![NetworkPolicyPeer {
+                        namespace_selector: Some(LabelSelector {
+                            match_labels: Some(labels(&[(METRICS_SCRAPER_LABEL, "true")])),
+                            ..LabelSelector::default()
+                        }),
+                        ..NetworkPolicyPeer::default()
+                    }]),
+                    ports: Some(vec![port(METRICS_PORT)]),
+                },
+            ]),
+            ..NetworkPolicySpec::default()
+        }),
+    }
 }
 
 fn metrics_service(namespace: &str) -> Service {
@@ -280,7 +385,7 @@ fn deployment(opts: &InstallOptions, shard: Option<&str>) -> Deployment {
     let mut args: Vec<String> = [
         "controller",
         "--metrics-addr",
-        &format!("0.0.0.0:{}", METRICS_PORT.1),
+        &opts.metrics_addr.to_string(),
         "--health-addr",
         &format!("0.0.0.0:{}", HEALTH_PORT.1),
         "--receiver-addr",
@@ -301,6 +406,12 @@ fn deployment(opts: &InstallOptions, shard: Option<&str>) -> Deployment {
     }
     if opts.tenancy.no_cross_namespace_refs {
         args.push("--no-cross-namespace-refs".to_owned());
+    }
+    for net in &opts.tenancy.allowed_networks {
+        args.extend(["--allow-network".to_owned(), net.to_string()]);
+    }
+    for net in &opts.tenancy.denied_networks {
+        args.extend(["--deny-network".to_owned(), net.to_string()]);
     }
     let probe = |path: &str| Probe {
         http_get: Some(HTTPGetAction {
@@ -450,6 +561,7 @@ mod tests {
             image: "registry.example/wheelhouse:dev".into(),
             shards: shards.iter().map(|s| (*s).to_owned()).collect(),
             tenancy: Default::default(),
+            metrics_addr: default_metrics_addr(),
         }
     }
 
@@ -483,7 +595,10 @@ mod tests {
                 "RoleBinding/wheelhouse-engine-lease",
                 "ClusterRoleBinding/wheelhouse-engine",
                 "ClusterRoleBinding/wheelhouse-release-admin",
+                "ClusterRole/wheelhouse-view",
+                "ClusterRole/wheelhouse-edit",
                 "Service/wheelhouse-controller-metrics",
+                "NetworkPolicy/wheelhouse-controller",
                 "Deployment/wheelhouse-controller",
                 "Service/wheelhouse-webhook-receiver",
                 "ConfigMap/wheelhouse-tenancy",
@@ -492,6 +607,14 @@ mod tests {
             ]
         );
         assert_eq!(objects[0], value(&crate::api::crd()));
+        // /metrics only for namespaces labelled as scrapers; receivers and probes for all.
+        let policy = &objects[11]["spec"]["ingress"];
+        assert_eq!(policy[0]["from"], serde_json::Value::Null);
+        assert_eq!(
+            policy[1]["from"][0]["namespaceSelector"]["matchLabels"][METRICS_SCRAPER_LABEL],
+            "true"
+        );
+        assert_eq!(policy[1]["ports"][0]["port"], METRICS_PORT.1);
         // The grant is exactly `wheelhouse rbac` for every namespace, lease here.
         assert_eq!(
             objects[2..8],
@@ -503,19 +626,19 @@ mod tests {
                 release_role: Some("admin".into()),
             })[..]
         );
-        for o in &objects[2..11] {
+        for o in &objects[2..14] {
             if o["kind"] != "ClusterRole" && o["kind"] != "ClusterRoleBinding" {
                 assert_eq!(o["metadata"]["namespace"], "ops", "{o}");
             }
         }
         // The open policy, published where every engine reads it.
         assert_eq!(
-            objects[11..],
+            objects[14..],
             crate::tenancy::manifests(&Default::default())[..]
         );
         // The receivers' Service selects the unsharded controller's pods only.
         assert_eq!(
-            objects[10]["spec"]["selector"]["app.kubernetes.io/instance"],
+            objects[13]["spec"]["selector"]["app.kubernetes.io/instance"],
             "wheelhouse-controller"
         );
         for binding in [&objects[5], &objects[6], &objects[7]] {
@@ -532,6 +655,7 @@ mod tests {
         o.tenancy = crate::tenancy::Policy {
             default_service_account: Some("tenant".into()),
             no_cross_namespace_refs: true,
+            ..Default::default()
         };
         let objects = manifests(&o);
         assert!(
@@ -748,6 +872,7 @@ mod tests {
             image: "y".into(),
             shards: vec!["0644".into(), "no".into()],
             tenancy: Default::default(),
+            metrics_addr: default_metrics_addr(),
         };
         for o in [opts(&["s1"]), tricky] {
             let text = yaml(&o);

@@ -23,6 +23,7 @@ pub mod receive;
 pub mod release;
 pub mod remote;
 pub mod render;
+pub mod safe_text;
 pub mod slots;
 pub mod source;
 pub mod telemetry;

@@ -44,7 +44,11 @@ async fn run() -> ExitCode {
     match wheelhouse::cli::run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("wheelhouse: {e}");
+            // An error can carry the cluster's words (an API server's message, a chart's).
+            eprintln!(
+                "wheelhouse: {}",
+                wheelhouse::safe_text::escape(&e.to_string())
+            );
             ExitCode::FAILURE
         }
     }

@@ -141,16 +141,25 @@ pub fn engine_rules() -> Vec<PolicyRule> {
         // A cluster-wide engine watches the namespace engines' Leases to leave their
         // namespaces alone (engine::coverage); read only.
         rule(&["coordination.k8s.io"], &["leases"], &["list", "watch"]),
+        // The cluster's own Service and Pod ranges, which the outbound policy refuses to
+        // tenants' sources under the lockdown (engine/policy.rs); read only.
+        rule(&["networking.k8s.io"], &["servicecidrs"], &["list"]),
+        rule(&[""], &["nodes"], &["list"]),
     ]
 }
 
-/// The engine's own Lease: taken, renewed and released by update.
+/// The engine's own Lease: taken, renewed and released by update; and beside it the
+/// cluster's config-hash key, made by the first engine that needs it
+/// (`tracking::hash::KEY_SECRET`; create cannot be limited to one name).
 fn lease_rules() -> Vec<PolicyRule> {
-    vec![rule(
-        &["coordination.k8s.io"],
-        &["leases"],
-        &["get", "create", "update"],
-    )]
+    vec![
+        rule(
+            &["coordination.k8s.io"],
+            &["leases"],
+            &["get", "create", "update"],
+        ),
+        rule(&[""], &["secrets"], &["create"]),
+    ]
 }
 
 /// A namespace engine reads the cluster-wide engine's Lease to defer to it.

@@ -155,6 +155,14 @@ pub fn check(name: &str, bytes: &[u8], allowed: Allowances) -> Result<Checked, E
             "its server {server:?} is not an http(s) URL"
         )));
     }
+    // Plain HTTP sends the credentials in clear and trusts whatever answers: as insecure
+    // as turning verification off, so it takes the same flag.
+    if server.starts_with("http://") && !allowed.insecure_tls {
+        return Err(refused(format!(
+            "its server {} is plain http://, which sends the credentials unencrypted (the engine allows it only with --insecure-kubeconfig-tls)",
+            crate::source::redact_url(&server)
+        )));
+    }
     let file = |field: &str| {
         refused(format!(
             "{field} names a file of the engine's machine; only inline data is accepted (its -data form)"
@@ -240,30 +248,58 @@ pub fn check(name: &str, bytes: &[u8], allowed: Allowances) -> Result<Checked, E
 }
 
 impl Checked {
-    /// A client of the remote cluster as the kubeconfig's user.
-    pub async fn client(&self) -> Result<kube::Client, Error> {
+    /// The server the kubeconfig names.
+    pub fn server(&self) -> &str {
+        self.kubeconfig
+            .clusters
+            .first()
+            .and_then(|c| c.cluster.as_ref())
+            .and_then(|c| c.server.as_deref())
+            .unwrap_or_default()
+    }
+
+    /// A client of the remote cluster as the kubeconfig's user, connecting through
+    /// `proxy` (the cluster's outbound policy) when given. An error answer that is not a
+    /// Kubernetes Status is never quoted ([`answers_as_data`]).
+    pub async fn client(&self, proxy: Option<&str>) -> Result<kube::Client, Error> {
         let failed = |reason: String| Error::Client {
             name: self.secret.clone(),
             reason,
         };
-        let config = kube::Config::from_custom_kubeconfig(
+        let mut config = kube::Config::from_custom_kubeconfig(
             self.kubeconfig.clone(),
             &kube::config::KubeConfigOptions::default(),
         )
         .await
         .map_err(|e| failed(e.to_string()))?;
-        kube::Client::try_from(config).map_err(|e| failed(e.to_string()))
+        if let Some(proxy) = proxy {
+            config.proxy_url =
+                Some(proxy.parse().map_err(|_| {
+                    failed("the outbound policy's proxy URL does not parse".into())
+                })?);
+        }
+        let client = kube::Client::try_from(config).map_err(|e| failed(e.to_string()))?;
+        Ok(answers_as_data(&client))
     }
 
     /// Writes the checked kubeconfig (nothing else of the Secret) to a new file of its own
     /// in `dir`, readable by the engine's user only: the renderer's `--kubeconfig`. Its
     /// owner removes it when done ([`remove_file`]).
-    pub fn write_to(&self, dir: &Path) -> Result<PathBuf, Error> {
+    pub fn write_to(&self, dir: &Path, proxy: Option<&str>) -> Result<PathBuf, Error> {
         let failed = |source| Error::File {
             name: self.secret.clone(),
             source,
         };
-        let text = serde_json::to_vec(&self.kubeconfig).expect("a checked kubeconfig serialises");
+        // The renderer (lookup, discovery) reaches the cluster through the same policy.
+        let mut kubeconfig = self.kubeconfig.clone();
+        if let Some(cluster) = kubeconfig
+            .clusters
+            .first_mut()
+            .and_then(|c| c.cluster.as_mut())
+        {
+            cluster.proxy_url = proxy.map(str::to_owned);
+        }
+        let text = serde_json::to_vec(&kubeconfig).expect("a checked kubeconfig serialises");
         let mut file = tempfile::Builder::new()
             .prefix(&format!("{}-", self.digest))
             .suffix(".kubeconfig")
@@ -273,6 +309,62 @@ impl Checked {
         let (_, path) = file.keep().map_err(|e| failed(e.error))?;
         Ok(path)
     }
+}
+
+/// The largest error answer read to tell whether it is a Kubernetes Status.
+const MAX_ERROR_BODY: usize = 64 * 1024;
+
+/// `client` whose error answers are Kubernetes Status objects or a fixed description:
+/// kube quotes an error body it cannot parse as the error's message, and a remote
+/// cluster's address is a tenant's choice, so what answers there is data, never status
+/// text (docs/operations/multi-tenancy.md, "Outbound requests").
+pub fn answers_as_data(client: &kube::Client) -> kube::Client {
+    use http_body_util::BodyExt;
+    let inner = client.clone();
+    let service = tower::service_fn(move |request: hyper::Request<kube::client::Body>| {
+        let inner = inner.clone();
+        async move {
+            let response = inner
+                .send(request)
+                .await
+                .map_err(|e| -> tower::BoxError { Box::new(e) })?;
+            let status = response.status();
+            if !(status.is_client_error() || status.is_server_error()) {
+                return Ok::<_, tower::BoxError>(response);
+            }
+            let (mut parts, body) = response.into_parts();
+            parts.headers.remove(hyper::header::CONTENT_LENGTH);
+            let bytes = http_body_util::Limited::new(body, MAX_ERROR_BODY)
+                .collect()
+                .await
+                .map(|b| b.to_bytes().to_vec())
+                .unwrap_or_default();
+            let is_status = serde_json::from_slice::<serde_json::Value>(&bytes)
+                .ok()
+                .is_some_and(|v| v.get("kind").and_then(|k| k.as_str()) == Some("Status"));
+            let body = if is_status {
+                bytes
+            } else {
+                serde_json::to_vec(&serde_json::json!({
+                    "kind": "Status",
+                    "apiVersion": "v1",
+                    "status": "Failure",
+                    "code": status.as_u16(),
+                    "reason": status.canonical_reason().unwrap_or_default(),
+                    "message": format!(
+                        "the server answered HTTP {} with something other than a Kubernetes Status (its content is not shown)",
+                        status.as_u16()
+                    ),
+                }))
+                .unwrap_or_default()
+            };
+            Ok::<_, tower::BoxError>(hyper::Response::from_parts(
+                parts,
+                kube::client::Body::from(body),
+            ))
+        }
+    });
+    kube::Client::new(service, client.default_namespace().to_owned())
 }
 
 /// Removes a kubeconfig file [`Checked::write_to`] made (best effort: the directory goes
@@ -336,8 +428,8 @@ mod tests {
         .unwrap();
         let dir = tempfile::tempdir().unwrap();
         let (first, second) = (
-            c.write_to(dir.path()).unwrap(),
-            c.write_to(dir.path()).unwrap(),
+            c.write_to(dir.path(), None).unwrap(),
+            c.write_to(dir.path(), None).unwrap(),
         );
         assert_ne!(first, second, "each owner has a file of its own");
         let mode = std::fs::metadata(&first).unwrap().permissions().mode();

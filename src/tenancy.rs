@@ -33,6 +33,10 @@ pub const SETTINGS_NAME: &str = "wheelhouse-tenancy";
 /// Its keys, with Flux's flag names in camel case.
 pub const DEFAULT_SERVICE_ACCOUNT_KEY: &str = "defaultServiceAccount";
 pub const NO_CROSS_NAMESPACE_REFS_KEY: &str = "noCrossNamespaceRefs";
+/// The outbound policy of releases' sources (src/source/egress.rs): networks tenants'
+/// sources may reach despite the lockdown's defaults, and networks no source may reach.
+pub const ALLOWED_NETWORKS_KEY: &str = "allowedNetworks";
+pub const DENIED_NETWORKS_KEY: &str = "deniedNetworks";
 
 /// The Role and RoleBinding that let every authenticated identity read the policy.
 pub const READER_ROLE: &str = "wheelhouse-tenancy-reader";
@@ -46,6 +50,11 @@ pub struct Policy {
     /// `--no-cross-namespace-refs`: targetNamespace, storageNamespace and dependsOn must
     /// stay in the HelmRelease's namespace.
     pub no_cross_namespace_refs: bool,
+    /// `--allow-network`: exceptions to what tenants' sources may not reach under the
+    /// lockdown (loopback, link-local, the cluster's own ranges).
+    pub allowed_networks: Vec<ipnet::IpNet>,
+    /// `--deny-network`: what no release's source may reach.
+    pub denied_networks: Vec<ipnet::IpNet>,
 }
 
 /// Why a policy cannot be used (a conflict, an unreadable setting).
@@ -101,9 +110,19 @@ impl Policy {
                     });
                 }
             };
+        let networks = |key: &'static str| match data.get(key) {
+            None => Ok(Vec::new()),
+            Some(v) => crate::source::egress::parse_networks(v).map_err(|_| PolicyError::Invalid {
+                key,
+                value: v.clone(),
+                expected: "a comma-separated list of networks (CIDRs)",
+            }),
+        };
         Ok(Self {
             default_service_account,
             no_cross_namespace_refs,
+            allowed_networks: networks(ALLOWED_NETWORKS_KEY)?,
+            denied_networks: networks(DENIED_NETWORKS_KEY)?,
         })
     }
 
@@ -118,7 +137,39 @@ impl Policy {
                 NO_CROSS_NAMESPACE_REFS_KEY.to_owned(),
                 self.no_cross_namespace_refs.to_string(),
             ),
+            (
+                ALLOWED_NETWORKS_KEY.to_owned(),
+                join_networks(&self.allowed_networks),
+            ),
+            (
+                DENIED_NETWORKS_KEY.to_owned(),
+                join_networks(&self.denied_networks),
+            ),
         ])
+    }
+
+    /// The outbound rules of releases' sources, with the cluster's own ranges as found.
+    pub fn egress_rules(&self, cluster: Vec<ipnet::IpNet>) -> crate::source::egress::Rules {
+        crate::source::egress::Rules {
+            denied: self.denied_networks.clone(),
+            allowed: self.allowed_networks.clone(),
+            cluster,
+        }
+    }
+
+    /// Which outbound rules a release's sources answer to: a tenant's under the lockdown.
+    pub fn egress_class(&self) -> crate::source::egress::Class {
+        if self.locked_down() {
+            crate::source::egress::Class::Tenant
+        } else {
+            crate::source::egress::Class::Engine
+        }
+    }
+
+    /// Whether any outbound rule applies to a release's sources (else they connect
+    /// directly, as before any policy).
+    pub fn polices_egress(&self) -> bool {
+        self.locked_down() || !self.denied_networks.is_empty()
     }
 
     /// The policy an engine enforces: the cluster's published one, tightened by the
@@ -140,10 +191,20 @@ impl Policy {
             }
             (p, f) => p.clone().or_else(|| f.clone()),
         };
+        // Networks: a flag can only refuse more. The published exceptions stand (an
+        // engine's own --allow-network counts only where nothing is published).
+        let mut denied_networks = published.denied_networks.clone();
+        for net in &flags.denied_networks {
+            if !denied_networks.contains(net) {
+                denied_networks.push(*net);
+            }
+        }
         Ok(Self {
             default_service_account,
             no_cross_namespace_refs: published.no_cross_namespace_refs
                 || flags.no_cross_namespace_refs,
+            allowed_networks: published.allowed_networks.clone(),
+            denied_networks,
         })
     }
 
@@ -202,6 +263,14 @@ impl Policy {
             (Some(sa), true) => format!("locked down (default SA {sa}, no cross-namespace refs)"),
         }
     }
+}
+
+fn join_networks(networks: &[ipnet::IpNet]) -> String {
+    networks
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// Whom a release acts as.
@@ -364,6 +433,7 @@ mod tests {
         Policy {
             default_service_account: Some(sa.into()),
             no_cross_namespace_refs: true,
+            ..Policy::default()
         }
     }
 
@@ -422,12 +492,14 @@ mod tests {
         let flags = Policy {
             default_service_account: None,
             no_cross_namespace_refs: true,
+            ..Policy::default()
         };
         assert_eq!(
             Policy::combine(Some(&published), &flags).unwrap(),
             Policy {
                 default_service_account: Some("tenant".into()),
-                no_cross_namespace_refs: true
+                no_cross_namespace_refs: true,
+                ..Policy::default()
             }
         );
         assert_eq!(Policy::combine(None, &flags).unwrap(), flags);

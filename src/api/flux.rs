@@ -61,6 +61,10 @@ pub struct FluxSpec {
     pub timeout: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub values: Option<serde_json::Value>,
+    /// As written: read only to tell which values came from Secrets (masked by origin),
+    /// so an entry this version cannot read never fails the object.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values_from: Vec<serde_json::Value>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

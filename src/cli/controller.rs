@@ -63,6 +63,16 @@ pub struct ControllerArgs {
     #[arg(long, env = "WHEELHOUSE_NO_CROSS_NAMESPACE_REFS")]
     pub no_cross_namespace_refs: bool,
 
+    /// Outbound policy (with the lockdown): a network (CIDR) tenants' chart sources,
+    /// registries, Git servers and remote kubeconfigs may reach although the lockdown
+    /// refuses it by default (loopback, link-local, the cluster's own ranges); repeatable.
+    #[arg(long = "allow-network", value_name = "CIDR", value_parser = parse_network)]
+    pub allow_networks: Vec<ipnet::IpNet>,
+
+    /// Outbound policy: a network (CIDR) no release's source may reach; repeatable.
+    #[arg(long = "deny-network", value_name = "CIDR", value_parser = parse_network)]
+    pub deny_networks: Vec<ipnet::IpNet>,
+
     /// Let a release's kubeConfig Secret run the `exec` credential plugin it names, a
     /// program on this machine (Flux's flag). Off: such a kubeconfig is refused.
     #[arg(long, env = "WHEELHOUSE_INSECURE_KUBECONFIG_EXEC")]
@@ -72,6 +82,13 @@ pub struct ControllerArgs {
     /// insecure-skip-tls-verify (Flux's flag). Off: such a kubeconfig is refused.
     #[arg(long, env = "WHEELHOUSE_INSECURE_KUBECONFIG_TLS")]
     pub insecure_kubeconfig_tls: bool,
+}
+
+pub(super) fn parse_network(text: &str) -> std::result::Result<ipnet::IpNet, String> {
+    match crate::source::egress::parse_networks(text)?.as_slice() {
+        [one] => Ok(*one),
+        _ => Err(format!("{text:?}: one network (CIDR) per flag")),
+    }
 }
 
 pub(super) fn parse_service_account_name(name: &str) -> std::result::Result<String, String> {
@@ -116,6 +133,8 @@ pub async fn run(cluster: &ClusterArgs, render: &RenderArgs, args: ControllerArg
     config.tenancy = crate::tenancy::Policy {
         default_service_account: args.default_service_account,
         no_cross_namespace_refs: args.no_cross_namespace_refs,
+        allowed_networks: args.allow_networks,
+        denied_networks: args.deny_networks,
     };
     tracing::info!(identity = %config.identity, coverage = %config.coverage, lease_namespace = %config.lease_namespace, "starting engine");
     // A controller that cannot render charts is of no use: say how to fix it and stop,

@@ -29,6 +29,23 @@ pub struct InstallArgs {
     /// namespace, on every engine of the cluster (Flux's flag).
     #[arg(long)]
     pub no_cross_namespace_refs: bool,
+
+    /// Where the controllers' `/metrics` listens in their pods. Its series name every
+    /// release; the NetworkPolicy printed beside lets only namespaces labelled
+    /// `wheelhouse.dev/metrics-scraper: "true"` reach it. `127.0.0.1:8080` keeps it in
+    /// the pod.
+    #[arg(long, value_name = "ADDR", default_value_t = install::default_metrics_addr())]
+    pub metrics_addr: std::net::SocketAddr,
+
+    /// Outbound policy (with the lockdown): a network (CIDR) tenants' chart sources,
+    /// registries, Git servers and remote kubeconfigs may reach although the lockdown
+    /// refuses it by default (loopback, link-local, the cluster's own ranges); repeatable.
+    #[arg(long = "allow-network", value_name = "CIDR", value_parser = super::controller::parse_network)]
+    pub allow_networks: Vec<ipnet::IpNet>,
+
+    /// Outbound policy: a network (CIDR) no release's source may reach; repeatable.
+    #[arg(long = "deny-network", value_name = "CIDR", value_parser = super::controller::parse_network)]
+    pub deny_networks: Vec<ipnet::IpNet>,
 }
 
 pub fn run(cluster: &ClusterArgs, args: InstallArgs) {
@@ -60,7 +77,10 @@ pub fn run(cluster: &ClusterArgs, args: InstallArgs) {
             tenancy: crate::tenancy::Policy {
                 default_service_account: args.default_service_account,
                 no_cross_namespace_refs: args.no_cross_namespace_refs,
+                allowed_networks: args.allow_networks,
+                denied_networks: args.deny_networks,
             },
+            metrics_addr: args.metrics_addr,
         })
     );
 }

@@ -71,6 +71,12 @@ fn write_table(
         "AGE",
         "MESSAGE",
     ];
+    // Names, reasons and messages are the cluster's text: escaped before they are
+    // measured, so the columns line up with what is printed.
+    let rows: Vec<[String; 7]> = rows
+        .into_iter()
+        .map(|row| row.map(|cell| crate::safe_text::escape(&cell).into_owned()))
+        .collect();
     let mut widths = header.map(str::len);
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -132,5 +138,41 @@ status:
         assert!(lines[1].contains("true"), "{text}");
         assert!(lines[1].contains("60m"), "{text}");
         assert!(lines[1].ends_with("Helm upgrade succeeded"), "{text}");
+    }
+
+    /// A tenant's chart `fail` message reaches the table escaped, never as the escape
+    /// sequences it holds.
+    #[test]
+    fn cluster_text_is_printed_escaped() {
+        let mut hr: HelmRelease = crate::yaml::from_str(
+            r#"
+apiVersion: wheelhouse.dev/v1alpha1
+kind: HelmRelease
+metadata: {name: web, namespace: apps}
+spec: {chart: {path: ./chart}}
+status:
+  conditions:
+    - {type: Ready, status: "False", reason: InstallFailed, message: "x", lastTransitionTime: "2026-01-01T23:00:00Z"}
+"#,
+        )
+        .unwrap();
+        hr.status.as_mut().unwrap().conditions[0].message =
+            "render failed: \u{1b}]2;owned\u{7}\u{1b}[2J".into();
+        let mut out = Vec::new();
+        write_table(
+            &[(hr, None)],
+            "2026-01-02T00:00:00Z".parse().unwrap(),
+            &mut out,
+        )
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}'),
+            "{text:?}"
+        );
+        assert!(
+            text.contains("render failed: \\x1b]2;owned\\x07\\x1b[2J"),
+            "{text}"
+        );
     }
 }

@@ -217,11 +217,12 @@ async fn read_source(
 
 /// What was not carried and the notes, on stderr.
 fn print_list(not_carried: &[String], notes: &[String]) {
+    // They quote the Flux object's own text (names, values): escaped for the terminal.
     for line in not_carried {
-        eprintln!("not carried: {line}");
+        eprintln!("not carried: {}", crate::safe_text::escape(line));
     }
     for line in notes {
-        eprintln!("note: {line}");
+        eprintln!("note: {}", crate::safe_text::escape(line));
     }
 }
 

@@ -18,22 +18,22 @@ use crate::api::HelmRelease;
 /// Hands pushes to an engine's releases (see [`EngineHandle::pusher`]).
 #[derive(Clone)]
 pub struct Pusher {
-    tx: tokio::sync::broadcast::Sender<Arc<crate::source::pushed::Pushed>>,
+    tx: tokio::sync::broadcast::Sender<Arc<crate::source::pushed::Wake>>,
     views: watch::Receiver<Arc<Views>>,
 }
 
 impl Pusher {
-    /// Wakes every release whose chart `pushed` names; how many those are (0: none of
-    /// this engine's releases comes from there, and nothing is woken).
-    pub fn push(&self, pushed: crate::source::pushed::Pushed) -> usize {
+    /// Wakes every release `wake` wakes, each once; how many those are (0: nothing of
+    /// this engine's is woken, and nothing is sent).
+    pub fn wake(&self, wake: crate::source::pushed::Wake) -> usize {
         let named = self
             .views
             .borrow()
             .values()
-            .filter(|v| v.problem.is_none() && pushed.names(&v.release.spec.chart))
+            .filter(|v| v.problem.is_none() && wake.wakes(&v.release))
             .count();
         if named > 0 {
-            let _ = self.tx.send(Arc::new(pushed));
+            let _ = self.tx.send(Arc::new(wake));
         }
         named
     }

@@ -135,9 +135,21 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         )
         .giving_way_to(precedence.clone()),
     );
+    // Releases' sources connect through the proxy that enforces the cluster's outbound
+    // policy (src/source/egress.rs) whenever the policy applies to them.
+    let (rules_tx, rules_rx) = watch::channel(Arc::new(crate::source::egress::Rules::default()));
+    let egress = crate::source::egress::Egress::start(rules_rx)?;
+    tokio::spawn(policy::keep_egress_rules(
+        client.clone(),
+        policy_rx.clone(),
+        rules_tx,
+        stop.clone(),
+    ));
     let mut ctx = Context::new(
         engine_client,
-        ChartSource::new(config.chart_cache.clone())?.with_chart_root(config.chart_root.clone()),
+        ChartSource::new(config.chart_cache.clone())?
+            .with_chart_root(config.chart_root.clone())
+            .with_egress(egress),
         renderer,
         recorder,
         &config.identity,
@@ -156,6 +168,8 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     ctx.metrics = config.metrics.clone();
     ctx.loads = crate::slots::Slots::new(config.concurrent.max(1));
     ctx.precedence = precedence;
+    // Every engine of the cluster shares the Lease's namespace, and so one key.
+    ctx.hash_keys = crate::tracking::HashKeys::new(client.clone(), &lease_ns);
     if !config.passive {
         // The setting lives beside the engine's Lease (docs/user-guide/notifications.md, "The setting").
         ctx.notifier = crate::notify::start(

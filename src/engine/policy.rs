@@ -84,3 +84,98 @@ pub(super) async fn keep_current(
         }
     }
 }
+
+/// How often the cluster's own ranges (ServiceCIDRs, nodes' Pod CIDRs) are read again
+/// while a lockdown polices releases' sources.
+const CLUSTER_RANGES_EVERY: Duration = Duration::from_secs(300);
+
+/// Keeps the outbound rules of releases' sources (src/source/egress.rs) current: the
+/// policy's networks as soon as it changes, and under a lockdown the cluster's own
+/// Service and Pod ranges, read with the engine's identity (an identity that may not
+/// list them gets only loopback, link-local and the policy's own lists, and says so once).
+pub(super) async fn keep_egress_rules(
+    client: Client,
+    mut policy: watch::Receiver<Policy>,
+    rules: watch::Sender<Arc<crate::source::egress::Rules>>,
+    stop: CancellationToken,
+) {
+    let mut cluster: Vec<ipnet::IpNet> = Vec::new();
+    let mut read_at: Option<tokio::time::Instant> = None;
+    let mut said = false;
+    loop {
+        let now = policy.borrow_and_update().clone();
+        let due = read_at.is_none_or(|at| at.elapsed() >= CLUSTER_RANGES_EVERY);
+        if now.locked_down() && due {
+            match cluster_ranges(&client).await {
+                Ok(found) => {
+                    if found != cluster {
+                        tracing::info!(ranges = ?found.iter().map(ToString::to_string).collect::<Vec<_>>(), "the cluster's own ranges, refused to tenants' sources");
+                    }
+                    cluster = found;
+                }
+                Err(e) if !said => {
+                    said = true;
+                    tracing::warn!(error = %e, "cannot read the cluster's Service and Pod ranges; tenants' sources are refused loopback, link-local and the policy's deniedNetworks only (list the ranges there)");
+                }
+                Err(_) => {}
+            }
+            read_at = Some(tokio::time::Instant::now());
+        }
+        rules.send_if_modified(|r| {
+            let next = now.egress_rules(cluster.clone());
+            let changed = **r != next;
+            if changed {
+                *r = Arc::new(next);
+            }
+            changed
+        });
+        tokio::select! {
+            () = stop.cancelled() => return,
+            changed = policy.changed() => if changed.is_err() { return },
+            () = tokio::time::sleep(CLUSTER_RANGES_EVERY) => {}
+        }
+    }
+}
+
+/// The Service ranges (ServiceCIDR objects) and the nodes' Pod ranges.
+async fn cluster_ranges(client: &Client) -> Result<Vec<ipnet::IpNet>, kube::Error> {
+    use k8s_openapi::api::core::v1::Node;
+    use k8s_openapi::api::networking::v1::ServiceCIDR;
+    use kube::api::{Api, ListParams};
+    let mut out: Vec<ipnet::IpNet> = Vec::new();
+    let mut add = |cidr: &str| {
+        if let Ok(net) = cidr.parse::<ipnet::IpNet>()
+            && !out.contains(&net.trunc())
+        {
+            out.push(net.trunc());
+        }
+    };
+    let services = Api::<ServiceCIDR>::all(client.clone())
+        .list(&ListParams::default())
+        .await?;
+    for s in services.items {
+        for cidr in s.spec.iter().flat_map(|spec| spec.cidrs.iter().flatten()) {
+            add(cidr);
+        }
+    }
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let nodes = Api::<Node>::all(client.clone()).list(&params).await?;
+        for node in &nodes.items {
+            let spec = node.spec.as_ref();
+            for cidr in spec
+                .and_then(|s| s.pod_cidrs.as_ref())
+                .into_iter()
+                .flatten()
+                .chain(spec.and_then(|s| s.pod_cidr.as_ref()))
+            {
+                add(cidr);
+            }
+        }
+        match nodes.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(next) => params = params.continue_token(&next),
+            None => break,
+        }
+    }
+    Ok(out)
+}

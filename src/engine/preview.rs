@@ -57,6 +57,8 @@ pub async fn preview(ctx: &Context, hr: &HelmRelease) -> Result<Preview, String>
             &acting.client,
             &rendered.manifest,
             &hr.target_namespace(),
+            &ctx.hash_keys.get().await,
+            current.as_ref().map(|c| c.manifest.as_str()),
         )
         .await
         .map_err(|e| e.to_string())?

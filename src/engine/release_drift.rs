@@ -55,16 +55,22 @@ pub(crate) fn writer_not_ours(
 /// hash the engine added is not taken for drift.
 pub(crate) async fn applied_manifest(
     acting: &Acting,
+    key: &crate::tracking::HashKey,
     hr: &HelmRelease,
     latest: &Release,
 ) -> crate::Result<String> {
     if !hr.spec.config_tracking.clone().unwrap_or_default().enabled {
         return Ok(latest.manifest.clone());
     }
-    let prepared =
-        crate::tracking::prepare_manifest(&acting.client, &latest.manifest, &hr.target_namespace())
-            .await
-            .map_err(|e| crate::Error::Tracking(Box::new(e)))?;
+    let prepared = crate::tracking::prepare_manifest(
+        &acting.client,
+        &latest.manifest,
+        &hr.target_namespace(),
+        key,
+        None,
+    )
+    .await
+    .map_err(|e| crate::Error::Tracking(Box::new(e)))?;
     Ok(prepared.applied)
 }
 
@@ -100,7 +106,7 @@ pub(crate) async fn compare(
     rules: &[IgnoreRule],
     elsewhere: &[Elsewhere],
 ) -> crate::Result<Vec<ObjectDrift>> {
-    let manifest = applied_manifest(acting, hr, latest).await?;
+    let manifest = applied_manifest(acting, &ctx.hash_keys.get().await, hr, latest).await?;
     let unavailable = ctx.discover_for(acting).await?.unavailable;
     let (release_name, namespace) = (hr.release_name(), hr.target_namespace());
     let owner = Owner::new(&release_name, &namespace)

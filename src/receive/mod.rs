@@ -47,6 +47,10 @@ struct Spec {
     /// Generic receivers: the chart sources (URLs) a call wakes.
     #[serde(default)]
     sources: Vec<String>,
+    /// The HelmReleases a call may wake (Flux's Receiver `resources`): a token holder
+    /// wakes these and nothing else, whatever repository its call names.
+    #[serde(default)]
+    resources: Vec<crate::source::pushed::Resource>,
 }
 
 /// One receiver, ready to hear calls.
@@ -56,6 +60,7 @@ pub struct Receiver {
     pub kind: Kind,
     token: Vec<u8>,
     pub sources: Vec<String>,
+    pub resources: Vec<crate::source::pushed::Resource>,
 }
 
 impl std::fmt::Debug for Receiver {
@@ -142,6 +147,12 @@ pub async fn load(client: &Client, namespace: &str) -> Result<Receivers, LoadErr
         if matches!(spec.kind, Kind::Generic | Kind::GenericHmac) && spec.sources.is_empty() {
             tracing::warn!(receiver = %spec.name, "a generic receiver without sources wakes nothing");
         }
+        if spec.resources.is_empty() {
+            tracing::warn!(receiver = %spec.name, "a receiver without resources wakes nothing: list the HelmReleases it may wake (resources: [{{kind: HelmRelease, name: '*', namespace: NS}}])");
+        }
+        if let Some(r) = spec.resources.iter().find(|r| r.kind != "HelmRelease") {
+            tracing::warn!(receiver = %spec.name, kind = %r.kind, "a receiver's resources name HelmReleases only; this entry wakes nothing");
+        }
         let path = path_of(&token, &spec.name, namespace);
         out.insert(
             path,
@@ -150,6 +161,7 @@ pub async fn load(client: &Client, namespace: &str) -> Result<Receivers, LoadErr
                 kind: spec.kind,
                 token,
                 sources: spec.sources,
+                resources: spec.resources,
             }),
         );
     }
@@ -172,11 +184,16 @@ mod tests {
     #[test]
     fn the_setting_reads_each_type() {
         let config: Config = crate::yaml::from_str(
-            "receivers:\n- {name: r, type: registry, secretRef: {name: s}}\n- {name: g, type: generic-hmac, secretRef: {name: s}, sources: [oci://x/y]}\n",
+            "receivers:\n- {name: r, type: registry, secretRef: {name: s}, resources: [{kind: HelmRelease, name: '*', namespace: apps}]}\n- {name: g, type: generic-hmac, secretRef: {name: s}, sources: [oci://x/y]}\n",
         )
         .unwrap();
         assert_eq!(config.receivers[0].kind, Kind::Registry);
         assert_eq!(config.receivers[1].kind, Kind::GenericHmac);
+        assert_eq!(
+            config.receivers[0].resources[0].namespace.as_deref(),
+            Some("apps")
+        );
+        assert!(config.receivers[1].resources.is_empty());
         assert!(
             crate::yaml::from_str::<Config>(
                 "receivers:\n- {name: r, type: ftp, secretRef: {name: s}}\n"

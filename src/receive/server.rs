@@ -1,7 +1,15 @@
 //! The receivers' HTTP listener (`--receiver-addr`): POST `/hook/<path>` only, bodies of
-//! at most [`MAX_BODY`], at most [`RATE`] calls a second per receiver (a burst of
-//! [`BURST`]). Every refusal is logged with the receiver, the reason and the peer, never
+//! at most [`MAX_BODY`], at most [`RATE`] unproven calls a second per receiver (a burst
+//! of [`BURST`]). Every refusal is logged with the receiver, the reason and the peer, never
 //! the body; nothing refused wakes anything.
+//!
+//! A call that proves its sender is answered `202 Accepted` and nothing else: whether any
+//! release comes from the repository it names, and how many, is the engine's log's to
+//! say, not the caller's (a token holder could otherwise map every tenant's sources). A
+//! call seen before (the same body or the sender's delivery id within [`REPLAY_WINDOW`])
+//! is refused; a call wakes each release at most once, only among the receiver's
+//! `resources`; and past [`RATE`] proven calls a second a receiver's wakes are routine
+//! work, never urgent.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -18,7 +26,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::verify::{Headers, Heard, Kind, Refused, hear};
+use super::verify::{Headers, Heard, Refused, hear};
 use super::{Receiver, Receivers};
 use crate::engine::Pusher;
 
@@ -29,6 +37,17 @@ pub const RATE: f64 = 10.0;
 pub const BURST: f64 = 30.0;
 /// How often the setting is read again.
 const REFRESH: Duration = Duration::from_secs(5);
+/// How long a call is remembered, so the same one again is refused as a replay.
+pub const REPLAY_WINDOW: Duration = Duration::from_secs(600);
+/// Calls remembered per receiver (a full memory forgets the oldest first).
+const REMEMBERED: usize = 4096;
+/// The headers by which senders number their deliveries.
+const DELIVERY_HEADERS: [&str; 4] = [
+    "x-github-delivery",
+    "x-gitea-delivery",
+    "x-gitlab-event-uuid",
+    "idempotency-key",
+];
 
 /// Binds `addr` and serves the receivers declared in `namespace` until `stop`, handing
 /// what they hear to `pusher`. Returns the bound address.
@@ -49,6 +68,8 @@ pub async fn serve(
         pusher,
         metrics,
         buckets: Mutex::new(HashMap::new()),
+        proven: Mutex::new(HashMap::new()),
+        seen: Mutex::new(HashMap::new()),
     });
     tokio::spawn(async move {
         loop {
@@ -123,6 +144,10 @@ struct State {
     metrics: crate::telemetry::Metrics,
     /// Token buckets by receiver name: (tokens, last refill).
     buckets: Mutex<HashMap<String, (f64, Instant)>>,
+    /// The same for proven calls: past it, their wakes are routine.
+    proven: Mutex<HashMap<String, (f64, Instant)>>,
+    /// Calls seen per receiver, by digest, for [`REPLAY_WINDOW`].
+    seen: Mutex<HashMap<String, std::collections::VecDeque<([u8; 32], Instant)>>>,
 }
 
 impl State {
@@ -143,7 +168,7 @@ impl State {
         if req.method() != Method::POST {
             return refuse(StatusCode::METHOD_NOT_ALLOWED, "refused", "POST only");
         }
-        if !self.take(&receiver.name) {
+        if !take(&self.buckets, &receiver.name) {
             // Not logged per call: a flood would flood the log too.
             self.metrics.receiver_call(&receiver.name, "rate_limited");
             return text(StatusCode::TOO_MANY_REQUESTS, "too many calls\n");
@@ -195,54 +220,55 @@ impl State {
         if heard.is_ok() {
             self.refund(&receiver.name);
         }
-        match heard {
+        let pushes = match heard {
             Err(e @ (Refused::Unsigned(_) | Refused::BadSignature(_))) => {
-                refuse(StatusCode::UNAUTHORIZED, "unauthorized", &e.to_string())
+                return refuse(StatusCode::UNAUTHORIZED, "unauthorized", &e.to_string());
             }
             Err(e @ Refused::Malformed(_)) => {
-                refuse(StatusCode::BAD_REQUEST, "malformed", &e.to_string())
+                return refuse(StatusCode::BAD_REQUEST, "malformed", &e.to_string());
             }
+            // Proven from here on: the answer says nothing of what it names.
             Err(e @ Refused::UnknownSource(_)) => {
-                refuse(StatusCode::NOT_FOUND, "unknown_source", &e.to_string())
+                tracing::info!(receiver = %receiver.name, reason = %e, "receivers: a call woke nothing");
+                self.metrics.receiver_call(&receiver.name, "unknown_source");
+                return accepted();
             }
             Ok(Heard::Ignored(why)) => {
                 tracing::info!(receiver = %receiver.name, "receivers: {why}, nothing to wake");
                 self.metrics.receiver_call(&receiver.name, "ignored");
-                text(StatusCode::OK, &format!("ignored: {why}\n"))
+                return accepted();
             }
-            Ok(Heard::Pushes(pushes)) => {
-                let mut woken = 0;
-                let mut sources = Vec::new();
-                for pushed in pushes {
-                    sources.push(pushed.describe());
-                    woken += self.pusher.push(pushed);
-                }
-                let sources = sources.join(", ");
-                if woken == 0 && receiver.kind == Kind::Registry {
-                    // A registry notifies every push, deployed or not, and retries a
-                    // refused notification, holding back the ones behind it: nothing to
-                    // wake is an answer, not a refusal.
-                    tracing::info!(receiver = %receiver.name, %sources, "receivers: no release of this engine comes from there");
-                    self.metrics.receiver_call(&receiver.name, "ignored");
-                    return text(StatusCode::OK, "no release comes from there\n");
-                }
-                if woken == 0 {
-                    return refuse(
-                        StatusCode::NOT_FOUND,
-                        "unknown_source",
-                        &format!("no release of this engine comes from {sources}"),
-                    );
-                }
-                tracing::info!(receiver = %receiver.name, %sources, woken, "receivers: a push woke its releases");
-                self.metrics.receiver_call(&receiver.name, "woke");
-                text(StatusCode::OK, &format!("woke {woken} release(s)\n"))
-            }
+            Ok(Heard::Pushes(pushes)) => pushes,
+        };
+        if !self.first_time(&receiver.name, headers, body) {
+            return refuse(
+                StatusCode::CONFLICT,
+                "replayed",
+                "this call was delivered before (a replay)",
+            );
         }
+        let urgent = take(&self.proven, &receiver.name);
+        let wake = crate::source::pushed::Wake {
+            pushes,
+            resources: Some(receiver.resources.clone()),
+            urgent,
+        };
+        let sources = wake.describe();
+        let woken = self.pusher.wake(wake);
+        if woken == 0 {
+            tracing::info!(receiver = %receiver.name, %sources, "receivers: no release this receiver may wake comes from there");
+            self.metrics.receiver_call(&receiver.name, "unknown_source");
+        } else {
+            tracing::info!(receiver = %receiver.name, %sources, woken, urgent, "receivers: a push woke its releases");
+            self.metrics.receiver_call(&receiver.name, "woke");
+        }
+        accepted()
     }
 
     /// Gives back the token of a call that proved its sender: the bucket bounds what
     /// unproven calls cost, while a registry that notifies every pull and push is never
-    /// held back (a notification it must retry holds back the ones behind it).
+    /// held back (a notification it must retry holds back the ones behind it). Proven
+    /// calls count against their own bucket ([`State::proven`]).
     fn refund(&self, name: &str) {
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((tokens, _)) = buckets.get_mut(name) {
@@ -250,20 +276,60 @@ impl State {
         }
     }
 
-    /// Takes a token from the receiver's bucket; false when it is empty.
-    fn take(&self, name: &str) -> bool {
-        let now = Instant::now();
-        let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        let (tokens, at) = buckets.entry(name.to_owned()).or_insert((BURST, now));
-        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * RATE).min(BURST);
-        *at = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            true
-        } else {
-            false
+    /// Whether this call (its body, and the sender's delivery id when it gives one) is new
+    /// to `receiver` within [`REPLAY_WINDOW`]; remembers it.
+    fn first_time(&self, receiver: &str, headers: &Headers, body: &[u8]) -> bool {
+        use sha2::Digest;
+        let mut keys = vec![<[u8; 32]>::from(sha2::Sha256::digest(body))];
+        for name in DELIVERY_HEADERS {
+            if let Some(id) = headers.get(name).filter(|v| !v.is_empty()) {
+                let mut h = sha2::Sha256::new();
+                h.update(name.as_bytes());
+                h.update(b"\0");
+                h.update(id.as_bytes());
+                keys.push(h.finalize().into());
+            }
         }
+        let now = Instant::now();
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        let remembered = seen.entry(receiver.to_owned()).or_default();
+        while remembered
+            .front()
+            .is_some_and(|(_, at)| now.duration_since(*at) > REPLAY_WINDOW)
+        {
+            remembered.pop_front();
+        }
+        if remembered.iter().any(|(k, _)| keys.contains(k)) {
+            return false;
+        }
+        for key in keys {
+            if remembered.len() >= REMEMBERED {
+                remembered.pop_front();
+            }
+            remembered.push_back((key, now));
+        }
+        true
     }
+}
+
+/// Takes a token from `name`'s bucket in `buckets`; false when it is empty.
+fn take(buckets: &Mutex<HashMap<String, (f64, Instant)>>, name: &str) -> bool {
+    let now = Instant::now();
+    let mut buckets = buckets.lock().unwrap_or_else(|e| e.into_inner());
+    let (tokens, at) = buckets.entry(name.to_owned()).or_insert((BURST, now));
+    *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * RATE).min(BURST);
+    *at = now;
+    if *tokens >= 1.0 {
+        *tokens -= 1.0;
+        true
+    } else {
+        false
+    }
+}
+
+/// The one answer a proven call gets.
+fn accepted() -> Response<Full<Bytes>> {
+    text(StatusCode::ACCEPTED, "accepted\n")
 }
 
 /// Answers a refused call, logging and counting it.

@@ -15,7 +15,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
 use super::Error;
-use super::url::{authority, redact, resolve_reference};
+use super::url::{redact, resolve_reference};
 
 /// Redirects followed per request, as a browser or Go's client would (Go allows 10).
 const MAX_REDIRECTS: usize = 5;
@@ -25,14 +25,18 @@ const USER_AGENT: &str = concat!("wheelhouse/", env!("CARGO_PKG_VERSION"));
 pub(crate) struct HttpClient {
     client: reqwest::Client,
     timeout: Duration,
+    /// The outbound policy's proxy every connection goes through, when one applies.
+    via: Option<super::egress::Via>,
 }
 
-/// Credentials, sent only to the repository's own host (as Helm does unless told to
-/// pass them everywhere), so a redirect to a CDN does not leak them.
+/// Credentials, sent only to the repository's own origin (scheme, host and port, as
+/// Helm does unless told to pass them everywhere), so a redirect to a CDN, or to plain
+/// HTTP on the same host, does not carry them.
 pub(crate) struct Credentials<'a> {
     pub username: &'a str,
     pub password: &'a str,
-    pub authority: &'a str,
+    /// `scheme://host[:port]` of the repository.
+    pub origin: String,
 }
 
 pub(crate) struct Response {
@@ -82,9 +86,13 @@ pub(crate) fn tls_config(
 
 /// A pooled client on `tls`, for chart repositories and notifications alike.
 pub(crate) fn client(
-    mut tls: rustls::ClientConfig,
+    tls: rustls::ClientConfig,
     connect_timeout: Duration,
 ) -> reqwest::Result<reqwest::Client> {
+    builder(tls, connect_timeout).build()
+}
+
+fn builder(mut tls: rustls::ClientConfig, connect_timeout: Duration) -> reqwest::ClientBuilder {
     // reqwest leaves a preconfigured config's ALPN alone; without it no server speaks h2.
     tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     reqwest::Client::builder()
@@ -97,7 +105,18 @@ pub(crate) fn client(
         .user_agent(USER_AGENT)
         .connect_timeout(connect_timeout)
         .pool_idle_timeout(Duration::from_secs(90))
-        .build()
+}
+
+/// `scheme://host[:port]` of `url` (the port the scheme's default when not written), for
+/// deciding where credentials may go.
+pub(crate) fn origin(url: &str) -> Option<String> {
+    let u = Url::parse(url).ok()?;
+    Some(format!(
+        "{}://{}:{}",
+        u.scheme(),
+        u.host_str()?.to_ascii_lowercase(),
+        u.port_or_known_default()?
+    ))
 }
 
 /// `url` without userinfo. Only credentials set on purpose (chart.secretRef's) are sent,
@@ -114,11 +133,21 @@ impl HttpClient {
         roots: &RootCertStore,
         ca_pem: Option<&[u8]>,
         timeout: Duration,
+        via: Option<super::egress::Via>,
     ) -> Result<Self, Error> {
         let tls = tls_config(roots, ca_pem)?;
-        let client = client(tls, timeout.min(Duration::from_secs(30)))
-            .map_err(|e| Error::TlsSetup(chain(&e)))?;
-        Ok(Self { client, timeout })
+        let mut builder = builder(tls, timeout.min(Duration::from_secs(30)));
+        if let Some(via) = &via {
+            let proxy =
+                reqwest::Proxy::all(via.proxy_url()).map_err(|e| Error::TlsSetup(chain(&e)))?;
+            builder = builder.proxy(proxy);
+        }
+        let client = builder.build().map_err(|e| Error::TlsSetup(chain(&e)))?;
+        Ok(Self {
+            client,
+            timeout,
+            via,
+        })
     }
 
     /// GETs `url`, following redirects. Returns 2xx and 304 responses; every other
@@ -141,7 +170,7 @@ impl HttpClient {
                 }
             }
             let sent_credentials = match credentials {
-                Some(c) if authority(&current) == Some(c.authority) => {
+                Some(c) if origin(&current).as_deref() == Some(c.origin.as_str()) => {
                     headers.insert(header::AUTHORIZATION, basic_auth(c.username, c.password));
                     true
                 }
@@ -154,6 +183,18 @@ impl HttpClient {
                     after: self.timeout,
                 })??;
             let status = response.status;
+            if status == StatusCode::FORBIDDEN
+                && self.via.is_some()
+                && let Some(why) = response
+                    .headers
+                    .get(super::egress::REFUSED_HEADER)
+                    .and_then(|v| v.to_str().ok())
+            {
+                return Err(Error::OutboundRefused {
+                    url: redact(&current),
+                    reason: why.to_owned(),
+                });
+            }
             if status.is_redirection() && status != StatusCode::NOT_MODIFIED {
                 let location = response
                     .headers
@@ -195,11 +236,15 @@ impl HttpClient {
         url: &str,
         limit: usize,
     ) -> Result<Response, Error> {
-        let mut response = self
-            .client
-            .execute(request)
-            .await
-            .map_err(|e| connect_error(url, &e))?;
+        let mut response = self.client.execute(request).await.map_err(|e| {
+            match self.via.as_ref().and_then(|v| v.refused(url, false)) {
+                Some(reason) => Error::OutboundRefused {
+                    url: redact(url),
+                    reason,
+                },
+                None => connect_error(url, &e),
+            }
+        })?;
         let status = response.status();
         let headers = std::mem::take(response.headers_mut());
         // Redirect and error bodies are not needed; don't read (or cap) them.
@@ -368,7 +413,7 @@ mod tests {
     }
 
     fn client() -> HttpClient {
-        HttpClient::new(&RootCertStore::empty(), None, Duration::from_secs(5)).unwrap()
+        HttpClient::new(&RootCertStore::empty(), None, Duration::from_secs(5), None).unwrap()
     }
 
     #[tokio::test]
@@ -407,6 +452,102 @@ mod tests {
         assert!(!head.contains("authorization"), "{head}");
         assert!(head.starts_with("get /index.yaml http/1.1\r\n"), "{head}");
         assert!(basic_auth("u", "p").is_sensitive());
+    }
+
+    /// Credentials go to the repository's own origin only: a redirect to another port
+    /// (or scheme) of the same host gets none.
+    #[tokio::test]
+    async fn credentials_never_follow_a_redirect_to_another_origin() {
+        let (other, second) =
+            answer_once(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec()).await;
+        let (url, first) = answer_once(
+            format!("HTTP/1.1 302 Found\r\nLocation: {other}/moved\r\nContent-Length: 0\r\n\r\n")
+                .into_bytes(),
+        )
+        .await;
+        let credentials = Credentials {
+            username: "u",
+            password: "hunter22",
+            origin: origin(&url).unwrap(),
+        };
+        let response = client()
+            .get(&format!("{url}/index.yaml"), Some(&credentials), &[], 100)
+            .await
+            .unwrap();
+        assert_eq!(response.body, b"ok");
+        assert!(
+            first
+                .await
+                .unwrap()
+                .to_lowercase()
+                .contains("authorization: basic")
+        );
+        let head = second.await.unwrap().to_lowercase();
+        assert!(!head.contains("authorization"), "{head}");
+        assert_ne!(origin("https://h.example/x"), origin("http://h.example/x"));
+        assert_eq!(
+            origin("https://H.example/x"),
+            origin("https://h.example:443/y")
+        );
+    }
+
+    /// A policed client goes through the outbound policy's proxy: a loopback repository
+    /// is refused with the reason (never its answer), and passes once allowed.
+    #[tokio::test]
+    async fn the_outbound_policy_refuses_and_allows_through_its_proxy() {
+        use crate::source::egress::{Class, Egress, Rules, Via};
+        let (rules_tx, rules_rx) =
+            tokio::sync::watch::channel(std::sync::Arc::new(Rules::default()));
+        let egress = Egress::start(rules_rx).unwrap();
+        let policed = HttpClient::new(
+            &RootCertStore::empty(),
+            None,
+            Duration::from_secs(5),
+            Some(Via {
+                egress: egress.clone(),
+                class: Class::Tenant,
+            }),
+        )
+        .unwrap();
+        let (url, _served) =
+            answer_once(b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nSECRET".to_vec()).await;
+        let err = policed
+            .get(&format!("{url}/index.yaml"), None, &[], 100)
+            .await
+            .err()
+            .unwrap();
+        let text = err.to_string();
+        assert!(matches!(err, Error::OutboundRefused { .. }), "{err:?}");
+        assert!(text.contains("127.0.0.1 is a loopback address"), "{text}");
+        assert!(!text.contains("SECRET"), "{text}");
+        // An https:// URL goes through CONNECT: refused the same way.
+        let port = url.rsplit(':').next().unwrap();
+        let err = policed
+            .get(
+                &format!("https://127.0.0.1:{port}/index.yaml"),
+                None,
+                &[],
+                100,
+            )
+            .await
+            .err()
+            .unwrap();
+        assert!(matches!(err, Error::OutboundRefused { .. }), "{err:?}");
+        // Allowed by the policy: the request is forwarded, the answer comes back.
+        rules_tx.send_replace(std::sync::Arc::new(Rules {
+            allowed: crate::source::egress::parse_networks("127.0.0.0/8").unwrap(),
+            ..Rules::default()
+        }));
+        let (url, served) =
+            answer_once(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok".to_vec()).await;
+        let response = policed
+            .get(&format!("{url}/index.yaml"), None, &[], 100)
+            .await
+            .unwrap();
+        assert_eq!(response.body, b"ok");
+        let head = served.await.unwrap().to_lowercase();
+        assert!(head.starts_with("get /index.yaml http/1.1\r\n"), "{head}");
+        assert!(!head.contains("proxy-authorization"), "{head}");
     }
 
     #[tokio::test]

@@ -9,9 +9,11 @@
 
 mod auth;
 mod cache;
+pub mod egress;
 mod git;
 /// The process's HTTP client stack (chart repositories, notifications).
 pub(crate) mod http;
+mod identity;
 mod index;
 mod local;
 mod oci;
@@ -31,6 +33,7 @@ use sha2::{Digest, Sha256};
 pub use auth::RepoAuth;
 pub use index::IndexError;
 pub use local::{ChartYamlError, Stamp, stamp as local_stamp};
+pub use url::redact as redact_url;
 
 use crate::api::ChartSpec;
 use http::{Credentials, HttpClient};
@@ -129,12 +132,21 @@ pub enum Error {
     #[error("{url}: response larger than {limit} bytes")]
     TooLarge { url: String, limit: usize },
 
-    #[error("cannot parse the index of repository {url}: {reason}")]
+    /// The reason stays out of the message: it would quote the response, and a tenant's
+    /// URL may point at what only the engine can reach (the engine's log has it).
+    #[error(
+        "the index of repository {url} ({bytes} bytes) does not read as a Helm repository index (its content is not shown)"
+    )]
     IndexParse {
         url: String,
+        bytes: usize,
         #[source]
         reason: Box<index::IndexError>,
     },
+
+    /// A connection the cluster's outbound policy refuses (src/source/egress.rs).
+    #[error("{url}: refused by the cluster's outbound policy: {reason}")]
+    OutboundRefused { url: String, reason: String },
 
     #[error("chart {name} not found in repository {url}")]
     ChartNotFound { name: String, url: String },
@@ -303,11 +315,17 @@ pub struct ChartSource {
     chart_root: Option<PathBuf>,
     timeout: Duration,
     system_roots: Arc<RootCertStore>,
-    /// One pooled client per extra CA (None: system roots only).
-    clients: Mutex<HashMap<Option<String>, HttpClient>>,
+    /// One pooled client per extra CA (None: system roots only) and way out (direct, or
+    /// the outbound policy's proxy under one class's rules).
+    clients: Mutex<HashMap<(Option<String>, Option<egress::Class>), HttpClient>>,
+    /// The proxy a policed release's sources connect through (none: every connection is
+    /// direct, as for an engine started without it).
+    egress: Option<Arc<egress::Egress>>,
     /// Last index per (index URL, credentials), for conditional requests.
     indexes: Mutex<HashMap<String, CachedIndex>>,
     oci: oci::OciClients,
+    /// Names cached Git checkouts and OCI layers by who may read them.
+    identity: identity::IdentityKey,
     /// `chart.path` charts by canonical path, as last read: an unchanged stamp reuses the
     /// digest instead of reading and hashing every file again at each reconcile.
     local: Mutex<HashMap<PathBuf, ResolvedChart>>,
@@ -332,6 +350,7 @@ impl ChartSource {
             source,
         })?;
         cache::sweep_stale_temporaries(&cache_dir);
+        let identity = identity::IdentityKey::load_or_create(&cache_dir)?;
         Ok(Self {
             cache_dir,
             chart_root: None,
@@ -340,6 +359,8 @@ impl ChartSource {
             clients: Mutex::new(HashMap::new()),
             indexes: Mutex::new(HashMap::new()),
             oci: oci::OciClients::default(),
+            identity,
+            egress: None,
             local: Mutex::new(HashMap::new()),
         })
     }
@@ -348,6 +369,20 @@ impl ChartSource {
     pub fn with_request_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self.clients.get_mut().expect("not poisoned").clear();
+        self
+    }
+
+    /// The way out of a release whose sources answer to `class`'s outbound rules.
+    pub fn via(&self, class: egress::Class) -> Option<egress::Via> {
+        self.egress.as_ref().map(|egress| egress::Via {
+            egress: egress.clone(),
+            class,
+        })
+    }
+
+    /// Sends the connections of policed releases through `egress`.
+    pub fn with_egress(mut self, egress: Arc<egress::Egress>) -> Self {
+        self.egress = Some(egress);
         self
     }
 
@@ -361,17 +396,54 @@ impl ChartSource {
         &self.cache_dir
     }
 
+    /// Resolves `chart` connecting directly (no outbound policy).
     pub async fn resolve(
         &self,
         chart: &ChartSpec,
         auth: &RepoAuth,
     ) -> Result<ResolvedChart, Error> {
+        self.resolve_for(chart, auth, None).await
+    }
+
+    /// Resolves `chart` for a release whose sources answer to `policed`'s outbound rules
+    /// (none: direct). An engine without a proxy refuses a policed resolve rather than
+    /// connect unchecked.
+    pub async fn resolve_for(
+        &self,
+        chart: &ChartSpec,
+        auth: &RepoAuth,
+        policed: Option<egress::Class>,
+    ) -> Result<ResolvedChart, Error> {
+        let via = match (policed, &self.egress) {
+            (None, _) => None,
+            (Some(class), Some(egress)) => Some(egress::Via {
+                egress: egress.clone(),
+                class,
+            }),
+            (Some(_), None) if chart.path.is_some() => None,
+            (Some(_), None) => {
+                return Err(Error::Internal(
+                    "the cluster's outbound policy applies to this release, and this engine has no proxy to enforce it".into(),
+                ));
+            }
+        };
         if let Some(git) = &chart.git {
             if chart.path.is_some() || chart.repository.is_some() || chart.name.is_some() {
                 return Err(Error::InvalidSpec);
             }
-            return git::resolve(&self.cache_dir, &self.system_roots, self.timeout, git, auth)
-                .await;
+            let cache = git::Cache {
+                dir: &self.cache_dir,
+                identity: &self.identity,
+            };
+            return git::resolve(
+                cache,
+                &self.system_roots,
+                self.timeout,
+                git,
+                auth,
+                via.as_ref(),
+            )
+            .await;
         }
         match (&chart.path, &chart.repository, &chart.name) {
             (Some(path), None, None) => {
@@ -408,11 +480,21 @@ impl ChartSource {
                 Ok(resolved)
             }
             (None, Some(repository), Some(_)) if repository.starts_with("oci://") => {
-                oci::resolve(&self.oci, &self.cache_dir, self.timeout, chart, auth).await
+                let cache = oci::Cache {
+                    dir: &self.cache_dir,
+                    identity: &self.identity,
+                };
+                oci::resolve(&self.oci, cache, self.timeout, chart, auth, via.as_ref()).await
             }
             (None, Some(repository), Some(name)) => {
-                self.resolve_from_repository(repository, name, chart.version.as_deref(), auth)
-                    .await
+                self.resolve_from_repository(
+                    repository,
+                    name,
+                    chart.version.as_deref(),
+                    auth,
+                    via.as_ref(),
+                )
+                .await
             }
             _ => Err(Error::InvalidSpec),
         }
@@ -424,17 +506,18 @@ impl ChartSource {
         name: &str,
         constraint: Option<&str>,
         auth: &RepoAuth,
+        via: Option<&egress::Via>,
     ) -> Result<ResolvedChart, Error> {
         let shown_repo = url::redact(repository);
-        let client = self.client_for(auth.ca_pem.as_deref())?;
-        let repo_authority = url::authority(repository).ok_or_else(|| Error::InvalidUrl {
+        let client = self.client_for(auth.ca_pem.as_deref(), via)?;
+        let repo_origin = http::origin(repository).ok_or_else(|| Error::InvalidUrl {
             url: shown_repo.clone(),
             reason: "expected an http:// or https:// URL".into(),
         })?;
         let credentials = auth.basic().map(|(username, password)| Credentials {
             username,
             password,
-            authority: repo_authority,
+            origin: repo_origin,
         });
 
         let index = self
@@ -553,9 +636,13 @@ impl ChartSource {
         }
         let shown = url::redact(repository);
         let index = blocking(move || {
-            Index::parse(&body).map_err(|reason| Error::IndexParse {
-                url: shown,
-                reason: Box::new(reason),
+            Index::parse(&body).map_err(|reason| {
+                tracing::debug!(url = %shown, error = %reason, "an index that does not read");
+                Error::IndexParse {
+                    url: shown,
+                    bytes: body.len(),
+                    reason: Box::new(reason),
+                }
             })
         })
         .await?;
@@ -572,13 +659,17 @@ impl ChartSource {
         Ok(index)
     }
 
-    fn client_for(&self, ca_pem: Option<&[u8]>) -> Result<HttpClient, Error> {
-        let key = ca_pem.map(local::sha256_hex);
+    fn client_for(
+        &self,
+        ca_pem: Option<&[u8]>,
+        via: Option<&egress::Via>,
+    ) -> Result<HttpClient, Error> {
+        let key = (ca_pem.map(local::sha256_hex), via.map(|v| v.class));
         let mut clients = self.clients.lock().expect("not poisoned");
         if let Some(client) = clients.get(&key) {
             return Ok(client.clone());
         }
-        let client = HttpClient::new(&self.system_roots, ca_pem, self.timeout)?;
+        let client = HttpClient::new(&self.system_roots, ca_pem, self.timeout, via.cloned())?;
         clients.insert(key, client.clone());
         Ok(client)
     }

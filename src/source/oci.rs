@@ -3,8 +3,9 @@
 //! against the repository's tags, and `version: 1.2.3@sha256:…` (or `@sha256:…` alone)
 //! pins the manifest's digest. The manifest must be a Helm chart's (its config of Helm's
 //! media type); its chart layer is pulled with its digest checked and cached by that
-//! digest, so a tag moved to other content is a new chart and an unchanged one costs one
-//! manifest request.
+//! digest and the source's identity (registry, repository and credentials), so a tag
+//! moved to other content is a new chart, an unchanged one costs one manifest request,
+//! and a manifest naming another tenant's layer never gets it from the cache.
 //!
 //! Transport: TLS verified against the system roots plus the Secret's `ca.crt`. Plain
 //! HTTP only with `chart.insecure: true`, or for a registry on a loopback address that
@@ -21,6 +22,7 @@ use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciImageManifest};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
+use super::identity::IdentityKey;
 use super::{Error, RepoAuth, ResolvedChart, local, version};
 
 /// Helm's media types (helm.sh/helm/v4/pkg/registry).
@@ -154,8 +156,9 @@ pub struct OciClients {
     clients: Mutex<HashMap<ClientKey, Arc<Client>>>,
 }
 
-/// Plain HTTP, the extra CA, and the credentials' digest.
-type ClientKey = (bool, Option<Vec<u8>>, String);
+/// Plain HTTP, the extra CA, the credentials' digest, and the outbound policy's class
+/// (none: direct).
+type ClientKey = (bool, Option<Vec<u8>>, String, Option<super::egress::Class>);
 
 impl OciClients {
     fn get(
@@ -164,6 +167,7 @@ impl OciClients {
         ca: Option<&[u8]>,
         credentials: &RegistryAuth,
         timeout: Duration,
+        via: Option<&super::egress::Via>,
     ) -> Arc<Client> {
         // rustls needs a process-wide provider: ring, as kube and our HTTP client use.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -172,7 +176,15 @@ impl OciClients {
             RegistryAuth::Bearer(t) => local::sha256_hex(t.as_bytes()),
             RegistryAuth::Anonymous => String::new(),
         };
-        let key = (plain_http, ca.map(<[u8]>::to_vec), who);
+        let key = (
+            plain_http,
+            ca.map(<[u8]>::to_vec),
+            who,
+            via.map(|v| v.class),
+        );
+        // Every connection (the registry, its token realm, a blob's storage host) goes
+        // through the proxy that enforces the cluster's outbound policy.
+        let proxy = via.map(super::egress::Via::proxy_url);
         let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
         clients
             .entry(key)
@@ -193,6 +205,8 @@ impl OciClients {
                         .unwrap_or_default(),
                     read_timeout: Some(timeout),
                     connect_timeout: Some(timeout.min(Duration::from_secs(10))),
+                    https_proxy: proxy.clone(),
+                    http_proxy: proxy,
                     ..Default::default()
                 }))
             })
@@ -200,14 +214,22 @@ impl OciClients {
     }
 }
 
+/// The cache a resolve reads and fills.
+#[derive(Clone, Copy)]
+pub struct Cache<'a> {
+    pub dir: &'a Path,
+    pub identity: &'a IdentityKey,
+}
+
 /// Resolves and fetches the OCI chart `chart` (repository `oci://…`, name, version,
-/// insecure) into `cache_dir`.
+/// insecure) into the cache.
 pub async fn resolve(
     clients: &OciClients,
-    cache_dir: &Path,
+    cache: Cache<'_>,
     timeout: Duration,
     chart: &crate::api::ChartSpec,
     auth: &RepoAuth,
+    via: Option<&super::egress::Via>,
 ) -> Result<ResolvedChart, Error> {
     let (Some(url), Some(name)) = (chart.repository.as_deref(), chart.name.as_deref()) else {
         return Err(Error::InvalidSpec);
@@ -219,14 +241,20 @@ pub async fn resolve(
         None => RegistryAuth::Anonymous,
     };
     let sent_credentials = !matches!(credentials, RegistryAuth::Anonymous);
+    // A layer is content-addressed, but its digest is no proof of access: one cached for
+    // another repository or other credentials is never served here (docs/operations/
+    // multi-tenancy.md, "Caches").
+    let source = cache.identity.oci(&repo.registry, &repo.repository, auth);
+    let cache_dir = cache.dir;
     let ca = auth.ca_pem.as_deref();
     let attempt = |plain_http: bool| {
-        let client = clients.get(plain_http, ca, &credentials, timeout);
-        let (repo, credentials) = (repo.clone(), credentials.clone());
+        let client = clients.get(plain_http, ca, &credentials, timeout, via);
+        let (repo, credentials, source) = (repo.clone(), credentials.clone(), source.clone());
         async move {
             fetch(
                 &client,
                 cache_dir,
+                &source,
                 &repo,
                 version,
                 &credentials,
@@ -235,10 +263,27 @@ pub async fn resolve(
             .await
         }
     };
+    // A refused connection says so (the registry's host first, else a redirect's).
+    let refused = |result: Result<ResolvedChart, Error>| match (result, via) {
+        (Err(e), Some(via)) if !matches!(e, Error::OutboundRefused { .. }) => {
+            let registry = format!("https://{}", repo.registry);
+            match via
+                .refused(&registry, true)
+                .or_else(|| via.refused(&format!("http://{}", repo.registry), false))
+            {
+                Some(reason) => Err(Error::OutboundRefused {
+                    url: repo.shown(),
+                    reason,
+                }),
+                None => Err(e),
+            }
+        }
+        (other, _) => other,
+    };
     if chart.insecure {
-        return attempt(true).await;
+        return refused(attempt(true).await);
     }
-    match attempt(false).await {
+    refused(match attempt(false).await {
         // A loopback registry without TLS: over plain HTTP, as Docker does for localhost.
         // Its answer is reported only if it gets further than the TLS attempt did.
         Err(tls @ Error::Unreachable { .. } | tls @ Error::Tls { .. }) if repo.is_loopback() => {
@@ -248,12 +293,13 @@ pub async fn resolve(
             }
         }
         other => other,
-    }
+    })
 }
 
 async fn fetch(
     client: &Client,
     cache_dir: &Path,
+    source: &str,
     repo: &OciRepository,
     version: Option<&str>,
     auth: &RegistryAuth,
@@ -309,10 +355,16 @@ async fn fetch(
             actual: actual.trim_start_matches("sha256:").to_owned(),
         });
     }
+    // serde's message would quote the document: only where it stopped is said.
     let manifest: OciImageManifest =
         serde_json::from_slice(&raw).map_err(|e| Error::NotAChart {
             reference: reference.whole(),
-            why: format!("its manifest is not an OCI image manifest ({e})"),
+            why: format!(
+                "its manifest ({} bytes) is not an OCI image manifest (it stops reading at line {}, column {}; its content is not shown)",
+                raw.len(),
+                e.line(),
+                e.column()
+            ),
         })?;
     if manifest.config.media_type != HELM_CONFIG_MEDIA_TYPE {
         return Err(Error::NotAChart {
@@ -346,7 +398,9 @@ async fn fetch(
             why: format!("its chart layer's digest {} is not sha256", layer.digest),
         })?
         .to_owned();
-    let path = cache_dir.join("oci").join(format!("{layer_hex}.tgz"));
+    let path = cache_dir
+        .join("oci")
+        .join(format!("{layer_hex}-{source}.tgz"));
     // Flux's OCI revision, `<version>@sha256:<manifest digest>`: two contents pushed
     // under one tag are two desired states.
     let revision = |version: &str| Some(format!("{version}@{actual}"));
@@ -381,17 +435,23 @@ fn classify(e: OciDistributionError, shown: &str, sent_credentials: bool) -> Err
     match e {
         OciDistributionError::AuthenticationFailure(_)
         | OciDistributionError::UnauthorizedError { .. } => auth(401),
-        OciDistributionError::ServerError { code, message, .. } => match code {
+        // A registry's words (an error body, an envelope's messages) are never repeated:
+        // the status and the registry's error codes say what happened.
+        OciDistributionError::ServerError { code, .. } => match code {
             401 => auth(401),
             403 => auth(403),
             404 => Error::OciNotFound {
                 reference: shown.to_owned(),
-                detail: message,
+                detail: "HTTP 404".into(),
             },
             _ => Error::HttpStatus {
                 url: shown.to_owned(),
                 status: code,
-                reason: message,
+                reason: hyper::StatusCode::from_u16(code)
+                    .ok()
+                    .and_then(|s| s.canonical_reason())
+                    .unwrap_or_default()
+                    .to_owned(),
             },
         },
         OciDistributionError::RegistryError { envelope, .. } => {
@@ -400,12 +460,7 @@ fn classify(e: OciDistributionError, shown: &str, sent_credentials: bool) -> Err
                 .iter()
                 .map(|e| format!("{:?}", e.code))
                 .collect();
-            let text = envelope
-                .errors
-                .iter()
-                .map(|e| e.message.clone())
-                .collect::<Vec<_>>()
-                .join("; ");
+            let text = format!("registry error {}", codes.join(", "));
             if codes.iter().any(|c| c.contains("Unauthorized")) {
                 auth(401)
             } else if codes.iter().any(|c| c.contains("Denied")) {
@@ -423,9 +478,9 @@ fn classify(e: OciDistributionError, shown: &str, sent_credentials: bool) -> Err
                 }
             }
         }
-        OciDistributionError::ImageManifestNotFoundError(detail) => Error::OciNotFound {
+        OciDistributionError::ImageManifestNotFoundError(_) => Error::OciNotFound {
             reference: shown.to_owned(),
-            detail,
+            detail: "no such manifest".into(),
         },
         OciDistributionError::DigestError(d) => Error::DigestMismatch {
             url: shown.to_owned(),
@@ -459,6 +514,19 @@ fn classify(e: OciDistributionError, shown: &str, sent_credentials: bool) -> Err
                 }
             }
         }
+        // What the registry sent would be quoted by these (a token response, a body that
+        // is not a manifest): only what kind of answer it was is said.
+        OciDistributionError::GenericError(_)
+        | OciDistributionError::JsonError(_)
+        | OciDistributionError::ManifestParsingError(_)
+        | OciDistributionError::VersionedParsingError(_)
+        | OciDistributionError::RegistryTokenDecodeError(_)
+        | OciDistributionError::SpecViolationError(_)
+        | OciDistributionError::HeaderValueError(_) => Error::HttpStatus {
+            url: shown.to_owned(),
+            status: 0,
+            reason: "the registry's answer is not what the OCI distribution API sends (its content is not shown)".into(),
+        },
         other => Error::Unreachable {
             url: shown.to_owned(),
             cause: other.to_string(),

@@ -3,7 +3,78 @@
 //! whose chart it names is woken at once: whether its desired state really changed is
 //! for its next reconcile to find out.
 
-use crate::api::ChartSpec;
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::api::{ChartSpec, HelmRelease};
+
+/// One webhook call's pushes, as the engine's releases hear them: a release is woken at
+/// most once per call (whatever number of tags an envelope names), only if the receiver
+/// may wake it ([`Resource`]s), and at urgent priority only while the receiver is within
+/// its rate.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wake {
+    pub pushes: Vec<Pushed>,
+    /// The releases the receiver may wake; none: any (an engine's own use).
+    pub resources: Option<Vec<Resource>>,
+    pub urgent: bool,
+}
+
+impl Wake {
+    /// Whether this call wakes `hr`: one of its pushes names its chart, and the receiver
+    /// may wake it.
+    pub fn wakes(&self, hr: &HelmRelease) -> bool {
+        self.pushes.iter().any(|p| p.names(&hr.spec.chart))
+            && self
+                .resources
+                .as_ref()
+                .is_none_or(|r| r.iter().any(|r| r.matches(hr)))
+    }
+
+    /// As a log line names it.
+    pub fn describe(&self) -> String {
+        let shown: Vec<String> = self.pushes.iter().take(3).map(Pushed::describe).collect();
+        match self.pushes.len().saturating_sub(3) {
+            0 => shown.join(", "),
+            more => format!("{} and {more} more", shown.join(", ")),
+        }
+    }
+}
+
+/// What a receiver may wake, as Flux's Receiver `resources` name what it may reconcile:
+/// HelmReleases by name (`*` for any) in a namespace, or by labels.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Resource {
+    /// `HelmRelease` (the only kind a wheelhouse receiver wakes).
+    pub kind: String,
+    #[serde(default)]
+    pub api_version: Option<String>,
+    /// A name, or `*` for every HelmRelease that matches the rest.
+    pub name: String,
+    /// None: every namespace.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    #[serde(default)]
+    pub match_labels: BTreeMap<String, String>,
+}
+
+impl Resource {
+    pub fn matches(&self, hr: &HelmRelease) -> bool {
+        let labels = hr.metadata.labels.as_ref();
+        self.kind == "HelmRelease"
+            && (self.name == "*" || hr.metadata.name.as_deref() == Some(self.name.as_str()))
+            && self
+                .namespace
+                .as_deref()
+                .is_none_or(|ns| hr.metadata.namespace.as_deref() == Some(ns))
+            && self
+                .match_labels
+                .iter()
+                .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+    }
+}
 
 /// What was pushed, as the sender named it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -182,6 +253,47 @@ mod tests {
         assert!(!push(&["https://git.example/team/other.git"]).names(&git));
         assert!(!push(&["https://elsewhere.example/team/charts.git"]).names(&git));
         assert!(!push(&[]).names(&git));
+    }
+
+    /// A call wakes a release only inside the receiver's resources.
+    #[test]
+    fn a_wake_stays_inside_the_receivers_resources() {
+        let hr = |ns: &str, name: &str, labels: &str| -> HelmRelease {
+            crate::yaml::from_str(&format!(
+                "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: {name}, namespace: {ns}, labels: {{{labels}}}}}\nspec: {{chart: {{repository: oci://reg.example/charts, name: webapp}}}}"
+            ))
+            .unwrap()
+        };
+        let push = Pushed::Oci {
+            registry: Some("reg.example".into()),
+            repository: "charts/webapp".into(),
+            tag: None,
+        };
+        let resource = |yaml: &str| -> Resource { crate::yaml::from_str(yaml).unwrap() };
+        let wake = Wake {
+            pushes: vec![push],
+            resources: Some(vec![
+                resource("{kind: HelmRelease, name: '*', namespace: team-a}"),
+                resource("{kind: HelmRelease, name: '*', matchLabels: {team: b}}"),
+            ]),
+            urgent: true,
+        };
+        assert!(wake.wakes(&hr("team-a", "web", "")));
+        assert!(wake.wakes(&hr("other", "web", "team: b")));
+        assert!(!wake.wakes(&hr("other", "web", "team: c")));
+        let anyone = Wake {
+            resources: None,
+            ..wake.clone()
+        };
+        assert!(anyone.wakes(&hr("other", "web", "")));
+        let named = Wake {
+            resources: Some(vec![resource(
+                "{kind: HelmRelease, name: api, namespace: team-a}",
+            )]),
+            ..wake
+        };
+        assert!(!named.wakes(&hr("team-a", "web", "")));
+        assert!(named.wakes(&hr("team-a", "api", "")));
     }
 
     #[test]

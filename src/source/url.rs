@@ -80,18 +80,6 @@ pub fn redact(url: &str) -> String {
     }
 }
 
-/// The `host[:port]` of a URL, for deciding where credentials may go.
-pub fn authority(url: &str) -> Option<&str> {
-    let rest = url.split_once("://")?.1;
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..end];
-    Some(
-        authority
-            .rsplit_once('@')
-            .map_or(authority, |(_, host)| host),
-    )
-}
-
 fn has_scheme(reference: &str) -> bool {
     match reference.find(':') {
         Some(i) => {
@@ -213,16 +201,11 @@ mod tests {
     }
 
     #[test]
-    fn redaction_and_authority() {
+    fn redaction() {
         assert_eq!(
             redact("https://bob:s3cret@h.example/x?y"),
             "https://***@h.example/x?y"
         );
         assert_eq!(redact("https://h.example/a@b"), "https://h.example/a@b");
-        assert_eq!(
-            authority("https://bob:pw@h.example:8443/x"),
-            Some("h.example:8443")
-        );
-        assert_eq!(authority("http://127.0.0.1:80"), Some("127.0.0.1:80"));
     }
 }

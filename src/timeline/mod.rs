@@ -366,13 +366,16 @@ pub fn write(changes: &[Change], format: Format, out: &mut impl Write) -> std::i
     }
 }
 
+/// A change's columns for text and markdown, its cluster-written text (names, who, a
+/// Helm description, a message) escaped for the terminal (`crate::safe_text`).
 fn cells(c: &Change) -> [String; 5] {
+    let safe = |text: &str| crate::safe_text::escape(text).into_owned();
     [
         c.at.strftime("%Y-%m-%d %H:%M:%SZ").to_string(),
-        format!("{}/{}", c.namespace, c.release),
+        safe(&format!("{}/{}", c.namespace, c.release)),
         c.kind.label().to_owned(),
-        c.who.clone(),
-        c.what.clone(),
+        safe(&c.who),
+        safe(&c.what),
     ]
 }
 
@@ -395,6 +398,29 @@ mod tests {
             }),
             managers: managers.iter().map(|m| (*m).to_owned()).collect(),
             ..Release::default()
+        }
+    }
+
+    /// A Helm description a hand set with `helm upgrade --description` is the cluster's
+    /// text: text and markdown print its control characters escaped.
+    #[test]
+    fn descriptions_print_escaped() {
+        let r = release(
+            2,
+            Status::Deployed,
+            "\u{1b}]2;owned\u{7}\u{1b}[2Jdone",
+            &["Helm"],
+        );
+        let change = of_revision(&r, "apps");
+        for format in [Format::Text, Format::Markdown] {
+            let mut out = Vec::new();
+            write(std::slice::from_ref(&change), format, &mut out).unwrap();
+            let text = String::from_utf8(out).unwrap();
+            assert!(
+                !text.contains('\u{1b}') && !text.contains('\u{7}'),
+                "{text:?}"
+            );
+            assert!(text.contains("\\x1b]2;owned\\x07\\x1b[2Jdone"), "{text}");
         }
     }
 

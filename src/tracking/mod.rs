@@ -1,6 +1,6 @@
 //! Config tracking (in the style of Wave, without a webhook): workloads of a release, and
-//! workloads that opt in, carry `wheelhouse.dev/config-hash` in their pod template, a
-//! sha256 over the ConfigMap and Secret data they consume. The hash is written into the
+//! workloads that opt in, carry `wheelhouse.dev/config-hash` in their pod template, an
+//! HMAC (keyed per cluster, [`hash`]) over the ConfigMap and Secret data they consume. The hash is written into the
 //! rendered manifest before the first apply ([`prepare_manifest`]), so the first pods
 //! already have it; the [tracker](start) then watches the consumed objects and patches
 //! the hash when their data changes, which rolls the workload once per debounced burst.
@@ -29,6 +29,7 @@ pub mod workload;
 use thiserror::Error;
 
 pub use consumption::{ConfigKind, ConsumedObject, ConsumedRef, Selection};
+pub use hash::{HashKey, HashKeys};
 pub use prepare::{
     ConfigKey, LiveNeeds, LiveState, PreparedManifest, live_objects_needed, prepare_manifest,
     rewrite, rewrite_manifest,

@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::Error;
 use super::consumption::ConfigKind;
-use super::hash::{ObjectData, Resolved, config_map_data, secret_data};
+use super::hash::{HashKey, ObjectData, Resolved, config_map_data, secret_data};
 use super::workload::{
     Decision, WorkloadKind, consumed_objects, decide, set_template, template_hash,
 };
@@ -63,9 +63,15 @@ pub async fn prepare_manifest(
     client: &Client,
     manifest: &str,
     namespace: &str,
+    key: &HashKey,
+    previous: Option<&str>,
 ) -> Result<PreparedManifest, Error> {
     let needed = live_objects_needed(manifest, namespace)?;
-    let mut live = LiveState::default();
+    let mut live = LiveState {
+        key: key.clone(),
+        known: known_hashes(manifest, previous, namespace),
+        ..LiveState::default()
+    };
     for key in needed.objects {
         let (kind, ns, name) = &key;
         let data = read_data(client, *kind, ns, name).await?;
@@ -100,6 +106,37 @@ pub struct LiveState {
     /// pod template has. A Job's template is immutable, so an existing Job keeps it (as
     /// Helm, changing it would fail the apply).
     pub jobs: HashMap<(String, String), Option<String>>,
+    /// What config hashes are keyed with.
+    pub key: HashKey,
+    /// The hash each workload had before (in the previous revision, or in the manifest
+    /// itself when it is a stored one), by kind, namespace and name: one from before the
+    /// key, of the same data, is kept (no restart to re-key it).
+    pub known: HashMap<(WorkloadKind, String, String), String>,
+}
+
+/// The config hash each workload of `previous` (else of `manifest`) carries.
+fn known_hashes(
+    manifest: &str,
+    previous: Option<&str>,
+    namespace: &str,
+) -> HashMap<(WorkloadKind, String, String), String> {
+    let mut known = HashMap::new();
+    for text_of in [Some(manifest), previous].into_iter().flatten() {
+        let Ok(docs) = documents(text_of) else {
+            continue;
+        };
+        for (_, kind, v) in workloads(&docs) {
+            if let Some(hash) = template_hash(kind, v) {
+                let id = (
+                    kind,
+                    namespace_of(v, namespace),
+                    text(v, "/metadata/name").to_owned(),
+                );
+                known.insert(id, hash);
+            }
+        }
+    }
+    known
 }
 
 /// What [`prepare_manifest`] reads from the cluster for a manifest.
@@ -293,8 +330,19 @@ pub fn rewrite(
                 Resolved { object, data }
             })
             .collect();
-        let gate = matches!(decide(None, false, &resolved), Decision::Wait { .. });
-        let mut hash = super::hash::config_hash(&resolved);
+        let gate = matches!(
+            decide(None, false, &resolved, &live.key),
+            Decision::Wait { .. }
+        );
+        let mut hash = super::hash::config_hash(&resolved, &live.key);
+        let id = (kind, ns.clone(), text(v, "/metadata/name").to_owned());
+        if live
+            .known
+            .get(&id)
+            .is_some_and(|h| *h == super::hash::legacy_hash(&resolved))
+        {
+            hash = super::hash::legacy_hash(&resolved);
+        }
         if kind == WorkloadKind::Job {
             let job = (ns.clone(), text(v, "/metadata/name").to_string());
             match live.jobs.get(&job) {
@@ -433,15 +481,18 @@ mod tests {
             "metadata": {"name": "web"}, "data": {"greeting": "hello", "mode": "0644"}
         }))
         .unwrap();
-        let expected = config_hash(&[Resolved {
-            object: ConsumedObject {
-                kind: ConfigKind::ConfigMap,
-                name: "web".into(),
-                selection: Selection::Whole,
-                optional: false,
-            },
-            data: Some(config_map_data(&live)),
-        }]);
+        let expected = config_hash(
+            &[Resolved {
+                object: ConsumedObject {
+                    kind: ConfigKind::ConfigMap,
+                    name: "web".into(),
+                    selection: Selection::Whole,
+                    optional: false,
+                },
+                data: Some(config_map_data(&live)),
+            }],
+            &HashKey::Unkeyed,
+        );
         assert_eq!(template_hash(WorkloadKind::Deployment, &d), Some(expected));
         assert!(!is_gated(WorkloadKind::Deployment, &d));
         // YAML 1.1 typing survives the rewrite: the quoted 'yes' stays a string.

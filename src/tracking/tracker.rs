@@ -46,6 +46,8 @@ pub struct TrackerConfig {
     /// Told of each rollout of a release's workload (the engine records it on the
     /// release's HelmRelease, for the timeline).
     pub rolled: Option<tokio::sync::mpsc::UnboundedSender<Rolled>>,
+    /// What hashes are keyed with (none: unkeyed, as before keys).
+    pub keys: Option<super::HashKeys>,
 }
 
 /// A release's workload rolled because the config it consumes changed.
@@ -68,6 +70,7 @@ impl Default for TrackerConfig {
             max_delay: Duration::from_secs(20),
             owned: Ownership::default(),
             rolled: None,
+            keys: None,
         }
     }
 }
@@ -414,6 +417,7 @@ pub fn start(
         ready: ready_tx,
         handled: Arc::default(),
         rolled: config.rolled.clone(),
+        keys: config.keys.clone(),
         touched_by: HashMap::new(),
         relisting: HashMap::new(),
         relisting_configs: HashMap::new(),
@@ -445,6 +449,8 @@ struct Tracker {
     ready: watch::Sender<bool>,
     handled: Arc<Mutex<Handled>>,
     rolled: Option<tokio::sync::mpsc::UnboundedSender<Rolled>>,
+    /// What hashes are keyed with.
+    keys: Option<super::HashKeys>,
     /// The consumed objects whose change touched each workload since its last decision.
     touched_by: HashMap<WorkloadRef, BTreeSet<String>>,
     /// The workloads of each kind in the list being received: they replace the stored
@@ -686,7 +692,11 @@ impl Tracker {
         };
         let gated = is_gated(key.kind, &value);
         let current = template_hash(key.kind, &value);
-        match decide(current.as_deref(), gated, &resolved) {
+        let hash_key = match &self.keys {
+            Some(keys) => keys.get().await,
+            None => super::HashKey::Unkeyed,
+        };
+        match decide(current.as_deref(), gated, &resolved, &hash_key) {
             Decision::Nothing => {
                 self.announced.remove(&key);
                 self.touched_by.remove(&key);

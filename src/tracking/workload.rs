@@ -318,7 +318,12 @@ pub enum Decision {
     Patch { hash: String },
 }
 
-pub fn decide(current_hash: Option<&str>, gated: bool, resolved: &[Resolved]) -> Decision {
+pub fn decide(
+    current_hash: Option<&str>,
+    gated: bool,
+    resolved: &[Resolved],
+    key: &super::hash::HashKey,
+) -> Decision {
     let missing: Vec<ConsumedObject> = resolved
         .iter()
         .filter(|r| r.is_missing_required())
@@ -330,7 +335,12 @@ pub fn decide(current_hash: Option<&str>, gated: bool, resolved: &[Resolved]) ->
     if resolved.is_empty() && !gated && current_hash.is_none() {
         return Decision::Nothing;
     }
-    let hash = config_hash(resolved);
+    let hash = config_hash(resolved, key);
+    // A hash from before the key, of the same data: still in sync (rolling the pods
+    // only to re-key the hash would restart them for nothing).
+    if !gated && current_hash.is_some_and(|c| c == super::hash::legacy_hash(resolved)) {
+        return Decision::Nothing;
+    }
     if gated || current_hash != Some(hash.as_str()) {
         Decision::Patch { hash }
     } else {
@@ -548,26 +558,30 @@ mod tests {
     #[test]
     fn decisions() {
         let present = [resolved(false, Some(&[("k", "v")]))];
-        let hash = config_hash(&present);
-        assert_eq!(decide(Some(&hash), false, &present), Decision::Nothing);
+        let key = super::super::hash::HashKey::Keyed(std::sync::Arc::new([3; 32]));
+        let hash = config_hash(&present, &key);
         assert_eq!(
-            decide(Some("stale"), false, &present),
+            decide(Some(&hash), false, &present, &key),
+            Decision::Nothing
+        );
+        assert_eq!(
+            decide(Some("stale"), false, &present, &key),
             Decision::Patch { hash: hash.clone() }
         );
         assert_eq!(
-            decide(None, false, &present),
+            decide(None, false, &present, &key),
             Decision::Patch { hash: hash.clone() }
         );
         // Gated with an up-to-date hash still needs the gate removed.
         assert_eq!(
-            decide(Some(&hash), true, &present),
+            decide(Some(&hash), true, &present, &key),
             Decision::Patch { hash }
         );
 
         let missing = [resolved(false, None)];
         for gated in [true, false] {
             assert_eq!(
-                decide(Some("x"), gated, &missing),
+                decide(Some("x"), gated, &missing, &key),
                 Decision::Wait {
                     missing: vec![missing[0].object.clone()]
                 }
@@ -576,11 +590,29 @@ mod tests {
         // An optional object that is absent does not hold anything back.
         let optional = [resolved(true, None)];
         assert!(matches!(
-            decide(None, true, &optional),
+            decide(None, true, &optional, &key),
             Decision::Patch { .. }
         ));
 
-        assert_eq!(decide(None, false, &[]), Decision::Nothing);
-        assert!(matches!(decide(None, true, &[]), Decision::Patch { .. }));
+        assert_eq!(decide(None, false, &[], &key), Decision::Nothing);
+        assert!(matches!(
+            decide(None, true, &[], &key),
+            Decision::Patch { .. }
+        ));
+
+        // A workload hashed before the key: left alone while its data is the same, and
+        // keyed at the next change (which rolls it anyway).
+        let legacy = super::super::hash::legacy_hash(&present);
+        assert_eq!(
+            decide(Some(&legacy), false, &present, &key),
+            Decision::Nothing
+        );
+        let changed = [resolved(false, Some(&[("k", "w")]))];
+        assert_eq!(
+            decide(Some(&legacy), false, &changed, &key),
+            Decision::Patch {
+                hash: config_hash(&changed, &key)
+            }
+        );
     }
 }

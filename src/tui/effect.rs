@@ -71,9 +71,15 @@ pub enum ChangesOf {
         release: ReleaseKey,
         from: i32,
         to: i32,
+        /// Where the release's values come from, to mask those from Secrets by origin.
+        values: Option<crate::values::ValuesSources>,
     },
     /// One stored revision, whole.
-    Revision { release: ReleaseKey, revision: i32 },
+    Revision {
+        release: ReleaseKey,
+        revision: i32,
+        values: Option<crate::values::ValuesSources>,
+    },
     /// The wheelhouse HelmRelease `key` as its spec would be applied (with `values` in
     /// place of its spec.values when given), rendered by the engine, against the
     /// release's newest stored revision.

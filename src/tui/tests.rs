@@ -636,6 +636,7 @@ fn the_detail_view_says_whom_a_release_acts_as_and_the_header_says_locked_down()
     app.tenancy = crate::tenancy::Policy {
         default_service_account: Some("tenant-deployer".into()),
         no_cross_namespace_refs: true,
+        ..Default::default()
     };
     let locked = render(&app, 100, 14).backend().to_string();
     assert!(
@@ -647,5 +648,42 @@ fn the_detail_view_says_whom_a_release_acts_as_and_the_header_says_locked_down()
     assert!(
         locked.contains("engine here: all ns · locked down"),
         "{locked}"
+    );
+}
+
+/// Text from the cluster is data: a status message holding terminal escape sequences
+/// (a tenant's chart `fail` message) is drawn without its control characters, so the
+/// operator's terminal never receives them; the words around them stay.
+#[test]
+fn control_characters_from_the_cluster_never_reach_the_terminal() {
+    let mut app = app(false);
+    let hostile = demo::release(
+        "apps",
+        "hostile",
+        "web",
+        Some((
+            "False",
+            "InstallFailed",
+            "render failed: \u{1b}]2;owned\u{7}\u{1b}[2Jgone\u{9b}31m",
+        )),
+        1,
+        60,
+    );
+    app.set_views(super::views_of([demo::view(
+        hostile,
+        crate::engine::LiveState::default(),
+    )]));
+    let screen = render(&app, 140, 12);
+    let cells: String = screen
+        .backend()
+        .buffer()
+        .content()
+        .iter()
+        .map(|c| c.symbol())
+        .collect();
+    assert!(cells.contains("render failed:"), "{cells}");
+    assert!(
+        !cells.chars().any(|c| c.is_control()),
+        "a control character reached the screen: {cells:?}"
     );
 }

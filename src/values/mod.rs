@@ -249,6 +249,152 @@ pub async fn compose(client: &kube::Client, hr: &HelmRelease) -> Result<Composed
     })
 }
 
+/// Which of a release's values came from `valuesFrom` Secrets, for masking them by
+/// origin wherever values are shown (the dashboard's values tab and diffs, an incident's
+/// export): a value is hidden because of where it came from, not because its key looks
+/// like a credential (`dsn`, `connectionString` do not). Read with `client` (the
+/// operator's identity): a Secret it cannot read makes every value that no later source
+/// set visibly a secret's, so nothing is shown that might be one.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SecretOrigins {
+    /// The values as composed, with each value whose last source was a Secret replaced
+    /// by [`redact::SECRET_ORIGIN`].
+    shadow: Map<String, Value>,
+    /// A Secret source could not be read: only what later sources set is known.
+    unknown: bool,
+}
+
+impl SecretOrigins {
+    /// `values` (as the release was made with them) with what came from Secrets masked,
+    /// and keys that look like credentials masked too.
+    pub fn mask(&self, values: &Value) -> Value {
+        self.mask_beside(values, None)
+    }
+
+    /// [`Self::mask`], a masked value that differs from `other`'s (the other side of a
+    /// diff) reading `*** (changed)`.
+    pub fn mask_beside(&self, values: &Value, other: Option<&Value>) -> Value {
+        let shadow = Value::Object(self.shadow.clone());
+        redact::mask_values(&redact::mask_origins(values, &shadow, self.unknown, other))
+    }
+
+    /// Nothing could be read in time: every value is hidden (an operator who may not
+    /// read the sources sees no value that may have come from them).
+    pub fn unknown() -> Self {
+        Self {
+            shadow: Map::new(),
+            unknown: true,
+        }
+    }
+
+    /// Whether nothing came from a Secret, as far as could be read.
+    pub fn is_empty(&self) -> bool {
+        !self.unknown && !redact::holds_secret_origin(&Value::Object(self.shadow.clone()))
+    }
+}
+
+/// Where a HelmRelease's values come from (wheelhouse's or Flux's, the same fields), to
+/// tell which came from Secrets ([`secret_origins`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ValuesSources {
+    pub namespace: String,
+    pub values_from: Vec<ValuesReference>,
+    pub inline: Option<Value>,
+}
+
+impl ValuesSources {
+    pub fn of(hr: &HelmRelease) -> Self {
+        Self {
+            namespace: hr.namespace().unwrap_or_default(),
+            values_from: hr.spec.values_from.clone(),
+            inline: hr.spec.values.clone(),
+        }
+    }
+
+    /// A Flux HelmRelease's (`helm.toolkit.fluxcd.io/v2` has the same fields); an entry
+    /// that does not read as one is taken as a Secret that cannot be read.
+    pub fn of_flux(hr: &crate::api::flux::FluxHelmRelease) -> Self {
+        let values_from = hr
+            .spec
+            .values_from
+            .iter()
+            .map(|v| {
+                serde_json::from_value(v.clone()).unwrap_or(ValuesReference {
+                    kind: ValuesKind::Secret,
+                    name: String::new(),
+                    values_key: String::new(),
+                    target_path: None,
+                    optional: false,
+                })
+            })
+            .collect();
+        Self {
+            namespace: hr.metadata.namespace.clone().unwrap_or_default(),
+            values_from,
+            inline: hr.spec.values.clone(),
+        }
+    }
+
+    /// Read with `client`: see [`secret_origins`].
+    pub async fn origins(&self, client: &kube::Client) -> SecretOrigins {
+        secret_origins(
+            client,
+            &self.namespace,
+            &self.values_from,
+            self.inline.as_ref(),
+        )
+        .await
+    }
+}
+
+/// The [`SecretOrigins`] of a release whose spec has `values_from` and `inline` values,
+/// in `namespace`.
+pub async fn secret_origins(
+    client: &kube::Client,
+    namespace: &str,
+    values_from: &[ValuesReference],
+    inline: Option<&Value>,
+) -> SecretOrigins {
+    let mut out = SecretOrigins::default();
+    if !values_from.iter().any(|r| r.kind == ValuesKind::Secret) {
+        return out;
+    }
+    for (index, reference) in values_from.iter().enumerate() {
+        let secret = reference.kind == ValuesKind::Secret;
+        let data = match read_source(client, namespace, reference, index).await {
+            Ok((_, Some(data))) => data,
+            // Absent: it set nothing (a required one held the release, so the values
+            // shown are older and were made with it: unknown).
+            Ok((_, None)) => {
+                out.unknown |= secret && !reference.optional;
+                continue;
+            }
+            Err(_) => {
+                // A ConfigMap that cannot be read only hides what it would have
+                // overridden; a Secret hides what it set.
+                out.unknown |= secret;
+                continue;
+            }
+        };
+        let mut shadow = Map::new();
+        if apply_source(&mut shadow, namespace, reference, index, data).is_err() {
+            out.unknown |= secret;
+            continue;
+        }
+        let mut shadow = Value::Object(shadow);
+        if secret {
+            redact::mark_secret_origin(&mut shadow);
+        }
+        if let Value::Object(map) = shadow {
+            merge(&mut out.shadow, map);
+        }
+    }
+    if let Some(Value::Object(inline)) = inline {
+        merge(&mut out.shadow, inline.clone());
+    }
+    out
+}
+
 /// The object's resourceVersion (None: no object) and the key's bytes (None: missing).
 async fn read_source(
     client: &kube::Client,

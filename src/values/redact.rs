@@ -130,6 +130,71 @@ fn mask_lines(doc: &str) -> String {
     out
 }
 
+/// What marks, in a shadow of composed values, a value whose last source was a Secret
+/// (see `values::SecretOrigins`); no YAML document or Secret can hold it (a NUL).
+pub const SECRET_ORIGIN: &str = "\u{0}wheelhouse:secret-origin\u{0}";
+
+/// Replaces every scalar (and empty list or map) of `value` by [`SECRET_ORIGIN`].
+pub fn mark_secret_origin(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) if !map.is_empty() => map.values_mut().for_each(mark_secret_origin),
+        Value::Array(items) if !items.is_empty() => items.iter_mut().for_each(mark_secret_origin),
+        other => *other = Value::String(SECRET_ORIGIN.into()),
+    }
+}
+
+/// Whether `shadow` marks any value as a Secret's.
+pub fn holds_secret_origin(shadow: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match shadow {
+        Value::String(s) => s == SECRET_ORIGIN,
+        Value::Object(map) => map.values().any(holds_secret_origin),
+        Value::Array(items) => items.iter().any(holds_secret_origin),
+        _ => false,
+    }
+}
+
+/// `values` with every value masked whose place in `shadow` (the same values as composed
+/// with each Secret's marked, [`mark_secret_origin`]) is a Secret's. With `unknown` (a
+/// Secret source could not be read), every value masked but those `shadow` shows a
+/// ConfigMap or the inline values set: what cannot be told apart is hidden. With `other`
+/// (the other side of a diff), a masked value that differs from it reads `*** (changed)`.
+pub fn mask_origins(
+    values: &serde_json::Value,
+    shadow: &serde_json::Value,
+    unknown: bool,
+    other: Option<&serde_json::Value>,
+) -> serde_json::Value {
+    use serde_json::Value;
+    let masked = |v: &Value| {
+        let changed = other.is_some_and(|o| o != v);
+        Value::String(if changed { "*** (changed)" } else { "***" }.into())
+    };
+    match (values, shadow) {
+        (Value::Null, _) => Value::Null,
+        (v, Value::String(s)) if s == SECRET_ORIGIN => masked(v),
+        (Value::Object(map), _) => map
+            .iter()
+            .map(|(k, v)| {
+                let below = shadow.get(k).unwrap_or(&Value::Null);
+                let theirs = other.map(|o| o.get(k).unwrap_or(&Value::Null));
+                (k.clone(), mask_origins(v, below, unknown, theirs))
+            })
+            .collect(),
+        (Value::Array(items), _) => items
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let theirs = other.map(|o| o.get(i).unwrap_or(&Value::Null));
+                mask_origins(v, shadow.get(i).unwrap_or(&Value::Null), unknown, theirs)
+            })
+            .collect(),
+        (v, Value::Null) if unknown => masked(v),
+        (v, _) => v.clone(),
+    }
+}
+
 /// Values as YAML with the values of keys that look like credentials masked.
 pub fn mask_values(values: &serde_json::Value) -> serde_json::Value {
     match values {
@@ -213,6 +278,51 @@ mod tests {
         assert!(
             masked.starts_with("---\n# Source: c/templates/s.json\n"),
             "{masked}"
+        );
+    }
+
+    /// A value from a valuesFrom Secret is masked by where it came from, whatever its
+    /// key; a later source that sets the same key shows its own value; with a Secret that
+    /// could not be read, only what a ConfigMap or the inline values set is shown.
+    #[test]
+    fn values_from_secrets_are_masked_by_origin() {
+        let mut from_secret =
+            json!({"db": {"dsn": "postgres://u:pw@db/x", "port": 5432}, "tags": ["a"]});
+        mark_secret_origin(&mut from_secret);
+        let mut shadow = json!({"db": {"host": "db"}, "replicas": 2});
+        if let (serde_json::Value::Object(base), serde_json::Value::Object(over)) =
+            (&mut shadow, from_secret)
+        {
+            crate::values::merge(base, over);
+        }
+        // The inline values set the port again: it is theirs.
+        if let serde_json::Value::Object(base) = &mut shadow {
+            crate::values::merge(
+                base,
+                json!({"db": {"port": 5433}}).as_object().unwrap().clone(),
+            );
+        }
+        assert!(holds_secret_origin(&shadow));
+        let values = json!({"db": {"dsn": "postgres://u:pw@db/x", "port": 5433, "host": "db"}, "tags": ["a"], "replicas": 2});
+        assert_eq!(
+            mask_origins(&values, &shadow, false, None),
+            json!({"db": {"dsn": "***", "port": 5433, "host": "db"}, "tags": ["***"], "replicas": 2})
+        );
+        // Unknown: what the shadow does not know is hidden too.
+        let partial = json!({"replicas": 2});
+        assert_eq!(
+            mask_origins(&values, &partial, true, None),
+            json!({"db": {"dsn": "***", "port": "***", "host": "***"}, "tags": ["***"], "replicas": 2})
+        );
+        // Beside an older revision: a changed secret says so, never to what.
+        let older = json!({"db": {"dsn": "postgres://u:old@db/x", "port": 5433, "host": "db"}, "tags": ["a"]});
+        assert_eq!(
+            mask_origins(&values, &shadow, false, Some(&older))["db"]["dsn"],
+            "*** (changed)"
+        );
+        assert_eq!(
+            mask_origins(&values, &shadow, false, Some(&older))["tags"],
+            json!(["***"])
         );
     }
 

@@ -27,6 +27,7 @@ mod health;
 mod helm_parity;
 mod image;
 mod install;
+mod isolation;
 mod layering;
 mod lease;
 mod migrate;

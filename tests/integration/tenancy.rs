@@ -26,20 +26,24 @@ use wheelhouse::tenancy;
 
 /// The lockdown's default ServiceAccount, as the local control plane's locked-down Flux
 /// helm-controller names it too.
-const DEPLOYER: &str = "tenant-deployer";
+pub(super) const DEPLOYER: &str = "tenant-deployer";
+/// The tests' chart servers, registries and Git server listen on loopback, which the
+/// lockdown's outbound policy refuses to tenants' sources unless allowed: the installed
+/// controller allows it, as a platform team lists its own repositories' networks.
+pub(super) const LOOPBACK: &str = "127.0.0.0/8";
 const MANAGER: &str = "wheelhouse-tests";
 
 /// The installed controller, shared by the tests of this file: one install (its
 /// ClusterRoleBinding names one ServiceAccount), each test a controller of its own.
-struct Installed {
-    system: String,
+pub(super) struct Installed {
+    pub(super) system: String,
     /// The Deployment's tenancy flags, as the controller in the cluster gets them.
-    flags: Vec<String>,
+    pub(super) flags: Vec<String>,
 }
 
 static INSTALLED: tokio::sync::OnceCell<Installed> = tokio::sync::OnceCell::const_new();
 
-async fn installed(admin: &Client) -> &'static Installed {
+pub(super) async fn installed(admin: &Client) -> &'static Installed {
     INSTALLED
         .get_or_init(|| async {
             install_crd(admin).await;
@@ -50,6 +54,8 @@ async fn installed(admin: &Client) -> &'static Installed {
                 "--default-service-account",
                 DEPLOYER,
                 "--no-cross-namespace-refs",
+                "--allow-network",
+                LOOPBACK,
             ]);
             // The published policy is cluster-wide: only the dashboard test publishes it,
             // for as long as it runs, so the rest of the suite never sees a lockdown.
@@ -71,12 +77,19 @@ async fn installed(admin: &Client) -> &'static Installed {
                 .position(|a| a == "--default-service-account")
                 .expect("the Deployment runs with the lockdown");
             assert!(args.iter().any(|a| a == "--no-cross-namespace-refs"));
+            let allow = args
+                .iter()
+                .position(|a| a == "--allow-network")
+                .expect("the Deployment runs with the outbound policy's exception");
+            assert_eq!(args[allow + 1], LOOPBACK);
             Installed {
                 system,
                 flags: vec![
                     args[at].clone(),
                     args[at + 1].clone(),
                     "--no-cross-namespace-refs".into(),
+                    args[allow].clone(),
+                    args[allow + 1].clone(),
                 ],
             }
         })
@@ -85,14 +98,14 @@ async fn installed(admin: &Client) -> &'static Installed {
 
 /// A tenant's namespace: its `tenant-deployer` ServiceAccount holds `admin` there, as a
 /// platform team sets up each tenant.
-async fn tenant(admin: &Client, prefix: &str) -> TestNamespace {
+pub(super) async fn tenant(admin: &Client, prefix: &str) -> TestNamespace {
     let ns = TestNamespace::new(admin, prefix).await;
     create_account(admin, &ns.name, DEPLOYER, true).await;
     ns
 }
 
 /// Creates ServiceAccount `name` in `ns`, with `admin` there when `grant`.
-async fn create_account(admin: &Client, ns: &str, name: &str, grant: bool) {
+pub(super) async fn create_account(admin: &Client, ns: &str, name: &str, grant: bool) {
     let sa: ServiceAccount = support::from_yaml(&format!("metadata: {{name: {name}}}"));
     Api::<ServiceAccount>::namespaced(admin.clone(), ns)
         .create(&PostParams::default(), &sa)
@@ -103,7 +116,7 @@ async fn create_account(admin: &Client, ns: &str, name: &str, grant: bool) {
     }
 }
 
-async fn grant_admin(admin: &Client, ns: &str, name: &str) {
+pub(super) async fn grant_admin(admin: &Client, ns: &str, name: &str) {
     let binding: RoleBinding = support::from_yaml(&format!(
         "metadata: {{name: {name}-admin}}\n\
          roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: admin}}\n\
@@ -117,7 +130,7 @@ async fn grant_admin(admin: &Client, ns: &str, name: &str) {
 
 /// A namespace holding a Secret `db-pass` with a password nobody else may read; returns
 /// the namespace and the password.
-async fn victim(admin: &Client) -> (TestNamespace, String) {
+pub(super) async fn victim(admin: &Client) -> (TestNamespace, String) {
     let ns = TestNamespace::new(admin, "victim").await;
     let password = format!("S3cret-{:x}-{:x}", support::rand_u32(), support::rand_u32());
     let secret: Secret = support::from_yaml(&format!(
@@ -131,14 +144,14 @@ async fn victim(admin: &Client) -> (TestNamespace, String) {
 }
 
 /// The Ready condition's status and message.
-fn ready_says(hr: &HelmRelease) -> Option<(String, String)> {
+pub(super) fn ready_says(hr: &HelmRelease) -> Option<(String, String)> {
     hr.condition("Ready")
         .map(|c| (c.status.clone(), c.message.clone()))
 }
 
 /// Whether Helm's storage holds any revision of `name` in `ns` (`helm history` fails
 /// with "not found" otherwise).
-fn stored(ns: &str, name: &str) -> bool {
+pub(super) fn stored(ns: &str, name: &str) -> bool {
     let (ok, text) = support::engine::helm_try(ns, &["history", name]);
     assert!(ok || text.contains("not found"), "{text}");
     ok
@@ -146,7 +159,7 @@ fn stored(ns: &str, name: &str) -> bool {
 
 /// The tenant chart from a Helm repository on 127.0.0.1 (`charts`: the URL): under the
 /// lockdown no chart.path is read, so a tenant's chart comes from a repository.
-fn from_repo(charts: &str, name: &str, spec: serde_json::Value) -> HelmRelease {
+pub(super) fn from_repo(charts: &str, name: &str, spec: serde_json::Value) -> HelmRelease {
     let mut hr = release(name, "tenant-reach", spec);
     hr.spec.chart = support::from_yaml(&format!(
         "{{repository: \"{charts}\", name: tenant-reach, version: 0.1.0}}"
@@ -154,12 +167,12 @@ fn from_repo(charts: &str, name: &str, spec: serde_json::Value) -> HelmRelease {
     hr
 }
 
-fn reach(charts: &str, name: &str, values: serde_json::Value) -> HelmRelease {
+pub(super) fn reach(charts: &str, name: &str, values: serde_json::Value) -> HelmRelease {
     from_repo(charts, name, serde_json::json!({"values": values}))
 }
 
 /// Serves the tenant chart; keep the server for as long as the test runs.
-async fn tenant_charts() -> (support::source::RepoServer, String) {
+pub(super) async fn tenant_charts() -> (support::source::RepoServer, String) {
     let chart = PathBuf::from(support::engine::chart("tenant-reach"));
     support::flux::serve(&chart, "tenant-reach", &["0.1.0"]).await
 }
@@ -167,17 +180,28 @@ async fn tenant_charts() -> (support::source::RepoServer, String) {
 /// The installed controller, as its pod runs: the ServiceAccount's token only, every
 /// namespace, the Deployment's tenancy flags; and a shard of its own (`shard`), so that
 /// it reconciles only this test's releases (each labelled with it, see [`sharded`]).
-async fn controller(admin: &Client, shard: &str, home: &std::path::Path) -> Controller {
+pub(super) async fn controller(admin: &Client, shard: &str, home: &std::path::Path) -> Controller {
+    let flags = installed(admin).await.flags.clone();
+    controller_with(admin, shard, home, &flags).await
+}
+
+/// [`controller`] with other tenancy `flags` than the installed Deployment's.
+pub(super) async fn controller_with(
+    admin: &Client,
+    shard: &str,
+    home: &std::path::Path,
+    flags: &[String],
+) -> Controller {
     let installed = installed(admin).await;
     let kubeconfig =
         service_account_kubeconfig(admin, &installed.system, SERVICE_ACCOUNT, home).await;
     let mut args = vec!["--shard".to_owned(), shard.to_owned()];
-    args.extend(installed.flags.iter().cloned());
+    args.extend(flags.iter().cloned());
     Controller::start_with(&kubeconfig, &installed.system, home, &args)
 }
 
 /// `hr` in the test's shard (its namespace's name).
-fn sharded(mut hr: HelmRelease, shard: &str) -> HelmRelease {
+pub(super) fn sharded(mut hr: HelmRelease, shard: &str) -> HelmRelease {
     hr.metadata
         .labels
         .get_or_insert_default()
@@ -495,6 +519,7 @@ impl Published {
         let policy = tenancy::Policy {
             default_service_account: Some(DEPLOYER.into()),
             no_cross_namespace_refs: true,
+            ..Default::default()
         };
         support::apply_documents(admin, &tenancy::manifests(&policy), MANAGER).await;
         Self

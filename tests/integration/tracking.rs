@@ -24,8 +24,8 @@ use tokio_util::sync::CancellationToken;
 use wheelhouse::apply::Applier;
 use wheelhouse::client::Scope;
 use wheelhouse::tracking::{
-    self, CONFIG_HASH_ANNOTATION, CONFIG_PENDING_GATE, ConfigKind, TrackerConfig, TrackerHandle,
-    WorkloadKind, prepare_manifest,
+    self, CONFIG_HASH_ANNOTATION, CONFIG_PENDING_GATE, ConfigKind, HashKey, TrackerConfig,
+    TrackerHandle, WorkloadKind, prepare_manifest,
 };
 
 const WINDOW: Duration = Duration::from_secs(1);
@@ -228,10 +228,16 @@ async fn a_release_rolls_once_per_burst_of_config_changes_and_never_on_install()
     let applier = Applier::new(client.clone());
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
 
-    let prepared = prepare_manifest(&client, &release_manifest(), &ns.name)
-        .await
-        .unwrap()
-        .applied;
+    let prepared = prepare_manifest(
+        &client,
+        &release_manifest(),
+        &ns.name,
+        &HashKey::Unkeyed,
+        None,
+    )
+    .await
+    .unwrap()
+    .applied;
     applier.apply(&prepared, &ns.name, "web").await.unwrap();
     settles_with(&tracker, &client, &ns.name, "web", 1).await;
     let first = template_hash(&deployments.get("web").await.unwrap())
@@ -248,10 +254,16 @@ async fn a_release_rolls_once_per_burst_of_config_changes_and_never_on_install()
     }
 
     // The next upgrade prepares the same manifest against the live data: same hash.
-    let again = prepare_manifest(&client, &release_manifest(), &ns.name)
-        .await
-        .unwrap()
-        .applied;
+    let again = prepare_manifest(
+        &client,
+        &release_manifest(),
+        &ns.name,
+        &HashKey::Unkeyed,
+        None,
+    )
+    .await
+    .unwrap()
+    .applied;
     assert_eq!(again, prepared);
     applier.apply(&again, &ns.name, "web").await.unwrap();
     caught_up(&tracker, &client, WorkloadKind::Deployment, &ns.name, "web").await;
@@ -369,10 +381,16 @@ async fn missing_config_holds_pods_with_the_gate_until_it_appears() {
     tracker.ready().await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns.name);
 
-    let prepared = prepare_manifest(&client, &gated_manifest(), &ns.name)
-        .await
-        .unwrap()
-        .applied;
+    let prepared = prepare_manifest(
+        &client,
+        &gated_manifest(),
+        &ns.name,
+        &HashKey::Unkeyed,
+        None,
+    )
+    .await
+    .unwrap()
+    .applied;
     Applier::new(client.clone())
         .apply(&prepared, &ns.name, "late")
         .await
@@ -499,10 +517,16 @@ async fn missing_config_holds_pods_with_the_gate_until_it_appears() {
 
     // The engine's next upgrade prepares the same chart against the live data: no gate, the
     // hash the tracker wrote, so its forced apply changes nothing and rolls nothing.
-    let next = prepare_manifest(&client, &gated_manifest(), &ns.name)
-        .await
-        .unwrap()
-        .applied;
+    let next = prepare_manifest(
+        &client,
+        &gated_manifest(),
+        &ns.name,
+        &HashKey::Unkeyed,
+        None,
+    )
+    .await
+    .unwrap()
+    .applied;
     assert!(!next.contains(CONFIG_PENDING_GATE));
     assert!(next.contains(&hash));
     Applier::new(client.clone())
@@ -714,7 +738,7 @@ async fn a_gated_stateful_set_runs_once_its_secret_appears() {
         \x20   metadata:\n      labels: {app: db}\n    spec:\n      containers:\n        - name: db\n\
         \x20         image: registry.invalid/db:1\n          env:\n            - name: PASSWORD\n\
         \x20             valueFrom: {secretKeyRef: {name: db-creds, key: password}}\n";
-    let prepared = prepare_manifest(&client, manifest, &ns.name)
+    let prepared = prepare_manifest(&client, manifest, &ns.name, &HashKey::Unkeyed, None)
         .await
         .unwrap()
         .applied;

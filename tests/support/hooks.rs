@@ -7,8 +7,21 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 
 /// A receiver set up as an operator would: the ConfigMap beside the Lease, the token in
-/// a Secret; returns its path (Flux's).
+/// a Secret, waking every HelmRelease of `ns`; returns its path (Flux's).
 pub async fn receiver(client: &Client, ns: &str, name: &str, kind: &str, token: &str) -> String {
+    let resources = format!("[{{kind: HelmRelease, name: '*', namespace: {ns}}}]");
+    receiver_of(client, ns, name, kind, token, &resources).await
+}
+
+/// [`receiver`] waking the HelmReleases `resources` (Flux's Receiver field, as YAML).
+pub async fn receiver_of(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    kind: &str,
+    token: &str,
+    resources: &str,
+) -> String {
     let secret: Secret = super::from_yaml(&format!(
         "metadata: {{name: {name}-token}}\nstringData: {{token: {token}}}"
     ));
@@ -25,7 +38,7 @@ pub async fn receiver(client: &Client, ns: &str, name: &str, kind: &str, token: 
         .and_then(|d| d.get(wheelhouse::receive::KEY).cloned())
         .unwrap_or_else(|| "receivers:\n".into());
     config.push_str(&format!(
-        "- {{name: {name}, type: {kind}, secretRef: {{name: {name}-token}}}}\n"
+        "- {{name: {name}, type: {kind}, secretRef: {{name: {name}-token}}, resources: {resources}}}\n"
     ));
     let cm: ConfigMap = serde_json::from_value(serde_json::json!({
         "metadata": {"name": wheelhouse::receive::CONFIGMAP},

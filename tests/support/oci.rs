@@ -75,6 +75,17 @@ impl Pusher {
         );
     }
 
+    /// The chart archive `push` packaged as `version`: its chart layer, byte for byte.
+    pub fn packaged(&self, version: &str) -> Vec<u8> {
+        std::fs::read(
+            self.dir
+                .path()
+                .join("out")
+                .join(format!("webapp-{version}.tgz")),
+        )
+        .unwrap()
+    }
+
     /// Packages the webapp test chart as `version` (its pods' `behavior` as given) and
     /// pushes it to `oci://{registry}/{path}`; returns the manifest digest helm printed.
     pub fn push(
@@ -195,5 +206,117 @@ impl Drop for NotifyingRegistry {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A registry of a hostile tenant's: plain HTTP on 127.0.0.1, anonymous, serving one
+/// manifest of Helm's media types under `repository:tag` that names `layer`'s digest (a
+/// chart another tenant pushed elsewhere), and no blob at all. Counts what was asked for
+/// blobs.
+pub struct ManifestOnly {
+    /// `127.0.0.1:<port>`.
+    pub address: String,
+    blobs: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ManifestOnly {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl ManifestOnly {
+    pub async fn start(repository: &str, tag: &str, layer: &[u8]) -> Self {
+        use sha2::{Digest, Sha256};
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let config = b"{}";
+        let manifest = serde_json::to_vec(&serde_json::json!({
+            "schemaVersion": 2,
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "config": {"mediaType": "application/vnd.cncf.helm.config.v1+json",
+                       "digest": format!("sha256:{}", hex::encode(Sha256::digest(config))),
+                       "size": config.len()},
+            "layers": [{"mediaType": "application/vnd.cncf.helm.chart.content.v1.tar+gzip",
+                        "digest": format!("sha256:{}", hex::encode(Sha256::digest(layer))),
+                        "size": layer.len()}],
+        }))
+        .unwrap();
+        let digest = format!("sha256:{}", hex::encode(Sha256::digest(&manifest)));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let blobs = std::sync::Arc::new(AtomicUsize::new(0));
+        let (counted, repository, tag) = (blobs.clone(), repository.to_owned(), tag.to_owned());
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (manifest, digest, counted, repository, tag) = (
+                    manifest.clone(),
+                    digest.clone(),
+                    counted.clone(),
+                    repository.clone(),
+                    tag.clone(),
+                );
+                tokio::spawn(async move {
+                    let service = hyper::service::service_fn(
+                        move |req: hyper::Request<hyper::body::Incoming>| {
+                            let path = req.uri().path().to_owned();
+                            let mut response = hyper::Response::new(http_body_util::Full::new(
+                                hyper::body::Bytes::new(),
+                            ));
+                            if path == "/v2/" {
+                            } else if path == format!("/v2/{repository}/tags/list") {
+                                *response.body_mut() = http_body_util::Full::new(
+                                    serde_json::to_vec(
+                                        &serde_json::json!({"name": repository, "tags": [tag]}),
+                                    )
+                                    .unwrap()
+                                    .into(),
+                                );
+                            } else if path == format!("/v2/{repository}/manifests/{tag}")
+                                || path == format!("/v2/{repository}/manifests/{digest}")
+                            {
+                                let headers = response.headers_mut();
+                                headers.insert(
+                                    "content-type",
+                                    "application/vnd.oci.image.manifest.v1+json"
+                                        .parse()
+                                        .unwrap(),
+                                );
+                                headers.insert("docker-content-digest", digest.parse().unwrap());
+                                *response.body_mut() =
+                                    http_body_util::Full::new(manifest.clone().into());
+                            } else {
+                                if path.contains("/blobs/") {
+                                    counted.fetch_add(1, Ordering::Relaxed);
+                                }
+                                *response.status_mut() = hyper::StatusCode::NOT_FOUND;
+                                *response.body_mut() = http_body_util::Full::new(
+                                br#"{"errors":[{"code":"BLOB_UNKNOWN","message":"blob unknown to registry"}]}"#
+                                    .to_vec()
+                                    .into(),
+                            );
+                            }
+                            async move { Ok::<_, std::convert::Infallible>(response) }
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                        .await;
+                });
+            }
+        });
+        Self {
+            address,
+            blobs,
+            task,
+        }
+    }
+
+    /// How many blob requests it answered (404).
+    pub fn blob_requests(&self) -> usize {
+        self.blobs.load(std::sync::atomic::Ordering::Relaxed)
     }
 }

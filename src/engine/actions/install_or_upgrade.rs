@@ -282,10 +282,13 @@ pub async fn install_or_upgrade(
         // The revision stores the manifest without the config-pending gate: only a running
         // wheelhouse lifts it, and `helm rollback` by hand must end with schedulable pods.
         let applied = if tracked {
+            let key = run.ctx.hash_keys.get().await;
             let prepared = crate::tracking::prepare_manifest(
                 &run.acting.client,
                 &rendered.manifest,
                 &run.target_namespace,
+                &key,
+                previous.map(|p| p.manifest.as_str()),
             )
             .await
             .map_err(|e| crate::Error::Tracking(Box::new(e)))?;

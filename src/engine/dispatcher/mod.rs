@@ -510,6 +510,7 @@ impl Dispatcher {
             crate::tracking::TrackerConfig {
                 owned: self.owned.clone(),
                 rolled: Some(self.rolled_tx.clone()),
+                keys: Some(self.ctx.hash_keys.clone()),
                 ..Default::default()
             },
             term.child_token(),

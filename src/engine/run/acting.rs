@@ -116,8 +116,9 @@ impl Identities {
         &self,
         identity: &Identity,
         checked: crate::remote::Checked,
+        via: Option<crate::source::egress::Via>,
     ) -> Result<Arc<Acting>, crate::remote::Error> {
-        let key = (identity.clone(), checked.digest.clone());
+        let key = (identity.clone(), cluster_key(&checked, via.as_ref()));
         if let Some(acting) = self
             .remote
             .lock()
@@ -126,7 +127,7 @@ impl Identities {
         {
             return Ok(acting.clone());
         }
-        let cluster = self.cluster(checked).await?;
+        let cluster = self.cluster(checked, via).await?;
         let acting = Arc::new(Acting::on(
             identity.clone(),
             &cluster.client,
@@ -152,16 +153,18 @@ impl Identities {
     async fn cluster(
         &self,
         checked: crate::remote::Checked,
+        via: Option<crate::source::egress::Via>,
     ) -> Result<Arc<Remote>, crate::remote::Error> {
+        let key = cluster_key(&checked, via.as_ref());
         self.by_secret
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(checked.secret.clone(), checked.digest.clone());
+            .insert(checked.secret.clone(), key.clone());
         if let Some(found) = self
             .clusters
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(&checked.digest)
+            .get(&key)
         {
             return Ok(found.clone());
         }
@@ -179,8 +182,9 @@ impl Identities {
                 self.files.get().expect("set above")
             }
         };
-        let kubeconfig = checked.write_to(dir.path())?;
-        let client = checked.client().await?;
+        let proxy = via.as_ref().map(crate::source::egress::Via::proxy_url);
+        let kubeconfig = checked.write_to(dir.path(), proxy.as_deref())?;
+        let client = checked.client(proxy.as_deref()).await?;
         let remote = Arc::new(Remote {
             checked,
             watches: crate::health::WatchHub::new(client.clone()),
@@ -193,9 +197,21 @@ impl Identities {
             .clusters
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .entry(remote.checked.digest.clone())
+            .entry(key)
             .or_insert(remote)
             .clone())
+    }
+}
+
+/// A remote cluster's clients by kubeconfig and way out: a policy that starts to police
+/// releases' sources gets clients of its own.
+fn cluster_key(
+    checked: &crate::remote::Checked,
+    via: Option<&crate::source::egress::Via>,
+) -> String {
+    match via {
+        None => checked.digest.clone(),
+        Some(v) => format!("{}/{:?}", checked.digest, v.class),
     }
 }
 
@@ -213,7 +229,8 @@ impl Context {
     /// The clients `hr` acts with under the current policy: on its remote cluster with
     /// `spec.kubeConfig`, whose Secret is read (as the release's identity here) each time.
     pub async fn acting_for(&self, hr: &HelmRelease) -> Result<Arc<Acting>, crate::remote::Error> {
-        let identity = self.policy().identity(hr);
+        let policy = self.policy();
+        let identity = policy.identity(hr);
         let here = self.acting(&identity);
         let Some(reference) = &hr.spec.kube_config else {
             return Ok(here);
@@ -226,7 +243,12 @@ impl Context {
             self.kubeconfig_allowances,
         )
         .await?;
-        self.identities.on_remote(&identity, checked).await
+        // The remote server is the tenant's choice: reached under the outbound policy.
+        let via = policy
+            .polices_egress()
+            .then(|| self.source.via(policy.egress_class()))
+            .flatten();
+        self.identities.on_remote(&identity, checked, via).await
     }
 
     /// The client and record index the identity guard looks at the records of

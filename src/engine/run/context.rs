@@ -77,7 +77,9 @@ pub struct Context {
     pub kubeconfig_allowances: crate::remote::Allowances,
     /// Pushes to chart sources a webhook receiver heard: every worker and running wait
     /// listens, and the releases whose chart they name look at once.
-    pub pushed: tokio::sync::broadcast::Sender<Arc<crate::source::pushed::Pushed>>,
+    /// What config tracking's hashes are keyed with (the cluster's key, beside the Lease).
+    pub hash_keys: crate::tracking::HashKeys,
+    pub pushed: tokio::sync::broadcast::Sender<Arc<crate::source::pushed::Wake>>,
     /// Cancelled when the whole engine stops (not when one worker does): what a worker
     /// would tidy for the engine's views on its way out is then moot.
     pub stopping: tokio_util::sync::CancellationToken,
@@ -104,6 +106,7 @@ impl Context {
         identity: &str,
         live: watch::Sender<LiveMap>,
     ) -> Self {
+        let watches_client = client.clone();
         Self {
             policy: watch::channel(crate::tenancy::Policy::default()).1,
             identities: Default::default(),
@@ -135,6 +138,10 @@ impl Context {
             notifier: crate::notify::Notifier::off(),
             kubeconfig_allowances: Default::default(),
             pushed: tokio::sync::broadcast::channel(PUSHES_KEPT).0,
+            hash_keys: crate::tracking::HashKeys::fixed(
+                watches_client.clone(),
+                crate::tracking::HashKey::Unkeyed,
+            ),
             stopping: Default::default(),
         }
     }

@@ -224,7 +224,13 @@ pub(in crate::engine) async fn prepare(
         Some(secret) => RepoAuth::from_secret(&acting.client, &namespace, &secret.name).await?,
         None => RepoAuth::default(),
     };
-    let resolved = ctx.source.resolve(&hr.spec.chart, &auth).await?;
+    // The cluster's outbound policy decides where this release's sources may connect.
+    let policy = ctx.policy();
+    let policed = policy.polices_egress().then(|| policy.egress_class());
+    let resolved = ctx
+        .source
+        .resolve_for(&hr.spec.chart, &auth, policed)
+        .await?;
     let path = resolved.path.clone();
     let spec = hr.spec.chart.clone();
     let known = ctx.charts.get(&resolved.digest);

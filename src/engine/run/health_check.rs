@@ -408,7 +408,7 @@ impl Run<'_> {
                 }
                 event = pushed.recv(), if polls_chart => {
                     let named = match &event {
-                        Ok(p) => p.names(chart).then(|| format!("a push to {}", p.describe())),
+                        Ok(w) => w.wakes(&self.inbox.newest).then(|| format!("a push to {}", w.describe())),
                         Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Some("pushes to chart sources".to_owned()),
                         Err(_) => None,
                     };

@@ -493,8 +493,13 @@ async fn correct(
     found: &[ObjectDrift],
     yielded: &[&ContestedField],
 ) -> crate::Result<()> {
-    let manifest =
-        crate::engine::release_drift::applied_manifest(&run.acting, &run.hr, latest).await?;
+    let manifest = crate::engine::release_drift::applied_manifest(
+        &run.acting,
+        &run.ctx.hash_keys.get().await,
+        &run.hr,
+        latest,
+    )
+    .await?;
     let wanted: Vec<crate::apply::ObjectRef> = found.iter().map(|d| d.reference.clone()).collect();
     let subset = crate::apply::manifest::documents_of(&manifest, &wanted, &run.target_namespace);
     let subset = if yielded.is_empty() {

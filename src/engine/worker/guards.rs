@@ -207,8 +207,10 @@ pub(super) async fn dependency_cycle(run: &Run<'_>) -> Option<String> {
         return None;
     }
     let start = run.key.clone();
-    // Depth-first over the dependency graph as the API shows it, bounded so a huge graph
-    // costs a bounded number of reads.
+    // Read as the release (RBAC decides what it may see of other namespaces); what it may
+    // not read is not followed. Depth-first over the dependency graph as the API shows it,
+    // bounded so a huge graph costs a bounded number of reads.
+    let as_release = run.ctx.acting(&run.acting.identity).client.clone();
     let mut stack: Vec<(ReleaseKey, Vec<ReleaseKey>)> =
         vec![(start.clone(), deps(&run.hr, &start.namespace))];
     let mut done = std::collections::HashSet::new();
@@ -231,7 +233,7 @@ pub(super) async fn dependency_cycle(run: &Run<'_>) -> Option<String> {
             continue;
         }
         reads += 1;
-        let api: Api<HelmRelease> = Api::namespaced(run.ctx.client.clone(), &next.namespace);
+        let api: Api<HelmRelease> = Api::namespaced(as_release.clone(), &next.namespace);
         if let Ok(Some(hr)) = api.get_opt(&next.name).await {
             let children = deps(&hr, &next.namespace);
             stack.push((next, children));
@@ -245,16 +247,24 @@ pub(super) async fn dependency_cycle(run: &Run<'_>) -> Option<String> {
 /// The first dependency that is not ready, described for the status message: by its
 /// `readyExpr` when it has one (in place of its Ready condition, as helm-controller does
 /// without its AdditiveCELDependencyCheck gate), else by its Ready condition.
+///
+/// Each dependency is read as the release itself (its ServiceAccount under tenancy, in
+/// the engine's cluster), never with the engine's identity: what a release's spec makes
+/// the engine read is the release's read, so a readyExpr can never test what the tenant
+/// may not see (docs/operations/multi-tenancy.md, "Side reads").
 pub(super) async fn unready_dependency(run: &Run<'_>) -> Option<String> {
     let refs = &run.hr.spec.depends_on;
     let this = refs
         .iter()
         .any(|d| d.ready_expr.is_some())
         .then(|| serde_json::to_value(&*run.hr).unwrap_or_default());
+    let as_release = run.ctx.acting(&run.acting.identity).client.clone();
     for (dep, reference) in deps(&run.hr, &run.key.namespace).into_iter().zip(refs) {
-        let api: Api<HelmRelease> = Api::namespaced(run.ctx.client.clone(), &dep.namespace);
-        let Ok(Some(found)) = api.get_opt(&dep.name).await else {
-            return Some(format!("dependency '{dep}' is not ready"));
+        let api: Api<HelmRelease> = Api::namespaced(as_release.clone(), &dep.namespace);
+        let found = match api.get_opt(&dep.name).await {
+            Ok(Some(found)) => found,
+            Ok(None) => return Some(format!("dependency '{dep}' is not ready")),
+            Err(e) => return Some(unreadable_dependency(&dep, &run.acting.identity, &e)),
         };
         let (Some(expr), Some(this)) = (&reference.ready_expr, &this) else {
             if !is_ready(&found) {
@@ -277,6 +287,26 @@ pub(super) async fn unready_dependency(run: &Run<'_>) -> Option<String> {
         }
     }
     None
+}
+
+/// Why a dependency could not be read as the release: a refusal names the identity and
+/// the rule, anything else says the API server's reason (never an object's content).
+fn unreadable_dependency(
+    dep: &ReleaseKey,
+    identity: &crate::tenancy::Identity,
+    e: &kube::Error,
+) -> String {
+    match e {
+        kube::Error::Api(status) if status.code == 403 => format!(
+            "dependency '{dep}' cannot be read as {identity} (Forbidden): a dependsOn is read with the release's own rights, so it needs get on helmreleases.wheelhouse.dev in namespace {}",
+            dep.namespace
+        ),
+        kube::Error::Api(status) => format!(
+            "dependency '{dep}' cannot be read as {identity}: HTTP {} {}",
+            status.code, status.reason
+        ),
+        other => format!("dependency '{dep}' cannot be read: {other}"),
+    }
 }
 
 /// Why a release with CEL expressions cannot be reconciled here.

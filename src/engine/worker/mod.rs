@@ -97,9 +97,10 @@ pub async fn run(
             event = pushed.recv() => {
                 use tokio::sync::broadcast::error::RecvError;
                 match event {
-                    Ok(p) if p.names(&inbox.newest.spec.chart) => {
-                        tracing::info!(release = %key, source = %p.describe(), "a push to its chart source: looking now");
-                        inbox.urgent = true;
+                    Ok(w) if w.wakes(&inbox.newest) => {
+                        tracing::info!(release = %key, source = %w.describe(), urgent = w.urgent, "a push to its chart source: looking now");
+                        // A receiver past its rate wakes releases as routine work.
+                        inbox.urgent |= w.urgent;
                     }
                     // Fell behind: one of them may have been ours.
                     Err(RecvError::Lagged(_)) if super::run::polls(&inbox.newest.spec.chart) => {}

@@ -223,6 +223,7 @@ mod tests {
         let url = "http://127.0.0.1:1/charts.git".to_owned();
         let job = Arc::new(super::Job {
             git_dir: dir.path().to_owned(),
+            source: String::new(),
             shown: url.clone(),
             endpoint: super::super::wanted::Endpoint::Http { url: url.clone() },
             url,
@@ -234,6 +235,7 @@ mod tests {
             runtime: runtime.handle().clone(),
             interrupt: Default::default(),
             refused: Default::default(),
+            via: None,
         });
         let path = dir.path().join("ls.git");
         let threads: Vec<_> = (0..8)

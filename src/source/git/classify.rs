@@ -39,6 +39,15 @@ impl Job {
     /// The error a user can act on, from what gitoxide (and under it reqwest, rustls or
     /// the SSH client) says.
     pub(super) fn classify(&self, e: &(dyn std::error::Error + 'static)) -> Error {
+        if let Some(via) = &self.via {
+            let tunnel = chain(e).contains("tunnel");
+            if let Some(reason) = via.refused(&self.url, tunnel) {
+                return Error::OutboundRefused {
+                    url: self.shown.clone(),
+                    reason,
+                };
+            }
+        }
         let sent_credentials = self.auth.bearer_token.is_some() || self.auth.basic().is_some();
         if self.refused.load(Ordering::Relaxed) {
             return Error::Auth {

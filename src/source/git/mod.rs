@@ -4,8 +4,12 @@
 //! commit already checked out is served from the cache without fetching. A new commit is
 //! fetched shallow (depth 1, only that commit's objects) into a scratch repository, the
 //! chart directory at `path` is written out of its tree into
-//! `<cache>/git/checkouts/<commit>-<path digest>`, validated as a chart, and the scratch
-//! repository removed. The commit is the chart's source revision: part of the desired
+//! `<cache>/git/checkouts/<commit>-<source identity>-<path digest>`, validated as a
+//! chart, and the scratch repository removed. The source identity (repository and
+//! credentials, `source/identity.rs`) keeps one tenant's checkout from another: a commit
+//! is served from the cache only to a resolve that reaches the same repository with the
+//! same credentials; any other fetches it from its own server (a pinned commit too, which
+//! is never taken as proof of access). The commit is the chart's source revision: part of the desired
 //! state, so every new commit is one (docs/design.md, "Revisions and sources").
 //!
 //! Transports: HTTPS (and plain HTTP) through gitoxide's reqwest client, TLS verified
@@ -34,12 +38,25 @@ use gix::protocol::handshake::Ref;
 use rustls::RootCertStore;
 
 use self::wanted::{Endpoint, Wanted, chart_path};
+use super::identity::IdentityKey;
 use super::{Error, RepoAuth, ResolvedChart, http, local, url, version};
 use crate::api::GitSource;
+
+/// The cache a resolve reads and fills.
+#[derive(Clone, Copy)]
+pub struct Cache<'a> {
+    pub dir: &'a Path,
+    pub identity: &'a IdentityKey,
+}
 
 /// Everything one resolve needs on its blocking thread.
 struct Job {
     git_dir: PathBuf,
+    /// Who may read what this resolve checks out: the repository's location and the
+    /// credentials it is reached with (see `source/identity.rs`). A checkout is reused
+    /// only under the same identity, so a commit (which is no secret) named from another
+    /// place or with other credentials is fetched from there, or refused there.
+    source: String,
     url: String,
     shown: String,
     endpoint: Endpoint,
@@ -52,15 +69,18 @@ struct Job {
     interrupt: Arc<AtomicBool>,
     /// Set when gitoxide asked for credentials: the server answered 401.
     refused: Arc<AtomicBool>,
+    /// The outbound policy's proxy every connection goes through, when one applies.
+    via: Option<super::egress::Via>,
 }
 
 /// Resolves `git` to a chart directory checked out of its commit.
 pub async fn resolve(
-    cache_dir: &Path,
+    cache: Cache<'_>,
     system_roots: &RootCertStore,
     timeout: Duration,
     git: &GitSource,
     auth: &RepoAuth,
+    via: Option<&super::egress::Via>,
 ) -> Result<ResolvedChart, Error> {
     // reqwest builds plain-HTTP clients on the process-wide rustls provider: ring, as
     // kube and our other clients use.
@@ -76,8 +96,10 @@ pub async fn resolve(
         _ => None,
     };
     let interrupt = Arc::new(AtomicBool::new(false));
+    let source = cache.identity.git(&endpoint.location(), auth);
     let job = Job {
-        git_dir: cache_dir.join("git"),
+        git_dir: cache.dir.join("git"),
+        source,
         url: git.url.clone(),
         shown: url::redact(&git.url),
         endpoint,
@@ -89,6 +111,7 @@ pub async fn resolve(
         runtime: tokio::runtime::Handle::current(),
         interrupt: interrupt.clone(),
         refused: Arc::new(AtomicBool::new(false)),
+        via: via.cloned(),
     };
     let shown = job.shown.clone();
     // Each network step is bounded by `timeout` on its own (reqwest's and russh's
@@ -113,7 +136,8 @@ impl Job {
         })?;
         let (commit, revision) = self.find_commit()?;
         let checkout = self.git_dir.join("checkouts").join(format!(
-            "{commit}-{}",
+            "{commit}-{}-{}",
+            self.source,
             &local::sha256_hex(self.path.as_bytes())[..16]
         ));
         let chart = match self.cached(&checkout, &commit)? {

@@ -97,6 +97,7 @@ pub fn connect(
     auth: &RepoAuth,
     timeout: Duration,
     shown: &str,
+    via: Option<&crate::source::egress::Via>,
 ) -> Result<Connection<Reader, Writer>, Error> {
     let failed = |why: String| Error::GitSsh {
         url: shown.to_owned(),
@@ -137,8 +138,22 @@ pub fn connect(
     let address = (target.host.clone(), target.port);
     let user = target.user.clone();
     let command = format!("git-upload-pack '{}'", target.path.replace('\'', "'\\''"));
+    let via = via.cloned();
     let stream = runtime.block_on(async move {
-        let connecting = client::connect(config, address, verifier);
+        // Under the outbound policy, the TCP connection is the policy's to open.
+        let connecting = async {
+            match &via {
+                None => client::connect(config, address, verifier).await,
+                Some(via) => {
+                    let tcp = via
+                        .egress
+                        .connect(via.class, &address.0, address.1)
+                        .await
+                        .map_err(russh::Error::IO)?;
+                    client::connect_stream(config, tcp, verifier).await
+                }
+            }
+        };
         let mut session = match tokio::time::timeout(timeout, connecting).await {
             Err(_) => {
                 return Err(Error::Timeout {
@@ -155,6 +170,14 @@ pub fn connect(
                 return Err(failed(format!(
                     "the server's host key ({key}) is not in known_hosts of chart.secretRef"
                 )));
+            }
+            Ok(Err(russh::Error::IO(io)))
+                if io.kind() == std::io::ErrorKind::PermissionDenied && via.is_some() =>
+            {
+                return Err(Error::OutboundRefused {
+                    url: shown.to_owned(),
+                    reason: io.to_string(),
+                });
             }
             Ok(Err(russh::Error::IO(io))) => {
                 return Err(Error::Unreachable {

@@ -46,8 +46,14 @@ impl Job {
                 connection.with_transport_options(Box::new(self.http_options()))
             }
             Endpoint::Ssh(target) => {
-                let transport =
-                    ssh::connect(&self.runtime, target, &self.auth, self.timeout, &self.shown)?;
+                let transport = ssh::connect(
+                    &self.runtime,
+                    target,
+                    &self.auth,
+                    self.timeout,
+                    &self.shown,
+                    self.via.as_ref(),
+                )?;
                 let boxed: Box<
                     dyn gix::protocol::transport::client::blocking_io::Transport + Send,
                 > = Box::new(transport);
@@ -69,6 +75,11 @@ impl Job {
         use gix::protocol::transport::client::blocking_io::http;
         let tls = self.tls.clone();
         let timeout = self.timeout;
+        // reqwest only fails to take a proxy URL it cannot parse; ours always parses.
+        let proxy = self
+            .via
+            .as_ref()
+            .and_then(|v| reqwest::Proxy::all(v.proxy_url()).ok());
         let authorization = match (&self.auth.bearer_token, self.auth.basic()) {
             (Some(token), _) => {
                 let mut value = reqwest::header::HeaderValue::from_str(&format!("Bearer {token}"))
@@ -87,9 +98,14 @@ impl Job {
         };
         let backend = http::reqwest::Options {
             configure_client: Some(Box::new(move |builder| {
-                let builder = builder
+                let mut builder = builder
                     .timeout(timeout)
-                    .connect_timeout(timeout.min(Duration::from_secs(30)));
+                    .connect_timeout(timeout.min(Duration::from_secs(30)))
+                    .no_proxy();
+                // Every connection, redirects' too, through the outbound policy's proxy.
+                if let Some(proxy) = &proxy {
+                    builder = builder.proxy(proxy.clone());
+                }
                 Ok(match &tls {
                     Some(tls) => builder.tls_backend_preconfigured((**tls).clone()),
                     None => builder,

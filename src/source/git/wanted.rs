@@ -154,6 +154,40 @@ impl Endpoint {
     }
 }
 
+impl Endpoint {
+    /// The repository's address as a cache key: scheme, host (lower case), port (the
+    /// scheme's default written out), user for SSH, and the path without a trailing `/`
+    /// or `.git`, never the credentials a URL may carry. Two spellings of one repository
+    /// share a key; two repositories never do.
+    pub(super) fn location(&self) -> String {
+        fn path_of(path: &str) -> &str {
+            let path = path.trim_end_matches('/');
+            path.strip_suffix(".git").unwrap_or(path)
+        }
+        match self {
+            Self::Http { url } => match reqwest::Url::parse(url) {
+                Ok(u) => format!(
+                    "{}://{}:{}{}",
+                    u.scheme(),
+                    u.host_str().unwrap_or_default().to_ascii_lowercase(),
+                    u.port_or_known_default().unwrap_or_default(),
+                    path_of(u.path())
+                ),
+                // Parsed by gitoxide but not by the URL crate: the text as it is (a
+                // stricter key, never a shared one).
+                Err(_) => url::redact(url),
+            },
+            Self::Ssh(t) => format!(
+                "ssh://{}@{}:{}/{}",
+                t.user,
+                t.host.to_ascii_lowercase(),
+                t.port,
+                path_of(t.path.trim_start_matches('/'))
+            ),
+        }
+    }
+}
+
 /// `path` inside the repository, normalised: no leading or trailing `/`, no `.` or `..`.
 pub(super) fn chart_path(path: Option<&str>) -> Result<String, Error> {
     let path = path.unwrap_or_default().trim_matches('/');
@@ -252,6 +286,22 @@ mod tests {
         ] {
             assert!(Endpoint::parse(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn locations_name_the_repository_not_its_spelling() {
+        let at = |u: &str| Endpoint::parse(u).unwrap().location();
+        let a = at("https://Git.Example.com/team/charts.git");
+        assert_eq!(a, "https://git.example.com:443/team/charts");
+        assert_eq!(a, at("https://git.example.com:443/team/charts/"));
+        assert_eq!(a, at("https://user:token@git.example.com/team/charts"));
+        assert_ne!(a, at("http://git.example.com/team/charts"));
+        assert_ne!(a, at("https://git.example.com/team/other"));
+        assert_ne!(a, at("https://nonexistent.invalid/team/charts"));
+        assert_eq!(
+            at("ssh://deploy@git.example.com/team/charts.git"),
+            "ssh://deploy@git.example.com:22/team/charts"
+        );
     }
 
     #[test]

@@ -36,24 +36,35 @@ impl App {
 
     /// The stored release (storage namespace, release name) of the detail view's
     /// release, with the revision under the History tab's cursor.
-    fn picked(&self) -> Option<(crate::engine::ReleaseKey, i32)> {
+    fn picked(
+        &self,
+    ) -> Option<(
+        crate::engine::ReleaseKey,
+        i32,
+        Option<crate::values::ValuesSources>,
+    )> {
         let d = self.detail.as_ref()?;
         let revision = d.picked_revision()?;
         let (target, _) = self.detail_target()?;
         Some((
             crate::engine::ReleaseKey::new(&target.storage_namespace, &target.release_name),
             revision,
+            target.values,
         ))
     }
 
     /// `enter` in the History tab: the picked revision's values and manifest.
     pub(super) fn show_revision(&mut self) -> Vec<Effect> {
-        let Some((release, revision)) = self.picked() else {
+        let Some((release, revision, values)) = self.picked() else {
             return Vec::new();
         };
         self.open_changes(
             format!("{release}: revision {revision} (values and manifest, Secret data masked)"),
-            ChangesOf::Revision { release, revision },
+            ChangesOf::Revision {
+                release,
+                revision,
+                values,
+            },
             None,
             Vec::new(),
             "reading Helm's storage…",
@@ -63,7 +74,7 @@ impl App {
     /// `x` in the History tab: the diff from the marked revision (else the newest) to
     /// the picked one.
     pub(super) fn compare(&mut self) -> Vec<Effect> {
-        let Some((release, to)) = self.picked() else {
+        let Some((release, to, values)) = self.picked() else {
             self.note(
                 "diff".into(),
                 Progress::Failed("open the History tab (h) and pick a revision (j/k)".into()),
@@ -76,7 +87,12 @@ impl App {
         };
         self.open_changes(
             format!("{release}: revision {from} → {to} (values and manifest, Secret data masked)"),
-            ChangesOf::Revisions { release, from, to },
+            ChangesOf::Revisions {
+                release,
+                from,
+                to,
+                values,
+            },
             None,
             Vec::new(),
             "reading Helm's storage…",
@@ -135,7 +151,7 @@ impl App {
             );
             return Vec::new();
         }
-        let Some((release, to)) = self.picked() else {
+        let Some((release, to, values)) = self.picked() else {
             self.note(
                 "roll back".into(),
                 Progress::Failed("pick the revision in the History tab first (h, then j/k)".into()),
@@ -174,7 +190,12 @@ impl App {
         };
         self.open_changes(
             format!("Roll back {id}: revision {from} (now) → revision {to}"),
-            ChangesOf::Revisions { release, from, to },
+            ChangesOf::Revisions {
+                release,
+                from,
+                to,
+                values,
+            },
             Some(Question {
                 text: question,
                 on_yes: OnYes::Effects(vec![effect]),

@@ -449,6 +449,7 @@ impl App {
             return Vec::new();
         };
         let release = ReleaseKey::new(change.namespace.clone(), change.release.clone());
+        let values = self.values_sources_of(&release);
         let (title, of) = if to > 1 {
             (
                 format!(
@@ -459,6 +460,7 @@ impl App {
                     release,
                     from: to - 1,
                     to,
+                    values,
                 },
             )
         } else {
@@ -467,6 +469,7 @@ impl App {
                 crate::tui::effect::ChangesOf::Revision {
                     release,
                     revision: to,
+                    values,
                 },
             )
         };

@@ -396,10 +396,30 @@ impl App {
                     target_namespace: s.target_namespace.clone(),
                     key,
                     remote: None,
+                    values: None,
                 };
                 Some((target, format!("{}/{}", s.revision, s.status.as_str())))
             }
         }
+    }
+
+    /// Where the values of the Helm release stored as `stored` (storage namespace and
+    /// release name) come from, when a wheelhouse or Flux HelmRelease manages it: for
+    /// masking what came from Secrets in its revisions' diffs.
+    pub fn values_sources_of(&self, stored: &ReleaseKey) -> Option<crate::values::ValuesSources> {
+        let same = |ns: String, name: String| ns == stored.namespace && name == stored.name;
+        if let Some(view) = self
+            .views
+            .values()
+            .find(|v| same(v.release.storage_namespace(), v.release.release_name()))
+        {
+            return Some(crate::values::ValuesSources::of(&view.release));
+        }
+        self.others
+            .flux
+            .values()
+            .find(|hr| same(hr.storage_namespace(), hr.release_name()))
+            .map(|hr| crate::values::ValuesSources::of_flux(hr))
     }
 
     /// The wheelhouse HelmRelease under the cursor, if that is what it is.

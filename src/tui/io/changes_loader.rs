@@ -32,22 +32,45 @@ pub async fn load_changes(
             .ok_or_else(|| format!("revision {revision} is no longer in Helm's storage"))
     };
     match of {
-        ChangesOf::Revisions { release, from, to } => {
-            let history = limited(stored(&release).history(&release.name)).await?;
+        ChangesOf::Revisions {
+            release,
+            from,
+            to,
+            values,
+        } => {
+            let storage = stored(&release);
+            let (history, origins) = futures::join!(
+                limited(storage.history(&release.name)),
+                super::detail_loader::origins_of(&client, values.as_ref())
+            );
+            let history = history?;
             let (a, b) = (record(&history, from)?, record(&history, to)?);
+            let (a_values, b_values) = (
+                serde_json::Value::Object(a.config),
+                serde_json::Value::Object(b.config),
+            );
             let (lines, summary) = release_diff(
-                &serde_json::Value::Object(a.config),
+                &origins.mask(&a_values),
                 &a.manifest,
-                &serde_json::Value::Object(b.config),
+                &origins.mask_beside(&b_values, Some(&a_values)),
                 &b.manifest,
             );
             Ok((lines, format!("revision {from} → {to}: {summary}")))
         }
-        ChangesOf::Revision { release, revision } => {
-            let history = limited(stored(&release).history(&release.name)).await?;
-            let r = record(&history, revision)?;
+        ChangesOf::Revision {
+            release,
+            revision,
+            values,
+        } => {
+            let storage = stored(&release);
+            let (history, origins) = futures::join!(
+                limited(storage.history(&release.name)),
+                super::detail_loader::origins_of(&client, values.as_ref())
+            );
+            let r = record(&history?, revision)?;
             let chart = super::detail_loader::chart_text(&r);
-            let lines = shown_whole(&serde_json::Value::Object(r.config), &r.manifest);
+            let values = origins.mask(&serde_json::Value::Object(r.config));
+            let lines = shown_whole(&values, &r.manifest);
             Ok((lines, format!("revision {revision}: {chart}")))
         }
         ChangesOf::Render { key, values } => {

@@ -13,14 +13,14 @@ use crate::inventory::Kind;
 use crate::release::Storage;
 use crate::tracking::{self, ConfigKind, TrackedWorkload, WorkloadKind};
 use crate::tui::view_model::{
-    DetailData, EventLine, Fetch, HelmData, RevisionLine, Workload, mask_manifest, mask_values,
+    DetailData, EventLine, Fetch, HelmData, RevisionLine, Workload, mask_manifest,
 };
 
 use super::limited;
 
 /// What the detail view of a release loads: which object it is, and where its Helm
 /// release is stored and deployed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct DetailTarget {
     pub kind: Kind,
     /// The object (a HelmRelease's namespace and name; a stored release's storage
@@ -33,6 +33,9 @@ pub struct DetailTarget {
     /// from, as said to the operator ("kubeConfig Secret apps/prod"). Its records and
     /// workloads are on that cluster, not read here.
     pub remote: Option<String>,
+    /// Where a HelmRelease's values come from, so those from Secrets are masked by
+    /// origin (none for a helm CLI release).
+    pub values: Option<crate::values::ValuesSources>,
 }
 
 impl DetailTarget {
@@ -50,6 +53,7 @@ impl DetailTarget {
                 .kube_config
                 .as_ref()
                 .map(|k| format!("kubeConfig Secret {namespace}/{}", k.secret_ref.name)),
+            values: Some(crate::values::ValuesSources::of(hr)),
         }
     }
 
@@ -84,6 +88,7 @@ impl DetailTarget {
             release_name: hr.release_name(),
             target_namespace: hr.target_namespace(),
             remote,
+            values: Some(crate::values::ValuesSources::of_flux(hr)),
         }
     }
 }
@@ -105,9 +110,10 @@ pub async fn load_detail(client: Client, target: DetailTarget) -> DetailData {
     }
     let storage = Storage::new(client.clone(), &target.storage_namespace);
     let name = target.release_name.clone();
-    let (helm, events) = futures::join!(
+    let (helm, events, origins) = futures::join!(
         limited(storage.history(&name)),
-        load_events(client.clone(), &target)
+        load_events(client.clone(), &target),
+        origins_of(&client, target.values.as_ref())
     );
     let revisions = helm
         .as_ref()
@@ -152,12 +158,26 @@ pub async fn load_detail(client: Client, target: DetailTarget) -> DetailData {
                 status: info.status.to_string(),
                 description: info.description,
                 chart: chart_text(&r),
-                values: crate::yaml::to_string(&mask_values(&serde_json::Value::Object(r.config))),
+                values: crate::yaml::to_string(&origins.mask(&serde_json::Value::Object(r.config))),
                 manifest: mask_manifest(&r.manifest),
             }
         })),
         events: Fetch::from(events),
         workloads,
+    }
+}
+
+/// Which values came from Secrets, read as the operator (nothing for a release without
+/// a HelmRelease: its values are masked by key name only).
+pub(super) async fn origins_of(
+    client: &Client,
+    sources: Option<&crate::values::ValuesSources>,
+) -> crate::values::SecretOrigins {
+    match sources {
+        Some(sources) => limited(async { Ok::<_, kube::Error>(sources.origins(client).await) })
+            .await
+            .unwrap_or_else(|_| crate::values::SecretOrigins::unknown()),
+        None => crate::values::SecretOrigins::default(),
     }
 }
 

@@ -53,7 +53,8 @@ fn a_wheelhouse_release_is_rolled_back_and_pinned_after_its_diff_and_a_question(
         ChangesOf::Revisions {
             release: k("apps", "web"),
             from: 4,
-            to: 2
+            to: 2,
+            values: app.values_sources_of(&k("apps", "web")),
         }
     );
     let question = app.changes.as_ref().unwrap().question.clone().unwrap().text;
@@ -158,7 +159,8 @@ fn revisions_are_shown_whole_and_compared_with_the_marked_one_or_the_newest() {
         of,
         ChangesOf::Revision {
             release: k("apps", "web"),
-            revision: 1
+            revision: 1,
+            values: app.values_sources_of(&k("apps", "web")),
         }
     );
     app.on_key(code(KeyCode::Esc));
@@ -169,7 +171,8 @@ fn revisions_are_shown_whole_and_compared_with_the_marked_one_or_the_newest() {
         ChangesOf::Revisions {
             release: k("apps", "web"),
             from: 4,
-            to: 1
+            to: 1,
+            values: app.values_sources_of(&k("apps", "web")),
         }
     );
     app.on_key(code(KeyCode::Esc));
@@ -183,7 +186,8 @@ fn revisions_are_shown_whole_and_compared_with_the_marked_one_or_the_newest() {
         ChangesOf::Revisions {
             release: k("apps", "web"),
             from: 1,
-            to: 3
+            to: 3,
+            values: app.values_sources_of(&k("apps", "web")),
         }
     );
     // Nothing here writes.

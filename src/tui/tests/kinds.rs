@@ -224,6 +224,7 @@ fn a_helm_release_is_rolled_back_to_the_picked_revision_after_a_question() {
                     release,
                     from: 4,
                     to: 2,
+                    values: None,
                 },
         },
     ] = effects.as_slice()

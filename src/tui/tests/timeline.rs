@@ -137,7 +137,8 @@ fn t_opens_the_timeline_from_the_watched_records_and_enter_shows_the_diff_of_a_r
             ChangesOf::Revisions {
                 release: k("apps", "cli"),
                 from: 1,
-                to: 2
+                to: 2,
+                values: None,
             }
         ),
         other => panic!("no diff asked for: {other:?}"),
@@ -156,7 +157,8 @@ fn t_opens_the_timeline_from_the_watched_records_and_enter_shows_the_diff_of_a_r
             *of,
             ChangesOf::Revision {
                 release: k("apps", "api"),
-                revision: 1
+                revision: 1,
+                values: app.values_sources_of(&k("apps", "api")),
             }
         ),
         other => panic!("no revision asked for: {other:?}"),
