@@ -11,12 +11,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/fluxcd/pkg/apis/kustomize"
 	fluxcel "github.com/fluxcd/pkg/runtime/cel"
+	"github.com/google/cel-go/cel"
 	celtypes "github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/ext"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -66,12 +69,86 @@ const celInvalid = "invalid CEL expression: "
 // 100 iterations), and an object's expressions should take microseconds.
 const celTimeout = 5 * time.Second
 
+// celCostLimit bounds what one evaluation may cost, as the API server bounds each CEL
+// expression it runs (k8s.io/apiserver/pkg/apis/cel: PerCallLimit): a tenant's expression
+// over a large object cannot hold the evaluator. Flux's package sets no limit, so every
+// expression is first run by a guard program (cost tracked, the same environment as
+// Flux's, docs/user-guide/health-and-cancellation.md) and answered by Flux's own only
+// within the limit.
+const celCostLimit = 1000000
+
 // celCache holds compiled expressions by their JSON text, bounded: cleared when full
 // (releases' expressions are few; a flood of distinct ones only costs recompiling).
 type celCache struct {
 	mu     sync.Mutex
 	health map[string]*fluxcel.StatusEvaluator
 	ready  map[string]*fluxcel.Expression
+	guards map[string]cel.Program
+}
+
+// guard is the cost-limited program of `expr` (compiled with `self` and `dep` when
+// `typed`, as a readyExpr; parsed over the object's fields otherwise, as a health check
+// expression), built in the environment Flux's cel.NewExpression builds.
+func (c *celCache) guard(expr string, typed bool) (cel.Program, error) {
+	key := fmt.Sprintf("%t\x00%s", typed, expr)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.guards[key]; ok {
+		return p, nil
+	}
+	opts := []cel.EnvOption{
+		cel.HomogeneousAggregateLiterals(),
+		cel.EagerlyValidateDeclarations(true),
+		cel.DefaultUTCTimeZone(true),
+		cel.CrossTypeNumericComparisons(true),
+		cel.OptionalTypes(),
+		ext.Strings(),
+		ext.Sets(),
+		ext.Encoders(),
+	}
+	if typed {
+		opts = append(opts,
+			cel.Variable("self", cel.ObjectType("google.protobuf.Struct")),
+			cel.Variable("dep", cel.ObjectType("google.protobuf.Struct")))
+	}
+	env, err := cel.NewEnv(opts...)
+	if err != nil {
+		return nil, err
+	}
+	parse := env.Parse
+	if typed {
+		parse = env.Compile
+	}
+	ast, issues := parse(expr)
+	if issues != nil && issues.Err() != nil {
+		return nil, issues.Err()
+	}
+	p, err := env.Program(ast, cel.CostLimit(celCostLimit), cel.InterruptCheckFrequency(100))
+	if err != nil {
+		return nil, err
+	}
+	if c.guards == nil || len(c.guards) >= celCacheMax {
+		c.guards = map[string]cel.Program{}
+	}
+	c.guards[key] = p
+	return p, nil
+}
+
+// withinCost runs `expr`'s guard over `data`: an error only when the evaluation would
+// pass the cost limit (any other error is Flux's to report, with its words).
+func (c *celCache) withinCost(ctx context.Context, expr string, typed bool, data map[string]any) error {
+	if expr == "" {
+		return nil
+	}
+	p, err := c.guard(expr, typed)
+	if err != nil {
+		// Flux's compile says what is wrong with it.
+		return nil
+	}
+	if _, _, err := p.ContextEval(ctx, data); err != nil && strings.Contains(err.Error(), "cost limit exceeded") {
+		return fmt.Errorf("the CEL expression '%s' exceeds the cost limit of %d (the API server's per-expression limit) on this object", expr, celCostLimit)
+	}
+	return nil
 }
 
 const celCacheMax = 1024
@@ -136,7 +213,11 @@ func (r *renderer) cel(id uint64, req *celRequest) any {
 		if dep == nil {
 			return celAnswer{ID: id}
 		}
-		ready, err := expr.EvaluateBoolean(ctx, map[string]any{"self": self, "dep": dep})
+		data := map[string]any{"self": self, "dep": dep}
+		if err := r.celCache.withinCost(ctx, req.ReadyExpr, true, data); err != nil {
+			return failure{ID: id, Error: err.Error()}
+		}
+		ready, err := expr.EvaluateBoolean(ctx, data)
 		if err != nil {
 			return failure{ID: id, Error: err.Error()}
 		}
@@ -162,6 +243,12 @@ func (r *renderer) cel(id uint64, req *celRequest) any {
 	evaluator, err := r.celCache.evaluator(check)
 	if err != nil {
 		return failure{ID: id, Error: celInvalid + err.Error()}
+	}
+	exprs := check.HealthCheckExpressions
+	for _, e := range []string{exprs.InProgress, exprs.Failed, exprs.Current} {
+		if err := r.celCache.withinCost(ctx, e, false, obj.UnstructuredContent()); err != nil {
+			return failure{ID: id, Error: err.Error()}
+		}
 	}
 	result, err := evaluator.Evaluate(ctx, obj)
 	if err != nil {

@@ -92,3 +92,30 @@ func TestReadyExprSeesSelfAndDep(t *testing.T) {
 		}
 	}
 }
+
+// An expression whose evaluation would cost more than the API server lets one CEL
+// expression cost (a comprehension over a large list) is refused with the limit, for
+// health checks and readyExprs alike; a cheap one over the same object is answered.
+func TestExpressionsAreBoundedByTheAPIServersCostLimit(t *testing.T) {
+	r := &renderer{}
+	items := make([]string, 2000)
+	for i := range items {
+		items[i] = `"x"`
+	}
+	object := `{"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {}, "status": {"items": [` + strings.Join(items, ",") + `]}}`
+	costly := `[{"apiVersion": "example.com/v1", "kind": "Widget", "current": "status.items.all(a, status.items.all(b, a == b))"}]`
+	got := ask(t, r, `{"id": 1, "cel": {"healthCheckExprs": `+costly+`, "object": `+object+`}}`)
+	if e, _ := got["error"].(string); !strings.Contains(e, "exceeds the cost limit of 1000000") {
+		t.Errorf("a costly health check: got %v", got)
+	}
+	cheap := `[{"apiVersion": "example.com/v1", "kind": "Widget", "current": "size(status.items) > 0"}]`
+	got = ask(t, r, `{"id": 2, "cel": {"healthCheckExprs": `+cheap+`, "object": `+object+`}}`)
+	if got["status"] != "Current" {
+		t.Errorf("a cheap health check: got %v", got)
+	}
+	ready := `dep.status.items.all(a, dep.status.items.all(b, a == b))`
+	got = ask(t, r, `{"id": 3, "cel": {"readyExpr": "`+ready+`", "self": {}, "dep": `+object+`}}`)
+	if e, _ := got["error"].(string); !strings.Contains(e, "exceeds the cost limit") {
+		t.Errorf("a costly readyExpr: got %v", got)
+	}
+}
