@@ -263,12 +263,15 @@ pub async fn resolve(
             .await
         }
     };
-    // A refused connection says so (the registry's host first, else a redirect's).
+    // A refused connection says so: the registry's own host, or (when the failure is the
+    // proxy's answer: a tunnel refused, a 403) the hop it was refused at.
     let refused = |result: Result<ResolvedChart, Error>| match (result, via) {
         (Err(e), Some(via)) if !matches!(e, Error::OutboundRefused { .. }) => {
+            let by_proxy =
+                matches!(e, Error::Auth { status: 403, .. }) || e.to_string().contains("tunnel");
             let registry = format!("https://{}", repo.registry);
             match via
-                .refused(&registry, true)
+                .refused(&registry, by_proxy)
                 .or_else(|| via.refused(&format!("http://{}", repo.registry), false))
             {
                 Some(reason) => Err(Error::OutboundRefused {
