@@ -147,8 +147,11 @@ struct State {
     /// The same for proven calls: past it, their wakes are routine.
     proven: Mutex<HashMap<String, (f64, Instant)>>,
     /// Calls seen per receiver, by digest, for [`REPLAY_WINDOW`].
-    seen: Mutex<HashMap<String, std::collections::VecDeque<([u8; 32], Instant)>>>,
+    seen: Mutex<HashMap<String, Seen>>,
 }
+
+/// The digests of a receiver's recent calls, oldest first, with when each came.
+type Seen = std::collections::VecDeque<([u8; 32], Instant)>;
 
 impl State {
     async fn respond(&self, req: Request<Incoming>, peer: SocketAddr) -> Response<Full<Bytes>> {

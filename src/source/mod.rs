@@ -317,7 +317,7 @@ pub struct ChartSource {
     system_roots: Arc<RootCertStore>,
     /// One pooled client per extra CA (None: system roots only) and way out (direct, or
     /// the outbound policy's proxy under one class's rules).
-    clients: Mutex<HashMap<(Option<String>, Option<egress::Class>), HttpClient>>,
+    clients: Mutex<HashMap<ClientKey, HttpClient>>,
     /// The proxy a policed release's sources connect through (none: every connection is
     /// direct, as for an engine started without it).
     egress: Option<Arc<egress::Egress>>,
@@ -330,6 +330,9 @@ pub struct ChartSource {
     /// digest instead of reading and hashing every file again at each reconcile.
     local: Mutex<HashMap<PathBuf, ResolvedChart>>,
 }
+
+/// An HTTP client's extra CA (its digest) and way out.
+type ClientKey = (Option<String>, Option<egress::Class>);
 
 /// Path charts remembered at most (each a few hundred bytes); beyond it, forgotten.
 const LOCAL_CHARTS_KEPT: usize = 4096;

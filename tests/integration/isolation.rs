@@ -132,6 +132,8 @@ async fn a_git_commit_is_no_capability() {
         })
         .await;
 
+    // A trusts the server's CA (so B's server is reached) and has no credentials.
+    secret(&admin, &a.name, "git", &[("ca.crt", &ca)]).await;
     let a_api: Api<HelmRelease> = Api::namespaced(admin.clone(), &a.name);
     for (name, url, says) in [
         (
@@ -139,12 +141,16 @@ async fn a_git_commit_is_no_capability() {
             "https://nonexistent.invalid/x.git",
             "nonexistent.invalid",
         ),
-        ("borrowed", private_url.as_str(), "authentication"),
+        (
+            "borrowed",
+            private_url.as_str(),
+            "authentication failed (HTTP 401)",
+        ),
     ] {
         a_api
             .create(
                 &PostParams::default(),
-                &sharded(release_of(name, at(url, false), values.clone()), &a.name),
+                &sharded(release_of(name, at(url, true), values.clone()), &a.name),
             )
             .await
             .unwrap();
@@ -502,7 +508,12 @@ async fn receivers_wake_only_their_resources_once_and_say_nothing() {
     let values = serde_json::json!({"replicaCount": 1});
     let a_api: Api<HelmRelease> = Api::namespaced(admin.clone(), &a.name);
     let b_api: Api<HelmRelease> = Api::namespaced(admin.clone(), &b.name);
-    for (api, n, repo) in [(&a_api, "x", &x), (&a_api, "y", &y), (&b_api, "x", &x)] {
+    // (Not `y`: YAML 1.1 reads the chart's unquoted `name: y` as a boolean.)
+    for (api, n, repo) in [
+        (&a_api, "from-x", &x),
+        (&a_api, "from-y", &y),
+        (&b_api, "from-x", &x),
+    ] {
         api.create(
             &PostParams::default(),
             &sharded(release_of(n, oci(repo), values.clone()), &a.name),
@@ -523,9 +534,9 @@ async fn receivers_wake_only_their_resources_once_and_say_nothing() {
     let bearer = format!("Bearer {token}");
     let call = |body: &[u8]| support::hooks::post(port, &path, &[("Authorization", &bearer)], body);
     let (a_x, a_y, b_x) = (
-        format!("{}/x", a.name),
-        format!("{}/y", a.name),
-        format!("{}/x", b.name),
+        format!("{}/from-x", a.name),
+        format!("{}/from-y", a.name),
+        format!("{}/from-x", b.name),
     );
 
     // One envelope of 300 tags of repository x: A's x woken once, B's x and A's y not.
@@ -554,17 +565,15 @@ async fn receivers_wake_only_their_resources_once_and_say_nothing() {
     );
     assert_eq!(woken(&log, &a_y), 0, "another repository's release:\n{log}");
 
-    // Past the rate, calls are still answered, their wakes routine.
-    let codes: Vec<u16> = (0..45)
-        .map(|i| {
-            call(&envelope(
-                &r.plain,
-                &format!("{x}/webapp"),
-                1,
-                &format!("rate-{i}"),
-            ))
-        })
+    // Past the rate, calls are still answered, their wakes routine. Sent at once, as a
+    // flood comes (one by one they may come slower than the rate refills).
+    let bodies: Vec<Vec<u8>> = (0..80)
+        .map(|i| envelope(&r.plain, &format!("{x}/webapp"), 1, &format!("rate-{i}")))
         .collect();
+    let codes: Vec<u16> = std::thread::scope(|s| {
+        let calls: Vec<_> = bodies.iter().map(|b| s.spawn(|| call(b))).collect();
+        calls.into_iter().map(|c| c.join().unwrap()).collect()
+    });
     assert!(codes.iter().all(|c| *c == 202), "{codes:?}");
     let deadline = Instant::now() + PATIENCE;
     while !controller.log().lines().any(|l| {
@@ -726,6 +735,14 @@ async fn values_from_secrets_are_masked_by_origin_and_the_config_hash_is_keyed()
         )
         .await
         .unwrap();
+    // An idle release looks at its valuesFrom at its interval, or when asked.
+    support::engine::annotate(
+        &api,
+        "web",
+        wheelhouse::api::annotations::RECONCILE_REQUESTED_AT,
+        "after-the-secret-changed",
+    )
+    .await;
     support::engine::wait_for(&api, "web", "upgraded", |h| {
         support::engine::upgraded_to(h, 2)
     })
