@@ -356,6 +356,9 @@ async fn a_ready_expr_reads_as_its_release_and_is_no_oracle() {
 /// still never quoted: status and Events say only that the index does not read.
 #[tokio::test]
 async fn sources_reach_neither_loopback_nor_the_cluster_and_answers_are_never_quoted() {
+    // The strict controller's policy is its flags alone: no published one (whose
+    // exceptions would stand) while it runs.
+    let _unpublished = crate::tenancy::UNPUBLISHED.lock().await;
     let admin = client().await;
     let a = tenant(&admin, "iso-net").await;
     let victim = TestNamespace::new(&admin, "iso-net-victim").await;

@@ -63,6 +63,7 @@ pub(super) async fn installed(admin: &Client) -> &'static Installed {
                 .into_iter()
                 .partition(|d| d["metadata"]["namespace"] == tenancy::SETTINGS_NAMESPACE);
             assert_eq!(published.len(), 3, "install publishes the policy");
+            let rest = support::installed::apart(rest, &system);
             support::apply_documents(admin, &rest, MANAGER).await;
             let deployment = rest
                 .iter()
@@ -511,18 +512,28 @@ async fn cross_namespace_references_are_refused_by_name() {
 }
 
 /// Publishes the lockdown (as `wheelhouse install` does) for as long as it lives, and
-/// takes it back when dropped, even when the test fails.
-struct Published;
+/// takes it back when dropped, even when the test fails. Held with [`UNPUBLISHED`], so a
+/// test that needs no published policy never runs meanwhile.
+struct Published {
+    _held: tokio::sync::MutexGuard<'static, ()>,
+}
+
+/// Held by whoever publishes the cluster-wide policy, or needs none published.
+pub(super) static UNPUBLISHED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 impl Published {
     async fn lockdown(admin: &Client) -> Self {
+        let guard = UNPUBLISHED.lock().await;
+        // The tests' repositories are on loopback: allowed, as a platform team lists the
+        // networks of its own repositories.
         let policy = tenancy::Policy {
             default_service_account: Some(DEPLOYER.into()),
             no_cross_namespace_refs: true,
+            allowed_networks: wheelhouse::source::egress::parse_networks(LOOPBACK).unwrap(),
             ..Default::default()
         };
         support::apply_documents(admin, &tenancy::manifests(&policy), MANAGER).await;
-        Self
+        Self { _held: guard }
     }
 }
 

@@ -37,6 +37,33 @@ pub fn wheelhouse_install(args: &[&str]) -> Vec<serde_json::Value> {
         .expect("install prints YAML")
 }
 
+/// `docs` with the engine's cluster-wide grant (its ClusterRole and ClusterRoleBindings)
+/// named for `system`, the install's namespace: every install names them alike, as a
+/// cluster has one, and tests that install at once into namespaces of their own would
+/// otherwise bind the one grant to each other's ServiceAccounts in turn.
+pub fn apart(mut docs: Vec<serde_json::Value>, system: &str) -> Vec<serde_json::Value> {
+    const OWN: [&str; 2] = ["wheelhouse-engine", "wheelhouse-release-admin"];
+    for d in &mut docs {
+        let kind = d["kind"].as_str().unwrap_or_default().to_owned();
+        let name = d["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if matches!(kind.as_str(), "ClusterRole" | "ClusterRoleBinding")
+            && OWN.contains(&name.as_str())
+        {
+            d["metadata"]["name"] = format!("{name}-{system}").into();
+        }
+        if kind == "ClusterRoleBinding"
+            && d["roleRef"]["kind"] == "ClusterRole"
+            && d["roleRef"]["name"] == "wheelhouse-engine"
+        {
+            d["roleRef"]["name"] = format!("wheelhouse-engine-{system}").into();
+        }
+    }
+    docs
+}
+
 /// Writes a kubeconfig holding only a fresh token of the installed ServiceAccount (a
 /// TokenRequest, as the kubelet asks for a pod) and the test cluster's server and CA.
 pub async fn service_account_kubeconfig(
