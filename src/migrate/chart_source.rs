@@ -137,6 +137,10 @@ fn template(
             "verify" => Some(
                 "cosign and notation chart signatures: Helm 4 verifies PGP provenance files only, and wheelhouse neither",
             ),
+            // A HelmChart's own.
+            "suspend" => Some(
+                "Flux stopped building this chart, so the release kept the chart last built; wheelhouse resolves the chart from its first reconcile (pin chart.version to keep that chart)",
+            ),
             _ => None,
         };
         match why {
@@ -517,29 +521,7 @@ fn oci_repository(
             ));
         }
     }
-    for (key, value) in spec {
-        let why = match key.as_str() {
-            "certSecretRef" => {
-                "wheelhouse reads a CA only as ca.crt in chart.secretRef, and no client certificate"
-            }
-            "verify" => "wheelhouse does not verify signatures (cosign, notation)",
-            "proxySecretRef" => "wheelhouse reaches registries without a proxy of its own",
-            "serviceAccountName" => {
-                "wheelhouse reads registry credentials from chart.secretRef, not a ServiceAccount's image pull secrets"
-            }
-            _ => "",
-        };
-        // A source's own fetch timeout and suspension are how Flux runs it, not what
-        // the chart is.
-        if !is_set(&value) || key == "timeout" || key == "suspend" {
-            continue;
-        }
-        if why.is_empty() {
-            m.drop_field(&format!("{what} spec.{key}"), &value);
-        } else {
-            m.drop_because(&format!("{what} spec.{key}"), why);
-        }
-    }
+    name_the_rest(spec, &what, "OCIRepository", m);
     Ok(())
 }
 
@@ -650,25 +632,7 @@ fn git_repository(
             "wheelhouse reads the chart's directory whole; these rules may leave files of it out of Flux's chart",
         );
     }
-    for (key, value) in spec {
-        if !is_set(&value) || key == "timeout" || key == "suspend" {
-            continue;
-        }
-        let why = match key.as_str() {
-            "include" | "sparseCheckout" => {
-                "wheelhouse reads the chart directory only, whatever else the repository holds"
-            }
-            "recurseSubmodules" => "wheelhouse does not check out submodules",
-            "verify" => "wheelhouse does not verify commit signatures",
-            "proxySecretRef" => "wheelhouse reaches Git without a proxy of its own",
-            _ => "",
-        };
-        if why.is_empty() {
-            m.drop_field(&format!("{what} spec.{key}"), &value);
-        } else {
-            m.drop_because(&format!("{what} spec.{key}"), why);
-        }
-    }
+    name_the_rest(spec, &what, "GitRepository", m);
     Ok(())
 }
 
@@ -698,6 +662,64 @@ fn keeps_whole(rules: &str, path: &str) -> bool {
         }
     }
     kept
+}
+
+/// Names the fields of a source's `spec` that are set and were not carried, with why.
+fn name_the_rest(spec: Map<String, Value>, what: &str, kind: &str, m: &mut Mapping) {
+    for (key, value) in spec {
+        let path = format!("{what} spec.{key}");
+        match source_field_why(kind, &key) {
+            Some(why) if is_set(&value) => m.drop_because(&path, why),
+            Some(_) => {}
+            None => m.drop_field(&path, &value),
+        }
+    }
+}
+
+/// Why a field of a source (source-controller's api/v1 types) has no counterpart in the
+/// chart block; `None` for a field this does not know.
+fn source_field_why(kind: &str, key: &str) -> Option<String> {
+    let why = match (kind, key) {
+        (_, "timeout") => {
+            return Some(format!(
+                "Flux's bound on fetching from this source; wheelhouse bounds each request to a chart's source by its own {}s, the same for every release",
+                crate::source::DEFAULT_REQUEST_TIMEOUT.as_secs()
+            ));
+        }
+        (_, "suspend") => {
+            "Flux stopped fetching this source, so the release kept the chart last fetched; wheelhouse follows the source from its first reconcile (pin chart.version, or chart.git.ref.commit, to keep that chart)"
+        }
+        ("GitRepository", "include" | "sparseCheckout") => {
+            "wheelhouse reads the chart directory only, whatever else the repository holds"
+        }
+        ("GitRepository", "recurseSubmodules") => "wheelhouse does not check out submodules",
+        ("GitRepository", "verify") => "wheelhouse does not verify commit signatures",
+        ("GitRepository", "proxySecretRef") => "wheelhouse reaches Git without a proxy of its own",
+        ("GitRepository", "serviceAccountName") => {
+            "Flux uses it only to log in as a cloud provider's identity (spec.provider)"
+        }
+        ("OCIRepository" | "HelmRepository", "certSecretRef") => {
+            "wheelhouse reads a CA only as ca.crt in chart.secretRef, and no client certificate"
+        }
+        ("OCIRepository", "verify") => "wheelhouse does not verify signatures (cosign, notation)",
+        ("OCIRepository", "proxySecretRef") => {
+            "wheelhouse reaches registries without a proxy of its own"
+        }
+        ("OCIRepository", "serviceAccountName") => {
+            "wheelhouse reads registry credentials from chart.secretRef, not a ServiceAccount's image pull secrets"
+        }
+        ("OCIRepository", "ignore") => {
+            "wheelhouse reads the chart layer whole; these rules may leave files of the chart out of Flux's artifact"
+        }
+        ("HelmRepository", "passCredentials") => {
+            "wheelhouse sends credentials to the repository's own host only"
+        }
+        ("HelmRepository", "accessFrom") => {
+            "a cross-namespace access list source-controller does not implement"
+        }
+        _ => return None,
+    };
+    Some(why.to_owned())
 }
 
 /// What an OCIRepository and a GitRepository share: `secretRef` (read for `keys`),
@@ -761,23 +783,35 @@ fn helm_repository(
     m: &mut Mapping,
 ) -> Result<bool, String> {
     let what = format!("HelmRepository {}/{}", source.namespace, source.name);
-    let spec = repo.get("spec").cloned().unwrap_or(Value::Null);
-    let url = text(&spec, "url").unwrap_or_default().to_owned();
-    let oci = text(&spec, "type") == Some("oci") || url.starts_with("oci://");
-    let url = if oci && !url.starts_with("oci://") {
+    let (mut spec, written_url) = spec_taking_url(repo);
+    let oci = spec.remove("type").as_ref().and_then(Value::as_str) == Some("oci")
+        || written_url.starts_with("oci://");
+    let url = if oci && !written_url.starts_with("oci://") {
         format!(
             "oci://{}",
-            url.split_once("://").map_or(url.as_str(), |(_, r)| r)
+            written_url
+                .split_once("://")
+                .map_or(written_url.as_str(), |(_, r)| r)
         )
     } else {
-        url
+        written_url.clone()
     };
     carried.insert("repository".into(), Value::String(url));
-    // Flux's plain-HTTP switch for an OCI registry means the same as wheelhouse's.
-    if oci && spec.get("insecure").and_then(Value::as_bool) == Some(true) {
-        carried.insert("insecure".into(), Value::Bool(true));
+    // Flux's plain-HTTP switch for an OCI registry means the same as wheelhouse's; an
+    // HTTP repository's URL says http:// itself.
+    match spec.remove("insecure").and_then(|v| v.as_bool()) {
+        Some(true) if oci => {
+            carried.insert("insecure".into(), Value::Bool(true));
+        }
+        Some(true) => m.drop_because(
+            &format!("{what} spec.insecure"),
+            "Flux reads it for type: oci only; an HTTP repository is reached as its URL says",
+        ),
+        _ => {}
     }
-    if let Some(secret) = spec.pointer("/secretRef/name").and_then(Value::as_str) {
+    if let Some(secret) = spec.remove("secretRef")
+        && let Some(secret) = text(&secret, "name")
+    {
         carried.insert("secretRef".into(), json!({ "name": secret }));
         let mut note = format!(
             "chart.secretRef {secret}: wheelhouse reads username/password and ca.crt from it (not certFile/keyFile, tls.crt/tls.key{}); check that the Secret suits wheelhouse",
@@ -791,7 +825,7 @@ fn helm_repository(
         }
         m.note(note);
     }
-    if let Some(Value::String(p)) = spec.get("provider")
+    if let Some(Value::String(p)) = spec.remove("provider")
         && !p.is_empty()
         && p != "generic"
     {
@@ -805,26 +839,26 @@ fn helm_repository(
             .is_some_and(|u| u.starts_with(p))
     }) {
         return Err(format!(
-            "{what} spec.url {:?} is not an http://, https:// or oci:// URL",
-            text(&spec, "url").unwrap_or_default()
+            "{what} spec.url {written_url:?} is not an http://, https:// or oci:// URL"
         ));
     }
-    for (key, why) in [
-        (
-            "certSecretRef",
-            "wheelhouse reads a CA only as ca.crt in chart.secretRef, and no client certificate",
-        ),
-        (
-            "passCredentials",
-            "wheelhouse sends credentials to the repository's own host only",
-        ),
-    ] {
-        if spec.get(key).is_some_and(is_set) {
-            m.drop_because(&format!("{what} spec.{key}"), why);
+    if oci {
+        // A static object in Flux: nothing polls or suspends it.
+        for key in ["interval", "suspend"] {
+            if spec.remove(key).is_some_and(|v| is_set(&v)) {
+                m.drop_because(
+                    &format!("{what} spec.{key}"),
+                    "Flux does not use it for a HelmRepository of type oci",
+                );
+            }
         }
+    } else if spec.remove("interval").is_some_and(|v| is_set(&v)) {
+        m.drop_because(
+            &format!("{what} spec.interval"),
+            "how often Flux refreshes the repository's index; wheelhouse reads the index each time it checks the chart (chart.interval)",
+        );
     }
-    // `insecure` is an OCI setting in Flux (carried above); an HTTP repository's URL
-    // says http:// itself.
+    name_the_rest(spec, &what, "HelmRepository", m);
     Ok(oci)
 }
 

@@ -5,10 +5,11 @@
 //! JSON) and the `source.toolkit.fluxcd.io/v1` HelmRepository its chart comes from, and
 //! returns the wheelhouse object with a list of what it could not carry over. A field is
 //! copied only where wheelhouse's schema has it with the same meaning; every other field
-//! that is set is named, with the reason, in [`Migrated::not_carried`]. The Helm release
-//! (name, namespace, storage namespace) is always the one Flux recorded, so wheelhouse
-//! continues its history (the next change is an upgrade to the next revision) instead of
-//! installing a second release. The result is checked by reading it back as
+//! that is set, on the HelmRelease or its source, is named, with the reason, in
+//! [`Migrated::not_carried`], as are the Flux controllers' own labels and annotations (the
+//! others are carried). The Helm release (name, namespace, storage namespace) is always
+//! the one Flux recorded, so wheelhouse continues its history (the next change is an
+//! upgrade to the next revision) instead of installing a second release. The result is checked by reading it back as
 //! [`HelmRelease`]: a field the mapping writes that wheelhouse does not know fails loudly.
 //!
 //! By part: the Helm release Flux recorded (`helm_identity.rs`), the chart's source
@@ -153,6 +154,9 @@ pub fn convert(flux: &Value, repository: Option<&Repository>) -> Result<Migrated
         m.drop_field(&format!("spec.{key}"), &value);
     }
 
+    // Before a refusal, which then names the bookkeeping left behind too.
+    let metadata = metadata(flux, &name, &namespace, &mut m);
+
     if let Some(reason) = m.no_chart.take().or_else(|| m.refused.take()) {
         return Err(Error::Refused {
             reason,
@@ -163,7 +167,7 @@ pub fn convert(flux: &Value, repository: Option<&Repository>) -> Result<Migrated
     let object = json!({
         "apiVersion": format!("{}/{}", crate::api::GROUP, crate::api::VERSION),
         "kind": crate::api::KIND,
-        "metadata": metadata(flux, &name, &namespace, &mut m),
+        "metadata": metadata,
         "spec": Value::Object(out),
     });
     let release = read_back(&object, &helm)?;
@@ -213,7 +217,7 @@ mod tests {
 
     fn http_repo(namespace: &str) -> Repository {
         Repository::HelmRepository(yaml(&format!(
-            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {{name: charts, namespace: {namespace}}}\nspec: {{url: 'https://charts.example.com/stable', interval: 10m}}\n"
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {{name: charts, namespace: {namespace}}}\nspec: {{url: 'https://charts.example.com/stable'}}\n"
         )))
     }
 
@@ -447,6 +451,11 @@ spec:
             .map(|l| l.split(' ').next().unwrap())
             .collect();
         let mut expected_paths = vec![
+            "metadata.annotations[kubectl.kubernetes.io/last-applied-configuration]",
+            "metadata.annotations[reconcile.fluxcd.io/requestedAt]",
+            "metadata.labels[helm.toolkit.fluxcd.io/name]",
+            "metadata.labels[kustomize.toolkit.fluxcd.io/name]",
+            "metadata.labels[kustomize.toolkit.fluxcd.io/namespace]",
             "spec.chart.metadata",
             "spec.chart.spec.verify",
             "spec.healthCheckExprs[0].someFutureKey",
@@ -493,6 +502,315 @@ spec:
         );
         let read: Value = crate::yaml::from_str(&printed).unwrap();
         assert_eq!(read, m.object);
+    }
+
+    /// A Kustomization reads its per-object directives from the object it applies: they
+    /// stay on the wheelhouse object committed in the Flux object's place. The Flux
+    /// controllers' own keys stay behind, each named.
+    #[test]
+    fn a_substitute_disabled_release_keeps_its_directives_and_flux_bookkeeping_is_named() {
+        let mut flux = yaml(FULL);
+        let directives = json!({
+            "kustomize.toolkit.fluxcd.io/substitute": "disabled",
+            "kustomize.toolkit.fluxcd.io/prune": "disabled",
+            "kustomize.toolkit.fluxcd.io/ssa": "IfNotPresent",
+            "kustomize.toolkit.fluxcd.io/force": "enabled",
+            "kustomize.toolkit.fluxcd.io/reconcile": "disabled",
+            "kustomize.toolkit.fluxcd.io/decrypt": "disabled",
+            "helm.toolkit.fluxcd.io/driftDetection": "disabled",
+            "team": "web",
+        });
+        let mut annotations = directives.clone();
+        for key in [
+            "reconcile.fluxcd.io/requestedAt",
+            "reconcile.fluxcd.io/forceAt",
+            "reconcile.fluxcd.io/resetAt",
+        ] {
+            annotations[key] = json!("2026-01-01T00:00:00Z");
+        }
+        annotations["kustomize.toolkit.fluxcd.io/checksum"] = json!("0123");
+        annotations["fluxcd.io/sync-checksum"] = json!("0123");
+        annotations["kubectl.kubernetes.io/last-applied-configuration"] = json!("{}");
+        flux["metadata"]["annotations"] = annotations;
+        flux["metadata"]["labels"] = json!({
+            "app": "podinfo",
+            "kustomize.toolkit.fluxcd.io/substitute": "disabled",
+            "reconcile.fluxcd.io/watch": "Enabled",
+            "kustomize.toolkit.fluxcd.io/name": "apps",
+            "kustomize.toolkit.fluxcd.io/namespace": "flux-system",
+            "helm.toolkit.fluxcd.io/name": "platform",
+            "helm.toolkit.fluxcd.io/namespace": "flux-system",
+            "fluxcd.io/sync-gc-mark": "x",
+        });
+        flux["metadata"]["ownerReferences"] = json!([
+            {"apiVersion": "fluxcd.controlplane.io/v1", "kind": "ResourceSet", "name": "apps", "uid": "0b0e"}
+        ]);
+        let m = convert(&flux, Some(&http_repo("apps"))).unwrap();
+        assert_eq!(m.object["metadata"]["annotations"], directives);
+        assert_eq!(
+            m.object["metadata"]["labels"],
+            json!({
+                "app": "podinfo",
+                "kustomize.toolkit.fluxcd.io/substitute": "disabled",
+                "reconcile.fluxcd.io/watch": "Enabled",
+            })
+        );
+        assert!(m.object["metadata"].get("ownerReferences").is_none());
+        let mut named: Vec<&str> = m
+            .not_carried
+            .iter()
+            .filter(|l| l.starts_with("metadata."))
+            .map(|l| l.split(" (").next().unwrap())
+            .collect();
+        named.sort_unstable();
+        assert_eq!(
+            named,
+            [
+                "metadata.annotations[fluxcd.io/sync-checksum]",
+                "metadata.annotations[kubectl.kubernetes.io/last-applied-configuration]",
+                "metadata.annotations[kustomize.toolkit.fluxcd.io/checksum]",
+                "metadata.annotations[reconcile.fluxcd.io/forceAt]",
+                "metadata.annotations[reconcile.fluxcd.io/requestedAt]",
+                "metadata.annotations[reconcile.fluxcd.io/resetAt]",
+                "metadata.labels[fluxcd.io/sync-gc-mark]",
+                "metadata.labels[helm.toolkit.fluxcd.io/name]",
+                "metadata.labels[helm.toolkit.fluxcd.io/namespace]",
+                "metadata.labels[kustomize.toolkit.fluxcd.io/name]",
+                "metadata.labels[kustomize.toolkit.fluxcd.io/namespace]",
+                "metadata.ownerReferences",
+            ]
+        );
+        // Each with why: a request wheelhouse would answer anew, an owner label.
+        let why = |path: &str| {
+            m.not_carried
+                .iter()
+                .find(|l| l.starts_with(&format!("{path} (")))
+                .unwrap_or_else(|| panic!("{path} in {:#?}", m.not_carried))
+                .clone()
+        };
+        assert!(
+            why("metadata.annotations[reconcile.fluxcd.io/forceAt]")
+                .contains("would force an upgrade")
+        );
+        assert!(
+            why("metadata.labels[kustomize.toolkit.fluxcd.io/name]")
+                .contains("kustomize-controller's owner label")
+        );
+        assert!(why("metadata.ownerReferences").contains("belongs to ResourceSet apps"));
+        let printed = to_yaml(&m, "apps/podinfo");
+        assert!(
+            printed.contains("\n    kustomize.toolkit.fluxcd.io/substitute: disabled\n"),
+            "{printed}"
+        );
+        assert!(
+            printed
+                .contains("# not carried: metadata.annotations[reconcile.fluxcd.io/requestedAt] ("),
+            "{printed}"
+        );
+
+        // A refused release names them too, with everything else not carried.
+        let Err(Error::Refused { not_carried, .. }) = convert(&flux, None) else {
+            panic!("migrated without its source");
+        };
+        assert!(
+            not_carried
+                .iter()
+                .any(|l| l.starts_with("metadata.labels[kustomize.toolkit.fluxcd.io/name] (")),
+            "{not_carried:#?}"
+        );
+    }
+
+    /// source-controller's api/v1 fields of each source kind: carried into the chart
+    /// block, or named.
+    #[test]
+    fn every_source_setting_is_carried_or_named() {
+        let paths = |m: &Migrated| {
+            let mut paths: Vec<String> = m
+                .not_carried
+                .iter()
+                .map(|l| l.split(" (").next().unwrap().to_owned())
+                .collect();
+            paths.sort_unstable();
+            paths
+        };
+        let flux = yaml(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: apps}\nspec: {interval: 5m, chart: {spec: {chart: web, sourceRef: {kind: HelmRepository, name: charts}}}}\n",
+        );
+        let repo = Repository::HelmRepository(yaml(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: charts, namespace: apps}\nspec:\n  url: https://charts.example.com\n  type: default\n  provider: generic\n  secretRef: {name: auth}\n  interval: 1h\n  timeout: 3m\n  suspend: true\n  insecure: true\n  passCredentials: true\n  certSecretRef: {name: tls}\n  accessFrom: {namespaceSelectors: [{matchLabels: {team: web}}]}\n  someFutureField: 1\n",
+        ));
+        let m = convert(&flux, Some(&repo)).unwrap();
+        assert_eq!(
+            m.object["spec"]["chart"],
+            json!({"repository": "https://charts.example.com", "name": "web", "secretRef": {"name": "auth"}})
+        );
+        let at = "HelmRepository apps/charts spec";
+        assert_eq!(
+            paths(&m),
+            [
+                "accessFrom",
+                "certSecretRef",
+                "insecure",
+                "interval",
+                "passCredentials",
+                "someFutureField",
+                "suspend",
+                "timeout"
+            ]
+            .map(|k| format!("{at}.{k}"))
+        );
+        let timeout = m
+            .not_carried
+            .iter()
+            .find(|l| l.starts_with(&format!("{at}.timeout (")))
+            .unwrap();
+        assert!(timeout.contains("by its own 60s"), "{timeout}");
+        assert!(
+            m.not_carried
+                .iter()
+                .any(|l| l.starts_with(&format!("{at}.suspend (Flux stopped fetching"))),
+            "{:#?}",
+            m.not_carried
+        );
+
+        // An OCI HelmRepository is static in Flux: its interval and suspension do nothing.
+        let oci = Repository::HelmRepository(yaml(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: charts, namespace: apps}\nspec: {type: oci, url: 'oci://r.example/charts', interval: 5m, suspend: true, timeout: 3m}\n",
+        ));
+        let m = convert(&flux, Some(&oci)).unwrap();
+        assert_eq!(
+            paths(&m),
+            ["interval", "suspend", "timeout"].map(|k| format!("{at}.{k}"))
+        );
+        assert!(
+            m.not_carried.contains(&format!(
+                "{at}.interval (Flux does not use it for a HelmRepository of type oci)"
+            )),
+            "{:#?}",
+            m.not_carried
+        );
+
+        let git_flux = yaml(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: apps}\nspec: {interval: 5m, chart: {spec: {chart: ./charts/web, reconcileStrategy: Revision, sourceRef: {kind: GitRepository, name: repo}}}}\n",
+        );
+        let git = Repository::GitRepository(yaml(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: repo, namespace: apps}\nspec: {url: 'https://g.example/r.git', interval: 1m, ref: {branch: main}, timeout: 3m, suspend: true, serviceAccountName: git}\n",
+        ));
+        let m = convert(&git_flux, Some(&git)).unwrap();
+        assert_eq!(m.object["spec"]["chart"]["interval"], "1m");
+        assert_eq!(
+            paths(&m),
+            ["serviceAccountName", "suspend", "timeout"]
+                .map(|k| format!("GitRepository apps/repo spec.{k}"))
+        );
+
+        let oci_repository = Repository::OciRepository(yaml(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata: {name: web-chart, namespace: apps}\nspec: {url: 'oci://r.example/web', interval: 10m, ref: {tag: 1.2.3}, timeout: 3m, suspend: true, ignore: '*.md', layerSelector: {mediaType: application/vnd.cncf.helm.chart.content.v1.tar+gzip, operation: extract}}\n",
+        ));
+        let m = convert(&yaml(CHART_REF), Some(&oci_repository)).unwrap();
+        assert_eq!(
+            paths(&m),
+            ["ignore", "suspend", "timeout"]
+                .map(|k| format!("OCIRepository apps/web-chart spec.{k}"))
+        );
+
+        let chart_flux = yaml(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: apps}\nspec: {interval: 5m, chartRef: {kind: HelmChart, name: web}}\n",
+        );
+        let helm_chart = Repository::HelmChart {
+            chart: yaml(
+                "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmChart\nmetadata: {name: web, namespace: apps}\nspec: {chart: web, interval: 2m, suspend: true, sourceRef: {kind: HelmRepository, name: charts}}\n",
+            ),
+            source: Some(Box::new(http_repo("apps"))),
+        };
+        let m = convert(&chart_flux, Some(&helm_chart)).unwrap();
+        assert_eq!(paths(&m), ["HelmChart apps/web spec.suspend"]);
+        assert!(
+            m.not_carried[0].contains("Flux stopped building this chart"),
+            "{:#?}",
+            m.not_carried
+        );
+    }
+
+    /// What the user quoted stays a string for every reader of the printed YAML: YAML 1.1
+    /// with its whole type repository (PyYAML: dates, `1:20`), go-yaml v2 and YAML 1.2.
+    #[test]
+    fn the_printed_yaml_reads_back_as_the_input_meant_under_yaml_1_1_and_1_2() {
+        let looks_typed = [
+            "2024-01-01",
+            "2001-12-14t21:59:43.10-05:00",
+            "2001-12-14 21:59:43.10 -5",
+            "2026-01-01T00:00:00Z",
+            "y",
+            "Y",
+            "yes",
+            "No",
+            "on",
+            "OFF",
+            "true",
+            "False",
+            "yEs",
+            "~",
+            "null",
+            "Null",
+            "NULL",
+            "",
+            "0x1F",
+            "0o17",
+            "0644",
+            "1:20",
+            "1_000",
+            "0b1_0",
+            ".inf",
+            "-.inf",
+            ".nan",
+            "1e3",
+            "1_000.5",
+            "1.5",
+            "=",
+            "<<",
+        ];
+        let mut values = String::from("values:\n");
+        for (i, s) in looks_typed.iter().enumerate() {
+            values.push_str(&format!("    s{i}: \"{s}\"\n"));
+        }
+        values.push_str("    keys: {\"2024-01-01\": a, \"yes\": b, \"1:20\": c, \"=\": d}\n");
+        values.push_str(
+            "    list: [\"2024-01-01\", \"on\"]\n    typed: {bool: yes, octal: 0644, float: 1.5, big: 1.0e+21, tiny: 1.5e-7, none: ~, ts: 2024-01-01}\n",
+        );
+        let flux = yaml(&format!(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: web\n  namespace: apps\n  annotations: {{since: \"2024-01-01\", enabled: \"true\"}}\nspec:\n  interval: 5m\n  chart: {{spec: {{chart: web, version: \"1.20\", sourceRef: {{kind: HelmRepository, name: charts}}}}}}\n  {values}"
+        ));
+        // The input as Kubernetes clients read it: quoted strings are strings, and a plain
+        // timestamp too.
+        assert_eq!(flux["spec"]["values"]["s0"], "2024-01-01");
+        assert_eq!(flux["spec"]["values"]["typed"]["ts"], "2024-01-01");
+        assert_eq!(flux["spec"]["values"]["typed"]["octal"], 420);
+        let m = convert(&flux, Some(&http_repo("apps"))).unwrap();
+        let printed = to_yaml(&m, "apps/web");
+        for (reader, read) in [
+            (
+                "YAML 1.1 types",
+                crate::yaml::parse_documents_yaml_1_1_types(&printed),
+            ),
+            ("go-yaml v2", crate::yaml::parse_documents(&printed)),
+            ("YAML 1.2", crate::yaml::parse_documents_yaml_1_2(&printed)),
+        ] {
+            let read = read.unwrap_or_else(|e| panic!("{reader}: {e}\n{printed}"));
+            assert_eq!(
+                read,
+                std::slice::from_ref(&m.object),
+                "{reader}:\n{printed}"
+            );
+            assert_eq!(
+                read[0]["spec"]["values"], flux["spec"]["values"],
+                "{reader}:\n{printed}"
+            );
+            assert_eq!(read[0]["metadata"]["annotations"]["since"], "2024-01-01");
+            assert_eq!(read[0]["spec"]["chart"]["version"], "1.20");
+        }
+        assert!(printed.contains("\n    s0: \"2024-01-01\"\n"), "{printed}");
+        assert!(printed.contains("\n      big: 1.0e+21\n"), "{printed}");
     }
 
     #[test]

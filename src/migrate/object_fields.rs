@@ -1,19 +1,67 @@
-//! The fields carried with the same meaning: metadata without Flux's own keys, the plain
+//! The fields carried with the same meaning: metadata without Flux's bookkeeping, the plain
 //! settings, the five actions, drift detection and post-renderers.
 
 use serde_json::{Map, Value, json};
 
 use super::mapping::{Mapping, is_set, keep, text};
 
-/// Prefixes of the label and annotation keys that are Flux's own and stay behind.
-const FLUX_METADATA: &[&str] = &[
-    "reconcile.fluxcd.io/",
-    "kustomize.toolkit.fluxcd.io/",
-    "helm.toolkit.fluxcd.io/",
+/// Label and annotation keys the Flux controllers write on an object for their own use,
+/// with why each stays behind. Every other key is carried: the user's own, and the
+/// directives the next tool in the pipeline reads (kustomize-controller's
+/// `kustomize.toolkit.fluxcd.io/substitute`, `prune`, `ssa`, `force`, `reconcile` and
+/// `decrypt`; helm-controller's `helm.toolkit.fluxcd.io/driftDetection`), which mean the
+/// same on the wheelhouse object committed in the Flux object's place.
+const FLUX_BOOKKEEPING: &[(&str, &str)] = &[
+    // fluxcd/pkg apis/meta/annotations.go, helm-controller api/v2/annotations.go.
+    (
+        "reconcile.fluxcd.io/requestedAt",
+        "a request to reconcile the Flux object, answered in its status; wheelhouse reads the same annotation, and would take it as a new request",
+    ),
+    (
+        "reconcile.fluxcd.io/forceAt",
+        "a request to helm-controller for a forced upgrade, answered in the Flux object's status; wheelhouse reads the same annotation, and would force an upgrade",
+    ),
+    (
+        "reconcile.fluxcd.io/resetAt",
+        "a request to helm-controller to reset the failure counts, answered in the Flux object's status; wheelhouse reads the same annotation, and would take it as a new request",
+    ),
+    // fluxcd/pkg ssa/manager.go SetOwnerLabels, as kustomize-controller calls it.
+    (
+        "kustomize.toolkit.fluxcd.io/name",
+        "kustomize-controller's owner label, which it sets on every object it applies",
+    ),
+    (
+        "kustomize.toolkit.fluxcd.io/namespace",
+        "kustomize-controller's owner label, which it sets on every object it applies",
+    ),
+    // helm-controller internal/postrender/common_renderer.go and internal/action/crds.go.
+    (
+        "helm.toolkit.fluxcd.io/name",
+        "helm-controller's origin label, which it sets on every object a Flux HelmRelease renders",
+    ),
+    (
+        "helm.toolkit.fluxcd.io/namespace",
+        "helm-controller's origin label, which it sets on every object a Flux HelmRelease renders",
+    ),
+    // kustomize-controller's apply cleanup (internal/controller/kustomization_controller.go)
+    // removes these from every object it applies.
+    (
+        "kustomize.toolkit.fluxcd.io/checksum",
+        "deprecated Flux bookkeeping, which kustomize-controller removes on apply",
+    ),
+    (
+        "fluxcd.io/sync-checksum",
+        "Flux v1 bookkeeping, which kustomize-controller removes on apply",
+    ),
+    (
+        "fluxcd.io/sync-gc-mark",
+        "Flux v1 bookkeeping, which kustomize-controller removes on apply",
+    ),
+    (
+        "kubectl.kubernetes.io/last-applied-configuration",
+        "kubectl's record of the Flux object it last applied (kustomize-controller removes it on apply)",
+    ),
 ];
-
-/// kubectl's record of the last object it applied: the Flux one, not ours.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// interval, timeout, maxHistory, values, valuesFrom, healthCheckExprs, dependsOn: the
 /// same in both.
@@ -372,23 +420,51 @@ pub(super) fn post_renderers(value: Value, m: &mut Mapping) -> Option<Value> {
     (!carried.is_empty()).then_some(Value::Array(carried))
 }
 
-/// Same name and namespace; labels and annotations without Flux's own.
+/// Same name and namespace; labels and annotations but Flux's bookkeeping, which is named.
 pub(super) fn metadata(flux: &Value, name: &str, namespace: &str, m: &mut Mapping) -> Value {
     let mut meta = json!({ "name": name, "namespace": namespace });
     for field in ["labels", "annotations"] {
         let Some(Value::Object(entries)) = flux.pointer(&format!("/metadata/{field}")) else {
             continue;
         };
-        let kept: Map<String, Value> = entries
-            .iter()
-            .filter(|(k, _)| {
-                !FLUX_METADATA.iter().any(|p| k.starts_with(p)) && k.as_str() != LAST_APPLIED
-            })
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        let mut kept = Map::new();
+        for (key, value) in entries {
+            match FLUX_BOOKKEEPING.iter().find(|(k, _)| k == key) {
+                Some((_, why)) => m.drop_because(&format!("metadata.{field}[{key}]"), why),
+                None => {
+                    kept.insert(key.clone(), value.clone());
+                }
+            }
+        }
         if !kept.is_empty() {
             meta[field] = Value::Object(kept);
         }
+    }
+    // The objects the Flux object belongs to made a Flux object, not this one: it is
+    // written without owners, whose garbage collection would delete it.
+    if let Some(owners) = flux
+        .pointer("/metadata/ownerReferences")
+        .filter(|v| is_set(v))
+    {
+        let names: Vec<String> = owners
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|o| {
+                format!(
+                    "{} {}",
+                    text(o, "kind").unwrap_or_default(),
+                    text(o, "name").unwrap_or_default()
+                )
+            })
+            .collect();
+        m.drop_because(
+            "metadata.ownerReferences",
+            format!(
+                "the Flux object belongs to {}; the wheelhouse object does not, and is not deleted with it",
+                names.join(", ")
+            ),
+        );
     }
     if let Some(kustomization) = flux
         .pointer("/metadata/labels/kustomize.toolkit.fluxcd.io~1name")

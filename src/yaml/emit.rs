@@ -1,17 +1,18 @@
-//! The one YAML writer: block style, strings plain only where both YAML 1.1 and 1.2 read
-//! them back as the same string, multi-line text as a literal block.
+//! The one YAML writer: block style, strings plain only where YAML 1.1 and 1.2 readers
+//! all read them back as the same string, multi-line text as a literal block.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Number, Value};
 
-use super::scalars::{resolve_plain, resolve_plain_1_2};
+use super::scalars::{resolve_plain, resolve_plain_1_2, yaml_1_1_type};
 
 /// Writes `documents` as a YAML stream (`---` between documents) that reads back as the
-/// same JSON under YAML 1.1, as kubectl and Helm read it (`parse_documents`), and under
-/// YAML 1.2. A writer for YAML 1.2 only would write a string such as `on`, `y` or `1_000`
-/// plain, and it would reach the API server as a boolean or a number; here a string is
-/// written plain only when both readings give that string back, as a literal block (`|`)
-/// when it is text of several lines that one reads back exactly, and double-quoted
-/// otherwise.
+/// same JSON under YAML 1.1, as kubectl and Helm read it (`parse_documents`), under YAML
+/// 1.1's whole type repository, as PyYAML and the tools on it read it (dates, `1:20`),
+/// and under YAML 1.2. A writer for YAML 1.2 only would write a string such as `on`, `y`
+/// or `1_000` plain, and it would reach the API server as a boolean or a number; here a
+/// string is written plain only when every reading gives that string back, as a literal
+/// block (`|`) when it is text of several lines that one reads back exactly, and
+/// double-quoted otherwise.
 pub fn to_documents(documents: &[Value]) -> String {
     let mut out = String::new();
     for (i, doc) in documents.iter().enumerate() {
@@ -127,11 +128,27 @@ fn scalar_text(value: &Value) -> String {
     match value {
         Value::Null => "null".to_owned(),
         Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
+        Value::Number(n) => number_literal(n),
         Value::String(s) => string_text(s),
         Value::Array(_) => "[]".to_owned(),
         Value::Object(_) => "{}".to_owned(),
     }
+}
+
+/// A number as every reading takes it for one: JSON's `1e21` is a string to PyYAML,
+/// whose floats need a point and a signed exponent (`1.0e+21`).
+fn number_literal(n: &Number) -> String {
+    let text = n.to_string();
+    let Some((mantissa, exponent)) = text.split_once(['e', 'E']) else {
+        return text;
+    };
+    let point = if mantissa.contains('.') { "" } else { ".0" };
+    let sign = if exponent.starts_with(['-', '+']) {
+        ""
+    } else {
+        "+"
+    };
+    format!("{mantissa}{point}e{sign}{exponent}")
 }
 
 fn string_text(s: &str) -> String {
@@ -159,7 +176,9 @@ fn string_text(s: &str) -> String {
 
 /// Whether `s` can be written as a plain scalar: only characters without meaning to YAML
 /// in block context, no indicator first, and read back as this string by YAML 1.1 (go-yaml
-/// v2, [`resolve_plain`]) and by YAML 1.2 ([`resolve_plain_1_2`]).
+/// v2, [`resolve_plain`]; the whole type repository, [`yaml_1_1_type`]) and by YAML 1.2
+/// ([`resolve_plain_1_2`]). The words YAML 1.1 makes booleans and null are quoted in every
+/// spelling of their case (`yEs`): a string that near a boolean is not left to a reader.
 fn plain_is_safe(s: &str) -> bool {
     let harmless = |c: char| {
         c.is_ascii_alphanumeric()
@@ -182,6 +201,10 @@ fn plain_is_safe(s: &str) -> bool {
         && !s.contains(": ")
         && resolve_plain(s).is_ok_and(|v| v.as_str() == Some(s))
         && resolve_plain_1_2(s).is_ok_and(|v| v.as_str() == Some(s))
+        && yaml_1_1_type(s).is_none()
+        && !["y", "n", "yes", "no", "on", "off", "true", "false", "null"]
+            .iter()
+            .any(|word| s.eq_ignore_ascii_case(word))
 }
 
 #[cfg(test)]
@@ -191,6 +214,7 @@ mod tests {
     use super::*;
     use crate::yaml::loader::{Loader, load};
     use crate::yaml::parse_documents;
+    use crate::yaml::scalars::PlainRules;
 
     #[test]
     fn written_documents_read_back_the_same_under_yaml_1_1_and_1_2() {
@@ -263,6 +287,28 @@ mod tests {
             "app.kubernetes.io/name",
             "true",
             "2001-12-14",
+            // What YAML 1.1's type repository (PyYAML) types and go-yaml v2 does not.
+            "2024-01-01",
+            "2001-12-14t21:59:43.10-05:00",
+            "2001-12-14 21:59:43.10 -5",
+            "2001-12-14T21:59:43Z",
+            "2026-1-2 3:04:05",
+            "1:20",
+            "-1:20:30",
+            "190:20:30.15",
+            "8080:30",
+            "1_000.5",
+            "0b1_0",
+            "0x_1F",
+            "._5",
+            "=",
+            "<<",
+            "yEs",
+            "nULL",
+            "tRUE",
+            "8080:80",
+            "2024-01",
+            "1.2.3",
         ];
         let strings: Vec<Value> = tricky.iter().map(|s| json!(s)).collect();
         let keys: Map<String, Value> = tricky.iter().map(|s| (s.to_string(), json!(s))).collect();
@@ -270,7 +316,7 @@ mod tests {
             json!({
                 "strings": strings,
                 "keys": keys,
-                "numbers": [0, -7, 1.5, 18446744073709551615u64],
+                "numbers": [0, -7, 1.5, 18446744073709551615u64, 1e21, 1.5e-7, -2e-9],
                 "others": [true, false, null, {}, []],
                 "nested": [[1, [2]], [{"a": [{"b": {}}], "c": "d"}], {"e": {"f": [[]]}}],
                 "empty": {"map": {}, "list": []},
@@ -283,15 +329,24 @@ mod tests {
         ];
         let text = to_documents(&docs);
         assert_eq!(parse_documents(&text).unwrap(), docs, "{text}");
-        let mut yaml_1_2 = Loader::default();
-        yaml_1_2.yaml_1_2 = true;
-        assert_eq!(load(&text, yaml_1_2).unwrap(), docs, "{text}");
+        for rules in [PlainRules::Yaml11Types, PlainRules::Yaml12Core] {
+            let mut loader = Loader::default();
+            loader.rules = rules;
+            assert_eq!(load(&text, loader).unwrap(), docs, "{rules:?}:\n{text}");
+        }
         for written in [
             // Plain where that is safe, as a person would write it.
             "- ghcr.io/wheelhouse-dev/wheelhouse:v0.1.0\n",
             "\n  app.kubernetes.io/name: app.kubernetes.io/name\n",
             "- \"on\"\n",
             "- --flag\n",
+            "- \"2024-01-01\"\n",
+            "- \"1:20\"\n",
+            "- 1.0e+21\n",
+            // Strings no reader types stay plain.
+            "- 8080:80\n",
+            "- 2024-01\n",
+            "- 1.2.3\n",
             // Text of several lines as a literal block, with its trailing line breaks.
             "\n- |\n  multi\n  line\n",
             "\n- |-\n  multi\n  line\n",

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use super::Error;
 use super::go_decode::number_text;
-use super::scalars::resolve_scalar;
+use super::scalars::{PlainRules, resolve_scalar};
 
 pub(super) fn load(text: &str, mut loader: Loader) -> Result<Vec<Value>, Error> {
     for item in Parser::new_from_str(text) {
@@ -28,9 +28,9 @@ pub(super) struct Loader {
     stack: Vec<Frame>,
     anchors: HashMap<usize, Value>,
     aliased_nodes: usize,
-    /// Resolve plain scalars with YAML 1.2's core schema instead of YAML 1.1's (tests
-    /// read what `to_documents` writes both ways).
-    pub(super) yaml_1_2: bool,
+    /// How plain scalars resolve: go-yaml v2's YAML 1.1 unless a test reads what
+    /// `to_documents` writes as other readers do.
+    pub(super) rules: PlainRules,
 }
 
 enum Frame {
@@ -65,7 +65,7 @@ impl Loader {
                 if is_merge_key && self.expects_key() {
                     return self.push_key(Key::Merge);
                 }
-                let value = resolve_scalar(&text, style, tag.as_deref(), self.yaml_1_2)?;
+                let value = resolve_scalar(&text, style, tag.as_deref(), self.rules)?;
                 if anchor != 0 {
                     self.anchors.insert(anchor, value.clone());
                 }

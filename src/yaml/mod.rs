@@ -79,6 +79,27 @@ pub fn parse_documents(text: &str) -> Result<Vec<Value>, Error> {
     load(text, Loader::default())
 }
 
+/// Parses every document of `text` as a reader with YAML 1.1's whole type repository
+/// (PyYAML's `safe_load`) does: dates, sexagesimal numbers and `0b1_0` are not strings.
+/// A timestamp, which no JSON value is, reads as the text `!!timestamp <text>`. For tests
+/// of what the writer writes.
+#[cfg(test)]
+pub(crate) fn parse_documents_yaml_1_1_types(text: &str) -> Result<Vec<Value>, Error> {
+    let mut loader = Loader::default();
+    loader.rules = scalars::PlainRules::Yaml11Types;
+    load(text, loader)
+}
+
+/// Parses every document of `text` with YAML 1.2's core schema, as YAML 1.2 readers do
+/// (`yes` and `0b1` are strings, `0644` the decimal 644). For tests of what the writer
+/// writes.
+#[cfg(test)]
+pub(crate) fn parse_documents_yaml_1_2(text: &str) -> Result<Vec<Value>, Error> {
+    let mut loader = Loader::default();
+    loader.rules = scalars::PlainRules::Yaml12Core;
+    load(text, loader)
+}
+
 /// Reads the one YAML document of `text` into `T` as sigs.k8s.io/yaml's `Unmarshal` does
 /// ([`parse_documents`], then [`from_value`]). Empty text, or only comments, reads as
 /// null (so an `Option` is `None`, and a map, list or struct is empty); more than one
