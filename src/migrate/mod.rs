@@ -9,8 +9,9 @@
 //! [`Migrated::not_carried`], as are the Flux controllers' own labels and annotations (the
 //! others are carried). The Helm release (name, namespace, storage namespace) is always
 //! the one Flux recorded, so wheelhouse continues its history (the next change is an
-//! upgrade to the next revision) instead of installing a second release. The result is checked by reading it back as
-//! [`HelmRelease`]: a field the mapping writes that wheelhouse does not know fails loudly.
+//! upgrade to the next revision) instead of installing a second release. The result is
+//! checked by reading it back as [`HelmRelease`]: a field the mapping writes that
+//! wheelhouse does not know fails loudly.
 //!
 //! By part: the Helm release Flux recorded (`helm_identity.rs`), the chart's source
 //! (`chart_source.rs`), the fields carried as they are (`object_fields.rs`), the record of
