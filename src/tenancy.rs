@@ -191,19 +191,28 @@ impl Policy {
             }
             (p, f) => p.clone().or_else(|| f.clone()),
         };
-        // Networks: a flag can only refuse more. The published exceptions stand (an
-        // engine's own --allow-network counts only where nothing is published).
+        // Networks: a flag can only refuse more. A published lockdown's exceptions stand;
+        // where the lockdown is the engine's own (the published policy is open), so are
+        // its exceptions to its own refusals.
         let mut denied_networks = published.denied_networks.clone();
         for net in &flags.denied_networks {
             if !denied_networks.contains(net) {
                 denied_networks.push(*net);
             }
         }
+        let mut allowed_networks = published.allowed_networks.clone();
+        if !published.locked_down() {
+            for net in &flags.allowed_networks {
+                if !allowed_networks.contains(net) {
+                    allowed_networks.push(*net);
+                }
+            }
+        }
         Ok(Self {
             default_service_account,
             no_cross_namespace_refs: published.no_cross_namespace_refs
                 || flags.no_cross_namespace_refs,
-            allowed_networks: published.allowed_networks.clone(),
+            allowed_networks,
             denied_networks,
         })
     }
@@ -519,6 +528,49 @@ mod tests {
             let err = Policy::from_data(&BTreeMap::from([(key.into(), bad.into())])).unwrap_err();
             assert!(err.to_string().contains(bad), "{err}");
         }
+    }
+
+    /// Denied networks add up; a published lockdown's exceptions stand alone (an engine's
+    /// own flags never open more); a lockdown that is only the engine's keeps its own
+    /// exceptions to its own refusals. What install publishes reads back.
+    #[test]
+    fn networks_combine_so_that_flags_only_refuse_more() {
+        let nets = |s: &str| crate::source::egress::parse_networks(s).unwrap();
+        let flags = Policy {
+            default_service_account: Some("tenant".into()),
+            allowed_networks: nets("127.0.0.0/8"),
+            denied_networks: nets("203.0.113.0/24"),
+            ..Policy::default()
+        };
+        let open = Policy {
+            allowed_networks: nets("10.1.0.0/16"),
+            denied_networks: nets("198.51.100.0/24"),
+            ..Policy::default()
+        };
+        let by_flags = Policy::combine(Some(&open), &flags).unwrap();
+        assert_eq!(by_flags.allowed_networks, nets("10.1.0.0/16, 127.0.0.0/8"));
+        assert_eq!(
+            by_flags.denied_networks,
+            nets("198.51.100.0/24, 203.0.113.0/24")
+        );
+        let published = Policy {
+            default_service_account: Some("tenant".into()),
+            ..open.clone()
+        };
+        let by_cluster = Policy::combine(Some(&published), &flags).unwrap();
+        assert_eq!(by_cluster.allowed_networks, nets("10.1.0.0/16"));
+        assert_eq!(
+            Policy::from_data(&flags.to_data()).unwrap(),
+            flags,
+            "networks read back"
+        );
+        assert!(
+            Policy::from_data(&BTreeMap::from([(
+                ALLOWED_NETWORKS_KEY.into(),
+                "10.0.0.0/33".into()
+            )]))
+            .is_err()
+        );
     }
 
     #[test]

@@ -668,12 +668,25 @@ fn keeps_whole(rules: &str, path: &str) -> bool {
 fn name_the_rest(spec: Map<String, Value>, what: &str, kind: &str, m: &mut Mapping) {
     for (key, value) in spec {
         let path = format!("{what} spec.{key}");
+        // The same bound wheelhouse keeps (source-controller's default, which the API
+        // server writes into every source it stores): nothing differs, nothing to say.
+        if key == "timeout" && is_default_timeout(&value) {
+            continue;
+        }
         match source_field_why(kind, &key) {
             Some(why) if is_set(&value) => m.drop_because(&path, why),
             Some(_) => {}
             None => m.drop_field(&path, &value),
         }
     }
+}
+
+/// Whether `value` is a duration of exactly wheelhouse's per-request bound.
+fn is_default_timeout(value: &Value) -> bool {
+    value
+        .as_str()
+        .and_then(|t| t.parse::<crate::api::Duration>().ok())
+        .is_some_and(|d| d.as_std() == crate::source::DEFAULT_REQUEST_TIMEOUT)
 }
 
 /// Why a field of a source (source-controller's api/v1 types) has no counterpart in the

@@ -645,6 +645,14 @@ spec:
             m.object["spec"]["chart"],
             json!({"repository": "https://charts.example.com", "name": "web", "secretRef": {"name": "auth"}})
         );
+        // The timeout the API server writes by default is wheelhouse's own bound: unsaid.
+        let defaulted = Repository::HelmRepository(yaml(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: charts, namespace: apps}\nspec: {url: https://charts.example.com, timeout: 60s}\n",
+        ));
+        assert!(
+            convert(&flux, Some(&defaulted)).unwrap().not_carried.is_empty(),
+            "a 60s timeout"
+        );
         let at = "HelmRepository apps/charts spec";
         assert_eq!(
             paths(&m),

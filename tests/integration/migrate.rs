@@ -264,7 +264,7 @@ async fn a_flux_release_continues_its_helm_history_under_wheelhouse() {
         printed["spec"]["upgrade"].get("forceConflicts").is_none(),
         "{yaml}"
     );
-    assert!(!stderr.contains("not carried:"), "{stderr}");
+    only_the_index_refresh_is_not_carried(&stderr);
 
     // Applying while Flux still acts on the release is refused, and changes nothing.
     let (ok, _, stderr) = wheelhouse(&["migrate", &format!("{ns_name}/greeter"), "--apply"]);
@@ -474,7 +474,7 @@ async fn flux_charts_from_an_oci_registry_and_git_continue_their_history_under_w
             [(1, "deployed".to_owned(), "Install complete".to_owned())]
         );
         let (stdout, stderr) = suspend_and_migrate(&flux, &ns_name, name).await;
-        assert!(!stderr.contains("not carried:"), "{name}: {stderr}");
+        only_the_index_refresh_is_not_carried(&stderr);
         assert!(
             stdout.contains("its next revision follows revision 1"),
             "{stdout}"
@@ -756,7 +756,7 @@ async fn a_flux_release_on_a_remote_cluster_continues_its_history_there_under_wh
     assert!(none_here().await);
 
     let (stdout, stderr) = suspend_and_migrate(&flux, &ns_name, "greeter").await;
-    assert!(!stderr.contains("not carried:"), "{stderr}");
+    only_the_index_refresh_is_not_carried(&stderr);
     assert!(stdout.contains("created"), "{stdout}");
     let migrated = api.get("greeter").await.unwrap();
     assert_eq!(
@@ -802,4 +802,18 @@ async fn a_flux_release_on_a_remote_cluster_continues_its_history_there_under_wh
         .await
         .unwrap();
     ns.delete().await;
+}
+
+/// The one setting of the tests' sources migrate names as not carried: a HelmRepository's
+/// `spec.interval` (how often Flux refreshes its index; wheelhouse reads it at each check
+/// of the chart). The OCIRepository's and GitRepository's `spec.timeout` the API server
+/// defaults to 60s, wheelhouse's own bound: nothing to say.
+fn only_the_index_refresh_is_not_carried(stderr: &str) {
+    for line in stderr.lines().filter(|l| l.contains("not carried:")) {
+        assert!(
+            line.contains("HelmRepository")
+                && line.contains("spec.interval (how often Flux refreshes"),
+            "{stderr}"
+        );
+    }
 }
