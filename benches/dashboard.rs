@@ -8,11 +8,11 @@
 
 use std::time::{Duration, Instant};
 
-use wheelhouse::client::Scope;
+use wheelhouse::cluster::client::Scope;
 use wheelhouse::engine::Role;
-use wheelhouse::tui::app::App;
-use wheelhouse::tui::theme::Theme;
-use wheelhouse::tui::{demo, render};
+use wheelhouse::frontend::tui::app::App;
+use wheelhouse::frontend::tui::theme::Theme;
+use wheelhouse::frontend::tui::{demo, render};
 
 const RELEASES: usize = 5_000;
 const ROUNDS: u32 = 200;
@@ -175,10 +175,10 @@ fn manifest(tag: &str) -> String {
 }
 
 fn diff_figures(app: &mut App) -> DiffFigures {
-    use wheelhouse::tui::components::changes::ChangesView;
+    use wheelhouse::frontend::tui::components::changes::ChangesView;
     let (old, new) = (manifest("1.0.0"), manifest("1.0.1"));
     let start = Instant::now();
-    let (lines, summary) = wheelhouse::tui::diff::release_diff(
+    let (lines, summary) = wheelhouse::frontend::tui::diff::release_diff(
         &serde_json::json!({"tag": "1.0.0"}),
         &old,
         &serde_json::json!({"tag": "1.0.1"}),

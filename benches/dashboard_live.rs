@@ -140,9 +140,9 @@ async fn populate(client: &Client, namespaces: &mut Vec<TestNamespace>, from: us
                         &ns,
                         &name,
                         1,
-                        wheelhouse::release::Status::Deployed,
+                        wheelhouse::helm::release::Status::Deployed,
                     );
-                    wheelhouse::release::storage::Storage::new(client.clone(), &ns)
+                    wheelhouse::helm::release::storage::Storage::new(client.clone(), &ns)
                         .create(&record)
                         .await
                         .unwrap_or_else(|e| panic!("record of {ns}/{name}: {e}"));

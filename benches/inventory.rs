@@ -5,7 +5,7 @@
 //! files, a ~12 KB manifest; ~20 KB as stored) encoded as Helm stores it. Measured in the same run:
 //!   - the baseline: a paginated LIST of the records whole, what a watch of whole Secrets
 //!     would read at every start (time, and bytes of record data);
-//!   - the inventory (`wheelhouse::inventory`): from start to every release listed (from
+//!   - the inventory (`wheelhouse::frontend::inventory`): from start to every release listed (from
 //!     the labels) and to every release read (chart, app version, description filled),
 //!     and the process's RSS before and after.
 
@@ -20,10 +20,10 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use support::{TestNamespace, client};
-use wheelhouse::client::Scope;
-use wheelhouse::inventory::Inventory;
-use wheelhouse::release::storage::{encode, secret_name};
-use wheelhouse::release::{Release, Status};
+use wheelhouse::cluster::client::Scope;
+use wheelhouse::frontend::inventory::Inventory;
+use wheelhouse::helm::release::storage::{encode, secret_name};
+use wheelhouse::helm::release::{Release, Status};
 
 fn release(ns: &str, name: &str, version: i32, status: Status) -> Release {
     let template = format!(
@@ -39,7 +39,7 @@ fn release(ns: &str, name: &str, version: i32, status: Status) -> Release {
             .replace("{{ .Release.Name }}", name)
             .replace("{{ .Values.replicas }}", "2")
     );
-    let chart: wheelhouse::chart::Chart = serde_json::from_value(serde_json::json!({
+    let chart: wheelhouse::helm::chart::Chart = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "app", "version": "1.4.2", "appVersion": "1.2.3", "apiVersion": "v2"},
         "templates": [{"name": "templates/deployment.yaml",
                        "data": base64(template.as_bytes())}],

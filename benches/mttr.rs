@@ -259,7 +259,7 @@ async fn fail_fast(client: &Client, on: bool, runs: usize) -> Vec<Duration> {
 #[tokio::main]
 async fn main() {
     // WHEELHOUSE_LOG (tracing's filter syntax) shows the engine's logs; with
-    // `wheelhouse::slots=debug` each request a fix makes and its latency: where its time goes.
+    // `wheelhouse::cluster::slots=debug` each request a fix makes and its latency: where its time goes.
     support::log_from_env();
     let runs = figures::runs(5);
     let client = client().await;

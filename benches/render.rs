@@ -17,8 +17,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use support::figures::{self, row};
-use wheelhouse::release::Status;
-use wheelhouse::render::{
+use wheelhouse::helm::release::Status;
+use wheelhouse::helm::render::{
     HelmRenderer, HelperRenderer, Previous, RenderRequest, Rendered, Renderer,
 };
 
@@ -95,7 +95,7 @@ async fn main() {
     })
     .await;
     let (as_engine, _) = time(runs, async |_| {
-        let discovery = wheelhouse::render::discover(&client).await.unwrap();
+        let discovery = wheelhouse::helm::render::discover(&client).await.unwrap();
         let req = upgrade(&chart, &values, Some(&discovery.digest));
         helper.render(req).await.unwrap()
     })

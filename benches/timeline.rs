@@ -20,14 +20,14 @@ use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 
 use support::{TestNamespace, client, records};
-use wheelhouse::client::Scope;
+use wheelhouse::cluster::client::Scope;
 use wheelhouse::engine::Role;
-use wheelhouse::inventory::Inventory;
-use wheelhouse::release::Status;
-use wheelhouse::release::storage::Storage;
-use wheelhouse::tui::app::App;
-use wheelhouse::tui::effect::{Effect, IoResult};
-use wheelhouse::tui::theme::Theme;
+use wheelhouse::frontend::inventory::Inventory;
+use wheelhouse::frontend::tui::app::App;
+use wheelhouse::frontend::tui::effect::{Effect, IoResult};
+use wheelhouse::frontend::tui::theme::Theme;
+use wheelhouse::helm::release::Status;
+use wheelhouse::helm::release::storage::Storage;
 
 const NAMESPACES: usize = 10;
 const FIRST_SCREEN: Duration = Duration::from_secs(1);
@@ -138,7 +138,8 @@ async fn main() {
             let results = futures::future::join_all(wanted.into_iter().map(|record| {
                 let client = client.clone();
                 tokio::spawn(async move {
-                    let change = wheelhouse::tui::io::read_revision(client, &record).await;
+                    let change =
+                        wheelhouse::frontend::tui::io::read_revision(client, &record).await;
                     (record, change)
                 })
             }))
@@ -152,7 +153,7 @@ async fn main() {
     }
     // The run loop's next turn: the rows sorted again with the records' own times.
     app.refresh_timeline();
-    let screen = wheelhouse::tui::render(&app, 160, 48);
+    let screen = wheelhouse::frontend::tui::render(&app, 160, 48);
     let first_screen = opened.elapsed();
     let after = rss_mib();
     let rows = app.timeline.as_ref().map_or(0, |v| v.rows.len());
@@ -188,7 +189,7 @@ async fn main() {
         .checked_sub(jiff_hours(24))
         .unwrap_or(Timestamp::UNIX_EPOCH);
     let started = Instant::now();
-    let baseline = wheelhouse::timeline::collect::changes(&client, &Scope::All, since)
+    let baseline = wheelhouse::frontend::timeline::collect::changes(&client, &Scope::All, since)
         .await
         .expect("the baseline reads");
     let baseline_took = started.elapsed();

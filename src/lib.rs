@@ -1,37 +1,32 @@
 //! wheelhouse: a terminal dashboard and reconcile engine for Helm releases declared as
 //! `HelmRelease` resources (`wheelhouse.dev/v1alpha1`).
+//!
+//! The modules are layers, each using only those listed before it
+//! (docs/development/layout.md; `tests/integration/layering.rs` holds them to it):
+//! `text` (YAML 1.1, terminal-safe text, ages), `api` (the HelmRelease API, Flux's
+//! kinds), `cluster` (the API server as an identity sees it: connections, tenancy,
+//! remote clusters, outbound policy, RBAC, Events, slots), `helm` (the Helm library:
+//! charts, values, sources, rendering, Helm's storage, apply), `health` (readiness and
+//! waits), `tracking` (config tracking), `telemetry` (metrics), `webhooks`
+//! (notifications out, receivers in), `engine` (the reconcile engine), and `frontend`
+//! (the dashboard, the CLI and what they report: timeline, inventory, migrate, install).
 
-pub mod age;
+pub mod text;
+
 pub mod api;
-pub mod apply;
-pub mod cel;
-pub mod chart;
-pub mod cli;
-pub mod client;
-pub mod client_side_apply;
-pub mod engine;
-mod error;
-pub mod events;
-pub mod health;
-pub mod install;
-pub mod inventory;
-pub mod mailbox;
-pub mod migrate;
-pub mod notify;
-pub mod rbac;
-pub mod receive;
-pub mod release;
-pub mod remote;
-pub mod render;
-pub mod safe_text;
-pub mod slots;
-pub mod source;
-pub mod telemetry;
-pub mod tenancy;
-pub mod timeline;
-pub mod tracking;
-pub mod tui;
-pub mod values;
-pub mod yaml;
 
-pub use error::{Error, Result};
+pub mod cluster;
+
+pub mod helm;
+
+pub mod health;
+
+pub mod tracking;
+
+pub mod telemetry;
+
+pub mod webhooks;
+
+pub mod engine;
+
+pub mod frontend;

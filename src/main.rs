@@ -2,7 +2,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use tracing_subscriber::EnvFilter;
-use wheelhouse::cli::{Cli, Command};
+use wheelhouse::frontend::cli::{Cli, Command};
 
 fn main() -> ExitCode {
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
@@ -41,13 +41,13 @@ async fn run() -> ExitCode {
     } else {
         logs.with_writer(std::io::stderr).init();
     }
-    match wheelhouse::cli::run(cli).await {
+    match wheelhouse::frontend::cli::run(cli).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // An error can carry the cluster's words (an API server's message, a chart's).
             eprintln!(
                 "wheelhouse: {}",
-                wheelhouse::safe_text::escape(&e.to_string())
+                wheelhouse::text::escape::escape(&e.to_string())
             );
             ExitCode::FAILURE
         }

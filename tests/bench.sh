@@ -51,7 +51,7 @@ bin=$("$root/tests/cluster/testbin.sh")
 cluster=$(mktemp -d "${TMPDIR:-/tmp}/wheelhouse-bench.XXXXXX")
 trap '"$root/tests/cluster/down.sh" "$cluster"' EXIT
 "$root/tests/cluster/up.sh" "$cluster"
-helper=$("$root/src/render/helper/build.sh")
+helper=$("$root/src/helm/render/helper/build.sh")
 export WHEELHOUSE_TEST_KUBECONFIG="$cluster/kubeconfig" WHEELHOUSE_TESTBIN="$bin"
 export WHEELHOUSE_RENDER_HELPER="$helper/wheelhouse-render"
 shift

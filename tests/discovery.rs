@@ -72,7 +72,7 @@ async fn a_dead_aggregated_api_never_stops_shipping_fixes() {
     })
     .await;
     let deadline = std::time::Instant::now() + support::PATIENCE;
-    while wheelhouse::render::unavailable_groups(&client)
+    while wheelhouse::helm::render::unavailable_groups(&client)
         .await
         .unwrap()
         .is_empty()
@@ -165,7 +165,7 @@ async fn a_dead_aggregated_api_never_stops_shipping_fixes() {
             .is_none()
     );
     assert!(
-        wheelhouse::render::unavailable_groups(&client)
+        wheelhouse::helm::render::unavailable_groups(&client)
             .await
             .unwrap()
             .is_empty()

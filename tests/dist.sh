@@ -63,7 +63,7 @@ log "building wheelhouse $version (release, --locked)"
 # Stripped afterwards (strip(1)), so the release build stays the benchmarks' own.
 cargo build --release --locked --bin wheelhouse --quiet
 wheelhouse=${CARGO_TARGET_DIR:-$root/target}/release/wheelhouse
-helper=$("$root/src/render/helper/build.sh")/wheelhouse-render
+helper=$("$root/src/helm/render/helper/build.sh")/wheelhouse-render
 
 name=wheelhouse-$version-$target
 stage=$(mktemp -d "${TMPDIR:-/tmp}/wheelhouse-dist.XXXXXX")

@@ -39,7 +39,7 @@ git -C "$root" archive --format=tar "$commit" | tar -x -C "$work"
 # Its own target directory: the current build's stays as it is. Removed once the binary is
 # copied out (about 3 GB).
 (cd "$work" && cargo build --locked --bin wheelhouse --target-dir "$work/target" >&2)
-helper=$("$work/src/render/helper/build.sh")
+helper=$("$work/src/helm/render/helper/build.sh")
 mkdir -p "$cache.tmp/bin"
 cp "$work/target/debug/wheelhouse" "$helper/wheelhouse-render" "$cache.tmp/bin/"
 rm -rf "$cache"

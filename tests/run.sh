@@ -47,7 +47,7 @@ fi
 export WHEELHOUSE_CHART_ROOT="${WHEELHOUSE_CHART_ROOT:-$root}"
 if [[ -z "${WHEELHOUSE_RENDER_HELPER:-}" ]]; then
   # The engine renders charts with its render helper (built once, cached).
-  export WHEELHOUSE_RENDER_HELPER="$("$root/src/render/helper/build.sh")/wheelhouse-render"
+  export WHEELHOUSE_RENDER_HELPER="$("$root/src/helm/render/helper/build.sh")/wheelhouse-render"
 fi
 if [[ -z "${WHEELHOUSE_HELM:-}" ]] && ! command -v helm >/dev/null; then
   # `--renderer helm` renders with the helm CLI: the pinned one the test binaries include.

@@ -17,9 +17,9 @@ cargo fmt --all -- --check
 # The control plane first: its one-time Go build needs about 7 GB of scratch space, freed
 # when it ends (tests/cluster/testbin.sh), so it never sits beside the Rust build.
 bin=$("$root/tests/cluster/testbin.sh")
-# The render helper the engines render with (src/render/helper/build.sh: built once,
+# The render helper the engines render with (src/helm/render/helper/build.sh: built once,
 # cached like the control plane).
-helper=$("$root/src/render/helper/build.sh")
+helper=$("$root/src/helm/render/helper/build.sh")
 # The previous build of wheelhouse, which the upgrade test stops during a wait and this build
 # resumes (tests/previous_build.sh: built once, cached; its scratch target is freed).
 previous=$("$root/tests/previous_build.sh")

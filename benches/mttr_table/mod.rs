@@ -627,11 +627,11 @@ pub async fn ours(client: &Client, runs: usize, busy: Option<usize>) -> Vec<Row>
         .await
         .unwrap();
     let stop = tokio_util::sync::CancellationToken::new();
-    wheelhouse::receive::serve(
+    wheelhouse::webhooks::receive::serve(
         ([127, 0, 0, 1], receiver_port).into(),
         client.clone(),
         ns.name.clone(),
-        handle.pusher(),
+        std::sync::Arc::new(handle.pusher()),
         metrics,
         stop.clone(),
     )

@@ -218,7 +218,7 @@ mod tests {
     use super::*;
 
     fn flux(yaml: &str) -> FluxHelmRelease {
-        crate::yaml::from_str(yaml).unwrap()
+        crate::text::yaml::from_str(yaml).unwrap()
     }
 
     #[test]

@@ -20,7 +20,7 @@ pub fn crd()
 
 /// The CRD as a YAML document, ready for `kubectl apply -f -`.
 pub fn crd_yaml() -> String {
-    crate::yaml::to_string(&crd())
+    crate::text::yaml::to_string(&crd())
 }
 
 #[cfg(test)]
@@ -60,7 +60,7 @@ mod tests {
             assert!(yaml.contains(needle), "CRD lacks {needle:?}");
         }
         // It reads back as generated, the duration pattern (quoted, as it has `\`) too.
-        let read: CustomResourceDefinition = crate::yaml::from_str(&yaml).unwrap();
+        let read: CustomResourceDefinition = crate::text::yaml::from_str(&yaml).unwrap();
         assert_eq!(read, crd());
         let pattern = serde_json::to_string(duration::PATTERN).unwrap();
         assert!(

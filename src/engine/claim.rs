@@ -10,9 +10,9 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 
 use crate::api::HelmRelease;
-use crate::release::{Release, storage};
+use crate::helm::release::{Release, storage};
 
-pub use crate::release::{
+pub use crate::helm::release::{
     CLAIM_NAME_LABEL as NAME_LABEL, CLAIM_NAMESPACE_LABEL as NAMESPACE_LABEL,
     CLAIM_UID_LABEL as UID_LABEL,
 };

@@ -20,7 +20,7 @@ use std::fmt;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use crate::client::Scope;
+use crate::cluster::client::Scope;
 
 /// The label that assigns a HelmRelease to a shard, as Flux's `sharding.fluxcd.io/key`.
 pub const SHARD_LABEL: &str = "sharding.wheelhouse.dev/key";

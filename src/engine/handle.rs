@@ -18,14 +18,14 @@ use crate::api::HelmRelease;
 /// Hands pushes to an engine's releases (see [`EngineHandle::pusher`]).
 #[derive(Clone)]
 pub struct Pusher {
-    tx: tokio::sync::broadcast::Sender<Arc<crate::source::pushed::Wake>>,
+    tx: tokio::sync::broadcast::Sender<Arc<crate::helm::source::pushed::Wake>>,
     views: watch::Receiver<Arc<Views>>,
 }
 
-impl Pusher {
+impl crate::helm::source::pushed::Wakes for Pusher {
     /// Wakes every release `wake` wakes, each once; how many those are (0: nothing of
     /// this engine's is woken, and nothing is sent).
-    pub fn wake(&self, wake: crate::source::pushed::Wake) -> usize {
+    fn wake(&self, wake: crate::helm::source::pushed::Wake) -> usize {
         let named = self
             .views
             .borrow()
@@ -127,7 +127,7 @@ impl EngineHandle {
 
     /// The tenancy policy this engine enforces (the cluster's, read when it took the
     /// lease and kept current since): whom each release acts as.
-    pub fn policy(&self) -> crate::tenancy::Policy {
+    pub fn policy(&self) -> crate::cluster::tenancy::Policy {
         self.ctx.policy()
     }
 

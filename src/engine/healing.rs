@@ -58,8 +58,11 @@ impl DiscoveryLooks {
     /// two looks in a row (its APIService removed: what needed it now fails on its own
     /// merits, not the cluster's).
     async fn healed(&mut self, ctx: &Context) -> bool {
-        let Ok(Ok((now_stale, served))) =
-            tokio::time::timeout(PROBE_EVERY, crate::render::discovery_state(&ctx.client)).await
+        let Ok(Ok((now_stale, served))) = tokio::time::timeout(
+            PROBE_EVERY,
+            crate::helm::render::discovery_state(&ctx.client),
+        )
+        .await
         else {
             return false;
         };
@@ -85,7 +88,10 @@ impl DiscoveryLooks {
 /// Whether a permission the API server refused a reconcile is granted now (each asked
 /// with a SelfSubjectAccessReview; granted ones are forgotten).
 async fn access_granted(ctx: &Context) -> bool {
-    let refused: Vec<(crate::tenancy::Identity, crate::rbac::Access)> = ctx
+    let refused: Vec<(
+        crate::cluster::tenancy::Identity,
+        crate::cluster::rbac::Access,
+    )> = ctx
         .refused
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -119,7 +125,7 @@ async fn account_created(ctx: &Context) -> bool {
     for (namespace, name) in missing {
         let exists = tokio::time::timeout(
             PROBE_EVERY,
-            crate::tenancy::service_account_exists(&ctx.client, &namespace, &name),
+            crate::cluster::tenancy::service_account_exists(&ctx.client, &namespace, &name),
         )
         .await;
         if let Ok(Ok(true)) = exists {

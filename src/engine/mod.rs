@@ -7,40 +7,43 @@
 //! engine lease, one worker per release (`worker`), which asks the pure planner (`plan`)
 //! for the next action and runs it (`actions`); what both of those share is in `run`.
 
-pub mod actions;
-pub mod change_log;
-pub mod claim;
-pub mod coverage;
+mod actions;
+mod change_log;
+mod claim;
+mod coverage;
 mod dispatcher;
-pub mod handle;
+mod error;
+mod handle;
 mod healing;
 pub mod lease;
 mod liveness;
+mod mailbox;
 mod namespaces;
-pub mod object_changes;
+mod object_changes;
 mod options;
-pub mod plan;
+mod plan;
 mod policy;
-pub mod preview;
-pub mod release_drift;
-pub mod run;
-pub mod status;
+mod preview;
+mod release_drift;
+mod run;
+mod status;
 pub mod stored_actions;
 mod undecodable;
-pub mod vocabulary;
-pub mod warmup;
-pub mod worker;
+mod vocabulary;
+mod warmup;
+mod worker;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use crate::events::{Recorder, Reporter};
+use crate::cluster::events::{Recorder, Reporter};
 use kube::Client;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use coverage::{Coverage, SHARD_LABEL};
+pub use coverage::{Coverage, SHARD_LABEL, validate_shard};
+pub use error::{Error, Result};
 pub use handle::{EngineHandle, Pusher};
 pub use lease::Role;
 pub use options::EngineConfig;
@@ -49,15 +52,15 @@ pub use vocabulary::{
     ReleaseView, Views, WaitView, changed_keys, new_token,
 };
 
-use crate::render::Renderer;
-use crate::source::ChartSource;
+use crate::helm::render::Renderer;
+use crate::helm::source::ChartSource;
 use crate::tracking;
 use dispatcher::Dispatcher;
 use namespaces::HeldNamespaces;
 use run::Context;
 
 /// Starts the engine: the lease, the HelmRelease watch and, while leader, the workers.
-pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle> {
+pub fn start(client: Client, config: EngineConfig) -> crate::engine::Result<EngineHandle> {
     let stop = CancellationToken::new();
     // The lease is handed back only after the workers have finished their current step,
     // so no other engine starts on a release while this one still writes to it.
@@ -118,8 +121,8 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     let (direct_tx, direct_rx) = mpsc::unbounded_channel();
     // The engine's own requests (its reconciles', their Events) give way to a fix's; the
     // Lease and the engine's setup go as they come.
-    let precedence = crate::slots::Precedence::default();
-    let engine_client = crate::slots::giving_way(&client, precedence.clone());
+    let precedence = crate::cluster::slots::Precedence::default();
+    let engine_client = crate::cluster::slots::giving_way(&client, precedence.clone());
     let recorder = Recorder::new(
         engine_client.clone(),
         Reporter {
@@ -128,7 +131,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         },
     );
     let renderer: Arc<dyn Renderer> = Arc::new(
-        crate::render::Throttled::new(
+        crate::helm::render::Throttled::new(
             config.renderer.clone(),
             config.concurrent,
             config.metrics.queue_depth.clone(),
@@ -136,9 +139,9 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
         .giving_way_to(precedence.clone()),
     );
     // Releases' sources connect through the proxy that enforces the cluster's outbound
-    // policy (src/source/egress.rs) whenever the policy applies to them.
-    let (rules_tx, rules_rx) = watch::channel(Arc::new(crate::source::egress::Rules::default()));
-    let egress = crate::source::egress::Egress::start(rules_rx)?;
+    // policy (src/cluster/egress.rs) whenever the policy applies to them.
+    let (rules_tx, rules_rx) = watch::channel(Arc::new(crate::cluster::egress::Rules::default()));
+    let egress = crate::cluster::egress::Egress::start(rules_rx)?;
     tokio::spawn(policy::keep_egress_rules(
         client.clone(),
         policy_rx.clone(),
@@ -166,13 +169,13 @@ pub fn start(client: Client, config: EngineConfig) -> crate::Result<EngineHandle
     ctx.stopping = stop.clone();
     ctx.kubeconfig_allowances = config.kubeconfig_allowances;
     ctx.metrics = config.metrics.clone();
-    ctx.loads = crate::slots::Slots::new(config.concurrent.max(1));
+    ctx.loads = crate::cluster::slots::Slots::new(config.concurrent.max(1));
     ctx.precedence = precedence;
     // Every engine of the cluster shares the Lease's namespace, and so one key.
     ctx.hash_keys = crate::tracking::HashKeys::new(client.clone(), &lease_ns);
     if !config.passive {
         // The setting lives beside the engine's Lease (docs/user-guide/notifications.md, "The setting").
-        ctx.notifier = crate::notify::start(
+        ctx.notifier = crate::webhooks::notify::start(
             client.clone(),
             &lease_ns,
             &config.identity,

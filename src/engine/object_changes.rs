@@ -256,7 +256,7 @@ fn key(kind: usize, namespace: &str, name: &str) -> ObjectKey {
 /// watched kinds; `None` when one is not (or the manifest does not parse): such a
 /// release's checks are never skipped.
 pub fn watched_objects(manifest: &str, namespace: &str) -> Option<Vec<ObjectKey>> {
-    let documents = crate::yaml::parse_documents(manifest).ok()?;
+    let documents = crate::text::yaml::parse_documents(manifest).ok()?;
     documents
         .iter()
         .map(|doc| {

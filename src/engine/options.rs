@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use super::coverage::Coverage;
 use super::lease;
-use crate::client::Scope;
-use crate::render::Renderer;
+use crate::cluster::client::Scope;
+use crate::helm::render::Renderer;
 
 pub struct EngineConfig {
     /// Which HelmReleases the engine reconciles while it holds its Lease. The views show
@@ -34,9 +34,9 @@ pub struct EngineConfig {
     pub metrics: crate::telemetry::Metrics,
     /// The tenancy rules this engine was started with (`--default-service-account`,
     /// `--no-cross-namespace-refs`); the cluster's published policy tightens them.
-    pub tenancy: crate::tenancy::Policy,
+    pub tenancy: crate::cluster::tenancy::Policy,
     /// What a release's kubeConfig Secret may hold beyond the default.
-    pub kubeconfig_allowances: crate::remote::Allowances,
+    pub kubeconfig_allowances: crate::cluster::remote::Allowances,
     /// Work that can wait for it waits until this is true: taking the Lease (and with it
     /// every worker's first reconcile and the config tracker's lists) and the lists of
     /// Helm's records and the workloads. The views' HelmRelease watch starts at once. The
@@ -59,13 +59,13 @@ impl EngineConfig {
             identity: lease::identity(),
             chart_cache: cache.join("charts"),
             chart_root: std::env::var_os("WHEELHOUSE_CHART_ROOT").map(PathBuf::from),
-            renderer: crate::render::Choice::from_env().renderer(None, None),
+            renderer: crate::helm::render::Choice::from_env().renderer(None, None),
             passive: false,
             cancel_on_new_revision: true,
             chart_poll: std::time::Duration::from_secs(15),
             concurrent: 4,
             metrics: crate::telemetry::Metrics::new(),
-            tenancy: crate::tenancy::Policy::default(),
+            tenancy: crate::cluster::tenancy::Policy::default(),
             kubeconfig_allowances: Default::default(),
             start_after: None,
         }

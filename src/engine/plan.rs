@@ -4,7 +4,7 @@
 //! worker gathers an [`Observed`], asks [`next`], runs the action, and asks again.
 
 use crate::api::{ActionStrategy, HelmRelease, ReleaseAction, RemediationStrategy};
-use crate::release::{self, Release, Status};
+use crate::helm::release::{self, Release, Status};
 
 /// What the chart source and values resolved to for this attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,10 +17,10 @@ pub struct Desired {
     /// The digest of the spec's post-renderers, where they change the render.
     pub post_renderers: Option<String>,
     /// The digest of `spec.commonMetadata` (none when unset or empty), as a revision's
-    /// [`crate::release::COMMON_METADATA_LABEL`] keeps it.
+    /// [`crate::helm::release::COMMON_METADATA_LABEL`] keeps it.
     pub common_metadata: Option<String>,
     /// The digest of the chart values `chart.valuesFiles` make (none: the chart's own),
-    /// as a revision's [`crate::release::VALUES_FILES_LABEL`] keeps it.
+    /// as a revision's [`crate::helm::release::VALUES_FILES_LABEL`] keeps it.
     pub values_files: Option<String>,
 }
 
@@ -801,7 +801,7 @@ mod tests {
 
     #[test]
     fn policy_defaults_follow_flux() {
-        let hr: HelmRelease = crate::yaml::from_str(
+        let hr: HelmRelease = crate::text::yaml::from_str(
             "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: a}\nspec: {chart: {path: ./c}}",
         )
         .unwrap();
@@ -809,21 +809,21 @@ mod tests {
         assert_eq!((p.install_retries, p.upgrade_retries), (0, 0));
         assert!(!p.remediate_last_failure);
         assert_eq!(p.strategy, RemediationStrategy::Rollback);
-        let hr: HelmRelease = crate::yaml::from_str(
+        let hr: HelmRelease = crate::text::yaml::from_str(
             "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: a}\nspec: {chart: {path: ./c}, upgrade: {remediation: {retries: 2}}}",
         )
         .unwrap();
         assert!(Policy::from_spec(&hr).remediate_last_failure);
         // Install remediation's remediateLastFailure defaults to false whatever the
         // retries (Flux's InstallRemediation), and says nothing of upgrades.
-        let hr: HelmRelease = crate::yaml::from_str(
+        let hr: HelmRelease = crate::text::yaml::from_str(
             "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: a}\nspec: {chart: {path: ./c}, install: {remediation: {retries: 2}}, upgrade: {remediation: {retries: 2}}}",
         )
         .unwrap();
         let p = Policy::from_spec(&hr);
         assert!(!p.install_remediate_last_failure && p.remediate_last_failure);
         // Each action's ignoreTestFailures overrides test.ignoreFailures for it.
-        let hr: HelmRelease = crate::yaml::from_str(
+        let hr: HelmRelease = crate::text::yaml::from_str(
             "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: a}\nspec: {chart: {path: ./c}, test: {enable: true, ignoreFailures: true}, install: {remediation: {ignoreTestFailures: false, remediateLastFailure: true}}}",
         )
         .unwrap();
@@ -956,7 +956,7 @@ mod tests {
     #[test]
     fn retry_strategy_defaults_follow_flux() {
         let from = |spec: &str| {
-            let hr: HelmRelease = crate::yaml::from_str(&format!(
+            let hr: HelmRelease = crate::text::yaml::from_str(&format!(
                 "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: a}}\nspec: {{chart: {{path: ./c}}, {spec}}}"
             ))
             .unwrap();
@@ -1005,10 +1005,10 @@ mod tests {
 
     #[test]
     fn test_state_comes_from_test_hooks() {
-        use crate::release::{Hook, HookPhase};
+        use crate::helm::release::{Hook, HookPhase};
         let hook = |event: &str, phase| Hook {
             events: vec![event.into()],
-            last_run: crate::release::HookExecution {
+            last_run: crate::helm::release::HookExecution {
                 phase,
                 ..Default::default()
             },

@@ -1,4 +1,4 @@
-//! The tenancy policy an engine enforces ([`crate::tenancy`]): read before the engine may
+//! The tenancy policy an engine enforces ([`crate::cluster::tenancy`]): read before the engine may
 //! take a lease, and kept current while it runs.
 
 use std::sync::Arc;
@@ -8,8 +8,8 @@ use kube::Client;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use crate::client::Scope;
-use crate::tenancy::{self, Policy};
+use crate::cluster::client::Scope;
+use crate::cluster::tenancy::{self, Policy};
 
 /// How often the published policy is read again while the engine runs.
 const REFRESH_EVERY: Duration = Duration::from_secs(10);
@@ -89,14 +89,14 @@ pub(super) async fn keep_current(
 /// while a lockdown polices releases' sources.
 const CLUSTER_RANGES_EVERY: Duration = Duration::from_secs(300);
 
-/// Keeps the outbound rules of releases' sources (src/source/egress.rs) current: the
+/// Keeps the outbound rules of releases' sources (src/cluster/egress.rs) current: the
 /// policy's networks as soon as it changes, and under a lockdown the cluster's own
 /// Service and Pod ranges, read with the engine's identity (an identity that may not
 /// list them gets only loopback, link-local and the policy's own lists, and says so once).
 pub(super) async fn keep_egress_rules(
     client: Client,
     mut policy: watch::Receiver<Policy>,
-    rules: watch::Sender<Arc<crate::source::egress::Rules>>,
+    rules: watch::Sender<Arc<crate::cluster::egress::Rules>>,
     stop: CancellationToken,
 ) {
     let mut cluster: Vec<ipnet::IpNet> = Vec::new();

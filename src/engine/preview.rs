@@ -6,8 +6,8 @@
 
 use super::run::{Context, prepare, render};
 use crate::api::HelmRelease;
-use crate::release::{Release, Storage};
-use crate::values::Masker;
+use crate::helm::release::{Release, Storage};
+use crate::helm::values::Masker;
 
 /// The release as stored now and as the spec would make it. No `Debug`: values and
 /// manifest may hold secrets, which `masker` knows.
@@ -34,7 +34,7 @@ pub async fn preview(ctx: &Context, hr: &HelmRelease) -> Result<Preview, String>
         .await
         .map_err(|e| format!("cannot read Helm's storage: {e}"))?;
     // An operator waits on it.
-    let urgent = crate::slots::Priority::Urgent;
+    let urgent = crate::cluster::slots::Priority::Urgent;
     let prepared = prepare(ctx, &acting, hr, urgent)
         .await
         .map_err(|e| e.to_string())?;
@@ -47,7 +47,7 @@ pub async fn preview(ctx: &Context, hr: &HelmRelease) -> Result<Preview, String>
         &hr.target_namespace(),
         &prepared,
         current.as_ref(),
-        crate::release::values_kept_from(&history).filter(|_| hr.preserves_values()),
+        crate::helm::release::values_kept_from(&history).filter(|_| hr.preserves_values()),
     )
     .await
     .map_err(|e| e.to_string())?;

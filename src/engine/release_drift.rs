@@ -4,10 +4,10 @@
 
 use super::run::{Acting, Context};
 use crate::api::{HelmRelease, IgnoreRule};
-use crate::apply::Owner;
-use crate::apply::drift_detection::{Ignore, ObjectDrift};
-use crate::release::{Elsewhere, Release, Storage};
-use crate::values::Masker;
+use crate::helm::apply::Owner;
+use crate::helm::apply::drift_detection::{Ignore, ObjectDrift};
+use crate::helm::release::{Elsewhere, Release, Storage};
+use crate::helm::values::Masker;
 
 /// Who last changed `object` when that was not wheelhouse (its apply as `helm`, its
 /// config tracking) nor the controllers' bookkeeping (status, the Deployment
@@ -22,7 +22,7 @@ pub(crate) fn writer_not_ours(
     object: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
 ) -> Option<&str> {
     let ours = |m: &str| {
-        m == crate::apply::RELEASE_FIELD_MANAGER
+        m == crate::helm::apply::RELEASE_FIELD_MANAGER
             || m == crate::tracking::FIELD_MANAGER
             || m == "kube-controller-manager"
     };
@@ -58,7 +58,7 @@ pub(crate) async fn applied_manifest(
     key: &crate::tracking::HashKey,
     hr: &HelmRelease,
     latest: &Release,
-) -> crate::Result<String> {
+) -> crate::engine::Result<String> {
     if !hr.spec.config_tracking.clone().unwrap_or_default().enabled {
         return Ok(latest.manifest.clone());
     }
@@ -70,7 +70,7 @@ pub(crate) async fn applied_manifest(
         None,
     )
     .await
-    .map_err(|e| crate::Error::Tracking(Box::new(e)))?;
+    .map_err(|e| crate::engine::Error::Tracking(Box::new(e)))?;
     Ok(prepared.applied)
 }
 
@@ -105,7 +105,7 @@ pub(crate) async fn compare(
     latest: &Release,
     rules: &[IgnoreRule],
     elsewhere: &[Elsewhere],
-) -> crate::Result<Vec<ObjectDrift>> {
+) -> crate::engine::Result<Vec<ObjectDrift>> {
     let manifest = applied_manifest(acting, &ctx.hash_keys.get().await, hr, latest).await?;
     let unavailable = ctx.discover_for(acting).await?.unavailable;
     let (release_name, namespace) = (hr.release_name(), hr.target_namespace());
@@ -154,14 +154,14 @@ pub async fn view(ctx: &Context, hr: &HelmRelease) -> Result<DriftView, String> 
         .unwrap_or_default();
     // Objects another record of this (name, namespace) deploys are never ours to show.
     let (records_client, records) = ctx.records_of(&acting);
-    let elsewhere = crate::release::stored_elsewhere(
+    let elsewhere = crate::helm::release::stored_elsewhere(
         records_client,
         records,
         &hr.storage_namespace(),
         &hr.release_name(),
         &hr.target_namespace(),
         hr.metadata.uid.as_deref(),
-        &crate::release::ReadFloor::default(),
+        &crate::helm::release::ReadFloor::default(),
     )
     .await
     .map_err(|e| format!("cannot read Helm's storage: {e}"))?
@@ -256,7 +256,7 @@ mod tests {
     #[test]
     fn with_tracking_on_the_config_hash_is_not_drift_and_nothing_else_is_hidden() {
         let hr = |tracking: &str| -> crate::api::HelmRelease {
-            crate::yaml::from_str(&format!(
+            crate::text::yaml::from_str(&format!(
                 "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: web, namespace: apps}}\nspec: {{chart: {{path: ./c}}{tracking}}}"
             ))
             .unwrap()
@@ -276,9 +276,10 @@ mod tests {
             serde_json::json!({"spec": {"template": {"metadata": {"annotations": annotations}}}});
         let cron = serde_json::json!({"spec": {"jobTemplate": {"spec": {"template": {"metadata": {"annotations": annotations}}}}}});
         let left = serde_json::json!({"team": "a"});
-        let seen = crate::apply::drift_detection::comparable(&deployment, &paths("Deployment"));
+        let seen =
+            crate::helm::apply::drift_detection::comparable(&deployment, &paths("Deployment"));
         assert_eq!(seen["spec"]["template"]["metadata"]["annotations"], left);
-        let seen = crate::apply::drift_detection::comparable(&cron, &paths("CronJob"));
+        let seen = crate::helm::apply::drift_detection::comparable(&cron, &paths("CronJob"));
         assert_eq!(
             seen["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["annotations"],
             left

@@ -8,7 +8,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 
 use crate::api::{EngineRef, FIELD_MANAGER, HelmReleaseStatus, Snapshot};
-use crate::release::Release;
+use crate::helm::release::Release;
 
 pub use crate::api::conditions::{condition, reason};
 
@@ -160,8 +160,14 @@ pub fn history(
                     super::plan::TestState::Failed => Some("failed".into()),
                     _ => None,
                 },
-                commit: r.labels.get(crate::release::SOURCE_COMMIT_LABEL).cloned(),
-                digest: r.labels.get(crate::release::SOURCE_DIGEST_LABEL).cloned(),
+                commit: r
+                    .labels
+                    .get(crate::helm::release::SOURCE_COMMIT_LABEL)
+                    .cloned(),
+                digest: r
+                    .labels
+                    .get(crate::helm::release::SOURCE_DIGEST_LABEL)
+                    .cloned(),
             }
         })
         .collect();

@@ -17,7 +17,7 @@ use super::actions::{Outcome, rollback, uninstall};
 use super::run::{Context, Inbox, Run};
 use super::vocabulary::{LiveState, ReleaseKey};
 use crate::api::{HelmRelease, HelmReleaseSpec, Rollback, Uninstall};
-use crate::release::{Release, Storage};
+use crate::helm::release::{Release, Storage};
 
 /// What an operator can do to a stored release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,21 +79,21 @@ pub async fn act(
         return Err(format!("release has no {to} version"));
     }
     let hr = Arc::new(stand_in(key, latest));
-    let elsewhere = crate::release::stored_elsewhere(
+    let elsewhere = crate::helm::release::stored_elsewhere(
         &ctx.client,
         &ctx.records,
         &key.namespace,
         &key.name,
         &latest.namespace,
         None,
-        &crate::release::ReadFloor::default(),
+        &crate::helm::release::ReadFloor::default(),
     )
     .await
     .map_err(|e| e.to_string())?
     .map(|scan| scan.found)
     .unwrap_or_default();
     // Nothing sends to this inbox: the stand-in never changes while the action runs.
-    let (_keep, rx) = crate::mailbox::mailbox();
+    let (_keep, rx) = crate::engine::mailbox::mailbox();
     let mut inbox = Inbox::new(rx, hr.clone());
     let mut run = Run {
         ctx,
@@ -116,7 +116,7 @@ pub async fn act(
         masker: Default::default(),
         claim: false,
         // An operator's action.
-        priority: crate::slots::Priority::Urgent,
+        priority: crate::cluster::slots::Priority::Urgent,
         last_record: None,
         urgent: None,
         applied_generations: None,
@@ -149,7 +149,7 @@ fn stand_in(key: &ReleaseKey, latest: &Release) -> HelmRelease {
             disable_wait: true,
             ..Uninstall::default()
         }),
-        ..crate::yaml::from_str("chart: {path: helm-cli}").expect("a minimal spec")
+        ..crate::text::yaml::from_str("chart: {path: helm-cli}").expect("a minimal spec")
     };
     let mut hr = HelmRelease::new(&key.name, spec);
     hr.metadata.namespace = Some(key.namespace.clone());

@@ -53,7 +53,7 @@ pub(super) async fn report_undecodable(ctx: Arc<Context>, key: ReleaseKey, u: Bo
                 note.push_str("; deleted without uninstalling: its Helm release is left in place")
             }
             Err(e) => {
-                tracing::warn!(release = %key, error = %crate::apply::api_message(&e), "cannot remove the finalizer")
+                tracing::warn!(release = %key, error = %crate::helm::apply::api_message(&e), "cannot remove the finalizer")
             }
         }
     } else {
@@ -78,7 +78,7 @@ pub(super) async fn report_undecodable(ctx: Arc<Context>, key: ReleaseKey, u: Bo
         status::remove(&mut s, condition::RECONCILING);
         ctx.metrics.status_written();
         if let Err(e) = status::write(&api, &key.name, &s).await {
-            tracing::warn!(release = %key, error = %crate::apply::api_message(&e), "cannot write the status of an unreadable HelmRelease");
+            tracing::warn!(release = %key, error = %crate::helm::apply::api_message(&e), "cannot write the status of an unreadable HelmRelease");
         }
     }
     let event = Event {

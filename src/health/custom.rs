@@ -1,5 +1,5 @@
 //! Custom resources judged by CEL (Flux's `spec.healthCheckExprs`) in the wait, in place
-//! of the built-in rules (see `crate::cel`).
+//! of the built-in rules (see `crate::helm::render::cel`).
 
 use std::sync::Arc;
 
@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::readiness::Readiness;
 use crate::api::CustomHealthCheck;
-use crate::cel::{CelError, CelEvaluator, Verdict};
+use crate::helm::render::cel::{CelError, CelEvaluator, Verdict};
 
 /// A release's custom health checks with what evaluates them.
 #[derive(Clone)]

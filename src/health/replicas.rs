@@ -25,9 +25,9 @@ use kube::runtime::watcher::{self, Event};
 use serde::{Deserialize, Deserializer};
 use tokio::sync::watch;
 
-use crate::apply::manifest::{RELEASE_NAME_ANNOTATION, RELEASE_NAMESPACE_ANNOTATION};
-use crate::client::Scope;
+use crate::cluster::client::Scope;
 use crate::health::readiness::{self, Readiness};
+use crate::helm::apply::manifest::{RELEASE_NAME_ANNOTATION, RELEASE_NAMESPACE_ANNOTATION};
 
 /// How often at most a changed map is published (a rollout of many releases changes
 /// counts many times a second; the table redraws four times a second).

@@ -270,7 +270,7 @@ impl Metrics {
         registry.register(
             "wheelhouse_render_helper_restarts",
             "Render helpers replaced, by cause (exited: it died or was killed; hung: a render timed out; garbage: it wrote what is not an answer); the renders they held were tried again on the new one",
-            crate::render::helper_restarts().clone(),
+            crate::helm::render::helper_restarts().clone(),
         );
         Self {
             registry: Arc::new(registry),

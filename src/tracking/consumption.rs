@@ -224,7 +224,7 @@ mod tests {
     use super::*;
 
     fn spec(yaml: &str) -> PodSpec {
-        crate::yaml::from_str(yaml).unwrap()
+        crate::text::yaml::from_str(yaml).unwrap()
     }
 
     fn r(kind: ConfigKind, name: &str, key: Option<&str>, optional: bool) -> ConsumedRef {

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::workload::WorkloadKind;
 use super::{CONFIG_HASH_ANNOTATION, CONFIG_PENDING_GATE};
-use crate::yaml::parse_documents;
+use crate::text::yaml::parse_documents;
 
 /// `body` (one document) with the changes that turned `original` into `updated`, if they
 /// are the hash annotation and, at most, adding the config-pending gate to a pod spec

@@ -60,7 +60,7 @@ pub enum Error {
     #[error("{origin}: {message}")]
     Manifest { origin: String, message: String },
 
-    #[error("cannot read {object}: {}", crate::apply::api_message(.source))]
+    #[error("cannot read {object}: {}", crate::helm::apply::api_message(.source))]
     Read {
         object: String,
         #[source]

@@ -15,8 +15,8 @@ use super::hash::{HashKey, ObjectData, Resolved, config_map_data, secret_data};
 use super::workload::{
     Decision, WorkloadKind, consumed_objects, decide, set_template, template_hash,
 };
-use crate::apply::manifest::split_documents;
-use crate::yaml::parse_documents;
+use crate::helm::apply::manifest::split_documents;
+use crate::text::yaml::parse_documents;
 
 /// A ConfigMap or Secret by kind, namespace and name.
 pub type ConfigKey = (ConfigKind, String, String);
@@ -426,7 +426,7 @@ mod tests {
     use super::super::hash::config_hash;
     use super::super::workload::{is_gated, template_hash};
     use super::*;
-    use crate::apply::parse_manifest;
+    use crate::helm::apply::parse_manifest;
 
     const CM: &str = "---\n# Source: demo/templates/cm.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  greeting: hello\n  mode: '0644'\n";
 

@@ -28,8 +28,8 @@ use super::workload::{
     is_tracked, template_hash,
 };
 use super::{CONFIG_PENDING_GATE, FIELD_MANAGER};
-use crate::apply::manifest::{RELEASE_NAME_ANNOTATION, RELEASE_NAMESPACE_ANNOTATION};
-use crate::client::Scope;
+use crate::cluster::client::Scope;
+use crate::helm::apply::manifest::{RELEASE_NAME_ANNOTATION, RELEASE_NAMESPACE_ANNOTATION};
 
 /// Workloads per page of the initial list (the API server's default is 500).
 const WORKLOAD_PAGE: u32 = 50;
@@ -732,8 +732,8 @@ impl Tracker {
                 // A release's workload is written under the release's manager, so a
                 // `helm rollback` by hand folds the change in (csaupgrade) instead of
                 // stopping at a conflict.
-                let manager = if crate::apply::manifest::owner_of(&obj).is_some() {
-                    crate::apply::RELEASE_FIELD_MANAGER
+                let manager = if crate::helm::apply::manifest::owner_of(&obj).is_some() {
+                    crate::helm::apply::RELEASE_FIELD_MANAGER
                 } else {
                     FIELD_MANAGER
                 };
@@ -787,7 +787,7 @@ impl Tracker {
                         }
                     }
                     Err(e) => {
-                        warn!(workload = %key, error = %crate::apply::api_message(&e), "config tracking: patch failed; retrying");
+                        warn!(workload = %key, error = %crate::helm::apply::api_message(&e), "config tracking: patch failed; retrying");
                         self.debouncer.touch(key, Instant::now());
                     }
                 }
@@ -804,7 +804,7 @@ impl Tracker {
         let list = match pods.list(&ListParams::default()).await {
             Ok(list) => list,
             Err(e) => {
-                warn!(workload = %key, error = %crate::apply::api_message(&e), "config tracking: cannot list pods");
+                warn!(workload = %key, error = %crate::helm::apply::api_message(&e), "config tracking: cannot list pods");
                 return;
             }
         };
@@ -819,7 +819,7 @@ impl Tracker {
                 && gated
                 && let Err(e) = pods.delete(&pod.name_any(), &DeleteParams::default()).await
             {
-                debug!(pod = %pod.name_any(), error = %crate::apply::api_message(&e), "config tracking: cannot delete a gated pod");
+                debug!(pod = %pod.name_any(), error = %crate::helm::apply::api_message(&e), "config tracking: cannot delete a gated pod");
             }
         }
     }

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::consumption::{ConsumedObject, consumed_refs, extra_refs, merge};
 use super::hash::{Resolved, config_hash};
 use super::{CONFIG_HASH_ANNOTATION, CONFIG_PENDING_GATE, TRACK_CONFIG_ANNOTATION};
-use crate::apply::manifest::RELEASE_NAME_ANNOTATION;
+use crate::helm::apply::manifest::RELEASE_NAME_ANNOTATION;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum WorkloadKind {

@@ -15,8 +15,8 @@ use kube::{Api, Client, Resource, ResourceExt};
 use support::{PATIENCE, TestNamespace, client};
 use wheelhouse::api::CrdPolicy;
 use wheelhouse::api::DeletionPropagation::Background;
-use wheelhouse::apply::{Applier, Error, ObjectRef, Owner, Removed};
-use wheelhouse::release::{Hook, HookPhase};
+use wheelhouse::helm::apply::{Applier, Error, ObjectRef, Owner, Removed};
+use wheelhouse::helm::release::{Hook, HookPhase};
 
 const RELEASE: &str = "demo";
 
@@ -828,7 +828,7 @@ async fn before_hook_creation_replaces_the_previous_hook_object() {
 
 #[tokio::test]
 async fn a_rendered_chart_applies_and_its_hooks_run() {
-    use wheelhouse::render::{Previous, RenderRequest};
+    use wheelhouse::helm::render::{Previous, RenderRequest};
 
     let (client, applier, ns) = setup("apply-rendered").await;
     let chart =
@@ -843,7 +843,7 @@ async fn a_rendered_chart_applies_and_its_hooks_run() {
             values: &values,
             previous: Some(Previous {
                 version: 1,
-                status: wheelhouse::release::Status::Deployed,
+                status: wheelhouse::helm::release::Status::Deployed,
                 chart_name: "apply-render",
                 chart_version: "0.1.0",
             }),

@@ -497,7 +497,7 @@ async fn a_running_post_upgrade_hook_is_not_interrupted_by_a_newer_revision() {
 /// nothing new may overwrite the reason.
 #[tokio::test]
 async fn an_operator_cancel_reads_canceled_until_the_next_action() {
-    use wheelhouse::tui::view_model::{Row, State};
+    use wheelhouse::frontend::tui::view_model::{Row, State};
     let (_client, ns, api, engine) = setup("cancel-stays").await;
     stuck(&api, serde_json::json!({"interval": "3s"})).await;
     let key = ReleaseKey {
@@ -516,7 +516,7 @@ async fn an_operator_cancel_reads_canceled_until_the_next_action() {
     })
     .await;
     assert!(canceled(&hr), "{:#?}", hr.status);
-    let row = Row::of(&wheelhouse::tui::demo::view(
+    let row = Row::of(&wheelhouse::frontend::tui::demo::view(
         hr,
         wheelhouse::engine::LiveState::default(),
     ));

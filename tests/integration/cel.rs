@@ -107,7 +107,7 @@ async fn charts(client: &Client, ns: &str) -> (support::source::RepoServer, Stri
 }
 
 fn flux_yaml(spec: &Value) -> String {
-    wheelhouse::yaml::to_string(spec)
+    wheelhouse::text::yaml::to_string(spec)
         .lines()
         .map(|l| format!("  {l}\n"))
         .collect()

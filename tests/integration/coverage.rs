@@ -19,7 +19,7 @@ use support::PATIENCE;
 use support::controller::Controller;
 use support::engine::{self as eng, condition, events_about, set_values, setup, wait_for, webapp};
 use wheelhouse::api::HelmRelease;
-use wheelhouse::client::Scope;
+use wheelhouse::cluster::client::Scope;
 use wheelhouse::engine::{self, Coverage, EngineHandle, Role, SHARD_LABEL};
 
 /// The identities that recorded Events about the HelmRelease `name`.

@@ -377,7 +377,7 @@ async fn values_files_replace_the_charts_values_as_flux_builds_the_chart() {
     // compared as objects, without those labels.
     let objects = |release: &str| -> Vec<Value> {
         let manifest = helm(&n, &["get", "manifest", release]).replace("flux-side", "wh-side");
-        let mut docs = wheelhouse::yaml::parse_documents(&manifest).unwrap();
+        let mut docs = wheelhouse::text::yaml::parse_documents(&manifest).unwrap();
         docs.retain(|d| !d.is_null());
         for doc in &mut docs {
             let meta = doc["metadata"].as_object_mut().unwrap();

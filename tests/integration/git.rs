@@ -17,7 +17,7 @@ use kube::api::{ListParams, PostParams};
 use support::engine::{self as eng, helm_history, is, wait_for, waiting_on};
 use support::git::{Repo, git, server};
 use wheelhouse::api::{ChartSpec, GitRef, GitSource, HelmRelease};
-use wheelhouse::source::{ChartSource, Error, RepoAuth};
+use wheelhouse::helm::source::{ChartSource, Error, RepoAuth};
 
 fn git_chart(url: String, reference: Option<GitRef>, path: Option<&str>) -> ChartSpec {
     ChartSpec {

@@ -345,9 +345,9 @@ async fn a_return_to_an_earlier_template_is_not_failed_by_the_broken_one() {
 async fn replica_counts_per_helm_release() {
     use std::sync::Arc;
     use support::engine as eng;
-    use wheelhouse::client::Scope;
+    use wheelhouse::cluster::client::Scope;
+    use wheelhouse::frontend::tui::view_model::Row;
     use wheelhouse::health::replicas::{ReleaseId, ReplicaMap, Replicas};
-    use wheelhouse::tui::view_model::Row;
 
     let (client, ns, api) = eng::setup("replicas").await;
     let _engine = eng::start(&client, &ns.name).await;
@@ -380,7 +380,7 @@ async fn replica_counts_per_helm_release() {
     assert_eq!(workloads.len(), 1, "{workloads:?}");
     assert_eq!(workloads[0].name, "web");
     let hr = api.get("web").await.unwrap();
-    let view = wheelhouse::tui::demo::view(hr, wheelhouse::engine::LiveState::default());
+    let view = wheelhouse::frontend::tui::demo::view(hr, wheelhouse::engine::LiveState::default());
     assert_eq!(Row::with_replicas(&view, &map).ready_text(), "2/2");
 
     // Scaled by a values change: the count follows live.

@@ -186,7 +186,7 @@ async fn wheelhouse_renders_what_helm_install_and_upgrade_render() {
     .replace("widgets", "gadgets")
     .replace("widget", "gadget")
     .replace("Widget", "Gadget");
-    let gadget: CustomResourceDefinition = wheelhouse::yaml::from_str(&gadget_crd).unwrap();
+    let gadget: CustomResourceDefinition = wheelhouse::text::yaml::from_str(&gadget_crd).unwrap();
     crds.create(&PostParams::default(), &gadget).await.unwrap();
     tokio::time::timeout(
         PATIENCE,
@@ -289,7 +289,7 @@ async fn a_dead_aggregated_api_renders_as_helm_renders_it() {
     // The backend is back: the group is served (by its CRD) and discovery is whole.
     dead.heal(&client).await;
     let deadline = Instant::now() + PATIENCE;
-    while !wheelhouse::render::discovery_state(&client)
+    while !wheelhouse::helm::render::discovery_state(&client)
         .await
         .unwrap()
         .1
@@ -449,7 +449,7 @@ async fn render_failures_are_flux_failures_that_back_off_and_stall() {
 /// data and nothing else.
 #[tokio::test]
 async fn stored_manifest_and_the_manifest_tab_keep_the_rendered_yaml() {
-    use wheelhouse::tui::view_model::Fetch;
+    use wheelhouse::frontend::tui::view_model::Fetch;
     let client = client().await;
     install_crd(&client).await;
     let ns = TestNamespace::new(&client, "yamlkeep").await;
@@ -487,8 +487,8 @@ async fn stored_manifest_and_the_manifest_tab_keep_the_rendered_yaml() {
     assert_eq!(without_hash.trim_end(), rendered.trim_end());
 
     // The Manifest tab: the stored text, the Secret's value masked and nothing else.
-    let target = wheelhouse::tui::io::DetailTarget::of_wheelhouse(&hr);
-    let data = wheelhouse::tui::io::load_detail(client.clone(), target).await;
+    let target = wheelhouse::frontend::tui::io::DetailTarget::of_wheelhouse(&hr);
+    let data = wheelhouse::frontend::tui::io::load_detail(client.clone(), target).await;
     let Fetch::Loaded(h) = data.helm else {
         panic!("{:?}", data.helm)
     };

@@ -30,7 +30,7 @@ use support::engine::is;
 use support::installed::wheelhouse_install;
 use wheelhouse::api::HelmRelease;
 use wheelhouse::engine::SHARD_LABEL;
-use wheelhouse::install::SERVICE_ACCOUNT;
+use wheelhouse::frontend::install::SERVICE_ACCOUNT;
 
 const UID: u32 = 65532;
 

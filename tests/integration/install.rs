@@ -21,7 +21,7 @@ use support::installed::{
 };
 use support::{TestNamespace, client, install_crd, kubeconfig_path, testbin};
 use wheelhouse::api::HelmRelease;
-use wheelhouse::install::{CONTROLLER, SERVICE_ACCOUNT};
+use wheelhouse::frontend::install::{CONTROLLER, SERVICE_ACCOUNT};
 
 const MANAGER: &str = "wheelhouse-tests";
 
@@ -375,9 +375,9 @@ fn the_crd_only_adds_to_the_previous_builds() {
         String::from_utf8_lossy(&out.stderr)
     );
     let previous: serde_json::Value =
-        wheelhouse::yaml::from_str(&String::from_utf8_lossy(&out.stdout)).unwrap();
+        wheelhouse::text::yaml::from_str(&String::from_utf8_lossy(&out.stdout)).unwrap();
     let current: serde_json::Value =
-        wheelhouse::yaml::from_str(&wheelhouse::api::crd_yaml()).unwrap();
+        wheelhouse::text::yaml::from_str(&wheelhouse::api::crd_yaml()).unwrap();
     let versions = |crd: &serde_json::Value| -> Vec<(String, bool, serde_json::Value)> {
         crd["spec"]["versions"]
             .as_array()

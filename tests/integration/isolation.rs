@@ -709,9 +709,9 @@ async fn values_from_secrets_are_masked_by_origin_and_the_config_hash_is_keyed()
     })
     .await;
     let hr = api.get("web").await.unwrap();
-    let target = wheelhouse::tui::io::DetailTarget::of_wheelhouse(&hr);
-    let detail = wheelhouse::tui::io::load_detail(client.clone(), target).await;
-    let wheelhouse::tui::view_model::Fetch::Loaded(helm) = &detail.helm else {
+    let target = wheelhouse::frontend::tui::io::DetailTarget::of_wheelhouse(&hr);
+    let detail = wheelhouse::frontend::tui::io::load_detail(client.clone(), target).await;
+    let wheelhouse::frontend::tui::view_model::Fetch::Loaded(helm) = &detail.helm else {
         panic!("no Helm data: {:?}", detail.helm);
     };
     assert!(!helm.values.contains(&first), "{}", helm.values);
@@ -750,14 +750,14 @@ async fn values_from_secrets_are_masked_by_origin_and_the_config_hash_is_keyed()
         support::engine::upgraded_to(h, 2)
     })
     .await;
-    let (lines, _) = wheelhouse::tui::io::load_changes(
+    let (lines, _) = wheelhouse::frontend::tui::io::load_changes(
         client.clone(),
         engine.handle.clone(),
-        wheelhouse::tui::effect::ChangesOf::Revisions {
+        wheelhouse::frontend::tui::effect::ChangesOf::Revisions {
             release: wheelhouse::engine::ReleaseKey::new(&ns.name, "web"),
             from: 1,
             to: 2,
-            values: Some(wheelhouse::values::ValuesSources::of(
+            values: Some(wheelhouse::helm::values::ValuesSources::of(
                 &api.get("web").await.unwrap(),
             )),
         },
@@ -791,7 +791,7 @@ async fn values_from_secrets_are_masked_by_origin_and_the_config_hash_is_keyed()
                 wheelhouse::tracking::prepare_manifest(&client, &manifest, &ns, &key, None)
                     .await
                     .unwrap();
-            let docs = wheelhouse::yaml::parse_documents(&prepared.applied).unwrap();
+            let docs = wheelhouse::text::yaml::parse_documents(&prepared.applied).unwrap();
             let deployment = docs
                 .iter()
                 .find(|d| d["kind"] == "Deployment")

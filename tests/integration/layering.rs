@@ -5,12 +5,35 @@
 //!
 //! `ALLOWED` would list a circle not untied yet (none today): the check fails on any other
 //! circle, and on a listed one that changed, so the list only ever gets shorter.
+//!
+//! Beyond no circles: the top-level modules are layers in the order [`LAYERS`] gives, and
+//! a file uses only files of its own layer or of those below it; and outside the engine
+//! only the engine's surface ([`ENGINE_SURFACE`]) is used, never its internals.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 /// Circles still to untie, each as its files' modules sorted and joined by spaces.
 const ALLOWED: &[&str] = &[];
+
+/// The crate's layers, lowest first (src/lib.rs, docs/development/layout.md).
+const LAYERS: &[&str] = &[
+    "text",
+    "api",
+    "cluster",
+    "helm",
+    "health",
+    "tracking",
+    "telemetry",
+    "webhooks",
+    "engine",
+    "frontend",
+];
+
+/// What of the engine the rest of the crate uses: its root (`engine/mod.rs`, whose
+/// re-exports are the engine's API), the stored-release actions the dashboard runs on a
+/// helm CLI release, and the Lease (whose end-to-end tests drive it directly).
+const ENGINE_SURFACE: &[&str] = &["engine", "engine/stored_actions", "engine/lease"];
 
 /// Module path (`engine/run`) of every `.rs` file under `src/`.
 fn modules(root: &Path) -> BTreeMap<Vec<String>, PathBuf> {
@@ -324,6 +347,78 @@ fn no_two_top_level_modules_use_each_other() {
         two_way.is_empty(),
         "modules that use each other: {two_way:?}"
     );
+}
+
+/// Every use that runs up the layers, as `from -> to`.
+fn upward(edges: &BTreeMap<Vec<String>, BTreeSet<Vec<String>>>) -> Vec<String> {
+    let rank = |m: &[String]| m.first().and_then(|t| LAYERS.iter().position(|l| l == t));
+    let mut out = Vec::new();
+    for (from, to) in edges {
+        for t in to {
+            if let (Some(a), Some(b)) = (rank(from), rank(t))
+                && b > a
+            {
+                out.push(format!("{} -> {}", from.join("/"), t.join("/")));
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn the_layers_point_one_way() {
+    let edges = graph();
+    let unknown: BTreeSet<&String> = edges
+        .keys()
+        .filter_map(|m| m.first())
+        .filter(|t| !LAYERS.contains(&t.as_str()))
+        .collect();
+    assert!(
+        unknown.is_empty(),
+        "top-level modules without a layer (add each to LAYERS, where it belongs): {unknown:?}"
+    );
+    let up = upward(&edges);
+    assert!(
+        up.is_empty(),
+        "uses that run up the layers ({}):\n{}",
+        LAYERS.join(" < "),
+        up.join("\n")
+    );
+}
+
+#[test]
+fn the_engine_is_used_through_its_surface() {
+    let inside: Vec<String> = graph()
+        .into_iter()
+        .filter(|(from, _)| from.first().map(String::as_str) != Some("engine"))
+        .flat_map(|(from, to)| {
+            to.into_iter()
+                .filter(|t| t.first().map(String::as_str) == Some("engine"))
+                .filter(|t| !ENGINE_SURFACE.contains(&t.join("/").as_str()))
+                .map(move |t| format!("{} -> {}", from.join("/"), t.join("/")))
+        })
+        .collect();
+    assert!(
+        inside.is_empty(),
+        "the engine's internals used from outside it (re-export what is needed at engine/mod.rs): {inside:?}"
+    );
+}
+
+/// The checks themselves: an import that runs up the layers is found, and one along
+/// them is not.
+#[test]
+fn an_import_up_the_layers_is_found() {
+    let m = |s: &str| s.split('/').map(str::to_owned).collect::<Vec<_>>();
+    let edges: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = [
+        (
+            m("cluster/tenancy"),
+            BTreeSet::from([m("engine"), m("api")]),
+        ),
+        (m("engine/run"), BTreeSet::from([m("helm/render")])),
+    ]
+    .into_iter()
+    .collect();
+    assert_eq!(upward(&edges), ["cluster/tenancy -> engine"]);
 }
 
 /// The reader itself: paths in groups, `super::`, and what it leaves out.

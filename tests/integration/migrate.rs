@@ -245,7 +245,7 @@ async fn a_flux_release_continues_its_helm_history_under_wheelhouse() {
     let (ok, yaml, stderr) = wheelhouse(&["migrate", &format!("{ns_name}/greeter")]);
     assert!(ok, "migrate failed: {stderr}");
     let printed: Value =
-        wheelhouse::yaml::from_str(&yaml).expect("migrate prints one YAML document");
+        wheelhouse::text::yaml::from_str(&yaml).expect("migrate prints one YAML document");
     assert_eq!(printed["apiVersion"], "wheelhouse.dev/v1alpha1");
     assert_eq!(printed["metadata"]["labels"], json!({SHARD_LABEL: ns_name}));
     assert_eq!(
@@ -437,12 +437,12 @@ async fn flux_charts_from_an_oci_registry_and_git_continue_their_history_under_w
     create(&flux, from_git).await;
     // The dashboard's inventory reads the OCIRepository's chart and fetched version, what
     // a chartRef release shows before Flux records a revision.
-    let inventory = wheelhouse::inventory::Inventory::start(
+    let inventory = wheelhouse::frontend::inventory::Inventory::start(
         client.clone(),
-        &wheelhouse::client::Scope::Namespace(ns_name.clone()),
+        &wheelhouse::cluster::client::Scope::Namespace(ns_name.clone()),
     );
     let mut others = inventory.subscribe();
-    let source = wheelhouse::inventory::chart_sources::SourceKey {
+    let source = wheelhouse::frontend::inventory::chart_sources::SourceKey {
         kind: "OCIRepository".into(),
         namespace: ns_name.clone(),
         name: "web-chart".into(),
@@ -601,7 +601,7 @@ async fn migrate_refuses_what_it_cannot_carry_and_checks_before_it_changes_anyth
         "https://charts.example.com",
     ]);
     assert!(ok, "{stderr}");
-    let printed: Value = wheelhouse::yaml::from_str(&stdout).unwrap();
+    let printed: Value = wheelhouse::text::yaml::from_str(&stdout).unwrap();
     assert_eq!(
         printed["spec"]["chart"],
         json!({"repository": "https://charts.example.com", "name": "web"})

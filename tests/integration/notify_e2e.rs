@@ -18,7 +18,7 @@ use support::controller::Controller;
 use support::engine::{self as eng, events_about, is, set_values, wait_for, webapp};
 use support::receiver::{Received, Receiver};
 use wheelhouse::api::HelmRelease;
-use wheelhouse::notify::config::CONFIGMAP;
+use wheelhouse::webhooks::notify::config::CONFIGMAP;
 
 /// Creates a Secret `name` holding `address` under the key Flux's Providers read.
 async fn webhook_secret(client: &Client, ns: &str, name: &str, address: &str) {
@@ -734,8 +734,10 @@ async fn a_chart_route_hears_each_successful_change_of_that_chart_in_any_namespa
     .await;
     // One engine over both namespaces, for the releases labelled into its shard.
     let (mut config, cache) = eng::config(&ns.name, &format!("test-engine-{}", ns.name));
-    config.coverage =
-        wheelhouse::engine::Coverage::new(wheelhouse::client::Scope::All, Some(ns.name.clone()));
+    config.coverage = wheelhouse::engine::Coverage::new(
+        wheelhouse::cluster::client::Scope::All,
+        Some(ns.name.clone()),
+    );
     let _engine = eng::start_leading(&client, config, cache).await;
     notifications_ready(&client, &ns.name).await;
     let in_shard = |mut hr: HelmRelease| {

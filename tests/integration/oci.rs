@@ -14,7 +14,7 @@ use kube::api::PostParams;
 use support::engine::{self as eng, helm_history, is, wait_for, waiting_on};
 use support::oci::{Pusher, helm, registries};
 use wheelhouse::api::{ChartSpec, HelmRelease};
-use wheelhouse::source::{ChartSource, Error, RepoAuth};
+use wheelhouse::helm::source::{ChartSource, Error, RepoAuth};
 
 fn oci_chart(repository: String, version: Option<&str>) -> ChartSpec {
     ChartSpec {

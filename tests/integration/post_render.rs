@@ -111,7 +111,7 @@ async fn install_both(
         "postRenderers": post_renderers(),
     });
     support::engine::merge_into(&mut flux_spec, flux_extra);
-    let flux_yaml = wheelhouse::yaml::to_string(&flux_spec)
+    let flux_yaml = wheelhouse::text::yaml::to_string(&flux_spec)
         .lines()
         .map(|l| format!("  {l}\n"))
         .collect::<String>();
@@ -285,7 +285,7 @@ async fn the_nohooks_strategy_leaves_hooks_alone_as_helm_controller_does() {
 
 /// A patch kustomize cannot read fails the install with kustomize's reason in Ready, and
 /// nothing is applied (`--renderer helm` refuses post-renderers: a unit test of
-/// src/render/helm.rs).
+/// src/helm/render/helm.rs).
 #[tokio::test]
 async fn a_malformed_patch_is_a_clear_error_and_nothing_is_applied() {
     let (client, ns, api) = setup("post-render-bad").await;

@@ -52,10 +52,10 @@ async fn apply_generated_rbac(admin: &Client, ns: &str) {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = String::from_utf8(out.stdout).unwrap();
-    let docs: Vec<DynamicObject> = wheelhouse::yaml::parse_documents(&text)
+    let docs: Vec<DynamicObject> = wheelhouse::text::yaml::parse_documents(&text)
         .expect("rbac output is YAML")
         .into_iter()
-        .map(|d| wheelhouse::yaml::from_value(d).expect("rbac output is YAML objects"))
+        .map(|d| wheelhouse::text::yaml::from_value(d).expect("rbac output is YAML objects"))
         .collect();
     assert_eq!(docs.len(), 8, "{text}");
     for obj in docs {

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
-use wheelhouse::release::Status;
-use wheelhouse::render::{
+use wheelhouse::helm::release::Status;
+use wheelhouse::helm::render::{
     Error, HelmRenderer, HelperFault, HelperRenderer, Previous, RenderRequest, Rendered, Renderer,
 };
 
@@ -353,7 +353,7 @@ async fn a_render_held_by_a_dying_helper_is_rendered_by_the_next_one() {
     let values = values(json!({"greeting": "survived"}));
     let real = support::render_helper();
     let count = |cause: &str| {
-        wheelhouse::render::helper_restarts()
+        wheelhouse::helm::render::helper_restarts()
             .get_or_create(&labels(cause))
             .get()
     };
@@ -403,8 +403,8 @@ async fn a_render_held_by_a_dying_helper_is_rendered_by_the_next_one() {
     }
 }
 
-fn labels(cause: &str) -> wheelhouse::render::FaultLabels {
-    wheelhouse::render::FaultLabels::new(cause)
+fn labels(cause: &str) -> wheelhouse::helm::render::FaultLabels {
+    wheelhouse::helm::render::FaultLabels::new(cause)
 }
 
 #[tokio::test]
@@ -441,7 +441,7 @@ fn helm_reads(values_yaml: &str) -> Result<Value, String> {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }
     let manifest = String::from_utf8(out.stdout).unwrap();
-    let docs = wheelhouse::yaml::parse_documents(&manifest).unwrap();
+    let docs = wheelhouse::text::yaml::parse_documents(&manifest).unwrap();
     let text = docs[0]["data"]["values.json"].as_str().unwrap().to_owned();
     Ok(serde_json::from_str(&text).unwrap())
 }
@@ -485,13 +485,13 @@ fn values_with_yaml_tags_read_as_helm_reads_them() {
         "a: !!int x\n",
         "a: !!float x\n",
         "a: !!bool x\n",
-        // The document src/values/mod.rs's unit test pins.
+        // The document src/helm/values/mod.rs's unit test pins.
         "base: &b {x: 1, y: 2}\nderived:\n  <<: *b\n  y: 3\n1: one\ntrue: yes\nf: 1.5\nbig: 18446744073709551615\ntagged: !custom 7\n",
     ];
     let mut differences = Vec::new();
     for case in cases {
         let theirs = helm_reads(case);
-        let ours = wheelhouse::yaml::parse_documents(case).map(|mut d| d.swap_remove(0));
+        let ours = wheelhouse::text::yaml::parse_documents(case).map(|mut d| d.swap_remove(0));
         let same = match (&theirs, &ours) {
             (Ok(a), Ok(b)) => as_helm_holds(a) == as_helm_holds(b),
             (Err(_), Err(_)) => true,

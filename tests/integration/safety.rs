@@ -16,9 +16,9 @@ use support::engine::{
 };
 use support::{PATIENCE, kubeconfig_path, testbin};
 use wheelhouse::api::{HelmRelease, RawHelmRelease};
-use wheelhouse::client::Scope;
+use wheelhouse::cluster::client::Scope;
 use wheelhouse::engine::{self, Role};
-use wheelhouse::render::HelmRenderer;
+use wheelhouse::helm::render::HelmRenderer;
 
 /// A HelmRelease of the `shared` test chart with `spec` merged in.
 fn shared(name: &str, spec: serde_json::Value) -> HelmRelease {
@@ -754,12 +754,12 @@ async fn the_values_editor_stores_null_and_the_chart_default_stays_removed() {
     .await;
 
     let original = serde_json::json!({"message": "custom"});
-    let draft = wheelhouse::tui::view_model::parse_values("message: null\n").unwrap();
+    let draft = wheelhouse::frontend::tui::view_model::parse_values("message: null\n").unwrap();
     let key = wheelhouse::engine::ReleaseKey {
         namespace: ns.name.clone(),
         name: "web".into(),
     };
-    wheelhouse::tui::io::patch_values(client.clone(), key, original, draft)
+    wheelhouse::frontend::tui::io::patch_values(client.clone(), key, original, draft)
         .await
         .unwrap();
     let stored = api.get("web").await.unwrap();
@@ -1091,9 +1091,13 @@ async fn an_unreadable_or_oversized_helmrelease_never_stops_the_others() {
     }
     // ... `wheelhouse list` shows both and names the bad one ...
     let mut out = Vec::new();
-    wheelhouse::cli::list::print(client.clone(), &Scope::Namespace(ns.name.clone()), &mut out)
-        .await
-        .unwrap();
+    wheelhouse::frontend::cli::list::print(
+        client.clone(),
+        &Scope::Namespace(ns.name.clone()),
+        &mut out,
+    )
+    .await
+    .unwrap();
     let listing = String::from_utf8(out).unwrap();
     assert!(
         listing
@@ -1248,9 +1252,12 @@ async fn dependency_cycles_are_reported_not_waited_on() {
 async fn an_engine_that_cannot_render_says_how_to_fix_it_and_leaves_the_lease() {
     let (client, ns, api) = setup("safe-render").await;
     // Neither renderer's program exists: each engine says how to fix it.
-    let renderers: [(std::sync::Arc<dyn wheelhouse::render::Renderer>, [&str; 2]); 2] = [
+    let renderers: [(
+        std::sync::Arc<dyn wheelhouse::helm::render::Renderer>,
+        [&str; 2],
+    ); 2] = [
         (
-            std::sync::Arc::new(wheelhouse::render::HelperRenderer::new(
+            std::sync::Arc::new(wheelhouse::helm::render::HelperRenderer::new(
                 "/nonexistent/wheelhouse-render".into(),
                 Duration::from_secs(5),
             )),

@@ -12,7 +12,7 @@ use kube::Api;
 use kube::api::PostParams;
 use support::source::{Entry, RepoServer, TEST_CA_PEM, chart_tgz, index_yaml, sha256_hex};
 use wheelhouse::api::ChartSpec;
-use wheelhouse::source::{ChartSource, Error, RepoAuth, ResolvedChart};
+use wheelhouse::helm::source::{ChartSource, Error, RepoAuth, ResolvedChart};
 
 fn repo_chart(repository: &str, name: &str, version: Option<&str>) -> ChartSpec {
     ChartSpec {
@@ -888,7 +888,7 @@ async fn version_constraints_pick_what_helm_picks() {
                 .await
                 .unwrap()
         };
-        let ours = wheelhouse::source::version::select(&versions, Some(constraint))
+        let ours = wheelhouse::helm::source::version::select(&versions, Some(constraint))
             .ok()
             .map(|i| versions[i].to_string());
         if theirs != ours {

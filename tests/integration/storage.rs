@@ -11,9 +11,9 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use serde_json::{Map, Value, json};
 use support::{TestNamespace, client, kubeconfig_path, testbin};
-use wheelhouse::chart::{self, Chart};
-use wheelhouse::release::storage::{self, Storage};
-use wheelhouse::release::{
+use wheelhouse::helm::chart::{self, Chart};
+use wheelhouse::helm::release::storage::{self, Storage};
+use wheelhouse::helm::release::{
     Hook, HookExecution, HookPhase, Info, Release, Status, Timestamp, decode,
 };
 
@@ -373,7 +373,7 @@ async fn wheelhouse_continues_a_helm_history_and_helm_rolls_back_it() {
     let rev2 = upgrade(&storage, &mut rev1, next).await;
     let err = storage.create(&rev2).await.unwrap_err();
     assert!(
-        matches!(err, wheelhouse::release::Error::Exists { ref name, version: 2 } if name == "cart"),
+        matches!(err, wheelhouse::helm::release::Error::Exists { ref name, version: 2 } if name == "cart"),
         "{err}"
     );
     let stored1 = storage.get("cart", 1).await.unwrap().unwrap();
@@ -534,12 +534,12 @@ async fn list_names_get_update_and_delete() {
     missing.version = 9;
     assert!(matches!(
         storage.update(&missing).await,
-        Err(wheelhouse::release::Error::NotFound { version: 9, .. })
+        Err(wheelhouse::helm::release::Error::NotFound { version: 9, .. })
     ));
     storage.delete("b", 1).await.unwrap();
     assert!(matches!(
         storage.delete("b", 1).await,
-        Err(wheelhouse::release::Error::NotFound { .. })
+        Err(wheelhouse::helm::release::Error::NotFound { .. })
     ));
     assert_eq!(storage.list_names().await.unwrap(), ["a"]);
     assert_eq!(storage::secret_name("a", 2), "sh.helm.release.v1.a.v2");
@@ -662,9 +662,9 @@ async fn loader_agrees_with_helm_on_directories_and_packages() {
 /// lists back.
 #[tokio::test]
 async fn the_inventory_reads_records_whole_only_once_let() {
-    use wheelhouse::client::Scope;
+    use wheelhouse::cluster::client::Scope;
     use wheelhouse::engine::ReleaseKey;
-    use wheelhouse::inventory::Others;
+    use wheelhouse::frontend::inventory::Others;
 
     let client = client().await;
     let ns = TestNamespace::new(&client, "storage-reads-after").await;
@@ -687,9 +687,12 @@ async fn the_inventory_reads_records_whole_only_once_let() {
 
     let scope = Scope::Namespace(ns.name.clone());
     let (gate, after) = tokio::sync::watch::channel(false);
-    let held =
-        wheelhouse::inventory::Inventory::start_reading_after(client.clone(), &scope, Some(after));
-    let free = wheelhouse::inventory::Inventory::start(client.clone(), &scope);
+    let held = wheelhouse::frontend::inventory::Inventory::start_reading_after(
+        client.clone(),
+        &scope,
+        Some(after),
+    );
+    let free = wheelhouse::frontend::inventory::Inventory::start(client.clone(), &scope);
     let key = ReleaseKey::new(ns.name.clone(), "cli".to_owned());
     let read = |o: &Others| o.helm.get(&key).is_some_and(|s| s.chart == "web");
     // The positive sign: an inventory without a gate, started at the same moment, has
@@ -719,8 +722,8 @@ async fn the_inventory_reads_records_whole_only_once_let() {
 }
 
 async fn inventory_until(
-    inventory: &wheelhouse::inventory::Inventory,
-    what: &dyn Fn(&wheelhouse::inventory::Others) -> bool,
+    inventory: &wheelhouse::frontend::inventory::Inventory,
+    what: &dyn Fn(&wheelhouse::frontend::inventory::Others) -> bool,
     said: &str,
 ) {
     let mut others = inventory.subscribe();

@@ -21,8 +21,8 @@ use support::installed::{
 };
 use support::{TestNamespace, client, install_crd, testbin};
 use wheelhouse::api::HelmRelease;
-use wheelhouse::install::SERVICE_ACCOUNT;
-use wheelhouse::tenancy;
+use wheelhouse::cluster::tenancy;
+use wheelhouse::frontend::install::SERVICE_ACCOUNT;
 
 /// The lockdown's default ServiceAccount, as the local control plane's locked-down Flux
 /// helm-controller names it too.
@@ -529,7 +529,7 @@ impl Published {
         let policy = tenancy::Policy {
             default_service_account: Some(DEPLOYER.into()),
             no_cross_namespace_refs: true,
-            allowed_networks: wheelhouse::source::egress::parse_networks(LOOPBACK).unwrap(),
+            allowed_networks: wheelhouse::cluster::egress::parse_networks(LOOPBACK).unwrap(),
             ..Default::default()
         };
         support::apply_documents(admin, &tenancy::manifests(&policy), MANAGER).await;

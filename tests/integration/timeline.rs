@@ -1,4 +1,4 @@
-//! The timeline (`wheelhouse timeline`, `src/timeline`): every change to a release,
+//! The timeline (`wheelhouse timeline`, `src/frontend/timeline`): every change to a release,
 //! newest first, with who made it (wheelhouse, the helm CLI, Flux's real helm-controller,
 //! an operator), from Helm's storage and the changes wheelhouse's HelmReleases keep in
 //! their status, still there once the engine that saw them is gone.

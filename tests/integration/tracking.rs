@@ -21,8 +21,8 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use support::{PATIENCE, TestNamespace, client, from_yaml};
 use tokio_util::sync::CancellationToken;
-use wheelhouse::apply::Applier;
-use wheelhouse::client::Scope;
+use wheelhouse::cluster::client::Scope;
+use wheelhouse::helm::apply::Applier;
 use wheelhouse::tracking::{
     self, CONFIG_HASH_ANNOTATION, CONFIG_PENDING_GATE, ConfigKind, HashKey, TrackerConfig,
     TrackerHandle, WorkloadKind, prepare_manifest,
@@ -595,7 +595,7 @@ async fn a_standalone_opted_in_deployment_rolls_on_its_config_map_change() {
     // disabled): it has Helm's ownership annotation but no hash, and is left alone.
     let unprepared = format!(
         "---\n# Source: plain/templates/deployment.yaml\n{}",
-        wheelhouse::yaml::to_string(&deployment("plain", ""))
+        wheelhouse::text::yaml::to_string(&deployment("plain", ""))
     );
     Applier::new(client.clone())
         .apply(&unprepared, &ns.name, "plain")

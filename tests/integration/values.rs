@@ -9,7 +9,7 @@ use kube::{Api, Client};
 use serde_json::{Value, json};
 use support::{TestNamespace, client, from_yaml};
 use wheelhouse::api::{HelmRelease, ValuesKind};
-use wheelhouse::values::{self, Error, ValuesSourceRef, compose};
+use wheelhouse::helm::values::{self, Error, ValuesSourceRef, compose};
 
 fn release(namespace: &str, spec_tail: &str) -> HelmRelease {
     from_yaml(&format!(

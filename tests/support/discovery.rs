@@ -21,7 +21,7 @@ pub fn apiservices(client: &Client) -> Api<DynamicObject> {
 /// Waits until discovery says whether `group` is stale.
 pub async fn discovery_stale(client: &Client, group: &str, stale: bool) {
     let deadline = std::time::Instant::now() + PATIENCE;
-    while wheelhouse::render::unavailable_groups(client)
+    while wheelhouse::helm::render::unavailable_groups(client)
         .await
         .unwrap()
         .iter()

@@ -7,7 +7,7 @@ use std::time::Duration;
 use kube::runtime::wait::await_condition;
 use kube::{Api, Client};
 use wheelhouse::api::HelmRelease;
-use wheelhouse::client::Scope;
+use wheelhouse::cluster::client::Scope;
 use wheelhouse::engine::{self, EngineConfig, EngineHandle, Role};
 
 use super::{PATIENCE, kubeconfig_path, testbin};

@@ -31,29 +31,29 @@ pub async fn receiver_of(
         .unwrap();
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let mut config = configmaps
-        .get_opt(wheelhouse::receive::CONFIGMAP)
+        .get_opt(wheelhouse::webhooks::receive::CONFIGMAP)
         .await
         .unwrap()
         .and_then(|c| c.data)
-        .and_then(|d| d.get(wheelhouse::receive::KEY).cloned())
+        .and_then(|d| d.get(wheelhouse::webhooks::receive::KEY).cloned())
         .unwrap_or_else(|| "receivers:\n".into());
     config.push_str(&format!(
         "- {{name: {name}, type: {kind}, secretRef: {{name: {name}-token}}, resources: {resources}}}\n"
     ));
     let cm: ConfigMap = serde_json::from_value(serde_json::json!({
-        "metadata": {"name": wheelhouse::receive::CONFIGMAP},
-        "data": {wheelhouse::receive::KEY: config},
+        "metadata": {"name": wheelhouse::webhooks::receive::CONFIGMAP},
+        "data": {wheelhouse::webhooks::receive::KEY: config},
     }))
     .unwrap();
     configmaps
         .patch(
-            wheelhouse::receive::CONFIGMAP,
+            wheelhouse::webhooks::receive::CONFIGMAP,
             &PatchParams::apply("wheelhouse-tests").force(),
             &Patch::Apply(&cm),
         )
         .await
         .unwrap();
-    wheelhouse::receive::path_of(token.as_bytes(), name, ns)
+    wheelhouse::webhooks::receive::path_of(token.as_bytes(), name, ns)
 }
 
 /// POSTs `body` with `headers` to the controller's receivers; the status code.

@@ -33,7 +33,7 @@ pub fn wheelhouse_install(args: &[&str]) -> Vec<serde_json::Value> {
         "wheelhouse install failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    wheelhouse::yaml::parse_documents(&String::from_utf8(out.stdout).unwrap())
+    wheelhouse::text::yaml::parse_documents(&String::from_utf8(out.stdout).unwrap())
         .expect("install prints YAML")
 }
 
@@ -127,7 +127,7 @@ pub async fn service_account_kubeconfig(
     let path = dir.join("kubeconfig");
     std::fs::write(
         &path,
-        wheelhouse::yaml::to_documents(&[serde_json::to_value(&kubeconfig).unwrap()]),
+        wheelhouse::text::yaml::to_documents(&[serde_json::to_value(&kubeconfig).unwrap()]),
     )
     .unwrap();
     // Private, as kubeconfigs are (helm warns about readable ones).

@@ -127,13 +127,13 @@ fn built_by(script: &str) -> PathBuf {
 }
 
 /// wheelhouse's render helper: `$WHEELHOUSE_RENDER_HELPER` (tests/test.sh sets it), else
-/// built (once; cached) by `src/render/helper/build.sh`.
+/// built (once; cached) by `src/helm/render/helper/build.sh`.
 pub fn render_helper() -> PathBuf {
     static HELPER: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     HELPER
         .get_or_init(|| match std::env::var_os("WHEELHOUSE_RENDER_HELPER") {
             Some(path) => PathBuf::from(path),
-            None => built_by("src/render/helper/build.sh").join("wheelhouse-render"),
+            None => built_by("src/helm/render/helper/build.sh").join("wheelhouse-render"),
         })
         .clone()
 }
@@ -155,11 +155,11 @@ pub fn previous_build() -> PathBuf {
 /// `WHEELHOUSE_RENDERER=helm` (the whole suite runs with either).
 pub fn renderer(
     identity: Option<(&str, &[String])>,
-) -> std::sync::Arc<dyn wheelhouse::render::Renderer> {
-    use wheelhouse::render::{HelmRenderer, HelperRenderer, Kind};
+) -> std::sync::Arc<dyn wheelhouse::helm::render::Renderer> {
+    use wheelhouse::helm::render::{HelmRenderer, HelperRenderer, Kind};
     let timeout = Duration::from_secs(60);
     let kubeconfig = kubeconfig_path();
-    match wheelhouse::render::Choice::from_env().kind {
+    match wheelhouse::helm::render::Choice::from_env().kind {
         Kind::Helm => {
             let mut r = HelmRenderer::new(testbin().join("helm"), timeout)
                 .with_cluster(Some(&kubeconfig), None);
@@ -269,7 +269,7 @@ async fn wait_for_default_service_account(client: &Client, namespace: &str) {
 
 /// Deserializes a YAML literal into a typed object.
 pub fn from_yaml<T: serde::de::DeserializeOwned>(yaml: &str) -> T {
-    wheelhouse::yaml::from_str(yaml).expect("test fixture is valid YAML for its type")
+    wheelhouse::text::yaml::from_str(yaml).expect("test fixture is valid YAML for its type")
 }
 
 /// Installs (server-side applies) the HelmRelease CRD generated from the Rust types and

@@ -2,7 +2,7 @@
 //! without templates): for benchmarks that need thousands of stored revisions.
 
 use k8s_openapi::jiff::Timestamp;
-use wheelhouse::release::{Info, Release, Status};
+use wheelhouse::helm::release::{Info, Release, Status};
 
 /// Revision `version` of `name` in `ns`: chart webapp 1.`version`.0, one Deployment.
 pub fn release(ns: &str, name: &str, version: i32, status: Status) -> Release {
@@ -11,7 +11,7 @@ pub fn release(ns: &str, name: &str, version: i32, status: Status) -> Release {
          metadata:\n  name: {name}\nspec:\n  replicas: 2\n  template:\n    spec:\n      containers:\n\
                - name: app\n        image: registry.example/app:1.{version}.0\n"
     );
-    let chart: wheelhouse::chart::Chart = serde_json::from_value(serde_json::json!({
+    let chart: wheelhouse::helm::chart::Chart = serde_json::from_value(serde_json::json!({
         "metadata": {"name": "webapp", "version": format!("1.{version}.0"), "appVersion": "1.0", "apiVersion": "v2"},
         "templates": [], "values": {"replicas": 2}, "schema": null, "lock": null, "files": [],
     }))
@@ -26,7 +26,7 @@ pub fn revision(
     name: &str,
     version: i32,
     status: Status,
-    chart: wheelhouse::chart::Chart,
+    chart: wheelhouse::helm::chart::Chart,
     manifest: String,
 ) -> Release {
     Release {

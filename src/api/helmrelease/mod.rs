@@ -439,7 +439,7 @@ mod tests {
     use super::*;
 
     fn from_yaml(y: &str) -> HelmRelease {
-        crate::yaml::from_str(y).expect("valid HelmRelease")
+        crate::text::yaml::from_str(y).expect("valid HelmRelease")
     }
 
     #[test]

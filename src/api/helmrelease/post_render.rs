@@ -1,7 +1,7 @@
 //! `spec.postRenderers`: Flux's post-renderers (`helm.toolkit.fluxcd.io/v2`, as
 //! helm-controller v1.6.4 defines them), applied by the render helper to what Helm renders,
 //! hooks included, with kustomize's own Go API as helm-controller applies them
-//! (`src/render/helper/postrender.go`).
+//! (`src/helm/render/helper/postrender.go`).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -175,7 +175,7 @@ mod tests {
       - {name: nginx, newName: registry.example/nginx, newTag: "2.0", digest: "sha256:abc"}
 - {}
 "#;
-        let prs: Vec<PostRenderer> = crate::yaml::from_str(yaml).unwrap();
+        let prs: Vec<PostRenderer> = crate::text::yaml::from_str(yaml).unwrap();
         let k = prs[0].kustomize.as_ref().unwrap();
         let t = k.patches[0].target.as_ref().unwrap();
         assert_eq!(

@@ -14,10 +14,10 @@
 use serde_json::{Map, Value};
 
 use crate::api::CommonMetadata;
-use crate::apply::manifest::{is_blank_document, split_documents};
-use crate::release::Hook;
-pub use crate::release::{COMMON_METADATA_LABEL, SOURCE_DIGEST_KEPT};
-use crate::render::Rendered;
+use crate::helm::apply::manifest::{is_blank_document, split_documents};
+use crate::helm::release::Hook;
+pub use crate::helm::release::{COMMON_METADATA_LABEL, SOURCE_DIGEST_KEPT};
+use crate::helm::render::Rendered;
 
 /// The digest of a commonMetadata that says anything (none for none, or an empty one).
 pub fn digest(common: Option<&CommonMetadata>) -> Option<String> {
@@ -36,7 +36,7 @@ pub fn label_value(digest: &str) -> String {
 /// annotations with its values: a revision another tool made with the same
 /// commonMetadata (Flux's, before a migration) records no digest, but its objects say it.
 pub fn carried_by(manifest: &str, common: &CommonMetadata) -> bool {
-    let Ok(objects) = crate::apply::manifest::parse_manifest(manifest) else {
+    let Ok(objects) = crate::helm::apply::manifest::parse_manifest(manifest) else {
         return false;
     };
     let has = |have: &Option<std::collections::BTreeMap<String, String>>,
@@ -52,7 +52,10 @@ pub fn carried_by(manifest: &str, common: &CommonMetadata) -> bool {
 }
 
 /// Puts `common` on every object of `rendered`, its hooks included.
-pub fn apply(rendered: &mut Rendered, common: &CommonMetadata) -> Result<(), crate::yaml::Error> {
+pub fn apply(
+    rendered: &mut Rendered,
+    common: &CommonMetadata,
+) -> Result<(), crate::text::yaml::Error> {
     if common.is_empty() {
         return Ok(());
     }
@@ -65,7 +68,10 @@ pub fn apply(rendered: &mut Rendered, common: &CommonMetadata) -> Result<(), cra
 
 /// A manifest in Helm's format (`---`, `# Source:`, the document), each object with
 /// `common`. Documents without an object stay as they are.
-pub fn on_manifest(manifest: &str, common: &CommonMetadata) -> Result<String, crate::yaml::Error> {
+pub fn on_manifest(
+    manifest: &str,
+    common: &CommonMetadata,
+) -> Result<String, crate::text::yaml::Error> {
     let mut out = String::with_capacity(manifest.len() + 64);
     for doc in split_documents(manifest) {
         out.push_str("---\n");
@@ -80,17 +86,17 @@ pub fn on_manifest(manifest: &str, common: &CommonMetadata) -> Result<String, cr
     Ok(out)
 }
 
-fn on_hook(hook: &mut Hook, common: &CommonMetadata) -> Result<(), crate::yaml::Error> {
+fn on_hook(hook: &mut Hook, common: &CommonMetadata) -> Result<(), crate::text::yaml::Error> {
     hook.manifest = on_document(&hook.manifest, common)?;
     Ok(())
 }
 
 /// One document's objects with `common` (a `List`'s items each).
-fn on_document(body: &str, common: &CommonMetadata) -> Result<String, crate::yaml::Error> {
+fn on_document(body: &str, common: &CommonMetadata) -> Result<String, crate::text::yaml::Error> {
     if is_blank_document(body) {
         return Ok(body.to_owned());
     }
-    let mut values = crate::yaml::parse_documents(body)?;
+    let mut values = crate::text::yaml::parse_documents(body)?;
     for value in &mut values {
         if value_kind_is_list(value)
             && let Some(Value::Array(items)) = value.get_mut("items")
@@ -102,7 +108,7 @@ fn on_document(body: &str, common: &CommonMetadata) -> Result<String, crate::yam
             set_metadata(value, common);
         }
     }
-    let text = crate::yaml::to_documents(&values);
+    let text = crate::text::yaml::to_documents(&values);
     Ok(text.strip_prefix("---\n").unwrap_or(&text).to_owned())
 }
 
@@ -159,7 +165,7 @@ mod tests {
     }
 
     fn objects(manifest: &str) -> Vec<Value> {
-        crate::yaml::parse_documents(manifest).unwrap()
+        crate::text::yaml::parse_documents(manifest).unwrap()
     }
 
     #[test]
@@ -202,7 +208,9 @@ mod tests {
         );
         // Parsed as the applier parses it.
         assert_eq!(
-            crate::apply::manifest::parse_manifest(&out).unwrap().len(),
+            crate::helm::apply::manifest::parse_manifest(&out)
+                .unwrap()
+                .len(),
             2
         );
     }

@@ -8,14 +8,14 @@ use super::{
     new_release, record_as, record_failure, set_status, supersede,
 };
 use crate::api::{CrdPolicy, HelmReleaseStatus, ReleaseAction, ServerSideApplyMode};
-use crate::apply::Owner;
-use crate::chart;
 use crate::engine::plan::Desired;
 use crate::engine::run::{Prepared, Run, WaitEnd, Window, render};
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::engine::vocabulary::Phase;
-use crate::release::{Release, Status, hook_event};
-use crate::render::Rendered;
+use crate::helm::apply::Owner;
+use crate::helm::chart;
+use crate::helm::release::{Release, Status, hook_event};
+use crate::helm::render::Rendered;
 
 /// How recent the adoption check's reads must be for the apply to use them.
 const SEEN_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
@@ -28,7 +28,7 @@ pub async fn install_or_upgrade(
     rendered: Option<Rendered>,
     previous: Option<&Release>,
     history: &[Release],
-) -> crate::Result<Outcome> {
+) -> crate::engine::Result<Outcome> {
     let action = if previous.is_some_and(|p| {
         p.info
             .as_ref()
@@ -66,7 +66,7 @@ pub async fn install_or_upgrade(
     let timeout = action_timeout(&hr, is_upgrade);
     // Helm's --reuse-values: the values of the revision Helm's upgrade calls current.
     let kept = if is_upgrade && upgrade.preserve_values {
-        crate::release::values_kept_from(history)
+        crate::helm::release::values_kept_from(history)
     } else {
         None
     };
@@ -203,7 +203,7 @@ pub async fn install_or_upgrade(
     let mut rel = new_release(run, version, chart, config, pending, underway);
     if kept.is_some() {
         rel.labels.insert(
-            crate::release::SPEC_VALUES_LABEL.into(),
+            crate::helm::release::SPEC_VALUES_LABEL.into(),
             prepared.spec_values_label(),
         );
     }
@@ -291,7 +291,7 @@ pub async fn install_or_upgrade(
                 previous.map(|p| p.manifest.as_str()),
             )
             .await
-            .map_err(|e| crate::Error::Tracking(Box::new(e)))?;
+            .map_err(|e| crate::engine::Error::Tracking(Box::new(e)))?;
             rel.manifest = prepared.stored;
             prepared.applied
         } else {
@@ -303,7 +303,7 @@ pub async fn install_or_upgrade(
         let seen = match run.acting.applier.check_adoption(&applied, &owner).await {
             Ok(seen) => (seen, std::time::Instant::now()),
             Err(e) => {
-                let e = crate::Error::from(e);
+                let e = crate::engine::Error::from(e);
                 return Ok(Err(Outcome::failed_by(
                     failed_reason,
                     format!("{verb} failed: {}", e.describe()),
@@ -311,7 +311,9 @@ pub async fn install_or_upgrade(
                 )));
             }
         };
-        if let Err(e @ crate::release::Error::TooLarge { .. }) = crate::release::check_size(&rel) {
+        if let Err(e @ crate::helm::release::Error::TooLarge { .. }) =
+            crate::helm::release::check_size(&rel)
+        {
             return Ok(Err(Outcome::Failed {
                 reason: failed_reason,
                 message: format!("{verb} failed: {e}"),
@@ -329,7 +331,7 @@ pub async fn install_or_upgrade(
             run.storage.update(&last).await?;
         }
         run.storage.create(&rel).await?;
-        Ok::<_, crate::Error>(Ok((applied, seen)))
+        Ok::<_, crate::engine::Error>(Ok((applied, seen)))
     });
     let (applied_manifest, (seen, seen_at)) = match stored? {
         Ok(applied) => applied,
@@ -345,7 +347,7 @@ pub async fn install_or_upgrade(
         run.ctx.metrics.fix_applied(fix.triggered.elapsed());
     }
 
-    if run.priority == crate::slots::Priority::Routine {
+    if run.priority == crate::cluster::slots::Priority::Routine {
         run.ctx.precedence.give_way().await;
     }
     let steps = async {
@@ -357,7 +359,8 @@ pub async fn install_or_upgrade(
         } else {
             hook_event::PRE_INSTALL
         };
-        let hooked = !disable_hooks && !crate::apply::execution_order(&rel.hooks, pre).is_empty();
+        let hooked =
+            !disable_hooks && !crate::helm::apply::execution_order(&rel.hooks, pre).is_empty();
         if !disable_hooks {
             run.run_hooks(&mut rel.hooks, version, pre, &ns, timeout)
                 .await?;
@@ -374,7 +377,7 @@ pub async fn install_or_upgrade(
         run.applied_generations = Some((version, applied.generations));
         run.fix = None;
         run.urgent = None;
-        let mut removed = crate::apply::Removed::default();
+        let mut removed = crate::helm::apply::Removed::default();
         if let Some(prev) = previous.filter(|_| is_upgrade) {
             removed = run
                 .acting
@@ -382,7 +385,7 @@ pub async fn install_or_upgrade(
                 .prune(&prev.manifest, &rel.manifest, &owner)
                 .await?;
         }
-        Ok::<_, crate::Error>(removed)
+        Ok::<_, crate::engine::Error>(removed)
     }
     .await;
     let removed = match steps {
@@ -426,8 +429,11 @@ pub async fn install_or_upgrade(
     // stays in the revision's manifest, so the first upgrade after discovery is whole
     // prunes it (and an uninstall deletes it).
     if let Some(prev) = previous.filter(|_| !removed.kept_for_discovery.is_empty()) {
-        let kept =
-            crate::apply::manifest::documents_of(&prev.manifest, &removed.kept_for_discovery, &ns);
+        let kept = crate::helm::apply::manifest::documents_of(
+            &prev.manifest,
+            &removed.kept_for_discovery,
+            &ns,
+        );
         if !rel.manifest.ends_with('\n') {
             rel.manifest.push('\n');
         }
@@ -505,7 +511,7 @@ pub async fn resume(
     prepared: &Prepared,
     mut rel: Release,
     history: &[Release],
-) -> crate::Result<Outcome> {
+) -> crate::engine::Result<Outcome> {
     let is_upgrade = rel.info.as_ref().map(|i| i.status) == Some(Status::PendingUpgrade);
     let action = if is_upgrade {
         ReleaseAction::Upgrade
@@ -574,7 +580,7 @@ async fn finish(
     history: &[Release],
     steps: Steps,
     kept: Option<String>,
-) -> crate::Result<Outcome> {
+) -> crate::engine::Result<Outcome> {
     let Steps {
         is_upgrade,
         disable_hooks,
@@ -609,7 +615,7 @@ async fn finish(
                 )
                 .await;
             }
-            WaitEnd::Stopped => return Err(crate::Error::Stopped),
+            WaitEnd::Stopped => return Err(crate::engine::Error::Stopped),
             WaitEnd::Canceled { by_operator, why } => {
                 let status = if by_operator {
                     Status::Failed
@@ -621,7 +627,7 @@ async fn finish(
                     // The newer desired state is applied next: its guards read the
                     // history while this record is written (see `worker::reconcile`).
                     let (storage, record) = (run.storage.clone(), rel.clone());
-                    let write = tokio::spawn(crate::slots::carrying_mark(async move {
+                    let write = tokio::spawn(crate::cluster::slots::carrying_mark(async move {
                         storage.update(&record).await
                     }));
                     run.inbox.superseding = Some(Box::new(crate::engine::run::Superseding {

@@ -30,8 +30,8 @@ pub use unlock::unlock;
 use super::run::Run;
 use super::status::{self, Truth, condition, reason};
 use crate::api::{HelmReleaseStatus, ReleaseAction};
-use crate::chart::Chart;
-use crate::release::{Info, Release, Status};
+use crate::helm::chart::Chart;
+use crate::helm::release::{Info, Release, Status};
 
 /// How an action ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,9 +59,9 @@ pub enum Outcome {
 
 impl Outcome {
     /// A failure of the action, or a block when `error` is the cluster's.
-    pub fn failed_by(reason: &'static str, message: String, error: &crate::Error) -> Self {
+    pub fn failed_by(reason: &'static str, message: String, error: &crate::engine::Error) -> Self {
         // The engine's own render helper failed: nothing about the release failed at all.
-        if let crate::Error::Render(crate::render::Error::Helper { fault }) = error {
+        if let crate::engine::Error::Render(crate::helm::render::Error::Helper { fault }) = error {
             return Self::Blocked {
                 reason: reason::PROGRESSING,
                 message: format!(
@@ -199,7 +199,7 @@ fn note(
 }
 
 pub const OWNER_LABEL: &str = "wheelhouse.dev/owner";
-pub use crate::release::{
+pub use crate::helm::release::{
     POST_RENDERERS_LABEL, SOURCE_COMMIT_LABEL, SOURCE_DIGEST_KEPT, SOURCE_DIGEST_LABEL,
     VALUES_FILES_LABEL,
 };
@@ -232,10 +232,12 @@ fn new_release(
     };
     rel.labels
         .insert(OWNER_LABEL.into(), run.ctx.identity_label.clone());
-    rel.labels
-        .insert(crate::release::MADE_BY_LABEL.into(), "wheelhouse".into());
+    rel.labels.insert(
+        crate::helm::release::MADE_BY_LABEL.into(),
+        "wheelhouse".into(),
+    );
     // Said now, so its updates need not read the stored record to keep it.
-    crate::release::storage::created_now(&mut rel);
+    crate::helm::release::storage::created_now(&mut rel);
     if run.claim {
         rel.labels.extend(super::claim::labels(&run.hr));
     }
@@ -246,7 +248,7 @@ fn new_release(
 /// patches. `Err`: why it cannot apply as asked.
 pub(crate) enum ApplyMethod {
     ServerSide,
-    ClientSide(std::sync::Arc<dyn crate::client_side_apply::ClientSidePatcher>),
+    ClientSide(std::sync::Arc<dyn crate::helm::apply::client_side::ClientSidePatcher>),
 }
 
 impl ApplyMethod {
@@ -275,10 +277,10 @@ impl ApplyMethod {
     /// changed, which wheelhouse does only when asked (`disabled`, `forceConflicts`), so the
     /// release moves to server-side apply with the `helm` fields handed over, as
     /// `--server-side=true` does.
-    pub(crate) fn followed(revision: &crate::release::Release) -> Option<&str> {
+    pub(crate) fn followed(revision: &crate::helm::release::Release) -> Option<&str> {
         let ours = revision
             .labels
-            .get(crate::release::MADE_BY_LABEL)
+            .get(crate::helm::release::MADE_BY_LABEL)
             .is_some_and(|v| v == "wheelhouse");
         if ours {
             revision.apply_method.as_deref()
@@ -306,7 +308,7 @@ async fn record_failure(
     description: String,
     reason: &'static str,
     message: String,
-) -> crate::Result<Outcome> {
+) -> crate::engine::Result<Outcome> {
     set_status(rel, Status::Failed, run.masker.mask(&description));
     run.storage.update(rel).await?;
     Ok(Outcome::Failed {
@@ -332,7 +334,7 @@ async fn supersede(
     run: &Run<'_>,
     history: &[Release],
     replaced: impl Fn(&Release) -> bool,
-) -> crate::Result<()> {
+) -> crate::engine::Result<()> {
     for old in history.iter().filter(|r| replaced(r)) {
         let mut old = old.clone();
         if let Some(info) = old.info.as_mut() {

@@ -6,15 +6,19 @@ use super::{
     set_status, supersede,
 };
 use crate::api::{HelmReleaseStatus, ServerSideApplyMode};
-use crate::apply::Owner;
 use crate::engine::run::{Run, WaitEnd, Window};
 use crate::engine::status::reason;
 use crate::engine::vocabulary::Phase;
-use crate::release::{Release, Status, hook_event};
+use crate::helm::apply::Owner;
+use crate::helm::release::{Release, Status, hook_event};
 
 /// Rolls back to revision `to` as Helm does: a new revision with `to`'s chart, values
 /// and manifest.
-pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate::Result<Outcome> {
+pub async fn rollback(
+    run: &mut Run<'_>,
+    history: &[Release],
+    to: i32,
+) -> crate::engine::Result<Outcome> {
     run.set_phase(Phase::RollingBack);
     let failed = |message: String| Outcome::Failed {
         reason: reason::ROLLBACK_FAILED,
@@ -50,7 +54,7 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
         super::common_metadata::COMMON_METADATA_LABEL,
         super::POST_RENDERERS_LABEL,
         super::VALUES_FILES_LABEL,
-        crate::release::SPEC_VALUES_LABEL,
+        crate::helm::release::SPEC_VALUES_LABEL,
     ] {
         if let Some(value) = target.labels.get(label) {
             rel.labels.insert(label.into(), value.clone());
@@ -127,7 +131,7 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
         };
         if let Err(e) = run.acting.applier.apply_release(&rel.manifest, &owner).await {
             if !absent.is_empty() {
-                let created = crate::apply::manifest::documents_of(&rel.manifest, &absent, &ns);
+                let created = crate::helm::apply::manifest::documents_of(&rel.manifest, &absent, &ns);
                 if let Err(cleanup) = run.acting.applier.prune(&created, "", &owner).await {
                     tracing::warn!(release = %run.key, "rollback.cleanupOnFail could not delete what the failed rollback created: {cleanup}");
                 }
@@ -138,7 +142,7 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
             .applier
             .prune(&current.manifest, &rel.manifest, &owner)
             .await?;
-        Ok::<_, crate::Error>(())
+        Ok::<_, crate::engine::Error>(())
     }
     .await;
     if let Err(e) = steps {
@@ -147,7 +151,7 @@ pub async fn rollback(run: &mut Run<'_>, history: &[Release], to: i32) -> crate:
     if !spec.disable_wait {
         match run.wait_for(&rel, Window::from_now(timeout)).await? {
             WaitEnd::Ready => {}
-            WaitEnd::Stopped => return Err(crate::Error::Stopped),
+            WaitEnd::Stopped => return Err(crate::engine::Error::Stopped),
             WaitEnd::Failed(why) | WaitEnd::Canceled { why, .. } | WaitEnd::Abandoned(why) => {
                 return failed_because(run, &mut rel, why).await;
             }
@@ -188,12 +192,12 @@ async fn absent_objects(
     run: &Run<'_>,
     manifest: &str,
     namespace: &str,
-) -> crate::Result<Vec<crate::apply::ObjectRef>> {
+) -> crate::engine::Result<Vec<crate::helm::apply::ObjectRef>> {
     use kube::api::{Api, DynamicObject};
     let applier = &run.acting.applier;
     let mut absent = Vec::new();
-    for obj in crate::apply::manifest::parse_manifest(manifest)? {
-        let mut reference = crate::apply::ObjectRef::from_object(&obj);
+    for obj in crate::helm::apply::manifest::parse_manifest(manifest)? {
+        let mut reference = crate::helm::apply::ObjectRef::from_object(&obj);
         let Some((resource, namespaced)) = applier
             .find_resource(&reference.api_version, &reference.kind)
             .await?
@@ -218,7 +222,11 @@ async fn absent_objects(
 }
 
 /// Marks the rollback's revision failed because of `why`.
-async fn failed_because(run: &Run<'_>, rel: &mut Release, why: String) -> crate::Result<Outcome> {
+async fn failed_because(
+    run: &Run<'_>,
+    rel: &mut Release,
+    why: String,
+) -> crate::engine::Result<Outcome> {
     let description = format!("Rollback \"{}\" failed: {why}", run.release_name);
     record_failure(run, rel, description, reason::ROLLBACK_FAILED, why).await
 }

@@ -6,11 +6,11 @@ use crate::api::{HelmReleaseStatus, ReleaseAction, TestFilter};
 use crate::engine::run::Run;
 use crate::engine::status::{condition, reason};
 use crate::engine::vocabulary::Phase;
-use crate::release::{Hook, Release, hook_event};
+use crate::helm::release::{Hook, Release, hook_event};
 
 /// Runs the chart's tests (hooks with `helm.sh/hook: test`) against the newest revision
 /// and records their results in it.
-pub async fn test(run: &mut Run<'_>, mut latest: Release) -> crate::Result<Outcome> {
+pub async fn test(run: &mut Run<'_>, mut latest: Release) -> crate::engine::Result<Outcome> {
     run.set_phase(Phase::Testing);
     let timeout = run
         .hr

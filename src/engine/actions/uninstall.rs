@@ -7,15 +7,15 @@ use kube::runtime::events::EventType;
 
 use super::{Note, Outcome, REMEDIATION, record_as, record_failure, set_status};
 use crate::api::HelmReleaseStatus;
-use crate::apply::Owner;
 use crate::engine::run::Run;
 use crate::engine::status::reason;
 use crate::engine::vocabulary::Phase;
-use crate::release::{Release, Status, hook_event};
+use crate::helm::apply::Owner;
+use crate::helm::release::{Release, Status, hook_event};
 
 /// Uninstalls the release: hooks, delete its objects, then keep the history as
 /// `uninstalled` or delete it.
-pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<Outcome> {
+pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::engine::Result<Outcome> {
     run.set_phase(Phase::Uninstalling);
     let Some(latest) = history.last() else {
         return Ok(Outcome::Succeeded {
@@ -30,7 +30,7 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
     // Objects another record of this (name, namespace) owns are never deleted, even when
     // this release's records list them too (written before identities were checked).
     let (client, records) = run.ctx.records_of(&run.acting);
-    let elsewhere = crate::release::stored_elsewhere(
+    let elsewhere = crate::helm::release::stored_elsewhere(
         client,
         records,
         run.storage.namespace(),
@@ -80,7 +80,7 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::Result<
             )
             .await?;
         }
-        Ok::<_, crate::Error>(removed)
+        Ok::<_, crate::engine::Error>(removed)
     }
     .await;
     let removed = match steps {
@@ -128,7 +128,7 @@ pub fn record(s: &mut HelmReleaseStatus, outcome: &Outcome, generation: Option<i
 
 /// The uninstall run by deleting a HelmRelease is told by an Event only (the object and
 /// its status go); true when the finalizer may go, false when it is tried again.
-pub fn on_delete(result: &crate::Result<Outcome>) -> (Note, bool) {
+pub fn on_delete(result: &crate::engine::Result<Outcome>) -> (Note, bool) {
     let (type_, reason, message) = match result {
         Ok(Outcome::Succeeded { message, .. }) => (
             EventType::Normal,
@@ -213,7 +213,7 @@ mod tests {
 
     #[test]
     fn deleting_a_helmrelease_lets_it_go_only_after_an_uninstall() {
-        let cases: Vec<(crate::Result<Outcome>, Note, bool)> = vec![
+        let cases: Vec<(crate::engine::Result<Outcome>, Note, bool)> = vec![
             (
                 Ok(succeeded(UNINSTALL_SUCCEEDED)),
                 note(Normal, UNINSTALL_SUCCEEDED, "it worked"),
@@ -230,11 +230,11 @@ mod tests {
                 false,
             ),
             (
-                Err(crate::Error::Stopped),
+                Err(crate::engine::Error::Stopped),
                 note(
                     Warning,
                     UNINSTALL_FAILED,
-                    &crate::Error::Stopped.to_string(),
+                    &crate::engine::Error::Stopped.to_string(),
                 ),
                 false,
             ),

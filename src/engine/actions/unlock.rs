@@ -7,7 +7,7 @@ use crate::api::HelmReleaseStatus;
 use crate::engine::run::Run;
 use crate::engine::status::reason;
 use crate::engine::vocabulary::Phase;
-use crate::release::{Release, Status};
+use crate::helm::release::{Release, Status};
 
 /// Begins the description of a revision this action unlocked, so the planner retries
 /// it instead of remediating it: its failure was the engine's, not the release's.
@@ -15,7 +15,7 @@ pub const INTERRUPTED_PREFIX: &str = "Release was left";
 
 /// A revision left `pending-*` (or `uninstalling`) by an engine that stopped mid-action:
 /// Helm would refuse every further operation, so mark it failed and go on.
-pub async fn unlock(run: &mut Run<'_>, mut latest: Release) -> crate::Result<Outcome> {
+pub async fn unlock(run: &mut Run<'_>, mut latest: Release) -> crate::engine::Result<Outcome> {
     run.set_phase(Phase::Unlocking);
     let was = latest.info.as_ref().map(|i| i.status).unwrap_or_default();
     set_status(&mut latest, Status::Failed, description(was));
@@ -38,7 +38,7 @@ pub const OTHER_TOOL_BOUND: std::time::Duration = std::time::Duration::from_secs
 pub fn other_tool_still_running(
     latest: &Release,
     bound: std::time::Duration,
-    now: crate::release::Timestamp,
+    now: crate::helm::release::Timestamp,
 ) -> Option<std::time::Duration> {
     let info = latest.info.as_ref()?;
     if !info.status.is_pending() || latest.labels.contains_key(super::OWNER_LABEL) {
@@ -84,7 +84,7 @@ mod tests {
 
     #[test]
     fn a_revision_another_tool_left_pending_is_left_alone_for_the_bound() {
-        use crate::release::{Info, Timestamp};
+        use crate::helm::release::{Info, Timestamp};
         use std::time::Duration;
         let now: Timestamp = "2026-11-23T12:00:00Z".parse().unwrap();
         let rel = |status: Status, ago: u64, ours: bool| Release {

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::api::{HelmRelease, RawHelmRelease, Undecodable};
-use crate::client::Scope;
+use crate::cluster::client::Scope;
 use crate::engine::coverage::{self, Coverage};
 use crate::engine::healing::watch_healing;
 use crate::engine::lease::Role;
@@ -40,7 +40,7 @@ const PUBLISH_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 /// A running worker: its mailbox and its own stop token (a release that leaves this
 /// engine's coverage stops like a lost lease: the current step ends, nothing is undone).
 pub(super) struct Worker {
-    inbox: crate::mailbox::Sender<Msg>,
+    inbox: crate::engine::mailbox::Sender<Msg>,
     stop: CancellationToken,
     /// Cancelled when the worker's task has ended.
     finished: CancellationToken,
@@ -226,8 +226,8 @@ impl Dispatcher {
         let mut leases = self.namespace_lease_events();
         let mut records = self.record_events();
         match &self.coverage.scope {
-            crate::client::Scope::All => self.ctx.records.watching(true),
-            crate::client::Scope::Namespace(ns) => self.ctx.records.watching_only(ns),
+            crate::cluster::client::Scope::All => self.ctx.records.watching(true),
+            crate::cluster::client::Scope::Namespace(ns) => self.ctx.records.watching_only(ns),
         }
         let mut workloads = self.workload_events();
         // Records and workloads are listed once the HelmReleases are and the front end
@@ -672,7 +672,7 @@ mod tests {
     fn hr(release_name: Option<&str>, ready_message: &str) -> Arc<HelmRelease> {
         let name = release_name.map_or(String::new(), |n| format!(", releaseName: {n}"));
         Arc::new(
-            crate::yaml::from_str(&format!(
+            crate::text::yaml::from_str(&format!(
                 "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: web, namespace: apps}}\nspec: {{chart: {{path: ./c}}{name}}}\nstatus: {{conditions: [{{type: Ready, status: 'True', reason: UpgradeSucceeded, message: '{ready_message}', lastTransitionTime: '2026-11-27T10:00:00Z'}}]}}"
             ))
             .unwrap(),
@@ -695,7 +695,7 @@ mod tests {
             .releases
             .insert(key.clone(), hr(Some("web-2"), "two"));
         assert_ne!(ownership_of(&st, &key), before);
-        let (inbox, _rx) = crate::mailbox::mailbox();
+        let (inbox, _rx) = crate::engine::mailbox::mailbox();
         st.workers.insert(
             key.clone(),
             Worker {

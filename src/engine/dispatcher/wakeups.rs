@@ -124,8 +124,8 @@ impl Dispatcher {
         };
         let annotation = |key: &str| workload.annotations.as_ref().and_then(|a| a.get(key));
         let (Some(release), Some(namespace)) = (
-            annotation(crate::apply::manifest::RELEASE_NAME_ANNOTATION),
-            annotation(crate::apply::manifest::RELEASE_NAMESPACE_ANNOTATION),
+            annotation(crate::helm::apply::manifest::RELEASE_NAME_ANNOTATION),
+            annotation(crate::helm::apply::manifest::RELEASE_NAMESPACE_ANNOTATION),
         ) else {
             return;
         };
@@ -152,7 +152,7 @@ impl Dispatcher {
             .flatten()
             .max_by(|a, b| a.time.cmp(&b.time))
             .and_then(|m| m.manager.as_deref());
-        if last_writer.is_none_or(|m| m == crate::release::FIELD_MANAGER) {
+        if last_writer.is_none_or(|m| m == crate::helm::release::FIELD_MANAGER) {
             return;
         }
         let (Some(namespace), Some(name)) = (

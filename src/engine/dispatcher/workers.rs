@@ -57,7 +57,7 @@ impl Dispatcher {
             return;
         }
         self.acting.insert(key.namespace.clone());
-        let (tx, rx) = crate::mailbox::mailbox();
+        let (tx, rx) = crate::engine::mailbox::mailbox();
         let mut inbox = Box::new(Inbox::new(rx, hr.clone()));
         // Started while the term runs: another engine (the shard it was relabelled from)
         // or an earlier worker may still be in its step on this release. Workers of a new
@@ -76,7 +76,7 @@ impl Dispatcher {
         // Boxed: a task holds its future's largest state for as long as it lives, and
         // every wrapper around it (the mark, the tracker, the block below) would add a
         // copy of it; at 10,000 releases that was half the engine's memory.
-        let run = crate::slots::marking(Box::pin(worker::run(
+        let run = crate::cluster::slots::marking(Box::pin(worker::run(
             self.ctx.clone(),
             key.clone(),
             inbox,

@@ -1,5 +1,5 @@
 //! Whom a release acts as: the engine's identity, or a ServiceAccount of its namespace by
-//! impersonation ([`crate::tenancy`]). Everything a reconcile does *for* the release
+//! impersonation ([`crate::cluster::tenancy`]). Everything a reconcile does *for* the release
 //! (render and `lookup`, valuesFrom and source credentials, apply, prune, hooks, tests,
 //! storage) goes through its [`Acting`]; what the engine does for itself (watches, Lease,
 //! status, Events, health reads) keeps `Context::client`. A release with `spec.kubeConfig`
@@ -14,8 +14,8 @@ use kube::Client;
 
 use super::Context;
 use crate::api::HelmRelease;
-use crate::apply::Applier;
-use crate::tenancy::{Identity, Policy};
+use crate::cluster::tenancy::{Identity, Policy};
+use crate::helm::apply::Applier;
 
 /// The clients of one identity. One per identity for the engine's life: each impersonating
 /// client shares the engine's connections, and its applier keeps its own discovery.
@@ -29,7 +29,7 @@ pub struct Acting {
 
 /// A remote cluster as one kubeconfig reaches it.
 pub struct Remote {
-    pub checked: crate::remote::Checked,
+    pub checked: crate::cluster::remote::Checked,
     /// The cluster as the kubeconfig's user: what the engine reads there for itself
     /// (health, discovery, the identity guard's look at other namespaces).
     pub client: Client,
@@ -37,16 +37,16 @@ pub struct Remote {
     pub kubeconfig: PathBuf,
     /// Never fed: no watch of this cluster's records vouches for anything, so the
     /// identity guard lists them there.
-    records: crate::release::RecordIndex,
+    records: crate::helm::release::RecordIndex,
     /// Watches shared by every wait on this cluster.
     pub watches: crate::health::WatchHub,
-    discovery: crate::render::SharedReads<crate::render::Discovery>,
+    discovery: crate::helm::render::SharedReads<crate::helm::render::Discovery>,
 }
 
 impl Drop for Remote {
     /// Its kubeconfig file goes with it (a rotated credential is not left on disk).
     fn drop(&mut self) {
-        crate::remote::remove_file(&self.kubeconfig);
+        crate::cluster::remote::remove_file(&self.kubeconfig);
     }
 }
 
@@ -57,7 +57,7 @@ impl Acting {
 
     fn on(identity: Identity, engine: &Client, remote: Option<Arc<Remote>>) -> Self {
         let client = match identity.username() {
-            Some(user) => crate::tenancy::impersonating(engine, &user),
+            Some(user) => crate::cluster::tenancy::impersonating(engine, &user),
             None => engine.clone(),
         };
         Self {
@@ -115,9 +115,9 @@ impl Identities {
     async fn on_remote(
         &self,
         identity: &Identity,
-        checked: crate::remote::Checked,
-        via: Option<crate::source::egress::Via>,
-    ) -> Result<Arc<Acting>, crate::remote::Error> {
+        checked: crate::cluster::remote::Checked,
+        via: Option<crate::cluster::egress::Via>,
+    ) -> Result<Arc<Acting>, crate::cluster::remote::Error> {
         let key = (identity.clone(), cluster_key(&checked, via.as_ref()));
         if let Some(acting) = self
             .remote
@@ -152,9 +152,9 @@ impl Identities {
 
     async fn cluster(
         &self,
-        checked: crate::remote::Checked,
-        via: Option<crate::source::egress::Via>,
-    ) -> Result<Arc<Remote>, crate::remote::Error> {
+        checked: crate::cluster::remote::Checked,
+        via: Option<crate::cluster::egress::Via>,
+    ) -> Result<Arc<Remote>, crate::cluster::remote::Error> {
         let key = cluster_key(&checked, via.as_ref());
         self.by_secret
             .lock()
@@ -174,7 +174,7 @@ impl Identities {
                 let made = tempfile::Builder::new()
                     .prefix("wheelhouse-remote-")
                     .tempdir()
-                    .map_err(|source| crate::remote::Error::File {
+                    .map_err(|source| crate::cluster::remote::Error::File {
                         name: checked.secret.clone(),
                         source,
                     })?;
@@ -182,7 +182,7 @@ impl Identities {
                 self.files.get().expect("set above")
             }
         };
-        let proxy = via.as_ref().map(crate::source::egress::Via::proxy_url);
+        let proxy = via.as_ref().map(crate::cluster::egress::Via::proxy_url);
         let kubeconfig = checked.write_to(dir.path(), proxy.as_deref())?;
         let client = checked.client(proxy.as_deref()).await?;
         let remote = Arc::new(Remote {
@@ -206,8 +206,8 @@ impl Identities {
 /// A remote cluster's clients by kubeconfig and way out: a policy that starts to police
 /// releases' sources gets clients of its own.
 fn cluster_key(
-    checked: &crate::remote::Checked,
-    via: Option<&crate::source::egress::Via>,
+    checked: &crate::cluster::remote::Checked,
+    via: Option<&crate::cluster::egress::Via>,
 ) -> String {
     match via {
         None => checked.digest.clone(),
@@ -228,7 +228,10 @@ impl Context {
 
     /// The clients `hr` acts with under the current policy: on its remote cluster with
     /// `spec.kubeConfig`, whose Secret is read (as the release's identity here) each time.
-    pub async fn acting_for(&self, hr: &HelmRelease) -> Result<Arc<Acting>, crate::remote::Error> {
+    pub async fn acting_for(
+        &self,
+        hr: &HelmRelease,
+    ) -> Result<Arc<Acting>, crate::cluster::remote::Error> {
         let policy = self.policy();
         let identity = policy.identity(hr);
         let here = self.acting(&identity);
@@ -236,7 +239,7 @@ impl Context {
             return Ok(here);
         };
         let namespace = hr.metadata.namespace.as_deref().unwrap_or_default();
-        let checked = crate::remote::read(
+        let checked = crate::cluster::remote::read(
             &here.client,
             namespace,
             reference,
@@ -256,7 +259,7 @@ impl Context {
     pub fn records_of<'a>(
         &'a self,
         acting: &'a Acting,
-    ) -> (&'a Client, &'a crate::release::RecordIndex) {
+    ) -> (&'a Client, &'a crate::helm::release::RecordIndex) {
         match &acting.remote {
             None => (&self.client, &self.records),
             Some(remote) => (&remote.client, &remote.records),
@@ -268,13 +271,13 @@ impl Context {
     pub async fn discover_for(
         &self,
         acting: &Acting,
-    ) -> Result<crate::render::Discovery, crate::render::Error> {
+    ) -> Result<crate::helm::render::Discovery, crate::helm::render::Error> {
         match &acting.remote {
             None => self.discover().await,
             Some(remote) => {
                 remote
                     .discovery
-                    .get(|| crate::render::discover(&remote.client))
+                    .get(|| crate::helm::render::discover(&remote.client))
                     .await
             }
         }

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::events::{Event, EventType, Recorder};
+use crate::cluster::events::{Event, EventType, Recorder};
 use kube::{Api, Client, Resource};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -13,9 +13,9 @@ use super::{Inbox, Msg};
 use crate::api::{HelmRelease, HelmReleaseStatus};
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::engine::vocabulary::{Command, LiveMap, LiveState, Phase, ReleaseKey, WaitView};
-use crate::release::{Release, Storage};
-use crate::render::Renderer;
-use crate::source::ChartSource;
+use crate::helm::release::{Release, Storage};
+use crate::helm::render::Renderer;
+use crate::helm::source::ChartSource;
 
 /// Shared by all workers of one engine.
 pub struct Context {
@@ -26,7 +26,7 @@ pub struct Context {
     pub renderer: Arc<dyn Renderer>,
     pub recorder: Recorder,
     /// The tenancy policy in force (the cluster's published one with this engine's flags).
-    pub policy: watch::Receiver<crate::tenancy::Policy>,
+    pub policy: watch::Receiver<crate::cluster::tenancy::Policy>,
     /// The clients of each identity releases act as.
     pub(in crate::engine) identities: super::acting::Identities,
     /// This engine's identity, in a form valid as a label value.
@@ -40,15 +40,20 @@ pub struct Context {
     pub stale_seen: Mutex<std::collections::BTreeSet<String>>,
     /// What the dispatcher's watch of Helm's storage records knows, by release name:
     /// answers the identity guard without a cluster-wide list when it can.
-    pub records: crate::release::RecordIndex,
+    pub records: crate::helm::release::RecordIndex,
     /// When each object of the kinds the dispatcher watches last changed: lets a drift
     /// check skip what nobody touched since it last found the release clean.
     pub objects: crate::engine::object_changes::ObjectChanges,
     /// Discovery reads shared by the renders that ask at once.
-    discovery: crate::render::SharedReads<crate::render::Discovery>,
+    discovery: crate::helm::render::SharedReads<crate::helm::render::Discovery>,
     /// Permissions the API server refused a reconcile, with the identity refused (none:
     /// the engine's), looked at again while a worker is held up by the cluster.
-    pub refused: Mutex<std::collections::BTreeSet<(crate::tenancy::Identity, crate::rbac::Access)>>,
+    pub refused: Mutex<
+        std::collections::BTreeSet<(
+            crate::cluster::tenancy::Identity,
+            crate::cluster::rbac::Access,
+        )>,
+    >,
     /// ServiceAccounts releases act as that did not exist when last looked for: their
     /// creation lets those releases try again at once.
     pub missing_accounts: Mutex<std::collections::BTreeSet<(String, String)>>,
@@ -63,23 +68,23 @@ pub struct Context {
     /// Watches shared by every running wait of this engine.
     pub watches: crate::health::WatchHub,
     /// Slots for resolving and loading charts (as many as for rendering), urgent first.
-    pub loads: crate::slots::Slots,
+    pub loads: crate::cluster::slots::Slots,
     /// Charts loaded from disk, by content digest, for the next reconcile of the same.
     pub charts: super::loaded_charts::LoadedCharts,
     /// Urgent work in flight, which routine renders and applies give way to.
-    pub precedence: crate::slots::Precedence,
+    pub precedence: crate::cluster::slots::Precedence,
     /// Workers in their first reconcile at once (an engine starting over thousands).
     pub starts: Arc<tokio::sync::Semaphore>,
     /// Tells the on-call channel of failures, recoveries and cancellations (never waits).
-    pub notifier: crate::notify::Notifier,
+    pub notifier: crate::webhooks::notify::Notifier,
     /// What a release's kubeConfig Secret may hold beyond the default (the engine's
     /// `--insecure-kubeconfig-exec`/`--insecure-kubeconfig-tls`).
-    pub kubeconfig_allowances: crate::remote::Allowances,
+    pub kubeconfig_allowances: crate::cluster::remote::Allowances,
     /// Pushes to chart sources a webhook receiver heard: every worker and running wait
     /// listens, and the releases whose chart they name look at once.
     /// What config tracking's hashes are keyed with (the cluster's key, beside the Lease).
     pub hash_keys: crate::tracking::HashKeys,
-    pub pushed: tokio::sync::broadcast::Sender<Arc<crate::source::pushed::Wake>>,
+    pub pushed: tokio::sync::broadcast::Sender<Arc<crate::helm::source::pushed::Wake>>,
     /// Cancelled when the whole engine stops (not when one worker does): what a worker
     /// would tidy for the engine's views on its way out is then moot.
     pub stopping: tokio_util::sync::CancellationToken,
@@ -108,7 +113,7 @@ impl Context {
     ) -> Self {
         let watches_client = client.clone();
         Self {
-            policy: watch::channel(crate::tenancy::Policy::default()).1,
+            policy: watch::channel(crate::cluster::tenancy::Policy::default()).1,
             identities: Default::default(),
             missing_accounts: Mutex::default(),
             watches: crate::health::WatchHub::new(client.clone()),
@@ -131,11 +136,11 @@ impl Context {
             cancel_on_new_revision: true,
             chart_poll: Duration::from_secs(15),
             metrics: crate::telemetry::Metrics::new(),
-            loads: crate::slots::Slots::new(4),
+            loads: crate::cluster::slots::Slots::new(4),
             charts: Default::default(),
-            precedence: crate::slots::Precedence::default(),
+            precedence: crate::cluster::slots::Precedence::default(),
             starts: Arc::new(tokio::sync::Semaphore::new(STARTS)),
-            notifier: crate::notify::Notifier::off(),
+            notifier: crate::webhooks::notify::Notifier::off(),
             kubeconfig_allowances: Default::default(),
             pushed: tokio::sync::broadcast::channel(PUSHES_KEPT).0,
             hash_keys: crate::tracking::HashKeys::fixed(
@@ -149,17 +154,19 @@ impl Context {
 
 impl Context {
     /// The `group/version`s discovery cannot serve now (see
-    /// [`crate::render::discover`]), remembered for the healing watcher.
-    pub async fn unavailable_groups(&self) -> Result<Vec<String>, crate::render::Error> {
+    /// [`crate::helm::render::discover`]), remembered for the healing watcher.
+    pub async fn unavailable_groups(&self) -> Result<Vec<String>, crate::helm::render::Error> {
         Ok(self.discover().await?.unavailable)
     }
 
     /// Discovery now: what it cannot serve (remembered for the healing watcher) and its
     /// digest (for a renderer that keeps discovery between renders).
-    pub async fn discover(&self) -> Result<crate::render::Discovery, crate::render::Error> {
+    pub async fn discover(
+        &self,
+    ) -> Result<crate::helm::render::Discovery, crate::helm::render::Error> {
         let discovery = self
             .discovery
-            .get(|| crate::render::discover(&self.client))
+            .get(|| crate::helm::render::discover(&self.client))
             .await?;
         if !discovery.unavailable.is_empty() {
             let mut seen = self.stale_seen.lock().unwrap_or_else(|e| e.into_inner());
@@ -170,11 +177,11 @@ impl Context {
 
     /// Remembers the permission a Forbidden `message` names, refused to `identity`, so
     /// its grant is noticed.
-    pub fn note_refused(&self, identity: &crate::tenancy::Identity, message: &str) {
-        if let Some(access) = crate::rbac::Access::refused_in(message) {
+    pub fn note_refused(&self, identity: &crate::cluster::tenancy::Identity, message: &str) {
+        if let Some(access) = crate::cluster::rbac::Access::refused_in(message) {
             // A refused impersonation is the engine's own permission, asked as the engine.
             let identity = if access.verb == "impersonate" {
-                &crate::tenancy::Identity::Engine
+                &crate::cluster::tenancy::Identity::Engine
             } else {
                 identity
             };
@@ -237,32 +244,32 @@ pub struct Run<'a> {
     pub(in crate::engine) start_permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
     /// The desired state this reconcile works towards, and where its values came from.
     pub(in crate::engine) desired_digest: String,
-    pub(in crate::engine) desired_sources: Vec<crate::values::ValuesSourceRef>,
+    pub(in crate::engine) desired_sources: Vec<crate::helm::values::ValuesSourceRef>,
     /// The steps of the desired state this reconcile applies, if it superseded a wait
     /// (for the trigger-to-fix metric and the live state).
     pub fix: Option<crate::engine::vocabulary::FixTimeline>,
     /// Other records deploying this (release name, target namespace) from another storage
     /// namespace, as the guards found them: their objects are never this release's.
-    pub elsewhere: Vec<crate::release::Elsewhere>,
+    pub elsewhere: Vec<crate::helm::release::Elsewhere>,
     /// Values that came from Secrets (valuesFrom, Secret objects of the manifest): masked
     /// in every message this reconcile writes to status, Events, Helm's storage or logs.
-    pub masker: crate::values::Masker,
+    pub masker: crate::helm::values::Masker,
     /// Whether the records this run writes claim them for its HelmRelease (false when
     /// the engine acts for the helm CLI on a release no HelmRelease manages).
     pub claim: bool,
     /// This reconcile fixes a failed release, or answers an operator: its chart load and
     /// render go ahead of routine ones.
-    pub priority: crate::slots::Priority,
+    pub priority: crate::cluster::slots::Priority,
     /// The revision an action last stored, as stored: what a superseded wait left, for
     /// the history recorded without reading it back.
-    pub last_record: Option<crate::release::Release>,
+    pub last_record: Option<crate::helm::release::Release>,
     /// Held by urgent work until its first object is written: routine work gives way.
-    pub urgent: Option<crate::slots::UrgentWork>,
+    pub urgent: Option<crate::cluster::slots::UrgentWork>,
     /// The generations the last apply answered with, and the revision it applied: for
     /// that revision's wait, which then reads none.
     pub applied_generations: Option<(
         i32,
-        std::collections::HashMap<crate::apply::ObjectRef, Option<i64>>,
+        std::collections::HashMap<crate::helm::apply::ObjectRef, Option<i64>>,
     )>,
 }
 
@@ -278,9 +285,10 @@ impl Run<'_> {
 
     /// The release's stored revisions, newest first, as `status.history` shows them
     /// (`maxHistory` of them).
-    pub fn record_history(&mut self, history: &[crate::release::Release]) {
+    pub fn record_history(&mut self, history: &[crate::helm::release::Release]) {
         let max = usize::try_from(self.hr.spec.max_history).unwrap_or(0);
-        self.status.history = status::history(history, max, |r| crate::values::digest(&r.config));
+        self.status.history =
+            status::history(history, max, |r| crate::helm::values::digest(&r.config));
     }
 
     /// Remembers the permission a Forbidden `message` names, refused to this release's
@@ -329,14 +337,14 @@ impl Run<'_> {
     /// visible. Hooks are never interrupted.
     pub(crate) async fn run_hooks(
         &mut self,
-        hooks: &mut [crate::release::Hook],
+        hooks: &mut [crate::helm::release::Hook],
         revision: i32,
         event: &str,
         namespace: &str,
         timeout: Duration,
-    ) -> Result<(), crate::apply::Error> {
+    ) -> Result<(), crate::helm::apply::Error> {
         // No hook of this event: nothing to run and nothing to show (no status write).
-        if crate::apply::execution_order(hooks, event).is_empty() {
+        if crate::helm::apply::execution_order(hooks, event).is_empty() {
             return Ok(());
         }
         let (tx, mut rx) = watch::channel(None);
@@ -382,7 +390,7 @@ impl Run<'_> {
         }
     }
 
-    async fn show_hook(&self, revision: i32, running: Option<crate::apply::RunningHook>) {
+    async fn show_hook(&self, revision: i32, running: Option<crate::helm::apply::RunningHook>) {
         {
             let mut live = self.live.lock().unwrap();
             live.wait = running.as_ref().map(|h| WaitView {
@@ -559,7 +567,7 @@ impl Run<'_> {
         self.note_changes();
         let mut told = self.inbox.notified.lock().unwrap();
         let told = told.get_or_insert_with(|| {
-            crate::notify::ReleaseState::from_status(self.hr.status.as_ref())
+            crate::webhooks::notify::ReleaseState::from_status(self.hr.status.as_ref())
         });
         self.ctx
             .notifier
@@ -582,7 +590,7 @@ impl Run<'_> {
         let recorder = self.ctx.recorder.clone();
         let key = self.key.clone();
         let before = self.inbox.pending_event.lock().unwrap().take();
-        let sending = tokio::spawn(crate::slots::carrying_mark(async move {
+        let sending = tokio::spawn(crate::cluster::slots::carrying_mark(async move {
             if let Some(before) = before {
                 let _ = before.await;
             }
@@ -622,7 +630,7 @@ impl Run<'_> {
     /// action started from (read just before), so nothing is listed again.
     pub async fn prune_history(&self, history: &[Release], deployed: &Release) {
         let max = usize::try_from(self.hr.spec.max_history).unwrap_or(0);
-        let revisions: Vec<(i32, crate::release::Status)> = history
+        let revisions: Vec<(i32, crate::helm::release::Status)> = history
             .iter()
             .filter(|r| r.version != deployed.version)
             .chain([deployed])

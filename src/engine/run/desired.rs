@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use super::{Acting, Context};
 use crate::api::HelmRelease;
-use crate::chart::Chart;
 use crate::engine::plan::Desired;
 use crate::engine::status::reason;
-use crate::release::Release;
-use crate::render::{Kept, Previous, RenderRequest, Rendered};
-use crate::source::{RepoAuth, ResolvedChart};
-use crate::values::ComposedValues;
+use crate::helm::chart::Chart;
+use crate::helm::release::Release;
+use crate::helm::render::{Kept, Previous, RenderRequest, Rendered};
+use crate::helm::source::{RepoAuth, ResolvedChart};
+use crate::helm::values::ComposedValues;
 
 /// Everything an install or upgrade needs, resolved before the action starts.
 pub struct Prepared {
@@ -58,7 +58,7 @@ impl SkipSchemaValidation {
     /// uninstalled (as `helm upgrade --install` decides).
     fn after(self, previous: Option<&Release>) -> bool {
         let upgrade = previous.is_some_and(|p| {
-            p.info.as_ref().map(|i| i.status) != Some(crate::release::Status::Uninstalled)
+            p.info.as_ref().map(|i| i.status) != Some(crate::helm::release::Status::Uninstalled)
         });
         if upgrade { self.upgrade } else { self.install }
     }
@@ -105,15 +105,15 @@ impl Prepared {
     }
 
     /// The digest of the chart values `chart.valuesFiles` made, when they replace the
-    /// chart's own ([`crate::release::VALUES_FILES_LABEL`]'s value).
+    /// chart's own ([`crate::helm::release::VALUES_FILES_LABEL`]'s value).
     pub fn values_files_digest(&self) -> Option<String> {
-        let digest = crate::values::digest(self.chart_values.as_ref()?);
+        let digest = crate::helm::values::digest(self.chart_values.as_ref()?);
         let hex = digest.trim_start_matches("sha256:");
-        Some(hex[..crate::release::SOURCE_DIGEST_KEPT].to_owned())
+        Some(hex[..crate::helm::release::SOURCE_DIGEST_KEPT].to_owned())
     }
 
     /// The start of the spec's values digest, as a revision made with
-    /// `upgrade.preserveValues` keeps it ([`crate::release::SPEC_VALUES_LABEL`]).
+    /// `upgrade.preserveValues` keeps it ([`crate::helm::release::SPEC_VALUES_LABEL`]).
     pub fn spec_values_label(&self) -> String {
         spec_values_label(&self.values.digest)
     }
@@ -162,15 +162,15 @@ pub enum PrepareError {
     /// The chart could not be resolved, fetched or read (or may not be, as a path under
     /// the lockdown).
     #[error(transparent)]
-    Source(#[from] crate::source::Error),
+    Source(#[from] crate::helm::source::Error),
     #[error(transparent)]
-    Chart(#[from] crate::chart::Error),
+    Chart(#[from] crate::helm::chart::Error),
     /// The task loading the chart ended without an answer.
     #[error(transparent)]
     Load(#[from] tokio::task::JoinError),
     /// The values could not be composed (a valuesFrom source missing, say).
     #[error(transparent)]
-    Values(#[from] crate::values::Error),
+    Values(#[from] crate::helm::values::Error),
 }
 
 impl PrepareError {
@@ -190,13 +190,13 @@ pub enum CandidateError {
     Prepare(#[from] PrepareError),
     /// The render failed: the chart's error, or the cluster's (`Error::cluster_cause`).
     #[error(transparent)]
-    Render(#[from] crate::Error),
+    Render(#[from] crate::engine::Error),
 }
 
 /// The first 40 hex digits of a values digest (a label value holds at most 63).
 pub fn spec_values_label(digest: &str) -> String {
     let hex = digest.trim_start_matches("sha256:");
-    hex[..crate::release::SOURCE_DIGEST_KEPT.min(hex.len())].to_owned()
+    hex[..crate::helm::release::SOURCE_DIGEST_KEPT.min(hex.len())].to_owned()
 }
 
 /// Resolves the chart and composes the values.
@@ -204,7 +204,7 @@ pub(in crate::engine) async fn prepare(
     ctx: &Context,
     acting: &Acting,
     hr: &HelmRelease,
-    priority: crate::slots::Priority,
+    priority: crate::cluster::slots::Priority,
 ) -> Result<Prepared, PrepareError> {
     // Loading charts is bounded like rendering: a thousand releases starting together
     // would otherwise each hold a chart in memory at once.
@@ -214,7 +214,7 @@ pub(in crate::engine) async fn prepare(
     if let Some(path) = &hr.spec.chart.path
         && ctx.policy().locked_down()
     {
-        let refused = crate::source::Error::PathRefused {
+        let refused = crate::helm::source::Error::PathRefused {
             path: path.clone(),
             rule: "the cluster is locked down for tenants (--default-service-account), and a chart.path reads the engine's filesystem; use chart.repository (https:// or oci://) or chart.git".into(),
         };
@@ -238,45 +238,45 @@ pub(in crate::engine) async fn prepare(
     // only if they did not (a downloaded or checked out chart never changes in place).
     let stamp = spec.path.is_some().then_some(resolved.stamp);
     // A kept chart without valuesFiles reads nothing: no trip to the blocking pool.
-    let (chart, chart_values, loaded) = if let Some(chart) =
-        known.clone().filter(|_| spec.values_files.is_empty())
-    {
-        (chart, None, None)
-    } else {
-        tokio::task::spawn_blocking(move || {
-            let (chart, loaded) = match known {
-                Some(chart) => (chart, None),
-                None => {
-                    let chart = Arc::new(crate::chart::load(&path)?);
-                    let keep = match stamp {
-                        None => true,
-                        Some(Some(before)) => {
-                            before.settled()
-                                && crate::source::local_stamp(&path).is_ok_and(|now| now == before)
-                        }
-                        Some(None) => false,
-                    };
-                    (chart.clone(), keep.then_some(chart))
-                }
-            };
-            let chart_values = chart_values(&chart, &path, &spec)?;
-            // The chart as Flux's artifact carries it: what is stored with the revision.
-            let chart = match &chart_values {
-                Some(values) => {
-                    let mut chart = (*chart).clone();
-                    chart.values = values.clone();
-                    Arc::new(chart)
-                }
-                None => chart,
-            };
-            Ok::<_, crate::chart::Error>((chart, chart_values, loaded))
-        })
-        .await??
-    };
+    let (chart, chart_values, loaded) =
+        if let Some(chart) = known.clone().filter(|_| spec.values_files.is_empty()) {
+            (chart, None, None)
+        } else {
+            tokio::task::spawn_blocking(move || {
+                let (chart, loaded) = match known {
+                    Some(chart) => (chart, None),
+                    None => {
+                        let chart = Arc::new(crate::helm::chart::load(&path)?);
+                        let keep = match stamp {
+                            None => true,
+                            Some(Some(before)) => {
+                                before.settled()
+                                    && crate::helm::source::local_stamp(&path)
+                                        .is_ok_and(|now| now == before)
+                            }
+                            Some(None) => false,
+                        };
+                        (chart.clone(), keep.then_some(chart))
+                    }
+                };
+                let chart_values = chart_values(&chart, &path, &spec)?;
+                // The chart as Flux's artifact carries it: what is stored with the revision.
+                let chart = match &chart_values {
+                    Some(values) => {
+                        let mut chart = (*chart).clone();
+                        chart.values = values.clone();
+                        Arc::new(chart)
+                    }
+                    None => chart,
+                };
+                Ok::<_, crate::helm::chart::Error>((chart, chart_values, loaded))
+            })
+            .await??
+        };
     if let Some(loaded) = loaded {
         ctx.charts.keep(&resolved.digest, loaded);
     }
-    let values = crate::values::compose(&acting.client, hr).await?;
+    let values = crate::helm::values::compose(&acting.client, hr).await?;
     Ok(Prepared {
         resolved,
         chart,
@@ -292,11 +292,11 @@ pub(in crate::engine) async fn prepare(
 /// The chart's default values made of `chart.valuesFiles`: files inside the chart at
 /// `path`, or for a Git chart, from the root of its checkout (`path` less `git.path`).
 fn chart_values(
-    chart: &crate::chart::Chart,
+    chart: &crate::helm::chart::Chart,
     path: &std::path::Path,
     spec: &crate::api::ChartSpec,
-) -> Result<Option<serde_json::Map<String, serde_json::Value>>, crate::chart::Error> {
-    use crate::chart::values_files::{Origin, default_values};
+) -> Result<Option<serde_json::Map<String, serde_json::Value>>, crate::helm::chart::Error> {
+    use crate::helm::chart::values_files::{Origin, default_values};
     if spec.values_files.is_empty() {
         return Ok(None);
     }
@@ -335,7 +335,7 @@ pub(super) async fn prepare_candidate(
 ) -> Result<Candidate, CandidateError> {
     // The newest spec's identity: a changed serviceAccountName applies to the candidate.
     // A newer desired state superseding a wait is a fix someone waits for: urgent.
-    let urgent = crate::slots::Priority::Urgent;
+    let urgent = crate::cluster::slots::Priority::Urgent;
     let acting = ctx
         .acting_for(&hr)
         .await
@@ -343,7 +343,8 @@ pub(super) async fn prepare_candidate(
     // With upgrade.preserveValues the values kept come from the history (the revision
     // before the waiting one, usually), read as the upgrade would read it.
     let history = if hr.preserves_values() {
-        let storage = crate::release::Storage::new(acting.client.clone(), &hr.storage_namespace());
+        let storage =
+            crate::helm::release::Storage::new(acting.client.clone(), &hr.storage_namespace());
         storage
             .history(&hr.release_name())
             .await
@@ -361,7 +362,7 @@ pub(super) async fn prepare_candidate(
         &hr.target_namespace(),
         &prepared,
         Some(waiting),
-        crate::release::values_kept_from(&history),
+        crate::helm::release::values_kept_from(&history),
     )
     .await?;
     Ok(Candidate {
@@ -381,13 +382,13 @@ pub(super) async fn prepare_candidate(
 pub async fn render(
     ctx: &Context,
     acting: &Acting,
-    priority: crate::slots::Priority,
+    priority: crate::cluster::slots::Priority,
     release_name: &str,
     namespace: &str,
     prepared: &Prepared,
     previous: Option<&Release>,
     kept: Option<&Release>,
-) -> crate::Result<Rendered> {
+) -> crate::engine::Result<Rendered> {
     // Rendered as helm renders on an incomplete discovery (without the missing groups);
     // what is missing travels with the render, so nothing is pruned on its account.
     let discovery = ctx.discover_for(acting).await?;
@@ -414,20 +415,20 @@ pub async fn render(
     let mut rendered = match rendered {
         Ok(rendered) => rendered,
         // helm cannot map a kind of a group that is not discovered: say which APIService.
-        Err(crate::render::Error::Failed { status, stderr })
+        Err(crate::helm::render::Error::Failed { status, stderr })
             if unavailable
                 .iter()
                 .any(|g| stderr.contains(g.split('/').next().unwrap_or(g))) =>
         {
             let services: Vec<String> = unavailable
                 .iter()
-                .map(|g| format!("{g} (APIService {})", crate::render::apiservice_of(g)))
+                .map(|g| format!("{g} (APIService {})", crate::helm::render::apiservice_of(g)))
                 .collect();
-            return Err(crate::render::Error::Failed {
+            return Err(crate::helm::render::Error::Failed {
                 status,
                 stderr: format!(
                     "{stderr}; {}: {} is unavailable",
-                    crate::render::NEEDS_UNAVAILABLE_GROUP,
+                    crate::helm::render::NEEDS_UNAVAILABLE_GROUP,
                     services.join(", ")
                 ),
             }
@@ -518,7 +519,7 @@ mod tests {
         assert_ne!(replaced.digest(), base, "valuesFiles");
         assert_eq!(
             replaced.desired().values_files.map(|d| d.len()),
-            Some(crate::release::SOURCE_DIGEST_KEPT)
+            Some(crate::helm::release::SOURCE_DIGEST_KEPT)
         );
         // Parts are separated: moving a character across a boundary is a change.
         let moved = prepared(["ap", "p1.0.0", "sha256:c", "sha256:v"]);

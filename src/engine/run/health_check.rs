@@ -21,7 +21,7 @@ use crate::api::{WaitStatus, annotations};
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::engine::vocabulary::{Command, Phase, WaitView};
 use crate::health::{self, Progress, Target};
-use crate::release::{Release, Status};
+use crate::helm::release::{Release, Status};
 
 /// The trigger of the periodic poll of a waiting release's chart source.
 const POLLED: &str = "chart source checked for new versions";
@@ -170,7 +170,11 @@ impl Run<'_> {
     /// runs it watches for a newer desired state (spec, valuesFrom data, chart versions);
     /// one that really differs is prepared first and the wait is cancelled only once it
     /// is ready to apply.
-    pub async fn wait_for(&mut self, rel: &Release, window: Window) -> crate::Result<WaitEnd> {
+    pub async fn wait_for(
+        &mut self,
+        rel: &Release,
+        window: Window,
+    ) -> crate::engine::Result<WaitEnd> {
         let refs = self
             .acting
             .applier
@@ -288,7 +292,7 @@ impl Run<'_> {
         let mut check: Option<(Check<'_>, String, Instant)> = None;
         // A trigger may carry the fix: while it is prepared, this task's requests go
         // first; kept (in `self.urgent`) until the fix's first object if it supersedes.
-        let mut checking: Option<crate::slots::UrgentWork> = None;
+        let mut checking: Option<crate::cluster::slots::UrgentWork> = None;
         let mut again: Option<(String, Instant)> = None;
         // A fix that could not be prepared is tried again soon, sooner than the next
         // poll: a registry may announce a push a moment before its tag resolves.

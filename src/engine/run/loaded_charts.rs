@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::chart::Chart;
+use crate::helm::chart::Chart;
 
 /// The most the kept charts' files may add up to; the least recently used go first.
 const BUDGET: usize = 64 * 1024 * 1024;
@@ -86,7 +86,7 @@ fn size_of(chart: &Chart) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chart::File;
+    use crate::helm::chart::File;
 
     fn chart_of(bytes: usize) -> Arc<Chart> {
         Arc::new(Chart {

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use acting::Acting;
 pub use context::{Context, Run};
-pub use desired::{Candidate, CandidateError, PrepareError, Prepared, render, spec_values_label};
+pub use desired::{Candidate, PrepareError, Prepared, render, spec_values_label};
 pub use health_check::{WaitEnd, Window};
 
 pub(super) use context::note_seen;
@@ -56,7 +56,7 @@ pub enum Msg {
 
 /// The worker's mailbox, read between actions and during waits.
 pub struct Inbox {
-    pub(super) rx: crate::mailbox::Receiver<Msg>,
+    pub(super) rx: crate::engine::mailbox::Receiver<Msg>,
     pub newest: Arc<HelmRelease>,
     pub deleted: bool,
     /// cancelWaitAt tokens handled by a direct command before the watch echoed them.
@@ -65,7 +65,7 @@ pub struct Inbox {
     pub candidate: Option<Box<Candidate>>,
     /// With `candidate`: the urgent work that found it, carried to the reconcile that
     /// applies it (routine work keeps giving way until the fix's first object).
-    pub carried_urgency: Option<crate::slots::UrgentWork>,
+    pub carried_urgency: Option<crate::cluster::slots::UrgentWork>,
     /// With `candidate`: the superseded revision's record on its way to storage, written
     /// beside the next reconcile's guards rather than before them (see
     /// `worker::reconcile`).
@@ -83,7 +83,7 @@ pub struct Inbox {
     /// derived from (see [`crate::engine::change_log`]).
     changes: Mutex<ChangesSeen>,
     /// What the notifier was told of this release (from its status at the first write).
-    notified: Mutex<Option<crate::notify::ReleaseState>>,
+    notified: Mutex<Option<crate::webhooks::notify::ReleaseState>>,
     /// Reconciles in a row that ended in an error or a failure: the retry backs off.
     pub(super) failing: u32,
     /// Started while the term runs (a release relabelled into our shard, a namespace
@@ -97,17 +97,17 @@ pub struct Inbox {
     pub(super) blocked: bool,
     /// The valuesFrom source the last reconcile could not find: its appearing (or
     /// changing) starts the next one at once.
-    pub(super) missing: Option<crate::values::ValuesSourceRef>,
+    pub(super) missing: Option<crate::helm::values::ValuesSourceRef>,
     /// Where the last reconcile found the release record that blocks this release's
     /// identity (ReleaseConflict): a change there starts the next one at once.
-    pub(super) conflict: Option<crate::release::Looked>,
+    pub(super) conflict: Option<crate::helm::release::Looked>,
     /// The last reconcile left the release failed, stalled or held: its source (chart
     /// and valuesFrom) is checked every [`source_poll`] for a new desired state, which is
     /// tried at once with fresh retries.
     pub(super) watch_source: bool,
     /// With `watch_source`: the valuesFrom objects the failed desired state was composed
     /// from, watched so that new data is looked at at once rather than at the next poll.
-    pub(super) values_sources: Vec<crate::values::ValuesSourceRef>,
+    pub(super) values_sources: Vec<crate::helm::values::ValuesSourceRef>,
     /// When the worker woke for the next reconcile: where an urgent run's timeline starts.
     pub woke_at: Option<std::time::Instant>,
     /// The next reconcile is urgent (a fix for a failed release, an operator's request):
@@ -116,7 +116,7 @@ pub struct Inbox {
     /// An Event on its way (see `Run::event_soon`).
     pub(super) pending_event: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Where this worker's reads of Helm's storage start (see `ReadFloor`).
-    pub records_floor: crate::release::ReadFloor,
+    pub records_floor: crate::helm::release::ReadFloor,
     /// The last drift check that found the release clean, if nothing is known to have
     /// changed since (see `worker::drift`).
     pub clean_drift: Option<CleanDrift>,
@@ -141,7 +141,7 @@ pub struct Settled {
     /// The desired state's digest.
     pub desired: String,
     /// The records its history was read from.
-    pub records: crate::release::storage::Listed,
+    pub records: crate::helm::release::storage::Listed,
     /// The newest revision, deployed.
     pub version: i32,
 }
@@ -184,12 +184,12 @@ impl Inbox {
 }
 
 pub struct Superseding {
-    pub record: crate::release::Release,
-    pub write: tokio::task::JoinHandle<Result<(), crate::release::Error>>,
+    pub record: crate::helm::release::Release,
+    pub write: tokio::task::JoinHandle<Result<(), crate::helm::release::Error>>,
 }
 
 impl Inbox {
-    pub fn new(rx: crate::mailbox::Receiver<Msg>, hr: Arc<HelmRelease>) -> Self {
+    pub fn new(rx: crate::engine::mailbox::Receiver<Msg>, hr: Arc<HelmRelease>) -> Self {
         Self {
             rx,
             newest: hr,

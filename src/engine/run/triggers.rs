@@ -55,7 +55,7 @@ pub(in crate::engine) fn new_token(
 pub(in crate::engine) fn values_source_events(
     ctx: &Context,
     hr: &HelmRelease,
-    known: &[crate::values::ValuesSourceRef],
+    known: &[crate::helm::values::ValuesSourceRef],
 ) -> futures::stream::SelectAll<futures::stream::BoxStream<'static, String>> {
     use futures::StreamExt;
     use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -111,7 +111,7 @@ mod tests {
     use super::*;
 
     fn hr(generation: i64, tokens: &[(&str, &str)]) -> HelmRelease {
-        let mut hr: HelmRelease = crate::yaml::from_str(
+        let mut hr: HelmRelease = crate::text::yaml::from_str(
             "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {name: a, namespace: apps}\nspec: {chart: {path: ./c}}",
         )
         .unwrap();

@@ -7,11 +7,11 @@
 use kube::runtime::events::EventType;
 
 use crate::api::{ContestedField, DriftChecked, DriftDetectionMode, DriftStatus, DriftedObject};
-use crate::apply::Owner;
-use crate::apply::drift_detection::ObjectDrift;
 use crate::engine::run::Run;
 use crate::engine::status::{self, Truth, condition, reason};
-use crate::release::{Release, Status};
+use crate::helm::apply::Owner;
+use crate::helm::apply::drift_detection::ObjectDrift;
+use crate::helm::release::{Release, Status};
 
 /// How long a check that could rely on `status.driftChecked` waits for the engine's
 /// watches to list (an engine just started) before it compares instead.
@@ -472,7 +472,7 @@ async fn drifted(
     run: &Run<'_>,
     latest: &Release,
     rules: &[crate::api::IgnoreRule],
-) -> crate::Result<Vec<ObjectDrift>> {
+) -> crate::engine::Result<Vec<ObjectDrift>> {
     crate::engine::release_drift::compare(
         run.ctx,
         &run.acting,
@@ -492,7 +492,7 @@ async fn correct(
     latest: &Release,
     found: &[ObjectDrift],
     yielded: &[&ContestedField],
-) -> crate::Result<()> {
+) -> crate::engine::Result<()> {
     let manifest = crate::engine::release_drift::applied_manifest(
         &run.acting,
         &run.ctx.hash_keys.get().await,
@@ -500,12 +500,14 @@ async fn correct(
         latest,
     )
     .await?;
-    let wanted: Vec<crate::apply::ObjectRef> = found.iter().map(|d| d.reference.clone()).collect();
-    let subset = crate::apply::manifest::documents_of(&manifest, &wanted, &run.target_namespace);
+    let wanted: Vec<crate::helm::apply::ObjectRef> =
+        found.iter().map(|d| d.reference.clone()).collect();
+    let subset =
+        crate::helm::apply::manifest::documents_of(&manifest, &wanted, &run.target_namespace);
     let subset = if yielded.is_empty() {
         subset
     } else {
-        let mut documents = crate::yaml::parse_documents(&subset)
+        let mut documents = crate::text::yaml::parse_documents(&subset)
             .map_err(|e| std::io::Error::other(format!("the revision's manifest: {e}")))?;
         for doc in &mut documents {
             let kind = doc
@@ -518,10 +520,10 @@ async fn correct(
                 .unwrap_or_default();
             let object = format!("{kind}/{name}");
             for field in yielded.iter().filter(|f| f.object == object) {
-                crate::apply::drift_detection::remove_pointer(doc, &field.field);
+                crate::helm::apply::drift_detection::remove_pointer(doc, &field.field);
             }
         }
-        crate::yaml::to_documents(&documents)
+        crate::text::yaml::to_documents(&documents)
     };
     let unavailable = run.ctx.discover_for(&run.acting).await?.unavailable;
     let elsewhere = run.elsewhere.clone();
@@ -545,7 +547,7 @@ mod tests {
     fn a_field_changed_back_after_each_correction_is_left_to_its_manager() {
         let drift = |manager: &str| ObjectDrift {
             object: "Deployment/web".into(),
-            reference: crate::apply::ObjectRef {
+            reference: crate::helm::apply::ObjectRef {
                 api_version: "apps/v1".into(),
                 kind: "Deployment".into(),
                 namespace: Some("apps".into()),

@@ -6,7 +6,7 @@
 //! `forceAt` asks for it.
 
 use crate::api::{DriftDetectionMode, ExternalRevision, HelmRelease, HelmReleaseStatus};
-use crate::release::{FIELD_MANAGER, Release};
+use crate::helm::release::{FIELD_MANAGER, Release};
 
 /// The newest revision, when another tool wrote it after a revision wheelhouse wrote (a
 /// release wheelhouse never wrote a revision of is adopted, not this). Told by the
@@ -76,7 +76,7 @@ pub fn respond(hr: &HelmRelease, external: &ExternalRevision, forced: bool) -> R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::release::{Info, Status};
+    use crate::helm::release::{Info, Status};
 
     fn record(version: i32, status: Status, managers: &[&str], description: &str) -> Release {
         Release {

@@ -13,7 +13,7 @@ use crate::engine::actions::{self, Outcome};
 use crate::engine::claim;
 use crate::engine::run::Run;
 use crate::engine::status::reason;
-use crate::release::{Release, Status};
+use crate::helm::release::{Release, Status};
 
 /// Sets the finalizer list, guarded by the object's current resourceVersion so a
 /// concurrent change to the list is never overwritten.
@@ -53,7 +53,9 @@ pub(super) async fn finalize(run: &mut Run<'_>) -> Duration {
 /// release in place, as Flux does: no one else may uninstall it, and holding the
 /// HelmRelease forever would hold the namespace's deletion too.
 async fn uninstall_possible(run: &Run<'_>) -> Result<bool, Duration> {
-    let crate::tenancy::Identity::ServiceAccount { namespace, name } = &run.acting.identity else {
+    let crate::cluster::tenancy::Identity::ServiceAccount { namespace, name } =
+        &run.acting.identity
+    else {
         return Ok(true);
     };
     // Impersonated on a remote cluster, where the account is not the engine's to look
@@ -61,7 +63,7 @@ async fn uninstall_possible(run: &Run<'_>) -> Result<bool, Duration> {
     if run.acting.remote.is_some() {
         return Ok(true);
     }
-    match crate::tenancy::service_account_exists(&run.ctx.client, namespace, name).await {
+    match crate::cluster::tenancy::service_account_exists(&run.ctx.client, namespace, name).await {
         Ok(true) => Ok(true),
         Ok(false) => {
             let message = format!(
@@ -151,7 +153,7 @@ fn is_live(history: &[Release]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::release::Info;
+    use crate::helm::release::Info;
 
     #[test]
     fn only_a_live_newest_revision_is_uninstalled() {

@@ -8,12 +8,12 @@ use kube::Api;
 use kube::runtime::events::EventType;
 
 use crate::api::{HelmRelease, HelmReleaseStatus};
-use crate::cel::CelError;
 use crate::engine::claim;
 use crate::engine::run::Run;
 use crate::engine::status::{self, Truth, condition};
 use crate::engine::vocabulary::ReleaseKey;
-use crate::release::Release;
+use crate::helm::release::Release;
+use crate::helm::render::cel::CelError;
 
 /// Ready=False and Stalled=True with `reason`, an Event, and the next look after
 /// `interval` (what would lift it may happen elsewhere, e.g. another object is deleted).
@@ -49,12 +49,14 @@ pub(super) enum Tenancy {
 }
 
 /// Whether the tenancy policy lets this release act now (as its [`Run::acting`]).
-pub(super) async fn tenancy(run: &Run<'_>) -> crate::Result<Option<Tenancy>> {
+pub(super) async fn tenancy(run: &Run<'_>) -> crate::engine::Result<Option<Tenancy>> {
     let policy = run.ctx.policy();
     if let Some(refused) = policy.refused_reference(&run.hr) {
         return Ok(Some(Tenancy::Refused(refused)));
     }
-    let crate::tenancy::Identity::ServiceAccount { namespace, name } = &run.acting.identity else {
+    let crate::cluster::tenancy::Identity::ServiceAccount { namespace, name } =
+        &run.acting.identity
+    else {
         return Ok(None);
     };
     // On a remote cluster the account is impersonated there, where the engine may not
@@ -65,7 +67,7 @@ pub(super) async fn tenancy(run: &Run<'_>) -> crate::Result<Option<Tenancy>> {
     }
     // Read as the engine: impersonating a ServiceAccount that does not exist would act
     // with the rights of every ServiceAccount's groups, which is never what was meant.
-    if crate::tenancy::service_account_exists(&run.ctx.client, namespace, name).await? {
+    if crate::cluster::tenancy::service_account_exists(&run.ctx.client, namespace, name).await? {
         return Ok(None);
     }
     run.ctx
@@ -86,7 +88,7 @@ pub(super) async fn tenancy(run: &Run<'_>) -> crate::Result<Option<Tenancy>> {
 /// Why this HelmRelease must leave its Helm release alone, if it must: another
 /// HelmRelease that still exists manages it. An unclaimed release (the helm CLI's, or
 /// one whose HelmRelease is gone) is claimed here, before anything is done to it.
-pub(super) async fn claimed_elsewhere(run: &mut Run<'_>) -> crate::Result<Option<String>> {
+pub(super) async fn claimed_elsewhere(run: &mut Run<'_>) -> crate::engine::Result<Option<String>> {
     Ok(claim_check(run).await?.refused)
 }
 
@@ -97,7 +99,7 @@ struct Claimed {
     history: Option<Vec<Release>>,
 }
 
-async fn claim_check(run: &Run<'_>) -> crate::Result<Claimed> {
+async fn claim_check(run: &Run<'_>) -> crate::engine::Result<Claimed> {
     let uid = run.hr.metadata.uid.clone().unwrap_or_default();
     let history = run.storage.history(&run.release_name).await?;
     let claim = claim::Claim::of(history.last(), &uid);
@@ -137,14 +139,18 @@ async fn claim_check(run: &Run<'_>) -> crate::Result<Claimed> {
 /// metadata cannot tell the two apart, so acting would overwrite its objects and
 /// deleting this HelmRelease would delete them. Keeps what it found in `run.elsewhere`
 /// for the actions, which refuse and never delete those objects.
-pub(super) async fn identity_taken_elsewhere(run: &mut Run<'_>) -> crate::Result<Option<String>> {
+pub(super) async fn identity_taken_elsewhere(
+    run: &mut Run<'_>,
+) -> crate::engine::Result<Option<String>> {
     let scan = scan_elsewhere(run).await?;
     Ok(take_scan(run, scan))
 }
 
-pub(super) async fn scan_elsewhere(run: &Run<'_>) -> crate::Result<Option<crate::release::Scan>> {
+pub(super) async fn scan_elsewhere(
+    run: &Run<'_>,
+) -> crate::engine::Result<Option<crate::helm::release::Scan>> {
     let (client, records) = run.ctx.records_of(&run.acting);
-    Ok(crate::release::stored_elsewhere(
+    Ok(crate::helm::release::stored_elsewhere(
         client,
         records,
         run.storage.namespace(),
@@ -156,7 +162,10 @@ pub(super) async fn scan_elsewhere(run: &Run<'_>) -> crate::Result<Option<crate:
     .await?)
 }
 
-pub(super) fn take_scan(run: &mut Run<'_>, scan: Option<crate::release::Scan>) -> Option<String> {
+pub(super) fn take_scan(
+    run: &mut Run<'_>,
+    scan: Option<crate::helm::release::Scan>,
+) -> Option<String> {
     let found = scan.unwrap_or_default();
     run.elsewhere = found.found;
     let first = run.elsewhere.first()?;
@@ -176,7 +185,7 @@ pub(super) fn take_scan(run: &mut Run<'_>, scan: Option<crate::release::Scan>) -
 /// check read, for the plan's first step (none when claiming it wrote the record).
 pub(super) async fn ours_to_act_on(
     run: &mut Run<'_>,
-) -> crate::Result<Result<Option<Vec<Release>>, String>> {
+) -> crate::engine::Result<Result<Option<Vec<Release>>, String>> {
     let (claimed, scan) = tokio::join!(claim_check(run), scan_elsewhere(run));
     let claimed = claimed?;
     if let Some(refused) = claimed.refused {
@@ -293,7 +302,7 @@ pub(super) async fn unready_dependency(run: &Run<'_>) -> Option<String> {
 /// the rule, anything else says the API server's reason (never an object's content).
 fn unreadable_dependency(
     dep: &ReleaseKey,
-    identity: &crate::tenancy::Identity,
+    identity: &crate::cluster::tenancy::Identity,
     e: &kube::Error,
 ) -> String {
     match e {

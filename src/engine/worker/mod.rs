@@ -35,7 +35,7 @@ use super::run::{Context, Inbox, Msg, Run, Trigger, note_seen, values_source_eve
 use super::status::{self, Truth, condition, reason};
 use super::vocabulary::{Command, LiveState, Phase, ReleaseKey};
 use crate::api::{FINALIZER, HelmRelease};
-use crate::release::Storage;
+use crate::helm::release::Storage;
 use crate::telemetry::ReconcileResult;
 
 /// The worker loop of one release until `stop` or the release is gone.
@@ -69,7 +69,7 @@ pub async fn run(
     let mut pushed = ctx.pushed.subscribe();
     // A failed or stalled release's valuesFrom objects, watched for as long as the list
     // stays the same (each change is then seen once).
-    let mut values_watch: Option<(Vec<crate::values::ValuesSourceRef>, _)> = None;
+    let mut values_watch: Option<(Vec<crate::helm::values::ValuesSourceRef>, _)> = None;
     loop {
         let wanted = (inbox.watch_source && !inbox.values_sources.is_empty())
             .then(|| inbox.values_sources.clone());
@@ -271,7 +271,7 @@ async fn reconcile_once(
         elsewhere: Vec::new(),
         masker: Default::default(),
         claim: true,
-        priority: crate::slots::Priority::Routine,
+        priority: crate::cluster::slots::Priority::Routine,
         last_record: None,
         urgent: None,
         applied_generations: None,
@@ -283,10 +283,10 @@ async fn reconcile_once(
         .iter()
         .any(|c| c.type_ == condition::READY && c.status == "False");
     if let Some(carried) = run.inbox.carried_urgency.take() {
-        run.priority = crate::slots::Priority::Urgent;
+        run.priority = crate::cluster::slots::Priority::Urgent;
         run.urgent = Some(carried);
     } else if run.inbox.urgent || failed {
-        run.priority = crate::slots::Priority::Urgent;
+        run.priority = crate::cluster::slots::Priority::Urgent;
         // Routine work gives way to a fix (a new desired state for a failed release, an
         // operator's request, a push), not to a failed release's retry of the same one.
         let new_spec = run.status.last_attempted_generation != hr.metadata.generation;
@@ -295,7 +295,7 @@ async fn reconcile_once(
         }
     }
     let outcome = if let Some(e) = unusable {
-        Err(crate::Error::Remote(e))
+        Err(crate::engine::Error::Remote(e))
     } else if hr.metadata.deletion_timestamp.is_some() {
         return (
             finalize::finalize(&mut run).await,
@@ -329,7 +329,7 @@ async fn reconcile_once(
             (requeue, result)
         }
         // Nothing to record: the status keeps saying what was running, as after a kill.
-        Err(crate::Error::Stopped) => return (NEVER, None),
+        Err(crate::engine::Error::Stopped) => return (NEVER, None),
         Err(e) => {
             let generation = hr.metadata.generation;
             let refused = e.forbidden();
@@ -424,7 +424,7 @@ async fn new_desired_state(ctx: &Context, inbox: &Inbox) -> Option<String> {
     let hr = &inbox.newest;
     let status = inbox.last_status.as_ref()?;
     let acting = ctx.acting_for(hr).await.ok()?;
-    let prepared = super::run::prepare(ctx, &acting, hr, crate::slots::Priority::Urgent)
+    let prepared = super::run::prepare(ctx, &acting, hr, crate::cluster::slots::Priority::Urgent)
         .await
         .ok()?;
     let desired = prepared.desired();
@@ -445,11 +445,11 @@ async fn new_desired_state(ctx: &Context, inbox: &Inbox) -> Option<String> {
 /// What a release's status says when the API server refused a call made for it: who was
 /// refused (the engine, or the release's ServiceAccount) and what grants it.
 pub(in crate::engine) fn refused_message(
-    identity: &crate::tenancy::Identity,
+    identity: &crate::cluster::tenancy::Identity,
     refusal: &str,
 ) -> String {
     match identity {
-        crate::tenancy::Identity::Engine => format!(
+        crate::cluster::tenancy::Identity::Engine => format!(
             "the API server refused the engine's call: {refusal}; grant the engine's identity that permission (`wheelhouse rbac` prints what it needs)"
         ),
         sa => format!(
@@ -491,13 +491,13 @@ fn backoff_at(failing: u32, interval: Duration, nanos: u32) -> Duration {
 #[cfg(test)]
 fn stored(
     version: i32,
-    status: crate::release::Status,
+    status: crate::helm::release::Status,
     description: &str,
-) -> crate::release::Release {
-    use crate::chart::{Chart, Metadata};
-    crate::release::Release {
+) -> crate::helm::release::Release {
+    use crate::helm::chart::{Chart, Metadata};
+    crate::helm::release::Release {
         version,
-        info: Some(crate::release::Info {
+        info: Some(crate::helm::release::Info {
             status,
             description: description.into(),
             ..Default::default()
@@ -528,7 +528,7 @@ fn conditions(s: &crate::api::HelmReleaseStatus) -> Vec<(&str, &str, &str)> {
 #[cfg(test)]
 fn test_release(spec: &str) -> HelmRelease {
     let sep = if spec.is_empty() { "" } else { ", " };
-    crate::yaml::from_str(&format!(
+    crate::text::yaml::from_str(&format!(
         "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: a, namespace: apps}}\nspec: {{chart: {{path: ./c}}{sep}{spec}}}"
     ))
     .unwrap()

@@ -25,7 +25,7 @@ pub(super) fn asked(hr: &crate::api::HelmRelease) -> bool {
 
 /// Handles a rollbackTo request not handled yet. Suspended releases only: a rollback
 /// that the next reconcile would undo pins nothing, so without suspend it is refused.
-pub(super) async fn pin_if_asked(run: &mut Run<'_>) -> crate::Result<()> {
+pub(super) async fn pin_if_asked(run: &mut Run<'_>) -> crate::engine::Result<()> {
     let Some(request) = RollbackRequest::of(&run.hr) else {
         return Ok(());
     };
@@ -169,7 +169,7 @@ pub(super) async fn unpin_if_resumed(run: &mut Run<'_>) {
     }
 }
 
-async fn refuse(run: &mut Run<'_>, why: String) -> crate::Result<()> {
+async fn refuse(run: &mut Run<'_>, why: String) -> crate::engine::Result<()> {
     tracing::warn!(release = %run.key, "{why}");
     run.write_status().await;
     run.event(EventType::Warning, REASON_ROLLBACK_REFUSED, "Rollback", why)

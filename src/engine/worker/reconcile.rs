@@ -20,7 +20,7 @@ use crate::engine::plan::{self, Desired, Latest, Next, Observed, Policy, TestSta
 use crate::engine::run::{Run, Settled, new_token, prepare};
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::engine::vocabulary::Phase;
-use crate::release::{Release, Status};
+use crate::helm::release::{Release, Status};
 
 /// Says in Reconciling why a pending revision is left alone for now.
 async fn leave_pending(run: &mut Run<'_>, message: &str, generation: Option<i64>) {
@@ -50,7 +50,7 @@ fn is_pending(record: &Release) -> bool {
 /// How old the guards' history read may be for the first step to plan on it.
 const FRESH_HISTORY: Duration = Duration::from_millis(500);
 
-pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeue> {
+pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Result<Requeue> {
     let hr = run.hr.clone();
     let generation = hr.metadata.generation;
     let interval = hr.spec.interval.as_std();
@@ -120,7 +120,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
     let superseding = run.inbox.superseding.take();
     // Urgent work (a fix for a failed release, an operator's request) resolves its chart
     // and values while the guards read: both are reads, and a fix waits on each round trip.
-    let early = run.priority == crate::slots::Priority::Urgent
+    let early = run.priority == crate::cluster::slots::Priority::Urgent
         && run
             .inbox
             .candidate
@@ -210,7 +210,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
             };
             // Urgent work (a failed release's fix, an operator's request) is timed as a
             // fix superseding a wait is: from the worker's waking for it, step by step.
-            if run.priority == crate::slots::Priority::Urgent {
+            if run.priority == crate::cluster::slots::Priority::Urgent {
                 let now = std::time::Instant::now();
                 run.fix = Some(crate::engine::vocabulary::FixTimeline {
                     triggered,
@@ -231,7 +231,8 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::Result<Requeu
             let (reason, message) = (e.reason(), e.to_string());
             if matches!(e, crate::engine::run::PrepareError::Values(_)) {
                 // Looked at again as soon as the source it lacks appears.
-                run.inbox.missing = crate::values::missing_source(&run.acting.client, &hr).await;
+                run.inbox.missing =
+                    crate::helm::values::missing_source(&run.acting.client, &hr).await;
             }
             status::set(
                 &mut run.status,
@@ -700,7 +701,7 @@ fn observe(
             .unwrap_or_default();
         // Made by a wheelhouse engine: its labels say what it was made with. (The owner
         // label alone goes once the revision is no longer pending.)
-        let ours = r.labels.contains_key(crate::release::MADE_BY_LABEL)
+        let ours = r.labels.contains_key(crate::helm::release::MADE_BY_LABEL)
             || r.labels.contains_key(actions::OWNER_LABEL);
         Latest {
             version: r.version,
@@ -712,7 +713,7 @@ fn observe(
             // sync.
             config_digest: match r
                 .labels
-                .get(crate::release::SPEC_VALUES_LABEL)
+                .get(crate::helm::release::SPEC_VALUES_LABEL)
                 .filter(|_| ours && hr.preserves_values())
             {
                 Some(made_from)
@@ -722,7 +723,7 @@ fn observe(
                     desired.config_digest.clone()
                 }
                 Some(made_from) => format!("sha256:{made_from}"),
-                _ => crate::values::digest(&r.config),
+                _ => crate::helm::values::digest(&r.config),
             },
             source_commit: r.labels.get(actions::SOURCE_COMMIT_LABEL).cloned(),
             source_digest: r.labels.get(actions::SOURCE_DIGEST_LABEL).cloned(),
@@ -823,7 +824,7 @@ mod tests {
         Desired {
             chart_name: "app".into(),
             chart_version: "1.0.0".into(),
-            config_digest: crate::values::digest(&serde_json::Map::new()),
+            config_digest: crate::helm::values::digest(&serde_json::Map::new()),
             source_revision: None,
             post_renderers: None,
             common_metadata: None,
@@ -900,7 +901,7 @@ mod tests {
                 .replace("resetAt", annotations::RESET_AT)
                 .replace("requestedAt", annotations::RECONCILE_REQUESTED_AT)
                 .replace("cancelWaitAt", annotations::CANCEL_WAIT_AT);
-            hr.metadata.annotations = crate::yaml::from_str(&format!("{{{yaml}}}")).unwrap();
+            hr.metadata.annotations = crate::text::yaml::from_str(&format!("{{{yaml}}}")).unwrap();
             let mut s = before;
             take_tokens(&mut s, &hr);
             assert_eq!(counters(&s), after, "{tokens}");
@@ -1130,10 +1131,12 @@ mod tests {
         let mut made = stored(2, Status::Deployed, "Upgrade complete");
         made.config
             .insert("kept".into(), serde_json::json!("from revision 1"));
-        made.labels
-            .insert(crate::release::MADE_BY_LABEL.into(), "wheelhouse".into());
         made.labels.insert(
-            crate::release::SPEC_VALUES_LABEL.into(),
+            crate::helm::release::MADE_BY_LABEL.into(),
+            "wheelhouse".into(),
+        );
+        made.labels.insert(
+            crate::helm::release::SPEC_VALUES_LABEL.into(),
             crate::engine::run::spec_values_label(&desired().config_digest),
         );
         let history = vec![stored(1, Status::Superseded, ""), made];
@@ -1147,7 +1150,7 @@ mod tests {
         let preserving = test_release("upgrade: {preserveValues: true}");
         assert_eq!(digest(&preserving, &desired()), desired().config_digest);
         let mut changed = desired();
-        changed.config_digest = crate::values::digest(&serde_json::Map::from_iter([(
+        changed.config_digest = crate::helm::values::digest(&serde_json::Map::from_iter([(
             "greeting".to_owned(),
             serde_json::json!("hey"),
         )]));
@@ -1263,10 +1266,10 @@ mod tests {
     #[test]
     fn failed_tests_are_remediated_unless_ignored() {
         let mut tested = stored(2, Status::Deployed, "Upgrade complete");
-        tested.hooks = vec![crate::release::Hook {
-            events: vec![crate::release::hook_event::TEST.into()],
-            last_run: crate::release::HookExecution {
-                phase: crate::release::HookPhase::Failed,
+        tested.hooks = vec![crate::helm::release::Hook {
+            events: vec![crate::helm::release::hook_event::TEST.into()],
+            last_run: crate::helm::release::HookExecution {
+                phase: crate::helm::release::HookPhase::Failed,
                 ..Default::default()
             },
             ..Default::default()

@@ -8,7 +8,7 @@ use crate::api::{HelmRelease, HelmReleaseStatus};
 use crate::engine::actions::Outcome;
 use crate::engine::plan::{self, Next, Policy};
 use crate::engine::status::{self, Truth, condition, reason};
-use crate::release::Release;
+use crate::helm::release::Release;
 
 /// The bookkeeping of `install.strategy` / `upgrade.strategy` `RetryOnFailure` (Flux's)
 /// after `next` ended in `outcome`: a failure (or an operator's cancel) of the install,
@@ -72,7 +72,7 @@ mod tests {
     use super::*;
     use crate::api::ReleaseAction;
     use crate::engine::worker::{conditions, stored, test_release};
-    use crate::release::Status;
+    use crate::helm::release::Status;
 
     fn with(counters: (i64, i64, i64)) -> HelmReleaseStatus {
         HelmReleaseStatus {
@@ -248,8 +248,10 @@ mod tests {
             None,
             "the spec has none: nothing to tell"
         );
-        r.labels
-            .insert(crate::release::COMMON_METADATA_LABEL.into(), "0123".into());
+        r.labels.insert(
+            crate::helm::release::COMMON_METADATA_LABEL.into(),
+            "0123".into(),
+        );
         assert_eq!(
             common_metadata_of(&r, &hr).as_deref(),
             Some("0123"),

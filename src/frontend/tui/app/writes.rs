@@ -1,0 +1,337 @@
+//! Writes from the dashboard on the release under the cursor or the marked ones, each in
+//! the way its owner expects: wheelhouse HelmReleases through the engine's commands, Flux
+//! HelmReleases through Flux's own API (`spec.suspend`, `reconcile.fluxcd.io`
+//! annotations), helm CLI releases by the engine's rollback and uninstall. Suspend only
+//! suspends and resume only resumes; an action is never run on a kind it does not exist
+//! for. A bulk action, a cancel, an uninstall, or one that leaves some releases unchanged
+//! asks first, naming exactly what happens to each; a rollback and the resume of a pinned
+//! release ask below the diff of what they change (see `changes`).
+
+use super::{App, Overlay};
+use crate::engine::Command;
+use crate::engine::stored_actions::StoredAction;
+use crate::frontend::inventory::Kind;
+use crate::frontend::inventory::flux::Request;
+use crate::frontend::tui::components::confirm::Confirm;
+use crate::frontend::tui::components::status_line::Progress;
+use crate::frontend::tui::effect::Effect;
+use crate::frontend::tui::keymap::Action;
+use crate::frontend::tui::view_model::RowKey;
+
+/// Why a release is left out of an action.
+enum Skip {
+    /// Already in the state asked for.
+    Already,
+    /// The action does not exist for its kind.
+    NotFor(Kind),
+}
+
+impl App {
+    pub(super) fn write(&mut self, action: Action) -> Vec<Effect> {
+        if self.readonly {
+            self.note(
+                "read-only (--readonly)".into(),
+                Progress::Failed("writes are disabled".into()),
+            );
+            return Vec::new();
+        }
+        let targets = self.targets();
+        if targets.is_empty() {
+            return Vec::new();
+        }
+        // Resuming a pinned release returns it to its spec: what that changes first.
+        if action == Action::Resume
+            && let [id] = targets.as_slice()
+            && id.kind == Kind::Wheelhouse
+            && let Some(pin) = self
+                .views
+                .get(&id.key)
+                .filter(|v| v.release.spec.suspend)
+                .and_then(|v| v.release.status.as_ref()?.pinned.clone())
+        {
+            let id = id.clone();
+            return self.review_resume(&id, &pin);
+        }
+        let bulk = targets.len() > 1;
+        let mut effects = Vec::new();
+        let mut skipped: Vec<(RowKey, Skip)> = Vec::new();
+        for id in targets {
+            if !action.applies_to(id.kind) {
+                let kind = id.kind;
+                skipped.push((id, Skip::NotFor(kind)));
+                continue;
+            }
+            match self.effect_for(action, &id) {
+                Some(effect) => effects.push(effect),
+                None => skipped.push((id, Skip::Already)),
+            }
+        }
+        let verb = verb(action);
+        if effects.is_empty() {
+            self.note(
+                format!("nothing to {verb}: {}", skipped_text(action, &skipped)),
+                Progress::Note,
+            );
+            if bulk {
+                self.table.marked.clear();
+            }
+            return Vec::new();
+        }
+        let asks = matches!(action, Action::CancelWait | Action::Uninstall);
+        if !(asks || bulk || !skipped.is_empty()) {
+            for e in &effects {
+                if let Some(id) = effect_id(e) {
+                    self.status
+                        .note(id, describe_effect(e), Progress::Pending, self.now);
+                }
+            }
+            return effects;
+        }
+        // Say exactly what happens to each release; pending only once confirmed.
+        let changed: Vec<String> = effects.iter().map(target_of).collect();
+        let mut question = format!("{} {}", capitalize(verb), list_of(&changed));
+        if let Some(why) = self.consequence(action, &effects) {
+            question.push_str(&format!(" ({why})"));
+        }
+        if !skipped.is_empty() {
+            question.push_str(&format!("; {}", skipped_text(action, &skipped)));
+        }
+        self.overlay = Some(Overlay::Confirm(Confirm {
+            question: format!("{question}? (y/n)"),
+            effects,
+        }));
+        if bulk {
+            self.table.marked.clear();
+        }
+        Vec::new()
+    }
+
+    /// The write `action` makes on `id` (whose kind it exists for), with a fresh id;
+    /// `None` when the release is already as asked.
+    fn effect_for(&mut self, action: Action, id: &RowKey) -> Option<Effect> {
+        let suspended = self
+            .table
+            .rows
+            .iter()
+            .find(|r| r.id == *id)
+            .map(|r| r.suspended)
+            .or_else(|| match id.kind {
+                Kind::Wheelhouse => self.views.get(&id.key).map(|v| v.release.spec.suspend),
+                Kind::Flux => self.others.flux.get(&id.key).map(|hr| hr.spec.suspend),
+                Kind::Helm => None,
+            })
+            .unwrap_or(false);
+        if (action == Action::Suspend && suspended) || (action == Action::Resume && !suspended) {
+            return None;
+        }
+        let key = id.key.clone();
+        let effect = match id.kind {
+            Kind::Wheelhouse => {
+                let command = match action {
+                    Action::Suspend => Command::Suspend(key),
+                    Action::Resume => Command::Resume(key),
+                    Action::Reconcile => Command::Reconcile(key),
+                    _ => Command::CancelWait(key),
+                };
+                Effect::Send {
+                    id: self.id(),
+                    command,
+                }
+            }
+            Kind::Flux => {
+                let request = match action {
+                    Action::Suspend => Request::Suspend,
+                    Action::Resume => Request::Resume,
+                    Action::Force => Request::Force,
+                    Action::Reset => Request::Reset,
+                    // Flux has no cancel of its own: a new reconcile request is what
+                    // cancels its health check (with the gate; the question says so).
+                    _ => Request::Reconcile,
+                };
+                Effect::Flux {
+                    id: self.id(),
+                    key,
+                    request,
+                }
+            }
+            // Rollback is reviewed in the changes view (see `changes`).
+            Kind::Helm => Effect::Stored {
+                id: self.id(),
+                key,
+                action: StoredAction::Uninstall,
+            },
+        };
+        Some(effect)
+    }
+
+    /// What the question adds about the consequence of an action, where it is not plain.
+    fn consequence(&self, action: Action, effects: &[Effect]) -> Option<String> {
+        let flux = effects.iter().any(|e| matches!(e, Effect::Flux { .. }));
+        match action {
+            Action::CancelWait if flux => Some(
+                "Flux: by a reconcile request, which cancels a running health check only when \
+                 helm-controller runs with the CancelHealthCheckOnNewRevision feature gate; \
+                 without it the check runs to its timeout"
+                    .into(),
+            ),
+            Action::Uninstall => Some(
+                "as helm uninstall: pre/post-delete hooks run, its objects and its history are \
+                 deleted"
+                    .into(),
+            ),
+            _ => None,
+        }
+    }
+
+    /// The confirmed writes of a question: pending now (they were held back while it was
+    /// open), a bulk action reported as a whole.
+    pub(super) fn confirmed(&mut self, effects: Vec<Effect>) -> Vec<Effect> {
+        let group = (effects.len() > 1).then(|| {
+            let verb = effects
+                .first()
+                .map(|e| {
+                    describe_effect(e)
+                        .split(' ')
+                        .next()
+                        .unwrap_or("write")
+                        .to_owned()
+                })
+                .unwrap_or_else(|| "write".into());
+            (self.id(), format!("{verb} {}", effects.len()))
+        });
+        for e in &effects {
+            if let Some(id) = effect_id(e) {
+                self.status
+                    .start(id, describe_effect(e), group.clone(), self.now);
+            }
+        }
+        effects
+    }
+
+    /// The releases an action applies to: the marked ones, else the one under the cursor.
+    fn targets(&self) -> Vec<RowKey> {
+        if self.detail.is_none() && !self.table.marked.is_empty() {
+            self.table.marked.iter().cloned().collect()
+        } else {
+            self.selected_key().cloned().into_iter().collect()
+        }
+    }
+}
+
+fn verb(action: Action) -> &'static str {
+    match action {
+        Action::Suspend => "suspend",
+        Action::Resume => "resume",
+        Action::Reconcile => "reconcile",
+        Action::Force => "force an upgrade of",
+        Action::Reset => "reset the failure counters of",
+        Action::Rollback => "roll back",
+        Action::Uninstall => "uninstall",
+        _ => "cancel the running wait of",
+    }
+}
+
+fn effect_id(e: &Effect) -> Option<u64> {
+    match e {
+        Effect::Send { id, .. } | Effect::Flux { id, .. } | Effect::Stored { id, .. } => Some(*id),
+        _ => None,
+    }
+}
+
+/// The release a write goes to, as a question names it.
+fn target_of(e: &Effect) -> String {
+    match e {
+        Effect::Send { command, .. } => command.key().to_string(),
+        Effect::Flux { key, .. } => RowKey::new(Kind::Flux, key.clone()).to_string(),
+        Effect::Stored {
+            key,
+            action: StoredAction::Rollback { to },
+            ..
+        } => format!("{} to revision {to}", RowKey::new(Kind::Helm, key.clone())),
+        Effect::Stored { key, .. } => RowKey::new(Kind::Helm, key.clone()).to_string(),
+        _ => String::new(),
+    }
+}
+
+fn skipped_text(action: Action, skipped: &[(RowKey, Skip)]) -> String {
+    let already: Vec<String> = skipped
+        .iter()
+        .filter(|(_, s)| matches!(s, Skip::Already))
+        .map(|(k, _)| k.to_string())
+        .collect();
+    let mut parts = Vec::new();
+    if !already.is_empty() {
+        let already_so = if action == Action::Resume {
+            "not suspended"
+        } else {
+            "already suspended"
+        };
+        parts.push(format!("{} {already_so}: unchanged", list_of(&already)));
+    }
+    for kind in Kind::ALL {
+        let of_kind: Vec<String> = skipped
+            .iter()
+            .filter(|(_, s)| matches!(s, Skip::NotFor(k) if *k == kind))
+            .map(|(k, _)| k.to_string())
+            .collect();
+        if !of_kind.is_empty() {
+            parts.push(format!(
+                "{} left out: not an action of {} releases",
+                list_of(&of_kind),
+                kind.word()
+            ));
+        }
+    }
+    parts.join("; ")
+}
+
+/// Releases for a sentence: all of them when few, else the first ones and a count.
+fn list_of(keys: &[String]) -> String {
+    const SHOWN: usize = 3;
+    let names: Vec<&str> = keys.iter().take(SHOWN).map(String::as_str).collect();
+    let mut text = match keys.len() {
+        1 => names[0].to_owned(),
+        n => format!("{n} ({}", names.join(", ")),
+    };
+    if keys.len() > SHOWN {
+        text.push_str(&format!(", +{} more)", keys.len() - SHOWN));
+    } else if keys.len() > 1 {
+        text.push(')');
+    }
+    text
+}
+
+fn capitalize(s: &str) -> String {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .map_or_else(String::new, |c| c.to_uppercase().chain(chars).collect())
+}
+
+fn describe(command: &Command) -> String {
+    match command {
+        Command::Suspend(k) => format!("suspend {k}"),
+        Command::Resume(k) => format!("resume {k}"),
+        Command::Reconcile(k) => format!("reconcile {k}"),
+        Command::CancelWait(k) => format!("cancel wait of {k}"),
+        Command::Pin { key, revision, .. } => {
+            format!("roll back {key} to revision {revision} and pin it")
+        }
+    }
+}
+
+/// What the status line calls a write.
+pub fn describe_effect(e: &Effect) -> String {
+    match e {
+        Effect::Send { command, .. } => describe(command),
+        Effect::Flux { key, request, .. } => {
+            format!(
+                "{} {}",
+                request.verb(),
+                RowKey::new(Kind::Flux, key.clone())
+            )
+        }
+        Effect::Stored { key, action, .. } => action.describe(key),
+        _ => String::new(),
+    }
+}
