@@ -14,7 +14,7 @@ use kube::Api;
 use tokio_util::sync::CancellationToken;
 
 use super::actions::{Outcome, rollback, uninstall};
-use super::run::{Context, Inbox, Run};
+use super::run::{Context, Memory, Run};
 use super::vocabulary::{LiveState, ReleaseKey};
 use crate::api::{HelmRelease, HelmReleaseSpec, Rollback, Uninstall};
 use crate::helm::release::{Release, Storage};
@@ -92,9 +92,9 @@ pub async fn act(
     .map_err(|e| e.to_string())?
     .map(|scan| scan.found)
     .unwrap_or_default();
-    // Nothing sends to this inbox: the stand-in never changes while the action runs.
+    // Nothing sends to this mailbox: the stand-in never changes while the action runs.
     let (_keep, rx) = crate::engine::mailbox::mailbox();
-    let mut inbox = Inbox::new(rx, hr.clone());
+    let mut memory = Memory::new(rx, hr.clone());
     let mut run = Run {
         ctx,
         acting,
@@ -105,7 +105,7 @@ pub async fn act(
         status: Default::default(),
         hr: hr.clone(),
         api: Api::namespaced(ctx.client.clone(), &key.namespace),
-        inbox: &mut inbox,
+        memory: &mut memory,
         stop,
         live: Mutex::new(LiveState::default()),
         start_permit: Mutex::new(None),

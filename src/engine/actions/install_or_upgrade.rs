@@ -623,17 +623,18 @@ async fn finish(
                     Status::Superseded
                 };
                 set_status(rel, status, why.clone());
-                if !by_operator && run.inbox.candidate.is_some() {
+                if !by_operator && run.memory.handoff.candidate.is_some() {
                     // The newer desired state is applied next: its guards read the
                     // history while this record is written (see `worker::reconcile`).
                     let (storage, record) = (run.storage.clone(), rel.clone());
                     let write = tokio::spawn(crate::cluster::slots::carrying_mark(async move {
                         storage.update(&record).await
                     }));
-                    run.inbox.superseding = Some(Box::new(crate::engine::run::Superseding {
-                        record: rel.clone(),
-                        write,
-                    }));
+                    run.memory.handoff.superseding =
+                        Some(Box::new(crate::engine::run::Superseding {
+                            record: rel.clone(),
+                            write,
+                        }));
                 } else {
                     run.storage.update(rel).await?;
                 }

@@ -25,7 +25,7 @@ use crate::engine::lease::Role;
 use crate::engine::liveness::{LIVENESS_EVERY, PROBE_EVERY, liveness_probe};
 use crate::engine::namespaces::HeldNamespaces;
 use crate::engine::release_drift;
-use crate::engine::run::{Context, Inbox, Msg};
+use crate::engine::run::{Context, Memory, Msg};
 use crate::engine::status;
 use crate::engine::undecodable::report_undecodable;
 use crate::engine::vocabulary::{

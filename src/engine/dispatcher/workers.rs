@@ -58,14 +58,14 @@ impl Dispatcher {
         }
         self.acting.insert(key.namespace.clone());
         let (tx, rx) = crate::engine::mailbox::mailbox();
-        let mut inbox = Box::new(Inbox::new(rx, hr.clone()));
+        let mut memory = Box::new(Memory::new(rx, hr.clone()));
         // Started while the term runs: another engine (the shard it was relabelled from)
         // or an earlier worker may still be in its step on this release. Workers of a new
         // term need no such wait: the Lease already made the last holder stop first.
-        inbox.handover = handover;
-        inbox.warmup = warmup.map(crate::engine::warmup::Warmup::enter);
+        memory.handoff.handover = handover;
+        memory.handoff.warmup = warmup.map(crate::engine::warmup::Warmup::enter);
         // An earlier worker of ours on this release may still be in its step.
-        inbox.predecessor = self
+        memory.handoff.predecessor = self
             .finished
             .get(key)
             .filter(|f| !f.is_cancelled())
@@ -79,7 +79,7 @@ impl Dispatcher {
         let run = crate::cluster::slots::marking(Box::pin(worker::run(
             self.ctx.clone(),
             key.clone(),
-            inbox,
+            memory,
             stop.clone(),
         )));
         let ends = finished.clone().drop_guard();

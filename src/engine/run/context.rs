@@ -9,10 +9,10 @@ use kube::{Api, Client, Resource};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::{Inbox, Msg};
+use super::{Heard, Memory};
 use crate::api::{HelmRelease, HelmReleaseStatus};
 use crate::engine::status::{self, Truth, condition, reason};
-use crate::engine::vocabulary::{Command, LiveMap, LiveState, Phase, ReleaseKey, WaitView};
+use crate::engine::vocabulary::{LiveMap, LiveState, Phase, ReleaseKey, WaitView};
 use crate::helm::release::{Release, Storage};
 use crate::helm::render::Renderer;
 use crate::helm::source::ChartSource;
@@ -236,7 +236,7 @@ pub struct Run<'a> {
     pub storage: Storage,
     pub status: HelmReleaseStatus,
     pub(in crate::engine) api: Api<HelmRelease>,
-    pub(in crate::engine) inbox: &'a mut Inbox,
+    pub(in crate::engine) memory: &'a mut Memory,
     pub(in crate::engine) stop: &'a CancellationToken,
     pub(in crate::engine) live: Mutex<LiveState>,
     /// A worker's first reconcile holds one of the engine's start slots until it waits
@@ -354,7 +354,6 @@ impl Run<'_> {
             .run_hooks_reporting(hooks, event, namespace, timeout, Some(&tx));
         tokio::pin!(run);
         let mut running = None;
-        let mut inbox_open = true;
         loop {
             tokio::select! {
                 result = &mut run => {
@@ -367,25 +366,11 @@ impl Run<'_> {
                 }
                 // Read while the hook runs, so a deletion is told what it waits for;
                 // whatever else arrives is kept for after the step.
-                msg = self.inbox.rx.recv(), if inbox_open => match msg {
-                    Some(Msg::Updated(hr)) => {
-                        let deleting = hr.metadata.deletion_timestamp.is_some()
-                            && self.inbox.newest.metadata.deletion_timestamp.is_none();
-                        self.inbox.newest = hr;
-                        if deleting {
-                            self.show_hook(revision, running.clone()).await;
-                        }
+                msg = self.memory.inbox.recv() => {
+                    if let Heard::Updated { deleting: true } = self.memory.absorb(self.ctx, &self.key, msg) {
+                        self.show_hook(revision, running.clone()).await;
                     }
-                    Some(Msg::Deleted) => self.inbox.deleted = true,
-                    Some(Msg::ConfigRolled(record)) => self.inbox.note_change(*record),
-                    Some(Msg::Command(command)) => {
-                        // No wait runs: a cancel's echo through the watch is ignored.
-                        if let (Command::CancelWait(_), t) = *command {
-                            self.inbox.handled_cancel = Some(t);
-                        }
-                    }
-                    None => inbox_open = false,
-                },
+                }
             }
         }
     }
@@ -419,7 +404,13 @@ impl Run<'_> {
             hook: Some(format!("{} ({} hook)", h.object, h.event)),
         });
         if let Some(hook) = shown.wait.as_ref().and_then(|w| w.hook.clone())
-            && self.inbox.newest.metadata.deletion_timestamp.is_some()
+            && self
+                .memory
+                .inbox
+                .newest
+                .metadata
+                .deletion_timestamp
+                .is_some()
         {
             // Hooks are never interrupted: say what the deletion waits for.
             status::set(
@@ -440,11 +431,6 @@ impl Run<'_> {
         }
     }
 
-    /// Records that the worker took in `hr` (see [`LiveState::seen`]).
-    pub(super) fn note_seen(&self, hr: &HelmRelease) {
-        note_seen(self.ctx, &self.key, hr);
-    }
-
     /// Counts a trigger checked while waiting (see [`LiveState::checks`]).
     pub(super) fn note_check(&self) {
         let key = self.key.clone();
@@ -457,7 +443,7 @@ impl Run<'_> {
     /// The changes to keep in status: those kept so far, with what changed since the
     /// status they were last derived from (else the one read) joined to them.
     fn note_changes(&self) -> Vec<crate::api::ChangeRecord> {
-        let mut seen = self.inbox.changes.lock().unwrap();
+        let mut seen = self.memory.written.changes.lock().unwrap();
         // Nothing new since they were last derived (every interval check of a release in
         // sync): the same log, without deriving it again.
         if seen.pending.is_empty()
@@ -500,7 +486,7 @@ impl Run<'_> {
     /// change).
     pub(crate) async fn learn_who_suspended(&self) {
         let changed = {
-            let seen = self.inbox.changes.lock().unwrap();
+            let seen = self.memory.written.changes.lock().unwrap();
             let log = seen.log.as_deref().unwrap_or_else(|| {
                 self.hr
                     .status
@@ -519,7 +505,7 @@ impl Run<'_> {
                 None
             }
         };
-        self.inbox.changes.lock().unwrap().suspend_by = by;
+        self.memory.written.changes.lock().unwrap().suspend_by = by;
     }
 
     pub(crate) async fn write_status(&self) {
@@ -529,7 +515,7 @@ impl Run<'_> {
         // starts) has nothing to write: the status it read is the one it would write. It
         // must also equal what this worker last wrote, since the object read may predate
         // that write.
-        let written = *self.inbox.written.lock().unwrap();
+        let written = *self.memory.written.digest.lock().unwrap();
         // No status at all reads as the empty one (which is what writing it would store).
         let observed = self.hr.status.as_ref();
         let mut status = self.status.clone();
@@ -551,7 +537,7 @@ impl Run<'_> {
         self.ctx.metrics.status_written();
         match status::write(&self.api, &self.key.name, &shown).await {
             Ok(()) => {
-                *self.inbox.written.lock().unwrap() = Some(super::status_digest(&status));
+                *self.memory.written.digest.lock().unwrap() = Some(super::status_digest(&status));
                 self.notify();
             }
             Err(e) => tracing::warn!(release = %self.key, error = %e, "cannot write status"),
@@ -565,7 +551,7 @@ impl Run<'_> {
     pub(in crate::engine) fn notify(&self) {
         // A status told but not written (a superseded wait's) still keeps its change.
         self.note_changes();
-        let mut told = self.inbox.notified.lock().unwrap();
+        let mut told = self.memory.written.notified.lock().unwrap();
         let told = told.get_or_insert_with(|| {
             crate::webhooks::notify::ReleaseState::from_status(self.hr.status.as_ref())
         });
@@ -589,7 +575,7 @@ impl Run<'_> {
         let (ev, reference) = self.event_of(type_, reason, action, &note);
         let recorder = self.ctx.recorder.clone();
         let key = self.key.clone();
-        let before = self.inbox.pending_event.lock().unwrap().take();
+        let before = self.memory.written.pending_event.lock().unwrap().take();
         let sending = tokio::spawn(crate::cluster::slots::carrying_mark(async move {
             if let Some(before) = before {
                 let _ = before.await;
@@ -598,12 +584,12 @@ impl Run<'_> {
                 tracing::debug!(release = %key, error = %e, "cannot publish event");
             }
         }));
-        *self.inbox.pending_event.lock().unwrap() = Some(sending);
+        *self.memory.written.pending_event.lock().unwrap() = Some(sending);
     }
 
     /// Waits for the Event [`Run::event_soon`] sent, if one is still on its way.
     async fn event_sent(&self) {
-        let sending = self.inbox.pending_event.lock().unwrap().take();
+        let sending = self.memory.written.pending_event.lock().unwrap().take();
         if let Some(sending) = sending {
             let _ = sending.await;
         }

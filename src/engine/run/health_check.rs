@@ -16,10 +16,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::desired::{Candidate, CandidateError, prepare_candidate};
 use super::triggers::{new_token, values_source_events};
-use super::{Msg, Run};
+use super::{Heard, Run};
 use crate::api::{WaitStatus, annotations};
 use crate::engine::status::{self, Truth, condition, reason};
-use crate::engine::vocabulary::{Command, Phase, WaitView};
+use crate::engine::vocabulary::{Phase, WaitView};
 use crate::health::{self, Progress, Target};
 use crate::helm::release::{Release, Status};
 
@@ -306,12 +306,20 @@ impl Run<'_> {
 
         let mut interrupted = Interrupted::default();
         // What arrived while a hook ran before this wait (hooks read the inbox too).
-        if self.inbox.deleted || self.inbox.newest.metadata.deletion_timestamp.is_some() {
+        if self.memory.inbox.deleted
+            || self
+                .memory
+                .inbox
+                .newest
+                .metadata
+                .deletion_timestamp
+                .is_some()
+        {
             interrupted.abandoned =
                 Some("health check canceled: the HelmRelease is being deleted".into());
             token.cancel();
-        } else if supersede && self.inbox.newest.metadata.generation != last_generation {
-            last_generation = self.inbox.newest.metadata.generation;
+        } else if supersede && self.memory.inbox.newest.metadata.generation != last_generation {
+            last_generation = self.memory.inbox.newest.metadata.generation;
             again = Some((
                 format!("generation {}", last_generation.unwrap_or_default()),
                 Instant::now(),
@@ -322,7 +330,7 @@ impl Run<'_> {
             if check.is_none()
                 && let Some((trigger, at)) = again.take()
             {
-                let hr = self.inbox.newest.clone();
+                let hr = self.memory.inbox.newest.clone();
                 // The periodic poll is routine until it finds something.
                 if trigger != POLLED {
                     checking.get_or_insert_with(|| ctx.precedence.urgent());
@@ -378,7 +386,7 @@ impl Run<'_> {
                                 candidate.prepared.resolved.version,
                                 short(&candidate.prepared.values.digest),
                             );
-                            self.inbox.candidate = Some(Box::new(candidate));
+                            self.memory.handoff.candidate = Some(Box::new(candidate));
                             interrupted.canceled = Some((false, why));
                             token.cancel();
                             if self.urgent.is_none() {
@@ -412,7 +420,7 @@ impl Run<'_> {
                 }
                 event = pushed.recv(), if polls_chart => {
                     let named = match &event {
-                        Ok(w) => w.wakes(&self.inbox.newest).then(|| format!("a push to {}", w.describe())),
+                        Ok(w) => w.wakes(&self.memory.inbox.newest).then(|| format!("a push to {}", w.describe())),
                         Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Some("pushes to chart sources".to_owned()),
                         Err(_) => None,
                     };
@@ -423,24 +431,21 @@ impl Run<'_> {
                 _ = chart_poll.tick(), if polls_chart => {
                     again.get_or_insert_with(|| (POLLED.into(), Instant::now()));
                 }
-                msg = self.inbox.rx.recv() => match msg {
+                msg = self.memory.inbox.recv() => match self.memory.absorb(self.ctx, &self.key, msg) {
                     // Deleting the HelmRelease ends the wait at once so the uninstall (or,
                     // when suspended, the release of the object) is not held up by it.
-                    Some(Msg::Updated(hr)) if hr.metadata.deletion_timestamp.is_some() => {
+                    Heard::Updated { deleting: true } => {
                         interrupted.abandoned = Some("health check canceled: the HelmRelease is being deleted".into());
                         token.cancel();
-                        self.inbox.newest = hr;
                     }
-                    // Kept at the wait's next status write.
-                    Some(Msg::ConfigRolled(record)) => self.inbox.note_change(*record),
-                    Some(Msg::Deleted) => {
-                        self.inbox.deleted = true;
+                    Heard::Deleted => {
                         interrupted.abandoned = Some("health check canceled: the HelmRelease was deleted".into());
                         token.cancel();
                     }
-                    Some(Msg::Updated(hr)) => {
+                    Heard::Updated { deleting: false } => {
+                        let hr = self.memory.inbox.newest.clone();
                         if let Some(t) = new_token(&hr, annotations::CANCEL_WAIT_AT, self.status.last_handled_cancel_wait_at.as_deref())
-                            && self.inbox.handled_cancel.as_deref() != Some(t.as_str())
+                            && self.memory.inbox.handled_cancel.as_deref() != Some(t.as_str())
                         {
                             self.status.last_handled_cancel_wait_at = Some(t);
                             interrupted.canceled = Some((true, "health check canceled by operator".into()));
@@ -455,23 +460,20 @@ impl Run<'_> {
                                 again = Some((format!("reconcile requested at {t}"), Instant::now()));
                             }
                         }
-                        self.note_seen(&hr);
-                        self.inbox.newest = hr;
                     }
                     // The same token may already have arrived through the watch (the
-                    // annotation is written before the command is sent): handle it once.
-                    Some(Msg::Command(command)) => {
-                        if let (Command::CancelWait(_), t) = *command
-                            && self.status.last_handled_cancel_wait_at.as_deref() != Some(t.as_str())
-                        {
-                            self.status.last_handled_cancel_wait_at = Some(t.clone());
-                            self.inbox.handled_cancel = Some(t);
+                    // annotation is written before the command is sent): handled once.
+                    Heard::CancelWait(t) => {
+                        if self.status.last_handled_cancel_wait_at.as_deref() != Some(t.as_str()) {
+                            self.status.last_handled_cancel_wait_at = Some(t);
                             interrupted.canceled = Some((true, "health check canceled by operator".into()));
                             token.cancel();
                         }
                     }
+                    // Kept for the wait's next status write, and for after the step.
+                    Heard::ConfigRolled | Heard::Command => {}
                     // The engine is going away; leave the revision pending for the next one.
-                    None => {
+                    Heard::Closed => {
                         interrupted.stopped = true;
                         token.cancel();
                     }

@@ -65,14 +65,14 @@ pub(super) async fn check(run: &mut Run<'_>, latest: Option<&Release>) {
         // an upgrade would cost a status write of its own in the middle of a rollout
         // (the action wrote its outcome just before); the first interval check records
         // it instead (see `unchanged_since_clean`).
-        if run.inbox.by_interval {
+        if run.memory.retry.by_interval {
             run.status.drift_checked = seen.as_ref().map(|(_, digest)| DriftChecked {
                 revision: latest.version,
                 generation,
                 objects: digest.clone(),
             });
         }
-        run.inbox.clean_drift = objects.map(|objects| crate::engine::run::CleanDrift {
+        run.memory.cache.clean_drift = objects.map(|objects| crate::engine::run::CleanDrift {
             since: seen.map_or(0, |(at, _)| at),
             version: latest.version,
             generation,
@@ -387,7 +387,7 @@ pub(super) fn unchanged_at_interval(run: &mut Run<'_>, version: i32) -> bool {
         clear(run, None);
         return true;
     }
-    if !run.inbox.by_interval || run.acting.remote.is_some() {
+    if !run.memory.retry.by_interval || run.acting.remote.is_some() {
         return false;
     }
     if clean_since(run, version) != Some(true) {
@@ -404,7 +404,7 @@ pub(super) fn unchanged_at_interval(run: &mut Run<'_>, version: i32) -> bool {
 /// With the last clean check in memory: whether nothing it compared changed since (what it
 /// recorded is then recorded again); `None`: no clean check in memory.
 fn clean_since(run: &mut Run<'_>, version: i32) -> Option<bool> {
-    let clean = run.inbox.clean_drift.take()?;
+    let clean = run.memory.cache.clean_drift.take()?;
     let generation = run.hr.metadata.generation;
     let unchanged = clean.version == version
         && clean.generation == generation
@@ -419,7 +419,7 @@ fn clean_since(run: &mut Run<'_>, version: i32) -> Option<bool> {
                 objects: digest,
             });
         }
-        run.inbox.clean_drift = Some(clean);
+        run.memory.cache.clean_drift = Some(clean);
     }
     Some(unchanged)
 }
@@ -432,8 +432,8 @@ fn clean_since(run: &mut Run<'_>, version: i32) -> Option<bool> {
 async fn unchanged_since_clean(run: &mut Run<'_>, latest: &Release) -> bool {
     let generation = run.hr.metadata.generation;
     // The engine's watches are of its own cluster: a remote release's objects are read.
-    if !run.inbox.by_interval || run.acting.remote.is_some() {
-        run.inbox.clean_drift = None;
+    if !run.memory.retry.by_interval || run.acting.remote.is_some() {
+        run.memory.cache.clean_drift = None;
         return false;
     }
     if let Some(unchanged) = clean_since(run, latest.version) {
@@ -455,7 +455,7 @@ async fn unchanged_since_clean(run: &mut Run<'_>, latest: &Release) -> bool {
     }
     match run.ctx.objects.digest(&objects) {
         Some((at, digest)) if digest == recorded.objects => {
-            run.inbox.clean_drift = Some(crate::engine::run::CleanDrift {
+            run.memory.cache.clean_drift = Some(crate::engine::run::CleanDrift {
                 since: at,
                 version: latest.version,
                 generation,

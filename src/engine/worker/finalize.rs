@@ -136,7 +136,7 @@ async fn finalize_inner(run: &mut Run<'_>) -> Result<Duration, Duration> {
         tracing::warn!(release = %run.key, error = %e, "cannot remove finalizer");
         return Ok(RETRY);
     }
-    run.inbox.deleted = true;
+    run.memory.inbox.deleted = true;
     Ok(NEVER)
 }
 

@@ -170,7 +170,7 @@ pub(super) fn take_scan(
     run.elsewhere = found.found;
     let first = run.elsewhere.first()?;
     // Looked at again as soon as a record of that name changes (uninstalled, say).
-    run.inbox.conflict = Some(found.looked);
+    run.memory.watches.conflict = Some(found.looked);
     Some(format!(
         "release {:?} in namespace {} is already {}; this HelmRelease (stored in namespace {}) applies nothing to it, and deleting it deletes none of its objects, until it names another release (spec.releaseName, spec.targetNamespace) or that release is uninstalled",
         run.release_name,

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::{EngineRef, HelmRelease};
-use crate::engine::run::{Context, Inbox, Msg};
+use crate::engine::run::{Context, Heard, Memory};
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::engine::vocabulary::ReleaseKey;
 
@@ -125,14 +125,14 @@ impl LeaseWatch {
 pub(super) async fn await_predecessor(
     ctx: &Context,
     key: &ReleaseKey,
-    inbox: &mut Inbox,
+    memory: &mut Memory,
     stop: &CancellationToken,
 ) -> bool {
     let started = Instant::now();
     let mut lease = LeaseWatch::default();
     let mut said: Option<String> = None;
     loop {
-        let hr = inbox.newest.clone();
+        let hr = memory.inbox.newest.clone();
         let s = hr.status.clone().unwrap_or_default();
         let acting = s
             .acting
@@ -167,11 +167,9 @@ pub(super) async fn await_predecessor(
         }
         tokio::select! {
             () = stop.cancelled() => return false,
-            msg = inbox.rx.recv() => match msg {
-                Some(Msg::Updated(hr)) => inbox.newest = hr,
-                Some(Msg::Command(_)) => {}
-                Some(Msg::ConfigRolled(record)) => inbox.note_change(*record),
-                Some(Msg::Deleted) | None => return false,
+            // A command is kept for the first reconcile (see `Memory::absorb`).
+            msg = memory.inbox.recv() => if let Heard::Deleted | Heard::Closed = memory.absorb(ctx, key, msg) {
+                return false;
             },
             () = tokio::time::sleep(Duration::from_secs(1)) => {}
         }

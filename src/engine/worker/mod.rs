@@ -31,9 +31,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::actions::Note;
-use super::run::{Context, Inbox, Msg, Run, Trigger, note_seen, values_source_events};
+use super::run::{Context, Heard, Memory, Requeue, Run, Trigger, values_source_events};
 use super::status::{self, Truth, condition, reason};
-use super::vocabulary::{Command, LiveState, Phase, ReleaseKey};
+use super::vocabulary::{LiveState, Phase, ReleaseKey};
 use crate::api::{FINALIZER, HelmRelease};
 use crate::helm::release::Storage;
 use crate::telemetry::ReconcileResult;
@@ -45,20 +45,20 @@ use crate::telemetry::ReconcileResult;
 pub async fn run(
     ctx: Arc<Context>,
     key: ReleaseKey,
-    mut inbox: Box<Inbox>,
+    mut memory: Box<Memory>,
     stop: CancellationToken,
 ) {
     let mut next_run = Instant::now();
     let mut last: Option<Trigger> = None;
     let mut first = true;
-    if let Some(before) = inbox.predecessor.take() {
+    if let Some(before) = memory.handoff.predecessor.take() {
         tokio::select! {
             () = before.cancelled() => {}
             () = stop.cancelled() => return,
         }
     }
-    if std::mem::take(&mut inbox.handover)
-        && !Box::pin(handover::await_predecessor(&ctx, &key, &mut inbox, &stop)).await
+    if std::mem::take(&mut memory.handoff.handover)
+        && !Box::pin(handover::await_predecessor(&ctx, &key, &mut memory, &stop)).await
     {
         ctx.live.send_modify(|m| {
             m.remove(&key);
@@ -71,39 +71,49 @@ pub async fn run(
     // stays the same (each change is then seen once).
     let mut values_watch: Option<(Vec<crate::helm::values::ValuesSourceRef>, _)> = None;
     loop {
-        let wanted = (inbox.watch_source && !inbox.values_sources.is_empty())
-            .then(|| inbox.values_sources.clone());
+        let wanted = (memory.watches.watch_source && !memory.watches.values_sources.is_empty())
+            .then(|| memory.watches.values_sources.clone());
         if wanted.as_ref() != values_watch.as_ref().map(|(sources, _)| sources) {
             values_watch = wanted.map(|sources| {
-                let events = values_source_events(&ctx, &inbox.newest, &sources);
+                let events = values_source_events(&ctx, &memory.inbox.newest, &sources);
                 (sources, events)
             });
         }
         // Subscribed only while held up by the cluster: the engine looks for healing only
         // while someone waits for it.
-        let mut healed = inbox.blocked.then(|| ctx.healed.subscribe());
-        let mut appeared = inbox
-            .missing
+        let mut healed = memory.retry.blocked.then(|| ctx.healed.subscribe());
+        let mut appeared =
+            memory.watches.missing.as_ref().map(|src| {
+                values_source_events(&ctx, &memory.inbox.newest, std::slice::from_ref(src))
+            });
+        let mut record_changed = memory
+            .watches
+            .conflict
             .as_ref()
-            .map(|src| values_source_events(&ctx, &inbox.newest, std::slice::from_ref(src)));
-        let mut record_changed = inbox.conflict.as_ref().map(|l| l.changes(&ctx.client));
+            .map(|l| l.changes(&ctx.client));
         // A failed or stalled release looks at its source for a new desired state.
-        let source_check = (inbox.watch_source && super::run::polls(&inbox.newest.spec.chart))
-            .then(|| Instant::now() + super::run::source_poll(&ctx, &inbox.newest.spec.chart));
+        let source_check = (memory.watches.watch_source
+            && super::run::polls(&memory.inbox.newest.spec.chart))
+        .then(|| Instant::now() + super::run::source_poll(&ctx, &memory.inbox.newest.spec.chart));
         let mut by_interval = false;
         tokio::select! {
             () = stop.cancelled() => break,
+            // A command came while the last step ran: looked at now.
+            () = std::future::ready(()), if memory.inbox.requested => {
+                memory.inbox.requested = false;
+                memory.retry.urgent = true;
+            }
             () = tokio::time::sleep_until(next_run) => by_interval = true,
             event = pushed.recv() => {
                 use tokio::sync::broadcast::error::RecvError;
                 match event {
-                    Ok(w) if w.wakes(&inbox.newest) => {
+                    Ok(w) if w.wakes(&memory.inbox.newest) => {
                         tracing::info!(release = %key, source = %w.describe(), urgent = w.urgent, "a push to its chart source: looking now");
                         // A receiver past its rate wakes releases as routine work.
-                        inbox.urgent |= w.urgent;
+                        memory.retry.urgent |= w.urgent;
                     }
                     // Fell behind: one of them may have been ours.
-                    Err(RecvError::Lagged(_)) if super::run::polls(&inbox.newest.spec.chart) => {}
+                    Err(RecvError::Lagged(_)) if super::run::polls(&memory.inbox.newest.spec.chart) => {}
                     Err(RecvError::Closed) => break,
                     _ => continue,
                 }
@@ -112,10 +122,10 @@ pub async fn run(
                 tokio::time::sleep_until(source_check?).await;
                 Some(())
             } => {
-                match Box::pin(new_desired_state(&ctx, &inbox)).await {
+                match Box::pin(new_desired_state(&ctx, &memory)).await {
                     Some(what) => {
                         tracing::info!(release = %key, "{what}: trying it now, with fresh retries");
-                        inbox.urgent = true;
+                        memory.retry.urgent = true;
                     }
                     None => continue,
                 }
@@ -130,10 +140,10 @@ pub async fn run(
                 ctx.metrics.retried_on_cause(cause);
             }
             Some(Some(changed)) = async { Some(futures::StreamExt::next(&mut values_watch.as_mut()?.1).await) } => {
-                match Box::pin(new_desired_state(&ctx, &inbox)).await {
+                match Box::pin(new_desired_state(&ctx, &memory)).await {
                     Some(what) => {
                         tracing::info!(release = %key, "{changed}, {what}: trying it now, with fresh retries");
-                        inbox.urgent = true;
+                        memory.retry.urgent = true;
                     }
                     None => continue,
                 }
@@ -142,40 +152,29 @@ pub async fn run(
                 tracing::info!(release = %key, "{changed}: trying again now");
                 ctx.metrics.retried_on_cause(crate::telemetry::RetryCause::ValuesSource);
             }
-            msg = inbox.rx.recv() => {
-                match msg {
-                    None => break,
-                    Some(Msg::Updated(hr)) => {
-                        note_seen(&ctx, &key, &hr);
-                        inbox.newest = hr;
-                    }
-                    Some(Msg::Deleted) => break,
+            msg = memory.inbox.recv() => {
+                match memory.absorb(&ctx, &key, msg) {
+                    Heard::Closed | Heard::Deleted => break,
+                    Heard::Updated { .. } => {}
                     // Kept in status by a reconcile now (a routine one: nothing waits on
                     // it but the record).
-                    Some(Msg::ConfigRolled(record)) => {
-                        inbox.note_change(*record);
+                    Heard::ConfigRolled => last = None,
+                    // No wait is running: the token is kept, so its echo is ignored.
+                    Heard::CancelWait(_) => continue,
+                    // Someone waits on it.
+                    Heard::Command => {
+                        memory.inbox.requested = false;
                         last = None;
+                        memory.retry.urgent = true;
                     }
-                    Some(Msg::Command(command)) => match *command {
-                        (Command::CancelWait(_), t) => {
-                            // No wait is running: remember the token so its echo is ignored.
-                            inbox.handled_cancel = Some(t);
-                            continue;
-                        }
-                        // An operator waits on it.
-                        _ => {
-                            last = None;
-                            inbox.urgent = true;
-                        }
-                    },
                 }
-                if last.as_ref() == Some(&Trigger::of(&inbox.newest)) {
+                if last.as_ref() == Some(&Trigger::of(&memory.inbox.newest)) {
                     continue;
                 }
             }
         }
-        inbox.woke_at = Some(std::time::Instant::now());
-        inbox.by_interval = by_interval;
+        memory.retry.woke_at = Some(std::time::Instant::now());
+        memory.retry.by_interval = by_interval;
         // The first reconcile of every worker comes at once when an engine starts (or
         // takes the lease over): a few at a time, each until it applies or waits, so
         // thousands of releases do not open thousands of requests and reconciles at once.
@@ -187,7 +186,7 @@ pub async fn run(
         } else {
             None
         };
-        let hr = inbox.newest.clone();
+        let hr = memory.inbox.newest.clone();
         last = Some(Trigger::of(&hr));
         let span =
             tracing::info_span!("reconcile", release = %key, generation = hr.metadata.generation);
@@ -195,21 +194,22 @@ pub async fn run(
         let started = std::time::Instant::now();
         // Boxed: the reconcile's state machine is large, and an idle worker (most of a
         // thousand) should not carry it between reconciles.
-        let (requeue, result) = Box::pin(reconcile_once(&ctx, &key, hr, &mut inbox, &stop, permit))
-            .instrument(span)
-            .await;
+        let (requeue, result) =
+            Box::pin(reconcile_once(&ctx, &key, hr, &mut memory, &stop, permit))
+                .instrument(span)
+                .await;
         ctx.metrics.in_flight.dec();
         if let Some(result) = result {
             ctx.metrics
                 .reconciled(&key.namespace, &key.name, started.elapsed(), result);
         }
-        inbox.warmup = None;
+        memory.handoff.warmup = None;
         ctx.live.send_modify(|m| {
             let entry = m.entry(key.clone()).or_default();
             entry.phase = Phase::Idle;
             entry.wait = None;
         });
-        if inbox.deleted {
+        if memory.inbox.deleted {
             break;
         }
         next_run = Instant::now() + requeue;
@@ -233,7 +233,7 @@ async fn reconcile_once(
     ctx: &Context,
     key: &ReleaseKey,
     hr: Arc<HelmRelease>,
-    inbox: &mut Inbox,
+    memory: &mut Memory,
     stop: &CancellationToken,
     start_permit: Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> (Duration, Option<ReconcileResult>) {
@@ -251,9 +251,10 @@ async fn reconcile_once(
         release_name: hr.release_name(),
         target_namespace: hr.target_namespace(),
         storage: Storage::new(acting.client.clone(), &hr.storage_namespace())
-            .reading_from(inbox.records_floor.clone()),
+            .reading_from(memory.cache.records_floor.clone()),
         acting,
-        status: inbox
+        status: memory
+            .written
             .last_status
             .as_deref()
             .or(hr.status.as_ref())
@@ -261,7 +262,7 @@ async fn reconcile_once(
             .unwrap_or_default(),
         hr: hr.clone(),
         api,
-        inbox,
+        memory,
         stop,
         live: Mutex::new(LiveState::default()),
         start_permit: Mutex::new(start_permit),
@@ -276,24 +277,15 @@ async fn reconcile_once(
         urgent: None,
         applied_generations: None,
     };
-    // A fix for a failed or stalled release, or an operator's request, goes first.
     let failed = run
         .status
         .conditions
         .iter()
         .any(|c| c.type_ == condition::READY && c.status == "False");
-    if let Some(carried) = run.inbox.carried_urgency.take() {
-        run.priority = crate::cluster::slots::Priority::Urgent;
-        run.urgent = Some(carried);
-    } else if run.inbox.urgent || failed {
-        run.priority = crate::cluster::slots::Priority::Urgent;
-        // Routine work gives way to a fix (a new desired state for a failed release, an
-        // operator's request, a push), not to a failed release's retry of the same one.
-        let new_spec = run.status.last_attempted_generation != hr.metadata.generation;
-        if run.inbox.urgent || new_spec {
-            run.urgent = Some(ctx.precedence.urgent());
-        }
-    }
+    let new_spec = run.status.last_attempted_generation != hr.metadata.generation;
+    let urgency = run.memory.retry.urgency(failed, new_spec, &ctx.precedence);
+    run.priority = urgency.priority;
+    run.urgent = urgency.precedence;
     let outcome = if let Some(e) = unusable {
         Err(crate::engine::Error::Remote(e))
     } else if hr.metadata.deletion_timestamp.is_some() {
@@ -371,35 +363,27 @@ async fn reconcile_once(
             (requeue, ReconcileResult::Error)
         }
     };
-    run.inbox.blocked = matches!(requeue, Requeue::Blocked);
     // Failed, stalled or held: a new desired state from its source is looked for.
-    run.inbox.watch_source = run
+    let held = run
         .status
         .conditions
         .iter()
         .any(|c| c.type_ == condition::READY && c.status != "True");
-    run.inbox.values_sources = if run.inbox.watch_source {
-        run.desired_sources.clone()
-    } else {
-        Vec::new()
-    };
-    run.inbox.urgent = false;
+    let sources = std::mem::take(&mut run.desired_sources);
+    run.memory.watches.after(held, &sources);
+    run.memory.written.last_status = Some(run.memory.written.shared_status(&run.status));
     // A fix superseding the wait goes on in the next reconcile, urgent still.
-    if run.inbox.candidate.is_some() {
-        run.inbox.carried_urgency = run.urgent.take();
-    }
-    run.inbox.last_status = Some(run.inbox.shared_status(&run.status));
-    let interval = hr.spec.interval.as_std();
-    let after = match requeue {
-        Requeue::After(d) => {
-            run.inbox.failing = 0;
-            d
-        }
-        Requeue::Failed | Requeue::Blocked => {
-            run.inbox.failing = run.inbox.failing.saturating_add(1);
-            backoff(run.inbox.failing, interval)
-        }
-    };
+    let superseding = run
+        .memory
+        .handoff
+        .candidate
+        .is_some()
+        .then(|| run.urgent.take())
+        .flatten();
+    let after = run
+        .memory
+        .retry
+        .ended(requeue, hr.spec.interval.as_std(), superseding);
     (after, Some(result))
 }
 
@@ -420,9 +404,9 @@ impl Run<'_> {
 /// What is new in the desired state of a release that failed, stalled or was held (a
 /// chart version or digest, a commit, valuesFrom data), if anything: compared with what
 /// was last attempted, as helm-controller decides to reset its failure counters.
-async fn new_desired_state(ctx: &Context, inbox: &Inbox) -> Option<String> {
-    let hr = &inbox.newest;
-    let status = inbox.last_status.as_ref()?;
+async fn new_desired_state(ctx: &Context, memory: &Memory) -> Option<String> {
+    let hr = &memory.inbox.newest;
+    let status = memory.written.last_status.as_ref()?;
     let acting = ctx.acting_for(hr).await.ok()?;
     let prepared = super::run::prepare(ctx, &acting, hr, crate::cluster::slots::Priority::Urgent)
         .await
@@ -456,35 +440,6 @@ pub(in crate::engine) fn refused_message(
             "the API server refused the release's {sa}, which the release acts as: {refusal}; grant that ServiceAccount the permission (a RoleBinding in its namespace), or change spec.serviceAccountName"
         ),
     }
-}
-
-/// When a release is looked at next.
-enum Requeue {
-    /// After this long (the interval, or at once, or never).
-    After(Duration),
-    /// It failed: again after an exponential backoff.
-    Failed,
-    /// The cluster failed it (discovery, the API server): again after a backoff, or as
-    /// soon as the engine sees the cluster heal, whichever comes first.
-    Blocked,
-}
-
-/// The delay before retry number `failing` (1 = the first): 5 s doubling, capped at the
-/// interval, with ±10 % jitter so releases failing together do not retry in lockstep.
-fn backoff(failing: u32, interval: Duration) -> Duration {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    backoff_at(failing, interval, nanos)
-}
-
-/// [`backoff`] with the jitter drawn from `nanos` (the clock's, there): 0 is −10 %,
-/// 1000 none, 2000 +10 %, and so on round.
-fn backoff_at(failing: u32, interval: Duration, nanos: u32) -> Duration {
-    let base = Duration::from_secs(5).saturating_mul(1 << failing.saturating_sub(1).min(16));
-    let capped = base.min(interval).max(Duration::from_secs(1));
-    let jitter = f64::from(nanos % 2001) / 10_000.0 - 0.1;
-    capped.mul_f64(1.0 + jitter)
 }
 
 /// Revision `version` of chart app@1.0.0 with no values, `status`, described so (tests).
@@ -543,51 +498,14 @@ mod tests {
     }
 
     /// Every release has a worker for as long as the engine runs, and its task holds the
-    /// worker's largest state throughout: at 10,000 releases each kilobyte is 10 MB.
-    /// (12.6 KB before the handover and the source checks were boxed, 8.4 KB before the
-    /// inbox was; the spawned task around it took 51 KB a release, heaptrack says, before
-    /// the dispatcher boxed it.)
+    /// worker's largest state throughout: at 10,000 releases each kilobyte is 10 MB. Its
+    /// memory is boxed beside it, and what is large in it (a candidate, a record being
+    /// written) is boxed in turn, so an idle worker keeps little.
     #[test]
     fn an_idle_worker_stays_small() {
         let bytes = future_size(run);
         assert!(bytes < 2 * 1024, "a worker's future is {bytes} bytes");
-        // Its inbox is boxed beside it (8.4 KB together before the inbox was boxed, its
-        // statuses shared and the superseded record boxed; 1.9 KB after).
-        let inbox = std::mem::size_of::<crate::engine::run::Inbox>();
-        assert!(inbox < 1024, "a worker's inbox is {inbox} bytes");
-    }
-
-    #[test]
-    fn retries_back_off_exponentially_up_to_the_interval() {
-        let interval = Duration::from_secs(600);
-        // (failing, interval, expected before jitter)
-        let cases = [
-            (1, interval, 5.0),
-            (2, interval, 10.0),
-            (3, interval, 20.0),
-            (4, interval, 40.0),
-            (8, interval, 600.0),
-            (10, interval, 600.0),
-            (u32::MAX, interval, 600.0),
-            (3, Duration::from_secs(8), 8.0),
-            // Never faster than once a second, however short the interval.
-            (1, Duration::ZERO, 1.0),
-            // 0 is not a retry, but must not underflow.
-            (0, interval, 5.0),
-        ];
-        for (failing, interval, secs) in cases {
-            for (nanos, factor) in [(0, 0.9), (1000, 1.0), (2000, 1.1), (2001, 0.9)] {
-                let got = backoff_at(failing, interval, nanos).as_secs_f64();
-                assert!(
-                    (got - secs * factor).abs() < 1e-6,
-                    "failing {failing}, interval {interval:?}, nanos {nanos}: {got}"
-                );
-            }
-            let got = backoff(failing, interval).as_secs_f64();
-            assert!(
-                got >= secs * 0.9 - 1e-9 && got <= secs * 1.1 + 1e-9,
-                "failing {failing}: {got} outside ±10 % of {secs}"
-            );
-        }
+        let memory = std::mem::size_of::<crate::engine::run::Memory>();
+        assert!(memory < 1024, "a worker's memory is {memory} bytes");
     }
 }

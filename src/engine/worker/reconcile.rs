@@ -55,9 +55,9 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Resul
     let generation = hr.metadata.generation;
     let interval = hr.spec.interval.as_std();
 
-    let settled = run.inbox.settled.take();
+    let settled = run.memory.cache.settled.take();
     let requested = take_tokens(&mut run.status, &hr);
-    run.inbox.conflict = None;
+    run.memory.watches.conflict = None;
     if super::pin::asked(&run.hr) {
         Box::pin(super::pin::pin_if_asked(run)).await?;
     }
@@ -117,12 +117,13 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Resul
             Unchanged::Changed => {}
         }
     }
-    let superseding = run.inbox.superseding.take();
+    let superseding = run.memory.handoff.superseding.take();
     // Urgent work (a fix for a failed release, an operator's request) resolves its chart
     // and values while the guards read: both are reads, and a fix waits on each round trip.
     let early = run.priority == crate::cluster::slots::Priority::Urgent
         && run
-            .inbox
+            .memory
+            .handoff
             .candidate
             .as_ref()
             .is_none_or(|c| c.generation != generation);
@@ -191,7 +192,8 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Resul
     run.set_phase(Phase::Resolving);
     // A wait superseded by a newer desired state handed over that state, ready to apply.
     let candidate = run
-        .inbox
+        .memory
+        .handoff
         .candidate
         .take()
         .filter(|c| c.generation == generation);
@@ -203,7 +205,11 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Resul
             (Ok(c.prepared), Some(c.rendered))
         }
         None => {
-            let triggered = run.inbox.woke_at.unwrap_or_else(std::time::Instant::now);
+            let triggered = run
+                .memory
+                .retry
+                .woke_at
+                .unwrap_or_else(std::time::Instant::now);
             let prepared = match prepared_early.take() {
                 Some(prepared) => prepared,
                 None => prepare(run.ctx, &run.acting, &hr, run.priority).await,
@@ -224,14 +230,14 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Resul
             (prepared, None)
         }
     };
-    run.inbox.missing = None;
+    run.memory.watches.missing = None;
     let prepared = match prepared {
         Ok(p) => p,
         Err(e) => {
             let (reason, message) = (e.reason(), e.to_string());
             if matches!(e, crate::engine::run::PrepareError::Values(_)) {
                 // Looked at again as soon as the source it lacks appears.
-                run.inbox.missing =
+                run.memory.watches.missing =
                     crate::helm::values::missing_source(&run.acting.client, &hr).await;
             }
             status::set(
@@ -296,7 +302,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Resul
                 in_sync(&mut run.status, latest.as_ref(), generation);
                 run.record_history(&history);
                 Box::pin(super::drift::check(run, latest.as_ref())).await;
-                run.inbox.settled = settled_on(run, &history);
+                run.memory.cache.settled = settled_on(run, &history);
                 run.write_status().await;
                 return Ok(Requeue::After(idle_recheck(interval, &hr.spec.chart)));
             }
@@ -391,7 +397,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Resul
                 by_operator: false,
                 ..
             }
-        ) && run.inbox.candidate.is_some();
+        ) && run.memory.handoff.candidate.is_some();
         if superseded && let Some(canceled) = run.last_record.take() {
             // The newer desired state is ready to apply, and this is on its way: the
             // history is what was read before plus the revision the wait left, the
@@ -457,20 +463,20 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Resul
             // Superseded by a newer desired state: start over with it right away.
             return Ok(Requeue::After(Duration::ZERO));
         }
-        if run.inbox.newest.metadata.generation != generation
-            || run.inbox.deleted
+        if run.memory.inbox.newest.metadata.generation != generation
+            || run.memory.inbox.deleted
             || run.stop.is_cancelled()
         {
             return Ok(Requeue::After(Duration::ZERO));
         }
-        if run.inbox.newest.spec.suspend {
+        if run.memory.inbox.newest.spec.suspend {
             // Suspend lets a running action finish but starts nothing new.
             return Ok(Requeue::After(NEVER));
         }
     }
     Ok(Requeue::After(idle_recheck(
         interval,
-        &run.inbox.newest.spec.chart,
+        &run.memory.inbox.newest.spec.chart,
     )))
 }
 

@@ -27,10 +27,10 @@ pub(super) enum Unchanged {
 /// `requested`: the reconcile took a request token (reconcile, reset or cancel).
 pub(super) fn may_skip_history(run: &Run<'_>, settled: &Settled, requested: bool) -> bool {
     let hr = &run.hr;
-    if !run.inbox.by_interval
+    if !run.memory.retry.by_interval
         || requested
-        || run.inbox.candidate.is_some()
-        || run.inbox.superseding.is_some()
+        || run.memory.handoff.candidate.is_some()
+        || run.memory.handoff.superseding.is_some()
         || !hr.spec.depends_on.is_empty()
         || run.status.external_revision.is_some()
         || settled.uid != hr.metadata.uid
@@ -74,6 +74,6 @@ pub(super) async fn check(run: &mut Run<'_>, settled: Settled) -> Unchanged {
     run.desired_sources = prepared.values.sources.clone();
     run.ctx.metrics.unchanged_check();
     run.write_status().await;
-    run.inbox.settled = Some(settled);
+    run.memory.cache.settled = Some(settled);
     Unchanged::InSync
 }
