@@ -1,39 +1,28 @@
-//! One reconcile of a release: take the request tokens, check the guards, prepare the
-//! desired state, then observe → plan → run the action → record its outcome, until the
-//! planner says in sync or stalled. Each action's file says how its outcome is recorded;
+//! One reconcile of a release, as phases that hand typed results on: admit (the request
+//! tokens, the spec's checks), guard (whose the release is, its dependencies), prepare
+//! the desired state, then steps of observe → plan → run the action → record its
+//! outcome, until the planner says in sync or stalled. Each action's file says how its outcome is recorded;
 //! what is recorded here is what no action owns: the tokens, fresh retries for a new
 //! desired state, in sync, stalled, and status.history.
 
-use std::time::Duration;
+use std::ops::ControlFlow;
+use std::time::{Duration, Instant};
 
 use kube::runtime::events::EventType;
 
+use super::NEVER;
 use super::external;
 use super::guards::{
     Tenancy, dependency_cycle, invalid_cel, ours_to_act_on, stall, tenancy, unready_dependency,
 };
 use super::unchanged::Unchanged;
-use super::{NEVER, Requeue};
 use crate::api::{HelmRelease, HelmReleaseStatus, annotations};
 use crate::engine::actions::{self, Outcome};
 use crate::engine::plan::{self, Desired, Latest, Next, Observed, Policy, TestState};
-use crate::engine::run::{Run, Settled, new_token, prepare};
+use crate::engine::run::{PrepareError, Prepared, Requeue, Run, Settled, new_token, prepare};
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::engine::vocabulary::Phase;
 use crate::helm::release::{Release, Status};
-
-/// Says in Reconciling why a pending revision is left alone for now.
-async fn leave_pending(run: &mut Run<'_>, message: &str, generation: Option<i64>) {
-    status::set(
-        &mut run.status,
-        condition::RECONCILING,
-        Truth::True,
-        reason::PROGRESSING,
-        message,
-        generation,
-    );
-    run.write_status().await;
-}
 
 /// `history` with `record` in it (in place of the revision of its version).
 fn with_record(mut history: Vec<Release>, record: Release) -> Vec<Release> {
@@ -50,11 +39,67 @@ fn is_pending(record: &Release) -> bool {
 /// How old the guards' history read may be for the first step to plan on it.
 const FRESH_HISTORY: Duration = Duration::from_millis(500);
 
-pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Result<Requeue> {
-    let hr = run.hr.clone();
-    let generation = hr.metadata.generation;
-    let interval = hr.spec.interval.as_std();
+/// The most steps one reconcile takes (a failed upgrade, its rollback, the tests of what
+/// it rolled back to, ...) before it looks again at its interval.
+const MAX_STEPS: usize = 8;
 
+/// One reconcile of a release not being deleted, as a short pipeline: [`admit`] (the
+/// request tokens and the spec's own checks), [`guard`] (whose the release is, its
+/// dependencies), [`prepare_desired`], then [`steps`] (observe → plan → one action →
+/// record) until the planner says in sync or stalled. Each phase hands the next what it
+/// found, or ends the reconcile with when to look again.
+pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Result<Requeue> {
+    // Each phase boxed: the reconcile's future (allocated at every interval check) stays
+    // small, and an interval check that ends early never holds the later phases' state.
+    let admitted = match Box::pin(admit(run)).await? {
+        ControlFlow::Continue(admitted) => admitted,
+        ControlFlow::Break(requeue) => return Ok(requeue),
+    };
+    let guarded = match Box::pin(guard(run, admitted)).await? {
+        ControlFlow::Continue(guarded) => guarded,
+        ControlFlow::Break(requeue) => return Ok(requeue),
+    };
+    let ready = match Box::pin(prepare_desired(run, guarded)).await {
+        ControlFlow::Continue(ready) => ready,
+        ControlFlow::Break(requeue) => return Ok(requeue),
+    };
+    Box::pin(steps(run, ready)).await
+}
+
+/// What [`admit`] found: the release may be acted on.
+struct Admitted {
+    /// What the last reconcile found in sync on, for an interval check to skip reads.
+    settled: Option<Settled>,
+    /// This reconcile answers a request token.
+    requested: bool,
+}
+
+/// The history the guards read, and when.
+type Read = (Vec<Release>, std::time::Instant);
+
+/// What [`guard`] found: the release is ours to act on, with the history it read and the
+/// desired state prepared beside the guards (urgent work) or by the unchanged check.
+struct Guarded {
+    history: Option<Read>,
+    prepared: Option<Result<Prepared, PrepareError>>,
+}
+
+/// What [`prepare_desired`] hands the steps.
+struct Ready {
+    prepared: Prepared,
+    /// Rendered already, by the wait this desired state superseded.
+    rendered: Option<crate::helm::render::Rendered>,
+    desired: Desired,
+    /// A forceAt token not handled yet: the next install or upgrade is forced.
+    force: Option<String>,
+    history: Option<Read>,
+}
+
+/// The request tokens, a pin or unpin, suspension, the spec's CEL and the tenancy
+/// policy: what the spec alone decides.
+async fn admit(run: &mut Run<'_>) -> crate::engine::Result<ControlFlow<Requeue, Admitted>> {
+    let hr = run.hr.clone();
+    let interval = hr.spec.interval.as_std();
     let settled = run.memory.cache.settled.take();
     let requested = take_tokens(&mut run.status, &hr);
     run.memory.watches.conflict = None;
@@ -64,81 +109,80 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Resul
     run.learn_who_suspended().await;
     if hr.spec.suspend {
         run.write_status().await;
-        return Ok(Requeue::After(NEVER));
+        return Ok(ControlFlow::Break(Requeue::After(NEVER)));
     }
     super::pin::unpin_if_resumed(run).await;
     if let Some(invalid) = invalid_cel(run).await {
-        return Ok(Requeue::After(
-            stall(run, reason::INVALID_CEL_EXPRESSION, invalid, interval).await,
-        ));
+        let after = stall(run, reason::INVALID_CEL_EXPRESSION, invalid, interval).await;
+        return Ok(ControlFlow::Break(Requeue::After(after)));
     }
     match tenancy(run).await? {
         None => {}
         Some(Tenancy::Refused(message)) => {
-            return Ok(Requeue::After(
-                stall(run, reason::ACCESS_DENIED, message, interval).await,
-            ));
+            let after = stall(run, reason::ACCESS_DENIED, message, interval).await;
+            return Ok(ControlFlow::Break(Requeue::After(after)));
         }
         Some(Tenancy::MissingAccount(message)) => {
-            status::set(
-                &mut run.status,
-                condition::READY,
-                Truth::False,
-                reason::ACCESS_DENIED,
-                &message,
-                generation,
-            );
-            status::remove(&mut run.status, condition::RECONCILING);
-            let changed = run
-                .hr
-                .condition(condition::READY)
-                .is_none_or(|c| c.message != message);
-            run.write_status().await;
-            if changed {
-                tracing::warn!(release = %run.key, "{message}");
-                run.event(
-                    EventType::Warning,
-                    reason::ACCESS_DENIED,
-                    "Reconcile",
-                    message,
-                )
-                .await;
-            }
-            return Ok(Requeue::Blocked);
+            held_for_account(run, message).await;
+            return Ok(ControlFlow::Break(Requeue::Blocked));
         }
     }
-    // An interval check of a release nothing touched since it was found in sync.
+    Ok(ControlFlow::Continue(Admitted { settled, requested }))
+}
+
+/// The ServiceAccount the release acts as does not exist (yet): Ready=False, looked at
+/// again when it is created.
+async fn held_for_account(run: &mut Run<'_>, message: String) {
+    status::set(
+        &mut run.status,
+        condition::READY,
+        Truth::False,
+        reason::ACCESS_DENIED,
+        &message,
+        run.hr.metadata.generation,
+    );
+    status::remove(&mut run.status, condition::RECONCILING);
+    let changed = run
+        .hr
+        .condition(condition::READY)
+        .is_none_or(|c| c.message != message);
+    run.write_status().await;
+    if changed {
+        tracing::warn!(release = %run.key, "{message}");
+        run.event(
+            EventType::Warning,
+            reason::ACCESS_DENIED,
+            "Reconcile",
+            message,
+        )
+        .await;
+    }
+}
+
+/// An interval check of a release nothing touched since it was found in sync ends here;
+/// otherwise the guards: the release's record is ours, its dependencies have no cycle
+/// and are ready.
+async fn guard(
+    run: &mut Run<'_>,
+    admitted: Admitted,
+) -> crate::engine::Result<ControlFlow<Requeue, Guarded>> {
+    let interval = run.hr.spec.interval.as_std();
     let mut prepared_unchanged = None;
-    if let Some(settled) = settled.filter(|s| super::unchanged::may_skip_history(run, s, requested))
+    if let Some(settled) = admitted
+        .settled
+        .filter(|s| super::unchanged::may_skip_history(run, s, admitted.requested))
     {
         match Box::pin(super::unchanged::check(run, settled)).await {
-            Unchanged::InSync => return Ok(Requeue::After(idle_recheck(interval, &hr.spec.chart))),
+            Unchanged::InSync => {
+                let after = idle_recheck(interval, &run.hr.spec.chart);
+                return Ok(ControlFlow::Break(Requeue::After(after)));
+            }
             Unchanged::Prepared(prepared) => prepared_unchanged = Some(*prepared),
             Unchanged::Changed => {}
         }
     }
     let superseding = run.memory.handoff.superseding.take();
-    // Urgent work (a fix for a failed release, an operator's request) resolves its chart
-    // and values while the guards read: both are reads, and a fix waits on each round trip.
-    let early = run.priority == crate::cluster::slots::Priority::Urgent
-        && run
-            .memory
-            .handoff
-            .candidate
-            .as_ref()
-            .is_none_or(|c| c.generation != generation);
-    let (guarded, mut prepared_early) = if prepared_unchanged.is_some() {
-        (Box::pin(ours_to_act_on(run)).await, prepared_unchanged)
-    } else if early {
-        let (ctx, acting, priority) = (run.ctx, run.acting.clone(), run.priority);
-        let hr = hr.clone();
-        let preparing = async move { prepare(ctx, &acting, &hr, priority).await };
-        let (guarded, prepared) =
-            Box::pin(async { tokio::join!(ours_to_act_on(run), preparing) }).await;
-        (guarded, Some(prepared))
-    } else {
-        (Box::pin(ours_to_act_on(run)).await, None)
-    };
+    let (guarded, prepared) = Box::pin(guards_beside_prepare(run, prepared_unchanged)).await;
     // The revision the last wait left, written meanwhile: it is stored before anything
     // else is, and the history plans with it as written (the read may predate it).
     let superseded = match superseding {
@@ -152,7 +196,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Resul
         }
         None => None,
     };
-    let mut first_history = match guarded? {
+    let history = match guarded? {
         Ok(history) => history.map(|h| {
             let h = match superseded {
                 Some(record)
@@ -166,15 +210,13 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Resul
             (h, std::time::Instant::now())
         }),
         Err(message) => {
-            return Ok(Requeue::After(
-                stall(run, reason::RELEASE_CONFLICT, message, interval).await,
-            ));
+            let after = stall(run, reason::RELEASE_CONFLICT, message, interval).await;
+            return Ok(ControlFlow::Break(Requeue::After(after)));
         }
     };
     if let Some(cycle) = dependency_cycle(run).await {
-        return Ok(Requeue::After(
-            stall(run, reason::DEPENDENCY_CYCLE, cycle, interval).await,
-        ));
+        let after = stall(run, reason::DEPENDENCY_CYCLE, cycle, interval).await;
+        return Ok(ControlFlow::Break(Requeue::After(after)));
     }
     if let Some(waiting) = unready_dependency(run).await {
         status::set(
@@ -183,21 +225,55 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Resul
             Truth::False,
             reason::DEPENDENCY_NOT_READY,
             waiting,
-            generation,
+            run.hr.metadata.generation,
         );
         run.write_status().await;
-        return Ok(Requeue::After(Duration::from_secs(5)));
+        return Ok(ControlFlow::Break(Requeue::After(Duration::from_secs(5))));
     }
+    Ok(ControlFlow::Continue(Guarded { history, prepared }))
+}
 
+/// The identity guard's read of the history; urgent work (a fix for a failed release,
+/// an operator's request) resolves its chart and values meanwhile: both are reads, and a
+/// fix waits on each round trip.
+async fn guards_beside_prepare(
+    run: &mut Run<'_>,
+    prepared_unchanged: Option<Result<Prepared, PrepareError>>,
+) -> (
+    crate::engine::Result<Result<Option<Vec<Release>>, String>>,
+    Option<Result<Prepared, PrepareError>>,
+) {
+    let generation = run.hr.metadata.generation;
+    let early = run.priority == crate::cluster::slots::Priority::Urgent
+        && run
+            .memory
+            .handoff
+            .candidate
+            .as_ref()
+            .is_none_or(|c| c.generation != generation);
+    if prepared_unchanged.is_some() || !early {
+        return (Box::pin(ours_to_act_on(run)).await, prepared_unchanged);
+    }
+    let (ctx, acting, priority, hr) = (run.ctx, run.acting.clone(), run.priority, run.hr.clone());
+    let preparing = async move { prepare(ctx, &acting, &hr, priority).await };
+    let (guarded, prepared) = tokio::join!(ours_to_act_on(run), preparing);
+    (guarded, Some(prepared))
+}
+
+/// The desired state: the one a superseded wait handed over, else prepared now (or
+/// already, beside the guards). A desired state that cannot be prepared fails the
+/// reconcile, which is looked at again when what it lacks appears.
+async fn prepare_desired(run: &mut Run<'_>, guarded: Guarded) -> ControlFlow<Requeue, Ready> {
+    let hr = run.hr.clone();
+    let generation = hr.metadata.generation;
     run.set_phase(Phase::Resolving);
-    // A wait superseded by a newer desired state handed over that state, ready to apply.
     let candidate = run
         .memory
         .handoff
         .candidate
         .take()
         .filter(|c| c.generation == generation);
-    let (prepared, mut rendered) = match candidate {
+    let (prepared, rendered) = match candidate {
         Some(c) => {
             let c = *c;
             run.fix = c.timeline();
@@ -210,7 +286,7 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Resul
                 .retry
                 .woke_at
                 .unwrap_or_else(std::time::Instant::now);
-            let prepared = match prepared_early.take() {
+            let prepared = match guarded.prepared {
                 Some(prepared) => prepared,
                 None => prepare(run.ctx, &run.acting, &hr, run.priority).await,
             };
@@ -234,25 +310,8 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Resul
     let prepared = match prepared {
         Ok(p) => p,
         Err(e) => {
-            let (reason, message) = (e.reason(), e.to_string());
-            if matches!(e, crate::engine::run::PrepareError::Values(_)) {
-                // Looked at again as soon as the source it lacks appears.
-                run.memory.watches.missing =
-                    crate::helm::values::missing_source(&run.acting.client, &hr).await;
-            }
-            status::set(
-                &mut run.status,
-                condition::READY,
-                Truth::False,
-                reason,
-                &message,
-                generation,
-            );
-            status::remove(&mut run.status, condition::RECONCILING);
-            run.write_status().await;
-            run.event(EventType::Warning, reason, "Reconcile", message)
-                .await;
-            return Ok(Requeue::Failed);
+            not_prepared(run, e).await;
+            return ControlFlow::Break(Requeue::Failed);
         }
     };
     run.masker = prepared.values.secrets.clone();
@@ -260,16 +319,58 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Resul
     run.desired_sources = prepared.values.sources.clone();
     let desired = prepared.desired();
     fresh_retries(&mut run.status, &desired, generation);
-    let mut force = new_token(
+    let force = new_token(
         &hr,
         annotations::FORCE_AT,
         run.status.last_handled_force_at.as_deref(),
     );
+    ControlFlow::Continue(Ready {
+        prepared,
+        rendered,
+        desired,
+        force,
+        history: guarded.history,
+    })
+}
 
-    for _ in 0..8 {
+/// The desired state could not be prepared: Ready=False with why, and an Event.
+async fn not_prepared(run: &mut Run<'_>, e: PrepareError) {
+    let (reason, message) = (e.reason(), e.to_string());
+    if matches!(e, PrepareError::Values(_)) {
+        // Looked at again as soon as the source it lacks appears.
+        run.memory.watches.missing =
+            crate::helm::values::missing_source(&run.acting.client, &run.hr).await;
+    }
+    status::set(
+        &mut run.status,
+        condition::READY,
+        Truth::False,
+        reason,
+        &message,
+        run.hr.metadata.generation,
+    );
+    status::remove(&mut run.status, condition::RECONCILING);
+    run.write_status().await;
+    run.event(EventType::Warning, reason, "Reconcile", message)
+        .await;
+}
+
+/// Observe → plan → one action → record, until the planner says in sync or stalled, the
+/// spec changes, or [`MAX_STEPS`] were taken.
+async fn steps(run: &mut Run<'_>, ready: Ready) -> crate::engine::Result<Requeue> {
+    let generation = run.hr.metadata.generation;
+    let interval = run.hr.spec.interval.as_std();
+    let Ready {
+        prepared,
+        mut rendered,
+        desired,
+        mut force,
+        history: mut fresh,
+    } = ready;
+    for _ in 0..MAX_STEPS {
         // The first step plans on the history the guards read, unless preparing the
         // desired state (a chart download) took long enough for another tool to write.
-        let history = match first_history.take() {
+        let history = match fresh.take() {
             Some((history, read)) if read.elapsed() < FRESH_HISTORY => history,
             _ => run.storage.history(&run.release_name).await?,
         };
@@ -292,192 +393,179 @@ pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Resul
         let next = plan::next(&observed);
         tracing::info!(release = %run.key, action = ?next, "planned");
         let latest = history.last().cloned();
-        let stored_before = latest.as_ref().map(|r| r.version);
-        if !matches!(next, Next::InSync | Next::Stalled { .. }) {
-            run.record_acting().await;
-        }
-        // Each action comes with the bookkeeping of its outcome.
-        let (outcome, record): (Outcome, actions::Record) = match &next {
-            Next::InSync => {
-                in_sync(&mut run.status, latest.as_ref(), generation);
-                run.record_history(&history);
-                Box::pin(super::drift::check(run, latest.as_ref())).await;
-                run.memory.cache.settled = settled_on(run, &history);
-                run.write_status().await;
-                return Ok(Requeue::After(idle_recheck(interval, &hr.spec.chart)));
-            }
+        let (outcome, record) = match &next {
+            Next::InSync => return Ok(Box::pin(settle(run, &history)).await),
             Next::Stalled { reason: r, message } => {
-                nothing_more_to_try(&mut run.status, r, message, generation);
-                run.record_history(&history);
-                run.write_status().await;
-                run.event(EventType::Warning, r, "Reconcile", message.clone())
-                    .await;
-                return Ok(Requeue::After(NEVER));
+                return Ok(stalled(run, &history, r, message).await);
             }
-            Next::Install | Next::Upgrade => {
-                // Each action boxed: the reconcile's own future (allocated at every
-                // interval check) stays small.
-                let outcome = Box::pin(actions::install_or_upgrade(
-                    run,
-                    &prepared,
-                    rendered.take(),
-                    latest.as_ref(),
-                    &history,
-                ))
-                .await?;
-                if let Some(t) = force.take() {
-                    run.status.last_handled_force_at = Some(t);
+            _ => {
+                run.record_acting().await;
+                let step = actions::Step {
+                    prepared: &prepared,
+                    rendered: rendered.take(),
+                    latest: latest.as_ref(),
+                    history: &history,
+                };
+                match actions::run(run, &next, step).await? {
+                    actions::Ran::Done(outcome, record) => (outcome, record),
+                    actions::Ran::Held(requeue) => return Ok(requeue),
                 }
-                (outcome, actions::install_or_upgrade::record)
             }
-            Next::Test => (
-                Box::pin(actions::test(
-                    run,
-                    latest.expect("planner tests an existing revision"),
-                ))
-                .await?,
-                actions::test::record,
-            ),
-            Next::Rollback { to } => (
-                Box::pin(actions::rollback(run, &history, *to)).await?,
-                actions::rollback::record,
-            ),
-            Next::Uninstall => (
-                Box::pin(actions::uninstall(run, &history)).await?,
-                actions::uninstall::record,
-            ),
-            Next::Unlock { revision }
-                if let Some(left) = latest.as_ref().and_then(|l| {
-                    actions::unlock::other_tool_still_running(
-                        l,
-                        actions::unlock::OTHER_TOOL_BOUND.max(hr.spec.timeout.as_std()),
-                        k8s_openapi::jiff::Timestamp::now(),
-                    )
-                }) =>
-            {
-                // The helm CLI (or Flux) wrote it, and its operation may still run: a
-                // second writer now would leave helm reporting values that are not running.
-                let status = latest
-                    .as_ref()
-                    .and_then(|r| r.info.as_ref())
-                    .map(|i| i.status)
-                    .unwrap_or_default();
-                let message = format!(
-                    "revision {revision} is {status}, written by another tool (the helm CLI or Flux), whose operation may still be running; wheelhouse leaves it alone for up to {}s more (Helm's default wait is 5m), then marks it failed and goes on",
-                    left.as_secs()
-                );
-                leave_pending(run, &message, generation).await;
-                tracing::info!(release = %run.key, revision, "pending revision of another tool left alone");
-                // Looked at again soon: the other tool's operation usually ends first.
-                return Ok(Requeue::After(left.min(Duration::from_secs(2))));
-            }
-            Next::Resume { .. } => (
-                Box::pin(actions::install_or_upgrade::resume(
-                    run,
-                    &prepared,
-                    latest.expect("planner resumes an existing revision"),
-                    &history,
-                ))
-                .await?,
-                actions::install_or_upgrade::record,
-            ),
-            Next::Unlock { .. } => (
-                Box::pin(actions::unlock(
-                    run,
-                    latest.expect("planner unlocks an existing revision"),
-                ))
-                .await?,
-                actions::unlock::record,
-            ),
         };
+        if matches!(next, Next::Install | Next::Upgrade)
+            && let Some(t) = force.take()
+        {
+            run.status.last_handled_force_at = Some(t);
+        }
         run.set_phase(Phase::Idle);
-        let superseded = matches!(
+        let stepped = Stepped {
+            next: &next,
             outcome,
-            Outcome::Canceled {
-                by_operator: false,
-                ..
-            }
-        ) && run.memory.handoff.candidate.is_some();
-        if superseded && let Some(canceled) = run.last_record.take() {
-            // The newer desired state is ready to apply, and this is on its way: the
-            // history is what was read before plus the revision the wait left, the
-            // Event goes out meanwhile, and the status is written with the next
-            // reconcile's first write (it starts at once from this one's status).
-            let history = with_record(history, canceled);
-            run.record_history(&history);
-            let note = record(&mut run.status, &outcome, generation);
-            run.notify();
-            let action = format!("{next:?}");
-            run.event_soon(
-                note.type_,
-                note.reason,
-                note.action.unwrap_or(&action),
-                note.message,
-            );
-            return Ok(Requeue::After(Duration::ZERO));
-        }
-        let history = run.storage.history(&run.release_name).await?;
-        // The next step plans on this read, while it is fresh.
-        first_history = Some((history.clone(), std::time::Instant::now()));
-        run.record_history(&history);
-        let note = record(&mut run.status, &outcome, generation);
-        let retry = super::strategy::retry_on_failure(
-            &mut run.status,
-            &next,
-            &outcome,
-            &Policy::from_spec(&run.hr),
-            generation,
-        );
-        run.publish_note(note, &format!("{next:?}")).await;
-        run.write_status().await;
-        // RetryOnFailure: no remediation; the same is tried again after the interval
-        // (sooner only for a new desired state).
-        if let Some(after) = retry {
-            return Ok(Requeue::After(after));
-        }
-        // The cluster's failure: no retry used, no remediation; again after a backoff.
-        if let Outcome::Blocked { message, .. } = &outcome {
-            run.note_refused(message);
-            return Ok(Requeue::Blocked);
-        }
-        // An install or upgrade that failed before storing a revision (render error,
-        // `required`/`fail`, a refused object, too large) has nothing to remediate: it is
-        // tried again after a backoff, or stalls once its retries are used up.
-        if matches!(outcome, Outcome::Failed { .. })
-            && matches!(next, Next::Install | Next::Upgrade)
-            && history.last().map(|r| r.version) == stored_before
-        {
-            let observed = observe(&run.status, &run.hr, &history, &desired, false);
-            if let Next::Stalled { .. } = plan::next(&observed) {
-                continue;
-            }
-            return Ok(Requeue::Failed);
-        }
-        if matches!(
-            outcome,
-            Outcome::Canceled {
-                by_operator: false,
-                ..
-            }
-        ) {
-            // Superseded by a newer desired state: start over with it right away.
-            return Ok(Requeue::After(Duration::ZERO));
-        }
-        if run.memory.inbox.newest.metadata.generation != generation
-            || run.memory.inbox.deleted
-            || run.stop.is_cancelled()
-        {
-            return Ok(Requeue::After(Duration::ZERO));
-        }
-        if run.memory.inbox.newest.spec.suspend {
-            // Suspend lets a running action finish but starts nothing new.
-            return Ok(Requeue::After(NEVER));
+            record,
+            history,
+            stored_before: latest.map(|r| r.version),
+        };
+        match Box::pin(record_step(run, stepped, &desired)).await? {
+            ControlFlow::Continue(read) => fresh = read,
+            ControlFlow::Break(requeue) => return Ok(requeue),
         }
     }
-    Ok(Requeue::After(idle_recheck(
-        interval,
-        &run.memory.inbox.newest.spec.chart,
-    )))
+    let chart = &run.memory.inbox.newest.spec.chart;
+    Ok(Requeue::After(idle_recheck(interval, chart)))
+}
+
+/// Nothing to do: Ready=True, the drift check, and what the next interval check may
+/// rest on.
+async fn settle(run: &mut Run<'_>, history: &[Release]) -> Requeue {
+    let latest = history.last();
+    in_sync(&mut run.status, latest, run.hr.metadata.generation);
+    run.record_history(history);
+    Box::pin(super::drift::check(run, latest)).await;
+    run.memory.cache.settled = settled_on(run, history);
+    run.write_status().await;
+    Requeue::After(idle_recheck(
+        run.hr.spec.interval.as_std(),
+        &run.hr.spec.chart,
+    ))
+}
+
+/// The planner gave up: Stalled=True, and an Event.
+async fn stalled(run: &mut Run<'_>, history: &[Release], why: &str, message: &str) -> Requeue {
+    nothing_more_to_try(&mut run.status, why, message, run.hr.metadata.generation);
+    run.record_history(history);
+    run.write_status().await;
+    run.event(EventType::Warning, why, "Reconcile", message.to_owned())
+        .await;
+    Requeue::After(NEVER)
+}
+
+/// A step taken: the action, how it ended and its bookkeeping, the history it was planned
+/// on and the newest revision stored before it.
+struct Stepped<'n> {
+    next: &'n Next,
+    outcome: Outcome,
+    record: actions::Record,
+    history: Vec<Release>,
+    stored_before: Option<i32>,
+}
+
+/// Records a step's outcome, then says whether the reconcile goes on (with the history
+/// read after the step) or ends, and when it looks again.
+async fn record_step(
+    run: &mut Run<'_>,
+    step: Stepped<'_>,
+    desired: &Desired,
+) -> crate::engine::Result<ControlFlow<Requeue, Option<Read>>> {
+    let generation = run.hr.metadata.generation;
+    let Stepped {
+        next,
+        outcome,
+        record,
+        history,
+        stored_before,
+    } = step;
+    let superseded = matches!(
+        outcome,
+        Outcome::Canceled {
+            by_operator: false,
+            ..
+        }
+    ) && run.memory.handoff.candidate.is_some();
+    if superseded && let Some(canceled) = run.last_record.take() {
+        // The newer desired state is ready to apply, and this is on its way: the
+        // history is what was read before plus the revision the wait left, the Event
+        // goes out meanwhile, and the status is written with the next reconcile's first
+        // write (it starts at once from this one's status).
+        let history = with_record(history, canceled);
+        run.record_history(&history);
+        let note = record(&mut run.status, &outcome, generation);
+        run.notify();
+        let action = format!("{next:?}");
+        run.event_soon(
+            note.type_,
+            note.reason,
+            note.action.unwrap_or(&action),
+            note.message,
+        );
+        return Ok(ControlFlow::Break(Requeue::After(Duration::ZERO)));
+    }
+    let history = run.storage.history(&run.release_name).await?;
+    run.record_history(&history);
+    let note = record(&mut run.status, &outcome, generation);
+    let retry = super::strategy::retry_on_failure(
+        &mut run.status,
+        next,
+        &outcome,
+        &Policy::from_spec(&run.hr),
+        generation,
+    );
+    run.publish_note(note, &format!("{next:?}")).await;
+    run.write_status().await;
+    // RetryOnFailure: no remediation; the same is tried again after the interval (sooner
+    // only for a new desired state).
+    if let Some(after) = retry {
+        return Ok(ControlFlow::Break(Requeue::After(after)));
+    }
+    // The cluster's failure: no retry used, no remediation; again after a backoff.
+    if let Outcome::Blocked { message, .. } = &outcome {
+        run.note_refused(message);
+        return Ok(ControlFlow::Break(Requeue::Blocked));
+    }
+    // An install or upgrade that failed before storing a revision (render error,
+    // `required`/`fail`, a refused object, too large) has nothing to remediate: it is
+    // tried again after a backoff, or stalls once its retries are used up (the next step
+    // records the stall).
+    if matches!(outcome, Outcome::Failed { .. })
+        && matches!(next, Next::Install | Next::Upgrade)
+        && history.last().map(|r| r.version) == stored_before
+    {
+        let observed = observe(&run.status, &run.hr, &history, desired, false);
+        return Ok(match plan::next(&observed) {
+            Next::Stalled { .. } => ControlFlow::Continue(Some((history, Instant::now()))),
+            _ => ControlFlow::Break(Requeue::Failed),
+        });
+    }
+    // Superseded by a newer desired state, or the spec changed, or the release is going:
+    // start over right away.
+    let newest = &run.memory.inbox.newest;
+    if matches!(
+        outcome,
+        Outcome::Canceled {
+            by_operator: false,
+            ..
+        }
+    ) || newest.metadata.generation != generation
+        || run.memory.inbox.deleted
+        || run.stop.is_cancelled()
+    {
+        return Ok(ControlFlow::Break(Requeue::After(Duration::ZERO)));
+    }
+    if newest.spec.suspend {
+        // Suspend lets a running action finish but starts nothing new.
+        return Ok(ControlFlow::Break(Requeue::After(NEVER)));
+    }
+    // The next step plans on this read, while it is fresh.
+    Ok(ControlFlow::Continue(Some((history, Instant::now()))))
 }
 
 /// When an idle release is looked at again: its interval, or sooner when its chart source
