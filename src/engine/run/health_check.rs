@@ -3,6 +3,7 @@
 //! newer desired state reaches the wait at once; a newer desired state is prepared first
 //! and the wait is cancelled only once it is ready to apply.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
