@@ -43,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use coverage::{Coverage, SHARD_LABEL, validate_shard};
-pub use error::{Error, Result};
+pub use error::{Error, Result, Unable};
 pub use handle::{EngineHandle, Pusher};
 pub use lease::Role;
 pub use options::EngineConfig;
@@ -90,11 +90,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::engine::Result<Engi
             }
             match renderer.check().await {
                 Ok(version) => tracing::info!(%version, "renderer ready"),
-                Err(e) => {
-                    return Err(format!(
-                        "this process cannot render charts, so it does not run the engine: {e}"
-                    ));
-                }
+                Err(e) => return Err(error::Unable::Render(e)),
             }
             // One tenancy policy for the cluster: an engine that cannot enforce it (it
             // cannot read it, or cannot impersonate) never takes a lease.
