@@ -154,19 +154,19 @@ pub fn start(client: Client, config: EngineConfig) -> crate::engine::Result<Engi
         &config.identity,
         live_tx,
     );
-    ctx.cancel_on_new_revision = config.cancel_on_new_revision;
+    ctx.settings.cancel_on_new_revision = config.cancel_on_new_revision;
     ctx.policy = policy_rx;
     let (lease_ns, lease_name) = config.coverage.lease(&config.lease_namespace);
     ctx.engine = crate::api::EngineRef {
         identity: config.identity.clone(),
         lease: format!("{lease_ns}/{lease_name}"),
     };
-    ctx.chart_poll = config.chart_poll;
-    ctx.stopping = stop.clone();
-    ctx.kubeconfig_allowances = config.kubeconfig_allowances;
+    ctx.settings.chart_poll = config.chart_poll;
+    ctx.signals.stopping = stop.clone();
+    ctx.settings.kubeconfig_allowances = config.kubeconfig_allowances;
     ctx.metrics = config.metrics.clone();
-    ctx.loads = crate::cluster::slots::Slots::new(config.concurrent.max(1));
-    ctx.precedence = precedence;
+    ctx.work.loads = crate::cluster::slots::Slots::new(config.concurrent.max(1));
+    ctx.work.precedence = precedence;
     // Every engine of the cluster shares the Lease's namespace, and so one key.
     ctx.hash_keys = crate::tracking::HashKeys::new(client.clone(), &lease_ns);
     if !config.passive {

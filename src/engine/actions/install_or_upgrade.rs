@@ -112,7 +112,7 @@ pub async fn install_or_upgrade(
         run.ctx.metrics.fix_applied(fix.triggered.elapsed());
     }
     if run.priority == crate::cluster::slots::Priority::Routine {
-        run.ctx.precedence.give_way().await;
+        run.ctx.work.precedence.give_way().await;
     }
     let removed = match apply_steps(run, &mut rel, &applied, seen, &owner, previous, &how).await {
         Ok(removed) => removed,

@@ -391,7 +391,7 @@ impl Run<'_> {
                 interrupted.canceled = Some((false, why));
                 token.cancel();
                 if self.urgent.is_none() {
-                    let precedence = &self.ctx.precedence;
+                    let precedence = &self.ctx.work.precedence;
                     self.urgent =
                         Some(newer.checking.take().unwrap_or_else(|| precedence.urgent()));
                 }
@@ -579,7 +579,7 @@ struct Newer<'c> {
 impl<'c> Newer<'c> {
     fn new(run: &Run<'_>) -> Self {
         let ctx = run.ctx;
-        let supersede = ctx.cancel_on_new_revision
+        let supersede = ctx.settings.cancel_on_new_revision
             && run
                 .hr
                 .spec
@@ -597,7 +597,7 @@ impl<'c> Newer<'c> {
         Self {
             supersede,
             sources,
-            pushed: ctx.pushed.subscribe(),
+            pushed: ctx.signals.pushed.subscribe(),
             polls_chart: supersede && (chart.repository.is_some() || chart.git.is_some()),
             poll,
             chart_poll: tokio::time::interval_at(Instant::now() + poll, poll),
@@ -637,7 +637,8 @@ impl<'c> Newer<'c> {
         };
         // The periodic poll is routine until it finds something.
         if trigger != POLLED {
-            self.checking.get_or_insert_with(|| ctx.precedence.urgent());
+            self.checking
+                .get_or_insert_with(|| ctx.work.precedence.urgent());
         }
         let check = Box::pin(prepare_candidate(ctx, newest.clone(), rel));
         self.check = Some((check, trigger, at));
