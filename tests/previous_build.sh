@@ -39,7 +39,20 @@ git -C "$root" archive --format=tar "$commit" | tar -x -C "$work"
 # Its own target directory: the current build's stays as it is. Removed once the binary is
 # copied out (about 3 GB).
 (cd "$work" && cargo build --locked --bin wheelhouse --target-dir "$work/target" >&2)
-helper=$("$work/src/helm/render/helper/build.sh")
+# The render helper's script where that commit keeps it (src/render/helper/ before the
+# crate's layers moved it under src/helm/): the path is the pinned tree's, not this one's.
+helper_script=
+for candidate in src/helm/render/helper/build.sh src/render/helper/build.sh; do
+  if [[ -x "$work/$candidate" ]]; then
+    helper_script="$work/$candidate"
+    break
+  fi
+done
+if [[ -z "$helper_script" ]]; then
+  log "error: commit ${commit:0:12} has no render helper build script where one was expected"
+  exit 1
+fi
+helper=$("$helper_script")
 mkdir -p "$cache.tmp/bin"
 cp "$work/target/debug/wheelhouse" "$helper/wheelhouse-render" "$cache.tmp/bin/"
 rm -rf "$cache"

@@ -407,3 +407,42 @@ async fn a_ready_expr_stands_in_for_the_dependencys_ready_condition_as_in_flux()
         dep.status
     );
 }
+
+/// A `readyExpr` over a field the dependency does not have is said at once, with CEL's
+/// own words, not after the release's timeout: the release is held by its dependency
+/// (DependencyNotReady) with `no such key` in its message while its 10-minute timeout has
+/// barely begun.
+#[tokio::test]
+async fn a_ready_expr_over_a_missing_field_is_reported_at_once() {
+    let (client, ns, api) = setup("cel-missing").await;
+    let ns = ns.name.clone();
+    let (_server, url) = charts(&client, &ns).await;
+    let wh_chart = json!({"repository": url, "name": "celwidget", "version": "0.1.0"});
+    api.create(
+        &PostParams::default(),
+        &wheelhouse_release(&ns, "dep", json!({"chart": wh_chart, "suspend": true})),
+    )
+    .await
+    .unwrap();
+    api.create(
+        &PostParams::default(),
+        &wheelhouse_release(
+            &ns,
+            WH,
+            json!({"chart": wh_chart, "timeout": "10m",
+                   "dependsOn": [{"name": "dep", "readyExpr": "dep.spec.nosuchfield == 'x'"}]}),
+        ),
+    )
+    .await
+    .unwrap();
+    let _engine = support::engine::start_shard(&client, &ns).await;
+    let held = wait_for(&api, WH, "held with CEL's reason", |h| {
+        is(h, "Ready", "False", "DependencyNotReady")
+            && h.condition("Ready")
+                .is_some_and(|c| c.message.contains("no such key"))
+    })
+    .await;
+    // wait_for gives up long before the 10-minute timeout (support::PATIENCE).
+    let message = &held.condition("Ready").unwrap().message;
+    assert!(message.contains("dependency"), "{message}");
+}
