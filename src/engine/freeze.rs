@@ -263,7 +263,11 @@ pub struct FreezeRequest {
 
 /// What happened to one release.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase", tag = "result")]
+#[serde(
+    rename_all = "camelCase",
+    rename_all_fields = "camelCase",
+    tag = "result"
+)]
 pub enum FreezeDone {
     /// Frozen: suspended by this freeze, or kept suspended and recorded as suspended
     /// before. `renewed`: it was frozen already and the record is this freeze's now.

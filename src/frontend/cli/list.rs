@@ -8,8 +8,8 @@ use kube::{Api, Client, api::ListParams};
 
 use crate::api::{HelmRelease, RawHelmRelease};
 use crate::cluster::client::Scope;
-use crate::engine::{Error, FreezeRecord};
 use crate::engine::Result;
+use crate::engine::{Error, FreezeRecord};
 
 /// Lists the HelmReleases in scope. Each object is decoded on its own: one that cannot be
 /// read is listed as `Invalid` with the reason, and the others as usual.
@@ -128,7 +128,11 @@ fn write_freezes(
             Some(u) if u > now => format!(
                 "until {u} ({} left{})",
                 crate::text::age::since(now, u),
-                if until_thawed { ", then until thawed" } else { "" }
+                if until_thawed {
+                    ", then until thawed"
+                } else {
+                    ""
+                }
             ),
             Some(u) if until_thawed => format!("OVERDUE since {u} (kept until thawed)"),
             Some(u) => format!("ended {u}, thaw pending"),
