@@ -576,12 +576,14 @@ async fn write_one<T>(
 }
 
 /// Freezes every release of every kind the selection matches.
-pub async fn freeze(
+pub async fn freeze_releases(
     client: &Client,
     selection: &FreezeSelection,
     request: &FreezeRequest,
 ) -> FreezeReport {
-    let at = Timestamp::now();
+    // Whole seconds: the record is read by people.
+    let at =
+        Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now());
     let until = at
         .checked_add(request.duration)
         .ok()
@@ -635,7 +637,7 @@ pub async fn freeze(
 
 /// Thaws every frozen release the selection matches (named ones that are not frozen are
 /// reported so).
-pub async fn thaw(client: &Client, selection: &FreezeSelection) -> FreezeReport {
+pub async fn thaw_releases(client: &Client, selection: &FreezeSelection) -> FreezeReport {
     let frozen = format!("{FROZEN_LABEL}=true");
     let found = find(client, selection, Some(&frozen)).await;
     let token = Timestamp::now().to_string();

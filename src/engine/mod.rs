@@ -48,7 +48,7 @@ pub use coverage::{Coverage, SHARD_LABEL, validate_shard};
 pub use error::{Error, Result};
 pub use freeze::{
     FREEZE_MANAGER, FROZEN_LABEL, FreezeDone, FreezeKind, FreezeOutcome, FreezeRecord,
-    FreezeReport, FreezeRequest, FreezeSelection, freeze, thaw,
+    FreezeReport, FreezeRequest, FreezeSelection, freeze_releases, thaw_releases,
 };
 pub use handle::{EngineHandle, Pusher};
 pub use lease::Role;

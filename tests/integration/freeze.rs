@@ -319,14 +319,14 @@ async fn an_expired_freeze_thaws_by_itself_with_the_engine_restarted_in_between(
         labels: None,
         names: names.iter().map(|n| ReleaseKey::new(&ns, *n)).collect(),
     };
-    let kept = wheelhouse::engine::freeze(
+    let kept = wheelhouse::engine::freeze_releases(
         &client,
         &names(&["kept"]),
         &request(Duration::from_secs(1), true),
     )
     .await;
     assert!(!kept.partial, "{kept:?}");
-    let report = wheelhouse::engine::freeze(
+    let report = wheelhouse::engine::freeze_releases(
         &client,
         &names(&["web", "before", "flux"]),
         &request(Duration::from_secs(6), false),
@@ -461,7 +461,7 @@ async fn a_freeze_with_one_release_forbidden_names_it_and_is_partial() {
         labels: None,
         names: Vec::new(),
     };
-    let report = wheelhouse::engine::freeze(
+    let report = wheelhouse::engine::freeze_releases(
         &oncall,
         &selection,
         &FreezeRequest {
@@ -512,7 +512,7 @@ async fn a_freeze_with_one_release_forbidden_names_it_and_is_partial() {
                 .is_some_and(|v| v.0["f:spec"].get("f:suspend").is_some())
     }));
 
-    let thaw = wheelhouse::engine::thaw(&oncall, &selection).await;
+    let thaw = wheelhouse::engine::thaw_releases(&oncall, &selection).await;
     assert!(!thaw.partial, "only frozen releases are thawed: {thaw:?}");
     assert_eq!(thaw.releases.len(), 3, "{thaw:?}");
     for name in ["a", "b"] {
@@ -523,5 +523,85 @@ async fn a_freeze_with_one_release_forbidden_names_it_and_is_partial() {
     assert!(!suspended(
         &api_of(&client, &ns, true).get("f").await.unwrap()
     ));
+    test_ns.delete().await;
+}
+
+/// Two freezes and a thaw over the same releases at once, three times over: each write
+/// is whole (preconditioned on the resourceVersion it was decided from), so every release
+/// ends either thawed (running, no record) or frozen with one freeze's whole record, never
+/// suspended without a record nor with a record that mixes the two freezes; and since no
+/// release was suspended before, a final thaw resumes every one of them.
+#[tokio::test]
+async fn two_freezes_and_a_thaw_at_once_leave_each_release_as_one_of_them_asked() {
+    let (client, test_ns, whs) = engine_support::setup("freeze-race").await;
+    let ns = test_ns.name.clone();
+    let names: Vec<String> = (0..6).map(|i| format!("r{i}")).collect();
+    for name in &names {
+        create_wheelhouse(&whs, name, false).await;
+    }
+    let selection = FreezeSelection {
+        scope: Scope::Namespace(ns.clone()),
+        labels: None,
+        names: Vec::new(),
+    };
+    let request = |by: &str, reason: &str, hours: u64| FreezeRequest {
+        by: by.into(),
+        reason: reason.into(),
+        duration: Duration::from_secs(hours * 3600),
+        until_thawed: false,
+    };
+    let (alice, bob) = (request("alice", "INC-A", 1), request("bob", "INC-B", 2));
+    let wh = api_of(&client, &ns, false);
+    for round in 0..3 {
+        let (a, b, t) = tokio::join!(
+            wheelhouse::engine::freeze_releases(&client, &selection, &alice),
+            wheelhouse::engine::freeze_releases(&client, &selection, &bob),
+            wheelhouse::engine::thaw_releases(&client, &selection),
+        );
+        for r in a.releases.iter().chain(&b.releases).chain(&t.releases) {
+            if let FreezeDone::Failed { error } = &r.done {
+                assert!(
+                    error.contains("changed by someone else"),
+                    "round {round}: {r:?}"
+                );
+            }
+        }
+        for name in &names {
+            let obj = wh.get(name).await.unwrap();
+            let a = annotations(&obj);
+            let labelled = obj
+                .metadata
+                .labels
+                .clone()
+                .unwrap_or_default()
+                .contains_key(FROZEN_LABEL);
+            match a.get(BY).map(String::as_str) {
+                None => assert!(
+                    !suspended(&obj) && !labelled && !a.contains_key(AT),
+                    "round {round}: {name} half thawed: suspend {} {a:?}",
+                    suspended(&obj)
+                ),
+                Some(by) => {
+                    let reason = if by == "alice" { "INC-A" } else { "INC-B" };
+                    assert!(by == "alice" || by == "bob", "{by}");
+                    assert!(suspended(&obj) && labelled, "round {round}: {name}: {a:?}");
+                    assert_eq!(a[REASON], reason, "round {round}: {name} mixes two freezes");
+                    let at: Timestamp = a[AT].parse().unwrap();
+                    let until: Timestamp = a[UNTIL].parse().unwrap();
+                    let hours: i64 = if by == "alice" { 1 } else { 2 };
+                    assert_eq!(until.duration_since(at).as_secs(), hours * 3600, "{name}");
+                    assert_eq!(a[BEFORE], "false", "round {round}: {name}: {a:?}");
+                }
+            }
+        }
+    }
+    let thaw = wheelhouse::engine::thaw_releases(&client, &selection).await;
+    assert!(!thaw.partial, "{thaw:?}");
+    for name in &names {
+        assert!(
+            !suspended(&wh.get(name).await.unwrap()),
+            "{name} left suspended"
+        );
+    }
     test_ns.delete().await;
 }

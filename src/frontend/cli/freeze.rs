@@ -116,7 +116,7 @@ pub async fn run_freeze(cluster: &super::ClusterArgs, args: &FreezeArgs) -> Resu
         duration: args.duration.as_std(),
         until_thawed: args.until_thawed,
     };
-    let report = crate::engine::freeze(&client, &selection, &request).await;
+    let report = crate::engine::freeze_releases(&client, &selection, &request).await;
     let report = report.with_not_automated(not_automated(&client, &selection).await);
     finish(&report, args.selected.output)
 }
@@ -124,7 +124,7 @@ pub async fn run_freeze(cluster: &super::ClusterArgs, args: &FreezeArgs) -> Resu
 pub async fn run_thaw(cluster: &super::ClusterArgs, args: &Selected) -> Result<()> {
     let (client, default_ns) = client::connect(&cluster.target()).await?;
     let selection = selection(cluster, default_ns, args)?;
-    let report = crate::engine::thaw(&client, &selection).await;
+    let report = crate::engine::thaw_releases(&client, &selection).await;
     finish(&report, args.output)
 }
 
