@@ -29,6 +29,8 @@ use serde_json::{Value, json};
 use crate::api::HelmRelease;
 use crate::api::flux::FluxHelmRelease;
 use crate::cluster::client::{Scope, api_message};
+use crate::cluster::events::{Event, EventType, Recorder, Reporter};
+use k8s_openapi::api::core::v1::ObjectReference;
 
 use super::vocabulary::ReleaseKey;
 
@@ -464,6 +466,61 @@ fn params() -> PatchParams {
     }
 }
 
+/// The audit of a freeze or thaw: an Event on the release (who, why, what was done), as
+/// `kubectl describe` and the dashboard's Events tab show. Best effort: the record on
+/// the object is what counts, so an Event that cannot be written costs nothing else.
+async fn audit(
+    recorder: &Recorder,
+    kind: FreezeKind,
+    obj: &DynamicObject,
+    reason: &str,
+    note: String,
+) {
+    let resource = kind.resource();
+    let regarding = ObjectReference {
+        api_version: Some(resource.api_version),
+        kind: Some(resource.kind),
+        name: obj.metadata.name.clone(),
+        namespace: obj.metadata.namespace.clone(),
+        uid: obj.metadata.uid.clone(),
+        ..ObjectReference::default()
+    };
+    // events.k8s.io keeps notes to 1 kB.
+    let note: String = note.chars().take(EVENT_NOTE_KEPT).collect();
+    let event = Event {
+        type_: EventType::Normal,
+        reason: reason.into(),
+        note: Some(note),
+        action: reason.into(),
+        secondary: None,
+    };
+    if let Err(e) = recorder.publish(&event, &regarding).await {
+        tracing::debug!(release = %key_of(obj), error = %e, "freeze audit Event not written");
+    }
+}
+
+/// The longest Event note written (events.k8s.io refuses notes over 1 kB).
+const EVENT_NOTE_KEPT: usize = 900;
+
+fn recorder(client: &Client) -> Recorder {
+    Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: FREEZE_MANAGER.into(),
+            instance: None,
+        },
+    )
+}
+
+fn until_text(record: &FreezeRecord) -> String {
+    let until = record.until.map_or_else(|| "-".into(), |u| u.to_string());
+    if record.until_thawed {
+        format!("{until}, then until thawed")
+    } else {
+        until
+    }
+}
+
 /// The merge patch that freezes `obj` with `record` (its `suspended_before` decided
 /// here from the object as read), preconditioned on the resourceVersion read.
 fn freeze_patch(
@@ -536,7 +593,7 @@ async fn write_one<T>(
     client: &Client,
     obj: DynamicObject,
     make: impl Fn(&DynamicObject) -> Option<(Value, T)>,
-) -> Result<Option<T>, String> {
+) -> Result<Option<(T, DynamicObject)>, String> {
     let key = key_of(&obj);
     let api = kind.api_in(client, &key.namespace);
     let mut obj = obj;
@@ -550,7 +607,7 @@ async fn write_one<T>(
         )
         .await
         {
-            Ok(Ok(_)) => return Ok(Some(what)),
+            Ok(Ok(written)) => return Ok(Some((what, written))),
             Ok(Err(e)) if is_conflict(&e) && attempt == 0 => {
                 obj = match within(api.get_opt(&key.name)).await? {
                     Some(o) => o,
@@ -597,6 +654,7 @@ pub async fn freeze_releases(
         suspended_before: false,
     };
     let found = find(client, selection, None).await;
+    let recorder = &recorder(client);
     let outcomes = futures::stream::iter(found)
         .map(|f| {
             let record = &record;
@@ -610,10 +668,24 @@ pub async fn freeze_releases(
                         })
                         .await
                         {
-                            Ok(Some((suspended_before, renewed))) => FreezeDone::Frozen {
-                                suspended_before,
-                                renewed,
-                            },
+                            Ok(Some(((suspended_before, renewed), written))) => {
+                                let what = if suspended_before {
+                                    "kept suspended (it was suspended before)"
+                                } else {
+                                    "suspended"
+                                };
+                                let note = format!(
+                                    "frozen by {} until {}: {what}; reason: {}",
+                                    record.by,
+                                    until_text(record),
+                                    record.reason
+                                );
+                                audit(recorder, kind, &written, "Frozen", note).await;
+                                FreezeDone::Frozen {
+                                    suspended_before,
+                                    renewed,
+                                }
+                            }
                             Ok(None) => unreachable!("a freeze always writes"),
                             Err(error) => FreezeDone::Failed { error },
                         };
@@ -637,10 +709,12 @@ pub async fn freeze_releases(
 
 /// Thaws every frozen release the selection matches (named ones that are not frozen are
 /// reported so).
-pub async fn thaw_releases(client: &Client, selection: &FreezeSelection) -> FreezeReport {
+/// `by`: who thaws, for the audit Event.
+pub async fn thaw_releases(client: &Client, selection: &FreezeSelection, by: &str) -> FreezeReport {
     let frozen = format!("{FROZEN_LABEL}=true");
     let found = find(client, selection, Some(&frozen)).await;
     let token = Timestamp::now().to_string();
+    let recorder = &recorder(client);
     let outcomes = futures::stream::iter(found)
         .map(|f| {
             let token = &token;
@@ -648,7 +722,13 @@ pub async fn thaw_releases(client: &Client, selection: &FreezeSelection) -> Free
                 match f {
                     Found::Object(kind, obj) => {
                         let key = key_of(&obj);
-                        let done = match thaw_object(kind, client, *obj, token, |_| true).await {
+                        let thawing = Thawing {
+                            client,
+                            recorder,
+                            by,
+                            token,
+                        };
+                        let done = match thaw_object(kind, &thawing, *obj, |_| true).await {
                             Ok(Some(done)) => done,
                             Ok(None) => FreezeDone::NotFrozen,
                             Err(error) => FreezeDone::Failed { error },
@@ -671,37 +751,83 @@ pub async fn thaw_releases(client: &Client, selection: &FreezeSelection) -> Free
     FreezeReport::new("thaw", None, outcomes)
 }
 
+/// Who thaws, and with what.
+pub(crate) struct Thawing<'a> {
+    pub client: &'a Client,
+    pub recorder: &'a Recorder,
+    /// Who thaws (a username, or an engine's identity at expiry), for the audit Event.
+    pub by: &'a str,
+    /// The reconcile request a resumed Flux release gets.
+    pub token: &'a str,
+}
+
+impl<'a> Thawing<'a> {
+    /// A thaw by the engine `identity`, at expiry.
+    pub fn by_engine(
+        client: &'a Client,
+        recorder: &'a Recorder,
+        identity: &'a str,
+        token: &'a str,
+    ) -> Self {
+        Self {
+            client,
+            recorder,
+            by: identity,
+            token,
+        }
+    }
+}
+
+pub(crate) fn engine_recorder(client: &Client) -> Recorder {
+    recorder(client)
+}
+
 /// Thaws one object if it carries a record `still` accepts as read (at each attempt: a
 /// freeze renewed meanwhile is judged again). `Ok(None)`: nothing to thaw.
 pub(crate) async fn thaw_object(
     kind: FreezeKind,
-    client: &Client,
+    thawing: &Thawing<'_>,
     obj: DynamicObject,
-    token: &str,
     still: impl Fn(&FreezeRecord) -> bool,
 ) -> Result<Option<FreezeDone>, String> {
-    let done = write_one(kind, client, obj, |o| {
+    let written = write_one(kind, thawing.client, obj, |o| {
         let record = FreezeRecord::of(&o.metadata)?;
         if !still(&record) {
             return None;
         }
-        let (patch, decision) = thaw_patch(kind, o, token);
+        let (patch, decision) = thaw_patch(kind, o, thawing.token);
         Some((
             patch,
-            match decision {
-                ThawDecision::Resume => FreezeDone::Thawed {
-                    resumed: true,
-                    note: "resumed".into(),
+            (
+                record,
+                match decision {
+                    ThawDecision::Resume => FreezeDone::Thawed {
+                        resumed: true,
+                        note: "resumed".into(),
+                    },
+                    ThawDecision::Leave(note) => FreezeDone::Thawed {
+                        resumed: false,
+                        note,
+                    },
                 },
-                ThawDecision::Leave(note) => FreezeDone::Thawed {
-                    resumed: false,
-                    note,
-                },
-            },
+            ),
         ))
     })
     .await?;
-    Ok(done)
+    let Some(((record, done), obj)) = written else {
+        return Ok(None);
+    };
+    if let FreezeDone::Thawed { note, .. } = &done {
+        let note = format!(
+            "thawed by {}: {note}; the freeze was {}'s until {}: {}",
+            thawing.by,
+            record.by,
+            until_text(&record),
+            record.reason
+        );
+        audit(thawing.recorder, kind, &obj, "Thawed", note).await;
+    }
+    Ok(Some(done))
 }
 
 #[cfg(test)]

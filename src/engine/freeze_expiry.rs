@@ -19,7 +19,9 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::coverage::Coverage;
-use super::freeze::{FROZEN_LABEL, FreezeDone, FreezeKind, FreezeRecord, thaw_object};
+use super::freeze::{
+    FROZEN_LABEL, FreezeDone, FreezeKind, FreezeRecord, Thawing, engine_recorder, thaw_object,
+};
 use super::lease::Role;
 use super::vocabulary::ReleaseKey;
 
@@ -31,17 +33,20 @@ pub const EVERY: Duration = Duration::from_secs(2);
 pub async fn run(
     client: Client,
     coverage: Coverage,
+    identity: String,
     mut role: watch::Receiver<Role>,
     stop: CancellationToken,
 ) {
     let mut overdue_logged = HashSet::new();
+    let recorder = engine_recorder(&client);
+    let by = format!("the engine {identity} (the freeze's end)");
     loop {
         tokio::select! {
             _ = stop.cancelled() => return,
             led = role.wait_for(|r| *r == Role::Leader) => if led.is_err() { return },
         }
         while *role.borrow() == Role::Leader {
-            sweep(&client, &coverage, &mut overdue_logged).await;
+            sweep(&client, &recorder, &by, &coverage, &mut overdue_logged).await;
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(EVERY) => {}
@@ -54,6 +59,8 @@ pub async fn run(
 /// One look: thaws every expired freeze this engine covers.
 async fn sweep(
     client: &Client,
+    recorder: &crate::cluster::events::Recorder,
+    by: &str,
     coverage: &Coverage,
     overdue_logged: &mut HashSet<(ReleaseKey, Timestamp)>,
 ) {
@@ -104,7 +111,8 @@ async fn sweep(
             let token = now.to_string();
             // Judged again on a fresh read after a conflict: a freeze renewed meanwhile
             // is not expired any more.
-            match thaw_object(kind, client, obj, &token, |r| r.expired(Timestamp::now())).await {
+            let thawing = Thawing::by_engine(client, recorder, by, &token);
+            match thaw_object(kind, &thawing, obj, |r| r.expired(Timestamp::now())).await {
                 Ok(Some(FreezeDone::Thawed { resumed, note })) => tracing::info!(
                     release = %key, kind = kind.word(), resumed, %note,
                     frozen_by = %record.by, "freeze expired: thawed"

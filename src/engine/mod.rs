@@ -201,6 +201,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::engine::Result<Engi
     tokio::spawn(freeze_expiry::run(
         client.clone(),
         coverage.clone(),
+        config.identity.clone(),
         role.clone(),
         stop.clone(),
     ));

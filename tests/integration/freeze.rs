@@ -208,6 +208,20 @@ async fn a_freeze_suspends_both_kinds_with_the_record_and_the_thaw_resumes_only_
         }
     }
 
+    // Each release says it in its Events too (the audit).
+    for (name, what) in [("w1", "suspended"), ("f2", "kept suspended")] {
+        let events = engine_support::events_about(&client, &ns, name).await;
+        assert!(
+            events.iter().any(|e| e.reason.as_deref() == Some("Frozen")
+                && e.note
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with(&format!("frozen by {me} until "))
+                        && n.contains(what)
+                        && n.ends_with("reason: INC-57: bad rollout"))),
+            "{name}: {events:?}"
+        );
+    }
+
     // Another operator resumes w4 and suspends it again: it is theirs now.
     set_suspend(&wh, "w4", false, "oncall-2").await;
     set_suspend(&wh, "w4", true, "oncall-2").await;
@@ -268,6 +282,14 @@ async fn a_freeze_suspends_both_kinds_with_the_record_and_the_thaw_resumes_only_
             .as_str()
             .unwrap()
             .contains("before")
+    );
+    let events = engine_support::events_about(&client, &ns, "w4").await;
+    assert!(
+        events.iter().any(|e| e.reason.as_deref() == Some("Thawed")
+            && e.note.as_deref().is_some_and(|n| n
+                .starts_with(&format!("thawed by {me}: left suspended"))
+                && n.contains("INC-57: bad rollout"))),
+        "{events:?}"
     );
     // helm-controller handled the resume: its reconcile request is answered.
     let requested = annotations(&flux.get("f1").await.unwrap())
@@ -368,6 +390,15 @@ async fn an_expired_freeze_thaws_by_itself_with_the_engine_restarted_in_between(
         assert_eq!(suspended(&obj), name == "before", "{name}");
     }
     assert!(!annotations(&flux.get("flux").await.unwrap()).contains_key(AT));
+    // The thaw names the engine that did it, in the release's Events.
+    let events = engine_support::events_about(&client, &ns, "web").await;
+    assert!(
+        events.iter().any(|e| e.reason.as_deref() == Some("Thawed")
+            && e.note.as_deref().is_some_and(
+                |n| n.starts_with(&format!("thawed by the engine second-engine-{ns}"))
+            )),
+        "{events:?}"
+    );
     // `kept` was past its end in the very sweeps that thawed the others, and stays.
     let kept = wh.get("kept").await.unwrap();
     assert!(suspended(&kept));
@@ -512,7 +543,7 @@ async fn a_freeze_with_one_release_forbidden_names_it_and_is_partial() {
                 .is_some_and(|v| v.0["f:spec"].get("f:suspend").is_some())
     }));
 
-    let thaw = wheelhouse::engine::thaw_releases(&oncall, &selection).await;
+    let thaw = wheelhouse::engine::thaw_releases(&oncall, &selection, &me).await;
     assert!(!thaw.partial, "only frozen releases are thawed: {thaw:?}");
     assert_eq!(thaw.releases.len(), 3, "{thaw:?}");
     for name in ["a", "b"] {
@@ -556,7 +587,7 @@ async fn two_freezes_and_a_thaw_at_once_leave_each_release_as_one_of_them_asked(
         let (a, b, t) = tokio::join!(
             wheelhouse::engine::freeze_releases(&client, &selection, &alice),
             wheelhouse::engine::freeze_releases(&client, &selection, &bob),
-            wheelhouse::engine::thaw_releases(&client, &selection),
+            wheelhouse::engine::thaw_releases(&client, &selection, "carol"),
         );
         for r in a.releases.iter().chain(&b.releases).chain(&t.releases) {
             if let FreezeDone::Failed { error } = &r.done {
@@ -595,7 +626,7 @@ async fn two_freezes_and_a_thaw_at_once_leave_each_release_as_one_of_them_asked(
             }
         }
     }
-    let thaw = wheelhouse::engine::thaw_releases(&client, &selection).await;
+    let thaw = wheelhouse::engine::thaw_releases(&client, &selection, "carol").await;
     assert!(!thaw.partial, "{thaw:?}");
     for name in &names {
         assert!(

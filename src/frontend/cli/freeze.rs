@@ -124,7 +124,11 @@ pub async fn run_freeze(cluster: &super::ClusterArgs, args: &FreezeArgs) -> Resu
 pub async fn run_thaw(cluster: &super::ClusterArgs, args: &Selected) -> Result<()> {
     let (client, default_ns) = client::connect(&cluster.target()).await?;
     let selection = selection(cluster, default_ns, args)?;
-    let report = crate::engine::thaw_releases(&client, &selection).await;
+    // Who thaws goes into each release's audit Event.
+    let by = client::username(&client)
+        .await
+        .unwrap_or_else(|| "an unknown user".into());
+    let report = crate::engine::thaw_releases(&client, &selection, &by).await;
     finish(&report, args.output)
 }
 
