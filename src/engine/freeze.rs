@@ -586,8 +586,15 @@ fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
-/// Writes `make`'s patch on `obj`; on a conflict, reads it again and writes once more.
-/// `make` returns `None` when, as read, there is nothing to do.
+/// How many times a write is tried, each decided again from a fresh read after a
+/// conflict. More than two: an engine writing a release's status (a subresource write,
+/// which moves the resourceVersion too) refused both attempts of a freeze in the e2e
+/// test of expiry, on releases the engine had just seen.
+const ATTEMPTS: u32 = 4;
+
+/// Writes `make`'s patch on `obj`; on a conflict, reads it again, decides again and
+/// writes again, [`ATTEMPTS`] times in all. `make` returns `None` when, as read, there
+/// is nothing to do.
 async fn write_one<T>(
     kind: FreezeKind,
     client: &Client,
@@ -597,7 +604,7 @@ async fn write_one<T>(
     let key = key_of(&obj);
     let api = kind.api_in(client, &key.namespace);
     let mut obj = obj;
-    for attempt in 0..2 {
+    for attempt in 1..=ATTEMPTS {
         let Some((patch, what)) = make(&obj) else {
             return Ok(None);
         };
@@ -608,7 +615,9 @@ async fn write_one<T>(
         .await
         {
             Ok(Ok(written)) => return Ok(Some((what, written))),
-            Ok(Err(e)) if is_conflict(&e) && attempt == 0 => {
+            Ok(Err(e)) if is_conflict(&e) && attempt < ATTEMPTS => {
+                // A little apart, so writers racing on one object do not meet again.
+                tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
                 obj = match within(api.get_opt(&key.name)).await? {
                     Some(o) => o,
                     None => return Err("deleted while being written".into()),
@@ -616,7 +625,7 @@ async fn write_one<T>(
             }
             Ok(Err(e)) if is_conflict(&e) => {
                 return Err(format!(
-                    "changed by someone else twice while being written: {}",
+                    "changed by someone else {ATTEMPTS} times while being written: {}",
                     describe(&e)
                 ));
             }
@@ -629,7 +638,7 @@ async fn write_one<T>(
             }
         }
     }
-    unreachable!("the loop returns on its second attempt")
+    unreachable!("the loop returns on its last attempt")
 }
 
 /// Freezes every release of every kind the selection matches.

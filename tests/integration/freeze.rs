@@ -222,6 +222,16 @@ async fn a_freeze_suspends_both_kinds_with_the_record_and_the_thaw_resumes_only_
         );
     }
 
+    // `wheelhouse list` marks the frozen releases and says the freeze.
+    let (ok, list, err) = wheelhouse(&["list", "-n", &ns]);
+    assert!(ok, "{err}");
+    assert_eq!(list.matches("true (frozen)").count(), 4, "{list}");
+    assert!(
+        list.contains(&format!("Frozen: 4 release(s) by {me} until "))
+            && list.contains("INC-57: bad rollout"),
+        "{list}"
+    );
+
     // Another operator resumes w4 and suspends it again: it is theirs now.
     set_suspend(&wh, "w4", false, "oncall-2").await;
     set_suspend(&wh, "w4", true, "oncall-2").await;
