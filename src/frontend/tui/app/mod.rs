@@ -60,6 +60,9 @@ pub struct App {
     /// How many of `views` another engine reconciles (the header says so), kept as views
     /// change rather than counted at every frame.
     pub elsewhere: usize,
+    /// The freeze record of every frozen release in view (wheelhouse and Flux), kept up
+    /// to date per changed release: what the freeze banner says.
+    pub frozen: std::collections::BTreeMap<RowKey, crate::engine::FreezeRecord>,
     /// Ready and desired replicas of every Helm release's workloads (READY column).
     pub replicas: Arc<ReplicaMap>,
     /// Flux HelmReleases and stored Helm releases.
@@ -122,6 +125,7 @@ impl App {
             now,
             views: Arc::default(),
             elsewhere: 0,
+            frozen: Default::default(),
             replicas: Arc::default(),
             others: Arc::default(),
             managed: HashMap::new(),
@@ -201,6 +205,18 @@ impl App {
         table.refresh(&source);
     }
 
+    /// Keeps `row`'s freeze record (or its absence) for the banner.
+    fn note_frozen(&mut self, row: &RowKey, record: Option<crate::engine::FreezeRecord>) {
+        match record {
+            Some(r) => {
+                self.frozen.insert(row.clone(), r);
+            }
+            None => {
+                self.frozen.remove(row);
+            }
+        }
+    }
+
     /// Takes a new snapshot of the views. Only the releases that changed since the last
     /// snapshot are looked at (the persistent maps' `diff` skips what they share), and
     /// each moves to its sorted place, so thousands of releases cost nothing per event.
@@ -215,6 +231,13 @@ impl App {
                 (self.elsewhere + elsewhere(&self.views, k)).saturating_sub(elsewhere(&old, k));
         }
         let mut changed: Vec<RowKey> = keys.into_iter().map(RowKey::wheelhouse).collect();
+        for row in &changed {
+            let record = self
+                .views
+                .get(&row.key)
+                .and_then(|v| crate::engine::FreezeRecord::of(&v.release.metadata));
+            self.note_frozen(row, record);
+        }
         let moved = self.remanage(&changed);
         changed.extend(moved);
         let (table, source) = self.table_and_source();
@@ -252,6 +275,14 @@ impl App {
             .filter(|k| k.kind == Kind::Flux)
             .cloned()
             .collect();
+        for row in &flux {
+            let record = self
+                .others
+                .flux
+                .get(&row.key)
+                .and_then(|hr| crate::engine::FreezeRecord::of(&hr.metadata));
+            self.note_frozen(row, record);
+        }
         changed.extend(self.remanage(&flux));
         let (table, source) = self.table_and_source();
         table.update(&source, &changed);
