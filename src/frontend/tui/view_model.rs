@@ -117,6 +117,26 @@ pub struct Row {
     pub message: String,
 }
 
+/// A frozen release's message starts with its freeze (who, until when, why), so the row
+/// says why it is suspended and until when.
+fn frozen_note(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    message: String,
+) -> String {
+    match crate::engine::FreezeRecord::of(meta) {
+        Some(r) => {
+            let until = r
+                .until
+                .map_or_else(|| "-".to_owned(), |u| u.strftime("%H:%M UTC").to_string());
+            format!(
+                "❄ frozen by {} until {until}: {} · {message}",
+                r.by, r.reason
+            )
+        }
+        None => message,
+    }
+}
+
 /// The Helm release a HelmRelease manages, as the replica watches key it.
 pub fn release_id(view: &ReleaseView) -> ReleaseId {
     ReleaseId::new(view.release.target_namespace(), view.release.release_name())
@@ -182,6 +202,7 @@ impl Row {
         if hr.spec.suspend && message.is_empty() {
             message = "suspended".into();
         }
+        let message = frozen_note(&hr.metadata, message);
         Self {
             id: RowKey::new(Kind::Flux, key),
             ready: replicas
@@ -354,9 +375,14 @@ impl Row {
             wait_progress,
             ready: None,
             last_change: ready.map(|c| c.last_transition_time.0),
-            message: view.problem.clone().unwrap_or_else(|| match drifted {
-                Some(c) if state == State::Drifted => c.message.clone(),
-                _ => hr.ready_message(),
+            message: view.problem.clone().unwrap_or_else(|| {
+                frozen_note(
+                    &hr.metadata,
+                    match drifted {
+                        Some(c) if state == State::Drifted => c.message.clone(),
+                        _ => hr.ready_message(),
+                    },
+                )
             }),
         }
     }

@@ -75,6 +75,20 @@ fn a_freeze_is_said_under_the_header_until_it_is_thawed() {
     );
     // The favourites row moved one down, whole.
     assert_eq!(line(&app, 2), without);
+    // Each frozen row says its freeze first in its message.
+    let key = app
+        .views
+        .keys()
+        .find(|k| k.namespace == frozen_ns)
+        .unwrap()
+        .clone();
+    let row = app.table.row(&RowKey::wheelhouse(key)).unwrap();
+    assert!(
+        row.message
+            .starts_with("❄ frozen by jane@example.com until 13:30 UTC: INC-57: bad rollout · "),
+        "{}",
+        row.message
+    );
     // Thawed: the records are gone, and so is the banner.
     app.set_views(demo::sample());
     assert_eq!(line(&app, 1), without);
