@@ -538,6 +538,25 @@ async fn event_loop(
                         let _ = tx.send(IoResult::FavouritesSaved(result));
                     });
                 }
+                Effect::Freeze {
+                    id,
+                    names,
+                    duration,
+                    reason,
+                } => {
+                    let (client, tx) = (session.client.clone(), io_tx.clone());
+                    tokio::spawn(async move {
+                        let result = io::freeze(client, names, duration, reason).await;
+                        let _ = tx.send(IoResult::Done { id, result });
+                    });
+                }
+                Effect::Thaw { id, names } => {
+                    let (client, tx) = (session.client.clone(), io_tx.clone());
+                    tokio::spawn(async move {
+                        let result = io::thaw(client, names).await;
+                        let _ = tx.send(IoResult::Done { id, result });
+                    });
+                }
                 Effect::SwitchContext(context) => {
                     let (opts, tx) = (opts.clone(), session_tx.clone());
                     let keep_all = matches!(session.scope, Scope::All).then_some(Scope::All);

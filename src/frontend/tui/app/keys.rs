@@ -110,7 +110,8 @@ impl App {
             },
         }
     }
-    /// `:` commands: `ns NAME`, `ns all` (or `all`), `ctx NAME`, `q`/`quit`.
+    /// `:` commands: `ns NAME`, `ns all` (or `all`), `ctx NAME`, `timeline`, `freeze
+    /// DURATION REASON`, `thaw`, `q`/`quit`.
     pub fn run_command(&mut self, line: &str) -> Vec<Effect> {
         let words: Vec<&str> = line.split_whitespace().collect();
         let scope_of = |name: &str| match name {
@@ -120,6 +121,19 @@ impl App {
         match words.as_slice() {
             ["q" | "quit" | "q!"] => vec![Effect::Quit],
             ["timeline" | "tl"] => self.open_timeline(),
+            ["freeze", duration, reason @ ..] if !reason.is_empty() => {
+                self.freeze_command(duration, &reason.join(" "))
+            }
+            ["freeze", ..] => {
+                self.note(
+                    "freeze".into(),
+                    Progress::Failed(
+                        "a duration and a reason: freeze 2h INC-57 bad rollout".into(),
+                    ),
+                );
+                Vec::new()
+            }
+            ["thaw"] => self.thaw_command(),
             ["all" | "-A"] => self.switch_scope(Scope::All),
             ["ns" | "namespace" | "n", name] => self.switch_scope(scope_of(name)),
             ["ctx" | "context", name] => {
@@ -130,7 +144,9 @@ impl App {
             _ => {
                 self.note(
                     format!("unknown command {line:?}"),
-                    Progress::Failed("try ns NAME, ns all, ctx NAME, timeline or quit".into()),
+                    Progress::Failed(
+                        "try ns NAME, ns all, ctx NAME, timeline, freeze DURATION REASON, thaw or quit".into(),
+                    ),
                 );
                 Vec::new()
             }

@@ -5,6 +5,7 @@
 //! their results back as [`IoResult`]s.
 
 mod changes;
+mod freeze;
 mod io_results;
 mod keys;
 mod timeline_rows;

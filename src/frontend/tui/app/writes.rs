@@ -233,7 +233,11 @@ fn verb(action: Action) -> &'static str {
 
 fn effect_id(e: &Effect) -> Option<u64> {
     match e {
-        Effect::Send { id, .. } | Effect::Flux { id, .. } | Effect::Stored { id, .. } => Some(*id),
+        Effect::Send { id, .. }
+        | Effect::Flux { id, .. }
+        | Effect::Stored { id, .. }
+        | Effect::Freeze { id, .. }
+        | Effect::Thaw { id, .. } => Some(*id),
         _ => None,
     }
 }
@@ -332,6 +336,8 @@ pub fn describe_effect(e: &Effect) -> String {
             )
         }
         Effect::Stored { key, action, .. } => action.describe(key),
+        Effect::Freeze { names, .. } => format!("freeze {} release(s)", names.len()),
+        Effect::Thaw { names, .. } => format!("thaw {} release(s)", names.len()),
         _ => String::new(),
     }
 }

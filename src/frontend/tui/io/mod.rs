@@ -5,6 +5,7 @@
 mod changes_loader;
 mod contexts;
 mod detail_loader;
+mod freeze;
 mod logs;
 mod timeline_loader;
 mod write;
@@ -12,6 +13,7 @@ mod write;
 pub use changes_loader::load_changes;
 pub use contexts::{kubeconfig_contexts, list_namespaces};
 pub use detail_loader::{DetailTarget, load_detail};
+pub use freeze::{freeze, thaw};
 pub use logs::stream_logs;
 pub use timeline_loader::read_revision;
 pub use write::{

@@ -106,3 +106,77 @@ fn a_freeze_kept_past_its_end_is_said_overdue() {
         "{banner}"
     );
 }
+
+/// `:freeze 2h REASON` over the rows in view says what it does to each release before it
+/// asks, and on `y` hands the engine's freeze every release by name; `:thaw` asks for
+/// the frozen ones only.
+#[test]
+fn freeze_and_thaw_from_the_command_line_ask_first() {
+    let mut app = app(false);
+    let suspended: Vec<String> = app
+        .views
+        .values()
+        .filter(|v| v.release.spec.suspend)
+        .map(|v| v.key.to_string())
+        .collect();
+    assert!(app.run_command("freeze 2h INC-57 bad rollout").is_empty());
+    let Some(Overlay::Confirm(confirm)) = &app.overlay else {
+        panic!("no question: {:?}", app.status_notice());
+    };
+    let question = confirm.question.clone();
+    assert!(
+        question.starts_with(
+            "Freeze for 2h (until 14:00 UTC), reason \"INC-57 bad rollout\": suspend "
+        ),
+        "{question}"
+    );
+    for name in &suspended {
+        assert!(
+            question.contains(&format!("suspended already): ")) && question.contains(name.as_str()),
+            "{name}: {question}"
+        );
+    }
+    let effects = app.on_key(key('y'));
+    match effects.as_slice() {
+        [
+            Effect::Freeze {
+                names,
+                duration,
+                reason,
+                ..
+            },
+        ] => {
+            assert_eq!(names.len(), app.views.len());
+            assert_eq!(duration.as_secs(), 7200);
+            assert_eq!(reason, "INC-57 bad rollout");
+        }
+        other => panic!("{other:?}"),
+    }
+    // Nothing is frozen in these views: a thaw has nothing to ask about.
+    assert!(app.run_command("thaw").is_empty());
+    assert!(app.overlay.is_none());
+    let ns = app.views.keys().next().unwrap().namespace.clone();
+    app.set_views(annotated(&ns, &record("2026-03-01T13:30:00Z", false)));
+    app.run_command("thaw");
+    let Some(Overlay::Confirm(confirm)) = &app.overlay else {
+        panic!("no question");
+    };
+    assert!(
+        confirm.question.starts_with("Thaw "),
+        "{}",
+        confirm.question
+    );
+    match app.on_key(key('y')).as_slice() {
+        [Effect::Thaw { names, .. }] => {
+            assert!(
+                !names.is_empty() && names.iter().all(|k| k.namespace == ns),
+                "{names:?}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // A read-only dashboard never freezes.
+    let mut readonly = super::app(true);
+    assert!(readonly.run_command("freeze 2h INC-57").is_empty());
+    assert!(readonly.overlay.is_none());
+}
