@@ -64,4 +64,12 @@ pub mod reason {
     /// A CEL expression of `healthCheckExprs` or `dependsOn[].readyExpr` does not compile
     /// (Flux's reason), or nothing here can evaluate it (the helm CLI renderer).
     pub const INVALID_CEL_EXPRESSION: &str = "InvalidCELExpression";
+    /// A failed upgrade's rollback has no earlier deployed revision to go to.
+    pub const MISSING_ROLLBACK_TARGET: &str = "MissingRollbackTarget";
+    /// Rolled back to a revision and kept there (`rollbackTo` with pin).
+    pub const PINNED: &str = "Pinned";
+    /// A pinned release resumed: the spec applies again.
+    pub const RESUMED: &str = "Resumed";
+    /// A rollback request that cannot be carried out (no such revision, not ours).
+    pub const ROLLBACK_REFUSED: &str = "RollbackRefused";
 }

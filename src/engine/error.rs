@@ -4,6 +4,21 @@
 
 use thiserror::Error;
 
+/// Why this process does not run the engine: it never takes a lease, and says why once
+/// (the dashboard's header shows it).
+#[derive(Debug, Error)]
+pub enum Unable {
+    #[error("this process cannot render charts, so it does not run the engine: {0}")]
+    Render(crate::helm::render::Error),
+    /// The published policy cannot be read, or conflicts with the engine's flags.
+    #[error(transparent)]
+    Policy(#[from] crate::cluster::tenancy::PolicyError),
+    #[error(
+        "the cluster is {policy}: every release acts as a ServiceAccount of its namespace, and this identity may not impersonate service accounts {scope}, so it does not run the engine (it would act with its own rights); the installed controller reconciles instead"
+    )]
+    CannotImpersonate { policy: String, scope: String },
+}
+
 #[derive(Debug, Error)]
 pub enum Error {
     #[error(transparent)]

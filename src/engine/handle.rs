@@ -120,7 +120,7 @@ impl EngineHandle {
     /// What a webhook receiver hands the pushes it hears to.
     pub fn pusher(&self) -> Pusher {
         Pusher {
-            tx: self.ctx.pushed.clone(),
+            tx: self.ctx.signals.pushed.clone(),
             views: self.views.clone(),
         }
     }

@@ -25,22 +25,25 @@ pub(super) async fn watch_healing(ctx: Arc<Context>, stop: CancellationToken) {
             () = stop.cancelled() => return,
             _ = every.tick() => {}
         }
-        if ctx.healed.receiver_count() == 0 {
+        if ctx.signals.healed.receiver_count() == 0 {
             continue;
         }
         if discovery.healed(&ctx).await {
             tracing::info!("discovery healed: releases held up by it try again");
-            ctx.healed
+            ctx.signals
+                .healed
                 .send_replace(crate::telemetry::RetryCause::ClusterHealed);
         }
         if access_granted(&ctx).await {
             tracing::info!("a refused permission was granted: releases held up by it try again");
-            ctx.healed
+            ctx.signals
+                .healed
                 .send_replace(crate::telemetry::RetryCause::AccessGranted);
         }
         if account_created(&ctx).await {
             tracing::info!("a missing ServiceAccount was created: releases acting as it try again");
-            ctx.healed
+            ctx.signals
+                .healed
                 .send_replace(crate::telemetry::RetryCause::AccessGranted);
         }
     }
@@ -68,8 +71,13 @@ impl DiscoveryLooks {
         };
         // Groups a reconcile saw stale count as stale before this look: a release held
         // up at render may see its group heal before the watcher first looked.
-        self.stale
-            .append(&mut ctx.stale_seen.lock().unwrap_or_else(|e| e.into_inner()));
+        self.stale.append(
+            &mut ctx
+                .known
+                .stale_seen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        );
         let now_stale: BTreeSet<String> = now_stale.into_iter().collect();
         let served: BTreeSet<String> = served.into_iter().collect();
         let healed = self.stale.iter().any(|g| served.contains(g))
@@ -92,6 +100,7 @@ async fn access_granted(ctx: &Context) -> bool {
         crate::cluster::tenancy::Identity,
         crate::cluster::rbac::Access,
     )> = ctx
+        .known
         .refused
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -105,7 +114,7 @@ async fn access_granted(ctx: &Context) -> bool {
         let allowed = tokio::time::timeout(PROBE_EVERY, access.allowed(&client)).await;
         if let Ok(Ok(true)) = allowed {
             granted = true;
-            let mut refused = ctx.refused.lock().unwrap_or_else(|e| e.into_inner());
+            let mut refused = ctx.known.refused.lock().unwrap_or_else(|e| e.into_inner());
             refused.remove(&(identity, access));
         }
     }
@@ -115,6 +124,7 @@ async fn access_granted(ctx: &Context) -> bool {
 /// Whether a ServiceAccount a release acts as, missing when last looked for, exists now.
 async fn account_created(ctx: &Context) -> bool {
     let missing: Vec<(String, String)> = ctx
+        .known
         .missing_accounts
         .lock()
         .unwrap_or_else(|e| e.into_inner())
@@ -131,6 +141,7 @@ async fn account_created(ctx: &Context) -> bool {
         if let Ok(Ok(true)) = exists {
             created = true;
             let mut missing = ctx
+                .known
                 .missing_accounts
                 .lock()
                 .unwrap_or_else(|e| e.into_inner());

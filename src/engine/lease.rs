@@ -313,13 +313,14 @@ pub async fn live_holder(
 pub fn run(
     client: Client,
     config: LeaseConfig,
-    able: futures::future::BoxFuture<'static, Result<(), String>>,
+    able: futures::future::BoxFuture<'static, Result<(), super::error::Unable>>,
     idle: watch::Receiver<bool>,
     stop: CancellationToken,
 ) -> (watch::Receiver<Role>, tokio::task::JoinHandle<()>) {
     let (tx, rx) = watch::channel(Role::Unknown);
     let task = tokio::spawn(async move {
-        if let Err(reason) = able.await {
+        if let Err(unable) = able.await {
+            let reason = unable.to_string();
             tracing::error!("{reason}");
             tx.send_replace(Role::Unable { reason });
             stop.cancelled().await;

@@ -45,7 +45,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use coverage::{Coverage, SHARD_LABEL, validate_shard};
-pub use error::{Error, Result};
+pub use error::{Error, Result, Unable};
 pub use freeze::{
     FREEZE_MANAGER, FROZEN_LABEL, FreezeDone, FreezeKind, FreezeOutcome, FreezeRecord,
     FreezeReport, FreezeRequest, FreezeSelection, freeze_releases, thaw_releases,
@@ -96,11 +96,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::engine::Result<Engi
             }
             match renderer.check().await {
                 Ok(version) => tracing::info!(%version, "renderer ready"),
-                Err(e) => {
-                    return Err(format!(
-                        "this process cannot render charts, so it does not run the engine: {e}"
-                    ));
-                }
+                Err(e) => return Err(error::Unable::Render(e)),
             }
             // One tenancy policy for the cluster: an engine that cannot enforce it (it
             // cannot read it, or cannot impersonate) never takes a lease.
@@ -164,19 +160,19 @@ pub fn start(client: Client, config: EngineConfig) -> crate::engine::Result<Engi
         &config.identity,
         live_tx,
     );
-    ctx.cancel_on_new_revision = config.cancel_on_new_revision;
+    ctx.settings.cancel_on_new_revision = config.cancel_on_new_revision;
     ctx.policy = policy_rx;
     let (lease_ns, lease_name) = config.coverage.lease(&config.lease_namespace);
     ctx.engine = crate::api::EngineRef {
         identity: config.identity.clone(),
         lease: format!("{lease_ns}/{lease_name}"),
     };
-    ctx.chart_poll = config.chart_poll;
-    ctx.stopping = stop.clone();
-    ctx.kubeconfig_allowances = config.kubeconfig_allowances;
+    ctx.settings.chart_poll = config.chart_poll;
+    ctx.signals.stopping = stop.clone();
+    ctx.settings.kubeconfig_allowances = config.kubeconfig_allowances;
     ctx.metrics = config.metrics.clone();
-    ctx.loads = crate::cluster::slots::Slots::new(config.concurrent.max(1));
-    ctx.precedence = precedence;
+    ctx.work.loads = crate::cluster::slots::Slots::new(config.concurrent.max(1));
+    ctx.work.precedence = precedence;
     // Every engine of the cluster shares the Lease's namespace, and so one key.
     ctx.hash_keys = crate::tracking::HashKeys::new(client.clone(), &lease_ns);
     if !config.passive {

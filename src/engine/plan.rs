@@ -3,6 +3,7 @@
 //! values), in the style of Flux helm-controller's state → action loop. No IO here; the
 //! worker gathers an [`Observed`], asks [`next`], runs the action, and asks again.
 
+use crate::api::conditions::reason;
 use crate::api::{ActionStrategy, HelmRelease, ReleaseAction, RemediationStrategy};
 use crate::helm::release::{self, Release, Status};
 
@@ -136,9 +137,6 @@ pub enum Next {
     },
 }
 
-pub const REASON_RETRIES_EXCEEDED: &str = "RetriesExceeded";
-pub const REASON_MISSING_ROLLBACK_TARGET: &str = "MissingRollbackTarget";
-
 /// The next action for the observed state.
 pub fn next(o: &Observed) -> Next {
     let Some(latest) = &o.latest else {
@@ -269,7 +267,7 @@ fn upgrade_unless_exhausted(o: &Observed) -> Next {
 
 fn stalled_retries(what: &str, failures: i64) -> Next {
     Next::Stalled {
-        reason: REASON_RETRIES_EXCEEDED,
+        reason: reason::RETRIES_EXCEEDED,
         message: format!(
             "{what} failed {failures} time(s) and no retries are left; change the spec or set the resetAt annotation to try again"
         ),
@@ -321,7 +319,7 @@ fn after_failure(o: &Observed, latest: &Latest) -> Next {
         (ReleaseAction::Upgrade, RemediationStrategy::Rollback) => match o.rollback_target {
             Some(to) => Next::Rollback { to },
             None => Next::Stalled {
-                reason: REASON_MISSING_ROLLBACK_TARGET,
+                reason: reason::MISSING_ROLLBACK_TARGET,
                 message: format!(
                     "revision {} failed and there is no earlier successful revision to roll back to",
                     latest.version
@@ -482,7 +480,7 @@ mod tests {
         assert!(matches!(
             next(&o),
             Next::Stalled {
-                reason: REASON_RETRIES_EXCEEDED,
+                reason: reason::RETRIES_EXCEEDED,
                 ..
             }
         ));
@@ -676,7 +674,7 @@ mod tests {
         assert!(matches!(
             next(&o),
             Next::Stalled {
-                reason: REASON_RETRIES_EXCEEDED,
+                reason: reason::RETRIES_EXCEEDED,
                 ..
             }
         ));
@@ -729,7 +727,7 @@ mod tests {
         assert!(matches!(
             next(&o),
             Next::Stalled {
-                reason: REASON_RETRIES_EXCEEDED,
+                reason: reason::RETRIES_EXCEEDED,
                 ..
             }
         ));
@@ -755,7 +753,7 @@ mod tests {
         assert!(matches!(
             next(&o),
             Next::Stalled {
-                reason: REASON_MISSING_ROLLBACK_TARGET,
+                reason: reason::MISSING_ROLLBACK_TARGET,
                 ..
             }
         ));

@@ -21,21 +21,19 @@ pub(super) async fn in_force(
     client: &Client,
     flags: &Policy,
     scope: &Scope,
-) -> Result<Policy, String> {
-    let published = tenancy::read_published(client)
-        .await
-        .map_err(|e| e.to_string())?;
-    let policy = Policy::combine(published.as_ref(), flags).map_err(|e| e.to_string())?;
+) -> Result<Policy, super::error::Unable> {
+    let published = tenancy::read_published(client).await?;
+    let policy = Policy::combine(published.as_ref(), flags)?;
     if policy.locked_down() {
-        let (namespace, where_) = match scope {
+        let (namespace, scope) = match scope {
             Scope::All => (None, "in every namespace".to_owned()),
             Scope::Namespace(ns) => (Some(ns.as_str()), format!("in namespace {ns}")),
         };
         if !tenancy::can_impersonate(client, namespace).await {
-            return Err(format!(
-                "the cluster is {}: every release acts as a ServiceAccount of its namespace, and this identity may not impersonate service accounts {where_}, so it does not run the engine (it would act with its own rights); the installed controller reconciles instead",
-                policy.describe()
-            ));
+            return Err(super::error::Unable::CannotImpersonate {
+                policy: policy.describe(),
+                scope,
+            });
         }
     }
     Ok(policy)

@@ -81,7 +81,7 @@ pub async fn act(
     let hr = Arc::new(stand_in(key, latest));
     let elsewhere = crate::helm::release::stored_elsewhere(
         &ctx.client,
-        &ctx.records,
+        &ctx.known.records,
         &key.namespace,
         &key.name,
         &latest.namespace,

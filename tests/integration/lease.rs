@@ -118,7 +118,7 @@ async fn the_background_task_reports_roles_and_releases_on_stop() {
     ns.delete().await;
 }
 
-fn able() -> futures::future::BoxFuture<'static, Result<(), String>> {
+fn able() -> futures::future::BoxFuture<'static, Result<(), wheelhouse::engine::Unable>> {
     Box::pin(async { Ok(()) })
 }
 
@@ -135,7 +135,11 @@ async fn an_engine_that_cannot_work_never_takes_the_lease() {
     let (mut role, task) = lease::run(
         client.clone(),
         LeaseConfig::new(&ns.name, "broken"),
-        Box::pin(async { Err("cannot render charts: no helm".to_string()) }),
+        Box::pin(async {
+            Err(wheelhouse::engine::Unable::Render(
+                wheelhouse::helm::render::Error::Unavailable("no helm".into()),
+            ))
+        }),
         idle(),
         stop.clone(),
     );

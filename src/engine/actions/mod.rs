@@ -9,7 +9,10 @@
 //!   steps; failures count against the install or the upgrade retries.
 //! - `test`: the chart's test hooks against the newest revision.
 //! - `rollback`, `uninstall`: the remediations of a failed release.
-//! - `unlock`: frees a revision an engine left pending when it stopped.
+//! - `unlock`: frees a revision an engine left pending when it stopped (and leaves one
+//!   another tool's operation may still be writing alone for a while).
+//!
+//! [`run`] is the one place the planner's [`Next`] becomes an action.
 
 pub mod common_metadata;
 pub mod install_or_upgrade;
@@ -27,11 +30,85 @@ pub use test::test;
 pub use uninstall::uninstall;
 pub use unlock::unlock;
 
-use super::run::Run;
+use super::plan::Next;
+use super::run::{Prepared, Requeue, Run};
 use super::status::{self, Truth, condition, reason};
 use crate::api::{HelmReleaseStatus, ReleaseAction};
 use crate::helm::chart::Chart;
 use crate::helm::release::{Info, Release, Status};
+use crate::helm::render::Rendered;
+
+/// What the planner's next action needs beside the run: the desired state, and the
+/// history the planner read.
+pub struct Step<'s> {
+    pub prepared: &'s Prepared,
+    /// The desired state rendered already (a wait superseded by it did), else rendered by
+    /// the install or upgrade.
+    pub rendered: Option<Rendered>,
+    pub latest: Option<&'s Release>,
+    pub history: &'s [Release],
+}
+
+/// How running the planner's action ended: its outcome with the bookkeeping that records
+/// it, or held before it began, with when to look again.
+pub enum Ran {
+    Done(Outcome, Record),
+    Held(Requeue),
+}
+
+/// Runs the action the planner chose. `InSync` and `Stalled` are not actions: the
+/// reconcile records those itself, and never passes them here.
+pub async fn run(run: &mut Run<'_>, next: &Next, step: Step<'_>) -> crate::engine::Result<Ran> {
+    let existing = |what: &str| {
+        step.latest
+            .cloned()
+            .unwrap_or_else(|| panic!("the planner {what} an existing revision"))
+    };
+    // Each action boxed: the reconcile's own future (allocated at every interval check)
+    // stays small.
+    Ok(match next {
+        Next::Install | Next::Upgrade => Ran::Done(
+            Box::pin(install_or_upgrade(
+                run,
+                step.prepared,
+                step.rendered,
+                step.latest,
+                step.history,
+            ))
+            .await?,
+            install_or_upgrade::record,
+        ),
+        Next::Resume { .. } => Ran::Done(
+            Box::pin(install_or_upgrade::resume(
+                run,
+                step.prepared,
+                existing("resumes"),
+                step.history,
+            ))
+            .await?,
+            install_or_upgrade::record,
+        ),
+        Next::Test => Ran::Done(Box::pin(test(run, existing("tests"))).await?, test::record),
+        Next::Rollback { to } => Ran::Done(
+            Box::pin(rollback(run, step.history, *to)).await?,
+            rollback::record,
+        ),
+        Next::Uninstall => Ran::Done(
+            Box::pin(uninstall(run, step.history)).await?,
+            uninstall::record,
+        ),
+        Next::Unlock { revision } => {
+            let latest = existing("unlocks");
+            match unlock::left_to_another_tool(run, *revision, &latest).await {
+                Some(requeue) => Ran::Held(requeue),
+                None => Ran::Done(Box::pin(unlock(run, latest)).await?, unlock::record),
+            }
+        }
+        Next::InSync | Next::Stalled { .. } => {
+            unreachable!("{next:?} is no action: the reconcile records it")
+        }
+    })
+}
 
 /// How an action ended.
 #[derive(Debug, Clone, PartialEq, Eq)]

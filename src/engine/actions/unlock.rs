@@ -4,8 +4,8 @@
 
 use super::{Note, Outcome, Owns, record_as, set_status};
 use crate::api::HelmReleaseStatus;
-use crate::engine::run::Run;
-use crate::engine::status::reason;
+use crate::engine::run::{Requeue, Run};
+use crate::engine::status::{self, Truth, condition, reason};
 use crate::engine::vocabulary::Phase;
 use crate::helm::release::{Release, Status};
 
@@ -24,6 +24,39 @@ pub async fn unlock(run: &mut Run<'_>, mut latest: Release) -> crate::engine::Re
         reason: reason::UNLOCKED,
         message: format!("unlocked revision {} (was {was})", latest.version),
     })
+}
+
+/// A pending revision the helm CLI (or Flux) wrote, whose operation may still run: a
+/// second writer now would leave helm reporting values that are not running. Said in
+/// Reconciling; returns when to look again (soon: the other tool's operation usually
+/// ends first), or None when it is an engine's to unlock now.
+pub(super) async fn left_to_another_tool(
+    run: &mut Run<'_>,
+    revision: i32,
+    latest: &Release,
+) -> Option<Requeue> {
+    let left = other_tool_still_running(
+        latest,
+        OTHER_TOOL_BOUND.max(run.hr.spec.timeout.as_std()),
+        k8s_openapi::jiff::Timestamp::now(),
+    )?;
+    let status = latest.info.as_ref().map(|i| i.status).unwrap_or_default();
+    let message = format!(
+        "revision {revision} is {status}, written by another tool (the helm CLI or Flux), whose operation may still be running; wheelhouse leaves it alone for up to {}s more (Helm's default wait is 5m), then marks it failed and goes on",
+        left.as_secs()
+    );
+    let generation = run.hr.metadata.generation;
+    status::set(
+        &mut run.status,
+        condition::RECONCILING,
+        Truth::True,
+        reason::PROGRESSING,
+        &message,
+        generation,
+    );
+    run.write_status().await;
+    tracing::info!(release = %run.key, revision, "pending revision of another tool left alone");
+    Some(Requeue::After(left.min(std::time::Duration::from_secs(2))))
 }
 
 /// How long a `pending-*` revision that no wheelhouse engine wrote (the helm CLI, Flux) is

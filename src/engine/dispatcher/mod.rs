@@ -226,8 +226,10 @@ impl Dispatcher {
         let mut leases = self.namespace_lease_events();
         let mut records = self.record_events();
         match &self.coverage.scope {
-            crate::cluster::client::Scope::All => self.ctx.records.watching(true),
-            crate::cluster::client::Scope::Namespace(ns) => self.ctx.records.watching_only(ns),
+            crate::cluster::client::Scope::All => self.ctx.known.records.watching(true),
+            crate::cluster::client::Scope::Namespace(ns) => {
+                self.ctx.known.records.watching_only(ns)
+            }
         }
         let mut workloads = self.workload_events();
         // Records and workloads are listed once the HelmReleases are and the front end
@@ -549,7 +551,7 @@ impl Dispatcher {
         >,
     ) {
         if let Ok(event) = &event {
-            self.ctx.records.observe(event);
+            self.ctx.known.records.observe(event);
         }
         if let (Ok(watcher::Event::Apply(record)), Some(_)) = (event, &st.term) {
             Self::wake_for_record(&st.store, &st.workers, &record.metadata);
@@ -575,7 +577,7 @@ impl Dispatcher {
                 initial,
             } => {
                 let (namespace, name) = name_of(&meta);
-                self.ctx.objects.observe(Seen::Changed {
+                self.ctx.known.objects.observe(Seen::Changed {
                     kind,
                     namespace: &namespace,
                     name: &name,
@@ -593,14 +595,14 @@ impl Dispatcher {
             }
             WorkloadEvent::Deleted { kind, meta } => {
                 let (namespace, name) = name_of(&meta);
-                self.ctx.objects.observe(Seen::Gone {
+                self.ctx.known.objects.observe(Seen::Gone {
                     kind,
                     namespace: &namespace,
                     name: &name,
                 });
             }
-            WorkloadEvent::Relisting(kind) => self.ctx.objects.observe(Seen::Relisting(kind)),
-            WorkloadEvent::Relisted(kind) => self.ctx.objects.observe(Seen::Relisted(kind)),
+            WorkloadEvent::Relisting(kind) => self.ctx.known.objects.observe(Seen::Relisting(kind)),
+            WorkloadEvent::Relisted(kind) => self.ctx.known.objects.observe(Seen::Relisted(kind)),
         }
     }
 

@@ -10,6 +10,7 @@ impl Dispatcher {
         if !failing && matches!(*self.connection.borrow(), Connection::Disconnected { .. }) {
             // Back: releases the outage held up try again now.
             self.ctx
+                .signals
                 .healed
                 .send_replace(crate::telemetry::RetryCause::ClusterHealed);
         }

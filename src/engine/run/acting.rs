@@ -243,7 +243,7 @@ impl Context {
             &here.client,
             namespace,
             reference,
-            self.kubeconfig_allowances,
+            self.settings.kubeconfig_allowances,
         )
         .await?;
         // The remote server is the tenant's choice: reached under the outbound policy.
@@ -261,7 +261,7 @@ impl Context {
         acting: &'a Acting,
     ) -> (&'a Client, &'a crate::helm::release::RecordIndex) {
         match &acting.remote {
-            None => (&self.client, &self.records),
+            None => (&self.client, &self.known.records),
             Some(remote) => (&remote.client, &remote.records),
         }
     }

@@ -31,10 +31,25 @@ pub struct Context {
     pub(in crate::engine) identities: super::acting::Identities,
     /// This engine's identity, in a form valid as a label value.
     pub identity_label: String,
-    /// Sent when the cluster heals (discovery whole again, the API server answering
-    /// again, a refused permission granted), with what healed: workers held up by the
-    /// cluster try again at once.
-    pub healed: watch::Sender<crate::telemetry::RetryCause>,
+    /// This engine and its Lease, as release statuses name it (`acting`, `letGo`).
+    pub engine: crate::api::EngineRef,
+    pub metrics: crate::telemetry::Metrics,
+    /// Watches shared by every running wait of this engine.
+    pub watches: crate::health::WatchHub,
+    /// Tells the on-call channel of failures, recoveries and cancellations (never waits).
+    pub notifier: crate::webhooks::notify::Notifier,
+    /// What config tracking's hashes are keyed with (the cluster's key, beside the Lease).
+    pub hash_keys: crate::tracking::HashKeys,
+    pub known: Known,
+    pub signals: Signals,
+    pub work: Work,
+    pub settings: Settings,
+}
+
+/// What the engine has learned of the cluster, shared by every worker: it lets a
+/// reconcile skip reads, and tells workers held up by the cluster when it heals.
+#[derive(Default)]
+pub struct Known {
     /// Every `group/version` a reconcile saw stale in discovery, for the watcher that
     /// tells when it heals: it may heal before that watcher's first look.
     pub stale_seen: Mutex<std::collections::BTreeSet<String>>,
@@ -57,16 +72,26 @@ pub struct Context {
     /// ServiceAccounts releases act as that did not exist when last looked for: their
     /// creation lets those releases try again at once.
     pub missing_accounts: Mutex<std::collections::BTreeSet<(String, String)>>,
-    /// This engine and its Lease, as release statuses name it (`acting`, `letGo`).
-    pub engine: crate::api::EngineRef,
+}
+
+/// What workers hear from the engine and tell it.
+pub struct Signals {
+    /// Sent when the cluster heals (discovery whole again, the API server answering
+    /// again, a refused permission granted), with what healed: workers held up by the
+    /// cluster try again at once.
+    pub healed: watch::Sender<crate::telemetry::RetryCause>,
+    /// Pushes to chart sources a webhook receiver heard: every worker and running wait
+    /// listens, and the releases whose chart they name look at once.
+    pub pushed: tokio::sync::broadcast::Sender<Arc<crate::helm::source::pushed::Wake>>,
+    /// What each worker is doing, for the front ends in this process.
     pub live: watch::Sender<LiveMap>,
-    /// Engine-wide switch: supersede waits by newer desired states (docs/design.md, "Opting out: wait until the timeout").
-    pub cancel_on_new_revision: bool,
-    /// How often a running wait asks a chart repository for a newer version.
-    pub chart_poll: Duration,
-    pub metrics: crate::telemetry::Metrics,
-    /// Watches shared by every running wait of this engine.
-    pub watches: crate::health::WatchHub,
+    /// Cancelled when the whole engine stops (not when one worker does): what a worker
+    /// would tidy for the engine's views on its way out is then moot.
+    pub stopping: tokio_util::sync::CancellationToken,
+}
+
+/// How the engine's work is shared out between its workers.
+pub struct Work {
     /// Slots for resolving and loading charts (as many as for rendering), urgent first.
     pub loads: crate::cluster::slots::Slots,
     /// Charts loaded from disk, by content digest, for the next reconcile of the same.
@@ -75,19 +100,18 @@ pub struct Context {
     pub precedence: crate::cluster::slots::Precedence,
     /// Workers in their first reconcile at once (an engine starting over thousands).
     pub starts: Arc<tokio::sync::Semaphore>,
-    /// Tells the on-call channel of failures, recoveries and cancellations (never waits).
-    pub notifier: crate::webhooks::notify::Notifier,
+}
+
+/// The engine's settings a reconcile reads.
+pub struct Settings {
+    /// Engine-wide switch: supersede waits by newer desired states (docs/design.md,
+    /// "Opting out: wait until the timeout").
+    pub cancel_on_new_revision: bool,
+    /// How often a running wait asks a chart repository for a newer version.
+    pub chart_poll: Duration,
     /// What a release's kubeConfig Secret may hold beyond the default (the engine's
     /// `--insecure-kubeconfig-exec`/`--insecure-kubeconfig-tls`).
     pub kubeconfig_allowances: crate::cluster::remote::Allowances,
-    /// Pushes to chart sources a webhook receiver heard: every worker and running wait
-    /// listens, and the releases whose chart they name look at once.
-    /// What config tracking's hashes are keyed with (the cluster's key, beside the Lease).
-    pub hash_keys: crate::tracking::HashKeys,
-    pub pushed: tokio::sync::broadcast::Sender<Arc<crate::helm::source::pushed::Wake>>,
-    /// Cancelled when the whole engine stops (not when one worker does): what a worker
-    /// would tidy for the engine's views on its way out is then moot.
-    pub stopping: tokio_util::sync::CancellationToken,
 }
 
 /// Pushes a listener may fall behind by before it is told it lagged (and then looks
@@ -111,47 +135,46 @@ impl Context {
         identity: &str,
         live: watch::Sender<LiveMap>,
     ) -> Self {
-        let watches_client = client.clone();
         Self {
             policy: watch::channel(crate::cluster::tenancy::Policy::default()).1,
             identities: Default::default(),
-            missing_accounts: Mutex::default(),
             watches: crate::health::WatchHub::new(client.clone()),
+            hash_keys: crate::tracking::HashKeys::fixed(
+                client.clone(),
+                crate::tracking::HashKey::Unkeyed,
+            ),
             client,
             source,
             renderer,
             recorder,
             identity_label: label_value(identity),
-            healed: watch::channel(crate::telemetry::RetryCause::ClusterHealed).0,
-            stale_seen: Mutex::default(),
-            records: Default::default(),
-            objects: Default::default(),
-            discovery: Default::default(),
-            refused: Mutex::default(),
             engine: crate::api::EngineRef {
                 identity: identity.to_owned(),
                 lease: String::new(),
             },
-            live,
-            cancel_on_new_revision: true,
-            chart_poll: Duration::from_secs(15),
             metrics: crate::telemetry::Metrics::new(),
-            loads: crate::cluster::slots::Slots::new(4),
-            charts: Default::default(),
-            precedence: crate::cluster::slots::Precedence::default(),
-            starts: Arc::new(tokio::sync::Semaphore::new(STARTS)),
             notifier: crate::webhooks::notify::Notifier::off(),
-            kubeconfig_allowances: Default::default(),
-            pushed: tokio::sync::broadcast::channel(PUSHES_KEPT).0,
-            hash_keys: crate::tracking::HashKeys::fixed(
-                watches_client.clone(),
-                crate::tracking::HashKey::Unkeyed,
-            ),
-            stopping: Default::default(),
+            known: Known::default(),
+            signals: Signals {
+                healed: watch::channel(crate::telemetry::RetryCause::ClusterHealed).0,
+                pushed: tokio::sync::broadcast::channel(PUSHES_KEPT).0,
+                live,
+                stopping: Default::default(),
+            },
+            work: Work {
+                loads: crate::cluster::slots::Slots::new(4),
+                charts: Default::default(),
+                precedence: crate::cluster::slots::Precedence::default(),
+                starts: Arc::new(tokio::sync::Semaphore::new(STARTS)),
+            },
+            settings: Settings {
+                cancel_on_new_revision: true,
+                chart_poll: Duration::from_secs(15),
+                kubeconfig_allowances: Default::default(),
+            },
         }
     }
 }
-
 impl Context {
     /// The `group/version`s discovery cannot serve now (see
     /// [`crate::helm::render::discover`]), remembered for the healing watcher.
@@ -165,11 +188,16 @@ impl Context {
         &self,
     ) -> Result<crate::helm::render::Discovery, crate::helm::render::Error> {
         let discovery = self
+            .known
             .discovery
             .get(|| crate::helm::render::discover(&self.client))
             .await?;
         if !discovery.unavailable.is_empty() {
-            let mut seen = self.stale_seen.lock().unwrap_or_else(|e| e.into_inner());
+            let mut seen = self
+                .known
+                .stale_seen
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
             seen.extend(discovery.unavailable.iter().cloned());
         }
         Ok(discovery)
@@ -185,7 +213,7 @@ impl Context {
             } else {
                 identity
             };
-            let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+            let mut refused = self.known.refused.lock().unwrap_or_else(|e| e.into_inner());
             // Each is asked about every second while a release is held up: a bound keeps
             // an engine refused everywhere from flooding the API server.
             if refused.len() < MAX_REFUSED {
@@ -216,7 +244,7 @@ fn label_value(identity: &str) -> String {
 /// Records that the worker of `key` took in `hr` (see [`LiveState::seen`]).
 pub(in crate::engine) fn note_seen(ctx: &Context, key: &ReleaseKey, hr: &HelmRelease) {
     let version = hr.metadata.resource_version.clone();
-    ctx.live.send_if_modified(|m| {
+    ctx.signals.live.send_if_modified(|m| {
         let entry = m.entry(key.clone()).or_default();
         let changed = entry.seen != version;
         entry.seen = version;
@@ -313,7 +341,7 @@ impl Run<'_> {
     /// Publishes the phase and wait; what the worker has seen and checked stays.
     pub(super) fn publish(&self, live: &LiveState) {
         let key = self.key.clone();
-        self.ctx.live.send_modify(|m| {
+        self.ctx.signals.live.send_modify(|m| {
             let entry = m.entry(key).or_default();
             entry.phase = live.phase;
             entry.wait = live.wait.clone();
@@ -328,6 +356,7 @@ impl Run<'_> {
         step(fix);
         let (key, fix) = (self.key.clone(), *fix);
         self.ctx
+            .signals
             .live
             .send_modify(|m| m.entry(key).or_default().fix = Some(fix));
     }
@@ -434,7 +463,7 @@ impl Run<'_> {
     /// Counts a trigger checked while waiting (see [`LiveState::checks`]).
     pub(super) fn note_check(&self) {
         let key = self.key.clone();
-        self.ctx.live.send_modify(|m| {
+        self.ctx.signals.live.send_modify(|m| {
             let entry = m.entry(key).or_default();
             entry.checks = entry.checks.wrapping_add(1);
         });

@@ -208,7 +208,7 @@ pub(in crate::engine) async fn prepare(
 ) -> Result<Prepared, PrepareError> {
     // Loading charts is bounded like rendering: a thousand releases starting together
     // would otherwise each hold a chart in memory at once.
-    let _slot = ctx.loads.acquire(priority).await;
+    let _slot = ctx.work.loads.acquire(priority).await;
     let namespace = hr.object_namespace();
     // The engine's filesystem is not a tenant's: under the lockdown no chart.path is read.
     if let Some(path) = &hr.spec.chart.path
@@ -233,7 +233,7 @@ pub(in crate::engine) async fn prepare(
         .await?;
     let path = resolved.path.clone();
     let spec = hr.spec.chart.clone();
-    let known = ctx.charts.get(&resolved.digest);
+    let known = ctx.work.charts.get(&resolved.digest);
     // A chart.path's files may change between the digest and the load: the load is kept
     // only if they did not (a downloaded or checked out chart never changes in place).
     let stamp = spec.path.is_some().then_some(resolved.stamp);
@@ -274,7 +274,7 @@ pub(in crate::engine) async fn prepare(
             .await??
         };
     if let Some(loaded) = loaded {
-        ctx.charts.keep(&resolved.digest, loaded);
+        ctx.work.charts.keep(&resolved.digest, loaded);
     }
     let values = crate::helm::values::compose(&acting.client, hr).await?;
     Ok(Prepared {

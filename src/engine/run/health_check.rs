@@ -3,6 +3,7 @@
 //! newer desired state reaches the wait at once; a newer desired state is prepared first
 //! and the wait is cancelled only once it is ready to apply.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -175,6 +176,76 @@ impl Run<'_> {
         rel: &Release,
         window: Window,
     ) -> crate::engine::Result<WaitEnd> {
+        let targets = self.wait_targets(rel).await?;
+        let waited_since = std::time::Instant::now();
+        let deadline = self.show_wait_started(rel, &window, targets.len()).await;
+        let token = CancellationToken::new();
+        let (progress_tx, mut progress_rx) = watch::channel(Progress::default());
+        // Judged on the release's cluster, through the watches of that cluster.
+        let client = self.acting.inspector(&self.ctx.client).clone();
+        let options = self.wait_options(rel, window.started);
+        let wait = health::wait(&client, &targets, deadline, &token, &options, |p| {
+            progress_tx.send_replace(p.clone());
+        });
+        tokio::pin!(wait);
+        let mut newer = Newer::new(self);
+        let mut progress = ProgressWrites::default();
+        let mut interrupted = Interrupted::default();
+        // What arrived while a hook ran before this wait (hooks read the inbox too).
+        let newest = &self.memory.inbox.newest;
+        if self.memory.inbox.deleted || newest.metadata.deletion_timestamp.is_some() {
+            interrupted.abandoned =
+                Some("health check canceled: the HelmRelease is being deleted".into());
+            token.cancel();
+        } else {
+            newer.generation_seen(newest);
+        }
+        let ctx = self.ctx;
+        let outcome = loop {
+            newer.start_check(ctx, &self.memory.inbox.newest, rel);
+            tokio::select! {
+                outcome = &mut wait => break outcome,
+                Ok(()) = progress_rx.changed() => {
+                    let p = progress_rx.borrow_and_update().clone();
+                    self.show_progress(p, &mut progress).await;
+                }
+                () = async { tokio::time::sleep_until(progress.due.expect("guarded")).await }, if progress.due.is_some() => {
+                    progress.written_now();
+                    self.write_status().await;
+                }
+                result = async { newer.check.as_mut().expect("guarded").0.as_mut().await }, if newer.check.is_some() => {
+                    let (_, trigger, at) = newer.check.take().expect("guarded");
+                    self.checked(result, trigger, at, rel, &mut newer, &mut interrupted, &token).await;
+                }
+                () = async { tokio::time::sleep_until(newer.retry.as_ref().expect("guarded").2).await }, if newer.retry.is_some() => {
+                    let (trigger, at, _) = newer.retry.take().expect("guarded");
+                    newer.again.get_or_insert((trigger, at));
+                }
+                Some(changed) = futures::StreamExt::next(&mut newer.sources), if newer.supersede => {
+                    newer.again = Some((changed, Instant::now()));
+                }
+                event = newer.pushed.recv(), if newer.polls_chart => {
+                    newer.pushed_to(event, &self.memory.inbox.newest);
+                }
+                _ = newer.chart_poll.tick(), if newer.polls_chart => {
+                    newer.again.get_or_insert_with(|| (POLLED.into(), Instant::now()));
+                }
+                msg = self.memory.inbox.recv() => {
+                    let heard = self.memory.absorb(ctx, &self.key, msg);
+                    self.heard_while_waiting(heard, &mut newer, &mut interrupted, &token);
+                }
+                () = self.stop.cancelled(), if !token.is_cancelled() => {
+                    interrupted.stopped = true;
+                    token.cancel();
+                }
+            }
+        };
+        Ok(self.wait_ended(outcome, window.length(), interrupted, waited_since))
+    }
+
+    /// The objects of `rel` a health check watches, each with the generation it is judged
+    /// at (the apply's answer, else read now).
+    async fn wait_targets(&mut self, rel: &Release) -> crate::engine::Result<Vec<Target>> {
         let refs = self
             .acting
             .applier
@@ -208,282 +279,219 @@ impl Run<'_> {
             }
         }
         self.read_generations(&mut targets, &known).await;
-        let started = window.started;
-        let timeout = window.length();
-        let waited_since = std::time::Instant::now();
-        let deadline_at = window.deadline;
-        let left =
-            Duration::try_from(deadline_at.duration_since(Timestamp::now())).unwrap_or_default();
-        let deadline = Instant::now() + left;
+        Ok(targets)
+    }
+
+    /// Says in status.wait and the live state that the wait began; returns its deadline.
+    async fn show_wait_started(&mut self, rel: &Release, window: &Window, total: usize) -> Instant {
+        let left = Duration::try_from(window.deadline.duration_since(Timestamp::now()))
+            .unwrap_or_default();
         self.status.wait = Some(WaitStatus {
             revision: rel.version,
-            started_at: Time(started),
-            deadline: Time(deadline_at),
+            started_at: Time(window.started),
+            deadline: Time(window.deadline),
             ready: 0,
-            total: targets.len() as i32,
+            total: total as i32,
             hook: None,
         });
         self.write_status().await;
-        {
-            let mut live = self.live.lock().unwrap();
-            live.phase = Phase::Waiting;
-            live.wait = Some(WaitView {
-                revision: rel.version,
-                started_at: started,
-                deadline: deadline_at,
-                progress: Progress {
-                    total: targets.len(),
-                    ..Progress::default()
-                },
-            });
-            self.publish(&live);
-        }
-
-        let token = CancellationToken::new();
-        let (progress_tx, mut progress_rx) = watch::channel(Progress::default());
-        // Judged on the release's cluster, through the watches of that cluster.
-        let client = self.acting.inspector(&self.ctx.client).clone();
-        let hub = Some(match &self.acting.remote {
-            None => self.ctx.watches.clone(),
-            Some(remote) => remote.watches.clone(),
+        let mut live = self.live.lock().unwrap();
+        live.phase = Phase::Waiting;
+        live.wait = Some(WaitView {
+            revision: rel.version,
+            started_at: window.started,
+            deadline: window.deadline,
+            progress: Progress {
+                total,
+                ..Progress::default()
+            },
         });
+        self.publish(&live);
+        Instant::now() + left
+    }
+
+    /// How the release's health is judged: its healthCheck settings, its CEL checks, the
+    /// shared watches of its cluster.
+    fn wait_options(&self, rel: &Release, started_at: Timestamp) -> health::WaitOptions {
         let health_check = self.hr.spec.health_check.clone().unwrap_or_default();
-        let options = health::WaitOptions {
+        health::WaitOptions {
             fail_fast: health_check.fail_fast,
-            started_at: started,
+            started_at,
             strictness: health::Strictness {
                 load_balancer_address: health_check.wait_for_load_balancer_address,
                 job_started_is_enough: self.jobs_not_awaited(rel),
             },
-            hub,
+            hub: Some(match &self.acting.remote {
+                None => self.ctx.watches.clone(),
+                Some(remote) => remote.watches.clone(),
+            }),
             custom: self.custom_health(),
             legacy: self.hr.waits_as_helm_3(),
             ..health::WaitOptions::default()
-        };
-        let wait = health::wait(&client, &targets, deadline, &token, &options, |p| {
-            progress_tx.send_replace(p.clone());
-        });
-        tokio::pin!(wait);
-
-        // Superseding: what to compare a newer desired state against, and its sources.
-        let supersede = self.ctx.cancel_on_new_revision
-            && self
-                .hr
-                .spec
-                .health_check
-                .clone()
-                .unwrap_or_default()
-                .cancel_on_new_revision;
-        let ctx = self.ctx;
-        let mut sources = if supersede {
-            values_source_events(ctx, &self.hr, &self.desired_sources)
-        } else {
-            futures::stream::select_all(Vec::new())
-        };
-        let chart = &self.hr.spec.chart;
-        let mut pushed = ctx.pushed.subscribe();
-        let poll = super::source_poll(ctx, chart);
-        let mut chart_poll = tokio::time::interval_at(Instant::now() + poll, poll);
-        let polls_chart = supersede && (chart.repository.is_some() || chart.git.is_some());
-        type Check<'c> = std::pin::Pin<
-            Box<dyn std::future::Future<Output = Result<Candidate, CandidateError>> + Send + 'c>,
-        >;
-        // A pending trigger, and when it arrived (for the trigger-to-fix metric).
-        let mut check: Option<(Check<'_>, String, Instant)> = None;
-        // A trigger may carry the fix: while it is prepared, this task's requests go
-        // first; kept (in `self.urgent`) until the fix's first object if it supersedes.
-        let mut checking: Option<crate::cluster::slots::UrgentWork> = None;
-        let mut again: Option<(String, Instant)> = None;
-        // A fix that could not be prepared is tried again soon, sooner than the next
-        // poll: a registry may announce a push a moment before its tag resolves.
-        let mut retry: Option<(String, Instant, Instant)> = None;
-        let mut retry_after = RETRY_FIRST;
-        let mut last_generation = self.hr.metadata.generation;
-
-        // The wait's start was just written; progress follows at most every PROGRESS_EVERY.
-        let mut progress_written = Instant::now();
-        let mut progress_due: Option<Instant> = None;
-
-        let mut interrupted = Interrupted::default();
-        // What arrived while a hook ran before this wait (hooks read the inbox too).
-        if self.memory.inbox.deleted
-            || self
-                .memory
-                .inbox
-                .newest
-                .metadata
-                .deletion_timestamp
-                .is_some()
-        {
-            interrupted.abandoned =
-                Some("health check canceled: the HelmRelease is being deleted".into());
-            token.cancel();
-        } else if supersede && self.memory.inbox.newest.metadata.generation != last_generation {
-            last_generation = self.memory.inbox.newest.metadata.generation;
-            again = Some((
-                format!("generation {}", last_generation.unwrap_or_default()),
-                Instant::now(),
-            ));
         }
-        let outcome = loop {
-            // Start a pending check when none runs.
-            if check.is_none()
-                && let Some((trigger, at)) = again.take()
-            {
-                let hr = self.memory.inbox.newest.clone();
-                // The periodic poll is routine until it finds something.
-                if trigger != POLLED {
-                    checking.get_or_insert_with(|| ctx.precedence.urgent());
-                }
-                check = Some((Box::pin(prepare_candidate(ctx, hr, rel)), trigger, at));
+    }
+
+    /// New progress: to the views at once, to status at most every [`PROGRESS_EVERY`]
+    /// (each write is a status write of the whole HelmRelease at the API server; the
+    /// wait's end is written anyway).
+    async fn show_progress(&mut self, p: Progress, writes: &mut ProgressWrites) {
+        let changed_count = self
+            .status
+            .wait
+            .as_ref()
+            .is_some_and(|w| w.ready != p.ready as i32);
+        if let Some(w) = self.status.wait.as_mut() {
+            w.ready = p.ready as i32;
+            w.total = p.total as i32;
+        }
+        {
+            let mut live = self.live.lock().unwrap();
+            if let Some(w) = live.wait.as_mut() {
+                w.progress = p;
             }
-            tokio::select! {
-                outcome = &mut wait => break outcome,
-                Ok(()) = progress_rx.changed() => {
-                    let p = progress_rx.borrow_and_update().clone();
-                    let changed_count = self.status.wait.as_ref().is_some_and(|w| w.ready != p.ready as i32);
-                    if let Some(w) = self.status.wait.as_mut() {
-                        w.ready = p.ready as i32;
-                        w.total = p.total as i32;
-                    }
-                    {
-                        let mut live = self.live.lock().unwrap();
-                        if let Some(w) = live.wait.as_mut() {
-                            w.progress = p;
-                        }
-                        self.publish(&live);
-                    }
-                    // Each progress write is a status write of the whole HelmRelease at
-                    // the API server: at most one per PROGRESS_EVERY (the views in this
-                    // process see every change at once, and the wait's end is written
-                    // anyway).
-                    if changed_count {
-                        let due = progress_written + PROGRESS_EVERY;
-                        if Instant::now() >= due {
-                            progress_due = None;
-                            progress_written = Instant::now();
-                            self.write_status().await;
-                        } else {
-                            progress_due = Some(due);
-                        }
-                    }
-                }
-                () = async { tokio::time::sleep_until(progress_due.expect("guarded")).await }, if progress_due.is_some() => {
-                    progress_due = None;
-                    progress_written = Instant::now();
-                    self.write_status().await;
-                }
-                result = async { check.as_mut().expect("guarded").0.as_mut().await }, if check.is_some() => {
-                    let (_, trigger, at) = check.take().expect("guarded");
-                    self.note_check();
-                    match result {
-                        Ok(mut candidate) if candidate.prepared.digest() != self.desired_digest => {
-                            retry_after = RETRY_FIRST;
-                            candidate.triggered_at = Some(at);
-                            let why = format!(
-                                "superseded by a newer desired state ({trigger}): chart {}@{}, values {}",
-                                candidate.prepared.resolved.name,
-                                candidate.prepared.resolved.version,
-                                short(&candidate.prepared.values.digest),
-                            );
-                            self.memory.handoff.candidate = Some(Box::new(candidate));
-                            interrupted.canceled = Some((false, why));
-                            token.cancel();
-                            if self.urgent.is_none() {
-                                self.urgent = Some(checking.take().unwrap_or_else(|| ctx.precedence.urgent()));
-                            }
-                        }
-                        // Same desired state: a spurious trigger; the wait goes on.
-                        Ok(_) => {
-                            checking = None;
-                            retry_after = RETRY_FIRST;
-                            tracing::debug!(release = %self.key, %trigger, "trigger without a new desired state");
-                        }
-                        Err(e) => {
-                            checking = None;
-                            retry = Some((trigger.clone(), at, Instant::now() + retry_after));
-                            retry_after = (retry_after * 2).min(poll);
-                            // A fix that cannot be prepared leaves the running wait alone.
-                            let message = format!("waiting for revision {}; the newer desired state ({trigger}) cannot be applied: {e}", rel.version);
-                            status::set(&mut self.status, condition::READY, Truth::Unknown, reason::PROGRESSING, &message, self.hr.metadata.generation);
-                            self.write_status().await;
-                            self.event(EventType::Warning, reason::ARTIFACT_FAILED, "Wait", message).await;
-                        }
-                    }
-                }
-                () = async { tokio::time::sleep_until(retry.as_ref().expect("guarded").2).await }, if retry.is_some() => {
-                    let (trigger, at, _) = retry.take().expect("guarded");
-                    again.get_or_insert((trigger, at));
-                }
-                Some(changed) = futures::StreamExt::next(&mut sources), if supersede => {
-                    again = Some((changed, Instant::now()));
-                }
-                event = pushed.recv(), if polls_chart => {
-                    let named = match &event {
-                        Ok(w) => w.wakes(&self.memory.inbox.newest).then(|| format!("a push to {}", w.describe())),
-                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => Some("pushes to chart sources".to_owned()),
-                        Err(_) => None,
-                    };
-                    if let Some(what) = named {
-                        again.get_or_insert_with(|| (what, Instant::now()));
-                    }
-                }
-                _ = chart_poll.tick(), if polls_chart => {
-                    again.get_or_insert_with(|| (POLLED.into(), Instant::now()));
-                }
-                msg = self.memory.inbox.recv() => match self.memory.absorb(self.ctx, &self.key, msg) {
-                    // Deleting the HelmRelease ends the wait at once so the uninstall (or,
-                    // when suspended, the release of the object) is not held up by it.
-                    Heard::Updated { deleting: true } => {
-                        interrupted.abandoned = Some("health check canceled: the HelmRelease is being deleted".into());
-                        token.cancel();
-                    }
-                    Heard::Deleted => {
-                        interrupted.abandoned = Some("health check canceled: the HelmRelease was deleted".into());
-                        token.cancel();
-                    }
-                    Heard::Updated { deleting: false } => {
-                        let hr = self.memory.inbox.newest.clone();
-                        if let Some(t) = new_token(&hr, annotations::CANCEL_WAIT_AT, self.status.last_handled_cancel_wait_at.as_deref())
-                            && self.memory.inbox.handled_cancel.as_deref() != Some(t.as_str())
-                        {
-                            self.status.last_handled_cancel_wait_at = Some(t);
-                            interrupted.canceled = Some((true, "health check canceled by operator".into()));
-                            token.cancel();
-                        }
-                        if supersede {
-                            if hr.metadata.generation != last_generation {
-                                last_generation = hr.metadata.generation;
-                                again = Some((format!("generation {}", last_generation.unwrap_or_default()), Instant::now()));
-                            } else if let Some(t) = new_token(&hr, annotations::RECONCILE_REQUESTED_AT, self.status.last_handled_reconcile_at.as_deref()) {
-                                self.status.last_handled_reconcile_at = Some(t.clone());
-                                again = Some((format!("reconcile requested at {t}"), Instant::now()));
-                            }
-                        }
-                    }
-                    // The same token may already have arrived through the watch (the
-                    // annotation is written before the command is sent): handled once.
-                    Heard::CancelWait(t) => {
-                        if self.status.last_handled_cancel_wait_at.as_deref() != Some(t.as_str()) {
-                            self.status.last_handled_cancel_wait_at = Some(t);
-                            interrupted.canceled = Some((true, "health check canceled by operator".into()));
-                            token.cancel();
-                        }
-                    }
-                    // Kept for the wait's next status write, and for after the step.
-                    Heard::ConfigRolled | Heard::Command => {}
-                    // The engine is going away; leave the revision pending for the next one.
-                    Heard::Closed => {
-                        interrupted.stopped = true;
-                        token.cancel();
-                    }
-                },
-                () = self.stop.cancelled(), if !token.is_cancelled() => {
-                    interrupted.stopped = true;
-                    token.cancel();
+            self.publish(&live);
+        }
+        if changed_count {
+            let due = writes.written + PROGRESS_EVERY;
+            if Instant::now() >= due {
+                writes.written_now();
+                self.write_status().await;
+            } else {
+                writes.due = Some(due);
+            }
+        }
+    }
+
+    /// A newer desired state was checked: one that differs supersedes the wait (which is
+    /// cancelled only now that it is ready to apply); the same one was a spurious
+    /// trigger; one that cannot be prepared leaves the wait alone and is tried again soon.
+    #[allow(clippy::too_many_arguments)] // the wait's own state, borrowed apart
+    async fn checked(
+        &mut self,
+        result: Result<Candidate, CandidateError>,
+        trigger: String,
+        at: Instant,
+        rel: &Release,
+        newer: &mut Newer<'_>,
+        interrupted: &mut Interrupted,
+        token: &CancellationToken,
+    ) {
+        self.note_check();
+        match result {
+            Ok(mut candidate) if candidate.prepared.digest() != self.desired_digest => {
+                newer.retry_after = RETRY_FIRST;
+                candidate.triggered_at = Some(at);
+                let why = format!(
+                    "superseded by a newer desired state ({trigger}): chart {}@{}, values {}",
+                    candidate.prepared.resolved.name,
+                    candidate.prepared.resolved.version,
+                    short(&candidate.prepared.values.digest),
+                );
+                self.memory.handoff.candidate = Some(Box::new(candidate));
+                interrupted.canceled = Some((false, why));
+                token.cancel();
+                if self.urgent.is_none() {
+                    let precedence = &self.ctx.work.precedence;
+                    self.urgent =
+                        Some(newer.checking.take().unwrap_or_else(|| precedence.urgent()));
                 }
             }
+            Ok(_) => {
+                newer.checking = None;
+                newer.retry_after = RETRY_FIRST;
+                tracing::debug!(release = %self.key, %trigger, "trigger without a new desired state");
+            }
+            Err(e) => {
+                newer.checking = None;
+                newer.retry = Some((trigger.clone(), at, Instant::now() + newer.retry_after));
+                newer.retry_after = (newer.retry_after * 2).min(newer.poll);
+                let message = format!(
+                    "waiting for revision {}; the newer desired state ({trigger}) cannot be applied: {e}",
+                    rel.version
+                );
+                status::set(
+                    &mut self.status,
+                    condition::READY,
+                    Truth::Unknown,
+                    reason::PROGRESSING,
+                    &message,
+                    self.hr.metadata.generation,
+                );
+                self.write_status().await;
+                self.event(EventType::Warning, reason::ARTIFACT_FAILED, "Wait", message)
+                    .await;
+            }
+        }
+    }
+
+    /// What a message means to a running wait (the mailbox kept the rest).
+    fn heard_while_waiting(
+        &mut self,
+        heard: Heard,
+        newer: &mut Newer<'_>,
+        interrupted: &mut Interrupted,
+        token: &CancellationToken,
+    ) {
+        let canceled_by_operator = |interrupted: &mut Interrupted| {
+            interrupted.canceled = Some((true, "health check canceled by operator".into()));
+            token.cancel();
         };
+        match heard {
+            // Deleting the HelmRelease ends the wait at once so the uninstall (or, when
+            // suspended, the release of the object) is not held up by it.
+            Heard::Updated { deleting: true } => {
+                interrupted.abandoned =
+                    Some("health check canceled: the HelmRelease is being deleted".into());
+                token.cancel();
+            }
+            Heard::Deleted => {
+                interrupted.abandoned =
+                    Some("health check canceled: the HelmRelease was deleted".into());
+                token.cancel();
+            }
+            Heard::Updated { deleting: false } => {
+                let hr = self.memory.inbox.newest.clone();
+                let handled = self.status.last_handled_cancel_wait_at.as_deref();
+                if let Some(t) = new_token(&hr, annotations::CANCEL_WAIT_AT, handled)
+                    && self.memory.inbox.handled_cancel.as_deref() != Some(t.as_str())
+                {
+                    self.status.last_handled_cancel_wait_at = Some(t);
+                    canceled_by_operator(interrupted);
+                }
+                if newer.supersede && !newer.generation_seen(&hr) {
+                    let handled = self.status.last_handled_reconcile_at.as_deref();
+                    if let Some(t) = new_token(&hr, annotations::RECONCILE_REQUESTED_AT, handled) {
+                        self.status.last_handled_reconcile_at = Some(t.clone());
+                        newer.again = Some((format!("reconcile requested at {t}"), Instant::now()));
+                    }
+                }
+            }
+            // The same token may already have arrived through the watch (the annotation
+            // is written before the command is sent): handled once.
+            Heard::CancelWait(t) => {
+                if self.status.last_handled_cancel_wait_at.as_deref() != Some(t.as_str()) {
+                    self.status.last_handled_cancel_wait_at = Some(t);
+                    canceled_by_operator(interrupted);
+                }
+            }
+            // Kept for the wait's next status write, and for after the step.
+            Heard::ConfigRolled | Heard::Command => {}
+            // The engine is going away; leave the revision pending for the next one.
+            Heard::Closed => {
+                interrupted.stopped = true;
+                token.cancel();
+            }
+        }
+    }
+
+    /// The wait's end: its metrics, and how it ended.
+    fn wait_ended(
+        &mut self,
+        outcome: health::Outcome,
+        timeout: Duration,
+        interrupted: Interrupted,
+        waited_since: std::time::Instant,
+    ) -> WaitEnd {
         self.status.wait = None;
         self.set_phase(Phase::Idle);
         let metrics = &self.ctx.metrics;
@@ -509,7 +517,155 @@ impl Run<'_> {
         if let Some(trigger) = trigger {
             metrics.wait_canceled(trigger);
         }
-        Ok(ended)
+        ended
+    }
+}
+
+/// How often a running wait wrote its progress to status.
+struct ProgressWrites {
+    written: Instant,
+    /// A write put off to keep to [`PROGRESS_EVERY`].
+    due: Option<Instant>,
+}
+
+impl Default for ProgressWrites {
+    /// The wait's start was just written.
+    fn default() -> Self {
+        Self {
+            written: Instant::now(),
+            due: None,
+        }
+    }
+}
+
+impl ProgressWrites {
+    fn written_now(&mut self) {
+        self.due = None;
+        self.written = Instant::now();
+    }
+}
+
+/// A check in flight of what may be a newer desired state.
+type Check<'c> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Candidate, CandidateError>> + Send + 'c>,
+>;
+
+/// What a running wait watches for a newer desired state: the spec's generation, its
+/// valuesFrom sources, pushes to and polls of its chart source; and the check of a
+/// trigger, one at a time.
+struct Newer<'c> {
+    /// Superseding is on (the engine's switch and the release's `cancelOnNewRevision`).
+    supersede: bool,
+    sources: futures::stream::SelectAll<futures::stream::BoxStream<'static, String>>,
+    pushed: tokio::sync::broadcast::Receiver<Arc<crate::helm::source::pushed::Wake>>,
+    polls_chart: bool,
+    poll: Duration,
+    chart_poll: tokio::time::Interval,
+    /// The check running, its trigger and when the trigger arrived (for the
+    /// trigger-to-fix metric).
+    check: Option<(Check<'c>, String, Instant)>,
+    /// A trigger may carry the fix: while it is prepared, this task's requests go first;
+    /// kept (in `Run::urgent`) until the fix's first object if it supersedes.
+    checking: Option<crate::cluster::slots::UrgentWork>,
+    /// A trigger to check when none runs.
+    again: Option<(String, Instant)>,
+    /// A fix that could not be prepared is tried again soon, sooner than the next poll: a
+    /// registry may announce a push a moment before its tag resolves.
+    retry: Option<(String, Instant, Instant)>,
+    retry_after: Duration,
+    last_generation: Option<i64>,
+}
+
+impl<'c> Newer<'c> {
+    fn new(run: &Run<'_>) -> Self {
+        let ctx = run.ctx;
+        let supersede = ctx.settings.cancel_on_new_revision
+            && run
+                .hr
+                .spec
+                .health_check
+                .clone()
+                .unwrap_or_default()
+                .cancel_on_new_revision;
+        let sources = if supersede {
+            values_source_events(ctx, &run.hr, &run.desired_sources)
+        } else {
+            futures::stream::select_all(Vec::new())
+        };
+        let chart = &run.hr.spec.chart;
+        let poll = super::source_poll(ctx, chart);
+        Self {
+            supersede,
+            sources,
+            pushed: ctx.signals.pushed.subscribe(),
+            polls_chart: supersede && (chart.repository.is_some() || chart.git.is_some()),
+            poll,
+            chart_poll: tokio::time::interval_at(Instant::now() + poll, poll),
+            check: None,
+            checking: None,
+            again: None,
+            retry: None,
+            retry_after: RETRY_FIRST,
+            last_generation: run.hr.metadata.generation,
+        }
+    }
+
+    /// Notes a new generation of `hr` as a trigger (when superseding); says whether it
+    /// was one.
+    fn generation_seen(&mut self, hr: &crate::api::HelmRelease) -> bool {
+        if !self.supersede || hr.metadata.generation == self.last_generation {
+            return false;
+        }
+        self.last_generation = hr.metadata.generation;
+        let generation = self.last_generation.unwrap_or_default();
+        self.again = Some((format!("generation {generation}"), Instant::now()));
+        true
+    }
+
+    /// Starts the pending check when none runs.
+    fn start_check(
+        &mut self,
+        ctx: &'c super::Context,
+        newest: &Arc<crate::api::HelmRelease>,
+        rel: &'c Release,
+    ) {
+        if self.check.is_some() {
+            return;
+        }
+        let Some((trigger, at)) = self.again.take() else {
+            return;
+        };
+        // The periodic poll is routine until it finds something.
+        if trigger != POLLED {
+            self.checking
+                .get_or_insert_with(|| ctx.work.precedence.urgent());
+        }
+        let check = Box::pin(prepare_candidate(ctx, newest.clone(), rel));
+        self.check = Some((check, trigger, at));
+    }
+
+    /// A push a receiver heard: a trigger when it names this release's chart source (or
+    /// when pushes were missed).
+    fn pushed_to(
+        &mut self,
+        event: Result<
+            Arc<crate::helm::source::pushed::Wake>,
+            tokio::sync::broadcast::error::RecvError,
+        >,
+        newest: &crate::api::HelmRelease,
+    ) {
+        let named = match &event {
+            Ok(w) => w
+                .wakes(newest)
+                .then(|| format!("a push to {}", w.describe())),
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                Some("pushes to chart sources".to_owned())
+            }
+            Err(_) => None,
+        };
+        if let Some(what) = named {
+            self.again.get_or_insert_with(|| (what, Instant::now()));
+        }
     }
 }
 

@@ -34,7 +34,7 @@ use crate::api::HelmReleaseStatus;
 pub fn source_poll(ctx: &Context, chart: &crate::api::ChartSpec) -> std::time::Duration {
     chart
         .interval
-        .map_or(ctx.chart_poll, |d| d.as_std())
+        .map_or(ctx.settings.chart_poll, |d| d.as_std())
         .max(std::time::Duration::from_secs(1))
 }
 

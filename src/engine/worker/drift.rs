@@ -47,7 +47,9 @@ pub(super) async fn check(run: &mut Run<'_>, latest: Option<&Release>) {
     let objects =
         crate::engine::object_changes::watched_objects(&latest.manifest, &run.target_namespace)
             .filter(|_| run.acting.remote.is_none());
-    let seen = objects.as_ref().and_then(|o| run.ctx.objects.digest(o));
+    let seen = objects
+        .as_ref()
+        .and_then(|o| run.ctx.known.objects.digest(o));
     // A dry run's or a correction's error may quote the revision's Secrets.
     run.masker.add_manifest_secrets(&latest.manifest);
     run.ctx.metrics.drift_checked("compared");
@@ -409,10 +411,14 @@ fn clean_since(run: &mut Run<'_>, version: i32) -> Option<bool> {
     let unchanged = clean.version == version
         && clean.generation == generation
         && clean.elsewhere == run.elsewhere.len()
-        && run.ctx.objects.unchanged_since(clean.since, &clean.objects);
+        && run
+            .ctx
+            .known
+            .objects
+            .unchanged_since(clean.since, &clean.objects);
     if unchanged {
         // Unchanged since, so the digest now is the one of that clean check.
-        if let Some((_, digest)) = run.ctx.objects.digest(&clean.objects) {
+        if let Some((_, digest)) = run.ctx.known.objects.digest(&clean.objects) {
             run.status.drift_checked = Some(DriftChecked {
                 revision: version,
                 generation,
@@ -450,10 +456,10 @@ async fn unchanged_since_clean(run: &mut Run<'_>, latest: &Release) -> bool {
         return false;
     };
     // An engine just started (most releases' first check) lists its watches first.
-    if !run.ctx.objects.whole(WATCHES_LISTED_WITHIN).await {
+    if !run.ctx.known.objects.whole(WATCHES_LISTED_WITHIN).await {
         return false;
     }
-    match run.ctx.objects.digest(&objects) {
+    match run.ctx.known.objects.digest(&objects) {
         Some((at, digest)) if digest == recorded.objects => {
             run.memory.cache.clean_drift = Some(crate::engine::run::CleanDrift {
                 since: at,

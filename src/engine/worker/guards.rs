@@ -71,6 +71,7 @@ pub(super) async fn tenancy(run: &Run<'_>) -> crate::engine::Result<Option<Tenan
         return Ok(None);
     }
     run.ctx
+        .known
         .missing_accounts
         .lock()
         .unwrap_or_else(|e| e.into_inner())

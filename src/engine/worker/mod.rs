@@ -49,7 +49,6 @@ pub async fn run(
     stop: CancellationToken,
 ) {
     let mut next_run = Instant::now();
-    let mut last: Option<Trigger> = None;
     let mut first = true;
     if let Some(before) = memory.handoff.predecessor.take() {
         tokio::select! {
@@ -60,119 +59,31 @@ pub async fn run(
     if std::mem::take(&mut memory.handoff.handover)
         && !Box::pin(handover::await_predecessor(&ctx, &key, &mut memory, &stop)).await
     {
-        ctx.live.send_modify(|m| {
+        ctx.signals.live.send_modify(|m| {
             m.remove(&key);
         });
         return;
     }
-    // Pushes to chart sources (webhook receivers): the ones naming this release's chart.
-    let mut pushed = ctx.pushed.subscribe();
-    // A failed or stalled release's valuesFrom objects, watched for as long as the list
-    // stays the same (each change is then seen once).
-    let mut values_watch: Option<(Vec<crate::helm::values::ValuesSourceRef>, _)> = None;
+    let mut listening = Listening {
+        pushed: ctx.signals.pushed.subscribe(),
+        values: None,
+        last: None,
+    };
     loop {
-        let wanted = (memory.watches.watch_source && !memory.watches.values_sources.is_empty())
-            .then(|| memory.watches.values_sources.clone());
-        if wanted.as_ref() != values_watch.as_ref().map(|(sources, _)| sources) {
-            values_watch = wanted.map(|sources| {
-                let events = values_source_events(&ctx, &memory.inbox.newest, &sources);
-                (sources, events)
-            });
-        }
-        // Subscribed only while held up by the cluster: the engine looks for healing only
-        // while someone waits for it.
-        let mut healed = memory.retry.blocked.then(|| ctx.healed.subscribe());
-        let mut appeared =
-            memory.watches.missing.as_ref().map(|src| {
-                values_source_events(&ctx, &memory.inbox.newest, std::slice::from_ref(src))
-            });
-        let mut record_changed = memory
-            .watches
-            .conflict
-            .as_ref()
-            .map(|l| l.changes(&ctx.client));
-        // A failed or stalled release looks at its source for a new desired state.
-        let source_check = (memory.watches.watch_source
-            && super::run::polls(&memory.inbox.newest.spec.chart))
-        .then(|| Instant::now() + super::run::source_poll(&ctx, &memory.inbox.newest.spec.chart));
-        let mut by_interval = false;
-        tokio::select! {
-            () = stop.cancelled() => break,
-            // A command came while the last step ran: looked at now.
-            () = std::future::ready(()), if memory.inbox.requested => {
-                memory.inbox.requested = false;
-                memory.retry.urgent = true;
-            }
-            () = tokio::time::sleep_until(next_run) => by_interval = true,
-            event = pushed.recv() => {
-                use tokio::sync::broadcast::error::RecvError;
-                match event {
-                    Ok(w) if w.wakes(&memory.inbox.newest) => {
-                        tracing::info!(release = %key, source = %w.describe(), urgent = w.urgent, "a push to its chart source: looking now");
-                        // A receiver past its rate wakes releases as routine work.
-                        memory.retry.urgent |= w.urgent;
-                    }
-                    // Fell behind: one of them may have been ours.
-                    Err(RecvError::Lagged(_)) if super::run::polls(&memory.inbox.newest.spec.chart) => {}
-                    Err(RecvError::Closed) => break,
-                    _ => continue,
-                }
-            }
-            Some(()) = async {
-                tokio::time::sleep_until(source_check?).await;
-                Some(())
-            } => {
-                match Box::pin(new_desired_state(&ctx, &memory)).await {
-                    Some(what) => {
-                        tracing::info!(release = %key, "{what}: trying it now, with fresh retries");
-                        memory.retry.urgent = true;
-                    }
-                    None => continue,
-                }
-            }
-            Some(Some(())) = async { Some(futures::StreamExt::next(record_changed.as_mut()?).await) } => {
-                tracing::info!(release = %key, "a release record it conflicted with changed: trying again now");
-                ctx.metrics.retried_on_cause(crate::telemetry::RetryCause::ReleaseRecord);
-            }
-            Some(Ok(())) = async { Some(healed.as_mut()?.changed().await) } => {
-                let cause = *ctx.healed.borrow();
-                tracing::info!(release = %key, "the cluster healed ({}): trying again now", cause.label());
-                ctx.metrics.retried_on_cause(cause);
-            }
-            Some(Some(changed)) = async { Some(futures::StreamExt::next(&mut values_watch.as_mut()?.1).await) } => {
-                match Box::pin(new_desired_state(&ctx, &memory)).await {
-                    Some(what) => {
-                        tracing::info!(release = %key, "{changed}, {what}: trying it now, with fresh retries");
-                        memory.retry.urgent = true;
-                    }
-                    None => continue,
-                }
-            }
-            Some(Some(changed)) = async { Some(futures::StreamExt::next(appeared.as_mut()?).await) } => {
-                tracing::info!(release = %key, "{changed}: trying again now");
-                ctx.metrics.retried_on_cause(crate::telemetry::RetryCause::ValuesSource);
-            }
-            msg = memory.inbox.recv() => {
-                match memory.absorb(&ctx, &key, msg) {
-                    Heard::Closed | Heard::Deleted => break,
-                    Heard::Updated { .. } => {}
-                    // Kept in status by a reconcile now (a routine one: nothing waits on
-                    // it but the record).
-                    Heard::ConfigRolled => last = None,
-                    // No wait is running: the token is kept, so its echo is ignored.
-                    Heard::CancelWait(_) => continue,
-                    // Someone waits on it.
-                    Heard::Command => {
-                        memory.inbox.requested = false;
-                        last = None;
-                        memory.retry.urgent = true;
-                    }
-                }
-                if last.as_ref() == Some(&Trigger::of(&memory.inbox.newest)) {
-                    continue;
-                }
-            }
-        }
+        let woke = Box::pin(next_trigger(
+            &ctx,
+            &key,
+            &mut memory,
+            &stop,
+            &mut listening,
+            next_run,
+        ))
+        .await;
+        let by_interval = match woke {
+            Woke::Stop => break,
+            Woke::Nothing => continue,
+            Woke::Reconcile { by_interval } => by_interval,
+        };
         memory.retry.woke_at = Some(std::time::Instant::now());
         memory.retry.by_interval = by_interval;
         // The first reconcile of every worker comes at once when an engine starts (or
@@ -181,13 +92,13 @@ pub async fn run(
         let permit = if std::mem::take(&mut first) {
             tokio::select! {
                 () = stop.cancelled() => break,
-                permit = ctx.starts.clone().acquire_owned() => permit.ok(),
+                permit = ctx.work.starts.clone().acquire_owned() => permit.ok(),
             }
         } else {
             None
         };
         let hr = memory.inbox.newest.clone();
-        last = Some(Trigger::of(&hr));
+        listening.last = Some(Trigger::of(&hr));
         let span =
             tracing::info_span!("reconcile", release = %key, generation = hr.metadata.generation);
         ctx.metrics.in_flight.inc();
@@ -204,7 +115,7 @@ pub async fn run(
                 .reconciled(&key.namespace, &key.name, started.elapsed(), result);
         }
         memory.handoff.warmup = None;
-        ctx.live.send_modify(|m| {
+        ctx.signals.live.send_modify(|m| {
             let entry = m.entry(key.clone()).or_default();
             entry.phase = Phase::Idle;
             entry.wait = None;
@@ -216,11 +127,152 @@ pub async fn run(
     }
     // A stopping engine's views go with it: thousands of workers each taking their entry
     // out one by one held a dashboard's quit up.
-    if !ctx.stopping.is_cancelled() {
-        ctx.live.send_modify(|m| {
+    if !ctx.signals.stopping.is_cancelled() {
+        ctx.signals.live.send_modify(|m| {
             m.remove(&key);
         });
     }
+}
+
+/// What woke an idle worker.
+enum Woke {
+    /// Something to reconcile for; `by_interval` when only its interval came round.
+    Reconcile { by_interval: bool },
+    /// Nothing new after all (a spurious trigger, an echo).
+    Nothing,
+    /// The engine stops, or the release is gone.
+    Stop,
+}
+
+const WOKEN: Woke = Woke::Reconcile { by_interval: false };
+
+/// What an idle worker listens for until its next reconcile: its interval, pushes to its
+/// chart source, its messages, and while it is failed or held up, its source, the
+/// record it conflicted with, the cluster healing, the valuesFrom source it lacks.
+async fn next_trigger(
+    ctx: &Context,
+    key: &ReleaseKey,
+    memory: &mut Memory,
+    stop: &CancellationToken,
+    listening: &mut Listening,
+    next_run: Instant,
+) -> Woke {
+    let wanted = (memory.watches.watch_source && !memory.watches.values_sources.is_empty())
+        .then(|| memory.watches.values_sources.clone());
+    if wanted.as_ref() != listening.values.as_ref().map(|(sources, _)| sources) {
+        listening.values = wanted.map(|sources| {
+            let events = values_source_events(ctx, &memory.inbox.newest, &sources);
+            (sources, events)
+        });
+    }
+    // Subscribed only while held up by the cluster: the engine looks for healing only
+    // while someone waits for it.
+    let mut healed = memory.retry.blocked.then(|| ctx.signals.healed.subscribe());
+    let mut appeared = memory
+        .watches
+        .missing
+        .as_ref()
+        .map(|src| values_source_events(ctx, &memory.inbox.newest, std::slice::from_ref(src)));
+    let mut record_changed = memory
+        .watches
+        .conflict
+        .as_ref()
+        .map(|l| l.changes(&ctx.client));
+    // A failed or stalled release looks at its source for a new desired state.
+    let chart = &memory.inbox.newest.spec.chart;
+    let source_check = (memory.watches.watch_source && super::run::polls(chart))
+        .then(|| Instant::now() + super::run::source_poll(ctx, chart));
+    let newer = |what: Option<String>, memory: &mut Memory, changed: &str| match what {
+        Some(what) => {
+            tracing::info!(release = %key, "{changed}{what}: trying it now, with fresh retries");
+            memory.retry.urgent = true;
+            WOKEN
+        }
+        None => Woke::Nothing,
+    };
+    tokio::select! {
+        () = stop.cancelled() => Woke::Stop,
+        // A command came while the last step ran: looked at now.
+        () = std::future::ready(()), if memory.inbox.requested => {
+            memory.inbox.requested = false;
+            memory.retry.urgent = true;
+            WOKEN
+        }
+        () = tokio::time::sleep_until(next_run) => Woke::Reconcile { by_interval: true },
+        event = listening.pushed.recv() => {
+            use tokio::sync::broadcast::error::RecvError;
+            match event {
+                Ok(w) if w.wakes(&memory.inbox.newest) => {
+                    tracing::info!(release = %key, source = %w.describe(), urgent = w.urgent, "a push to its chart source: looking now");
+                    // A receiver past its rate wakes releases as routine work.
+                    memory.retry.urgent |= w.urgent;
+                    WOKEN
+                }
+                // Fell behind: one of them may have been ours.
+                Err(RecvError::Lagged(_)) if super::run::polls(&memory.inbox.newest.spec.chart) => WOKEN,
+                Err(RecvError::Closed) => Woke::Stop,
+                _ => Woke::Nothing,
+            }
+        }
+        Some(()) = async {
+            tokio::time::sleep_until(source_check?).await;
+            Some(())
+        } => {
+            let what = Box::pin(new_desired_state(ctx, memory)).await;
+            newer(what, memory, "")
+        }
+        Some(Some(())) = async { Some(futures::StreamExt::next(record_changed.as_mut()?).await) } => {
+            tracing::info!(release = %key, "a release record it conflicted with changed: trying again now");
+            ctx.metrics.retried_on_cause(crate::telemetry::RetryCause::ReleaseRecord);
+            WOKEN
+        }
+        Some(Ok(())) = async { Some(healed.as_mut()?.changed().await) } => {
+            let cause = *ctx.signals.healed.borrow();
+            tracing::info!(release = %key, "the cluster healed ({}): trying again now", cause.label());
+            ctx.metrics.retried_on_cause(cause);
+            WOKEN
+        }
+        Some(Some(changed)) = async { Some(futures::StreamExt::next(&mut listening.values.as_mut()?.1).await) } => {
+            let what = Box::pin(new_desired_state(ctx, memory)).await;
+            newer(what, memory, &format!("{changed}, "))
+        }
+        Some(Some(changed)) = async { Some(futures::StreamExt::next(appeared.as_mut()?).await) } => {
+            tracing::info!(release = %key, "{changed}: trying again now");
+            ctx.metrics.retried_on_cause(crate::telemetry::RetryCause::ValuesSource);
+            WOKEN
+        }
+        msg = memory.inbox.recv() => match memory.absorb(ctx, key, msg) {
+            Heard::Closed | Heard::Deleted => Woke::Stop,
+            // Only a change of what triggers a reconcile (generation, tokens, deletion).
+            Heard::Updated { .. } if listening.last.as_ref() == Some(&Trigger::of(&memory.inbox.newest)) => Woke::Nothing,
+            Heard::Updated { .. } => WOKEN,
+            // Kept in status by a reconcile now (a routine one: nothing waits on it but
+            // the record).
+            Heard::ConfigRolled => WOKEN,
+            // No wait is running: the token is kept, so its echo is ignored.
+            Heard::CancelWait(_) => Woke::Nothing,
+            // Someone waits on it.
+            Heard::Command => {
+                memory.inbox.requested = false;
+                memory.retry.urgent = true;
+                WOKEN
+            }
+        },
+    }
+}
+
+/// What an idle worker keeps listening to between its wakes.
+struct Listening {
+    /// Pushes to chart sources (webhook receivers): the ones naming this release's chart.
+    pushed: tokio::sync::broadcast::Receiver<Arc<crate::helm::source::pushed::Wake>>,
+    /// A failed or stalled release's valuesFrom objects, watched for as long as the list
+    /// stays the same (each change is then seen once).
+    values: Option<(
+        Vec<crate::helm::values::ValuesSourceRef>,
+        futures::stream::SelectAll<futures::stream::BoxStream<'static, String>>,
+    )>,
+    /// What triggered the last reconcile: an update that changes none of it is none.
+    last: Option<Trigger>,
 }
 
 const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
@@ -237,7 +289,6 @@ async fn reconcile_once(
     stop: &CancellationToken,
     start_permit: Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> (Duration, Option<ReconcileResult>) {
-    let api: Api<HelmRelease> = Api::namespaced(ctx.client.clone(), &key.namespace);
     // A remote release whose kubeconfig cannot be used does nothing, deletion included
     // (its objects are on that cluster): its status says why. The engine's own clients
     // stand in the run, for its status and Events only.
@@ -245,45 +296,17 @@ async fn reconcile_once(
         Ok(acting) => (acting, None),
         Err(e) => (ctx.acting(&ctx.policy().identity(&hr)), Some(e)),
     };
-    let mut run = Run {
-        ctx,
-        key: key.clone(),
-        release_name: hr.release_name(),
-        target_namespace: hr.target_namespace(),
-        storage: Storage::new(acting.client.clone(), &hr.storage_namespace())
-            .reading_from(memory.cache.records_floor.clone()),
-        acting,
-        status: memory
-            .written
-            .last_status
-            .as_deref()
-            .or(hr.status.as_ref())
-            .cloned()
-            .unwrap_or_default(),
-        hr: hr.clone(),
-        api,
-        memory,
-        stop,
-        live: Mutex::new(LiveState::default()),
-        start_permit: Mutex::new(start_permit),
-        desired_digest: String::new(),
-        desired_sources: Vec::new(),
-        fix: None,
-        elsewhere: Vec::new(),
-        masker: Default::default(),
-        claim: true,
-        priority: crate::cluster::slots::Priority::Routine,
-        last_record: None,
-        urgent: None,
-        applied_generations: None,
-    };
+    let mut run = start_run(ctx, key, &hr, acting, memory, stop, start_permit);
     let failed = run
         .status
         .conditions
         .iter()
         .any(|c| c.type_ == condition::READY && c.status == "False");
     let new_spec = run.status.last_attempted_generation != hr.metadata.generation;
-    let urgency = run.memory.retry.urgency(failed, new_spec, &ctx.precedence);
+    let urgency = run
+        .memory
+        .retry
+        .urgency(failed, new_spec, &ctx.work.precedence);
     run.priority = urgency.priority;
     run.urgent = urgency.precedence;
     let outcome = if let Some(e) = unusable {
@@ -322,46 +345,10 @@ async fn reconcile_once(
         }
         // Nothing to record: the status keeps saying what was running, as after a kill.
         Err(crate::engine::Error::Stopped) => return (NEVER, None),
-        Err(e) => {
-            let generation = hr.metadata.generation;
-            let refused = e.forbidden();
-            if let Some(refusal) = &refused {
-                run.note_refused(refusal);
-            }
-            let (why, message) = match refused {
-                Some(refusal) => (
-                    reason::FORBIDDEN,
-                    refused_message(&run.acting.identity, &refusal),
-                ),
-                None => (reason::RECONCILE_ERROR, e.describe()),
-            };
-            let message = run.masker.mask(&message);
-            status::set(
-                &mut run.status,
-                condition::READY,
-                Truth::False,
-                why,
-                &message,
-                generation,
-            );
-            run.write_status().await;
-            tracing::warn!(release = %key, reason = why, "{message}");
-            run.event(
-                kube::runtime::events::EventType::Warning,
-                why,
-                "Reconcile",
-                message,
-            )
-            .await;
-            // The API server or discovery failing is the cluster's: looked at again as
-            // soon as it heals.
-            let requeue = if e.cluster_cause().is_some() {
-                Requeue::Blocked
-            } else {
-                Requeue::Failed
-            };
-            (requeue, ReconcileResult::Error)
-        }
+        Err(e) => (
+            Box::pin(record_error(&mut run, e)).await,
+            ReconcileResult::Error,
+        ),
     };
     // Failed, stalled or held: a new desired state from its source is looked for.
     let held = run
@@ -385,6 +372,93 @@ async fn reconcile_once(
         .retry
         .ended(requeue, hr.spec.interval.as_std(), superseding);
     (after, Some(result))
+}
+
+/// The run of one reconcile, from what the worker remembers.
+fn start_run<'a>(
+    ctx: &'a Context,
+    key: &ReleaseKey,
+    hr: &Arc<HelmRelease>,
+    acting: Arc<crate::engine::run::Acting>,
+    memory: &'a mut Memory,
+    stop: &'a CancellationToken,
+    start_permit: Option<tokio::sync::OwnedSemaphorePermit>,
+) -> Run<'a> {
+    Run {
+        ctx,
+        key: key.clone(),
+        release_name: hr.release_name(),
+        target_namespace: hr.target_namespace(),
+        storage: Storage::new(acting.client.clone(), &hr.storage_namespace())
+            .reading_from(memory.cache.records_floor.clone()),
+        acting,
+        status: memory
+            .written
+            .last_status
+            .as_deref()
+            .or(hr.status.as_ref())
+            .cloned()
+            .unwrap_or_default(),
+        hr: hr.clone(),
+        api: Api::namespaced(ctx.client.clone(), &key.namespace),
+        memory,
+        stop,
+        live: Mutex::new(LiveState::default()),
+        start_permit: Mutex::new(start_permit),
+        desired_digest: String::new(),
+        desired_sources: Vec::new(),
+        fix: None,
+        elsewhere: Vec::new(),
+        masker: Default::default(),
+        claim: true,
+        priority: crate::cluster::slots::Priority::Routine,
+        last_record: None,
+        urgent: None,
+        applied_generations: None,
+    }
+}
+
+/// A reconcile that ended in an error: Ready=False with why (a refused permission
+/// named as such, and remembered so its grant is noticed), an Event, and when to look
+/// again: as soon as the cluster heals when the cluster caused it.
+async fn record_error(run: &mut Run<'_>, e: crate::engine::Error) -> Requeue {
+    let generation = run.hr.metadata.generation;
+    let refused = e.forbidden();
+    if let Some(refusal) = &refused {
+        run.note_refused(refusal);
+    }
+    let (why, message) = match refused {
+        Some(refusal) => (
+            reason::FORBIDDEN,
+            refused_message(&run.acting.identity, &refusal),
+        ),
+        None => (reason::RECONCILE_ERROR, e.describe()),
+    };
+    let message = run.masker.mask(&message);
+    status::set(
+        &mut run.status,
+        condition::READY,
+        Truth::False,
+        why,
+        &message,
+        generation,
+    );
+    run.write_status().await;
+    tracing::warn!(release = %run.key, reason = why, "{message}");
+    run.event(
+        kube::runtime::events::EventType::Warning,
+        why,
+        "Reconcile",
+        message,
+    )
+    .await;
+    // The API server or discovery failing is the cluster's: looked at again as
+    // soon as it heals.
+    if e.cluster_cause().is_some() {
+        Requeue::Blocked
+    } else {
+        Requeue::Failed
+    }
 }
 
 impl Run<'_> {

@@ -13,10 +13,6 @@ use crate::engine::actions::{self, Outcome};
 use crate::engine::run::Run;
 use crate::engine::status::{self, Truth, condition, reason};
 
-pub const REASON_PINNED: &str = "Pinned";
-pub const REASON_RESUMED: &str = "Resumed";
-pub const REASON_ROLLBACK_REFUSED: &str = "RollbackRefused";
-
 /// Whether the HelmRelease carries a rollback request at all (most never do: the
 /// reconcile then skips [`pin_if_asked`]'s large future).
 pub(super) fn asked(hr: &crate::api::HelmRelease) -> bool {
@@ -103,7 +99,7 @@ pub(super) async fn pin_if_asked(run: &mut Run<'_>) -> crate::engine::Result<()>
                 &mut run.status,
                 condition::READY,
                 Truth::True,
-                REASON_PINNED,
+                reason::PINNED,
                 &message,
                 generation,
             );
@@ -111,7 +107,7 @@ pub(super) async fn pin_if_asked(run: &mut Run<'_>) -> crate::engine::Result<()>
             status::remove(&mut run.status, condition::STALLED);
             run.status.pinned = Some(pin);
             run.write_status().await;
-            run.event(EventType::Normal, REASON_PINNED, "Rollback", message)
+            run.event(EventType::Normal, reason::PINNED, "Rollback", message)
                 .await;
         }
         Outcome::Failed { message, .. }
@@ -164,7 +160,7 @@ pub(super) async fn unpin_if_resumed(run: &mut Run<'_>) {
                 &pin.by
             }
         );
-        run.event(EventType::Normal, REASON_RESUMED, "Reconcile", message)
+        run.event(EventType::Normal, reason::RESUMED, "Reconcile", message)
             .await;
     }
 }
@@ -172,7 +168,12 @@ pub(super) async fn unpin_if_resumed(run: &mut Run<'_>) {
 async fn refuse(run: &mut Run<'_>, why: String) -> crate::engine::Result<()> {
     tracing::warn!(release = %run.key, "{why}");
     run.write_status().await;
-    run.event(EventType::Warning, REASON_ROLLBACK_REFUSED, "Rollback", why)
-        .await;
+    run.event(
+        EventType::Warning,
+        reason::ROLLBACK_REFUSED,
+        "Rollback",
+        why,
+    )
+    .await;
     Ok(())
 }

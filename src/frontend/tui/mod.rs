@@ -39,8 +39,6 @@ use theme::Theme;
 /// How often the open detail view re-reads pods, workloads and tracked config, which
 /// change without the release object changing.
 const DETAIL_REFRESH: Duration = Duration::from_secs(3);
-/// How often the open Timeline is read again: a new change shows within about a second.
-
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("{0}")]

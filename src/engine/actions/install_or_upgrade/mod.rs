@@ -3,25 +3,30 @@
 //! supersede the previous revision). Which of the two it is follows from the newest
 //! stored revision, and decides whose retries a failure uses up.
 
-use super::{
-    ApplyMethod, CLUSTER_FAILURE_PREFIX, Note, Outcome, Owns, common_metadata, is_deployed,
-    new_release, record_as, record_failure, set_status, supersede,
-};
-use crate::api::{CrdPolicy, HelmReleaseStatus, ReleaseAction, ServerSideApplyMode};
+use super::{Note, Outcome, Owns, is_deployed, record_as, record_failure, set_status, supersede};
+use crate::api::{HelmReleaseStatus, ReleaseAction};
 use crate::engine::plan::Desired;
-use crate::engine::run::{Prepared, Run, WaitEnd, Window, render};
+use crate::engine::run::{Prepared, Run, WaitEnd, Window};
 use crate::engine::status::{self, Truth, condition, reason};
 use crate::engine::vocabulary::Phase;
-use crate::helm::apply::Owner;
-use crate::helm::chart;
 use crate::helm::release::{Release, Status, hook_event};
 use crate::helm::render::Rendered;
 
-/// How recent the adoption check's reads must be for the apply to use them.
-const SEEN_FRESH: std::time::Duration = std::time::Duration::from_secs(1);
+mod steps;
+
+pub use steps::action_timeout;
+use steps::{
+    How, apply_steps, failed_after_storing, finish_render, install_crds, kept_for_discovery,
+    pending_revision, render_release, store_revision, write_status_unless,
+};
 
 /// Install (`previous` = None) or upgrade (`previous` = the newest revision).
 /// `rendered`: the chart already rendered for an upgrade while a wait was superseded.
+///
+/// Helm's steps, each its own function: the chart's CRDs, the render, the pending
+/// revision stored (after the adoption check), pre hooks, apply and prune, then
+/// [`finish`] (wait, post hooks, supersede). A step that fails before anything is stored
+/// ends the action with its [`Outcome`]; one that fails after records the revision failed.
 pub async fn install_or_upgrade(
     run: &mut Run<'_>,
     prepared: &Prepared,
@@ -29,315 +34,75 @@ pub async fn install_or_upgrade(
     previous: Option<&Release>,
     history: &[Release],
 ) -> crate::engine::Result<Outcome> {
-    let action = if previous.is_some_and(|p| {
-        p.info
-            .as_ref()
-            .is_some_and(|i| i.status != Status::Uninstalled)
-    }) {
-        ReleaseAction::Upgrade
-    } else {
-        ReleaseAction::Install
-    };
-    let is_upgrade = action == ReleaseAction::Upgrade;
-    let version = history.iter().map(|r| r.version).max().unwrap_or(0) + 1;
     let hr = run.hr.clone();
-    let spec = &hr.spec;
-    let install = spec.install.clone().unwrap_or_default();
-    let upgrade = spec.upgrade.clone().unwrap_or_default();
-    let (disable_hooks, disable_wait, crds, take_ownership, force_conflicts) = if is_upgrade {
-        (
-            upgrade.disable_hooks,
-            upgrade.disable_wait,
-            upgrade.crds,
-            upgrade.take_ownership,
-            // `force` is Flux's replacement strategy: under server-side apply, forced
-            // conflicts (lifecycle.rs, `Upgrade::force`).
-            upgrade.force_conflicts || upgrade.force,
-        )
-    } else {
-        (
-            install.disable_hooks,
-            install.disable_wait,
-            install.crds,
-            install.take_ownership,
-            install.force_conflicts,
-        )
-    };
-    let timeout = action_timeout(&hr, is_upgrade);
-    // Helm's --reuse-values: the values of the revision Helm's upgrade calls current.
-    let kept = if is_upgrade && upgrade.preserve_values {
-        crate::helm::release::values_kept_from(history)
-    } else {
-        None
-    };
-    let (pending, underway, failed_reason) = if is_upgrade {
-        (
-            Status::PendingUpgrade,
-            "Preparing upgrade",
-            reason::UPGRADE_FAILED,
-        )
-    } else {
-        (
-            Status::PendingInstall,
-            "Initial install underway",
-            reason::INSTALL_FAILED,
-        )
-    };
-    let verb = if is_upgrade {
-        "Helm upgrade"
-    } else {
-        "Helm install"
-    };
+    let how = How::of(&hr, previous);
     // Recorded first, as Flux does, so a failure before anything is stored still counts
     // against this desired state's retries. Written while the next step's own round trips
     // run (the render, or the ownership reads and storing the revision of one rendered
     // already), so it costs a fix no time of its own.
     attempt(
         &mut run.status,
-        action,
+        how.action,
         &prepared.desired(),
         hr.metadata.generation,
     );
-    let mut status_written = false;
-    // As Helm: the chart's CRDs (its subcharts' too) go in before the templates are
-    // rendered, so `.Capabilities` sees their kinds and objects of them can be applied.
-    let crd_files = {
-        let (path, values) = (
-            prepared.resolved.path.clone(),
-            prepared.values.values.clone(),
-        );
-        tokio::task::spawn_blocking(move || chart::crds_to_install(&path, &values)).await
+    let mut written = false;
+    let crds = match install_crds(run, prepared, &how, &mut written).await? {
+        Ok(crds) => crds,
+        Err(failed) => return Ok(failed),
     };
-    let crd_docs: Vec<String> = match crd_files {
-        Ok(Ok(files)) => files
-            .iter()
-            .map(|f| String::from_utf8_lossy(&f.data).into_owned())
-            .collect(),
-        Ok(Err(e)) => {
-            return Ok(Outcome::Failed {
-                reason: failed_reason,
-                message: format!("{verb} failed: reading the chart's CRDs: {e}"),
-            });
-        }
-        Err(e) => return Err(std::io::Error::other(e).into()),
+    // Helm's --reuse-values: the values of the revision Helm's upgrade calls current.
+    let kept = if how.is_upgrade && how.upgrade.preserve_values {
+        crate::helm::release::values_kept_from(history)
+    } else {
+        None
     };
-    if crds != CrdPolicy::Skip && !crd_docs.is_empty() {
-        run.write_status().await;
-        status_written = true;
-        if !is_upgrade && install.create_namespace {
-            // CRDs are cluster-scoped, but a refusal below should not leave half a setup.
-            run.acting
-                .applier
-                .ensure_namespace(&run.target_namespace)
-                .await?;
-        }
-        if let Err(e) = run.acting.applier.apply_crds(&crd_docs, crds).await {
-            return Ok(Outcome::Failed {
-                reason: failed_reason,
-                message: format!("{verb} failed: installing the chart's CRDs: {e}"),
-            });
-        }
-    }
     run.set_phase(Phase::Rendering);
     let rendered = match rendered {
         // A candidate rendered during the wait, unless its CRDs were only installed now.
-        Some(r) if is_upgrade && crd_docs.is_empty() => r,
-        _ => match tokio::join!(
-            write_status_unless(run, status_written),
-            render(
-                run.ctx,
-                &run.acting,
-                run.priority,
-                &run.release_name,
-                &run.target_namespace,
-                prepared,
-                previous,
-                kept,
-            )
-        )
-        .1
-        {
+        Some(r) if how.is_upgrade && !crds => r,
+        _ => match render_release(run, prepared, previous, kept, &how, written).await {
             Ok(rendered) => {
-                status_written = true;
+                written = true;
                 run.fix_step(|fix| fix.rendered = std::time::Instant::now());
                 rendered
             }
-            // A template error, `required` or `fail`: the action failed, as in Flux.
-            // Discovery or the API server failing is the cluster's failure instead.
-            Err(e) => {
-                return Ok(Outcome::failed_by(
-                    failed_reason,
-                    format!("{verb} failed: {}", e.describe()),
-                    &e,
-                ));
-            }
+            Err(failed) => return Ok(failed),
         },
     };
-    let mut rendered = rendered;
-    if let Some(common) = &prepared.common_metadata
-        && let Err(e) = common_metadata::apply(&mut rendered, common)
-    {
-        return Ok(Outcome::Failed {
-            reason: failed_reason,
-            message: format!(
-                "{verb} failed: putting spec.commonMetadata on the rendered objects: {e}"
-            ),
-        });
-    }
-    // An error of the apply may quote a value of the manifest's Secrets.
-    run.masker.add_manifest_secrets(&rendered.manifest);
-    for hook in &rendered.hooks {
-        run.masker.add_manifest_secrets(&hook.manifest);
-    }
-
-    // Kept values: stored as Helm's upgrade stores them (the spec's merged over the kept
-    // revision's, and its chart values), with the spec's digest beside them.
-    let (chart, config) = match rendered.merged.take() {
-        Some(merged) => {
-            let mut chart = (*prepared.chart).clone();
-            chart.values = merged.chart_values;
-            (chart, merged.config)
-        }
-        None => ((*prepared.chart).clone(), prepared.values.values.clone()),
+    let mut rendered = match finish_render(run, prepared, rendered, &how) {
+        Ok(rendered) => rendered,
+        Err(failed) => return Ok(failed),
     };
-    let mut rel = new_release(run, version, chart, config, pending, underway);
-    if kept.is_some() {
-        rel.labels.insert(
-            crate::helm::release::SPEC_VALUES_LABEL.into(),
-            prepared.spec_values_label(),
-        );
-    }
-    if let Some(commit) = prepared.resolved.commit() {
-        rel.labels
-            .insert(super::SOURCE_COMMIT_LABEL.into(), commit.to_owned());
-    }
-    if let Some(digest) = prepared.resolved.manifest_digest() {
-        rel.labels.insert(
-            super::SOURCE_DIGEST_LABEL.into(),
-            digest[..super::SOURCE_DIGEST_KEPT].to_owned(),
-        );
-    }
-    if let Some(digest) = prepared.post_renderers_digest() {
-        rel.labels
-            .insert(super::POST_RENDERERS_LABEL.into(), digest);
-    }
-    if let Some(digest) = prepared.values_files_digest() {
-        rel.labels.insert(super::VALUES_FILES_LABEL.into(), digest);
-    }
-    if let Some(digest) = prepared.common_metadata_digest() {
-        rel.labels.insert(
-            common_metadata::COMMON_METADATA_LABEL.into(),
-            common_metadata::label_value(&digest),
-        );
-    }
-    rel.hooks = rendered.hooks.clone();
-    if let Some(first) = history
-        .iter()
-        .find_map(|r| r.info.as_ref()?.first_deployed)
-        .filter(|_| is_upgrade)
-    {
-        rel.info.as_mut().unwrap().first_deployed = Some(first);
-    }
-    // As Helm 4: the install as `install.serverSideApply` says, the upgrade as the newest
-    // revision was applied unless `upgrade.serverSideApply` says otherwise.
-    let (server_side, asked) = if is_upgrade {
-        let newest = history.iter().max_by_key(|r| r.version);
-        let mode = upgrade.server_side_apply;
-        (
-            mode.server_side(newest.and_then(ApplyMethod::followed)),
-            mode == ServerSideApplyMode::Disabled,
-        )
-    } else {
-        let on = install.server_side_apply.unwrap_or(true);
-        (on, !on)
-    };
-    let method = match ApplyMethod::choose(run, server_side, asked) {
+    let version = history.iter().map(|r| r.version).max().unwrap_or(0) + 1;
+    let mut rel = pending_revision(run, prepared, &mut rendered, version, history, kept, &how);
+    let method = match how.apply_method(run, history) {
         Ok(method) => method,
-        Err(why) => {
-            return Ok(Outcome::Failed {
-                reason: failed_reason,
-                message: format!("{verb} failed: {why}"),
-            });
-        }
+        Err(failed) => return Ok(failed),
     };
     rel.apply_method = Some(method.recorded().into());
-    let release_name = run.release_name.clone();
-    let ns = run.target_namespace.clone();
-    let elsewhere = run.elsewhere.clone();
-    let mut owner = Owner::new(&release_name, &ns)
-        .previous(previous.filter(|_| is_upgrade).map(|p| p.manifest.as_str()))
-        .take_ownership(take_ownership)
-        .force_conflicts(force_conflicts)
-        .others(&elsewhere)
-        .unavailable(&rendered.unavailable);
-    if let ApplyMethod::ClientSide(patcher) = &method {
-        // Flux's `force` is Helm's `--force` there: objects replaced.
-        owner = owner.client_side(patcher.as_ref(), is_upgrade && upgrade.force);
-    }
-    let tracked = hr.spec.config_tracking.clone().unwrap_or_default().enabled;
-    let (_, stored) = tokio::join!(write_status_unless(run, status_written), async {
-        // Config tracking: hash the ConfigMaps/Secrets each workload consumes into its pod
-        // template (and gate pods whose config does not exist yet) before the first apply, so
-        // pods start once with it instead of restarting to receive it.
-        // The revision stores the manifest without the config-pending gate: only a running
-        // wheelhouse lifts it, and `helm rollback` by hand must end with schedulable pods.
-        let applied = if tracked {
-            let key = run.ctx.hash_keys.get().await;
-            let prepared = crate::tracking::prepare_manifest(
-                &run.acting.client,
-                &rendered.manifest,
-                &run.target_namespace,
-                &key,
-                previous.map(|p| p.manifest.as_str()),
-            )
-            .await
-            .map_err(|e| crate::engine::Error::Tracking(Box::new(e)))?;
-            rel.manifest = prepared.stored;
-            prepared.applied
-        } else {
-            rel.manifest = rendered.manifest.clone();
-            rendered.manifest.clone()
-        };
-        // As Helm: objects that belong to someone else stop the action before anything
-        // is stored, hooked or applied.
-        let seen = match run.acting.applier.check_adoption(&applied, &owner).await {
-            Ok(seen) => (seen, std::time::Instant::now()),
-            Err(e) => {
-                let e = crate::engine::Error::from(e);
-                return Ok(Err(Outcome::failed_by(
-                    failed_reason,
-                    format!("{verb} failed: {}", e.describe()),
-                    &e,
-                )));
-            }
-        };
-        if let Err(e @ crate::helm::release::Error::TooLarge { .. }) =
-            crate::helm::release::check_size(&rel)
-        {
-            return Ok(Err(Outcome::Failed {
-                reason: failed_reason,
-                message: format!("{verb} failed: {e}"),
-            }));
-        }
-        // As `helm install --replace`: the uninstalled revision whose name is reused is
-        // superseded by the new one.
-        if let Some(last) = previous.filter(|p| !is_upgrade && install.replace && is_uninstalled(p))
-        {
-            let mut last = last.clone();
-            if let Some(info) = last.info.as_mut() {
-                info.status = Status::Superseded;
-                info.description = REPLACED.into();
-            }
-            run.storage.update(&last).await?;
-        }
-        run.storage.create(&rel).await?;
-        Ok::<_, crate::engine::Error>(Ok((applied, seen)))
-    });
-    let (applied_manifest, (seen, seen_at)) = match stored? {
-        Ok(applied) => applied,
+    let (release_name, ns, elsewhere) = (
+        run.release_name.clone(),
+        run.target_namespace.clone(),
+        run.elsewhere.clone(),
+    );
+    let owner = how.owner(
+        (&release_name, &ns),
+        previous,
+        &method,
+        &elsewhere,
+        &rendered,
+    );
+    let stored = tokio::join!(
+        write_status_unless(run, written),
+        store_revision(run, &mut rel, &rendered, &owner, previous, &how)
+    )
+    .1?;
+    let (applied, seen) = match stored {
+        Ok(stored) => stored,
         Err(refused) => return Ok(refused),
     };
-    run.set_phase(if is_upgrade {
+    run.set_phase(if how.is_upgrade {
         Phase::Upgrading
     } else {
         Phase::Installing
@@ -346,145 +111,21 @@ pub async fn install_or_upgrade(
     if let Some(fix) = &run.fix {
         run.ctx.metrics.fix_applied(fix.triggered.elapsed());
     }
-
     if run.priority == crate::cluster::slots::Priority::Routine {
-        run.ctx.precedence.give_way().await;
+        run.ctx.work.precedence.give_way().await;
     }
-    let steps = async {
-        if !is_upgrade && install.create_namespace {
-            run.acting.applier.ensure_namespace(&ns).await?;
-        }
-        let pre = if is_upgrade {
-            hook_event::PRE_UPGRADE
-        } else {
-            hook_event::PRE_INSTALL
-        };
-        let hooked =
-            !disable_hooks && !crate::helm::apply::execution_order(&rel.hooks, pre).is_empty();
-        if !disable_hooks {
-            run.run_hooks(&mut rel.hooks, version, pre, &ns, timeout)
-                .await?;
-        }
-        // What the adoption check read is applied on without a second read, unless a hook
-        // ran since or it is no longer recent (another manager may have taken a field).
-        let seen = (!hooked && seen_at.elapsed() < SEEN_FRESH).then_some(&seen);
-        let applied = run
-            .acting
-            .applier
-            .apply_release_seen(&applied_manifest, &owner, seen)
-            .await?;
-        run.fix_step(|fix| fix.first_written = applied.first_written);
-        run.applied_generations = Some((version, applied.generations));
-        run.fix = None;
-        run.urgent = None;
-        let mut removed = crate::helm::apply::Removed::default();
-        if let Some(prev) = previous.filter(|_| is_upgrade) {
-            removed = run
-                .acting
-                .applier
-                .prune(&prev.manifest, &rel.manifest, &owner)
-                .await?;
-        }
-        Ok::<_, crate::engine::Error>(removed)
-    }
-    .await;
-    let removed = match steps {
+    let removed = match apply_steps(run, &mut rel, &applied, seen, &owner, previous, &how).await {
         Ok(removed) => removed,
-        Err(e) if e.cluster_cause().is_some() => {
-            // Stopped by the cluster: retried as an interrupted revision, never remediated.
-            let message = format!("{verb} failed: {}", e.describe());
-            set_status(
-                &mut rel,
-                Status::Failed,
-                run.masker
-                    .mask(&format!("{CLUSTER_FAILURE_PREFIX}: {message}")),
-            );
-            run.storage.update(&rel).await?;
-            return Ok(Outcome::failed_by(failed_reason, message, &e));
-        }
-        Err(e) => {
-            let message = format!("{verb} failed: {e}");
-            if is_upgrade
-                && upgrade.cleanup_on_fail
-                && let Some(prev) = previous
-            {
-                // Objects the failed upgrade created go; the previous revision's stay.
-                let _ = run
-                    .acting
-                    .applier
-                    .prune(&rel.manifest, &prev.manifest, &owner)
-                    .await;
-            }
-            return record_failure(
-                run,
-                &mut rel,
-                format!("Release {:?} failed: {e}", run.release_name),
-                failed_reason,
-                message,
-            )
-            .await;
-        }
+        Err(e) => return failed_after_storing(run, &mut rel, e, &owner, previous, &how).await,
     };
-    // What an incomplete discovery kept from being pruned is said where people look, and
-    // stays in the revision's manifest, so the first upgrade after discovery is whole
-    // prunes it (and an uninstall deletes it).
-    if let Some(prev) = previous.filter(|_| !removed.kept_for_discovery.is_empty()) {
-        let kept = crate::helm::apply::manifest::documents_of(
-            &prev.manifest,
-            &removed.kept_for_discovery,
-            &ns,
-        );
-        if !rel.manifest.ends_with('\n') {
-            rel.manifest.push('\n');
-        }
-        rel.manifest.push_str(&kept);
-    }
-    let kept = removed.discovery_note();
-    if let Some(note) = &kept {
-        tracing::warn!(release = %run.key, "{note}");
-        run.event(
-            kube::runtime::events::EventType::Warning,
-            reason::DISCOVERY_INCOMPLETE,
-            "Prune",
-            note.clone(),
-        )
-        .await;
-    }
-
+    let kept = kept_for_discovery(run, &mut rel, &removed, previous).await;
     let steps = Steps {
-        is_upgrade,
-        disable_hooks,
-        wait: (!disable_wait).then_some(Window::from_now(timeout)),
-        timeout,
+        is_upgrade: how.is_upgrade,
+        disable_hooks: how.disable_hooks,
+        wait: (!how.disable_wait).then_some(Window::from_now(how.timeout)),
+        timeout: how.timeout,
     };
     finish(run, prepared, &mut rel, history, steps, kept).await
-}
-
-/// What `helm install --replace` writes on the uninstalled revision it supersedes.
-pub const REPLACED: &str = "superseded by new release";
-
-fn is_uninstalled(rel: &Release) -> bool {
-    rel.info
-        .as_ref()
-        .is_some_and(|i| i.status == Status::Uninstalled)
-}
-
-/// How long an install's (or an upgrade's) hooks and health check may take: its own
-/// timeout, else spec.timeout, as Flux.
-pub fn action_timeout(hr: &crate::api::HelmRelease, is_upgrade: bool) -> std::time::Duration {
-    let own = if is_upgrade {
-        hr.spec.upgrade.as_ref().and_then(|u| u.timeout)
-    } else {
-        hr.spec.install.as_ref().and_then(|i| i.timeout)
-    };
-    own.unwrap_or(hr.spec.timeout).as_std()
-}
-
-/// Writes the status unless it was written already: beside another step's round trip.
-async fn write_status_unless(run: &Run<'_>, written: bool) {
-    if !written {
-        run.write_status().await;
-    }
 }
 
 /// What is left of an install or upgrade once its objects are applied.

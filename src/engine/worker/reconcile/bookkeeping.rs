@@ -1,489 +1,31 @@
-//! One reconcile of a release: take the request tokens, check the guards, prepare the
-//! desired state, then observe → plan → run the action → record its outcome, until the
-//! planner says in sync or stalled. Each action's file says how its outcome is recorded;
-//! what is recorded here is what no action owns: the tokens, fresh retries for a new
-//! desired state, in sync, stalled, and status.history.
+//! What a reconcile records that no action owns, and what the planner observes: pure
+//! functions of the status and the history, table-tested below.
 
 use std::time::Duration;
 
-use kube::runtime::events::EventType;
-
-use super::external;
-use super::guards::{
-    Tenancy, dependency_cycle, invalid_cel, ours_to_act_on, stall, tenancy, unready_dependency,
-};
-use super::unchanged::Unchanged;
-use super::{NEVER, Requeue};
 use crate::api::{HelmRelease, HelmReleaseStatus, annotations};
-use crate::engine::actions::{self, Outcome};
-use crate::engine::plan::{self, Desired, Latest, Next, Observed, Policy, TestState};
-use crate::engine::run::{Run, Settled, new_token, prepare};
+use crate::engine::actions;
+use crate::engine::plan::{Desired, Latest, Observed, Policy, TestState};
+use crate::engine::run::{Run, Settled, new_token};
 use crate::engine::status::{self, Truth, condition, reason};
-use crate::engine::vocabulary::Phase;
 use crate::helm::release::{Release, Status};
 
-/// Says in Reconciling why a pending revision is left alone for now.
-async fn leave_pending(run: &mut Run<'_>, message: &str, generation: Option<i64>) {
-    status::set(
-        &mut run.status,
-        condition::RECONCILING,
-        Truth::True,
-        reason::PROGRESSING,
-        message,
-        generation,
-    );
-    run.write_status().await;
-}
-
 /// `history` with `record` in it (in place of the revision of its version).
-fn with_record(mut history: Vec<Release>, record: Release) -> Vec<Release> {
+pub(super) fn with_record(mut history: Vec<Release>, record: Release) -> Vec<Release> {
     history.retain(|r| r.version != record.version);
     history.push(record);
     history.sort_by_key(|r| r.version);
     history
 }
 
-fn is_pending(record: &Release) -> bool {
+pub(super) fn is_pending(record: &Release) -> bool {
     record.info.as_ref().is_some_and(|i| i.status.is_pending())
-}
-
-/// How old the guards' history read may be for the first step to plan on it.
-const FRESH_HISTORY: Duration = Duration::from_millis(500);
-
-pub(super) async fn reconcile_release(run: &mut Run<'_>) -> crate::engine::Result<Requeue> {
-    let hr = run.hr.clone();
-    let generation = hr.metadata.generation;
-    let interval = hr.spec.interval.as_std();
-
-    let settled = run.memory.cache.settled.take();
-    let requested = take_tokens(&mut run.status, &hr);
-    run.memory.watches.conflict = None;
-    if super::pin::asked(&run.hr) {
-        Box::pin(super::pin::pin_if_asked(run)).await?;
-    }
-    run.learn_who_suspended().await;
-    if hr.spec.suspend {
-        run.write_status().await;
-        return Ok(Requeue::After(NEVER));
-    }
-    super::pin::unpin_if_resumed(run).await;
-    if let Some(invalid) = invalid_cel(run).await {
-        return Ok(Requeue::After(
-            stall(run, reason::INVALID_CEL_EXPRESSION, invalid, interval).await,
-        ));
-    }
-    match tenancy(run).await? {
-        None => {}
-        Some(Tenancy::Refused(message)) => {
-            return Ok(Requeue::After(
-                stall(run, reason::ACCESS_DENIED, message, interval).await,
-            ));
-        }
-        Some(Tenancy::MissingAccount(message)) => {
-            status::set(
-                &mut run.status,
-                condition::READY,
-                Truth::False,
-                reason::ACCESS_DENIED,
-                &message,
-                generation,
-            );
-            status::remove(&mut run.status, condition::RECONCILING);
-            let changed = run
-                .hr
-                .condition(condition::READY)
-                .is_none_or(|c| c.message != message);
-            run.write_status().await;
-            if changed {
-                tracing::warn!(release = %run.key, "{message}");
-                run.event(
-                    EventType::Warning,
-                    reason::ACCESS_DENIED,
-                    "Reconcile",
-                    message,
-                )
-                .await;
-            }
-            return Ok(Requeue::Blocked);
-        }
-    }
-    // An interval check of a release nothing touched since it was found in sync.
-    let mut prepared_unchanged = None;
-    if let Some(settled) = settled.filter(|s| super::unchanged::may_skip_history(run, s, requested))
-    {
-        match Box::pin(super::unchanged::check(run, settled)).await {
-            Unchanged::InSync => return Ok(Requeue::After(idle_recheck(interval, &hr.spec.chart))),
-            Unchanged::Prepared(prepared) => prepared_unchanged = Some(*prepared),
-            Unchanged::Changed => {}
-        }
-    }
-    let superseding = run.memory.handoff.superseding.take();
-    // Urgent work (a fix for a failed release, an operator's request) resolves its chart
-    // and values while the guards read: both are reads, and a fix waits on each round trip.
-    let early = run.priority == crate::cluster::slots::Priority::Urgent
-        && run
-            .memory
-            .handoff
-            .candidate
-            .as_ref()
-            .is_none_or(|c| c.generation != generation);
-    let (guarded, mut prepared_early) = if prepared_unchanged.is_some() {
-        (Box::pin(ours_to_act_on(run)).await, prepared_unchanged)
-    } else if early {
-        let (ctx, acting, priority) = (run.ctx, run.acting.clone(), run.priority);
-        let hr = hr.clone();
-        let preparing = async move { prepare(ctx, &acting, &hr, priority).await };
-        let (guarded, prepared) =
-            Box::pin(async { tokio::join!(ours_to_act_on(run), preparing) }).await;
-        (guarded, Some(prepared))
-    } else {
-        (Box::pin(ours_to_act_on(run)).await, None)
-    };
-    // The revision the last wait left, written meanwhile: it is stored before anything
-    // else is, and the history plans with it as written (the read may predate it).
-    let superseded = match superseding {
-        Some(s) => {
-            match s.write.await {
-                Ok(written) => written?,
-                // The write's task did not finish (the runtime is going away): again here.
-                Err(_) => run.storage.update(&s.record).await?,
-            }
-            Some(s.record)
-        }
-        None => None,
-    };
-    let mut first_history = match guarded? {
-        Ok(history) => history.map(|h| {
-            let h = match superseded {
-                Some(record)
-                    if h.iter()
-                        .any(|r| r.version == record.version && is_pending(r)) =>
-                {
-                    with_record(h, record)
-                }
-                _ => h,
-            };
-            (h, std::time::Instant::now())
-        }),
-        Err(message) => {
-            return Ok(Requeue::After(
-                stall(run, reason::RELEASE_CONFLICT, message, interval).await,
-            ));
-        }
-    };
-    if let Some(cycle) = dependency_cycle(run).await {
-        return Ok(Requeue::After(
-            stall(run, reason::DEPENDENCY_CYCLE, cycle, interval).await,
-        ));
-    }
-    if let Some(waiting) = unready_dependency(run).await {
-        status::set(
-            &mut run.status,
-            condition::READY,
-            Truth::False,
-            reason::DEPENDENCY_NOT_READY,
-            waiting,
-            generation,
-        );
-        run.write_status().await;
-        return Ok(Requeue::After(Duration::from_secs(5)));
-    }
-
-    run.set_phase(Phase::Resolving);
-    // A wait superseded by a newer desired state handed over that state, ready to apply.
-    let candidate = run
-        .memory
-        .handoff
-        .candidate
-        .take()
-        .filter(|c| c.generation == generation);
-    let (prepared, mut rendered) = match candidate {
-        Some(c) => {
-            let c = *c;
-            run.fix = c.timeline();
-            run.fix_step(|_| {});
-            (Ok(c.prepared), Some(c.rendered))
-        }
-        None => {
-            let triggered = run
-                .memory
-                .retry
-                .woke_at
-                .unwrap_or_else(std::time::Instant::now);
-            let prepared = match prepared_early.take() {
-                Some(prepared) => prepared,
-                None => prepare(run.ctx, &run.acting, &hr, run.priority).await,
-            };
-            // Urgent work (a failed release's fix, an operator's request) is timed as a
-            // fix superseding a wait is: from the worker's waking for it, step by step.
-            if run.priority == crate::cluster::slots::Priority::Urgent {
-                let now = std::time::Instant::now();
-                run.fix = Some(crate::engine::vocabulary::FixTimeline {
-                    triggered,
-                    prepared: now,
-                    rendered: now,
-                    apply_started: None,
-                    first_written: None,
-                });
-                run.fix_step(|_| {});
-            }
-            (prepared, None)
-        }
-    };
-    run.memory.watches.missing = None;
-    let prepared = match prepared {
-        Ok(p) => p,
-        Err(e) => {
-            let (reason, message) = (e.reason(), e.to_string());
-            if matches!(e, crate::engine::run::PrepareError::Values(_)) {
-                // Looked at again as soon as the source it lacks appears.
-                run.memory.watches.missing =
-                    crate::helm::values::missing_source(&run.acting.client, &hr).await;
-            }
-            status::set(
-                &mut run.status,
-                condition::READY,
-                Truth::False,
-                reason,
-                &message,
-                generation,
-            );
-            status::remove(&mut run.status, condition::RECONCILING);
-            run.write_status().await;
-            run.event(EventType::Warning, reason, "Reconcile", message)
-                .await;
-            return Ok(Requeue::Failed);
-        }
-    };
-    run.masker = prepared.values.secrets.clone();
-    run.desired_digest = prepared.digest();
-    run.desired_sources = prepared.values.sources.clone();
-    let desired = prepared.desired();
-    fresh_retries(&mut run.status, &desired, generation);
-    let mut force = new_token(
-        &hr,
-        annotations::FORCE_AT,
-        run.status.last_handled_force_at.as_deref(),
-    );
-
-    for _ in 0..8 {
-        // The first step plans on the history the guards read, unless preparing the
-        // desired state (a chart download) took long enough for another tool to write.
-        let history = match first_history.take() {
-            Some((history, read)) if read.elapsed() < FRESH_HISTORY => history,
-            _ => run.storage.history(&run.release_name).await?,
-        };
-        // At every step: another tool may write while an action of ours ends (a `helm
-        // rollback` right after our upgrade's wait), and the next step must not undo it.
-        let restore_external = match Box::pin(external_revision(
-            run,
-            &history,
-            force.is_some(),
-            generation,
-            interval,
-        ))
-        .await
-        {
-            Some(held) => return Ok(held),
-            None => run.status.external_revision.take().is_some(),
-        };
-        let forced = force.is_some() || restore_external;
-        let observed = observe(&run.status, &run.hr, &history, &desired, forced);
-        let next = plan::next(&observed);
-        tracing::info!(release = %run.key, action = ?next, "planned");
-        let latest = history.last().cloned();
-        let stored_before = latest.as_ref().map(|r| r.version);
-        if !matches!(next, Next::InSync | Next::Stalled { .. }) {
-            run.record_acting().await;
-        }
-        // Each action comes with the bookkeeping of its outcome.
-        let (outcome, record): (Outcome, actions::Record) = match &next {
-            Next::InSync => {
-                in_sync(&mut run.status, latest.as_ref(), generation);
-                run.record_history(&history);
-                Box::pin(super::drift::check(run, latest.as_ref())).await;
-                run.memory.cache.settled = settled_on(run, &history);
-                run.write_status().await;
-                return Ok(Requeue::After(idle_recheck(interval, &hr.spec.chart)));
-            }
-            Next::Stalled { reason: r, message } => {
-                nothing_more_to_try(&mut run.status, r, message, generation);
-                run.record_history(&history);
-                run.write_status().await;
-                run.event(EventType::Warning, r, "Reconcile", message.clone())
-                    .await;
-                return Ok(Requeue::After(NEVER));
-            }
-            Next::Install | Next::Upgrade => {
-                // Each action boxed: the reconcile's own future (allocated at every
-                // interval check) stays small.
-                let outcome = Box::pin(actions::install_or_upgrade(
-                    run,
-                    &prepared,
-                    rendered.take(),
-                    latest.as_ref(),
-                    &history,
-                ))
-                .await?;
-                if let Some(t) = force.take() {
-                    run.status.last_handled_force_at = Some(t);
-                }
-                (outcome, actions::install_or_upgrade::record)
-            }
-            Next::Test => (
-                Box::pin(actions::test(
-                    run,
-                    latest.expect("planner tests an existing revision"),
-                ))
-                .await?,
-                actions::test::record,
-            ),
-            Next::Rollback { to } => (
-                Box::pin(actions::rollback(run, &history, *to)).await?,
-                actions::rollback::record,
-            ),
-            Next::Uninstall => (
-                Box::pin(actions::uninstall(run, &history)).await?,
-                actions::uninstall::record,
-            ),
-            Next::Unlock { revision }
-                if let Some(left) = latest.as_ref().and_then(|l| {
-                    actions::unlock::other_tool_still_running(
-                        l,
-                        actions::unlock::OTHER_TOOL_BOUND.max(hr.spec.timeout.as_std()),
-                        k8s_openapi::jiff::Timestamp::now(),
-                    )
-                }) =>
-            {
-                // The helm CLI (or Flux) wrote it, and its operation may still run: a
-                // second writer now would leave helm reporting values that are not running.
-                let status = latest
-                    .as_ref()
-                    .and_then(|r| r.info.as_ref())
-                    .map(|i| i.status)
-                    .unwrap_or_default();
-                let message = format!(
-                    "revision {revision} is {status}, written by another tool (the helm CLI or Flux), whose operation may still be running; wheelhouse leaves it alone for up to {}s more (Helm's default wait is 5m), then marks it failed and goes on",
-                    left.as_secs()
-                );
-                leave_pending(run, &message, generation).await;
-                tracing::info!(release = %run.key, revision, "pending revision of another tool left alone");
-                // Looked at again soon: the other tool's operation usually ends first.
-                return Ok(Requeue::After(left.min(Duration::from_secs(2))));
-            }
-            Next::Resume { .. } => (
-                Box::pin(actions::install_or_upgrade::resume(
-                    run,
-                    &prepared,
-                    latest.expect("planner resumes an existing revision"),
-                    &history,
-                ))
-                .await?,
-                actions::install_or_upgrade::record,
-            ),
-            Next::Unlock { .. } => (
-                Box::pin(actions::unlock(
-                    run,
-                    latest.expect("planner unlocks an existing revision"),
-                ))
-                .await?,
-                actions::unlock::record,
-            ),
-        };
-        run.set_phase(Phase::Idle);
-        let superseded = matches!(
-            outcome,
-            Outcome::Canceled {
-                by_operator: false,
-                ..
-            }
-        ) && run.memory.handoff.candidate.is_some();
-        if superseded && let Some(canceled) = run.last_record.take() {
-            // The newer desired state is ready to apply, and this is on its way: the
-            // history is what was read before plus the revision the wait left, the
-            // Event goes out meanwhile, and the status is written with the next
-            // reconcile's first write (it starts at once from this one's status).
-            let history = with_record(history, canceled);
-            run.record_history(&history);
-            let note = record(&mut run.status, &outcome, generation);
-            run.notify();
-            let action = format!("{next:?}");
-            run.event_soon(
-                note.type_,
-                note.reason,
-                note.action.unwrap_or(&action),
-                note.message,
-            );
-            return Ok(Requeue::After(Duration::ZERO));
-        }
-        let history = run.storage.history(&run.release_name).await?;
-        // The next step plans on this read, while it is fresh.
-        first_history = Some((history.clone(), std::time::Instant::now()));
-        run.record_history(&history);
-        let note = record(&mut run.status, &outcome, generation);
-        let retry = super::strategy::retry_on_failure(
-            &mut run.status,
-            &next,
-            &outcome,
-            &Policy::from_spec(&run.hr),
-            generation,
-        );
-        run.publish_note(note, &format!("{next:?}")).await;
-        run.write_status().await;
-        // RetryOnFailure: no remediation; the same is tried again after the interval
-        // (sooner only for a new desired state).
-        if let Some(after) = retry {
-            return Ok(Requeue::After(after));
-        }
-        // The cluster's failure: no retry used, no remediation; again after a backoff.
-        if let Outcome::Blocked { message, .. } = &outcome {
-            run.note_refused(message);
-            return Ok(Requeue::Blocked);
-        }
-        // An install or upgrade that failed before storing a revision (render error,
-        // `required`/`fail`, a refused object, too large) has nothing to remediate: it is
-        // tried again after a backoff, or stalls once its retries are used up.
-        if matches!(outcome, Outcome::Failed { .. })
-            && matches!(next, Next::Install | Next::Upgrade)
-            && history.last().map(|r| r.version) == stored_before
-        {
-            let observed = observe(&run.status, &run.hr, &history, &desired, false);
-            if let Next::Stalled { .. } = plan::next(&observed) {
-                continue;
-            }
-            return Ok(Requeue::Failed);
-        }
-        if matches!(
-            outcome,
-            Outcome::Canceled {
-                by_operator: false,
-                ..
-            }
-        ) {
-            // Superseded by a newer desired state: start over with it right away.
-            return Ok(Requeue::After(Duration::ZERO));
-        }
-        if run.memory.inbox.newest.metadata.generation != generation
-            || run.memory.inbox.deleted
-            || run.stop.is_cancelled()
-        {
-            return Ok(Requeue::After(Duration::ZERO));
-        }
-        if run.memory.inbox.newest.spec.suspend {
-            // Suspend lets a running action finish but starts nothing new.
-            return Ok(Requeue::After(NEVER));
-        }
-    }
-    Ok(Requeue::After(idle_recheck(
-        interval,
-        &run.memory.inbox.newest.spec.chart,
-    )))
 }
 
 /// When an idle release is looked at again: its interval, or sooner when its chart source
 /// has an interval of its own (Flux's `chart.spec.interval`: how often the chart is
 /// fetched, a new one being a new desired state).
-fn idle_recheck(interval: Duration, chart: &crate::api::ChartSpec) -> Duration {
+pub(super) fn idle_recheck(interval: Duration, chart: &crate::api::ChartSpec) -> Duration {
     match chart.interval {
         Some(d) if crate::engine::run::polls(chart) => {
             interval.min(d.as_std().max(Duration::from_secs(1)))
@@ -496,7 +38,7 @@ fn idle_recheck(interval: Duration, chart: &crate::api::ChartSpec) -> Duration {
 /// requestedAt (this reconcile is its answer) and a cancelWaitAt with no wait running are
 /// simply recorded as handled.
 /// Says whether it took any.
-fn take_tokens(s: &mut HelmReleaseStatus, hr: &HelmRelease) -> bool {
+pub(super) fn take_tokens(s: &mut HelmReleaseStatus, hr: &HelmRelease) -> bool {
     let mut took = false;
     if let Some(t) = new_token(
         hr,
@@ -527,9 +69,9 @@ fn take_tokens(s: &mut HelmReleaseStatus, hr: &HelmRelease) -> bool {
 }
 
 /// What this reconcile, finding the release in sync on `history`, planned on: kept for
-/// the next interval check (see `super::unchanged`), when the history was read from the
+/// the next interval check (see `worker::unchanged`), when the history was read from the
 /// records the last list returned and its newest revision is deployed.
-fn settled_on(run: &Run<'_>, history: &[Release]) -> Option<Settled> {
+pub(super) fn settled_on(run: &Run<'_>, history: &[Release]) -> Option<Settled> {
     let latest = history.last()?;
     if latest.info.as_ref().map(|i| i.status) != Some(Status::Deployed) {
         return None;
@@ -550,7 +92,7 @@ fn settled_on(run: &Run<'_>, history: &[Release]) -> Option<Settled> {
 
 /// A new desired state (generation, chart version or values) gets a fresh set of
 /// retries, as in Flux.
-fn fresh_retries(s: &mut HelmReleaseStatus, desired: &Desired, generation: Option<i64>) {
+pub(super) fn fresh_retries(s: &mut HelmReleaseStatus, desired: &Desired, generation: Option<i64>) {
     if attempt_differs(s, desired, generation) {
         reset_failures(s);
     }
@@ -560,7 +102,7 @@ fn fresh_retries(s: &mut HelmReleaseStatus, desired: &Desired, generation: Optio
 /// chart version, values, or source revision (a Git commit, an OCI manifest digest). As
 /// helm-controller's MustResetFailures decides: such a desired state gets fresh retries,
 /// an unchanged one never does.
-pub(super) fn attempt_differs(
+pub(in crate::engine::worker) fn attempt_differs(
     s: &HelmReleaseStatus,
     desired: &Desired,
     generation: Option<i64>,
@@ -573,7 +115,7 @@ pub(super) fn attempt_differs(
 }
 
 /// Zero failure counters; whatever stalled the release on them no longer holds.
-fn reset_failures(s: &mut HelmReleaseStatus) {
+pub(super) fn reset_failures(s: &mut HelmReleaseStatus) {
     s.failures = 0;
     s.install_failures = 0;
     s.upgrade_failures = 0;
@@ -581,7 +123,11 @@ fn reset_failures(s: &mut HelmReleaseStatus) {
 }
 
 /// Nothing to do: Ready=True with the reason of what made it so.
-fn in_sync(s: &mut HelmReleaseStatus, latest: Option<&Release>, generation: Option<i64>) {
+pub(super) fn in_sync(
+    s: &mut HelmReleaseStatus,
+    latest: Option<&Release>,
+    generation: Option<i64>,
+) {
     let (r, m) = success_reason(s, latest);
     status::set(s, condition::READY, Truth::True, r, m, generation);
     status::remove(s, condition::RECONCILING);
@@ -589,85 +135,8 @@ fn in_sync(s: &mut HelmReleaseStatus, latest: Option<&Release>, generation: Opti
     s.observed_generation = generation;
 }
 
-/// A revision another tool wrote (the helm CLI's rollback or upgrade): said in status and
-/// an Event, then held (`warn`, `disabled`: returns the requeue) or restored (`enabled`,
-/// a newer spec, `forceAt`: returns None with `status.externalRevision` still set, which
-/// the caller takes as "upgrade now").
-async fn external_revision(
-    run: &mut Run<'_>,
-    history: &[Release],
-    forced: bool,
-    generation: Option<i64>,
-    interval: Duration,
-) -> Option<Requeue> {
-    let Some(mut seen) = external::detect(&run.status, history) else {
-        run.status.external_revision = None;
-        return None;
-    };
-    let first_sight = run
-        .status
-        .external_revision
-        .as_ref()
-        .is_none_or(|e| e.revision != seen.revision);
-    seen.seen_at_generation = seen.seen_at_generation.or(generation);
-    let mode = run
-        .hr
-        .spec
-        .drift_detection
-        .as_ref()
-        .map(|d| d.mode)
-        .unwrap_or_default();
-    let message = seen.message();
-    run.status.external_revision = Some(seen.clone());
-    match external::respond(&run.hr, &seen, forced) {
-        external::Response::Restore => {
-            if first_sight || mode == crate::api::DriftDetectionMode::Enabled {
-                run.event(
-                    EventType::Warning,
-                    reason::EXTERNAL_REVISION,
-                    "Restore",
-                    format!("{message}; applying the spec again"),
-                )
-                .await;
-            }
-            None
-        }
-        external::Response::Hold => {
-            let message = format!(
-                "{message}; left as it is (driftDetection.mode {}): change the spec, set the mode to enabled or set forceAt to apply the spec",
-                match mode {
-                    crate::api::DriftDetectionMode::Disabled => "disabled",
-                    _ => "warn",
-                }
-            );
-            status::set(
-                &mut run.status,
-                condition::READY,
-                Truth::False,
-                reason::EXTERNAL_REVISION,
-                &message,
-                generation,
-            );
-            status::remove(&mut run.status, condition::RECONCILING);
-            run.record_history(history);
-            // The Event before the status: a reader who sees the status sees the Event.
-            if first_sight && mode != crate::api::DriftDetectionMode::Disabled {
-                run.event(
-                    EventType::Warning,
-                    reason::EXTERNAL_REVISION,
-                    "Reconcile",
-                    message,
-                )
-                .await;
-            }
-            run.write_status().await;
-            Some(Requeue::After(interval))
-        }
-    }
-}
-
 /// The planner gave up (retries used up, nothing to roll back to): Stalled=True.
-fn nothing_more_to_try(
+pub(super) fn nothing_more_to_try(
     s: &mut HelmReleaseStatus,
     why: &str,
     message: &str,
@@ -691,7 +160,7 @@ fn nothing_more_to_try(
 
 /// What the planner decides from: the newest stored revision, what to roll back to, the
 /// desired state and the failure counters.
-fn observe(
+pub(super) fn observe(
     s: &HelmReleaseStatus,
     hr: &HelmRelease,
     history: &[Release],
@@ -741,7 +210,7 @@ fn observe(
             } else {
                 desired.post_renderers.clone()
             },
-            common_metadata: super::strategy::common_metadata_of(r, hr),
+            common_metadata: crate::engine::worker::strategy::common_metadata_of(r, hr),
             // As the post-renderers: another tool's revision is taken as the spec's.
             values_files: if ours {
                 r.labels.get(actions::VALUES_FILES_LABEL).cloned()
@@ -785,7 +254,7 @@ fn observe(
 /// the owner label only a wheelhouse engine writes, and status.wait (written when the wait
 /// began, and only then without a hook) names it. A wait is the one step an engine ends
 /// early; everything before it (pre hooks, apply, prune) finished.
-fn left_waiting(s: &HelmReleaseStatus, r: &Release) -> bool {
+pub(super) fn left_waiting(s: &HelmReleaseStatus, r: &Release) -> bool {
     let pending = r.info.as_ref().is_some_and(|i| i.status.is_pending());
     pending
         && r.labels.contains_key(actions::OWNER_LABEL)
@@ -796,7 +265,10 @@ fn left_waiting(s: &HelmReleaseStatus, r: &Release) -> bool {
 
 /// Why the release is Ready: what the last action that made it so said, or else what the
 /// newest revision says (a first one was installed, a later one upgraded).
-fn success_reason(status: &HelmReleaseStatus, latest: Option<&Release>) -> (&'static str, String) {
+pub(super) fn success_reason(
+    status: &HelmReleaseStatus,
+    latest: Option<&Release>,
+) -> (&'static str, String) {
     if let Some(ready) = status
         .conditions
         .iter()
@@ -823,7 +295,9 @@ fn success_reason(status: &HelmReleaseStatus, latest: Option<&Release>) -> (&'st
 mod tests {
     use super::*;
     use crate::api::ReleaseAction;
+    use crate::engine::actions::Outcome;
     use crate::engine::actions::install_or_upgrade;
+    use crate::engine::plan::{self, Next};
     use crate::engine::worker::{conditions, stored, test_release};
 
     fn desired() -> Desired {
