@@ -502,12 +502,14 @@ async fn audit(
 /// The longest Event note written (events.k8s.io refuses notes over 1 kB).
 const EVENT_NOTE_KEPT: usize = 900;
 
-fn recorder(client: &Client) -> Recorder {
+/// The audit Events' recorder: the reporting instance is who froze or thawed (the
+/// Timeline reads it as the change's author), cut to the 128 characters the API allows.
+fn recorder(client: &Client, by: &str) -> Recorder {
     Recorder::new(
         client.clone(),
         Reporter {
             controller: FREEZE_MANAGER.into(),
-            instance: None,
+            instance: Some(by.chars().take(128).collect()),
         },
     )
 }
@@ -663,7 +665,7 @@ pub async fn freeze_releases(
         suspended_before: false,
     };
     let found = find(client, selection, None).await;
-    let recorder = &recorder(client);
+    let recorder = &recorder(client, &request.by);
     let outcomes = futures::stream::iter(found)
         .map(|f| {
             let record = &record;
@@ -723,7 +725,7 @@ pub async fn thaw_releases(client: &Client, selection: &FreezeSelection, by: &st
     let frozen = format!("{FROZEN_LABEL}=true");
     let found = find(client, selection, Some(&frozen)).await;
     let token = Timestamp::now().to_string();
-    let recorder = &recorder(client);
+    let recorder = &recorder(client, by);
     let outcomes = futures::stream::iter(found)
         .map(|f| {
             let token = &token;
@@ -787,8 +789,8 @@ impl<'a> Thawing<'a> {
     }
 }
 
-pub(crate) fn engine_recorder(client: &Client) -> Recorder {
-    recorder(client)
+pub(crate) fn engine_recorder(client: &Client, identity: &str) -> Recorder {
+    recorder(client, identity)
 }
 
 /// Thaws one object if it carries a record `still` accepts as read (at each attempt: a

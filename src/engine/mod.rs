@@ -199,6 +199,7 @@ pub fn start(client: Client, config: EngineConfig) -> crate::engine::Result<Engi
         coverage.clone(),
         config.identity.clone(),
         role.clone(),
+        ctx.notifier.clone(),
         stop.clone(),
     ));
     let (tracker_tx, tracker_rx) = watch::channel(None);

@@ -23,7 +23,7 @@ pub fn draw(f: &mut Frame, app: &App) {
     // The favourites row goes with the table, where the number keys work.
     let in_table = app.editor.is_none() && app.detail.is_none() && app.timeline.is_none();
     // Every view says a freeze, while one lasts.
-    let banner = freeze_banner::text(&app.frozen, app.now);
+    let banner = freeze_banner::text(&app.frozen, app.forgotten_suspends(), app.now);
     let [top, frozen, favourites, body, status_area, hints] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Length(u16::from(banner.is_some())),

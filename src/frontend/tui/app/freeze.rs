@@ -1,12 +1,16 @@
-//! `:freeze DURATION REASON` and `:thaw`: the incident freeze from the dashboard, over the
-//! marked rows (or every row in view), said release by release before it asks, and done
-//! by the engine's freeze writes (`engine/freeze.rs`) as `wheelhouse freeze` does them.
+//! `z`, `:freeze [-n NS | -A] [-l SELECTOR] DURATION REASON`, `Z` and `:thaw [...]`: the
+//! incident freeze from the dashboard, over the marked rows (else every row in view), or
+//! the releases a namespace or a label selector names, said release by release before it
+//! asks, and done by the engine's freeze writes (`engine/freeze.rs`) as `wheelhouse
+//! freeze` does them.
 
 use std::collections::BTreeSet;
 
 use super::App;
+use crate::cluster::label_selector::Selector;
 use crate::engine::ReleaseKey;
 use crate::frontend::inventory::Kind;
+use crate::frontend::tui::components::command::CommandLine;
 use crate::frontend::tui::components::confirm::Confirm;
 use crate::frontend::tui::components::status_line::Progress;
 use crate::frontend::tui::effect::Effect;
@@ -14,9 +18,83 @@ use crate::frontend::tui::view_model::RowKey;
 
 use super::Overlay;
 
+/// Which releases a `:freeze` or `:thaw` is about.
+#[derive(Debug, Default)]
+struct Pick {
+    namespace: Option<String>,
+    every_namespace: bool,
+    labels: Option<Selector>,
+}
+
+impl Pick {
+    fn any(&self) -> bool {
+        self.namespace.is_some() || self.every_namespace || self.labels.is_some()
+    }
+}
+
+/// The leading `-n NS`, `-A` and `-l SELECTOR` of a command's words, and the words after.
+fn pick<'w>(mut words: &'w [&'w str]) -> Result<(Pick, &'w [&'w str]), String> {
+    let mut pick = Pick::default();
+    loop {
+        match words {
+            ["-n" | "--namespace", ns, rest @ ..] => {
+                pick.namespace = Some((*ns).to_owned());
+                words = rest;
+            }
+            ["-A" | "--all-namespaces", rest @ ..] => {
+                pick.every_namespace = true;
+                words = rest;
+            }
+            ["-l" | "--selector", selector, rest @ ..] => {
+                pick.labels = Some(Selector::parse(selector).map_err(|e| e.to_string())?);
+                words = rest;
+            }
+            ["-n" | "--namespace" | "-l" | "--selector"] => {
+                return Err(format!("{} needs a value", words[0]));
+            }
+            _ => return Ok((pick, words)),
+        }
+    }
+}
+
 impl App {
-    /// The rows a freeze or thaw is about: the marked ones, else every row in view.
-    fn freeze_targets(&self) -> Vec<RowKey> {
+    /// The rows a freeze or thaw is about: with a namespace or selector, every release
+    /// the dashboard knows that they name (the text filter aside); else the marked rows,
+    /// else every row in view.
+    fn freeze_targets(&self, pick: &Pick) -> Vec<RowKey> {
+        if pick.any() {
+            let (views, others) = (&self.views, &self.others);
+            let wheelhouse = views
+                .values()
+                .map(|v| (RowKey::wheelhouse(v.key.clone()), &v.release.metadata));
+            let flux = others
+                .flux
+                .iter()
+                .map(|(k, hr)| (RowKey::new(Kind::Flux, k.clone()), &hr.metadata));
+            let helm = others
+                .helm
+                .keys()
+                .filter(|k| !self.managed.contains_key(*k))
+                .map(|k| (RowKey::new(Kind::Helm, k.clone()), None));
+            let no_labels = std::collections::BTreeMap::new();
+            return wheelhouse
+                .chain(flux)
+                .map(|(id, meta)| (id, Some(meta)))
+                .chain(helm)
+                .filter(|(id, _)| {
+                    pick.namespace
+                        .as_ref()
+                        .is_none_or(|ns| &id.key.namespace == ns)
+                })
+                .filter(|(_, meta)| match &pick.labels {
+                    None => true,
+                    Some(selector) => {
+                        selector.matches(meta.and_then(|m| m.labels.as_ref()).unwrap_or(&no_labels))
+                    }
+                })
+                .map(|(id, _)| id)
+                .collect();
+        }
         if self.table.marked.is_empty() {
             self.table.rows.iter().map(|r| r.id.clone()).collect()
         } else {
@@ -39,8 +117,9 @@ impl App {
         }
     }
 
-    /// `:freeze DURATION REASON`: asks first, saying what it does to each release.
-    pub(super) fn freeze_command(&mut self, duration: &str, reason: &str) -> Vec<Effect> {
+    /// `z`: the command line, filled with `freeze 2h ` (the default duration), for the
+    /// reason; the marks stay until the freeze is asked for.
+    pub(super) fn freeze_key(&mut self) -> Vec<Effect> {
         if self.readonly {
             self.note(
                 "freeze".into(),
@@ -48,17 +127,54 @@ impl App {
             );
             return Vec::new();
         }
+        let mut line = CommandLine::default();
+        line.text.insert_str("freeze 2h ");
+        self.overlay = Some(Overlay::Command(line));
+        Vec::new()
+    }
+
+    /// `:freeze [-n NS | -A] [-l SELECTOR] DURATION REASON`: asks first, saying what it
+    /// does to each release.
+    pub(super) fn freeze_command(&mut self, words: &[&str]) -> Vec<Effect> {
+        const USAGE: &str =
+            "freeze [-n NS | -l SELECTOR] DURATION REASON, e.g. freeze 2h INC-57 bad rollout";
+        if self.readonly {
+            self.note(
+                "freeze".into(),
+                Progress::Failed("read-only: no writes".into()),
+            );
+            return Vec::new();
+        }
+        let (pick, rest) = match pick(words) {
+            Ok(picked) => picked,
+            Err(e) => {
+                self.note("freeze".into(), Progress::Failed(format!("{e}; {USAGE}")));
+                return Vec::new();
+            }
+        };
+        let [duration, reason @ ..] = rest else {
+            self.note("freeze".into(), Progress::Failed(USAGE.into()));
+            return Vec::new();
+        };
+        if reason.is_empty() {
+            self.note(
+                "freeze".into(),
+                Progress::Failed(format!("a reason is required: {USAGE}")),
+            );
+            return Vec::new();
+        }
+        let reason = reason.join(" ");
         let duration: crate::api::Duration = match duration.parse() {
             Ok(d) => d,
             Err(e) => {
                 self.note(
                     format!("freeze {duration}"),
-                    Progress::Failed(format!("{e}; e.g. freeze 2h INC-57 bad rollout")),
+                    Progress::Failed(format!("{e}; {USAGE}")),
                 );
                 return Vec::new();
             }
         };
-        let targets = self.freeze_targets();
+        let targets = self.freeze_targets(&pick);
         let (mut suspend, mut kept, mut helm) = (Vec::new(), Vec::new(), Vec::new());
         for id in &targets {
             match id.kind {
@@ -111,9 +227,9 @@ impl App {
         Vec::new()
     }
 
-    /// `:thaw`: the frozen releases among the targets, resumed where the freeze suspended
+    /// `Z`, `:thaw [-n NS | -A] [-l SELECTOR]`: the frozen releases among the targets, resumed where the freeze suspended
     /// them (the engine's rule), after asking.
-    pub(super) fn thaw_command(&mut self) -> Vec<Effect> {
+    pub(super) fn thaw_command(&mut self, words: &[&str]) -> Vec<Effect> {
         if self.readonly {
             self.note(
                 "thaw".into(),
@@ -121,8 +237,22 @@ impl App {
             );
             return Vec::new();
         }
+        let pick = match pick(words) {
+            Ok((pick, [])) => pick,
+            Ok(_) => {
+                self.note(
+                    "thaw".into(),
+                    Progress::Failed("thaw [-n NS | -A] [-l SELECTOR]".into()),
+                );
+                return Vec::new();
+            }
+            Err(e) => {
+                self.note("thaw".into(), Progress::Failed(e));
+                return Vec::new();
+            }
+        };
         let frozen: Vec<RowKey> = self
-            .freeze_targets()
+            .freeze_targets(&pick)
             .into_iter()
             .filter(|id| self.frozen.contains_key(id))
             .collect();

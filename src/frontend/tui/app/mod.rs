@@ -40,6 +40,7 @@ use crate::health::replicas::ReplicaMap;
 
 /// What sits over the view in front and takes the keys first.
 pub use crate::frontend::tui::components::Overlay;
+pub use writes::audit_of;
 
 pub struct App {
     pub context: String,
@@ -64,6 +65,9 @@ pub struct App {
     /// The freeze record of every frozen release in view (wheelhouse and Flux), kept up
     /// to date per changed release: what the freeze banner says.
     pub frozen: std::collections::BTreeMap<RowKey, crate::engine::FreezeRecord>,
+    /// Since when each release suspended outside any freeze has been, where the cluster
+    /// says: the forgotten suspends the banner counts.
+    pub suspended_since: std::collections::BTreeMap<RowKey, Timestamp>,
     /// Ready and desired replicas of every Helm release's workloads (READY column).
     pub replicas: Arc<ReplicaMap>,
     /// Flux HelmReleases and stored Helm releases.
@@ -127,6 +131,7 @@ impl App {
             views: Arc::default(),
             elsewhere: 0,
             frozen: Default::default(),
+            suspended_since: Default::default(),
             replicas: Arc::default(),
             others: Arc::default(),
             managed: HashMap::new(),
@@ -196,6 +201,10 @@ impl App {
             managed: &self.managed,
             replicas: &self.replicas,
             scope: &self.scope,
+            forgotten_before: self
+                .now
+                .checked_sub(crate::frontend::tui::suspension::FORGOTTEN_AFTER)
+                .unwrap_or(self.now),
         };
         (&mut self.table, source)
     }
@@ -206,16 +215,37 @@ impl App {
         table.refresh(&source);
     }
 
-    /// Keeps `row`'s freeze record (or its absence) for the banner.
-    fn note_frozen(&mut self, row: &RowKey, record: Option<crate::engine::FreezeRecord>) {
-        match record {
-            Some(r) => {
+    /// Keeps `row`'s freeze record, or since when it is suspended outside a freeze (or
+    /// neither), for the banner.
+    fn note_frozen(
+        &mut self,
+        row: &RowKey,
+        record: Option<crate::engine::FreezeRecord>,
+        suspension: Option<crate::frontend::tui::suspension::Suspension>,
+    ) {
+        self.frozen.remove(row);
+        self.suspended_since.remove(row);
+        match (record, suspension.and_then(|s| s.since)) {
+            (Some(r), _) => {
                 self.frozen.insert(row.clone(), r);
             }
-            None => {
-                self.frozen.remove(row);
+            (None, Some(since)) => {
+                self.suspended_since.insert(row.clone(), since);
             }
+            (None, None) => {}
         }
+    }
+
+    /// How many releases have been suspended past the threshold without a freeze.
+    pub fn forgotten_suspends(&self) -> usize {
+        let before = self
+            .now
+            .checked_sub(crate::frontend::tui::suspension::FORGOTTEN_AFTER)
+            .unwrap_or(self.now);
+        self.suspended_since
+            .values()
+            .filter(|s| **s < before)
+            .count()
     }
 
     /// Takes a new snapshot of the views. Only the releases that changed since the last
@@ -233,11 +263,11 @@ impl App {
         }
         let mut changed: Vec<RowKey> = keys.into_iter().map(RowKey::wheelhouse).collect();
         for row in &changed {
-            let record = self
-                .views
-                .get(&row.key)
-                .and_then(|v| crate::engine::FreezeRecord::of(&v.release.metadata));
-            self.note_frozen(row, record);
+            let view = self.views.get(&row.key);
+            let record = view.and_then(|v| crate::engine::FreezeRecord::of(&v.release.metadata));
+            let suspension =
+                view.and_then(|v| crate::frontend::tui::suspension::of_wheelhouse(&v.release));
+            self.note_frozen(row, record, suspension);
         }
         let moved = self.remanage(&changed);
         changed.extend(moved);
@@ -277,12 +307,10 @@ impl App {
             .cloned()
             .collect();
         for row in &flux {
-            let record = self
-                .others
-                .flux
-                .get(&row.key)
-                .and_then(|hr| crate::engine::FreezeRecord::of(&hr.metadata));
-            self.note_frozen(row, record);
+            let hr = self.others.flux.get(&row.key);
+            let record = hr.and_then(|hr| crate::engine::FreezeRecord::of(&hr.metadata));
+            let suspension = hr.and_then(|hr| crate::frontend::tui::suspension::of_flux(hr));
+            self.note_frozen(row, record, suspension);
         }
         changed.extend(self.remanage(&flux));
         let (table, source) = self.table_and_source();

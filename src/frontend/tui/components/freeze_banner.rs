@@ -12,11 +12,35 @@ use ratatui::widgets::Paragraph;
 
 use super::fit;
 use crate::engine::FreezeRecord;
+use crate::frontend::tui::suspension::FORGOTTEN_AFTER;
 use crate::frontend::tui::view_model::RowKey;
 
-/// The banner's text and whether some freeze is overdue; `None` while nothing is frozen.
-/// Freezes are told apart by their record (who, why, until); the one ending first leads.
-pub fn text(frozen: &BTreeMap<RowKey, FreezeRecord>, now: Timestamp) -> Option<(String, bool)> {
+/// The banner's text and whether some freeze is overdue; `None` while nothing is frozen
+/// and no suspend is forgotten. Freezes are told apart by their record (who, why, until);
+/// the one ending first leads. `forgotten` releases have been suspended past the
+/// threshold with no freeze (`tui::suspension`).
+pub fn text(
+    frozen: &BTreeMap<RowKey, FreezeRecord>,
+    forgotten: usize,
+    now: Timestamp,
+) -> Option<(String, bool)> {
+    let forgotten_note = (forgotten > 0).then(|| {
+        format!(
+            "⏸ {forgotten} release{} suspended over {} with no freeze (/{} lists them)",
+            if forgotten == 1 { "" } else { "s" },
+            crate::text::age::coarse(FORGOTTEN_AFTER.as_secs() as i64),
+            crate::frontend::tui::suspension::FILTER,
+        )
+    });
+    match (freezes(frozen, now), forgotten_note) {
+        (Some((text, overdue)), Some(note)) => Some((format!("{text}  ·  {note}"), overdue)),
+        (Some(frozen), None) => Some(frozen),
+        (None, Some(note)) => Some((note, false)),
+        (None, None) => None,
+    }
+}
+
+fn freezes(frozen: &BTreeMap<RowKey, FreezeRecord>, now: Timestamp) -> Option<(String, bool)> {
     let mut freezes: BTreeMap<(Option<Timestamp>, &str, &str, bool), usize> = BTreeMap::new();
     for r in frozen.values() {
         *freezes

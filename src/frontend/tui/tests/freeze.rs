@@ -132,7 +132,7 @@ fn freeze_and_thaw_from_the_command_line_ask_first() {
     );
     for name in &suspended {
         assert!(
-            question.contains(&format!("suspended already): ")) && question.contains(name.as_str()),
+            question.contains("suspended already): ") && question.contains(name.as_str()),
             "{name}: {question}"
         );
     }
