@@ -141,11 +141,25 @@ async fn a_freeze_suspends_both_kinds_with_the_record_and_the_thaw_resumes_only_
     let hello = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/charts/hello");
     let (_repo, url) = support::flux::serve(&hello, "hello", &["0.1.0"]).await;
     support::flux::helm_repository(&client, &ns, "charts", &url).await;
+    // Twenty releases of two kinds: w1-w14 and f1-f6, one of each suspended before.
+    let more_wheelhouse: Vec<String> = (5..=14).map(|i| format!("w{i}")).collect();
+    let more_flux: Vec<String> = (3..=6).map(|i| format!("f{i}")).collect();
     flux_release(&client, &ns, "f1", false).await;
     flux_release(&client, &ns, "f2", true).await;
+    for name in &more_flux {
+        flux_release(&client, &ns, name, false).await;
+    }
     for (name, suspend) in [("w1", false), ("w2", false), ("w3", true), ("w4", false)] {
         create_wheelhouse(&whs, name, suspend).await;
     }
+    for name in &more_wheelhouse {
+        create_wheelhouse(&whs, name, false).await;
+    }
+    let extras: Vec<String> = more_wheelhouse
+        .iter()
+        .map(|n| format!("wheelhouse/{n}"))
+        .chain(more_flux.iter().map(|n| format!("flux/{n}")))
+        .collect();
     support::flux::until(&client, &ns, "f1", "installed", |hr| {
         support::flux::ready(hr) && support::flux::revision(hr) == 1
     })
@@ -165,7 +179,7 @@ async fn a_freeze_suspends_both_kinds_with_the_record_and_the_thaw_resumes_only_
         "INC-57: bad rollout",
     ]);
     assert_eq!(freeze["partial"], false, "{freeze:#}");
-    let expected: [(&str, bool); 6] = [
+    let mut expected: Vec<(&str, bool)> = vec![
         ("wheelhouse/w1", false),
         ("wheelhouse/w2", false),
         ("wheelhouse/w3", true),
@@ -173,14 +187,21 @@ async fn a_freeze_suspends_both_kinds_with_the_record_and_the_thaw_resumes_only_
         ("flux/f1", false),
         ("flux/f2", true),
     ];
-    for (release, before) in expected {
+    expected.extend(extras.iter().map(|r| (r.as_str(), false)));
+    assert_eq!(expected.len(), 20);
+    assert_eq!(
+        freeze["releases"].as_array().map(Vec::len),
+        Some(20),
+        "{freeze:#}"
+    );
+    for &(release, before) in &expected {
         let r = &outcome[release];
         assert_eq!(r["result"], "frozen", "{release}: {r}");
         assert_eq!(r["suspendedBefore"], before, "{release}: {r}");
     }
     let wh = api_of(&client, &ns, false);
     let flux = api_of(&client, &ns, true);
-    for (release, before) in expected {
+    for &(release, before) in &expected {
         let (kind, name) = release.split_once('/').unwrap();
         let obj = api_of(&client, &ns, kind == "flux")
             .get(name)
@@ -225,9 +246,9 @@ async fn a_freeze_suspends_both_kinds_with_the_record_and_the_thaw_resumes_only_
     // `wheelhouse list` marks the frozen releases and says the freeze.
     let (ok, list, err) = wheelhouse(&["list", "-n", &ns]);
     assert!(ok, "{err}");
-    assert_eq!(list.matches("true (frozen)").count(), 4, "{list}");
+    assert_eq!(list.matches("true (frozen)").count(), 14, "{list}");
     assert!(
-        list.contains(&format!("Frozen: 4 release(s) by {me} until "))
+        list.contains(&format!("Frozen: 14 release(s) by {me} until "))
             && list.contains("INC-57: bad rollout"),
         "{list}"
     );
@@ -249,14 +270,16 @@ async fn a_freeze_suspends_both_kinds_with_the_record_and_the_thaw_resumes_only_
 
     let (thaw, outcome) = report(&["thaw", "-n", &ns]);
     assert_eq!(thaw["partial"], false, "{thaw:#}");
-    for (release, resumed) in [
+    let mut thawed: Vec<(&str, bool)> = vec![
         ("wheelhouse/w1", true),
         ("wheelhouse/w2", true),
         ("wheelhouse/w3", false),
         ("wheelhouse/w4", false),
         ("flux/f1", true),
         ("flux/f2", false),
-    ] {
+    ];
+    thawed.extend(extras.iter().map(|r| (r.as_str(), true)));
+    for (release, resumed) in thawed {
         let r = &outcome[release];
         assert_eq!(r["result"], "thawed", "{release}: {r}");
         assert_eq!(r["resumed"], resumed, "{release}: {r}");

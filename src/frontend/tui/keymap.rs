@@ -282,35 +282,12 @@ pub const KEYMAP: &[Binding] = &[
     b(Global, &[Key::Char('S')], Action::Resume, "resume"),
     b(Global, &[Key::Char('r')], Action::Reconcile, "reconcile").hint(1, "r reconcile"),
     b(Global, &[Key::Char('T')], Action::Timeline, "timeline"),
-    b(
-        Table,
-        &[Key::Char('z')],
-        Action::Freeze,
-        "freeze marked (or all in view): asks reason, 2h",
-    )
-    .hint(4, "z freeze"),
-    b(
-        Table,
-        &[Key::Char('Z')],
-        Action::Thaw,
-        "thaw what the freeze suspended (asks)",
-    ),
-    b(
-        Global,
-        &[Key::Char('c')],
-        Action::CancelWait,
-        "cancel wait (asks first)",
-    )
-    .hint(1, "c cancel wait"),
+    b(Table, &[Key::Char('z')], Action::Freeze, "freeze").hint(6, "z freeze"),
+    b(Table, &[Key::Char('Z')], Action::Thaw, "thaw"),
+    b(Global, &[Key::Char('c')], Action::CancelWait, "cancel").hint(1, "c cancel wait"),
     b(Global, &[Key::Char('F')], Action::Force, "force").hint(2, "F force"),
     b(Global, &[Key::Char('R')], Action::Reset, "reset").hint(3, "R reset"),
-    b(
-        Global,
-        &[Key::Char('D')],
-        Action::Uninstall,
-        "uninstall (helm, asks)",
-    )
-    .hint(2, "D uninstall"),
+    b(Global, &[Key::Char('D')], Action::Uninstall, "uninstall").hint(2, "D uninstall"),
     b(Global, &[Key::Char('e')], Action::Edit, "edit spec.values").hint(2, "e edit"),
     b(Global, &[Key::Char('h')], Action::History, "history"),
     b(Global, &[Key::Char('E')], Action::Events, "events"),
