@@ -110,6 +110,23 @@ keys j b
 sleep 3
 shot pin-diff 120 30 '#1e1e1e'
 keys Escape Escape
+# An incident freeze of one namespace from the command line (z fills in `freeze 2h `).
+keys : ; keys -l 'freeze -n data 2h INC-4211 reports rollout pages on-call' ; keys Enter
+sleep 1
+keys y
+sleep 3
+shot freeze-banner 120 30 '#1e1e1e'
+keys : ; keys -l 'thaw -n data' ; keys Enter
+sleep 1
+keys y
+# A suspend nobody owns any more: billing's, dated three days back in its change log.
+"$kubectl" patch helmreleases.wheelhouse.dev -n shop billing --subresource status --type merge -p \
+  "{\"status\":{\"changes\":[{\"at\":\"$(date -u -d '3 days ago' +%Y-%m-%dT%H:%M:%S.000000Z)\",\"kind\":\"suspend\",\"message\":\"suspended: the engine starts nothing on it\",\"by\":\"kubectl-patch\"}]}}" >/dev/null
+sleep 3
+keys / ; keys -l is:forgotten ; keys Enter
+sleep 1
+shot forgotten 120 30 '#1e1e1e'
+keys Escape
 
 start 80 24 light
 sleep 4

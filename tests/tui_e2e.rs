@@ -1083,3 +1083,183 @@ async fn every_kind_of_change_is_in_the_timeline_in_order_with_who_made_it_and_s
     }
     ns.delete().await;
 }
+
+/// `z` over the rows in view freezes them with the reason typed, as the operator the API
+/// server knows: the banner says it, the record and the audit Events are on the releases;
+/// `Z` thaws what the freeze suspended and leaves the release suspended before it. That
+/// release, suspended three days ago by its change log, is then a forgotten suspend: the
+/// banner counts it and `/is:forgotten` lists it alone. A suspend by `s` is audited with
+/// who made it, and the Timeline shows the freeze, the thaw and the operator's write.
+#[tokio::test]
+async fn an_incident_freeze_from_the_keys_is_recorded_shown_audited_and_thawed() {
+    use k8s_openapi::api::core::v1::Event;
+    use kube::api::{ListParams, Patch, PatchParams};
+    let _shared = API_SERVER.read().await;
+    let client = client().await;
+    install_crd(&client).await;
+    let ns = TestNamespace::new(&client, "tuiz").await;
+    let api: Api<HelmRelease> = Api::namespaced(client.clone(), &ns.name);
+    let create = |name: &str, extra: &str| {
+        support::from_yaml::<HelmRelease>(&format!(
+            "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: {name}}}\n\
+             spec:\n  chart: {{path: {}}}\n{extra}",
+            chart().display()
+        ))
+    };
+    for (name, extra) in [("alpha", ""), ("beta", ""), ("parked", "  suspend: true\n")] {
+        api.create(&PostParams::default(), &create(name, extra))
+            .await
+            .unwrap();
+    }
+    // Suspended three days ago, as its change log says (the engine keeps the record: the
+    // release is still suspended, so no new one is written).
+    let three_days_ago = k8s_openapi::jiff::Timestamp::now()
+        .checked_sub(std::time::Duration::from_secs(3 * 24 * 3600))
+        .unwrap();
+    api.patch_status(
+        "parked",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"status": {"changes": [{
+            "at": three_days_ago.strftime("%Y-%m-%dT%H:%M:%S.000000Z").to_string(),
+            "kind": "suspend", "message": "suspended: the engine starts nothing on it",
+            "by": "kubectl-patch"}]}})),
+    )
+    .await
+    .unwrap();
+    let me = wheelhouse::cluster::client::username(&client)
+        .await
+        .expect("the API server says who the test is");
+
+    let dash = dashboard(&ns.name, &[]);
+    dash.wait_for("alpha and beta Ready", |s| {
+        ["alpha", "beta"]
+            .iter()
+            .all(|n| line_of(s, n).is_some_and(|l| l.contains("✓ Ready")))
+    })
+    .await;
+    // The forgotten suspend first: counted, and listed alone by its filter.
+    dash.wait_for("the forgotten suspend counted", |s| {
+        s.contains("⏸ 1 release suspended over")
+    })
+    .await;
+    dash.keys(&["/"]);
+    dash.type_text("is:forgotten");
+    dash.keys(&["Enter"]);
+    let listed = dash
+        .wait_for("only parked listed", |s| {
+            line_of(s, "parked").is_some() && line_of(s, "alpha").is_none()
+        })
+        .await;
+    assert!(
+        line_of(&listed, "parked").is_some_and(|l| l.contains("by kubectl-patch")),
+        "{listed}"
+    );
+    dash.keys(&["Escape"]);
+    dash.wait_for("every row again", |s| line_of(s, "alpha").is_some())
+        .await;
+
+    // z: the reason typed after the filled-in duration; the question says each release.
+    dash.keys(&["z"]);
+    dash.wait_for("the command line filled", |s| s.contains("freeze 2h"))
+        .await;
+    dash.type_text("INC-9 bad rollout");
+    dash.keys(&["Enter"]);
+    let question = dash
+        .wait_for("the freeze's question", |s| s.contains("Freeze for 2h"))
+        .await;
+    assert!(question.contains("suspended already"), "{question}");
+    dash.keys(&["y"]);
+    let banner = dash
+        .wait_for("the banner", |s| {
+            s.contains(&format!("❄ FROZEN 3 releases by {me}")) && s.contains("INC-9 bad rollout")
+        })
+        .await;
+    assert!(
+        line_of(&banner, "alpha").is_some_and(|l| l.contains("❄ frozen by")),
+        "{banner}"
+    );
+    for name in ["alpha", "beta", "parked"] {
+        let hr = api.get(name).await.unwrap();
+        assert!(hr.spec.suspend, "{name} not suspended");
+        let annotations = hr.metadata.annotations.unwrap_or_default();
+        assert_eq!(
+            annotations.get("freeze.wheelhouse.dev/by"),
+            Some(&me),
+            "{name}"
+        );
+        assert_eq!(
+            annotations
+                .get("freeze.wheelhouse.dev/suspendedBefore")
+                .map(String::as_str),
+            Some(if name == "parked" { "true" } else { "false" }),
+            "{name}"
+        );
+    }
+    let events: Api<Event> = Api::namespaced(client.clone(), &ns.name);
+    let audited = |reason: &'static str, name: &'static str| {
+        let events = events.clone();
+        async move {
+            events
+                .list(&ListParams::default().fields(&format!("reason={reason}")))
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .find(|e| e.involved_object.name.as_deref() == Some(name))
+        }
+    };
+    let frozen = poll("alpha's Frozen Event", async || {
+        audited("Frozen", "alpha").await
+    })
+    .await;
+    assert_eq!(frozen.reporting_instance.as_deref(), Some(me.as_str()));
+
+    // Z: the thaw resumes what the freeze suspended, not the release suspended before.
+    dash.keys(&["Z"]);
+    dash.wait_for("the thaw's question", |s| s.contains("Thaw "))
+        .await;
+    dash.keys(&["y"]);
+    poll("alpha and beta resumed", async || {
+        let (a, b) = (api.get("alpha").await.ok()?, api.get("beta").await.ok()?);
+        (!a.spec.suspend && !b.spec.suspend).then_some(())
+    })
+    .await;
+    dash.wait_for(
+        "the banner gone, the forgotten suspend counted again",
+        |s| !s.contains("❄ FROZEN") && s.contains("⏸ 1 release suspended over"),
+    )
+    .await;
+    assert!(api.get("parked").await.unwrap().spec.suspend);
+    poll("alpha's Thawed Event", async || {
+        audited("Thawed", "alpha").await
+    })
+    .await;
+
+    // A suspend by `s` on the first row (alpha, by name) is audited with who made it.
+    dash.keys(&["g", "s"]);
+    poll("alpha suspended by s", async || {
+        api.get("alpha").await.ok()?.spec.suspend.then_some(())
+    })
+    .await;
+    let suspend = poll("alpha's audit Event", async || {
+        audited("Audited", "alpha").await
+    })
+    .await;
+    assert_eq!(suspend.reporting_instance.as_deref(), Some(me.as_str()));
+    assert!(
+        suspend
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains(&format!("suspend {}/alpha by {me}", ns.name))),
+        "{suspend:?}"
+    );
+    dash.keys(&["T"]);
+    dash.wait_for("the freeze, the thaw and the write in the Timeline", |s| {
+        ["freeze", "thaw", "operator"]
+            .iter()
+            .all(|k| s.lines().any(|l| l.contains("alpha") && l.contains(k)))
+    })
+    .await;
+    dash.quit().await;
+    ns.delete().await;
+}

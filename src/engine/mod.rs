@@ -13,6 +13,8 @@ mod claim;
 mod coverage;
 mod dispatcher;
 mod error;
+mod freeze;
+mod freeze_expiry;
 mod handle;
 mod healing;
 pub mod lease;
@@ -44,6 +46,10 @@ use tokio_util::task::TaskTracker;
 
 pub use coverage::{Coverage, SHARD_LABEL, validate_shard};
 pub use error::{Error, Result, Unable};
+pub use freeze::{
+    FREEZE_MANAGER, FROZEN_LABEL, FreezeDone, FreezeKind, FreezeOutcome, FreezeRecord,
+    FreezeReport, FreezeRequest, FreezeSelection, freeze_releases, thaw_releases,
+};
 pub use handle::{EngineHandle, Pusher};
 pub use lease::Role;
 pub use options::EngineConfig;
@@ -187,6 +193,15 @@ pub fn start(client: Client, config: EngineConfig) -> crate::engine::Result<Engi
     ));
     let ctx = Arc::new(ctx);
     let coverage = config.coverage.clone();
+    // Expired freezes thaw while this process leads (src/engine/freeze_expiry.rs).
+    tokio::spawn(freeze_expiry::run(
+        client.clone(),
+        coverage.clone(),
+        config.identity.clone(),
+        role.clone(),
+        ctx.notifier.clone(),
+        stop.clone(),
+    ));
     let (tracker_tx, tracker_rx) = watch::channel(None);
     let (rolled_tx, rolled_rx) = mpsc::unbounded_channel();
     let dispatcher = Dispatcher {

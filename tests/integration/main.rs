@@ -22,6 +22,7 @@ mod drift;
 mod engine;
 mod engine_recovery;
 mod flux_fields;
+mod freeze;
 mod git;
 mod health;
 mod helm_parity;

@@ -1,5 +1,6 @@
 //! `wheelhouse list`: a one-shot table of HelmReleases.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 
 use k8s_openapi::jiff::Timestamp;
@@ -7,8 +8,8 @@ use kube::{Api, Client, api::ListParams};
 
 use crate::api::{HelmRelease, RawHelmRelease};
 use crate::cluster::client::Scope;
-use crate::engine::Error;
 use crate::engine::Result;
+use crate::engine::{Error, FreezeRecord};
 
 /// Lists the HelmReleases in scope. Each object is decoded on its own: one that cannot be
 /// read is listed as `Invalid` with the reason, and the others as usual.
@@ -54,7 +55,11 @@ fn write_table(
                     .as_ref()
                     .and_then(|s| s.history.first())
                     .map_or_else(|| "-".into(), |h| h.version.to_string()),
-                hr.spec.suspend.to_string(),
+                match FreezeRecord::of(&hr.metadata) {
+                    Some(r) if r.overdue(now) => format!("{} (frozen, overdue)", hr.spec.suspend),
+                    Some(_) => format!("{} (frozen)", hr.spec.suspend),
+                    None => hr.spec.suspend.to_string(),
+                },
                 hr.metadata
                     .creation_timestamp
                     .as_ref()
@@ -100,6 +105,46 @@ fn write_table(
         let cells: Vec<&str> = row.iter().map(String::as_str).collect();
         writeln!(out, "{}", line(&cells))?;
     }
+    write_freezes(releases, now, out)
+}
+
+/// One line per freeze in view (its who, why and until, as each release records it),
+/// so whoever lists next knows why the releases are suspended and until when.
+fn write_freezes(
+    releases: &[(HelmRelease, Option<String>)],
+    now: Timestamp,
+    out: &mut impl Write,
+) -> std::io::Result<()> {
+    let mut freezes: BTreeMap<(String, String, Option<Timestamp>, bool), usize> = BTreeMap::new();
+    for (hr, _) in releases {
+        if let Some(r) = FreezeRecord::of(&hr.metadata) {
+            *freezes
+                .entry((r.by, r.reason, r.until, r.until_thawed))
+                .or_default() += 1;
+        }
+    }
+    for ((by, reason, until, until_thawed), count) in freezes {
+        let when = match until {
+            Some(u) if u > now => format!(
+                "until {u} ({} left{})",
+                crate::text::age::since(now, u),
+                if until_thawed {
+                    ", then until thawed"
+                } else {
+                    ""
+                }
+            ),
+            Some(u) if until_thawed => format!("OVERDUE since {u} (kept until thawed)"),
+            Some(u) => format!("ended {u}, thaw pending"),
+            None => "OVERDUE (its end does not read as a time)".into(),
+        };
+        writeln!(
+            out,
+            "Frozen: {count} release(s) by {} {when}: {}",
+            crate::text::escape::escape(&by),
+            crate::text::escape::escape(&reason)
+        )?;
+    }
     Ok(())
 }
 
@@ -139,6 +184,41 @@ status:
         assert!(lines[1].contains("true"), "{text}");
         assert!(lines[1].contains("60m"), "{text}");
         assert!(lines[1].ends_with("Helm upgrade succeeded"), "{text}");
+    }
+
+    /// A frozen release is marked in the table, and its freeze said below it.
+    #[test]
+    fn a_freeze_is_shown_with_who_why_and_until() {
+        let hr: HelmRelease = crate::text::yaml::from_str(
+            r#"
+apiVersion: wheelhouse.dev/v1alpha1
+kind: HelmRelease
+metadata:
+  name: web
+  namespace: apps
+  annotations:
+    freeze.wheelhouse.dev/by: jane
+    freeze.wheelhouse.dev/reason: "INC-57: bad rollout"
+    freeze.wheelhouse.dev/at: "2026-01-01T23:00:00Z"
+    freeze.wheelhouse.dev/until: "2026-01-02T01:00:00Z"
+    freeze.wheelhouse.dev/suspendedBefore: "false"
+spec: {chart: {path: ./chart}, suspend: true}
+"#,
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        write_table(
+            &[(hr, None)],
+            "2026-01-02T00:00:00Z".parse().unwrap(),
+            &mut out,
+        )
+        .unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("true (frozen)"), "{text}");
+        assert!(
+            text.contains("Frozen: 1 release(s) by jane until 2026-01-02T01:00:00Z (60m left): INC-57: bad rollout"),
+            "{text}"
+        );
     }
 
     /// A tenant's chart `fail` message reaches the table escaped, never as the escape

@@ -2,6 +2,7 @@
 
 mod controller;
 mod dashboard;
+mod freeze;
 mod install;
 pub mod list;
 mod migrate;
@@ -149,6 +150,9 @@ Examples:
   wheelhouse migrate apps/podinfo             a Flux HelmRelease as a wheelhouse one (printed)
   wheelhouse migrate apps/podinfo --apply     ... and hand the release over
   wheelhouse timeline -A --since 1h           what changed in the last hour
+  wheelhouse freeze -n apps --for 2h --reason INC-1
+                                              suspend every release of apps, with who and why
+  wheelhouse thaw -n apps                     resume what that freeze suspended
   wheelhouse completion bash > ~/.local/share/bash-completion/completions/wheelhouse";
 
 #[derive(Debug, Subcommand)]
@@ -183,6 +187,19 @@ pub enum Command {
   wheelhouse timeline --since 10m -o markdown    for a postmortem
   wheelhouse timeline -n apps -o json            for a script")]
     Timeline(timeline::TimelineArgs),
+    /// Incident freeze: suspend every matching release of every kind (wheelhouse, Flux),
+    /// recording on each who froze it, why, until when and whether it was suspended before
+    #[command(after_help = "Examples:
+  wheelhouse freeze -n payments --for 2h --reason 'INC-4211: bad rollout'
+  wheelhouse freeze -A -l team=checkout --for 30m --reason 'INC-4211' -o json
+  wheelhouse freeze -n apps web worker --for 1h --reason 'db migration' --until-thawed")]
+    Freeze(freeze::FreezeArgs),
+    /// End a freeze: resume exactly the releases it suspended (never one suspended before
+    /// it, or suspended again since by someone else) and take its record off
+    #[command(after_help = "Examples:
+  wheelhouse thaw -n payments
+  wheelhouse thaw -A -o json")]
+    Thaw(freeze::Selected),
     /// Print the shell completion script (e.g. `wheelhouse completion bash >
     /// ~/.local/share/bash-completion/completions/wheelhouse`)
     Completion {
@@ -294,6 +311,8 @@ pub async fn run(cli: Cli) -> Result<()> {
         }
         Some(Command::Migrate(args)) => migrate::run(&cli.cluster, args).await,
         Some(Command::Timeline(args)) => timeline::run(&cli.cluster, &args).await,
+        Some(Command::Freeze(args)) => freeze::run_freeze(&cli.cluster, &args).await,
+        Some(Command::Thaw(args)) => freeze::run_thaw(&cli.cluster, &args).await,
         Some(Command::Completion { shell }) => {
             let mut command = <Cli as clap::CommandFactory>::command();
             let mut script = Vec::new();

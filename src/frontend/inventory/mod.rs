@@ -161,8 +161,9 @@ async fn run(
     // 100 made the table wait for fifty round trips.
     let flux_events = watcher::watcher(flux, watcher::Config::default().page_size(500))
         .default_backoff()
-        // Nothing reads them (kept, they are a map of every field each manager set).
-        .modify(|hr| hr.metadata.managed_fields = None)
+        // Only who set `spec.suspend`, and when, is read (the forgotten suspends): the
+        // rest is a map of every field each manager set, as big as the spec.
+        .modify(keep_suspend_setter)
         .map(|e| e.map(|e| Seen::Flux(Box::new(e))))
         .boxed();
     // Helm's records carry the whole release (gzipped): the watch reads their labels
@@ -433,6 +434,29 @@ impl State {
         };
         self.dirty = true;
     }
+}
+
+/// Drops a Flux HelmRelease's managedFields but the entry of the manager that set
+/// `spec.suspend` while it is suspended, cut to that field and its time.
+fn keep_suspend_setter(hr: &mut FluxHelmRelease) {
+    let fields = hr.metadata.managed_fields.take().unwrap_or_default();
+    if !hr.spec.suspend {
+        return;
+    }
+    let owner = fields.into_iter().find(|f| {
+        f.fields_v1
+            .as_ref()
+            .and_then(|v| v.0.get("f:spec"))
+            .is_some_and(|spec| spec.get("f:suspend").is_some())
+    });
+    hr.metadata.managed_fields = owner.map(|mut f| {
+        f.fields_v1 = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
+            serde_json::json!(
+                {"f:spec": {"f:suspend": {}}}
+            ),
+        ));
+        vec![f]
+    });
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
-use super::{Change, newest_first, of_record, of_record_read};
+use super::{AUDIT_REASONS, Change, newest_first, of_audit, of_record, of_record_read};
 use crate::api::RawHelmRelease;
 use crate::cluster::client::Scope;
 
@@ -68,7 +68,33 @@ pub async fn changes(
         Err(kube::Error::Api(s)) if s.code == 404 => {}
         Err(e) => return Err(e.into()),
     }
+    found.extend(audited(client, scope).await);
     found.retain(|c| c.at >= since);
     newest_first(&mut found);
     Ok(found)
+}
+
+/// The freezes, thaws and dashboard writes their audit Events record, for as long as the
+/// cluster keeps Events (an hour by default: the API server's `--event-ttl`). Best
+/// effort: an identity that may not list Events sees the other records only.
+async fn audited(client: &Client, scope: &Scope) -> Vec<Change> {
+    let events: Api<k8s_openapi::api::core::v1::Event> = scope.api(client.clone());
+    let reasons: std::collections::BTreeSet<&str> =
+        AUDIT_REASONS.iter().map(|(_, r, _)| *r).collect();
+    let lists = reasons.into_iter().map(|reason| {
+        let events = events.clone();
+        async move {
+            events
+                .list(&ListParams::default().fields(&format!("reason={reason}")))
+                .await
+                .map(|l| l.items)
+                .unwrap_or_default()
+        }
+    });
+    futures::future::join_all(lists)
+        .await
+        .iter()
+        .flatten()
+        .filter_map(of_audit)
+        .collect()
 }

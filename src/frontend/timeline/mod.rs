@@ -36,10 +36,17 @@ pub enum Kind {
     DriftCorrected,
     External,
     ConfigRollout,
+    /// An incident freeze took the release (`wheelhouse freeze`, `z`).
+    Freeze,
+    /// A thaw let it go.
+    Thaw,
+    /// An operator's write from a dashboard (suspend, resume, reconcile, cancel, rollback,
+    /// pin, values, uninstall), as its audit Event says.
+    Operator,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 17] = [
+    pub const ALL: [Kind; 20] = [
         Kind::Install,
         Kind::Upgrade,
         Kind::Rollback,
@@ -57,6 +64,9 @@ impl Kind {
         Kind::DriftCorrected,
         Kind::External,
         Kind::ConfigRollout,
+        Kind::Freeze,
+        Kind::Thaw,
+        Kind::Operator,
     ];
 
     pub fn label(self) -> &'static str {
@@ -78,6 +88,9 @@ impl Kind {
             Kind::DriftCorrected => "drift-corrected",
             Kind::External => "external",
             Kind::ConfigRollout => "config-rollout",
+            Kind::Freeze => "freeze",
+            Kind::Thaw => "thaw",
+            Kind::Operator => "operator",
         }
     }
 
@@ -119,6 +132,57 @@ pub fn author(release: &Release) -> String {
         &release.labels,
         release.managers.first().map(String::as_str),
     )
+}
+
+/// The reporting controllers whose Events are audit records, and the Event reasons they
+/// write (`engine::freeze`, the dashboard's writes).
+pub const AUDIT_REASONS: [(&str, &str, Kind); 3] = [
+    (crate::engine::FREEZE_MANAGER, "Frozen", Kind::Freeze),
+    (crate::engine::FREEZE_MANAGER, "Thawed", Kind::Thaw),
+    (AUDIT_CONTROLLER, AUDITED, Kind::Operator),
+];
+
+/// The reporting controller of the dashboard's audit Events; the reporting instance is
+/// the operator, as the API server knows them.
+pub const AUDIT_CONTROLLER: &str = "wheelhouse-dashboard";
+/// The reason of an audit Event of a dashboard write.
+pub const AUDITED: &str = "Audited";
+
+/// An audit Event as a change: who is its reporting instance (the caller the API server
+/// knew), what its note says. `None` for an Event of anyone else.
+pub fn of_audit(event: &k8s_openapi::api::core::v1::Event) -> Option<Change> {
+    let reason = event.reason.as_deref()?;
+    let controller = event.reporting_component.as_deref()?;
+    let (_, _, kind) = AUDIT_REASONS
+        .iter()
+        .find(|(c, r, _)| *c == controller && *r == reason)?;
+    let at = event
+        .series
+        .as_ref()
+        .and_then(|s| s.last_observed_time.as_ref().map(|t| t.0))
+        .or(event.event_time.as_ref().map(|t| t.0))
+        .or(event.last_timestamp.as_ref().map(|t| t.0))?;
+    let regarding = &event.involved_object;
+    let what: String = event
+        .message
+        .as_deref()
+        .unwrap_or_default()
+        .chars()
+        .take(DESCRIPTION_SHOWN)
+        .collect();
+    Some(Change {
+        at,
+        namespace: regarding.namespace.clone().unwrap_or_default(),
+        release: regarding.name.clone().unwrap_or_default(),
+        kind: *kind,
+        what: format!(
+            "{} {}: {what}",
+            regarding.kind.as_deref().unwrap_or("object"),
+            regarding.name.as_deref().unwrap_or_default()
+        ),
+        who: event.reporting_instance.clone().unwrap_or_default(),
+        revision: None,
+    })
 }
 
 /// A Helm revision as a change: when it was last written (deployed, failed, superseded

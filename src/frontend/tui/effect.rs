@@ -52,6 +52,19 @@ pub enum Effect {
         values: serde_json::Value,
     },
     SwitchContext(String),
+    /// An incident freeze of these releases (of every kind by name), as the caller the API
+    /// server knows (`engine/freeze.rs`).
+    Freeze {
+        id: u64,
+        names: Vec<ReleaseKey>,
+        duration: std::time::Duration,
+        reason: String,
+    },
+    /// The thaw of these releases by the engine's rule.
+    Thaw {
+        id: u64,
+        names: Vec<ReleaseKey>,
+    },
     /// What `:` completes: the cluster's namespaces (listed with a time limit; an
     /// identity that may not list them gets the releases' namespaces only) and the
     /// kubeconfig's contexts.

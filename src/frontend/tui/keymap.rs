@@ -161,6 +161,11 @@ pub enum Action {
     Complete,
     /// Every change to any release, newest first.
     Timeline,
+    /// An incident freeze of the marked rows (else the view): the command line, filled
+    /// with `freeze 2h ` for the reason.
+    Freeze,
+    /// Thaw the frozen releases among the marked rows (else the view), after asking.
+    Thaw,
 }
 
 impl Action {
@@ -178,6 +183,8 @@ impl Action {
                 | Self::Uninstall
                 | Self::Edit
                 | Self::Save
+                | Self::Freeze
+                | Self::Thaw
         )
     }
 
@@ -186,7 +193,12 @@ impl Action {
     pub fn kinds(self) -> &'static [Kind] {
         const HR: &[Kind] = &[Kind::Wheelhouse, Kind::Flux];
         match self {
-            Self::Suspend | Self::Resume | Self::Reconcile | Self::CancelWait => HR,
+            Self::Suspend
+            | Self::Resume
+            | Self::Reconcile
+            | Self::CancelWait
+            | Self::Freeze
+            | Self::Thaw => HR,
             Self::Force | Self::Reset => &[Kind::Flux],
             Self::Rollback => &[Kind::Wheelhouse, Kind::Helm],
             Self::Uninstall => &[Kind::Helm],
@@ -270,22 +282,12 @@ pub const KEYMAP: &[Binding] = &[
     b(Global, &[Key::Char('S')], Action::Resume, "resume"),
     b(Global, &[Key::Char('r')], Action::Reconcile, "reconcile").hint(1, "r reconcile"),
     b(Global, &[Key::Char('T')], Action::Timeline, "timeline"),
-    b(
-        Global,
-        &[Key::Char('c')],
-        Action::CancelWait,
-        "cancel wait (asks first)",
-    )
-    .hint(1, "c cancel wait"),
+    b(Table, &[Key::Char('z')], Action::Freeze, "freeze").hint(6, "z freeze"),
+    b(Table, &[Key::Char('Z')], Action::Thaw, "thaw"),
+    b(Global, &[Key::Char('c')], Action::CancelWait, "cancel").hint(1, "c cancel wait"),
     b(Global, &[Key::Char('F')], Action::Force, "force").hint(2, "F force"),
     b(Global, &[Key::Char('R')], Action::Reset, "reset").hint(3, "R reset"),
-    b(
-        Global,
-        &[Key::Char('D')],
-        Action::Uninstall,
-        "uninstall (helm, asks)",
-    )
-    .hint(2, "D uninstall"),
+    b(Global, &[Key::Char('D')], Action::Uninstall, "uninstall").hint(2, "D uninstall"),
     b(Global, &[Key::Char('e')], Action::Edit, "edit spec.values").hint(2, "e edit"),
     b(Global, &[Key::Char('h')], Action::History, "history"),
     b(Global, &[Key::Char('E')], Action::Events, "events"),

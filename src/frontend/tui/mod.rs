@@ -14,6 +14,7 @@ pub mod effect;
 pub mod favourites;
 pub mod io;
 pub mod keymap;
+pub mod suspension;
 pub mod theme;
 pub mod view;
 pub mod view_model;
@@ -400,6 +401,8 @@ async fn event_loop(
         // The Timeline's rows follow what is watched; the records on screen are read.
         effects.extend(app.refresh_timeline());
         for effect in effects {
+            // A write is audited once it is done (`io::audit`).
+            let audit = app::audit_of(&effect).map(|a| (session.client.clone(), a));
             match effect {
                 Effect::Quit => {
                     // The terminal first, then the Lease handed back without waiting for
@@ -486,21 +489,21 @@ async fn event_loop(
                     let (handle, tx) = (session.handle.clone(), io_tx.clone());
                     tokio::spawn(async move {
                         let result = io::send(handle, command).await;
-                        report_write(id, result, tx).await;
+                        report_write(id, result, tx, audit).await;
                     });
                 }
                 Effect::Flux { id, key, request } => {
                     let (client, tx) = (session.client.clone(), io_tx.clone());
                     tokio::spawn(async move {
                         let result = io::send_flux(client, key, request).await;
-                        report_write(id, result, tx).await;
+                        report_write(id, result, tx, audit).await;
                     });
                 }
                 Effect::Stored { id, key, action } => {
                     let (handle, tx) = (session.handle.clone(), io_tx.clone());
                     tokio::spawn(async move {
                         let result = io::act_on_stored(handle, key, action).await;
-                        report_write(id, result, tx).await;
+                        report_write(id, result, tx, audit).await;
                     });
                 }
                 Effect::PatchValues {
@@ -512,7 +515,7 @@ async fn event_loop(
                     let (client, tx) = (session.client.clone(), io_tx.clone());
                     tokio::spawn(async move {
                         let result = io::patch_values(client, key, original, values).await;
-                        report_write(id, result, tx).await;
+                        report_write(id, result, tx, audit).await;
                     });
                 }
                 Effect::LoadCompletions => {
@@ -536,6 +539,25 @@ async fn event_loop(
                         let _ = tx.send(IoResult::FavouritesSaved(result));
                     });
                 }
+                Effect::Freeze {
+                    id,
+                    names,
+                    duration,
+                    reason,
+                } => {
+                    let (client, tx) = (session.client.clone(), io_tx.clone());
+                    tokio::spawn(async move {
+                        let result = io::freeze(client, names, duration, reason).await;
+                        let _ = tx.send(IoResult::Done { id, result });
+                    });
+                }
+                Effect::Thaw { id, names } => {
+                    let (client, tx) = (session.client.clone(), io_tx.clone());
+                    tokio::spawn(async move {
+                        let result = io::thaw(client, names).await;
+                        let _ = tx.send(IoResult::Done { id, result });
+                    });
+                }
                 Effect::SwitchContext(context) => {
                     let (opts, tx) = (opts.clone(), session_tx.clone());
                     let keep_all = matches!(session.scope, Scope::All).then_some(Scope::All);
@@ -557,16 +579,28 @@ async fn event_loop(
 
 /// Tells the UI loop how a write ended, and, for one still in flight when the dashboard
 /// stopped waiting, how it ended after all.
+/// Reports a write's end, and audits it once it is known to be done (at once, or when a
+/// late answer says it was applied).
 async fn report_write(
     id: u64,
     mut result: Result<(), io::WriteError>,
     tx: mpsc::UnboundedSender<IoResult>,
+    audit: Option<(kube::Client, io::Audit)>,
 ) {
     let late = result.as_mut().err().and_then(io::WriteError::take_late);
+    let done = result.is_ok();
     let _ = tx.send(IoResult::written(id, result));
-    if let Some(late) = late {
-        let outcome = late.outcome().await;
-        let _ = tx.send(IoResult::Late { id, outcome });
+    let applied = match late {
+        Some(late) => {
+            let outcome = late.outcome().await;
+            let applied = outcome == io::LateOutcome::Applied;
+            let _ = tx.send(IoResult::Late { id, outcome });
+            applied
+        }
+        None => false,
+    };
+    if let (true, Some((client, audit))) = (done || applied, audit) {
+        io::audit(client, audit).await;
     }
 }
 

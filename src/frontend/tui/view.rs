@@ -13,8 +13,8 @@ use super::components::header::HeaderScreen;
 use super::components::status_line::StatusScreen;
 use super::components::table::TableScreen;
 use super::components::{
-    changes, command, confirm, detail, editor, footer, header, help, logs, status_line, table,
-    timeline,
+    changes, command, confirm, detail, editor, footer, freeze_banner, header, help, logs,
+    status_line, table, timeline,
 };
 
 pub fn draw(f: &mut Frame, app: &App) {
@@ -22,8 +22,11 @@ pub fn draw(f: &mut Frame, app: &App) {
     f.render_widget(Block::default().style(app.theme.base()), area);
     // The favourites row goes with the table, where the number keys work.
     let in_table = app.editor.is_none() && app.detail.is_none() && app.timeline.is_none();
-    let [top, favourites, body, status_area, hints] = Layout::vertical([
+    // Every view says a freeze, while one lasts.
+    let banner = freeze_banner::text(&app.frozen, app.forgotten_suspends(), app.now);
+    let [top, frozen, favourites, body, status_area, hints] = Layout::vertical([
         Constraint::Length(1),
+        Constraint::Length(u16::from(banner.is_some())),
         Constraint::Length(u16::from(in_table)),
         Constraint::Min(3),
         Constraint::Length(1),
@@ -44,6 +47,9 @@ pub fn draw(f: &mut Frame, app: &App) {
         favourites: app.favourites.of(&app.context),
     };
     header::draw(f, &header, top);
+    if let Some((text, overdue)) = &banner {
+        freeze_banner::draw(f, &app.theme, text, *overdue, frozen);
+    }
     if in_table {
         header::draw_favourites(f, &header, favourites);
     }

@@ -11,6 +11,7 @@ use crate::api::flux::FluxHelmRelease;
 use crate::engine::{Phase, ReleaseKey, ReleaseView};
 use crate::frontend::inventory::chart_sources::{SourceChart, SourceKey};
 use crate::frontend::inventory::{Kind, Stored};
+use crate::frontend::tui::suspension::{self, Suspension};
 use crate::health::readiness::Readiness;
 use crate::health::replicas::{ReleaseId, ReleaseReplicas, ReplicaMap};
 
@@ -115,6 +116,44 @@ pub struct Row {
     pub ready: Option<(i32, i32)>,
     pub last_change: Option<Timestamp>,
     pub message: String,
+    /// Since when it is suspended, outside any freeze, when the cluster says: past
+    /// [`suspension::FORGOTTEN_AFTER`] it is a forgotten suspend.
+    pub suspended_since: Option<Timestamp>,
+}
+
+/// A frozen release's message starts with its freeze (who, until when, why), so the row
+/// says why it is suspended and until when; a suspend outside any freeze says since when
+/// and by whom, when the cluster says, and gives the time it is forgotten by.
+fn suspension_note(
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    suspension: Option<Suspension>,
+    message: String,
+) -> (String, Option<Timestamp>) {
+    if let Some(r) = crate::engine::FreezeRecord::of(meta) {
+        let until = r
+            .until
+            .map_or_else(|| "-".to_owned(), |u| u.strftime("%H:%M UTC").to_string());
+        return (
+            format!(
+                "❄ frozen by {} until {until}: {} · {message}",
+                r.by, r.reason
+            ),
+            None,
+        );
+    }
+    match suspension {
+        Some(s) if s.since.is_some() || s.by.is_some() => {
+            let mut note = "⏸ suspended".to_owned();
+            if let Some(since) = s.since {
+                note.push_str(&format!(" since {}", since.strftime("%Y-%m-%d %H:%M UTC")));
+            }
+            if let Some(by) = &s.by {
+                note.push_str(&format!(" by {by}"));
+            }
+            (format!("{note} · {message}"), s.since)
+        }
+        _ => (message, None),
+    }
 }
 
 /// The Helm release a HelmRelease manages, as the replica watches key it.
@@ -182,8 +221,11 @@ impl Row {
         if hr.spec.suspend && message.is_empty() {
             message = "suspended".into();
         }
+        let (message, suspended_since) =
+            suspension_note(&hr.metadata, suspension::of_flux(hr), message);
         Self {
             id: RowKey::new(Kind::Flux, key),
+            suspended_since,
             ready: replicas
                 .get(&release)
                 .filter(|r| !r.workloads.is_empty())
@@ -249,6 +291,7 @@ impl Row {
             ready: workloads.map(ReleaseReplicas::total),
             release,
             suspended: false,
+            suspended_since: None,
             chart: if stored.chart.is_empty() {
                 "-".into()
             } else {
@@ -330,6 +373,17 @@ impl Row {
             ),
             (None, None) => (None, None),
         };
+        let (message, suspended_since) = match &view.problem {
+            Some(problem) => (problem.clone(), None),
+            None => suspension_note(
+                &hr.metadata,
+                suspension::of_wheelhouse(hr),
+                match drifted {
+                    Some(c) if state == State::Drifted => c.message.clone(),
+                    _ => hr.ready_message(),
+                },
+            ),
+        };
         Self {
             id: RowKey::wheelhouse(view.key.clone()),
             release: release_id(view),
@@ -354,10 +408,8 @@ impl Row {
             wait_progress,
             ready: None,
             last_change: ready.map(|c| c.last_transition_time.0),
-            message: view.problem.clone().unwrap_or_else(|| match drifted {
-                Some(c) if state == State::Drifted => c.message.clone(),
-                _ => hr.ready_message(),
-            }),
+            message,
+            suspended_since,
         }
     }
 

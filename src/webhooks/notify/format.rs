@@ -40,6 +40,8 @@ fn headline(n: &Notification) -> String {
         Severity::Cancellation => "health check canceled",
         Severity::Drift => "drifted",
         Severity::Info => "changed",
+        Severity::Freeze if n.reason == "Thawed" => "thawed",
+        Severity::Freeze => "frozen",
     };
     format!("{KIND} {}/{} {what} ({})", n.namespace, n.name, n.reason)
 }
@@ -78,7 +80,7 @@ fn slack(n: &Notification) -> Value {
     let color = match n.severity {
         Severity::Failure => "danger",
         Severity::Recovery | Severity::Info => "good",
-        Severity::Cancellation | Severity::Drift => "warning",
+        Severity::Cancellation | Severity::Drift | Severity::Freeze => "warning",
     };
     let author = object_name(n);
     let first_line = n.message.lines().next().unwrap_or_default();

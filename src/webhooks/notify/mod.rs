@@ -53,6 +53,9 @@ pub enum Severity {
     /// A change went well: an install, upgrade, rollback or uninstall succeeded. Sent
     /// only to routes that ask for it by name.
     Info,
+    /// An incident freeze took the release, or a thaw let it go (`engine/freeze.rs`): sent
+    /// by the engine that leads.
+    Freeze,
 }
 
 impl Severity {
@@ -63,13 +66,14 @@ impl Severity {
             Self::Cancellation => "cancellation",
             Self::Drift => "drift",
             Self::Info => "info",
+            Self::Freeze => "freeze",
         }
     }
 
     /// Flux's severity: `error` for what needs attention, `info` otherwise.
     pub fn flux_severity(self) -> &'static str {
         match self {
-            Self::Recovery | Self::Info => "info",
+            Self::Recovery | Self::Info | Self::Freeze => "info",
             Self::Failure | Self::Cancellation | Self::Drift => "error",
         }
     }
@@ -369,6 +373,33 @@ impl Notifier {
             helm_revision: latest.map(|s| s.version),
             instance: self.identity.clone(),
         }
+    }
+
+    /// Tells that an incident freeze took `meta`'s release (`frozen`), or a thaw let it
+    /// go; `message` says who, why and until when.
+    pub fn freeze(
+        &self,
+        meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+        frozen: bool,
+        message: String,
+    ) {
+        self.send(Notification {
+            severity: Severity::Freeze,
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+            uid: meta.uid.clone().unwrap_or_default(),
+            resource_version: meta.resource_version.clone(),
+            generation: meta.generation,
+            reason: if frozen { "Frozen" } else { "Thawed" }.to_owned(),
+            message,
+            timestamp: Timestamp::now(),
+            chart_version: None,
+            config_digest: None,
+            chart_name: None,
+            app_version: None,
+            helm_revision: None,
+            instance: self.identity.clone(),
+        });
     }
 
     /// Queues `n` for delivery, or drops it when the queue is full: a reconcile never

@@ -110,7 +110,8 @@ impl App {
             },
         }
     }
-    /// `:` commands: `ns NAME`, `ns all` (or `all`), `ctx NAME`, `q`/`quit`.
+    /// `:` commands: `ns NAME`, `ns all` (or `all`), `ctx NAME`, `timeline`, `freeze [-n NS
+    /// | -l SELECTOR] DURATION REASON`, `thaw [-n NS | -l SELECTOR]`, `q`/`quit`.
     pub fn run_command(&mut self, line: &str) -> Vec<Effect> {
         let words: Vec<&str> = line.split_whitespace().collect();
         let scope_of = |name: &str| match name {
@@ -120,6 +121,8 @@ impl App {
         match words.as_slice() {
             ["q" | "quit" | "q!"] => vec![Effect::Quit],
             ["timeline" | "tl"] => self.open_timeline(),
+            ["freeze", rest @ ..] => self.freeze_command(rest),
+            ["thaw", rest @ ..] => self.thaw_command(rest),
             ["all" | "-A"] => self.switch_scope(Scope::All),
             ["ns" | "namespace" | "n", name] => self.switch_scope(scope_of(name)),
             ["ctx" | "context", name] => {
@@ -130,7 +133,9 @@ impl App {
             _ => {
                 self.note(
                     format!("unknown command {line:?}"),
-                    Progress::Failed("try ns NAME, ns all, ctx NAME, timeline or quit".into()),
+                    Progress::Failed(
+                        "try ns NAME, ns all, ctx NAME, timeline, freeze DURATION REASON, thaw or quit".into(),
+                    ),
                 );
                 Vec::new()
             }
@@ -196,6 +201,8 @@ impl App {
             Action::Help => self.overlay = Some(Overlay::Help),
             Action::Redraw => return vec![Effect::Redraw],
             Action::Timeline => return self.open_timeline(),
+            Action::Freeze => return self.freeze_key(),
+            Action::Thaw => return self.thaw_command(&[]),
             Action::Command => {
                 self.overlay = Some(Overlay::Command(CommandLine::default()));
                 return vec![Effect::LoadCompletions];
@@ -218,7 +225,7 @@ impl App {
                 self.table.filter.clear();
                 self.refresh_rows();
                 self.overlay = Some(Overlay::Filter(line_input(
-                    "text in namespace, name, chart, state or message",
+                    "text in namespace, name, chart, state or message; is:forgotten: old suspends",
                 )));
             }
             Action::Back if self.detail.take().is_none() => {

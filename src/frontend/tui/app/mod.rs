@@ -5,6 +5,7 @@
 //! their results back as [`IoResult`]s.
 
 mod changes;
+mod freeze;
 mod io_results;
 mod keys;
 mod timeline_rows;
@@ -39,6 +40,7 @@ use crate::health::replicas::ReplicaMap;
 
 /// What sits over the view in front and takes the keys first.
 pub use crate::frontend::tui::components::Overlay;
+pub use writes::audit_of;
 
 pub struct App {
     pub context: String,
@@ -60,6 +62,12 @@ pub struct App {
     /// How many of `views` another engine reconciles (the header says so), kept as views
     /// change rather than counted at every frame.
     pub elsewhere: usize,
+    /// The freeze record of every frozen release in view (wheelhouse and Flux), kept up
+    /// to date per changed release: what the freeze banner says.
+    pub frozen: std::collections::BTreeMap<RowKey, crate::engine::FreezeRecord>,
+    /// Since when each release suspended outside any freeze has been, where the cluster
+    /// says: the forgotten suspends the banner counts.
+    pub suspended_since: std::collections::BTreeMap<RowKey, Timestamp>,
     /// Ready and desired replicas of every Helm release's workloads (READY column).
     pub replicas: Arc<ReplicaMap>,
     /// Flux HelmReleases and stored Helm releases.
@@ -122,6 +130,8 @@ impl App {
             now,
             views: Arc::default(),
             elsewhere: 0,
+            frozen: Default::default(),
+            suspended_since: Default::default(),
             replicas: Arc::default(),
             others: Arc::default(),
             managed: HashMap::new(),
@@ -191,6 +201,10 @@ impl App {
             managed: &self.managed,
             replicas: &self.replicas,
             scope: &self.scope,
+            forgotten_before: self
+                .now
+                .checked_sub(crate::frontend::tui::suspension::FORGOTTEN_AFTER)
+                .unwrap_or(self.now),
         };
         (&mut self.table, source)
     }
@@ -199,6 +213,39 @@ impl App {
     fn refresh_rows(&mut self) {
         let (table, source) = self.table_and_source();
         table.refresh(&source);
+    }
+
+    /// Keeps `row`'s freeze record, or since when it is suspended outside a freeze (or
+    /// neither), for the banner.
+    fn note_frozen(
+        &mut self,
+        row: &RowKey,
+        record: Option<crate::engine::FreezeRecord>,
+        suspension: Option<crate::frontend::tui::suspension::Suspension>,
+    ) {
+        self.frozen.remove(row);
+        self.suspended_since.remove(row);
+        match (record, suspension.and_then(|s| s.since)) {
+            (Some(r), _) => {
+                self.frozen.insert(row.clone(), r);
+            }
+            (None, Some(since)) => {
+                self.suspended_since.insert(row.clone(), since);
+            }
+            (None, None) => {}
+        }
+    }
+
+    /// How many releases have been suspended past the threshold without a freeze.
+    pub fn forgotten_suspends(&self) -> usize {
+        let before = self
+            .now
+            .checked_sub(crate::frontend::tui::suspension::FORGOTTEN_AFTER)
+            .unwrap_or(self.now);
+        self.suspended_since
+            .values()
+            .filter(|s| **s < before)
+            .count()
     }
 
     /// Takes a new snapshot of the views. Only the releases that changed since the last
@@ -215,6 +262,13 @@ impl App {
                 (self.elsewhere + elsewhere(&self.views, k)).saturating_sub(elsewhere(&old, k));
         }
         let mut changed: Vec<RowKey> = keys.into_iter().map(RowKey::wheelhouse).collect();
+        for row in &changed {
+            let view = self.views.get(&row.key);
+            let record = view.and_then(|v| crate::engine::FreezeRecord::of(&v.release.metadata));
+            let suspension =
+                view.and_then(|v| crate::frontend::tui::suspension::of_wheelhouse(&v.release));
+            self.note_frozen(row, record, suspension);
+        }
         let moved = self.remanage(&changed);
         changed.extend(moved);
         let (table, source) = self.table_and_source();
@@ -252,6 +306,12 @@ impl App {
             .filter(|k| k.kind == Kind::Flux)
             .cloned()
             .collect();
+        for row in &flux {
+            let hr = self.others.flux.get(&row.key);
+            let record = hr.and_then(|hr| crate::engine::FreezeRecord::of(&hr.metadata));
+            let suspension = hr.and_then(|hr| crate::frontend::tui::suspension::of_flux(hr));
+            self.note_frozen(row, record, suspension);
+        }
         changed.extend(self.remanage(&flux));
         let (table, source) = self.table_and_source();
         table.update(&source, &changed);

@@ -233,7 +233,11 @@ fn verb(action: Action) -> &'static str {
 
 fn effect_id(e: &Effect) -> Option<u64> {
     match e {
-        Effect::Send { id, .. } | Effect::Flux { id, .. } | Effect::Stored { id, .. } => Some(*id),
+        Effect::Send { id, .. }
+        | Effect::Flux { id, .. }
+        | Effect::Stored { id, .. }
+        | Effect::Freeze { id, .. }
+        | Effect::Thaw { id, .. } => Some(*id),
         _ => None,
     }
 }
@@ -320,6 +324,44 @@ fn describe(command: &Command) -> String {
     }
 }
 
+/// The audit record of a write the dashboard asks for (`io::audit`), `None` for what is
+/// not a write or is audited by the engine (a freeze, a thaw).
+pub fn audit_of(e: &Effect) -> Option<crate::frontend::tui::io::Audit> {
+    use crate::frontend::tui::io::Audit;
+    let (kind, key, action) = match e {
+        Effect::Send { command, .. } => {
+            let action = match command {
+                Command::Suspend(_) => "suspend",
+                Command::Resume(_) => "resume",
+                Command::Reconcile(_) => "reconcile",
+                Command::CancelWait(_) => "cancel",
+                Command::Pin { .. } => "pin",
+            };
+            (Kind::Wheelhouse, command.key().clone(), action.to_owned())
+        }
+        Effect::Flux { key, request, .. } => (Kind::Flux, key.clone(), request.verb().to_owned()),
+        Effect::Stored { key, action, .. } => {
+            let verb = match action {
+                StoredAction::Rollback { .. } => "rollback",
+                StoredAction::Uninstall => "uninstall",
+            };
+            (Kind::Helm, key.clone(), verb.to_owned())
+        }
+        Effect::PatchValues { key, .. } => (Kind::Wheelhouse, key.clone(), "values".to_owned()),
+        _ => return None,
+    };
+    let what = match e {
+        Effect::PatchValues { key, .. } => format!("edit spec.values of {key}"),
+        _ => describe_effect(e),
+    };
+    Some(Audit {
+        kind,
+        key,
+        what,
+        action,
+    })
+}
+
 /// What the status line calls a write.
 pub fn describe_effect(e: &Effect) -> String {
     match e {
@@ -332,6 +374,8 @@ pub fn describe_effect(e: &Effect) -> String {
             )
         }
         Effect::Stored { key, action, .. } => action.describe(key),
+        Effect::Freeze { names, .. } => format!("freeze {} release(s)", names.len()),
+        Effect::Thaw { names, .. } => format!("thaw {} release(s)", names.len()),
         _ => String::new(),
     }
 }

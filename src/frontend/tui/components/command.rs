@@ -115,7 +115,7 @@ pub fn completions(
     let (kind, candidates): (&'static str, Vec<String>) = match words.as_slice() {
         [] => (
             "command",
-            ["all", "ctx", "ns", "quit", "timeline"]
+            ["all", "ctx", "freeze", "ns", "quit", "thaw", "timeline"]
                 .map(str::to_owned)
                 .to_vec(),
         ),

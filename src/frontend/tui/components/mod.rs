@@ -10,6 +10,7 @@ pub mod confirm;
 pub mod detail;
 pub mod editor;
 pub mod footer;
+pub mod freeze_banner;
 pub mod header;
 pub mod help;
 pub mod logs;

@@ -5,6 +5,7 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use k8s_openapi::jiff::Timestamp;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
@@ -29,6 +30,7 @@ pub struct TableScreen<'a> {
     pub stale_for: Option<i64>,
 }
 use crate::frontend::tui::keymap::Action;
+use crate::frontend::tui::suspension;
 use crate::frontend::tui::view_model::{Row, RowKey, SortBy, State, age};
 
 /// What the rows are made from: the wheelhouse HelmReleases, the Flux HelmReleases and
@@ -40,6 +42,8 @@ pub struct Source<'a> {
     pub managed: &'a HashMap<ReleaseKey, usize>,
     pub replicas: &'a ReplicaMap,
     pub scope: &'a Scope,
+    /// A suspend since before this, outside any freeze, is forgotten (`/is:forgotten`).
+    pub forgotten_before: Timestamp,
 }
 
 impl Source<'_> {
@@ -156,12 +160,18 @@ impl ReleaseTable {
 
     /// Whether a release belongs in the table: its namespace is in view and it matches
     /// the filter.
-    fn shown(&self, scope: &Scope, row: &Row) -> bool {
-        let in_view = match scope {
+    fn shown(&self, source: &Source, row: &Row) -> bool {
+        let in_view = match source.scope {
             Scope::All => true,
             Scope::Namespace(ns) => *ns == row.id.key.namespace,
         };
-        in_view && row.matches(&self.filter)
+        let matches = if self.filter.trim() == suspension::FILTER {
+            row.suspended_since
+                .is_some_and(|since| since < source.forgotten_before)
+        } else {
+            row.matches(&self.filter)
+        };
+        in_view && matches
     }
 
     /// Moves one release's row to where it belongs now (or out of the table).
@@ -184,7 +194,7 @@ impl ReleaseTable {
             self.marked.remove(key);
             return;
         };
-        if self.shown(source.scope, &row) {
+        if self.shown(source, &row) {
             let i = self
                 .rows
                 .binary_search_by(|r| order(r, &row))
@@ -222,7 +232,7 @@ impl ReleaseTable {
         let mut rows: Vec<Arc<Row>> = source
             .ids()
             .filter_map(|id| source.row(&id))
-            .filter(|r| self.shown(source.scope, r))
+            .filter(|r| self.shown(source, r))
             .map(Arc::new)
             .collect();
         rows.sort_by(|a, b| self.sort.compare(a, b, self.reverse));

@@ -2,16 +2,20 @@
 //! unreachable API server never blocks drawing or input. Results go back to the UI loop
 //! over a channel.
 
+mod audit;
 mod changes_loader;
 mod contexts;
 mod detail_loader;
+mod freeze;
 mod logs;
 mod timeline_loader;
 mod write;
 
+pub use audit::{Audit, record as audit};
 pub use changes_loader::load_changes;
 pub use contexts::{kubeconfig_contexts, list_namespaces};
 pub use detail_loader::{DetailTarget, load_detail};
+pub use freeze::{freeze, thaw};
 pub use logs::stream_logs;
 pub use timeline_loader::read_revision;
 pub use write::{
