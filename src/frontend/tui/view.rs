@@ -13,17 +13,72 @@ use super::components::header::HeaderScreen;
 use super::components::status_line::StatusScreen;
 use super::components::table::TableScreen;
 use super::components::{
-    changes, command, confirm, detail, editor, footer, header, help, logs, status_line, table,
-    timeline,
+    changes, command, confirm, detail, editor, fleet_header, footer, header, help, logs,
+    status_line, table, timeline,
 };
+use super::components::fleet_header::{FleetScreen, Tile};
+use super::app::fleet::Link;
+use crate::engine::Role;
+
+/// Who reconciles a cluster's releases, as its tile says it.
+fn reconciled_by(role: &Role, engine: bool, readonly: bool) -> String {
+    match (role, engine && !readonly) {
+        (_, false) => "view only: no engine here".into(),
+        (Role::Leader, _) => "engine here".into(),
+        (Role::Follower { holder }, _) => format!("reconciled by {holder}"),
+        (Role::Unable { reason }, _) => format!("no engine here: {reason}"),
+        (Role::Unknown, _) => "engine: taking the lease…".into(),
+    }
+}
+
+/// The fleet header's tiles: the dashboard's own cluster first, then the others by name.
+fn fleet_screen(app: &App) -> FleetScreen<'_> {
+    let home_link = match (&app.fleet.home_link, &app.connection) {
+        (_, crate::engine::Connection::Disconnected { since, error }) => Link::Unreachable {
+            since: *since,
+            error: error.clone(),
+        },
+        (Some(link), _) => link.clone(),
+        (None, _) => Link::Connected,
+    };
+    let mut tiles = vec![Tile {
+        name: &app.context,
+        home: true,
+        link: home_link,
+        reconciled_by: reconciled_by(&app.role, true, app.readonly),
+        counts: app.table.states_of(None),
+    }];
+    for (name, m) in &app.fleet.members {
+        tiles.push(Tile {
+            name,
+            home: false,
+            link: m.link.clone(),
+            reconciled_by: reconciled_by(&m.role, m.engine, app.readonly),
+            counts: app.table.states_of(Some(name)),
+        });
+    }
+    FleetScreen {
+        theme: &app.theme,
+        now: app.now,
+        tiles,
+    }
+}
 
 pub fn draw(f: &mut Frame, app: &App) {
     let area = f.area();
     f.render_widget(Block::default().style(app.theme.base()), area);
     // The favourites row goes with the table, where the number keys work.
     let in_table = app.editor.is_none() && app.detail.is_none() && app.timeline.is_none();
-    let [top, favourites, body, status_area, hints] = Layout::vertical([
+    // The fleet header, one line per cluster, leaves the table at least ten lines.
+    let clusters = app.fleet.members.len() + 1;
+    let fleet_lines = if in_table {
+        fleet_header::height(clusters, area.height.saturating_sub(16).max(2))
+    } else {
+        0
+    };
+    let [top, fleet_area, favourites, body, status_area, hints] = Layout::vertical([
         Constraint::Length(1),
+        Constraint::Length(fleet_lines),
         Constraint::Length(u16::from(in_table)),
         Constraint::Min(3),
         Constraint::Length(1),
@@ -44,6 +99,9 @@ pub fn draw(f: &mut Frame, app: &App) {
         favourites: app.favourites.of(&app.context),
     };
     header::draw(f, &header, top);
+    if fleet_lines > 0 {
+        fleet_header::draw(f, &fleet_screen(app), fleet_area);
+    }
     if in_table {
         header::draw_favourites(f, &header, favourites);
     }
@@ -56,19 +114,24 @@ pub fn draw(f: &mut Frame, app: &App) {
     } else if let Some(l) = &app.logs {
         logs::draw(f, look, l, body);
     } else if let Some(d) = &app.detail {
+        // A fleet row's detail is drawn from its own cluster's data.
+        let (views, others, replicas) = app
+            .data_of(d.key.cluster.as_ref())
+            .unwrap_or((&app.views, &app.others, &app.replicas));
         let screen = DetailScreen {
             theme: &app.theme,
             now: app.now,
             readonly: app.readonly,
-            views: &app.views,
-            others: &app.others,
-            replicas: &app.replicas,
+            views,
+            others,
+            replicas,
             role: &app.role,
             tenancy: &app.tenancy,
             selected_row: app.selected_row(),
         };
         detail::draw(f, &screen, d, body);
     } else {
+        let stale_clusters = app.fleet.stale(app.now);
         let screen = TableScreen {
             theme: &app.theme,
             now: app.now,
@@ -77,6 +140,8 @@ pub fn draw(f: &mut Frame, app: &App) {
             others: &app.others,
             scope: &app.scope,
             stale_for: app.stale_for(),
+            fleet: app.fleet.is_fleet().then_some(app.context.as_str()),
+            stale_clusters: &stale_clusters,
         };
         table::draw(f, &screen, body);
     }

@@ -115,10 +115,13 @@ impl App {
             .iter()
             .find(|r| r.id == *id)
             .map(|r| r.suspended)
-            .or_else(|| match id.kind {
-                Kind::Wheelhouse => self.views.get(&id.key).map(|v| v.release.spec.suspend),
-                Kind::Flux => self.others.flux.get(&id.key).map(|hr| hr.spec.suspend),
-                Kind::Helm => None,
+            .or_else(|| {
+                let (views, others, _) = self.data_of(id.cluster.as_ref())?;
+                match id.kind {
+                    Kind::Wheelhouse => views.get(&id.key).map(|v| v.release.spec.suspend),
+                    Kind::Flux => others.flux.get(&id.key).map(|hr| hr.spec.suspend),
+                    Kind::Helm => None,
+                }
             })
             .unwrap_or(false);
         if (action == Action::Suspend && suspended) || (action == Action::Resume && !suspended) {
@@ -161,12 +164,22 @@ impl App {
                 action: StoredAction::Uninstall,
             },
         };
-        Some(effect)
+        // Another cluster's release: its own cluster's client carries the write.
+        Some(match &id.cluster {
+            Some(cluster) => Effect::In {
+                cluster: cluster.clone(),
+                effect: Box::new(effect),
+            },
+            None => effect,
+        })
     }
 
     /// What the question adds about the consequence of an action, where it is not plain.
     fn consequence(&self, action: Action, effects: &[Effect]) -> Option<String> {
-        let flux = effects.iter().any(|e| matches!(e, Effect::Flux { .. }));
+        let flux = effects.iter().any(|e| match e {
+            Effect::In { effect, .. } => matches!(**effect, Effect::Flux { .. }),
+            e => matches!(e, Effect::Flux { .. }),
+        });
         match action {
             Action::CancelWait if flux => Some(
                 "Flux: by a reconcile request, which cancels a running health check only when \
@@ -231,8 +244,9 @@ fn verb(action: Action) -> &'static str {
     }
 }
 
-fn effect_id(e: &Effect) -> Option<u64> {
+pub fn effect_id(e: &Effect) -> Option<u64> {
     match e {
+        Effect::In { effect, .. } => effect_id(effect),
         Effect::Send { id, .. } | Effect::Flux { id, .. } | Effect::Stored { id, .. } => Some(*id),
         _ => None,
     }
@@ -241,6 +255,7 @@ fn effect_id(e: &Effect) -> Option<u64> {
 /// The release a write goes to, as a question names it.
 fn target_of(e: &Effect) -> String {
     match e {
+        Effect::In { cluster, effect } => format!("{} in {cluster}", target_of(effect)),
         Effect::Send { command, .. } => command.key().to_string(),
         Effect::Flux { key, .. } => RowKey::new(Kind::Flux, key.clone()).to_string(),
         Effect::Stored {
@@ -323,6 +338,7 @@ fn describe(command: &Command) -> String {
 /// What the status line calls a write.
 pub fn describe_effect(e: &Effect) -> String {
     match e {
+        Effect::In { cluster, effect } => format!("{} in {cluster}", describe_effect(effect)),
         Effect::Send { command, .. } => describe(command),
         Effect::Flux { key, request, .. } => {
             format!(

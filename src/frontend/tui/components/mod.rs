@@ -9,6 +9,7 @@ pub mod command;
 pub mod confirm;
 pub mod detail;
 pub mod editor;
+pub mod fleet_header;
 pub mod footer;
 pub mod header;
 pub mod help;
