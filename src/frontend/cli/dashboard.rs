@@ -65,14 +65,22 @@ pub async fn run(cluster: &ClusterArgs, render: &RenderArgs, args: &DashboardArg
             if !contexts.contains(name) {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
-                    format!("--engine {name}: not one of the fleet's contexts ({})", contexts.join(", ")),
+                    format!(
+                        "--engine {name}: not one of the fleet's contexts ({})",
+                        contexts.join(", ")
+                    ),
                 )
                 .into());
             }
         }
         if !args.engine.is_empty() {
             engine = args.engine.contains(&home);
-            engine_contexts = args.engine.iter().filter(|c| **c != home).cloned().collect();
+            engine_contexts = args
+                .engine
+                .iter()
+                .filter(|c| **c != home)
+                .cloned()
+                .collect();
         }
         fleet = contexts.into_iter().filter(|c| *c != home).collect();
         target.context = Some(home);

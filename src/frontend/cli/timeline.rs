@@ -97,7 +97,11 @@ async fn run_fleet(
         .map(|c| tokio::spawn(ask(base.clone(), c.clone(), since)));
     let mut changes = Vec::new();
     let mut unanswered = Vec::new();
-    for (done, cluster) in futures::future::join_all(tasks).await.into_iter().zip(&contexts) {
+    for (done, cluster) in futures::future::join_all(tasks)
+        .await
+        .into_iter()
+        .zip(&contexts)
+    {
         match done.map_err(|e| e.to_string()).and_then(|r| r) {
             Ok(of_cluster) => changes.extend(of_cluster.into_iter().map(|change| FleetChange {
                 cluster: cluster.clone(),
@@ -244,8 +248,14 @@ mod tests {
         let mut out = Vec::new();
         write_fleet(&changes, &unanswered, Format::Text, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
-        assert!(text.lines().next().unwrap().starts_with("CLUSTER"), "{text}");
-        assert!(text.lines().nth(1).unwrap().starts_with("prod-eu"), "{text}");
+        assert!(
+            text.lines().next().unwrap().starts_with("CLUSTER"),
+            "{text}"
+        );
+        assert!(
+            text.lines().nth(1).unwrap().starts_with("prod-eu"),
+            "{text}"
+        );
         assert!(text.contains("cluster prod-us: did not answer"), "{text}");
         let mut out = Vec::new();
         write_fleet(&changes, &unanswered, Format::Json, &mut out).unwrap();

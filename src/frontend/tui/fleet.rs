@@ -62,8 +62,7 @@ pub fn probe(
             }
             let asked = Instant::now();
             let now = k8s_openapi::jiff::Timestamp::now();
-            let link = match tokio::time::timeout(PROBE_WITHIN, client.apiserver_version()).await
-            {
+            let link = match tokio::time::timeout(PROBE_WITHIN, client.apiserver_version()).await {
                 Ok(Ok(_)) if asked.elapsed() > SLOW => Link::Degraded {
                     since: now,
                     error: format!("answers in {:.1}s", asked.elapsed().as_secs_f64()),
@@ -79,7 +78,10 @@ pub fn probe(
             if last != Some(kind) {
                 last = Some(kind);
                 if tx
-                    .send(FleetMessage::Update(cluster.clone(), FleetUpdate::Link(link)))
+                    .send(FleetMessage::Update(
+                        cluster.clone(),
+                        FleetUpdate::Link(link),
+                    ))
                     .is_err()
                 {
                     return;

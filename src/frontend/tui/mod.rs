@@ -12,10 +12,10 @@ pub mod demo;
 pub mod diff;
 pub mod effect;
 pub mod favourites;
+pub mod fleet;
 pub mod io;
 pub mod keymap;
 pub mod session;
-pub mod fleet;
 pub mod theme;
 pub mod view;
 pub mod view_model;
@@ -33,12 +33,12 @@ use tokio_util::sync::CancellationToken;
 use crate::cluster::client::{self, Scope};
 use crate::engine::{self, EngineHandle};
 use app::App;
+use effect::{Effect, IoResult};
 use fleet::{FleetMessage, MemberIo};
-use view_model::Cluster;
 pub use session::{Error, Options};
 use session::{Session, stop};
-use effect::{Effect, IoResult};
 use theme::Theme;
+use view_model::Cluster;
 
 /// How often the open detail view re-reads pods, workloads and tracked config, which
 /// change without the release object changing.
@@ -221,10 +221,12 @@ async fn event_loop(
                     Some(c) => members.get(c).map(|m| m.client.clone()),
                 };
                 let (tx, key) = (io_tx.clone(), d.key.clone());
-                if let Some(client) = client { tokio::spawn(async move {
-                    let data = io::load_detail(client, target).await;
-                    let _ = tx.send(IoResult::Detail { key, data });
-                }); }
+                if let Some(client) = client {
+                    tokio::spawn(async move {
+                        let data = io::load_detail(client, target).await;
+                        let _ = tx.send(IoResult::Detail { key, data });
+                    });
+                }
             }
         } else {
             detail_seen = None;
@@ -247,13 +249,15 @@ async fn event_loop(
                     );
                     // The fleet's engines let their Leases go at the same time.
                     let engines: Vec<EngineHandle> = std::iter::once(session.handle.clone())
-                        .chain(members.values().filter(|m| m.engine).map(|m| m.handle.clone()))
+                        .chain(
+                            members
+                                .values()
+                                .filter(|m| m.engine)
+                                .map(|m| m.handle.clone()),
+                        )
                         .collect();
                     let abandon = futures::future::join_all(engines.iter().map(|h| h.abandon()));
-                    if tokio::time::timeout(left, abandon)
-                        .await
-                        .is_ok()
-                    {
+                    if tokio::time::timeout(left, abandon).await.is_ok() {
                         tracing::debug!(ms = pressed.elapsed().as_millis(), "quit: lease let go");
                     } else {
                         tracing::warn!(

@@ -232,4 +232,3 @@ pub async fn stop(handle: &EngineHandle) {
     handle.shutdown();
     let _ = tokio::time::timeout(Duration::from_secs(3), handle.stopped()).await;
 }
-

@@ -7,8 +7,10 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout};
 use ratatui::widgets::Block;
 
+use super::app::fleet::Link;
 use super::app::{App, Overlay};
 use super::components::detail::DetailScreen;
+use super::components::fleet_header::{FleetScreen, Tile};
 use super::components::header::HeaderScreen;
 use super::components::status_line::StatusScreen;
 use super::components::table::TableScreen;
@@ -16,8 +18,6 @@ use super::components::{
     changes, command, confirm, detail, editor, fleet_header, footer, header, help, logs,
     status_line, table, timeline,
 };
-use super::components::fleet_header::{FleetScreen, Tile};
-use super::app::fleet::Link;
 use crate::engine::Role;
 
 /// Who reconciles a cluster's releases, as its tile says it.
@@ -86,10 +86,16 @@ pub fn draw(f: &mut Frame, app: &App) {
     ])
     .areas(area);
     let look = app.look();
+    // In a fleet the header names the dashboard's own cluster and how many there are.
+    let context = if app.fleet.is_fleet() {
+        format!("{} (fleet of {clusters})", app.context)
+    } else {
+        app.context.clone()
+    };
     let header = HeaderScreen {
         theme: &app.theme,
         readonly: app.readonly,
-        context: &app.context,
+        context: &context,
         scope: &app.scope,
         coverage: &app.coverage,
         role: &app.role,
@@ -115,9 +121,9 @@ pub fn draw(f: &mut Frame, app: &App) {
         logs::draw(f, look, l, body);
     } else if let Some(d) = &app.detail {
         // A fleet row's detail is drawn from its own cluster's data.
-        let (views, others, replicas) = app
-            .data_of(d.key.cluster.as_ref())
-            .unwrap_or((&app.views, &app.others, &app.replicas));
+        let (views, others, replicas) =
+            app.data_of(d.key.cluster.as_ref())
+                .unwrap_or((&app.views, &app.others, &app.replicas));
         let screen = DetailScreen {
             theme: &app.theme,
             now: app.now,

@@ -235,16 +235,17 @@ async fn ask(base: Target, context: String) -> (ClusterAnswer, Vec<ListRow>) {
 /// Every cluster of `selection` asked at once; the rows sorted by namespace, name, kind
 /// and cluster (one release across the fleet reads as adjacent lines), with what each
 /// cluster answered.
-pub async fn collect(
-    base: &Target,
-    contexts: &[String],
-) -> (Vec<ClusterAnswer>, Vec<ListRow>) {
+pub async fn collect(base: &Target, contexts: &[String]) -> (Vec<ClusterAnswer>, Vec<ListRow>) {
     let asked = contexts
         .iter()
         .map(|c| tokio::spawn(ask(base.clone(), c.clone())));
     let mut answers = Vec::new();
     let mut rows = Vec::new();
-    for (task, context) in futures::future::join_all(asked).await.into_iter().zip(contexts) {
+    for (task, context) in futures::future::join_all(asked)
+        .await
+        .into_iter()
+        .zip(contexts)
+    {
         let (answer, mut of_cluster) = task.unwrap_or_else(|e| {
             (
                 ClusterAnswer {
@@ -261,7 +262,12 @@ pub async fn collect(
         rows.append(&mut of_cluster);
     }
     rows.sort_by(|a, b| {
-        (&a.namespace, &a.name, &a.kind, &a.cluster).cmp(&(&b.namespace, &b.name, &b.kind, &b.cluster))
+        (&a.namespace, &a.name, &a.kind, &a.cluster).cmp(&(
+            &b.namespace,
+            &b.name,
+            &b.kind,
+            &b.cluster,
+        ))
     });
     (answers, rows)
 }
@@ -439,7 +445,11 @@ mod tests {
         let answers = [
             answer("prod-eu", "ok", None),
             answer("prod-us", "unreachable", Some("no answer within 10s")),
-            answer("staging", "credentials", Some("credentials refused: Unauthorized")),
+            answer(
+                "staging",
+                "credentials",
+                Some("credentials refused: Unauthorized"),
+            ),
         ];
         let rows = [row("prod-eu", "cache")];
         let mut out = Vec::new();
@@ -447,7 +457,10 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].starts_with("CLUSTER   NAMESPACE"), "{text}");
-        assert!(lines[1].starts_with("prod-eu") && lines[1].contains("cache"), "{text}");
+        assert!(
+            lines[1].starts_with("prod-eu") && lines[1].contains("cache"),
+            "{text}"
+        );
         assert!(
             lines[2].starts_with("prod-us") && lines[2].contains("Unreachable"),
             "{text}"
@@ -460,7 +473,10 @@ mod tests {
 
     #[test]
     fn wide_adds_the_chart_and_json_names_every_cluster() {
-        let answers = [answer("a", "ok", None), answer("b", "unreachable", Some("x"))];
+        let answers = [
+            answer("a", "ok", None),
+            answer("b", "unreachable", Some("x")),
+        ];
         let rows = [row("a", "cache")];
         let mut out = Vec::new();
         write(&answers, &rows, Output::Wide, Timestamp::now(), &mut out).unwrap();

@@ -23,11 +23,20 @@ pub enum Link {
     Connecting,
     Connected,
     /// It answers, slowly (over a second), since `since`.
-    Degraded { since: Timestamp, error: String },
+    Degraded {
+        since: Timestamp,
+        error: String,
+    },
     /// It does not answer since `since`: its rows are its last known state.
-    Unreachable { since: Timestamp, error: String },
+    Unreachable {
+        since: Timestamp,
+        error: String,
+    },
     /// It refused the context's credentials (or they could not be made) since `since`.
-    Credentials { since: Timestamp, error: String },
+    Credentials {
+        since: Timestamp,
+        error: String,
+    },
 }
 
 impl Link {

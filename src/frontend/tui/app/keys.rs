@@ -124,9 +124,8 @@ impl App {
             ["ns" | "namespace" | "n", name] => self.switch_scope(scope_of(name)),
             // In a fleet, a filter rather than a switch: the other clusters stay live.
             ["ctx" | "context", name] if self.fleet.is_fleet() => {
-                let (_, rest) = crate::frontend::tui::components::table::split_filter(
-                    &self.table.filter,
-                );
+                let (_, rest) =
+                    crate::frontend::tui::components::table::split_filter(&self.table.filter);
                 let filter = match *name {
                     "all" | "*" => rest,
                     name => format!("cluster:{name} {rest}").trim().to_owned(),

@@ -100,11 +100,13 @@ pub fn draw(f: &mut Frame, screen: &FleetScreen<'_>, area: Rect) {
             Span::styled(format!("{name:<name_w$}"), t.header()),
             Span::styled(if tile.home { " * " } else { "   " }, t.base().fg(t.accent)),
         ];
-        let counts = if failing {
-            format!("last known: {}", tile.counts)
-        } else {
-            tile.counts.to_string()
-        };
+        let mut counts = tile.counts.to_string();
+        if counts.is_empty() {
+            counts = "no releases in view".into();
+        }
+        if failing {
+            counts = format!("last known: {counts}");
+        }
         let used: usize = spans.iter().map(|s| s.content.chars().count()).sum();
         let room = width.saturating_sub(used);
         // The connection first (it never gives way), then the counts, then who reconciles.

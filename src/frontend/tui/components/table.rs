@@ -47,8 +47,8 @@ impl TableScreen<'_> {
         r.id.cluster.as_deref().unwrap_or(self.fleet.unwrap_or(""))
     }
 }
-use crate::frontend::tui::keymap::Action;
 use crate::frontend::tui::app::fleet::Fleet;
+use crate::frontend::tui::keymap::Action;
 use crate::frontend::tui::view_model::{Cluster, Row, RowKey, SortBy, State, age};
 
 /// What the rows are made from: the wheelhouse HelmReleases, the Flux HelmReleases and
@@ -99,8 +99,9 @@ impl Parts<'_> {
     }
 
     fn ids<'a>(&'a self, cluster: Option<&'a Cluster>) -> impl Iterator<Item = RowKey> + 'a {
-        let of =
-            move |kind: Kind| move |k: &ReleaseKey| RowKey::new(kind, k.clone()).in_cluster(cluster);
+        let of = move |kind: Kind| {
+            move |k: &ReleaseKey| RowKey::new(kind, k.clone()).in_cluster(cluster)
+        };
         self.views
             .keys()
             .map(of(Kind::Wheelhouse))
