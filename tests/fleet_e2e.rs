@@ -300,7 +300,7 @@ async fn the_fleet_on_one_screen_with_a_cluster_stopped_and_failing_credentials(
 
     // `wheelhouse list` over the fleet: every kind in every cluster, each row naming its
     // cluster; the refused credentials named, the exit status saying so.
-    let (ok, out, _) = wheelhouse(
+    let (ok, out, err, _) = wheelhouse(
         &kubeconfig,
         &["list", "--contexts", contexts, "-n", &ns, "-o", "json"],
     );
@@ -308,8 +308,9 @@ async fn the_fleet_on_one_screen_with_a_cluster_stopped_and_failing_credentials(
         !ok,
         "a cluster that did not answer fails the exit status: {out}"
     );
-    let json: serde_json::Value = serde_json::from_str(&out[..out.rfind('}').unwrap() + 1])
-        .unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert!(err.contains("did not answer: broken"), "{err}");
+    let json: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
     for cluster in ["main", "remote", "third"] {
         for (name, kind) in [
             ("fleetweb", "wh"),
@@ -481,7 +482,7 @@ async fn the_fleet_on_one_screen_with_a_cluster_stopped_and_failing_credentials(
         "{screen}"
     );
     // `wheelhouse list` names the stopped cluster within its bound and lists the others.
-    let (ok, out, took) = wheelhouse(
+    let (ok, out, _, took) = wheelhouse(
         &kubeconfig,
         &["list", "--contexts", "main,remote,third", "-n", &ns],
     );

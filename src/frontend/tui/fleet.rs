@@ -10,10 +10,10 @@ use kube::Client;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::app::fleet::{FleetUpdate, Link};
+use super::fleet_model::{FleetUpdate, Link};
 use super::session::{Options, Session};
 use super::view_model::Cluster;
-use crate::cluster::client::{self, Scope};
+use crate::cluster::client::Scope;
 use crate::cluster::fleet::{self, Failure};
 use crate::engine::EngineHandle;
 
@@ -141,7 +141,7 @@ pub fn start_member(
         } else {
             Scope::of(&target, default_ns.clone())
         };
-        let coverage = client::engine_scope(&client, &view, &default_ns).await;
+        let coverage = super::session::bounded_engine_scope(&client, &view, &default_ns).await;
         let scope = match (&coverage, view) {
             (Scope::Namespace(ns), Scope::All) => Scope::Namespace(ns.clone()),
             (_, view) => view,

@@ -13,6 +13,7 @@ pub mod diff;
 pub mod effect;
 pub mod favourites;
 pub mod fleet;
+pub mod fleet_model;
 pub mod io;
 pub mod keymap;
 pub mod session;
@@ -48,7 +49,7 @@ pub async fn run(opts: Options) -> Result<(), Error> {
     let config_dir: Option<PathBuf> = theme::config_dir();
     let theme = Theme::resolve(opts.theme.as_deref(), config_dir.as_deref())?;
     // Connect before touching the terminal, so a missing kubeconfig is a plain message.
-    let session = Session::connect(&opts, opts.cluster.context.clone(), None, None).await?;
+    let (session, opts) = connect_home(opts).await?;
     let mut app = App::new(
         session.context.clone(),
         session.scope.clone(),
@@ -57,7 +58,7 @@ pub async fn run(opts: Options) -> Result<(), Error> {
         Timestamp::now(),
     );
     app.coverage = session.handle.coverage().clone();
-    app.fleet = app::fleet::Fleet::of(&opts.fleet, &opts.engine_contexts);
+    app.fleet = fleet_model::Fleet::of(&opts.fleet, &opts.engine_contexts);
     app.set_favourites(match &config_dir {
         Some(dir) => favourites::Favourites::load(dir),
         None => Ok(Default::default()),
@@ -70,6 +71,44 @@ pub async fn run(opts: Options) -> Result<(), Error> {
     std::mem::forget(app);
     ratatui::try_restore()?;
     result
+}
+
+/// The dashboard's own session. In a fleet, a context that cannot be connected (or whose
+/// credentials its server refuses) does not stop the dashboard: the next context of the
+/// fleet becomes its own, and the failed one a tile that says why.
+async fn connect_home(mut opts: Options) -> Result<(Session, Options), Error> {
+    let mut tries = opts.fleet.len() + 1;
+    loop {
+        let context = opts.cluster.context.clone();
+        let checked = match (&context, opts.fleet.is_empty()) {
+            (Some(name), false) => crate::cluster::fleet::connect_context(&opts.cluster, name)
+                .await
+                .map(|_| ())
+                .map_err(|f| Error::Connect(format!("{name}: {}", f.message()))),
+            _ => Ok(()),
+        };
+        let connected = match checked {
+            Ok(()) => Session::connect(&opts, context.clone(), None, None).await,
+            Err(e) => Err(e),
+        };
+        tries -= 1;
+        match (connected, context) {
+            (Ok(session), _) => return Ok((session, opts)),
+            (Err(e), Some(failed)) if !opts.fleet.is_empty() && tries > 0 => {
+                tracing::warn!(error = %e, "fleet: the dashboard's own context failed; the next one is");
+                let next = opts.fleet.remove(0);
+                // The engine runs where it was asked to, never moved to another cluster.
+                if opts.engine {
+                    opts.engine_contexts.push(failed.clone());
+                }
+                opts.engine = opts.engine_contexts.contains(&next);
+                opts.engine_contexts.retain(|c| *c != next);
+                opts.fleet.push(failed);
+                opts.cluster.context = Some(next);
+            }
+            (Err(e), _) => return Err(e),
+        }
+    }
 }
 
 /// From `q` to the process gone: quitting never waits on the network longer than this.

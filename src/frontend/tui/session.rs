@@ -119,7 +119,7 @@ impl Session {
             }
         })?;
         let view = scope.unwrap_or_else(|| Scope::of(&args, default_ns.clone()));
-        let coverage = client::engine_scope(&client, &view, &default_ns).await;
+        let coverage = bounded_engine_scope(&client, &view, &default_ns).await;
         // A view the engine's watch cannot show falls back to the engine's namespace.
         let scope = match (&coverage, view) {
             (Scope::Namespace(ns), Scope::All) => Scope::Namespace(ns.clone()),
@@ -231,4 +231,18 @@ fn current_context(args: &Target) -> String {
 pub async fn stop(handle: &EngineHandle) {
     handle.shutdown();
     let _ = tokio::time::timeout(Duration::from_secs(3), handle.stopped()).await;
+}
+
+/// [`client::engine_scope`] within a few seconds: a server that does not answer its
+/// access review gets the namespace in view (its watches then say it does not answer),
+/// so one silent cluster never holds a dashboard's start.
+pub async fn bounded_engine_scope(client: &Client, view: &Scope, default_ns: &str) -> Scope {
+    const WITHIN: Duration = Duration::from_secs(5);
+    match tokio::time::timeout(WITHIN, client::engine_scope(client, view, default_ns)).await {
+        Ok(scope) => scope,
+        Err(_) => match view {
+            Scope::Namespace(ns) => Scope::Namespace(ns.clone()),
+            Scope::All => Scope::Namespace(default_ns.to_owned()),
+        },
+    }
 }

@@ -7,7 +7,6 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout};
 use ratatui::widgets::Block;
 
-use super::app::fleet::Link;
 use super::app::{App, Overlay};
 use super::components::detail::DetailScreen;
 use super::components::fleet_header::{FleetScreen, Tile};
@@ -18,6 +17,7 @@ use super::components::{
     changes, command, confirm, detail, editor, fleet_header, footer, header, help, logs,
     status_line, table, timeline,
 };
+use super::fleet_model::Link;
 use crate::engine::Role;
 
 /// Who reconciles a cluster's releases, as its tile says it.
@@ -34,6 +34,8 @@ fn reconciled_by(role: &Role, engine: bool, readonly: bool) -> String {
 /// The fleet header's tiles: the dashboard's own cluster first, then the others by name.
 fn fleet_screen(app: &App) -> FleetScreen<'_> {
     let home_link = match (&app.fleet.home_link, &app.connection) {
+        // The probe tells refused credentials from silence; the watch only that it fails.
+        (Some(link @ Link::Credentials { .. }), _) => link.clone(),
         (_, crate::engine::Connection::Disconnected { since, error }) => Link::Unreachable {
             since: *since,
             error: error.clone(),

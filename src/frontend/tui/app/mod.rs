@@ -99,7 +99,7 @@ pub struct App {
     /// The kubeconfig's contexts, for `:ctx` completion.
     pub contexts: Vec<String>,
     /// The fleet's other clusters (empty on one cluster).
-    pub fleet: fleet::Fleet,
+    pub fleet: crate::frontend::tui::fleet_model::Fleet,
     /// Saving the favourites failed once this session (said once, not on every switch).
     favourites_unsaved: bool,
     next_id: u64,
@@ -145,7 +145,7 @@ impl App {
             favourites: Favourites::default(),
             cluster_namespaces: Vec::new(),
             contexts: Vec::new(),
-            fleet: fleet::Fleet::default(),
+            fleet: crate::frontend::tui::fleet_model::Fleet::default(),
             favourites_unsaved: false,
             next_id: 0,
         }
@@ -270,7 +270,7 @@ impl App {
     /// (only those are looked at, so a snapshot costs what changed in it); returns the
     /// rows of the stored releases whose manager came or went.
     fn remanage(&mut self, managers: &[RowKey]) -> Vec<RowKey> {
-        fleet::remanage(
+        crate::frontend::tui::fleet_model::remanage(
             &self.views,
             &self.others,
             &mut self.managed,

@@ -10,7 +10,7 @@ use ratatui::widgets::Paragraph;
 
 use super::fit;
 use super::table::StateCounts;
-use crate::frontend::tui::app::fleet::Link;
+use crate::frontend::tui::fleet_model::Link;
 
 /// One cluster's tile.
 pub struct Tile<'a> {

@@ -47,7 +47,7 @@ impl TableScreen<'_> {
         r.id.cluster.as_deref().unwrap_or(self.fleet.unwrap_or(""))
     }
 }
-use crate::frontend::tui::app::fleet::Fleet;
+use crate::frontend::tui::fleet_model::Fleet;
 use crate::frontend::tui::keymap::Action;
 use crate::frontend::tui::view_model::{Cluster, Row, RowKey, SortBy, State, age};
 

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::frontend::tui::app::fleet::{Fleet, FleetUpdate, Link};
+use crate::frontend::tui::fleet_model::{Fleet, FleetUpdate, Link};
 use crate::frontend::tui::view_model::Cluster;
 
 /// prod-eu (the dashboard's own, with the sample releases), and prod-us and staging with
