@@ -388,6 +388,7 @@ async fn the_fleet_on_one_screen_with_a_cluster_stopped_and_failing_credentials(
                         && row(s, c, "fleetflux", "flux").is_some()
                         && row(s, c, "fleetcli", "helm").is_some()
                 }) && tile(s, "broken").is_some_and(|t| t.contains("credentials failed"))
+                    && tile(s, "main").is_some_and(|t| t.contains("engine here"))
             },
         )
         .await;
@@ -476,6 +477,9 @@ async fn the_fleet_on_one_screen_with_a_cluster_stopped_and_failing_credentials(
         })
         .await;
     let live = changed.elapsed();
+    eprintln!(
+        "fleet: third marked unreachable {marked:?} after SIGSTOP; main and remote changes on screen in {live:?} meanwhile"
+    );
     assert!(live < Duration::from_secs(3), "{live:?}:\n{screen}");
     assert!(
         tile(&screen, "third").is_some_and(|t| t.contains("unreachable")),
@@ -488,6 +492,7 @@ async fn the_fleet_on_one_screen_with_a_cluster_stopped_and_failing_credentials(
     );
     assert!(!ok, "{out}");
     assert!(took < Duration::from_secs(15), "{took:?}: {out}");
+    eprintln!("fleet: wheelhouse list with third stopped answered in {took:?}");
     assert!(
         out.lines()
             .any(|l| l.starts_with("third") && l.contains("Unreachable")),
@@ -521,6 +526,7 @@ async fn the_fleet_on_one_screen_with_a_cluster_stopped_and_failing_credentials(
     })
     .await;
     let quit = dash.quit().await;
+    eprintln!("fleet: quit in {quit:?}");
     assert!(quit < Duration::from_secs(1), "quit took {quit:?}");
     for kc in [&main_kc, &remote_kc] {
         let namespaces: Api<Namespace> = Api::all(client_of(kc).await);
