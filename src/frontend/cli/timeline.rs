@@ -113,7 +113,7 @@ async fn run_fleet(
             }),
         }
     }
-    changes.sort_by(|a, b| b.change.at.cmp(&a.change.at));
+    changes.sort_by_key(|c| std::cmp::Reverse(c.change.at));
     write_fleet(&changes, &unanswered, format, &mut std::io::stdout())?;
     if unanswered.is_empty() {
         Ok(())

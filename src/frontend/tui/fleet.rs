@@ -39,7 +39,7 @@ pub struct MemberIo {
 /// What the fleet's tasks tell the run loop.
 pub enum FleetMessage {
     /// A cluster connected: its IO.
-    Up(Cluster, MemberIo),
+    Up(Cluster, Box<MemberIo>),
     Update(Cluster, FleetUpdate),
 }
 
@@ -170,7 +170,10 @@ pub fn start_member(
             handle: session.handle.clone(),
             engine,
         };
-        if tx.send(FleetMessage::Up(cluster.clone(), io)).is_err() {
+        if tx
+            .send(FleetMessage::Up(cluster.clone(), Box::new(io)))
+            .is_err()
+        {
             return;
         }
         probe(client, cluster.clone(), tx.clone(), stop.clone());

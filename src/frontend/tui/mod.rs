@@ -206,7 +206,7 @@ async fn event_loop(
             Ok(()) = connection.changed() => app.set_connection(connection.borrow_and_update().clone()),
             Some(message) = fleet_rx.recv() => match message {
                 FleetMessage::Up(cluster, io) => {
-                    members.insert(cluster, io);
+                    members.insert(cluster, *io);
                 }
                 FleetMessage::Update(cluster, update) => app.on_fleet(&cluster, update),
             },
