@@ -10,6 +10,7 @@ use ratatui::widgets::Block;
 use super::app::{App, Overlay};
 use super::components::detail::DetailScreen;
 use super::components::fleet_header::{FleetScreen, Tile};
+use super::components::grid::{self, GridScreen};
 use super::components::header::HeaderScreen;
 use super::components::status_line::StatusScreen;
 use super::components::table::TableScreen;
@@ -138,6 +139,23 @@ pub fn draw(f: &mut Frame, app: &App) {
             selected_row: app.selected_row(),
         };
         detail::draw(f, &screen, d, body);
+    } else if let Some(grid) = &app.grid {
+        let stale = app.fleet.stale(app.now);
+        let clusters = app.grid_clusters();
+        let columns = clusters
+            .iter()
+            .map(|c| match c {
+                None => (app.context.clone(), app.stale_for().is_some()),
+                Some(c) => (c.to_string(), stale.contains_key(c)),
+            })
+            .collect();
+        let screen = GridScreen {
+            theme: &app.theme,
+            view: grid,
+            columns,
+            rows: grid::rows(&app.table.rows, &clusters, grid.by_chart),
+        };
+        grid::draw(f, &screen, body);
     } else {
         let stale_clusters = app.fleet.stale(app.now);
         let screen = TableScreen {

@@ -113,3 +113,51 @@ impl App {
         }
     }
 }
+
+impl App {
+    /// The grid's columns: the dashboard's own cluster, then the others by name.
+    pub fn grid_clusters(&self) -> Vec<Option<Cluster>> {
+        std::iter::once(None)
+            .chain(self.fleet.members.keys().cloned().map(Some))
+            .collect()
+    }
+
+    /// `:grid`, `:grid chart`: where each release (or chart) is, cluster by cluster.
+    pub fn open_grid(&mut self, by_chart: bool) {
+        self.grid = Some(crate::frontend::tui::components::grid::GridView {
+            by_chart,
+            selected: 0,
+        });
+    }
+
+    /// The grid's keys: moving, the table's filter, back.
+    pub(super) fn on_grid_action(
+        &mut self,
+        action: crate::frontend::tui::keymap::Action,
+    ) -> Vec<crate::frontend::tui::effect::Effect> {
+        use crate::frontend::tui::effect::Effect;
+        use crate::frontend::tui::keymap::Action;
+        let clusters = self.grid_clusters();
+        let Some(grid) = self.grid.as_mut() else {
+            return Vec::new();
+        };
+        let rows = crate::frontend::tui::components::grid::rows(
+            &self.table.rows,
+            &clusters,
+            grid.by_chart,
+        )
+        .len();
+        if grid.on_action(action, rows, self.page) {
+            return Vec::new();
+        }
+        match action {
+            Action::Back => self.grid = None,
+            Action::Quit => return vec![Effect::Quit],
+            Action::Filter | Action::Help | Action::Command | Action::Redraw => {
+                return self.on_action(action);
+            }
+            _ => {}
+        }
+        Vec::new()
+    }
+}

@@ -26,6 +26,12 @@ impl App {
                 None => Vec::new(),
             };
         }
+        if self.grid.is_some() && self.detail.is_none() {
+            return match keymap::lookup(Context::Table, &ev) {
+                Some(action) => self.on_grid_action(action),
+                None => Vec::new(),
+            };
+        }
         match keymap::lookup(self.context(), &ev) {
             Some(action) => self.on_action(action),
             None => Vec::new(),
@@ -120,6 +126,14 @@ impl App {
         match words.as_slice() {
             ["q" | "quit" | "q!"] => vec![Effect::Quit],
             ["timeline" | "tl"] => self.open_timeline(),
+            ["grid" | "where"] => {
+                self.open_grid(false);
+                Vec::new()
+            }
+            ["grid" | "where", "chart"] => {
+                self.open_grid(true);
+                Vec::new()
+            }
             ["all" | "-A"] => self.switch_scope(Scope::All),
             ["ns" | "namespace" | "n", name] => self.switch_scope(scope_of(name)),
             // In a fleet, a filter rather than a switch: the other clusters stay live.
@@ -142,7 +156,9 @@ impl App {
             _ => {
                 self.note(
                     format!("unknown command {line:?}"),
-                    Progress::Failed("try ns NAME, ns all, ctx NAME, timeline or quit".into()),
+                    Progress::Failed(
+                        "try ns NAME, ns all, ctx NAME, timeline, grid, grid chart or quit".into(),
+                    ),
                 );
                 Vec::new()
             }

@@ -98,6 +98,8 @@ pub struct App {
     pub cluster_namespaces: Vec<String>,
     /// The kubeconfig's contexts, for `:ctx` completion.
     pub contexts: Vec<String>,
+    /// Where is it? The release x cluster grid, in front of the table.
+    pub grid: Option<crate::frontend::tui::components::grid::GridView>,
     /// The fleet's other clusters (empty on one cluster).
     pub fleet: crate::frontend::tui::fleet_model::Fleet,
     /// Saving the favourites failed once this session (said once, not on every switch).
@@ -145,6 +147,7 @@ impl App {
             favourites: Favourites::default(),
             cluster_namespaces: Vec::new(),
             contexts: Vec::new(),
+            grid: None,
             fleet: crate::frontend::tui::fleet_model::Fleet::default(),
             favourites_unsaved: false,
             next_id: 0,

@@ -11,6 +11,7 @@ pub mod detail;
 pub mod editor;
 pub mod fleet_header;
 pub mod footer;
+pub mod grid;
 pub mod header;
 pub mod help;
 pub mod logs;

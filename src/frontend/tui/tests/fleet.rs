@@ -249,3 +249,44 @@ fn one_cluster_has_no_cluster_column_and_no_fleet_header() {
     let text = format!("{}", render(&app, 120, 14).backend());
     assert!(!text.contains("CLUSTER"), "{text}");
 }
+
+#[test]
+fn the_grid_shows_each_release_and_each_chart_across_clusters() {
+    let mut app = fleet_app();
+    assert!(app.run_command("grid").is_empty());
+    let text = format!("{}", render(&app, 120, 22).backend());
+    let web = text
+        .lines()
+        .find(|l| l.contains("apps/web "))
+        .unwrap_or_else(|| panic!("{text}"));
+    // The same release at three versions, one column per cluster.
+    for cell in ["1.3.0 r3", "1.4.0 r4", "1.5.0 r5"] {
+        assert!(web.contains(cell), "{cell}: {web}");
+    }
+    insta::assert_snapshot!("grid_by_release", render(&app, 120, 22).backend());
+    // By chart: redis at two versions in two clusters.
+    app.run_command("grid chart");
+    let text = format!("{}", render(&app, 120, 22).backend());
+    let redis = text
+        .lines()
+        .find(|l| l.contains("│redis") || l.contains(" redis "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        redis.contains("1.5.0") && redis.contains("1.2.0"),
+        "{redis}"
+    );
+    insta::assert_snapshot!("grid_by_chart", render(&app, 120, 22).backend());
+    // The table's filter narrows it; esc goes back to the table.
+    press(&mut app, "/");
+    for c in "podinfo".chars() {
+        app.on_key(key(c));
+    }
+    app.on_key(code(KeyCode::Enter));
+    let text = format!("{}", render(&app, 120, 22).backend());
+    assert!(
+        text.contains("podinfo") && !text.contains(" redis "),
+        "{text}"
+    );
+    app.on_key(code(KeyCode::Esc));
+    assert!(app.grid.is_none());
+}
