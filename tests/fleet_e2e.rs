@@ -176,8 +176,9 @@ fn install_flux_crd(kubeconfig: &Path) {
 }
 
 /// The three kinds of release in `ns` of one cluster: a wheelhouse HelmRelease `fleetweb`,
-/// a suspended Flux HelmRelease `fleetflux` and a helm CLI release `fleetcli`.
-async fn seed(kubeconfig: &Path, ns: &str) {
+/// a suspended Flux HelmRelease `fleetflux` and a helm CLI release `fleetcli` of
+/// `cli_chart`.
+async fn seed(kubeconfig: &Path, ns: &str, cli_chart: &Path) {
     let client = client_of(kubeconfig).await;
     install_crd(&client).await;
     let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -219,7 +220,7 @@ async fn seed(kubeconfig: &Path, ns: &str) {
     .unwrap();
     let out = Command::new(support::testbin().join("helm"))
         .args(["install", "fleetcli"])
-        .arg(chart())
+        .arg(cli_chart)
         .args(["--namespace", ns, "--kubeconfig"])
         .arg(kubeconfig)
         .output()
@@ -293,9 +294,18 @@ async fn the_fleet_on_one_screen_with_a_cluster_stopped_and_failing_credentials(
     install_flux_crd(&main_kc);
     install_flux_crd(&remote_kc);
     install_flux_crd(&third.kubeconfig());
-    for kc in [&main_kc, &remote_kc, &third.kubeconfig()] {
-        seed(kc, &ns).await;
-    }
+    // The third cluster's helm CLI release runs the chart at another version.
+    let newer = dir.path().join("tui-app-0.2.0");
+    support::copy_dir(&chart(), &newer);
+    let chart_yaml = std::fs::read_to_string(newer.join("Chart.yaml")).unwrap();
+    std::fs::write(
+        newer.join("Chart.yaml"),
+        chart_yaml.replace("version: 0.1.0", "version: 0.2.0"),
+    )
+    .unwrap();
+    seed(&main_kc, &ns, &chart()).await;
+    seed(&remote_kc, &ns, &chart()).await;
+    seed(&third.kubeconfig(), &ns, &newer).await;
     let contexts = "main,remote,third,broken";
 
     // `wheelhouse list` over the fleet: every kind in every cluster, each row naming its
@@ -407,6 +417,19 @@ async fn the_fleet_on_one_screen_with_a_cluster_stopped_and_failing_credentials(
         tile(&screen, "remote").unwrap().contains("no engine here"),
         "{screen}"
     );
+
+    // Where is it? The grid by chart: tui-app at two versions across the clusters.
+    dash.keys(&[":"]);
+    dash.type_text("grid chart");
+    dash.keys(&["Enter"]);
+    dash.wait_for("tui-app at 0.1.0 and 0.2.0 on one line of the grid", |s| {
+        s.lines()
+            .any(|l| l.contains("tui-app") && l.contains("0.1.0") && l.contains("0.2.0"))
+    })
+    .await;
+    dash.keys(&["Escape"]);
+    dash.wait_for("the table again", |s| s.contains("CLUSTER"))
+        .await;
 
     // One bulk suspend over the wheelhouse rows of three clusters.
     dash.keys(&["/"]);
