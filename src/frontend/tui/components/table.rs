@@ -254,7 +254,11 @@ impl ReleaseTable {
         }
         let (clusters, text) = split_filter(&self.filter);
         let cluster = source.cluster_name(&row.id).to_lowercase();
-        clusters.iter().all(|c| cluster.contains(c.as_str())) && row.matches(&text)
+        if !clusters.iter().all(|c| cluster.contains(c.as_str())) {
+            return false;
+        }
+        let (terms, text) = chart_terms(&text);
+        terms.iter().all(|t| t.matches(row)) && row.matches(&text)
     }
 
     /// Moves one release's row to where it belongs now (or out of the table).
@@ -419,6 +423,49 @@ pub fn split_filter(filter: &str) -> (Vec<String>, String) {
         }
     }
     (clusters, rest.join(" "))
+}
+
+/// A `chart:NAME` or `version:CONSTRAINT` term of the filter (`/chart:redis
+/// version:<18.3`): where a bad chart version runs, on one screen.
+#[derive(Debug)]
+pub enum ChartTerm {
+    /// The row's chart name contains it (lowercase).
+    Chart(String),
+    /// The row's chart version satisfies it (Helm's constraint syntax); `None`: the
+    /// constraint does not parse, and no row satisfies it.
+    Version(Option<crate::helm::source::version::Constraint>),
+}
+
+impl ChartTerm {
+    fn matches(&self, row: &Row) -> bool {
+        match self {
+            Self::Chart(name) => row.chart.to_lowercase().contains(name.as_str()),
+            Self::Version(Some(c)) => crate::helm::source::version::parse_version(&row.version)
+                .is_some_and(|v| c.matches(&v)),
+            Self::Version(None) => false,
+        }
+    }
+}
+
+/// The `chart:` and `version:` terms of a filter's text, and the rest of it.
+pub fn chart_terms(text: &str) -> (Vec<ChartTerm>, String) {
+    if !text.contains("chart:") && !text.contains("version:") {
+        return (Vec::new(), text.to_owned());
+    }
+    let mut terms = Vec::new();
+    let mut rest = Vec::new();
+    for word in text.split_whitespace() {
+        if let Some(name) = word.strip_prefix("chart:") {
+            terms.push(ChartTerm::Chart(name.to_lowercase()));
+        } else if let Some(c) = word.strip_prefix("version:") {
+            terms.push(ChartTerm::Version(
+                crate::helm::source::version::Constraint::parse(c).ok(),
+            ));
+        } else {
+            rest.push(word);
+        }
+    }
+    (terms, rest.join(" "))
 }
 
 /// Records that `key`'s row shows `release`.

@@ -290,3 +290,27 @@ fn the_grid_shows_each_release_and_each_chart_across_clusters() {
     app.on_key(code(KeyCode::Esc));
     assert!(app.grid.is_none());
 }
+
+#[test]
+fn chart_and_version_terms_find_where_a_version_runs() {
+    let mut app = fleet_app();
+    press(&mut app, "/");
+    for c in "chart:podinfo version:<1.5".chars() {
+        app.on_key(key(c));
+    }
+    app.on_key(code(KeyCode::Enter));
+    let shown: Vec<String> = app.table.rows.iter().map(|r| r.id.to_string()).collect();
+    // podinfo 1.3.0 (prod-eu) and 1.4.0 (prod-us); not 1.5.0 (staging), not redis.
+    assert_eq!(shown, ["apps/web", "apps/web in prod-us"], "{shown:?}");
+    // And in the grid, one screen: the table's filter applies there too.
+    app.run_command("grid");
+    let text = format!("{}", render(&app, 120, 22).backend());
+    assert!(
+        text.contains("1.4.0 r4") && !text.contains("1.5.0 r5"),
+        "{text}"
+    );
+    // A constraint that does not parse matches nothing (rather than everything).
+    app.table.filter = "version:<<1".into();
+    app.run_command("ctx all");
+    assert!(app.table.rows.is_empty());
+}
