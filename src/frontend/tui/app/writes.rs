@@ -93,6 +93,9 @@ impl App {
         if let Some(why) = self.consequence(action, &effects) {
             question.push_str(&format!(" ({why})"));
         }
+        if let Some(clusters) = self.per_cluster(&effects) {
+            question.push_str(&format!(" [{clusters}]"));
+        }
         if !skipped.is_empty() {
             question.push_str(&format!("; {}", skipped_text(action, &skipped)));
         }
@@ -210,7 +213,11 @@ impl App {
                         .to_owned()
                 })
                 .unwrap_or_else(|| "write".into());
-            (self.id(), format!("{verb} {}", effects.len()))
+            let mut label = format!("{verb} {}", effects.len());
+            if let Some(clusters) = self.per_cluster(&effects) {
+                label.push_str(&format!(" ({clusters})"));
+            }
+            (self.id(), label)
         });
         for e in &effects {
             if let Some(id) = effect_id(e) {
@@ -219,6 +226,26 @@ impl App {
             }
         }
         effects
+    }
+
+    /// How many of `effects` go to each cluster (`prod-eu 2, prod-us 1`), when they go to
+    /// more than one.
+    fn per_cluster(&self, effects: &[Effect]) -> Option<String> {
+        let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+        for e in effects {
+            let cluster = match e {
+                Effect::In { cluster, .. } => cluster,
+                _ => self.context.as_str(),
+            };
+            *counts.entry(cluster).or_default() += 1;
+        }
+        (counts.len() > 1).then(|| {
+            counts
+                .iter()
+                .map(|(c, n)| format!("{c} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
     }
 
     /// The releases an action applies to: the marked ones, else the one under the cursor.

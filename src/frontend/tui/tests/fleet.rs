@@ -143,7 +143,15 @@ fn a_bulk_suspend_across_clusters_goes_to_each_rows_own_cluster() {
         "{}",
         confirm.question
     );
+    // And how many in each cluster, in the question and the status line's report.
+    assert!(
+        confirm.question.contains("[prod-eu 1, prod-us 1, staging 1]"),
+        "{}",
+        confirm.question
+    );
     let effects = press(&mut app, "y");
+    let notice = app.status_notice().unwrap().1;
+    assert!(notice.contains("prod-eu 1, prod-us 1, staging 1"), "{notice}");
     let mut by_cluster: Vec<(Option<String>, Command)> = effects
         .iter()
         .map(|e| match e {
