@@ -91,6 +91,56 @@ pub fn probe(
     });
 }
 
+/// How often a cluster's engine Lease is read (for the tile's "reconciled by").
+const LEASE_EVERY: Duration = Duration::from_secs(5);
+
+/// Reads the cluster-wide engine Lease of a cluster this dashboard runs no engine for,
+/// every few seconds, and reports its live holder when that changes: who reconciles that
+/// cluster's wheelhouse releases (sharded and namespace engines' Leases are not read).
+fn lease_holder(
+    client: Client,
+    namespace: String,
+    cluster: Cluster,
+    tx: mpsc::UnboundedSender<FleetMessage>,
+    stop: CancellationToken,
+) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    tokio::spawn(async move {
+        let api: kube::Api<Lease> = kube::Api::namespaced(client, &namespace);
+        let mut every = tokio::time::interval(LEASE_EVERY);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut last: Option<Option<String>> = None;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = every.tick() => {}
+            }
+            let read =
+                tokio::time::timeout(PROBE_WITHIN, api.get_opt(crate::engine::lease::LEASE_NAME))
+                    .await;
+            // No answer: the probe says so; the holder stays as last read.
+            let Ok(Ok(lease)) = read else { continue };
+            let now = k8s_openapi::jiff::Timestamp::now();
+            let holder = lease.and_then(|l| l.spec).and_then(|spec| {
+                let renewed = spec.renew_time.as_ref().map(|t| t.0)?;
+                let lasts = i64::from(spec.lease_duration_seconds.unwrap_or(15));
+                let live = now.duration_since(renewed).as_secs() <= lasts;
+                spec.holder_identity.filter(|h| live && !h.is_empty())
+            });
+            if last.as_ref() != Some(&holder) {
+                last = Some(holder.clone());
+                let update = FleetUpdate::LeaseHolder(holder);
+                if tx
+                    .send(FleetMessage::Update(cluster.clone(), update))
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+    });
+}
+
 fn link_of(failure: &Failure, since: k8s_openapi::jiff::Timestamp) -> Link {
     let error = failure.message().to_owned();
     match failure {
@@ -175,6 +225,19 @@ pub fn start_member(
             .is_err()
         {
             return;
+        }
+        if !engine {
+            let namespace = opts
+                .lease_namespace
+                .clone()
+                .unwrap_or_else(|| "default".into());
+            lease_holder(
+                client.clone(),
+                namespace,
+                cluster.clone(),
+                tx.clone(),
+                stop.clone(),
+            );
         }
         probe(client, cluster.clone(), tx.clone(), stop.clone());
         forward(&session, &send, &stop).await;

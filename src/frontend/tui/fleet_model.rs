@@ -83,6 +83,9 @@ pub enum FleetUpdate {
     Replicas(Arc<ReplicaMap>),
     Role(Role),
     Link(Link),
+    /// Who holds the cluster's wheelhouse engine Lease (`None`: no live holder), for a
+    /// cluster this dashboard runs no engine for.
+    LeaseHolder(Option<String>),
 }
 
 /// One cluster's releases, as the table's rows are made from them.
@@ -104,6 +107,9 @@ pub struct Member {
     pub role: Role,
     /// Whether this dashboard runs an engine for it (`--engine`).
     pub engine: bool,
+    /// Who holds its wheelhouse engine Lease, as last read (`None`: no live holder, or
+    /// not read yet).
+    pub lease_holder: Option<String>,
 }
 
 /// The fleet's clusters besides the dashboard's own, and how its own answers.
@@ -130,6 +136,7 @@ impl Fleet {
                             link: Link::Connecting,
                             role: Role::Unknown,
                             engine: engine.contains(name),
+                            lease_holder: None,
                         },
                     )
                 })

@@ -21,10 +21,33 @@ use super::components::{
 use super::fleet_model::Link;
 use crate::engine::Role;
 
-/// Who reconciles a cluster's releases, as its tile says it.
-fn reconciled_by(role: &Role, engine: bool, readonly: bool) -> String {
+/// Who reconciles a cluster's releases, as its tile says it: this dashboard's engine,
+/// the holder of its engine Lease, and Flux when it has Flux's releases.
+fn reconciled_by(
+    role: &Role,
+    engine: bool,
+    readonly: bool,
+    holder: Option<&str>,
+    flux: usize,
+) -> String {
+    let mut by = reconciled_by_wheelhouse(role, engine, readonly, holder);
+    if flux > 0 {
+        by.push_str(&format!(" · {flux} by Flux"));
+    }
+    by
+}
+
+fn reconciled_by_wheelhouse(
+    role: &Role,
+    engine: bool,
+    readonly: bool,
+    holder: Option<&str>,
+) -> String {
     match (role, engine && !readonly) {
-        (_, false) => "view only: no engine here".into(),
+        (_, false) => match holder {
+            Some(h) => format!("view only: reconciled by {h}"),
+            None => "view only: no engine here, none holds its Lease".into(),
+        },
         (Role::Leader, _) => "engine here".into(),
         (Role::Follower { holder }, _) => format!("reconciled by {holder}"),
         (Role::Unable { reason }, _) => format!("no engine here: {reason}"),
@@ -48,7 +71,11 @@ fn fleet_screen(app: &App) -> FleetScreen<'_> {
         name: &app.context,
         home: true,
         link: home_link,
-        reconciled_by: reconciled_by(&app.role, true, app.readonly),
+        reconciled_by: if app.readonly {
+            "read-only: engine not run here".into()
+        } else {
+            reconciled_by(&app.role, true, false, None, app.others.flux.len())
+        },
         counts: app.table.states_of(None),
     }];
     for (name, m) in &app.fleet.members {
@@ -56,7 +83,13 @@ fn fleet_screen(app: &App) -> FleetScreen<'_> {
             name,
             home: false,
             link: m.link.clone(),
-            reconciled_by: reconciled_by(&m.role, m.engine, app.readonly),
+            reconciled_by: reconciled_by(
+                &m.role,
+                m.engine,
+                app.readonly,
+                m.lease_holder.as_deref(),
+                m.data.others.flux.len(),
+            ),
             counts: app.table.states_of(Some(name)),
         });
     }

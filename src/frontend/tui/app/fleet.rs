@@ -12,6 +12,7 @@ impl App {
     /// What a cluster of the fleet reported: only its own rows move.
     pub fn on_fleet(&mut self, cluster: &Cluster, update: FleetUpdate) {
         if **cluster == *self.context {
+            // The dashboard's own Lease is its engine's role.
             if let FleetUpdate::Link(link) = update {
                 let old = self.fleet.home_link.take().unwrap_or(Link::Connecting);
                 self.fleet.home_link = Some(old.after(link));
@@ -30,6 +31,10 @@ impl App {
             }
             FleetUpdate::Role(role) => {
                 member.role = role;
+                return;
+            }
+            FleetUpdate::LeaseHolder(holder) => {
+                member.lease_holder = holder;
                 return;
             }
             FleetUpdate::Views(views) => {

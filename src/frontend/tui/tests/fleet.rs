@@ -145,13 +145,18 @@ fn a_bulk_suspend_across_clusters_goes_to_each_rows_own_cluster() {
     );
     // And how many in each cluster, in the question and the status line's report.
     assert!(
-        confirm.question.contains("[prod-eu 1, prod-us 1, staging 1]"),
+        confirm
+            .question
+            .contains("[prod-eu 1, prod-us 1, staging 1]"),
         "{}",
         confirm.question
     );
     let effects = press(&mut app, "y");
     let notice = app.status_notice().unwrap().1;
-    assert!(notice.contains("prod-eu 1, prod-us 1, staging 1"), "{notice}");
+    assert!(
+        notice.contains("prod-eu 1, prod-us 1, staging 1"),
+        "{notice}"
+    );
     let mut by_cluster: Vec<(Option<String>, Command)> = effects
         .iter()
         .map(|e| match e {
@@ -321,4 +326,29 @@ fn chart_and_version_terms_find_where_a_version_runs() {
     app.table.filter = "version:<<1".into();
     app.run_command("ctx all");
     assert!(app.table.rows.is_empty());
+}
+
+#[test]
+fn a_tile_says_who_holds_a_clusters_lease_and_what_flux_reconciles() {
+    let mut app = fleet_app();
+    let us = Cluster::from("prod-us");
+    app.on_fleet(
+        &us,
+        FleetUpdate::LeaseHolder(Some("wheelhouse-7d9f-abcde".into())),
+    );
+    app.on_fleet(&us, FleetUpdate::Others(demo::others()));
+    let text = format!("{}", render(&app, 160, 22).backend());
+    let tile = text
+        .lines()
+        .find(|l| l.contains(" prod-us ") && !l.contains('│'))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        tile.contains("view only: reconciled by wheelhouse-7d9f-abcde"),
+        "{tile}"
+    );
+    assert!(tile.contains("by Flux"), "{tile}");
+    // The Lease let go: nobody.
+    app.on_fleet(&us, FleetUpdate::LeaseHolder(None));
+    let text = format!("{}", render(&app, 160, 22).backend());
+    assert!(text.contains("none holds its Lease"), "{text}");
 }
