@@ -115,7 +115,7 @@ pub fn completions(
     let (kind, candidates): (&'static str, Vec<String>) = match words.as_slice() {
         [] => (
             "command",
-            ["all", "ctx", "ns", "quit", "timeline"]
+            ["all", "ctx", "grid", "ns", "quit", "timeline"]
                 .map(str::to_owned)
                 .to_vec(),
         ),
@@ -125,6 +125,7 @@ pub fn completions(
             ("namespace", all)
         }
         ["ctx" | "context"] => ("context", contexts.to_vec()),
+        ["grid" | "where"] => ("grid by", vec!["chart".to_owned()]),
         _ => return Completion::default(),
     };
     let mut matches: Vec<String> = candidates
