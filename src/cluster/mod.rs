@@ -6,6 +6,7 @@
 pub mod client;
 pub mod egress;
 pub mod events;
+pub mod fleet;
 pub mod label_selector;
 pub mod rbac;
 pub mod remote;

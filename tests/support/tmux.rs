@@ -20,6 +20,16 @@ impl Dashboard {
     /// Starts `wheelhouse --kubeconfig <test cluster> <args>`; `socket` names the tmux
     /// server and must be unique among dashboards running at once.
     pub fn start<S: AsRef<OsStr>>(socket: &str, args: &[S]) -> Self {
+        Self::start_on(socket, &kubeconfig_path(), args)
+    }
+
+    /// As [`Dashboard::start`], with another kubeconfig (a fleet's, of several clusters).
+    #[allow(dead_code)]
+    pub fn start_on<S: AsRef<OsStr>>(
+        socket: &str,
+        kubeconfig: &std::path::Path,
+        args: &[S],
+    ) -> Self {
         let config = tempfile::tempdir().expect("a config directory");
         let xdg = format!("XDG_CONFIG_HOME={}", config.path().display());
         let helm = format!("WHEELHOUSE_HELM={}", testbin().join("helm").display());
@@ -55,7 +65,7 @@ impl Dashboard {
                     .split_whitespace(),
             )
             .arg(env!("CARGO_BIN_EXE_wheelhouse"))
-            .args(["--kubeconfig".as_ref(), kubeconfig_path().as_os_str()])
+            .args(["--kubeconfig".as_ref(), kubeconfig.as_os_str()])
             .args(args)
             // Keep the pane after exit so a crash leaves its last screen to read.
             .args([";", "set-option", "-t", "dash", "remain-on-exit", "on"])

@@ -47,8 +47,24 @@ pub struct ClusterArgs {
     pub kubeconfig: Option<PathBuf>,
 
     /// Kubeconfig context to use (default: the current context).
-    #[arg(long, global = true, value_name = "NAME")]
+    #[arg(long, global = true, value_name = "NAME", conflicts_with_all = ["contexts", "all_contexts"])]
     pub context: Option<String>,
+
+    /// A fleet: these kubeconfig contexts at once, each with its own credentials (the
+    /// dashboard's table, `list` and `timeline` name each row's cluster).
+    #[arg(
+        long,
+        global = true,
+        value_name = "NAME,...",
+        value_delimiter = ',',
+        num_args = 1..,
+        conflicts_with = "all_contexts"
+    )]
+    pub contexts: Vec<String>,
+
+    /// A fleet of every context of the kubeconfig (see --contexts).
+    #[arg(long, global = true)]
+    pub all_contexts: bool,
 
     /// Namespace to show (default: the context's namespace).
     #[arg(
@@ -124,6 +140,18 @@ impl RenderArgs {
 }
 
 impl ClusterArgs {
+    /// The fleet these flags ask for (`--contexts`, `--all-contexts`), if any.
+    pub fn fleet(&self) -> Option<crate::cluster::fleet::Selection> {
+        use crate::cluster::fleet::Selection;
+        if self.all_contexts {
+            Some(Selection::All)
+        } else if !self.contexts.is_empty() {
+            Some(Selection::Named(self.contexts.clone()))
+        } else {
+            None
+        }
+    }
+
     /// The cluster and namespaces these flags choose, as [`client::connect`] takes them.
     pub fn target(&self) -> client::Target {
         client::Target {
@@ -143,6 +171,7 @@ Examples:
   wheelhouse --context prod -n payments       another context and namespace
   wheelhouse --readonly                       look, never write (no engine lease taken)
   wheelhouse list -A                          HelmReleases with readiness, in a table
+  wheelhouse --contexts prod-eu,prod-us -A    the fleet on one screen: every context's releases
   wheelhouse crd | kubectl apply --server-side -f -
                                               install or update the CRD
   wheelhouse install --image REG/wheelhouse:TAG | kubectl apply -f -
@@ -159,8 +188,13 @@ Examples:
 pub enum Command {
     /// Print the HelmRelease CustomResourceDefinition (apply it with `kubectl apply -f -`).
     Crd,
-    /// List HelmReleases with their readiness, like `kubectl get helmreleases`.
-    List,
+    /// List Helm releases (wheelhouse's, Flux's and the helm CLI's) with their readiness;
+    /// across a fleet with --contexts / --all-contexts
+    #[command(after_help = "Examples:
+  wheelhouse list -A                             every namespace of the current context
+  wheelhouse list -A --contexts prod-eu,prod-us -o wide
+  wheelhouse list -A --all-contexts -o json      each row names its cluster")]
+    List(list::ListArgs),
     /// Run the reconcile engine headless until SIGINT/SIGTERM (structured logs on stderr).
     #[command(after_help = "Examples:
   wheelhouse controller -A --metrics-addr 0.0.0.0:8080 --health-addr 0.0.0.0:8081
@@ -328,11 +362,30 @@ pub async fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         None => dashboard::run(&cli.cluster, &cli.render, &cli.dashboard).await,
-        Some(Command::List) => {
+        Some(Command::List(args)) => {
             let target = cli.cluster.target();
-            let (client, default_ns) = client::connect(&target).await?;
-            let scope = client::Scope::of(&target, default_ns);
-            list::print(client, &scope, &mut std::io::stdout()).await
+            // `-o wide|json` on one cluster: the fleet's listing of the context in use.
+            let fleet = cli.cluster.fleet().or_else(|| {
+                (args.output != list::Output::Text)
+                    .then(|| {
+                        client::selected_context(
+                            target.kubeconfig.as_deref(),
+                            target.context.as_deref(),
+                        )
+                    })
+                    .flatten()
+                    .map(|c| crate::cluster::fleet::Selection::Named(vec![c]))
+            });
+            match fleet {
+                Some(selection) => {
+                    list::print_fleet(&target, &selection, &args, &mut std::io::stdout()).await
+                }
+                None => {
+                    let (client, default_ns) = client::connect(&target).await?;
+                    let scope = client::Scope::of(&target, default_ns);
+                    list::print(client, &scope, &mut std::io::stdout()).await
+                }
+            }
         }
     }
 }

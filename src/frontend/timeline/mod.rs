@@ -432,7 +432,7 @@ pub fn write(changes: &[Change], format: Format, out: &mut impl Write) -> std::i
 
 /// A change's columns for text and markdown, its cluster-written text (names, who, a
 /// Helm description, a message) escaped for the terminal (`crate::text::escape`).
-fn cells(c: &Change) -> [String; 5] {
+pub fn cells(c: &Change) -> [String; 5] {
     let safe = |text: &str| crate::text::escape::escape(text).into_owned();
     [
         c.at.strftime("%Y-%m-%d %H:%M:%SZ").to_string(),

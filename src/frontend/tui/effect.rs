@@ -30,6 +30,12 @@ pub enum Effect {
         key: ReleaseKey,
         action: StoredAction,
     },
+    /// A write (`Send`, `Flux`, `Stored`) to another cluster of the fleet: carried out
+    /// with that cluster's own client and engine handle, never the dashboard's own.
+    In {
+        cluster: crate::frontend::tui::view_model::Cluster,
+        effect: Box<Effect>,
+    },
     LoadDetail(RowKey),
     /// What a changes view shows, loaded (and rendered) on a task.
     LoadChanges {

@@ -12,242 +12,45 @@ pub mod demo;
 pub mod diff;
 pub mod effect;
 pub mod favourites;
+pub mod fleet;
+pub mod fleet_model;
 pub mod io;
 pub mod keymap;
+pub mod session;
 pub mod suspension;
 pub mod theme;
 pub mod view;
 pub mod view_model;
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossterm::event::{Event, KeyEventKind};
 use k8s_openapi::jiff::Timestamp;
-use kube::Client;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::client::{self, Scope, Target};
-use crate::engine::{self, EngineConfig, EngineHandle};
-use crate::frontend::inventory::Inventory;
-use crate::health::replicas::Replicas;
+use crate::cluster::client::{self, Scope};
+use crate::engine::{self, EngineHandle};
 use app::App;
 use effect::{Effect, IoResult};
+use fleet::{FleetMessage, MemberIo};
+pub use session::{Error, Options};
+use session::{Session, stop};
 use theme::Theme;
+use view_model::Cluster;
 
 /// How often the open detail view re-reads pods, workloads and tracked config, which
 /// change without the release object changing.
 const DETAIL_REFRESH: Duration = Duration::from_secs(3);
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error("{0}")]
-    Theme(String),
-    #[error("cannot connect to the cluster: {0}")]
-    Connect(String),
-    #[error("terminal: {0}")]
-    Terminal(#[from] std::io::Error),
-}
-
-/// What `wheelhouse` (no subcommand) was asked for.
-#[derive(Debug, Clone)]
-pub struct Options {
-    pub cluster: Target,
-    /// What a relative `chart.path` is relative to (the engine's `chart_root`).
-    pub chart_root: Option<PathBuf>,
-    /// What renders charts for the engine.
-    pub render: crate::helm::render::Choice,
-    pub readonly: bool,
-    pub theme: Option<String>,
-    /// Namespace of the engine Lease (default: `default`, as every wheelhouse).
-    pub lease_namespace: Option<String>,
-    /// Where the in-process engine serves webhook receivers (none: it does not).
-    pub receiver_addr: Option<std::net::SocketAddr>,
-}
-
-/// The table first: the in-process engine takes its Lease and lists Helm's records and the
-/// workloads, and the READY column's workload watch starts, once the dashboard's first
-/// screen is whole (its wheelhouse releases and Helm's records listed, and Flux's
-/// HelmReleases, or a little later on a cluster without Flux), and at the latest
-/// [`ENGINE_START_AT_MOST`] after it started.
-async fn open_when_listed(
-    mut views: tokio::sync::watch::Receiver<Arc<crate::engine::Views>>,
-    mut others: tokio::sync::watch::Receiver<Arc<crate::frontend::inventory::Others>>,
-    open: tokio::sync::watch::Sender<bool>,
-) {
-    let listed = async {
-        let _ = views.wait_for(|v| v.listed).await;
-        let _ = others.wait_for(|o| o.helm_listed).await;
-        // Without Flux's CRDs its watch never lists.
-        let _ = tokio::time::timeout(FLUX_LIST_GRACE, others.wait_for(|o| o.flux_listed)).await;
-    };
-    if tokio::time::timeout(ENGINE_START_AT_MOST, listed)
-        .await
-        .is_err()
-    {
-        tracing::debug!("the first screen is not whole yet: the engine starts anyway");
-    } else {
-        tracing::debug!("the first screen is whole: the engine starts");
-    }
-    open.send_replace(true);
-}
-
-/// See [`open_when_listed`].
-const ENGINE_START_AT_MOST: Duration = Duration::from_secs(10);
-const FLUX_LIST_GRACE: Duration = Duration::from_secs(2);
-
-/// One connection: a client for a context and the engine (or engine client) on it.
-struct Session {
-    client: Client,
-    /// How this session connected (kubeconfig and context), for helm to do the same.
-    context: String,
-    scope: Scope,
-    handle: EngineHandle,
-    /// Replica counts of the workloads in the engine's namespaces (READY column).
-    replicas: Replicas,
-    /// Flux HelmReleases and stored Helm releases in the same namespaces.
-    inventory: Inventory,
-    /// Stops this session's webhook receivers (when it serves them).
-    receivers: CancellationToken,
-}
-
-impl Session {
-    async fn connect(
-        opts: &Options,
-        context: Option<String>,
-        scope: Option<Scope>,
-        previous: Option<(EngineHandle, CancellationToken)>,
-    ) -> Result<Self, Error> {
-        let mut args = opts.cluster.clone();
-        args.context = context;
-        let (client, default_ns) = client::connect(&args).await.map_err(|e| {
-            let home_config = std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".kube/config"))
-                .is_some_and(|p| p.is_file());
-            let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
-            if args.kubeconfig.is_none() && !home_config && !in_cluster {
-                Error::Connect(format!(
-                    "no kubeconfig found ($KUBECONFIG and ~/.kube/config are not set): pass \
-                     --kubeconfig, or run tests/run.sh to use the project's local control plane ({e})"
-                ))
-            } else {
-                Error::Connect(e.to_string())
-            }
-        })?;
-        let view = scope.unwrap_or_else(|| Scope::of(&args, default_ns.clone()));
-        let coverage = client::engine_scope(&client, &view, &default_ns).await;
-        // A view the engine's watch cannot show falls back to the engine's namespace.
-        let scope = match (&coverage, view) {
-            (Scope::Namespace(ns), Scope::All) => Scope::Namespace(ns.clone()),
-            (_, view) => view,
-        };
-        let name = args
-            .context
-            .clone()
-            .unwrap_or_else(|| current_context(&args));
-        // Connected: now the old engine may go (it hands back the lease first), and its
-        // receivers' address with it.
-        if let Some((previous, receivers)) = previous {
-            receivers.cancel();
-            stop(&previous).await;
-        }
-        Self::start(opts, &args, client, name, scope, coverage).await
-    }
-
-    async fn start(
-        opts: &Options,
-        args: &Target,
-        client: Client,
-        context: String,
-        scope: Scope,
-        coverage: Scope,
-    ) -> Result<Self, Error> {
-        // The table first (see `open_when_listed`): the in-process engine's start-up and
-        // the READY column's workload list wait for it.
-        let (first_screen, listed) = tokio::sync::watch::channel(false);
-        let replicas = Replicas::start_after(client.clone(), &coverage, Some(listed.clone()));
-        let inventory =
-            Inventory::start_reading_after(client.clone(), &coverage, Some(listed.clone()));
-        let mut config = EngineConfig::new(coverage);
-        config.chart_root = opts.chart_root.clone();
-        // Rendering talks to the same cluster, as the same identity.
-        let selected =
-            client::selected_context(args.kubeconfig.as_deref(), args.context.as_deref());
-        config.renderer = opts
-            .render
-            .renderer(args.kubeconfig.as_deref(), selected.as_deref());
-        config.passive = opts.readonly;
-        config.metrics = crate::telemetry::Metrics::unscraped();
-        if let Some(ns) = &opts.lease_namespace {
-            config.lease_namespace = ns.clone();
-        }
-        let (metrics, lease_namespace) = (config.metrics.clone(), config.lease_namespace.clone());
-        config.start_after = Some(listed);
-        let handle =
-            engine::start(client.clone(), config).map_err(|e| Error::Connect(e.to_string()))?;
-        tokio::spawn(open_when_listed(
-            handle.views(),
-            inventory.subscribe(),
-            first_screen,
-        ));
-        let receivers = CancellationToken::new();
-        if let Some(addr) = opts.receiver_addr {
-            // A previous session's server lets the address go as its task ends.
-            let mut tries = 0;
-            loop {
-                match crate::webhooks::receive::serve(
-                    addr,
-                    client.clone(),
-                    lease_namespace.clone(),
-                    std::sync::Arc::new(handle.pusher()),
-                    metrics.clone(),
-                    receivers.clone(),
-                )
-                .await
-                {
-                    Ok(_) => break,
-                    Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && tries < 40 => {
-                        tries += 1;
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                    }
-                    Err(e) => {
-                        handle.shutdown();
-                        return Err(Error::Connect(format!(
-                            "cannot serve webhook receivers on {addr}: {e}"
-                        )));
-                    }
-                }
-            }
-        }
-        Ok(Self {
-            client,
-            context,
-            scope,
-            handle,
-            replicas,
-            inventory,
-            receivers,
-        })
-    }
-}
-
-fn current_context(args: &Target) -> String {
-    let kubeconfig = match &args.kubeconfig {
-        Some(path) => kube::config::Kubeconfig::read_from(path).ok(),
-        None => kube::config::Kubeconfig::read().ok(),
-    };
-    kubeconfig
-        .and_then(|k| k.current_context)
-        .unwrap_or_else(|| "in-cluster".into())
-}
-
 /// Runs the dashboard until the operator quits.
 pub async fn run(opts: Options) -> Result<(), Error> {
     let config_dir: Option<PathBuf> = theme::config_dir();
     let theme = Theme::resolve(opts.theme.as_deref(), config_dir.as_deref())?;
     // Connect before touching the terminal, so a missing kubeconfig is a plain message.
-    let session = Session::connect(&opts, opts.cluster.context.clone(), None, None).await?;
+    let (session, opts) = connect_home(opts).await?;
     let mut app = App::new(
         session.context.clone(),
         session.scope.clone(),
@@ -256,6 +59,7 @@ pub async fn run(opts: Options) -> Result<(), Error> {
         Timestamp::now(),
     );
     app.coverage = session.handle.coverage().clone();
+    app.fleet = fleet_model::Fleet::of(&opts.fleet, &opts.engine_contexts);
     app.set_favourites(match &config_dir {
         Some(dir) => favourites::Favourites::load(dir),
         None => Ok(Default::default()),
@@ -270,16 +74,46 @@ pub async fn run(opts: Options) -> Result<(), Error> {
     result
 }
 
+/// The dashboard's own session. In a fleet, a context that cannot be connected (or whose
+/// credentials its server refuses) does not stop the dashboard: the next context of the
+/// fleet becomes its own, and the failed one a tile that says why.
+async fn connect_home(mut opts: Options) -> Result<(Session, Options), Error> {
+    let mut tries = opts.fleet.len() + 1;
+    loop {
+        let context = opts.cluster.context.clone();
+        let checked = match (&context, opts.fleet.is_empty()) {
+            (Some(name), false) => crate::cluster::fleet::connect_context(&opts.cluster, name)
+                .await
+                .map(|_| ())
+                .map_err(|f| Error::Connect(format!("{name}: {}", f.message()))),
+            _ => Ok(()),
+        };
+        let connected = match checked {
+            Ok(()) => Session::connect(&opts, context.clone(), None, None).await,
+            Err(e) => Err(e),
+        };
+        tries -= 1;
+        match (connected, context) {
+            (Ok(session), _) => return Ok((session, opts)),
+            (Err(e), Some(failed)) if !opts.fleet.is_empty() && tries > 0 => {
+                tracing::warn!(error = %e, "fleet: the dashboard's own context failed; the next one is");
+                let next = opts.fleet.remove(0);
+                // The engine runs where it was asked to, never moved to another cluster.
+                if opts.engine {
+                    opts.engine_contexts.push(failed.clone());
+                }
+                opts.engine = opts.engine_contexts.contains(&next);
+                opts.engine_contexts.retain(|c| *c != next);
+                opts.fleet.push(failed);
+                opts.cluster.context = Some(next);
+            }
+            (Err(e), _) => return Err(e),
+        }
+    }
+}
+
 /// From `q` to the process gone: quitting never waits on the network longer than this.
 const QUIT_BUDGET: Duration = Duration::from_millis(100);
-
-/// Stops the engine and gives it a moment to hand back the lease, so the next wheelhouse
-/// takes over at once instead of after the lease expires. The lease task drops the role
-/// sender when it is done.
-async fn stop(handle: &EngineHandle) {
-    handle.shutdown();
-    let _ = tokio::time::timeout(Duration::from_secs(3), handle.stopped()).await;
-}
 
 async fn event_loop(
     terminal: &mut ratatui::DefaultTerminal,
@@ -298,6 +132,32 @@ async fn event_loop(
     });
     let (io_tx, mut io_rx) = mpsc::unbounded_channel::<IoResult>();
     let (session_tx, mut sessions) = mpsc::unbounded_channel::<Result<Session, String>>();
+    // The fleet's other clusters, each on its own tasks (see `fleet`), and the IO of
+    // those connected; the dashboard's own cluster is probed as they are.
+    let (fleet_tx, mut fleet_rx) = mpsc::unbounded_channel::<FleetMessage>();
+    let mut members: HashMap<Cluster, MemberIo> = HashMap::new();
+    let fleet_stop = CancellationToken::new();
+    let _fleet_stopped = fleet_stop.clone().drop_guard();
+    if !opts.fleet.is_empty() {
+        let view_all = matches!(session.scope, Scope::All);
+        for name in &opts.fleet {
+            let engine = opts.engine_contexts.contains(name);
+            fleet::start_member(
+                opts,
+                Cluster::from(name.as_str()),
+                engine,
+                view_all,
+                fleet_tx.clone(),
+                fleet_stop.clone(),
+            );
+        }
+        fleet::probe(
+            session.client.clone(),
+            Cluster::from(session.context.as_str()),
+            fleet_tx.clone(),
+            fleet_stop.clone(),
+        );
+    }
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     use tokio::signal::unix::{SignalKind, signal};
@@ -345,6 +205,12 @@ async fn event_loop(
             Ok(()) = others.changed() => app.set_others(others.borrow_and_update().clone()),
             Ok(()) = role.changed() => app.role = role.borrow_and_update().clone(),
             Ok(()) = connection.changed() => app.set_connection(connection.borrow_and_update().clone()),
+            Some(message) = fleet_rx.recv() => match message {
+                FleetMessage::Up(cluster, io) => {
+                    members.insert(cluster, *io);
+                }
+                FleetMessage::Update(cluster, update) => app.on_fleet(&cluster, update),
+            },
             Some(result) = io_rx.recv() => {
                 if let IoResult::Detail { .. } = &result {
                     detail_in_flight = false;
@@ -389,11 +255,18 @@ async fn event_loop(
                 detail_in_flight = true;
                 detail_loaded = Instant::now();
                 detail_seen = Some(version);
-                let (client, tx, key) = (session.client.clone(), io_tx.clone(), d.key.clone());
-                tokio::spawn(async move {
-                    let data = io::load_detail(client, target).await;
-                    let _ = tx.send(IoResult::Detail { key, data });
-                });
+                // A fleet row's detail is read from its own cluster.
+                let client = match &d.key.cluster {
+                    None => Some(session.client.clone()),
+                    Some(c) => members.get(c).map(|m| m.client.clone()),
+                };
+                let (tx, key) = (io_tx.clone(), d.key.clone());
+                if let Some(client) = client {
+                    tokio::spawn(async move {
+                        let data = io::load_detail(client, target).await;
+                        let _ = tx.send(IoResult::Detail { key, data });
+                    });
+                }
             }
         } else {
             detail_seen = None;
@@ -416,10 +289,17 @@ async fn event_loop(
                         ms = pressed.elapsed().as_millis(),
                         "quit: terminal restored"
                     );
-                    if tokio::time::timeout(left, session.handle.abandon())
-                        .await
-                        .is_ok()
-                    {
+                    // The fleet's engines let their Leases go at the same time.
+                    let engines: Vec<EngineHandle> = std::iter::once(session.handle.clone())
+                        .chain(
+                            members
+                                .values()
+                                .filter(|m| m.engine)
+                                .map(|m| m.handle.clone()),
+                        )
+                        .collect();
+                    let abandon = futures::future::join_all(engines.iter().map(|h| h.abandon()));
+                    if tokio::time::timeout(left, abandon).await.is_ok() {
                         tracing::debug!(ms = pressed.elapsed().as_millis(), "quit: lease let go");
                     } else {
                         tracing::warn!(
@@ -485,27 +365,21 @@ async fn event_loop(
                         let _ = tx.send(IoResult::User(user));
                     });
                 }
-                Effect::Send { id, command } => {
-                    let (handle, tx) = (session.handle.clone(), io_tx.clone());
-                    tokio::spawn(async move {
-                        let result = io::send(handle, command).await;
-                        report_write(id, result, tx, audit).await;
-                    });
+                write @ (Effect::Send { .. } | Effect::Flux { .. } | Effect::Stored { .. }) => {
+                    spawn_write(write, &session.client, &session.handle, &io_tx);
                 }
-                Effect::Flux { id, key, request } => {
-                    let (client, tx) = (session.client.clone(), io_tx.clone());
-                    tokio::spawn(async move {
-                        let result = io::send_flux(client, key, request).await;
-                        report_write(id, result, tx, audit).await;
-                    });
-                }
-                Effect::Stored { id, key, action } => {
-                    let (handle, tx) = (session.handle.clone(), io_tx.clone());
-                    tokio::spawn(async move {
-                        let result = io::act_on_stored(handle, key, action).await;
-                        report_write(id, result, tx, audit).await;
-                    });
-                }
+                // Another cluster's write: with its own client and engine handle only.
+                Effect::In { cluster, effect } => match members.get(&cluster) {
+                    Some(m) => spawn_write(*effect, &m.client, &m.handle, &io_tx),
+                    None => {
+                        if let Some(id) = app::write_id(&effect) {
+                            let refused = io::WriteError::Refused(format!(
+                                "{cluster} is not connected: nothing was sent"
+                            ));
+                            refuse_write(id, refused, &io_tx);
+                        }
+                    }
+                },
                 Effect::PatchValues {
                     id,
                     key,
@@ -577,10 +451,38 @@ async fn event_loop(
     }
 }
 
-/// Tells the UI loop how a write ended, and, for one still in flight when the dashboard
-/// stopped waiting, how it ended after all.
-/// Reports a write's end, and audits it once it is known to be done (at once, or when a
-/// late answer says it was applied).
+/// Carries out a write (`Send`, `Flux` or `Stored`) on a task with `client` and `handle`:
+/// those of the cluster the release lives in.
+fn spawn_write(
+    write: Effect,
+    client: &kube::Client,
+    handle: &EngineHandle,
+    tx: &mpsc::UnboundedSender<IoResult>,
+) {
+    let (client, handle, tx) = (client.clone(), handle.clone(), tx.clone());
+    // Audited in the write's own cluster, as the identity that made it there.
+    let audit = app::audit_of(&write).map(|a| (client.clone(), a));
+    tokio::spawn(async move {
+        let (id, result) = match write {
+            Effect::Send { id, command } => (id, io::send(handle, command).await),
+            Effect::Flux { id, key, request } => (id, io::send_flux(client, key, request).await),
+            Effect::Stored { id, key, action } => {
+                (id, io::act_on_stored(handle, key, action).await)
+            }
+            _ => return,
+        };
+        report_write(id, result, tx, audit).await;
+    });
+}
+
+/// A write refused before it was sent, reported as its answer.
+fn refuse_write(id: u64, refused: io::WriteError, tx: &mpsc::UnboundedSender<IoResult>) {
+    let _ = tx.send(IoResult::written(id, Err(refused)));
+}
+
+/// Tells the UI loop how a write ended (and, for one still in flight when the dashboard
+/// stopped waiting, how it ended after all), and audits it once it is known to be done
+/// (at once, or when a late answer says it was applied).
 async fn report_write(
     id: u64,
     mut result: Result<(), io::WriteError>,

@@ -560,6 +560,7 @@ fn ready_counts_replicas_of_the_workloads_even_during_a_wait() {
 
 mod changes;
 mod editor;
+mod fleet;
 mod freeze;
 mod kinds;
 mod logs;

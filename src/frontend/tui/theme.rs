@@ -185,6 +185,10 @@ pub struct Config {
     /// Theme name or path used when `--theme` is not given.
     #[serde(default)]
     pub theme: Option<String>,
+    /// The dashboard's fleet when no `--contexts` / `--all-contexts` / `--context` is
+    /// given: kubeconfig contexts shown at once.
+    #[serde(default)]
+    pub fleet: Option<Vec<String>>,
 }
 
 impl Config {

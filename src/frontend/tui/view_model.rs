@@ -67,17 +67,34 @@ pub fn spinner(now: Timestamp) -> &'static str {
     SPINNER[quarter.rem_euclid(SPINNER.len() as i64) as usize]
 }
 
+/// A cluster of a fleet, by its kubeconfig context's name.
+pub type Cluster = std::sync::Arc<str>;
+
 /// A row of the table: which kind of object, and its namespace and name (a Flux or
-/// wheelhouse HelmRelease's own; a stored release's storage namespace and release name).
+/// wheelhouse HelmRelease's own; a stored release's storage namespace and release name),
+/// and, in a fleet, the cluster it lives in when that is not the dashboard's own (the
+/// current context's, whose session every view of a single cluster shows): `None` there.
+/// Ordered by release first, so one release across the fleet sorts as adjacent rows.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RowKey {
     pub key: ReleaseKey,
     pub kind: Kind,
+    pub cluster: Option<Cluster>,
 }
 
 impl RowKey {
     pub fn new(kind: Kind, key: ReleaseKey) -> Self {
-        Self { key, kind }
+        Self {
+            key,
+            kind,
+            cluster: None,
+        }
+    }
+
+    /// The same release in `cluster` (`None`: the dashboard's own).
+    pub fn in_cluster(mut self, cluster: Option<&Cluster>) -> Self {
+        self.cluster = cluster.cloned();
+        self
     }
 
     pub fn wheelhouse(key: ReleaseKey) -> Self {
@@ -88,8 +105,12 @@ impl RowKey {
 impl std::fmt::Display for RowKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.kind {
-            Kind::Wheelhouse => write!(f, "{}", self.key),
-            kind => write!(f, "{} ({kind})", self.key),
+            Kind::Wheelhouse => write!(f, "{}", self.key)?,
+            kind => write!(f, "{} ({kind})", self.key)?,
+        }
+        match &self.cluster {
+            Some(c) => write!(f, " in {c}"),
+            None => Ok(()),
         }
     }
 }

@@ -26,6 +26,12 @@ impl App {
                 None => Vec::new(),
             };
         }
+        if self.grid.is_some() && self.detail.is_none() {
+            return match keymap::lookup(Context::Table, &ev) {
+                Some(action) => self.on_grid_action(action),
+                None => Vec::new(),
+            };
+        }
         match keymap::lookup(self.context(), &ev) {
             Some(action) => self.on_action(action),
             None => Vec::new(),
@@ -123,8 +129,28 @@ impl App {
             ["timeline" | "tl"] => self.open_timeline(),
             ["freeze", rest @ ..] => self.freeze_command(rest),
             ["thaw", rest @ ..] => self.thaw_command(rest),
+            ["grid" | "where"] => {
+                self.open_grid(false);
+                Vec::new()
+            }
+            ["grid" | "where", "chart"] => {
+                self.open_grid(true);
+                Vec::new()
+            }
             ["all" | "-A"] => self.switch_scope(Scope::All),
             ["ns" | "namespace" | "n", name] => self.switch_scope(scope_of(name)),
+            // In a fleet, a filter rather than a switch: the other clusters stay live.
+            ["ctx" | "context", name] if self.fleet.is_fleet() => {
+                let (_, rest) =
+                    crate::frontend::tui::components::table::split_filter(&self.table.filter);
+                let filter = match *name {
+                    "all" | "*" => rest,
+                    name => format!("cluster:{name} {rest}").trim().to_owned(),
+                };
+                let (table, source) = self.table_and_source();
+                table.set_filter(&source, filter);
+                Vec::new()
+            }
             ["ctx" | "context", name] => {
                 self.switching = Some(format!("context {name}"));
                 vec![Effect::SwitchContext((*name).to_owned())]
@@ -134,7 +160,7 @@ impl App {
                 self.note(
                     format!("unknown command {line:?}"),
                     Progress::Failed(
-                        "try ns NAME, ns all, ctx NAME, timeline, freeze DURATION REASON, thaw or quit".into(),
+                        "try ns NAME, ns all, ctx NAME, timeline, grid, grid chart, freeze DURATION REASON, thaw or quit".into(),
                     ),
                 );
                 Vec::new()
@@ -195,6 +221,23 @@ impl App {
             if table.on_action(&source, action, page) {
                 return Vec::new();
             }
+        }
+        // On another cluster's row, what reads or writes through the dashboard's own
+        // session (history diffs, rollback, drift, values, logs) is not offered yet.
+        let picking = self.detail.as_ref().is_some_and(|d| d.picking());
+        if let Some(cluster) = self.selected_key().and_then(|k| k.cluster.clone())
+            && (matches!(
+                action,
+                Action::Compare | Action::Drift | Action::Rollback | Action::Edit | Action::Logs
+            ) || (action == Action::Open && picking))
+        {
+            self.note(
+                format!("{} on a row of {cluster}", action_word(action)),
+                Progress::Failed(format!(
+                    "not offered on another cluster's rows yet: run wheelhouse --context                      {cluster} for it"
+                )),
+            );
+            return Vec::new();
         }
         match action {
             Action::Quit => return vec![Effect::Quit],
@@ -481,5 +524,17 @@ impl App {
             )
         };
         self.open_changes(title, of, None, Vec::new(), "reading Helm's storage…")
+    }
+}
+
+/// What the status line calls an action that is not offered.
+fn action_word(action: Action) -> &'static str {
+    match action {
+        Action::Compare => "comparing revisions",
+        Action::Drift => "drift",
+        Action::Rollback => "rollback",
+        Action::Edit => "editing values",
+        Action::Logs => "logs",
+        _ => "a revision's diff",
     }
 }

@@ -5,6 +5,7 @@
 //! their results back as [`IoResult`]s.
 
 mod changes;
+pub mod fleet;
 mod freeze;
 mod io_results;
 mod keys;
@@ -41,6 +42,7 @@ use crate::health::replicas::ReplicaMap;
 /// What sits over the view in front and takes the keys first.
 pub use crate::frontend::tui::components::Overlay;
 pub use writes::audit_of;
+pub use writes::effect_id as write_id;
 
 pub struct App {
     pub context: String,
@@ -104,6 +106,10 @@ pub struct App {
     pub cluster_namespaces: Vec<String>,
     /// The kubeconfig's contexts, for `:ctx` completion.
     pub contexts: Vec<String>,
+    /// Where is it? The release x cluster grid, in front of the table.
+    pub grid: Option<crate::frontend::tui::components::grid::GridView>,
+    /// The fleet's other clusters (empty on one cluster).
+    pub fleet: crate::frontend::tui::fleet_model::Fleet,
     /// Saving the favourites failed once this session (said once, not on every switch).
     favourites_unsaved: bool,
     next_id: u64,
@@ -151,6 +157,8 @@ impl App {
             favourites: Favourites::default(),
             cluster_namespaces: Vec::new(),
             contexts: Vec::new(),
+            grid: None,
+            fleet: crate::frontend::tui::fleet_model::Fleet::default(),
             favourites_unsaved: false,
             next_id: 0,
         }
@@ -205,6 +213,8 @@ impl App {
                 .now
                 .checked_sub(crate::frontend::tui::suspension::FORGOTTEN_AFTER)
                 .unwrap_or(self.now),
+            home: &self.context,
+            fleet: &self.fleet,
         };
         (&mut self.table, source)
     }
@@ -323,44 +333,14 @@ impl App {
     /// (only those are looked at, so a snapshot costs what changed in it); returns the
     /// rows of the stored releases whose manager came or went.
     fn remanage(&mut self, managers: &[RowKey]) -> Vec<RowKey> {
-        let mut moved = Vec::new();
-        for manager in managers {
-            let now = match manager.kind {
-                Kind::Wheelhouse => self.views.get(&manager.key).map(|v| {
-                    ReleaseKey::new(v.release.storage_namespace(), v.release.release_name())
-                }),
-                Kind::Flux => self
-                    .others
-                    .flux
-                    .get(&manager.key)
-                    .map(|hr| ReleaseKey::new(hr.storage_namespace(), hr.release_name())),
-                Kind::Helm => None,
-            };
-            let before = match &now {
-                Some(stored) => self.manages.insert(manager.clone(), stored.clone()),
-                None => self.manages.remove(manager),
-            };
-            if before == now {
-                continue;
-            }
-            if let Some(stored) = before
-                && let Some(n) = self.managed.get_mut(&stored)
-            {
-                *n -= 1;
-                if *n == 0 {
-                    self.managed.remove(&stored);
-                    moved.push(RowKey::new(Kind::Helm, stored));
-                }
-            }
-            if let Some(stored) = now {
-                let n = self.managed.entry(stored.clone()).or_default();
-                *n += 1;
-                if *n == 1 {
-                    moved.push(RowKey::new(Kind::Helm, stored));
-                }
-            }
-        }
-        moved
+        crate::frontend::tui::fleet_model::remanage(
+            &self.views,
+            &self.others,
+            &mut self.managed,
+            &mut self.manages,
+            managers,
+            None,
+        )
     }
 
     /// The row under the cursor (in the detail view: the release shown), if it is in
@@ -438,17 +418,19 @@ impl App {
         let key = d.key.key.clone();
         let version_of =
             |meta: &kube::api::ObjectMeta| meta.resource_version.clone().unwrap_or_default();
+        // A fleet row's release is read from its own cluster's data.
+        let (views, others, _) = self.data_of(d.key.cluster.as_ref())?;
         match d.key.kind {
             Kind::Wheelhouse => {
-                let hr = &self.views.get(&key)?.release;
+                let hr = &views.get(&key)?.release;
                 Some((DetailTarget::of_wheelhouse(hr), version_of(&hr.metadata)))
             }
             Kind::Flux => {
-                let hr = self.others.flux.get(&key)?;
+                let hr = others.flux.get(&key)?;
                 Some((DetailTarget::of_flux(hr), version_of(&hr.metadata)))
             }
             Kind::Helm => {
-                let s = self.others.helm.get(&key)?;
+                let s = others.helm.get(&key)?;
                 let target = DetailTarget {
                     kind: Kind::Helm,
                     storage_namespace: key.namespace.clone(),

@@ -93,6 +93,9 @@ impl App {
         if let Some(why) = self.consequence(action, &effects) {
             question.push_str(&format!(" ({why})"));
         }
+        if let Some(clusters) = self.per_cluster(&effects) {
+            question.push_str(&format!(" [{clusters}]"));
+        }
         if !skipped.is_empty() {
             question.push_str(&format!("; {}", skipped_text(action, &skipped)));
         }
@@ -115,10 +118,13 @@ impl App {
             .iter()
             .find(|r| r.id == *id)
             .map(|r| r.suspended)
-            .or_else(|| match id.kind {
-                Kind::Wheelhouse => self.views.get(&id.key).map(|v| v.release.spec.suspend),
-                Kind::Flux => self.others.flux.get(&id.key).map(|hr| hr.spec.suspend),
-                Kind::Helm => None,
+            .or_else(|| {
+                let (views, others, _) = self.data_of(id.cluster.as_ref())?;
+                match id.kind {
+                    Kind::Wheelhouse => views.get(&id.key).map(|v| v.release.spec.suspend),
+                    Kind::Flux => others.flux.get(&id.key).map(|hr| hr.spec.suspend),
+                    Kind::Helm => None,
+                }
             })
             .unwrap_or(false);
         if (action == Action::Suspend && suspended) || (action == Action::Resume && !suspended) {
@@ -161,12 +167,22 @@ impl App {
                 action: StoredAction::Uninstall,
             },
         };
-        Some(effect)
+        // Another cluster's release: its own cluster's client carries the write.
+        Some(match &id.cluster {
+            Some(cluster) => Effect::In {
+                cluster: cluster.clone(),
+                effect: Box::new(effect),
+            },
+            None => effect,
+        })
     }
 
     /// What the question adds about the consequence of an action, where it is not plain.
     fn consequence(&self, action: Action, effects: &[Effect]) -> Option<String> {
-        let flux = effects.iter().any(|e| matches!(e, Effect::Flux { .. }));
+        let flux = effects.iter().any(|e| match e {
+            Effect::In { effect, .. } => matches!(**effect, Effect::Flux { .. }),
+            e => matches!(e, Effect::Flux { .. }),
+        });
         match action {
             Action::CancelWait if flux => Some(
                 "Flux: by a reconcile request, which cancels a running health check only when \
@@ -197,7 +213,11 @@ impl App {
                         .to_owned()
                 })
                 .unwrap_or_else(|| "write".into());
-            (self.id(), format!("{verb} {}", effects.len()))
+            let mut label = format!("{verb} {}", effects.len());
+            if let Some(clusters) = self.per_cluster(&effects) {
+                label.push_str(&format!(" ({clusters})"));
+            }
+            (self.id(), label)
         });
         for e in &effects {
             if let Some(id) = effect_id(e) {
@@ -206,6 +226,26 @@ impl App {
             }
         }
         effects
+    }
+
+    /// How many of `effects` go to each cluster (`prod-eu 2, prod-us 1`), when they go to
+    /// more than one.
+    fn per_cluster(&self, effects: &[Effect]) -> Option<String> {
+        let mut counts: std::collections::BTreeMap<&str, usize> = Default::default();
+        for e in effects {
+            let cluster = match e {
+                Effect::In { cluster, .. } => cluster,
+                _ => self.context.as_str(),
+            };
+            *counts.entry(cluster).or_default() += 1;
+        }
+        (counts.len() > 1).then(|| {
+            counts
+                .iter()
+                .map(|(c, n)| format!("{c} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
     }
 
     /// The releases an action applies to: the marked ones, else the one under the cursor.
@@ -231,8 +271,9 @@ fn verb(action: Action) -> &'static str {
     }
 }
 
-fn effect_id(e: &Effect) -> Option<u64> {
+pub fn effect_id(e: &Effect) -> Option<u64> {
     match e {
+        Effect::In { effect, .. } => effect_id(effect),
         Effect::Send { id, .. }
         | Effect::Flux { id, .. }
         | Effect::Stored { id, .. }
@@ -245,6 +286,7 @@ fn effect_id(e: &Effect) -> Option<u64> {
 /// The release a write goes to, as a question names it.
 fn target_of(e: &Effect) -> String {
     match e {
+        Effect::In { cluster, effect } => format!("{} in {cluster}", target_of(effect)),
         Effect::Send { command, .. } => command.key().to_string(),
         Effect::Flux { key, .. } => RowKey::new(Kind::Flux, key.clone()).to_string(),
         Effect::Stored {
@@ -365,6 +407,7 @@ pub fn audit_of(e: &Effect) -> Option<crate::frontend::tui::io::Audit> {
 /// What the status line calls a write.
 pub fn describe_effect(e: &Effect) -> String {
     match e {
+        Effect::In { cluster, effect } => format!("{} in {cluster}", describe_effect(effect)),
         Effect::Send { command, .. } => describe(command),
         Effect::Flux { key, request, .. } => {
             format!(

@@ -115,9 +115,11 @@ pub fn completions(
     let (kind, candidates): (&'static str, Vec<String>) = match words.as_slice() {
         [] => (
             "command",
-            ["all", "ctx", "freeze", "ns", "quit", "thaw", "timeline"]
-                .map(str::to_owned)
-                .to_vec(),
+            [
+                "all", "ctx", "freeze", "grid", "ns", "quit", "thaw", "timeline",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
         ),
         ["ns" | "namespace" | "n"] => {
             let mut all = vec!["all".to_owned()];
@@ -125,6 +127,7 @@ pub fn completions(
             ("namespace", all)
         }
         ["ctx" | "context"] => ("context", contexts.to_vec()),
+        ["grid" | "where"] => ("grid by", vec!["chart".to_owned()]),
         _ => return Completion::default(),
     };
     let mut matches: Vec<String> = candidates

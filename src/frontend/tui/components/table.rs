@@ -28,10 +28,30 @@ pub struct TableScreen<'a> {
     pub others: &'a crate::frontend::inventory::Others,
     pub scope: &'a Scope,
     pub stale_for: Option<i64>,
+    /// In a fleet (more than one cluster): the dashboard's own cluster's name, which
+    /// the CLUSTER column shows for its rows.
+    pub fleet: Option<&'a str>,
+    /// For how many seconds each other cluster's rows have been its last known state.
+    pub stale_clusters: &'a HashMap<Cluster, i64>,
 }
+
+impl TableScreen<'_> {
+    /// For how long `r`'s cluster has not answered (its row is its last known state).
+    fn stale_of(&self, r: &Row) -> Option<i64> {
+        match &r.id.cluster {
+            None => self.stale_for,
+            Some(c) => self.stale_clusters.get(c).copied(),
+        }
+    }
+
+    fn cluster_of<'r>(&'r self, r: &'r Row) -> &'r str {
+        r.id.cluster.as_deref().unwrap_or(self.fleet.unwrap_or(""))
+    }
+}
+use crate::frontend::tui::fleet_model::Fleet;
 use crate::frontend::tui::keymap::Action;
 use crate::frontend::tui::suspension;
-use crate::frontend::tui::view_model::{Row, RowKey, SortBy, State, age};
+use crate::frontend::tui::view_model::{Cluster, Row, RowKey, SortBy, State, age};
 
 /// What the rows are made from: the wheelhouse HelmReleases, the Flux HelmReleases and
 /// stored Helm releases, which stored releases a HelmRelease manages (shown once, under
@@ -44,12 +64,22 @@ pub struct Source<'a> {
     pub scope: &'a Scope,
     /// A suspend since before this, outside any freeze, is forgotten (`/is:forgotten`).
     pub forgotten_before: Timestamp,
+    /// The dashboard's own cluster (rows without a cluster in their key), by name.
+    pub home: &'a str,
+    /// The fleet's other clusters, each with its own releases.
+    pub fleet: &'a Fleet,
 }
 
-impl Source<'_> {
-    /// The row of `id` as the sources show it now; `None` when it is gone, or when it
-    /// is a stored release that a HelmRelease manages or that was uninstalled.
-    pub fn row(&self, id: &RowKey) -> Option<Row> {
+/// One cluster's part of the sources.
+struct Parts<'a> {
+    views: &'a Views,
+    others: &'a Others,
+    managed: &'a HashMap<ReleaseKey, usize>,
+    replicas: &'a ReplicaMap,
+}
+
+impl Parts<'_> {
+    fn row(&self, id: &RowKey) -> Option<Row> {
         match id.kind {
             Kind::Wheelhouse => self
                 .views
@@ -72,14 +102,61 @@ impl Source<'_> {
         }
     }
 
-    /// Every row the sources could show.
-    fn ids(&self) -> impl Iterator<Item = RowKey> + '_ {
-        let of = |kind: Kind| move |k: &ReleaseKey| RowKey::new(kind, k.clone());
+    fn ids<'a>(&'a self, cluster: Option<&'a Cluster>) -> impl Iterator<Item = RowKey> + 'a {
+        let of = move |kind: Kind| {
+            move |k: &ReleaseKey| RowKey::new(kind, k.clone()).in_cluster(cluster)
+        };
         self.views
             .keys()
             .map(of(Kind::Wheelhouse))
             .chain(self.others.flux.keys().map(of(Kind::Flux)))
             .chain(self.others.helm.keys().map(of(Kind::Helm)))
+    }
+}
+
+impl<'s> Source<'s> {
+    fn parts(&self, cluster: Option<&Cluster>) -> Option<Parts<'s>> {
+        match cluster {
+            None => Some(Parts {
+                views: self.views,
+                others: self.others,
+                managed: self.managed,
+                replicas: self.replicas,
+            }),
+            Some(c) => self.fleet.data(c).map(|d| Parts {
+                views: &d.views,
+                others: &d.others,
+                managed: &d.managed,
+                replicas: &d.replicas,
+            }),
+        }
+    }
+
+    /// The row of `id` as the sources show it now; `None` when it is gone, or when it
+    /// is a stored release that a HelmRelease manages or that was uninstalled.
+    pub fn row(&self, id: &RowKey) -> Option<Row> {
+        let mut row = self.parts(id.cluster.as_ref())?.row(id)?;
+        row.id.cluster = id.cluster.clone();
+        Some(row)
+    }
+
+    /// Every row the sources could show, of every cluster.
+    fn ids(&self) -> Vec<RowKey> {
+        let mut ids: Vec<RowKey> = Vec::new();
+        if let Some(home) = self.parts(None) {
+            ids.extend(home.ids(None));
+        }
+        for cluster in self.fleet.members.keys() {
+            if let Some(parts) = self.parts(Some(cluster)) {
+                ids.extend(parts.ids(Some(cluster)));
+            }
+        }
+        ids
+    }
+
+    /// The name of the cluster a row lives in.
+    pub fn cluster_name<'a>(&'a self, id: &'a RowKey) -> &'a str {
+        id.cluster.as_deref().unwrap_or(self.home)
     }
 }
 
@@ -98,6 +175,8 @@ pub struct ReleaseTable {
     /// shows them at every frame, and counting 20,000 rows four times a second was most
     /// of an idle dashboard's drawing.
     states: StateCounts,
+    /// The same counts per cluster of a fleet (the fleet header's tiles).
+    cluster_states: HashMap<Option<Cluster>, StateCounts>,
     pub selected: usize,
     pub marked: BTreeSet<RowKey>,
     pub filter: String,
@@ -114,6 +193,15 @@ impl ReleaseTable {
     /// How many of the rows shown are in each state.
     pub fn states(&self) -> &StateCounts {
         &self.states
+    }
+
+    /// How many of the rows shown of `cluster` (`None`: the dashboard's own) are in each
+    /// state.
+    pub fn states_of(&self, cluster: Option<&Cluster>) -> StateCounts {
+        self.cluster_states
+            .get(&cluster.cloned())
+            .cloned()
+            .unwrap_or_default()
     }
 
     /// The row of `key`, if it is in the table.
@@ -165,13 +253,21 @@ impl ReleaseTable {
             Scope::All => true,
             Scope::Namespace(ns) => *ns == row.id.key.namespace,
         };
-        let matches = if self.filter.trim() == suspension::FILTER {
-            row.suspended_since
-                .is_some_and(|since| since < source.forgotten_before)
-        } else {
-            row.matches(&self.filter)
-        };
-        in_view && matches
+        if !in_view {
+            return false;
+        }
+        let (clusters, text) = split_filter(&self.filter);
+        let cluster = source.cluster_name(&row.id).to_lowercase();
+        if !clusters.iter().all(|c| cluster.contains(c.as_str())) {
+            return false;
+        }
+        if text.trim() == suspension::FILTER {
+            return row
+                .suspended_since
+                .is_some_and(|since| since < source.forgotten_before);
+        }
+        let (terms, text) = chart_terms(&text);
+        terms.iter().all(|t| t.matches(row)) && row.matches(&text)
     }
 
     /// Moves one release's row to where it belongs now (or out of the table).
@@ -182,6 +278,9 @@ impl ReleaseTable {
             if let Ok(i) = self.rows.binary_search_by(|r| order(r, &old)) {
                 self.rows.remove(i);
                 self.states.remove(old.state);
+                if let Some(c) = self.cluster_states.get_mut(&old.id.cluster) {
+                    c.remove(old.state);
+                }
             }
             if let Some(keys) = self.rows_of_release.get_mut(&old.release) {
                 keys.retain(|k| k != key);
@@ -201,6 +300,10 @@ impl ReleaseTable {
                 .unwrap_or_else(|i| i);
             let row = Arc::new(row);
             self.states.add(row.state);
+            self.cluster_states
+                .entry(row.id.cluster.clone())
+                .or_default()
+                .add(row.state);
             self.rows.insert(i, row.clone());
             link(&mut self.rows_of_release, &row.release, key);
             self.row_cache.insert(key.clone(), row);
@@ -231,6 +334,7 @@ impl ReleaseTable {
         self.rows_of_release.clear();
         let mut rows: Vec<Arc<Row>> = source
             .ids()
+            .into_iter()
             .filter_map(|id| source.row(&id))
             .filter(|r| self.shown(source, r))
             .map(Arc::new)
@@ -241,6 +345,13 @@ impl ReleaseTable {
         }
         self.row_cache = rows.iter().map(|r| (r.id.clone(), r.clone())).collect();
         self.states = StateCounts::of(&rows);
+        self.cluster_states = HashMap::new();
+        for row in &rows {
+            self.cluster_states
+                .entry(row.id.cluster.clone())
+                .or_default()
+                .add(row.state);
+        }
         self.rows = rows;
         // Keep the cursor on the same release when rows move.
         if let Some(key) = key {
@@ -306,6 +417,66 @@ impl ReleaseTable {
     }
 }
 
+/// The filter's `cluster:NAME` terms (lowercase; a row's cluster name must contain each)
+/// and the rest of its text, which the row's columns must contain.
+pub fn split_filter(filter: &str) -> (Vec<String>, String) {
+    if !filter.contains("cluster:") {
+        return (Vec::new(), filter.to_owned());
+    }
+    let mut clusters = Vec::new();
+    let mut rest = Vec::new();
+    for word in filter.split_whitespace() {
+        match word.strip_prefix("cluster:") {
+            Some(c) => clusters.push(c.to_lowercase()),
+            None => rest.push(word),
+        }
+    }
+    (clusters, rest.join(" "))
+}
+
+/// A `chart:NAME` or `version:CONSTRAINT` term of the filter (`/chart:redis
+/// version:<18.3`): where a bad chart version runs, on one screen.
+#[derive(Debug)]
+pub enum ChartTerm {
+    /// The row's chart name contains it (lowercase).
+    Chart(String),
+    /// The row's chart version satisfies it (Helm's constraint syntax); `None`: the
+    /// constraint does not parse, and no row satisfies it.
+    Version(Option<crate::helm::source::version::Constraint>),
+}
+
+impl ChartTerm {
+    fn matches(&self, row: &Row) -> bool {
+        match self {
+            Self::Chart(name) => row.chart.to_lowercase().contains(name.as_str()),
+            Self::Version(Some(c)) => crate::helm::source::version::parse_version(&row.version)
+                .is_some_and(|v| c.matches(&v)),
+            Self::Version(None) => false,
+        }
+    }
+}
+
+/// The `chart:` and `version:` terms of a filter's text, and the rest of it.
+pub fn chart_terms(text: &str) -> (Vec<ChartTerm>, String) {
+    if !text.contains("chart:") && !text.contains("version:") {
+        return (Vec::new(), text.to_owned());
+    }
+    let mut terms = Vec::new();
+    let mut rest = Vec::new();
+    for word in text.split_whitespace() {
+        if let Some(name) = word.strip_prefix("chart:") {
+            terms.push(ChartTerm::Chart(name.to_lowercase()));
+        } else if let Some(c) = word.strip_prefix("version:") {
+            terms.push(ChartTerm::Version(
+                crate::helm::source::version::Constraint::parse(c).ok(),
+            ));
+        } else {
+            rest.push(word);
+        }
+    }
+    (terms, rest.join(" "))
+}
+
 /// Records that `key`'s row shows `release`.
 fn link(rows_of_release: &mut HashMap<ReleaseId, Vec<RowKey>>, release: &ReleaseId, key: &RowKey) {
     let keys = rows_of_release
@@ -329,7 +500,7 @@ fn sort_title(sort: SortBy, reverse: bool) -> String {
 pub fn draw(f: &mut Frame, app: &TableScreen<'_>, area: Rect) {
     let t = app.theme;
     let mut counts = app.table.states().to_string();
-    if app.stale_for.is_some() {
+    if app.stale_for.is_some() && app.fleet.is_none() {
         counts = format!("last known: {counts}");
     }
     // The sort order sits in the top border, which has room for it at 80 columns.
@@ -387,6 +558,7 @@ pub fn draw(f: &mut Frame, app: &TableScreen<'_>, area: Rect) {
     };
     let mut header = vec![
         "",
+        "CLUSTER",
         "NAMESPACE",
         "NAME",
         "KIND",
@@ -403,6 +575,7 @@ pub fn draw(f: &mut Frame, app: &TableScreen<'_>, area: Rect) {
     // terminal is narrow are namespace, name, chart and version (see `fit_columns`).
     let mut widths: Vec<u16> = vec![
         2,
+        w(&|r| app.cluster_of(r).chars().count(), 7, 16),
         w(&|r| r.id.key.namespace.len(), 9, 16),
         w(&|r| r.id.key.name.len(), 4, if wide { 28 } else { 18 }),
         4,
@@ -413,15 +586,19 @@ pub fn draw(f: &mut Frame, app: &TableScreen<'_>, area: Rect) {
         w(&|r| r.ready_text().chars().count(), 5, 16),
         7,
     ];
+    // In ascending order: removed from the last.
     let mut drop = Vec::new();
-    if !show_ns {
+    if app.fleet.is_none() {
         drop.push(1);
     }
+    if !show_ns {
+        drop.push(2);
+    }
     if !wide {
-        drop.push(5);
+        drop.push(6);
     }
     // (column, narrowest it may become), in the order they give way: the name last.
-    let mut shrinkable = vec![(5, 5), (4, 5), (1, 6), (2, 8)];
+    let mut shrinkable = vec![(6, 5), (5, 5), (2, 6), (1, 6), (3, 8)];
     shrinkable.retain(|(c, _)| !drop.contains(c));
     for i in drop.iter().rev() {
         header.remove(*i);
@@ -458,6 +635,7 @@ pub fn draw(f: &mut Frame, app: &TableScreen<'_>, area: Rect) {
         let plain = ratatui::style::Style::default();
         let mut cells: Vec<(String, ratatui::style::Style)> = vec![
             (gutter.to_owned(), plain),
+            (app.cluster_of(r).to_owned(), t.base().fg(t.accent)),
             (r.id.key.namespace.clone(), plain),
             (r.id.key.name.clone(), plain),
             (kind_tag(r.id.kind).to_owned(), t.muted()),
@@ -469,7 +647,7 @@ pub fn draw(f: &mut Frame, app: &TableScreen<'_>, area: Rect) {
             ),
             (
                 state_cell(app, r),
-                if app.stale_for.is_some() {
+                if app.stale_of(r).is_some() {
                     t.muted()
                 } else {
                     t.state(r.state)
@@ -599,7 +777,7 @@ impl std::fmt::Display for StateCounts {
 /// The state column: while disconnected never a confident state, only the last one
 /// known and its age.
 fn state_cell(app: &TableScreen<'_>, r: &Row) -> String {
-    match app.stale_for {
+    match app.stale_of(r) {
         Some(age) => format!(
             "? {} ({} old)",
             r.state.word(),

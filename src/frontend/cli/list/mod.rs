@@ -1,4 +1,6 @@
-//! `wheelhouse list`: a one-shot table of HelmReleases.
+//! `wheelhouse list`: a one-shot table of HelmReleases; with `--contexts` /
+//! `--all-contexts` (or `-o wide|json`) every kind of Helm release of every cluster named,
+//! each row naming its cluster (see [`print_fleet`]).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -10,6 +12,9 @@ use crate::api::{HelmRelease, RawHelmRelease};
 use crate::cluster::client::Scope;
 use crate::engine::Result;
 use crate::engine::{Error, FreezeRecord};
+
+mod fleet;
+pub use fleet::{ClusterAnswer, LIST_WITHIN, ListArgs, ListRow, Output, print_fleet, rows_of};
 
 /// Lists the HelmReleases in scope. Each object is decoded on its own: one that cannot be
 /// read is listed as `Invalid` with the reason, and the others as usual.
