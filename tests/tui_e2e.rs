@@ -1089,7 +1089,8 @@ async fn every_kind_of_change_is_in_the_timeline_in_order_with_who_made_it_and_s
 /// `Z` thaws what the freeze suspended and leaves the release suspended before it. That
 /// release, suspended three days ago by its change log, is then a forgotten suspend: the
 /// banner counts it and `/is:forgotten` lists it alone. A suspend by `s` is audited with
-/// who made it, and the Timeline shows the freeze, the thaw and the operator's write.
+/// who made it, and `wheelhouse timeline` shows the freeze, the thaw and the operator's
+/// write.
 #[tokio::test]
 async fn an_incident_freeze_from_the_keys_is_recorded_shown_audited_and_thawed() {
     use k8s_openapi::api::core::v1::Event;
@@ -1151,7 +1152,10 @@ async fn an_incident_freeze_from_the_keys_is_recorded_shown_audited_and_thawed()
         })
         .await;
     assert!(
-        line_of(&listed, "parked").is_some_and(|l| l.contains("by kubectl-patch")),
+        line_of(&listed, "parked").is_some_and(|l| l.contains(&format!(
+            "⏸ suspended since {}",
+            three_days_ago.strftime("%Y-%m-%d %H:%M")
+        ))),
         "{listed}"
     );
     dash.keys(&["Escape"]);
@@ -1253,13 +1257,29 @@ async fn an_incident_freeze_from_the_keys_is_recorded_shown_audited_and_thawed()
             .is_some_and(|m| m.contains(&format!("suspend {}/alpha by {me}", ns.name))),
         "{suspend:?}"
     );
-    dash.keys(&["T"]);
-    dash.wait_for("the freeze, the thaw and the write in the Timeline", |s| {
-        ["freeze", "thaw", "operator"]
-            .iter()
-            .all(|k| s.lines().any(|l| l.contains("alpha") && l.contains(k)))
-    })
-    .await;
+    // `wheelhouse timeline` reads the audit Events: the freeze, the thaw and the write,
+    // each with who made it.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wheelhouse"))
+        .args(["timeline", "-n", &ns.name, "-o", "json"])
+        .env("KUBECONFIG", support::kubeconfig_path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let changes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for kind in ["freeze", "thaw", "operator"] {
+        assert!(
+            changes
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["release"] == "alpha" && c["kind"] == kind && c["who"] == me.as_str()),
+            "no {kind} of alpha by {me}: {changes:#}"
+        );
+    }
     dash.quit().await;
     ns.delete().await;
 }

@@ -106,7 +106,7 @@ pub fn draw(f: &mut Frame, app: &App) {
     // The favourites row goes with the table, where the number keys work.
     let in_table = app.editor.is_none() && app.detail.is_none() && app.timeline.is_none();
     // Every view says a freeze, while one lasts.
-    let banner = freeze_banner::text(&app.frozen, app.forgotten_suspends(), app.now);
+    let banner = freeze_banner::text(&app.frozen_in_view(), app.forgotten_suspends(), app.now);
     // The fleet header, one line per cluster, leaves the table at least ten lines.
     let clusters = app.fleet.members.len() + 1;
     let fleet_lines = if in_table {

@@ -246,15 +246,34 @@ impl App {
         }
     }
 
-    /// How many releases have been suspended past the threshold without a freeze.
+    /// Whether `row` is in the namespaces in view (the banner speaks of those only).
+    fn in_view(&self, row: &RowKey) -> bool {
+        match &self.scope {
+            Scope::All => true,
+            Scope::Namespace(ns) => *ns == row.key.namespace,
+        }
+    }
+
+    /// The freeze records of the releases in view.
+    pub fn frozen_in_view(
+        &self,
+    ) -> std::collections::BTreeMap<RowKey, crate::engine::FreezeRecord> {
+        self.frozen
+            .iter()
+            .filter(|(row, _)| self.in_view(row))
+            .map(|(row, r)| (row.clone(), r.clone()))
+            .collect()
+    }
+
+    /// How many releases in view have been suspended past the threshold without a freeze.
     pub fn forgotten_suspends(&self) -> usize {
         let before = self
             .now
             .checked_sub(crate::frontend::tui::suspension::FORGOTTEN_AFTER)
             .unwrap_or(self.now);
         self.suspended_since
-            .values()
-            .filter(|s| **s < before)
+            .iter()
+            .filter(|(row, since)| self.in_view(row) && **since < before)
             .count()
     }
 
