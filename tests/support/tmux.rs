@@ -42,7 +42,35 @@ impl Dashboard {
             "WHEELHOUSE_LOG={}",
             std::env::var("WHEELHOUSE_TEST_DASHBOARD_LOG").unwrap_or_else(|_| "off".into())
         );
-        let status = Command::new("tmux")
+        // A server of the same name that is still going away (a dashboard restarted by
+        // its test) refuses the new session for a moment: it is ended, and the start
+        // tried again.
+        let mut tries = 0;
+        let status = loop {
+            let status = Self::new_session(socket, kubeconfig, args, [&xdg, &helm, &helper, &log]);
+            tries += 1;
+            if status.success() || tries == 5 {
+                break status;
+            }
+            let _ = Command::new("tmux")
+                .args(["-L", socket, "kill-server"])
+                .status();
+            std::thread::sleep(Duration::from_millis(300));
+        };
+        assert!(status.success(), "tmux new-session failed {tries} times");
+        Self {
+            socket: socket.to_owned(),
+            config,
+        }
+    }
+
+    fn new_session<S: AsRef<OsStr>>(
+        socket: &str,
+        kubeconfig: &std::path::Path,
+        args: &[S],
+        [xdg, helm, helper, log]: [&String; 4],
+    ) -> std::process::ExitStatus {
+        Command::new("tmux")
             .args([
                 "-L",
                 socket,
@@ -54,8 +82,8 @@ impl Dashboard {
                 "dash",
             ])
             .args(["-x", "120", "-y", "40"])
-            .args(["-e", &helm, "-e", &helper, "-e", &log])
-            .args(["-e", "TERM=xterm-256color", "-e", &xdg, "--"])
+            .args(["-e", helm, "-e", helper, "-e", log])
+            .args(["-e", "TERM=xterm-256color", "-e", xdg, "--"])
             // A profiler to run the dashboard under (`WHEELHOUSE_BENCH_DASHBOARD_WRAPPER`,
             // e.g. "heaptrack -o /tmp/heap"; split on spaces, no shell): the figures of
             // the process measured are then the profiler's, only its output counts.
@@ -70,12 +98,7 @@ impl Dashboard {
             // Keep the pane after exit so a crash leaves its last screen to read.
             .args([";", "set-option", "-t", "dash", "remain-on-exit", "on"])
             .status()
-            .expect("tmux runs (install it: apt-get install tmux)");
-        assert!(status.success(), "tmux new-session failed");
-        Self {
-            socket: socket.to_owned(),
-            config,
-        }
+            .expect("tmux runs (install it: apt-get install tmux)")
     }
 
     fn tmux(&self, args: &[&str]) -> String {
