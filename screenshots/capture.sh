@@ -23,6 +23,8 @@ log "building wheelhouse"
 cargo build --quiet --manifest-path "$root/Cargo.toml"
 wheelhouse="${CARGO_TARGET_DIR:-$root/target}/debug/wheelhouse"
 testbin=$("$root/tests/cluster/testbin.sh")
+# The render helper the dashboard's engine renders with (built once and cached).
+helper=$("$root/src/helm/render/helper/build.sh")
 "$root/tests/cluster/up.sh" "$state/cluster"
 export KUBECONFIG="$state/cluster/kubeconfig"
 kubectl="$testbin/kubectl"
@@ -66,7 +68,8 @@ start() { # cols rows theme
   tmux -L "$socket" kill-server 2>/dev/null || true
   sleep 1 # let the old server go before a new one takes the socket
   tmux -L "$socket" -f /dev/null new-session -d -s shot -x "$1" -y "$2" \
-    -e "WHEELHOUSE_HELM=$testbin/helm" -e WHEELHOUSE_LOG=off -e TERM=xterm-256color \
+    -e "WHEELHOUSE_HELM=$testbin/helm" -e "WHEELHOUSE_RENDER_HELPER=$helper/wheelhouse-render" \
+    -e WHEELHOUSE_LOG=off -e TERM=xterm-256color \
     -e "KUBECONFIG=$KUBECONFIG" -e "XDG_CONFIG_HOME=$state/config" -- "$wheelhouse" -A --theme "$3"
 }
 
@@ -111,6 +114,7 @@ sleep 3
 shot pin-diff 120 30 '#1e1e1e'
 keys Escape Escape
 # An incident freeze of one namespace from the command line (z fills in `freeze 2h `).
+keys / ; keys -l data ; keys Enter
 keys : ; keys -l 'freeze -n data 2h INC-4211 reports rollout pages on-call' ; keys Enter
 sleep 1
 keys y
