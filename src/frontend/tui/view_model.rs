@@ -398,7 +398,9 @@ impl Row {
             Some(problem) => (problem.clone(), None),
             None => suspension_note(
                 &hr.metadata,
-                suspension::of_wheelhouse(hr),
+                // A pin says why it is suspended itself (its revision, who pinned).
+                suspension::of_wheelhouse(hr)
+                    .filter(|_| hr.status.as_ref().is_none_or(|s| s.pinned.is_none())),
                 match drifted {
                     Some(c) if state == State::Drifted => c.message.clone(),
                     _ => hr.ready_message(),

@@ -294,8 +294,12 @@ impl App {
         for row in &changed {
             let view = self.views.get(&row.key);
             let record = view.and_then(|v| crate::engine::FreezeRecord::of(&v.release.metadata));
-            let suspension =
-                view.and_then(|v| crate::frontend::tui::suspension::of_wheelhouse(&v.release));
+            let suspension = view
+                .and_then(|v| crate::frontend::tui::suspension::of_wheelhouse(&v.release))
+                .filter(|_| {
+                    view.and_then(|v| v.release.status.as_ref())
+                        .is_none_or(|s| s.pinned.is_none())
+                });
             self.note_frozen(row, record, suspension);
         }
         let moved = self.remanage(&changed);
