@@ -5,6 +5,7 @@ pub mod duration;
 pub mod flux;
 pub mod helmrelease;
 pub mod raw;
+pub mod suspend_owner;
 
 pub use duration::Duration;
 pub use helmrelease::*;

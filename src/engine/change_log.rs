@@ -151,15 +151,8 @@ pub fn suspension_changed(hr: &HelmRelease, log: &[ChangeRecord]) -> bool {
 pub fn suspend_setter(
     meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
 ) -> Option<String> {
-    meta.managed_fields
-        .iter()
-        .flatten()
-        .find(|f| {
-            f.fields_v1
-                .as_ref()
-                .and_then(|v| v.0.get("f:spec"))
-                .is_some_and(|spec| spec.get("f:suspend").is_some())
-        })
+    crate::api::suspend_owner::suspend_owners(meta)
+        .next()
         .and_then(|f| f.manager.clone())
 }
 

@@ -186,15 +186,7 @@ fn suspended(obj: &DynamicObject) -> bool {
 
 /// The field managers that own `spec.suspend`.
 pub fn suspend_managers(meta: &ObjectMeta) -> Vec<String> {
-    meta.managed_fields
-        .iter()
-        .flatten()
-        .filter(|f| {
-            f.fields_v1
-                .as_ref()
-                .and_then(|v| v.0.get("f:spec"))
-                .is_some_and(|spec| spec.get("f:suspend").is_some())
-        })
+    crate::api::suspend_owner::suspend_owners(meta)
         .map(|f| f.manager.clone().unwrap_or_default())
         .collect()
 }

@@ -443,12 +443,9 @@ fn keep_suspend_setter(hr: &mut FluxHelmRelease) {
     if !hr.spec.suspend {
         return;
     }
-    let owner = fields.into_iter().find(|f| {
-        f.fields_v1
-            .as_ref()
-            .and_then(|v| v.0.get("f:spec"))
-            .is_some_and(|spec| spec.get("f:suspend").is_some())
-    });
+    let owner = fields
+        .into_iter()
+        .find(crate::api::suspend_owner::owns_suspend);
     hr.metadata.managed_fields = owner.map(|mut f| {
         f.fields_v1 = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(
             serde_json::json!(

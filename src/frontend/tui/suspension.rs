@@ -90,15 +90,8 @@ pub fn of_flux(hr: &FluxHelmRelease) -> Option<Suspension> {
 }
 
 fn suspend_owner(meta: &ObjectMeta) -> Option<(&str, Option<Timestamp>)> {
-    meta.managed_fields
-        .iter()
-        .flatten()
-        .find(|f| {
-            f.fields_v1
-                .as_ref()
-                .and_then(|v| v.0.get("f:spec"))
-                .is_some_and(|spec| spec.get("f:suspend").is_some())
-        })
+    crate::api::suspend_owner::suspend_owners(meta)
+        .next()
         .map(|f| {
             (
                 f.manager.as_deref().unwrap_or("?"),
