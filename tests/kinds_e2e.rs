@@ -21,7 +21,15 @@ use wheelhouse::api::flux::{FluxHelmRelease, annotations};
 fn dashboard(namespace: &str) -> Dashboard {
     Dashboard::start(
         &format!("wheelhouse-test-{namespace}"),
-        &["-n", namespace, "--lease-namespace", namespace],
+        // Its engine reconciles this namespace only, never the releases of tests beside it.
+        &[
+            "-n",
+            namespace,
+            "--lease-namespace",
+            namespace,
+            "--engine-scope",
+            "namespace",
+        ],
     )
 }
 
@@ -320,14 +328,19 @@ async fn a_helm_cli_release_is_rolled_back_and_uninstalled_as_helm_does() {
     })
     .await;
 
-    // This dashboard's engine leads (its own Lease namespace); q lets the Lease go on
-    // its way out, without waiting for the engine's step.
+    // This dashboard's engine leads (the namespace engine's Lease); q lets the Lease go
+    // on its way out, without waiting for the engine's step.
     dash.wait_for("the engine running here", |s| s.contains("engine here"))
         .await;
     let quit = dash.quit().await;
+    let coverage = wheelhouse::engine::Coverage::new(
+        wheelhouse::cluster::client::Scope::Namespace(ns.name.clone()),
+        None,
+    );
+    let (lease_ns, lease_name) = coverage.lease(&ns.name);
     let lease =
-        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), &ns.name)
-            .get(wheelhouse::engine::lease::LEASE_NAME)
+        Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(client.clone(), &lease_ns)
+            .get(&lease_name)
             .await
             .unwrap();
     assert_eq!(

@@ -17,8 +17,14 @@ use wheelhouse::api::HelmRelease;
 
 /// The dashboard on one test namespace: its table filtered to it (`-n`) and its engine's
 /// Lease there, so parallel tests never compete for a Lease.
+/// A dashboard on `namespace`. Its engine reconciles that namespace only: the tests run
+/// side by side, and a cluster-wide engine per test (each with a Lease of its own) took
+/// over the releases of the others, upgrading a release under another's wait.
 fn dashboard(namespace: &str, flags: &[&str]) -> Dashboard {
     let mut args = vec!["-n", namespace, "--lease-namespace", namespace];
+    if !flags.contains(&"--readonly") {
+        args.extend(["--engine-scope", "namespace"]);
+    }
     args.extend_from_slice(flags);
     Dashboard::start(&format!("wheelhouse-test-{namespace}"), &args)
 }
@@ -72,7 +78,7 @@ async fn dashboard_drives_releases() {
 
     let dash = dashboard(&ns.name, &[]);
     dash.wait_for("the header with the engine running here", |s| {
-        s.contains("engine here: all ns") && s.contains(&ns.name)
+        s.contains(&format!("engine here: ns {}", ns.name))
     })
     .await;
     api.create(&PostParams::default(), &web).await.unwrap();

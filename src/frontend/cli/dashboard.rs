@@ -22,6 +22,13 @@ pub struct DashboardArgs {
     )]
     pub theme: Option<String>,
 
+    /// What the dashboard's engine reconciles: `cluster` (every namespace its identity may
+    /// watch, the default) or `namespace` (the namespace shown, -n, as a namespace engine:
+    /// its Lease in that namespace, deferring to a cluster-wide engine; the table then
+    /// shows that namespace).
+    #[arg(long, global = true, value_enum, default_value = "cluster")]
+    pub engine_scope: EngineScope,
+
     /// Namespace of the engine Lease (every wheelhouse of a cluster must agree on it).
     #[arg(long, global = true, hide = true, env = "WHEELHOUSE_LEASE_NAMESPACE")]
     pub lease_namespace: Option<String>,
@@ -36,6 +43,12 @@ pub struct DashboardArgs {
     /// this address while the dashboard's engine runs, e.g. 127.0.0.1:9292.
     #[arg(long = "receiver-addr", value_name = "ADDR")]
     pub dashboard_receiver_addr: Option<std::net::SocketAddr>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineScope {
+    Cluster,
+    Namespace,
 }
 
 pub async fn run(cluster: &ClusterArgs, render: &RenderArgs, args: &DashboardArgs) -> Result<()> {
@@ -92,6 +105,7 @@ pub async fn run(cluster: &ClusterArgs, render: &RenderArgs, args: &DashboardArg
         readonly: args.readonly,
         theme: args.theme.clone(),
         lease_namespace: args.lease_namespace.clone(),
+        namespace_engine: args.engine_scope == EngineScope::Namespace,
         receiver_addr: args.dashboard_receiver_addr,
         engine,
         fleet,

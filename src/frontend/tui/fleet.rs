@@ -191,7 +191,7 @@ pub fn start_member(
         } else {
             Scope::of(&target, default_ns.clone())
         };
-        let coverage = super::session::bounded_engine_scope(&client, &view, &default_ns).await;
+        let coverage = super::session::engine_coverage(&opts, &client, &view, &default_ns).await;
         let scope = match (&coverage, view) {
             (Scope::Namespace(ns), Scope::All) => Scope::Namespace(ns.clone()),
             (_, view) => view,

@@ -37,6 +37,9 @@ pub struct Options {
     pub theme: Option<String>,
     /// Namespace of the engine Lease (default: `default`, as every wheelhouse).
     pub lease_namespace: Option<String>,
+    /// Whether the engine covers the namespace shown only (`--engine-scope namespace`),
+    /// else every namespace its identity may watch.
+    pub namespace_engine: bool,
     /// Where the in-process engine serves webhook receivers (none: it does not).
     pub receiver_addr: Option<std::net::SocketAddr>,
     /// Whether this session runs the in-process engine (else a passive one, which only
@@ -119,7 +122,7 @@ impl Session {
             }
         })?;
         let view = scope.unwrap_or_else(|| Scope::of(&args, default_ns.clone()));
-        let coverage = bounded_engine_scope(&client, &view, &default_ns).await;
+        let coverage = engine_coverage(opts, &client, &view, &default_ns).await;
         // A view the engine's watch cannot show falls back to the engine's namespace.
         let scope = match (&coverage, view) {
             (Scope::Namespace(ns), Scope::All) => Scope::Namespace(ns.clone()),
@@ -236,7 +239,24 @@ pub async fn stop(handle: &EngineHandle) {
 /// [`client::engine_scope`] within a few seconds: a server that does not answer its
 /// access review gets the namespace in view (its watches then say it does not answer),
 /// so one silent cluster never holds a dashboard's start.
-pub async fn bounded_engine_scope(client: &Client, view: &Scope, default_ns: &str) -> Scope {
+/// What this session's engine covers: the view's namespace when asked
+/// (`--engine-scope namespace`), else what its identity may watch.
+pub async fn engine_coverage(
+    opts: &Options,
+    client: &Client,
+    view: &Scope,
+    default_ns: &str,
+) -> Scope {
+    if opts.namespace_engine {
+        return match view {
+            Scope::Namespace(ns) => Scope::Namespace(ns.clone()),
+            Scope::All => Scope::Namespace(default_ns.to_owned()),
+        };
+    }
+    bounded_engine_scope(client, view, default_ns).await
+}
+
+async fn bounded_engine_scope(client: &Client, view: &Scope, default_ns: &str) -> Scope {
     const WITHIN: Duration = Duration::from_secs(5);
     match tokio::time::timeout(WITHIN, client::engine_scope(client, view, default_ns)).await {
         Ok(scope) => scope,

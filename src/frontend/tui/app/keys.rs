@@ -195,9 +195,9 @@ impl App {
             self.note(
                 "switching namespace".into(),
                 Progress::Failed(format!(
-                    "this identity cannot list HelmReleases in every namespace, so this \
-                     dashboard watches (and its engine reconciles) namespace {have} only; \
-                     start it with -n NAME for another"
+                    "this dashboard watches (and its engine reconciles) namespace {have} \
+                     only (--engine-scope namespace, or an identity that cannot list \
+                     HelmReleases in every namespace); start it with -n NAME for another"
                 )),
             );
         }
