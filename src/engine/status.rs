@@ -61,6 +61,104 @@ pub fn set(
     }
 }
 
+/// What a step of the reconcile concluded about the release, outside an action's own
+/// record (`actions::record_as`) and the drift check's `Drifted`: the one place that says
+/// which of Flux's conditions each conclusion writes.
+#[derive(Debug, Clone, Copy)]
+pub enum Verdict<'a> {
+    /// Ready=True; Reconciling and Stalled end.
+    Ready { reason: &'a str, message: &'a str },
+    /// Ready=False and the work ends (Reconciling goes): held until a cause clears.
+    Held { reason: &'a str, message: &'a str },
+    /// Ready=False; Reconciling, if any, stays (a failure of an attempt in flight).
+    Failing { reason: &'a str, message: &'a str },
+    /// Ready=False and Stalled=True; Reconciling ends: nothing more is tried.
+    Stalled { reason: &'a str, message: &'a str },
+    /// Reconciling=True: what runs, or what it waits for; Ready stays as it is.
+    Reconciling { reason: &'a str, message: &'a str },
+    /// Ready=Unknown while an outcome is not known yet.
+    Pending { reason: &'a str, message: &'a str },
+}
+
+/// Writes `verdict` into `status` (see [`Verdict`] for which conditions each writes).
+pub fn summarise(status: &mut HelmReleaseStatus, verdict: Verdict<'_>, generation: Option<i64>) {
+    use Verdict::*;
+    match verdict {
+        Ready { reason, message } => {
+            set(
+                status,
+                condition::READY,
+                Truth::True,
+                reason,
+                message,
+                generation,
+            );
+            remove(status, condition::RECONCILING);
+            remove(status, condition::STALLED);
+        }
+        Held { reason, message } => {
+            set(
+                status,
+                condition::READY,
+                Truth::False,
+                reason,
+                message,
+                generation,
+            );
+            remove(status, condition::RECONCILING);
+        }
+        Failing { reason, message } => {
+            set(
+                status,
+                condition::READY,
+                Truth::False,
+                reason,
+                message,
+                generation,
+            );
+        }
+        Stalled { reason, message } => {
+            set(
+                status,
+                condition::READY,
+                Truth::False,
+                reason,
+                message,
+                generation,
+            );
+            set(
+                status,
+                condition::STALLED,
+                Truth::True,
+                reason,
+                message,
+                generation,
+            );
+            remove(status, condition::RECONCILING);
+        }
+        Reconciling { reason, message } => {
+            set(
+                status,
+                condition::RECONCILING,
+                Truth::True,
+                reason,
+                message,
+                generation,
+            );
+        }
+        Pending { reason, message } => {
+            set(
+                status,
+                condition::READY,
+                Truth::Unknown,
+                reason,
+                message,
+                generation,
+            );
+        }
+    }
+}
+
 pub fn remove(status: &mut HelmReleaseStatus, type_: &str) {
     status.conditions.retain(|c| c.type_ != type_);
 }
@@ -222,5 +320,87 @@ mod tests {
     fn long_messages_are_cut_on_a_char_boundary() {
         let s = truncate("é".repeat(600), 1024);
         assert!(s.len() <= 1024 && s.ends_with("..."));
+    }
+
+    #[test]
+    fn each_verdict_writes_its_conditions_and_only_those() {
+        use Verdict::*;
+        let (r, m) = ("R", "m");
+        // (verdict, Ready, Reconciling, Stalled) after a status that had all three.
+        let cases = [
+            (
+                Ready {
+                    reason: r,
+                    message: m,
+                },
+                Some("True"),
+                None,
+                None,
+            ),
+            (
+                Held {
+                    reason: r,
+                    message: m,
+                },
+                Some("False"),
+                None,
+                Some("True"),
+            ),
+            (
+                Failing {
+                    reason: r,
+                    message: m,
+                },
+                Some("False"),
+                Some("True"),
+                Some("True"),
+            ),
+            (
+                Stalled {
+                    reason: r,
+                    message: m,
+                },
+                Some("False"),
+                None,
+                Some("True"),
+            ),
+            (
+                Reconciling {
+                    reason: r,
+                    message: m,
+                },
+                Some("True"),
+                Some("True"),
+                Some("True"),
+            ),
+            (
+                Pending {
+                    reason: r,
+                    message: m,
+                },
+                Some("Unknown"),
+                Some("True"),
+                Some("True"),
+            ),
+        ];
+        for (verdict, ready, reconciling, stalled) in cases {
+            let mut s = HelmReleaseStatus::default();
+            for type_ in [condition::READY, condition::RECONCILING, condition::STALLED] {
+                set(&mut s, type_, Truth::True, "before", "", Some(1));
+            }
+            summarise(&mut s, verdict, Some(2));
+            let of = |t: &str| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == t)
+                    .map(|c| c.status.as_str())
+            };
+            let got = (
+                of(condition::READY),
+                of(condition::RECONCILING),
+                of(condition::STALLED),
+            );
+            assert_eq!(got, (ready, reconciling, stalled), "{verdict:?}");
+        }
     }
 }

@@ -16,7 +16,7 @@ use crate::api::{FINALIZER, RawHelmRelease, Undecodable};
 pub(super) async fn report_undecodable(ctx: Arc<Context>, key: ReleaseKey, u: Box<Undecodable>) {
     use kube::Resource;
     use kube::runtime::events::{Event, EventType};
-    use status::{Truth, condition, reason};
+    use status::{Verdict, reason};
 
     let api: Api<RawHelmRelease> = Api::namespaced(ctx.client.clone(), &key.namespace);
     let hr = &u.placeholder;
@@ -59,23 +59,11 @@ pub(super) async fn report_undecodable(ctx: Arc<Context>, key: ReleaseKey, u: Bo
     } else {
         let mut s = hr.status.clone().unwrap_or_default();
         let generation = hr.metadata.generation;
-        status::set(
-            &mut s,
-            condition::READY,
-            Truth::False,
-            reason::INVALID_SPEC,
-            &u.reason,
-            generation,
-        );
-        status::set(
-            &mut s,
-            condition::STALLED,
-            Truth::True,
-            reason::INVALID_SPEC,
-            &u.reason,
-            generation,
-        );
-        status::remove(&mut s, condition::RECONCILING);
+        let verdict = Verdict::Stalled {
+            reason: reason::INVALID_SPEC,
+            message: &u.reason,
+        };
+        status::summarise(&mut s, verdict, generation);
         ctx.metrics.status_written();
         if let Err(e) = status::write(&api, &key.name, &s).await {
             tracing::warn!(release = %key, error = %crate::helm::apply::api_message(&e), "cannot write the status of an unreadable HelmRelease");

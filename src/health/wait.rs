@@ -120,6 +120,9 @@ pub enum Outcome {
 /// Waits for every target to be ready. `on_progress` is called whenever the picture
 /// changes, so front ends can show it live. Watches come from `options.hub` (shared with
 /// every other wait of the engine), or from a hub of this wait's own.
+///
+/// Over 120 lines by design: its loop reads every watch the wait holds in one `select!`,
+/// each arm only routing a change to `observe`, so what ends a wait is read in one place.
 pub async fn wait(
     client: &Client,
     targets: &[Target],
@@ -135,86 +138,15 @@ pub async fn wait(
         .hub
         .clone()
         .unwrap_or_else(|| WatchHub::new(client.clone()));
-    // One shared watch per (kind, namespace) of the targets; `group[i]` is target i's.
-    let mut stores: Vec<Store> = Vec::new();
-    let mut streams = Vec::new();
-    let mut keys: Vec<(ApiResource, Option<String>)> = Vec::new();
-    let group: Vec<usize> = targets
-        .iter()
-        .map(|t| {
-            let key = (t.resource.clone(), t.namespace.clone());
-            if let Some(g) = keys.iter().position(|k| *k == key) {
-                return g;
-            }
-            // A user's health expression may read any field: the whole object for it.
-            let view = match &options.custom {
-                Some(c) if c.judges(&t.resource.api_version, &t.resource.kind) => View::Whole,
-                _ => View::Readiness,
-            };
-            let (store, changes) = hub.subscribe(&t.resource, t.namespace.as_deref(), view);
-            let g = stores.len();
-            stores.push(store);
-            streams.push(changes.map(move |c| (g, c)).boxed());
-            keys.push(key);
-            g
-        })
-        .collect();
-    let mut events = select_all(streams);
-    // For fail-fast: the shared pod watch of each namespace holding a workload; this wait
-    // keeps only its own workloads' pods.
-    let pod_resource = ApiResource::erase::<Pod>(&());
-    let mut pod_stores: BTreeMap<String, Store> = BTreeMap::new();
-    let mut pod_events: SelectAll<BoxStream<'static, (String, Change)>> = SelectAll::new();
-    if options.fail_fast || options.legacy {
-        for ns in targets
-            .iter()
-            .filter(|t| {
-                (options.fail_fast && pods_judged(&t.resource.kind, options))
-                    || (options.legacy && judged_by_pods(&t.resource.kind))
-            })
-            .filter_map(|t| t.namespace.clone())
-        {
-            if let std::collections::btree_map::Entry::Vacant(slot) = pod_stores.entry(ns) {
-                let (store, changes) =
-                    hub.subscribe(&pod_resource, Some(slot.key()), View::Readiness);
-                let name = slot.key().clone();
-                pod_events.push(changes.map(move |c| (name.clone(), c)).boxed());
-                slot.insert(store);
-            }
-        }
-    }
-    // And the ReplicaSets of each namespace holding a Deployment: which of them is the
-    // current template's says which pods may fail the wait.
-    let rs_resource = ApiResource::erase::<ReplicaSet>(&());
-    let mut rs_stores: BTreeMap<String, Store> = BTreeMap::new();
-    // (namespace, the changed set's owners; None: look at every Deployment there).
-    let mut rs_events: SelectAll<BoxStream<'static, (String, Option<Vec<String>>)>> =
-        SelectAll::new();
-    if options.fail_fast || options.legacy {
-        for ns in targets
-            .iter()
-            .filter(|t| t.resource.kind == "Deployment")
-            .filter_map(|t| t.namespace.clone())
-        {
-            if let std::collections::btree_map::Entry::Vacant(slot) = rs_stores.entry(ns) {
-                let (store, changes) =
-                    hub.subscribe(&rs_resource, Some(slot.key()), View::Readiness);
-                let name = slot.key().clone();
-                rs_events.push(
-                    changes
-                        .map(move |c| {
-                            let owners = match c {
-                                Change::Applied(rs) => Some(owner_uids(&rs).cloned().collect()),
-                                Change::Deleted(_) | Change::Resync => None,
-                            };
-                            (name.clone(), owners)
-                        })
-                        .boxed(),
-                );
-                slot.insert(store);
-            }
-        }
-    }
+    let Watches {
+        stores,
+        group,
+        mut events,
+        pod_stores,
+        mut pod_events,
+        rs_stores,
+        mut rs_events,
+    } = Watches::subscribe(&hub, targets, options);
     let has_pod_watches = !pod_stores.is_empty();
     let has_rs_watches = !rs_stores.is_empty();
     let mut seen = Seen::default();
@@ -335,6 +267,115 @@ pub async fn wait(
             }
             // Unschedulable pods fail only after a grace period: look again now and then.
             _ = tick.tick(), if has_pod_watches => {}
+        }
+    }
+}
+
+/// The shared watches one wait reads: the targets' own, by (kind, namespace), and for
+/// fail-fast and Helm 3's rules the pods and ReplicaSets of the namespaces holding
+/// workloads.
+struct Watches {
+    stores: Vec<Store>,
+    /// `group[i]`: the index in `stores` of target i's watch.
+    group: Vec<usize>,
+    events: SelectAll<BoxStream<'static, (usize, Change)>>,
+    pod_stores: BTreeMap<String, Store>,
+    pod_events: SelectAll<BoxStream<'static, (String, Change)>>,
+    rs_stores: BTreeMap<String, Store>,
+    /// (namespace, the changed set's owners; None: look at every Deployment there).
+    rs_events: SelectAll<BoxStream<'static, (String, Option<Vec<String>>)>>,
+}
+
+impl Watches {
+    fn subscribe(hub: &WatchHub, targets: &[Target], options: &WaitOptions) -> Self {
+        // One shared watch per (kind, namespace) of the targets; `group[i]` is target i's.
+        let mut stores: Vec<Store> = Vec::new();
+        let mut streams = Vec::new();
+        let mut keys: Vec<(ApiResource, Option<String>)> = Vec::new();
+        let group: Vec<usize> = targets
+            .iter()
+            .map(|t| {
+                let key = (t.resource.clone(), t.namespace.clone());
+                if let Some(g) = keys.iter().position(|k| *k == key) {
+                    return g;
+                }
+                // A user's health expression may read any field: the whole object for it.
+                let view = match &options.custom {
+                    Some(c) if c.judges(&t.resource.api_version, &t.resource.kind) => View::Whole,
+                    _ => View::Readiness,
+                };
+                let (store, changes) = hub.subscribe(&t.resource, t.namespace.as_deref(), view);
+                let g = stores.len();
+                stores.push(store);
+                streams.push(changes.map(move |c| (g, c)).boxed());
+                keys.push(key);
+                g
+            })
+            .collect();
+        let events = select_all(streams);
+        // For fail-fast: the shared pod watch of each namespace holding a workload; this wait
+        // keeps only its own workloads' pods.
+        let pod_resource = ApiResource::erase::<Pod>(&());
+        let mut pod_stores: BTreeMap<String, Store> = BTreeMap::new();
+        let mut pod_events: SelectAll<BoxStream<'static, (String, Change)>> = SelectAll::new();
+        if options.fail_fast || options.legacy {
+            for ns in targets
+                .iter()
+                .filter(|t| {
+                    (options.fail_fast && pods_judged(&t.resource.kind, options))
+                        || (options.legacy && judged_by_pods(&t.resource.kind))
+                })
+                .filter_map(|t| t.namespace.clone())
+            {
+                if let std::collections::btree_map::Entry::Vacant(slot) = pod_stores.entry(ns) {
+                    let (store, changes) =
+                        hub.subscribe(&pod_resource, Some(slot.key()), View::Readiness);
+                    let name = slot.key().clone();
+                    pod_events.push(changes.map(move |c| (name.clone(), c)).boxed());
+                    slot.insert(store);
+                }
+            }
+        }
+        // And the ReplicaSets of each namespace holding a Deployment: which of them is the
+        // current template's says which pods may fail the wait.
+        let rs_resource = ApiResource::erase::<ReplicaSet>(&());
+        let mut rs_stores: BTreeMap<String, Store> = BTreeMap::new();
+        // (namespace, the changed set's owners; None: look at every Deployment there).
+        let mut rs_events: SelectAll<BoxStream<'static, (String, Option<Vec<String>>)>> =
+            SelectAll::new();
+        if options.fail_fast || options.legacy {
+            for ns in targets
+                .iter()
+                .filter(|t| t.resource.kind == "Deployment")
+                .filter_map(|t| t.namespace.clone())
+            {
+                if let std::collections::btree_map::Entry::Vacant(slot) = rs_stores.entry(ns) {
+                    let (store, changes) =
+                        hub.subscribe(&rs_resource, Some(slot.key()), View::Readiness);
+                    let name = slot.key().clone();
+                    rs_events.push(
+                        changes
+                            .map(move |c| {
+                                let owners = match c {
+                                    Change::Applied(rs) => Some(owner_uids(&rs).cloned().collect()),
+                                    Change::Deleted(_) | Change::Resync => None,
+                                };
+                                (name.clone(), owners)
+                            })
+                            .boxed(),
+                    );
+                    slot.insert(store);
+                }
+            }
+        }
+        Self {
+            stores,
+            group,
+            events,
+            pod_stores,
+            pod_events,
+            rs_stores,
+            rs_events,
         }
     }
 }

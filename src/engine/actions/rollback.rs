@@ -33,45 +33,11 @@ pub async fn rollback(
     let version = current.version + 1;
     let spec = run.hr.spec.rollback.clone().unwrap_or_default();
     let timeout = spec.timeout.unwrap_or(run.hr.spec.timeout).as_std();
-    let mut rel = new_release(
-        run,
-        version,
-        target.chart.clone().unwrap_or_default(),
-        target.config.clone(),
-        Status::PendingRollback,
-        &format!("Rollback to {to}"),
-    );
-    rel.manifest = target.manifest.clone();
-    rel.hooks = target.hooks.clone();
-    if let Some(commit) = target.labels.get(super::SOURCE_COMMIT_LABEL) {
-        rel.labels
-            .insert(super::SOURCE_COMMIT_LABEL.into(), commit.clone());
-    }
-    // What the restored revision was made from and with, so the planner compares the
-    // desired state with it.
-    for label in [
-        super::SOURCE_DIGEST_LABEL,
-        super::common_metadata::COMMON_METADATA_LABEL,
-        super::POST_RENDERERS_LABEL,
-        super::VALUES_FILES_LABEL,
-        crate::helm::release::SPEC_VALUES_LABEL,
-    ] {
-        if let Some(value) = target.labels.get(label) {
-            rel.labels.insert(label.into(), value.clone());
-        }
-    }
     if spec.recreate {
         // As helm-controller on Helm 4: kept for compatibility, without effect.
         tracing::warn!(release = %run.key, "rollback.recreate has no effect: Helm 4 removed recreating pods on rollback (helm-controller ignores it too)");
     }
-    run.masker.add_manifest_secrets(&rel.manifest);
-    for hook in &rel.hooks {
-        run.masker.add_manifest_secrets(&hook.manifest);
-    }
-    rel.info.as_mut().unwrap().rollback_revision = to;
-    if let Some(first) = history.iter().find_map(|r| r.info.as_ref()?.first_deployed) {
-        rel.info.as_mut().unwrap().first_deployed = Some(first);
-    }
+    let mut rel = restored(run, history, target, version);
     let ns = run.target_namespace.clone();
     let release_name = run.release_name.clone();
     let take_ownership = run
@@ -112,39 +78,7 @@ pub async fn rollback(
         return Ok(failed(format!("Helm rollback failed: {e}")));
     }
     run.storage.create(&rel).await?;
-    let steps = async {
-        if !spec.disable_hooks {
-            run.run_hooks(
-                &mut rel.hooks,
-                version,
-                hook_event::PRE_ROLLBACK,
-                &ns,
-                timeout,
-            )
-            .await?;
-        }
-        // As `helm rollback --cleanup-on-fail`: what this rollback's apply created (objects
-        // that did not exist before it) is deleted when the apply fails; the rest stays.
-        let absent = match spec.cleanup_on_fail {
-            true => absent_objects(run, &rel.manifest, &ns).await?,
-            false => Vec::new(),
-        };
-        if let Err(e) = run.acting.applier.apply_release(&rel.manifest, &owner).await {
-            if !absent.is_empty() {
-                let created = crate::helm::apply::manifest::documents_of(&rel.manifest, &absent, &ns);
-                if let Err(cleanup) = run.acting.applier.prune(&created, "", &owner).await {
-                    tracing::warn!(release = %run.key, "rollback.cleanupOnFail could not delete what the failed rollback created: {cleanup}");
-                }
-            }
-            return Err(e.into());
-        }
-        run.acting
-            .applier
-            .prune(&current.manifest, &rel.manifest, &owner)
-            .await?;
-        Ok::<_, crate::engine::Error>(())
-    }
-    .await;
+    let steps = apply_restored(run, &mut rel, current, &owner, &spec, timeout).await;
     if let Err(e) = steps {
         return failed_because(run, &mut rel, e.to_string()).await;
     }
@@ -185,6 +119,87 @@ pub async fn rollback(
             run.release_name
         ),
     })
+}
+
+/// The new revision a rollback to `target` writes: `target`'s chart, values, manifest and
+/// hooks, and the labels saying what it was made from, so the planner compares the
+/// desired state with the restored one.
+fn restored(run: &mut Run<'_>, history: &[Release], target: &Release, version: i32) -> Release {
+    let to = target.version;
+    let mut rel = new_release(
+        run,
+        version,
+        target.chart.clone().unwrap_or_default(),
+        target.config.clone(),
+        Status::PendingRollback,
+        &format!("Rollback to {to}"),
+    );
+    rel.manifest = target.manifest.clone();
+    rel.hooks = target.hooks.clone();
+    for label in [
+        super::SOURCE_COMMIT_LABEL,
+        super::SOURCE_DIGEST_LABEL,
+        super::common_metadata::COMMON_METADATA_LABEL,
+        super::POST_RENDERERS_LABEL,
+        super::VALUES_FILES_LABEL,
+        crate::helm::release::SPEC_VALUES_LABEL,
+    ] {
+        if let Some(value) = target.labels.get(label) {
+            rel.labels.insert(label.into(), value.clone());
+        }
+    }
+    run.masker.add_manifest_secrets(&rel.manifest);
+    for hook in &rel.hooks {
+        run.masker.add_manifest_secrets(&hook.manifest);
+    }
+    let info = rel.info.get_or_insert_default();
+    info.rollback_revision = to;
+    if let Some(first) = history.iter().find_map(|r| r.info.as_ref()?.first_deployed) {
+        info.first_deployed = Some(first);
+    }
+    rel
+}
+
+/// The pre-rollback hooks, the apply and the prune of what the restored manifest drops.
+async fn apply_restored(
+    run: &mut Run<'_>,
+    rel: &mut Release,
+    current: &Release,
+    owner: &Owner<'_>,
+    spec: &crate::api::Rollback,
+    timeout: std::time::Duration,
+) -> crate::engine::Result<()> {
+    let (version, ns) = (rel.version, run.target_namespace.clone());
+    if !spec.disable_hooks {
+        run.run_hooks(
+            &mut rel.hooks,
+            version,
+            hook_event::PRE_ROLLBACK,
+            &ns,
+            timeout,
+        )
+        .await?;
+    }
+    // As `helm rollback --cleanup-on-fail`: what this rollback's apply created (objects
+    // that did not exist before it) is deleted when the apply fails; the rest stays.
+    let absent = match spec.cleanup_on_fail {
+        true => absent_objects(run, &rel.manifest, &ns).await?,
+        false => Vec::new(),
+    };
+    if let Err(e) = run.acting.applier.apply_release(&rel.manifest, owner).await {
+        if !absent.is_empty() {
+            let created = crate::helm::apply::manifest::documents_of(&rel.manifest, &absent, &ns);
+            if let Err(cleanup) = run.acting.applier.prune(&created, "", owner).await {
+                tracing::warn!(release = %run.key, "rollback.cleanupOnFail could not delete what the failed rollback created: {cleanup}");
+            }
+        }
+        return Err(e.into());
+    }
+    run.acting
+        .applier
+        .prune(&current.manifest, &rel.manifest, owner)
+        .await?;
+    Ok(())
 }
 
 /// The objects of `manifest` that do not exist now (kinds not served yet included).

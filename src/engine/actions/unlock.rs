@@ -5,7 +5,7 @@
 use super::{Note, Outcome, Owns, record_as, set_status};
 use crate::api::HelmReleaseStatus;
 use crate::engine::run::{Requeue, Run};
-use crate::engine::status::{self, Truth, condition, reason};
+use crate::engine::status::{self, Verdict, reason};
 use crate::engine::vocabulary::Phase;
 use crate::helm::release::{Release, Status};
 
@@ -46,14 +46,11 @@ pub(super) async fn left_to_another_tool(
         left.as_secs()
     );
     let generation = run.hr.metadata.generation;
-    status::set(
-        &mut run.status,
-        condition::RECONCILING,
-        Truth::True,
-        reason::PROGRESSING,
-        &message,
-        generation,
-    );
+    let verdict = Verdict::Reconciling {
+        reason: reason::PROGRESSING,
+        message: &message,
+    };
+    status::summarise(&mut run.status, verdict, generation);
     run.write_status().await;
     tracing::info!(release = %run.key, revision, "pending revision of another tool left alone");
     Some(Requeue::After(left.min(std::time::Duration::from_secs(2))))

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Heard, Memory};
 use crate::api::{HelmRelease, HelmReleaseStatus};
-use crate::engine::status::{self, Truth, condition, reason};
+use crate::engine::status::{self, reason};
 use crate::engine::vocabulary::{LiveMap, LiveState, Phase, ReleaseKey, WaitView};
 use crate::helm::release::{Release, Storage};
 use crate::helm::render::Renderer;
@@ -442,16 +442,14 @@ impl Run<'_> {
                 .is_some()
         {
             // Hooks are never interrupted: say what the deletion waits for.
-            status::set(
-                &mut shown,
-                condition::RECONCILING,
-                Truth::True,
-                reason::PROGRESSING,
-                format!(
-                    "deletion requested: waiting for the running hook {hook} to finish (a hook is never interrupted); then the release is uninstalled"
-                ),
-                self.hr.metadata.generation,
+            let message = format!(
+                "deletion requested: waiting for the running hook {hook} to finish (a hook is never interrupted); then the release is uninstalled"
             );
+            let verdict = status::Verdict::Reconciling {
+                reason: reason::PROGRESSING,
+                message: &message,
+            };
+            status::summarise(&mut shown, verdict, self.hr.metadata.generation);
         }
         let shown = self.masker.masked(&shown);
         self.ctx.metrics.status_written();

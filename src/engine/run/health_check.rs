@@ -19,7 +19,7 @@ use super::desired::{Candidate, CandidateError, prepare_candidate};
 use super::triggers::{new_token, values_source_events};
 use super::{Heard, Run};
 use crate::api::{WaitStatus, annotations};
-use crate::engine::status::{self, Truth, condition, reason};
+use crate::engine::status::{self, Verdict, reason};
 use crate::engine::vocabulary::{Phase, WaitView};
 use crate::health::{self, Progress, Target};
 use crate::helm::release::{Release, Status};
@@ -409,14 +409,11 @@ impl Run<'_> {
                     "waiting for revision {}; the newer desired state ({trigger}) cannot be applied: {e}",
                     rel.version
                 );
-                status::set(
-                    &mut self.status,
-                    condition::READY,
-                    Truth::Unknown,
-                    reason::PROGRESSING,
-                    &message,
-                    self.hr.metadata.generation,
-                );
+                let verdict = Verdict::Pending {
+                    reason: reason::PROGRESSING,
+                    message: &message,
+                };
+                status::summarise(&mut self.status, verdict, self.hr.metadata.generation);
                 self.write_status().await;
                 self.event(EventType::Warning, reason::ARTIFACT_FAILED, "Wait", message)
                     .await;

@@ -63,25 +63,7 @@ pub(super) async fn check(run: &mut Run<'_>, latest: Option<&Release>) {
         }
     };
     if found.is_empty() {
-        // Recorded by a check at the interval only: the check right after an install or
-        // an upgrade would cost a status write of its own in the middle of a rollout
-        // (the action wrote its outcome just before); the first interval check records
-        // it instead (see `unchanged_since_clean`).
-        if run.memory.retry.by_interval {
-            run.status.drift_checked = seen.as_ref().map(|(_, digest)| DriftChecked {
-                revision: latest.version,
-                generation,
-                objects: digest.clone(),
-            });
-        }
-        run.memory.cache.clean_drift = objects.map(|objects| crate::engine::run::CleanDrift {
-            since: seen.map_or(0, |(at, _)| at),
-            version: latest.version,
-            generation,
-            elsewhere: run.elsewhere.len(),
-            objects,
-        });
-        clear(run, None);
+        record_clean(run, latest.version, generation, seen, objects);
         return;
     }
     run.status.drift_checked = None;
@@ -101,67 +83,7 @@ pub(super) async fn check(run: &mut Run<'_>, latest: Option<&Release>) {
         .as_ref()
         .is_none_or(|d| d.objects != objects);
     if spec.mode == DriftDetectionMode::Enabled {
-        let contest = contest(
-            &run.status.contested,
-            &found,
-            latest.version,
-            run.hr.metadata.generation,
-            k8s_openapi::jiff::Timestamp::now(),
-        );
-        for field in &contest.yielded_now {
-            let note = yielded_note(field);
-            tracing::warn!(release = %run.key, "{note}");
-            run.event(EventType::Warning, reason::DRIFT_CONTESTED, "Correct", note)
-                .await;
-        }
-        run.status.contested = contest.fields.clone();
-        let yielded: Vec<&ContestedField> = contest.fields.iter().filter(|f| f.yielded).collect();
-        let correctable = without(&found, &yielded);
-        let outcome = if correctable.is_empty() {
-            Ok(None)
-        } else {
-            correct(run, latest, &correctable, &yielded)
-                .await
-                .map(|()| Some(describe(&objects_of(&correctable))))
-        };
-        match outcome {
-            Ok(corrected) => {
-                if let Some(message) = &corrected {
-                    let note = format!("corrected: {message}");
-                    run.event(
-                        EventType::Warning,
-                        reason::DRIFT_CORRECTED,
-                        "Correct",
-                        note.clone(),
-                    )
-                    .await;
-                }
-                if yielded.is_empty() {
-                    clear(run, corrected.map(|m| format!("corrected: {m}")));
-                } else {
-                    // Left to another manager: still not what the chart says, and said so.
-                    let left: Vec<String> = yielded.iter().map(|f| left_to(f)).collect();
-                    run.status.drift = None;
-                    status::set(
-                        &mut run.status,
-                        condition::DRIFTED,
-                        Truth::True,
-                        reason::DRIFT_CONTESTED,
-                        format!(
-                            "left to the managers that keep changing them back (not corrected, never taken by force): {}",
-                            left.join("; ")
-                        ),
-                        generation,
-                    );
-                }
-            }
-            Err(e) => {
-                let note = format!("{message}; correcting it failed: {e}");
-                mark(run, latest.version, objects, &note);
-                run.event(EventType::Warning, reason::DRIFTED, "Correct", note)
-                    .await;
-            }
-        }
+        correct_what_may_be(run, latest, &found, objects, &message).await;
         return;
     }
     if changed {
@@ -174,6 +96,109 @@ pub(super) async fn check(run: &mut Run<'_>, latest: Option<&Release>) {
         .await;
     }
     mark(run, latest.version, objects, &message);
+}
+
+/// Records a clean check: at the interval, `status.driftChecked` (so the next interval
+/// check may skip the comparison), and always the engine's own note of it.
+fn record_clean(
+    run: &mut Run<'_>,
+    version: i32,
+    generation: Option<i64>,
+    seen: Option<(u64, String)>,
+    objects: Option<Vec<crate::engine::object_changes::ObjectKey>>,
+) {
+    // Recorded by a check at the interval only: the check right after an install or an
+    // upgrade would cost a status write of its own in the middle of a rollout (the action
+    // wrote its outcome just before); the first interval check records it instead (see
+    // `unchanged_since_clean`).
+    if run.memory.retry.by_interval {
+        run.status.drift_checked = seen.as_ref().map(|(_, digest)| DriftChecked {
+            revision: version,
+            generation,
+            objects: digest.clone(),
+        });
+    }
+    run.memory.cache.clean_drift = objects.map(|objects| crate::engine::run::CleanDrift {
+        since: seen.map_or(0, |(at, _)| at),
+        version,
+        generation,
+        elsewhere: run.elsewhere.len(),
+        objects,
+    });
+    clear(run, None);
+}
+
+/// `mode: enabled`: applies the drifted objects again, except fields another manager keeps
+/// changing back (counted by [`contest`], then left to it and said so).
+async fn correct_what_may_be(
+    run: &mut Run<'_>,
+    latest: &Release,
+    found: &[ObjectDrift],
+    objects: Vec<DriftedObject>,
+    message: &str,
+) {
+    let generation = run.hr.metadata.generation;
+    let contest = contest(
+        &run.status.contested,
+        found,
+        latest.version,
+        run.hr.metadata.generation,
+        k8s_openapi::jiff::Timestamp::now(),
+    );
+    for field in &contest.yielded_now {
+        let note = yielded_note(field);
+        tracing::warn!(release = %run.key, "{note}");
+        run.event(EventType::Warning, reason::DRIFT_CONTESTED, "Correct", note)
+            .await;
+    }
+    run.status.contested = contest.fields.clone();
+    let yielded: Vec<&ContestedField> = contest.fields.iter().filter(|f| f.yielded).collect();
+    let correctable = without(found, &yielded);
+    let outcome = if correctable.is_empty() {
+        Ok(None)
+    } else {
+        correct(run, latest, &correctable, &yielded)
+            .await
+            .map(|()| Some(describe(&objects_of(&correctable))))
+    };
+    match outcome {
+        Ok(corrected) => {
+            if let Some(message) = &corrected {
+                let note = format!("corrected: {message}");
+                run.event(
+                    EventType::Warning,
+                    reason::DRIFT_CORRECTED,
+                    "Correct",
+                    note.clone(),
+                )
+                .await;
+            }
+            if yielded.is_empty() {
+                clear(run, corrected.map(|m| format!("corrected: {m}")));
+            } else {
+                // Left to another manager: still not what the chart says, and said so.
+                let left: Vec<String> = yielded.iter().map(|f| left_to(f)).collect();
+                run.status.drift = None;
+                status::set(
+                    &mut run.status,
+                    condition::DRIFTED,
+                    Truth::True,
+                    reason::DRIFT_CONTESTED,
+                    format!(
+                        "left to the managers that keep changing them back (not corrected, never taken by force): {}",
+                        left.join("; ")
+                    ),
+                    generation,
+                );
+            }
+        }
+        Err(e) => {
+            let note = format!("{message}; correcting it failed: {e}");
+            mark(run, latest.version, objects, &note);
+            run.event(EventType::Warning, reason::DRIFTED, "Correct", note)
+                .await;
+        }
+    }
 }
 
 /// Corrections of one field another manager may undo in a row before wheelhouse leaves

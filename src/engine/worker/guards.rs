@@ -10,7 +10,7 @@ use kube::runtime::events::EventType;
 use crate::api::{HelmRelease, HelmReleaseStatus};
 use crate::engine::claim;
 use crate::engine::run::Run;
-use crate::engine::status::{self, Truth, condition};
+use crate::engine::status::{self, Verdict, condition};
 use crate::engine::vocabulary::ReleaseKey;
 use crate::helm::release::Release;
 use crate::helm::render::cel::CelError;
@@ -356,9 +356,11 @@ pub(super) async fn invalid_cel(run: &Run<'_>) -> Option<String> {
 
 /// Ready=False and Stalled=True with `why`: the status part of [`stall`].
 fn stalled(s: &mut HelmReleaseStatus, why: &str, message: &str, generation: Option<i64>) {
-    status::set(s, condition::READY, Truth::False, why, message, generation);
-    status::set(s, condition::STALLED, Truth::True, why, message, generation);
-    status::remove(s, condition::RECONCILING);
+    let verdict = Verdict::Stalled {
+        reason: why,
+        message,
+    };
+    status::summarise(s, verdict, generation);
     s.observed_generation = generation;
 }
 
@@ -378,7 +380,7 @@ fn is_ready(dependency: &HelmRelease) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::status::reason;
+    use crate::engine::status::{Truth, reason};
     use crate::engine::worker::test_release;
 
     #[test]

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{EngineRef, HelmRelease};
 use crate::engine::run::{Context, Heard, Memory};
-use crate::engine::status::{self, Truth, condition, reason};
+use crate::engine::status::{self, Verdict, reason};
 use crate::engine::vocabulary::ReleaseKey;
 
 /// How long a Lease goes unrenewed before its holder counts as gone (a Lease's length).
@@ -179,14 +179,11 @@ pub(super) async fn await_predecessor(
 /// Says in Reconciling why nothing is done yet.
 async fn say(ctx: &Context, key: &ReleaseKey, hr: &HelmRelease, message: &str) {
     let mut s = hr.status.clone().unwrap_or_default();
-    status::set(
-        &mut s,
-        condition::RECONCILING,
-        Truth::True,
-        reason::PROGRESSING,
+    let verdict = Verdict::Reconciling {
+        reason: reason::PROGRESSING,
         message,
-        hr.metadata.generation,
-    );
+    };
+    status::summarise(&mut s, verdict, hr.metadata.generation);
     let api: Api<HelmRelease> = Api::namespaced(ctx.client.clone(), &key.namespace);
     ctx.metrics.status_written();
     if let Err(e) = status::write(&api, &key.name, &s).await {

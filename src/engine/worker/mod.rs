@@ -32,7 +32,7 @@ use tracing::Instrument;
 
 use super::actions::Note;
 use super::run::{Context, Heard, Memory, Requeue, Run, Trigger, values_source_events};
-use super::status::{self, Truth, condition, reason};
+use super::status::{self, Verdict, condition, reason};
 use super::vocabulary::{LiveState, Phase, ReleaseKey};
 use crate::api::{FINALIZER, HelmRelease};
 use crate::helm::release::Storage;
@@ -435,14 +435,11 @@ async fn record_error(run: &mut Run<'_>, e: crate::engine::Error) -> Requeue {
         None => (reason::RECONCILE_ERROR, e.describe()),
     };
     let message = run.masker.mask(&message);
-    status::set(
-        &mut run.status,
-        condition::READY,
-        Truth::False,
-        why,
-        &message,
-        generation,
-    );
+    let verdict = Verdict::Failing {
+        reason: why,
+        message: &message,
+    };
+    status::summarise(&mut run.status, verdict, generation);
     run.write_status().await;
     tracing::warn!(release = %run.key, reason = why, "{message}");
     run.event(

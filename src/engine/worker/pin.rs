@@ -11,7 +11,7 @@ use super::guards::{Tenancy, claimed_elsewhere, identity_taken_elsewhere, tenanc
 use crate::api::{Pin, RollbackRequest, annotations};
 use crate::engine::actions::{self, Outcome};
 use crate::engine::run::Run;
-use crate::engine::status::{self, Truth, condition, reason};
+use crate::engine::status::{self, Verdict, reason};
 
 /// Whether the HelmRelease carries a rollback request at all (most never do: the
 /// reconcile then skips [`pin_if_asked`]'s large future).
@@ -41,25 +41,43 @@ pub(super) async fn pin_if_asked(run: &mut Run<'_>) -> crate::engine::Result<()>
         Ok(r) => r,
         Err(why) => return refuse(run, why).await,
     };
+    let history = match refusal(run, &request).await? {
+        Ok(history) => history,
+        Err(why) => return refuse(run, why).await,
+    };
+    run.record_acting().await;
+    let outcome = actions::rollback(run, &history, request.revision).await?;
+    let after = run.storage.history(&run.release_name).await?;
+    run.record_history(&after);
+    record(run, &request, outcome, &after).await;
+    Ok(())
+}
+
+/// Why the rollback may not run now (not suspended, refused by tenancy or a claim, another
+/// operation in progress, no such revision), else the release's history.
+async fn refusal(
+    run: &mut Run<'_>,
+    request: &RollbackRequest,
+) -> crate::engine::Result<Result<Vec<crate::helm::release::Release>, String>> {
     if !run.hr.spec.suspend {
         let why = format!(
             "rollback to revision {} refused: a rollback pins the release and is honoured only \
              with spec.suspend: true in the same change (the next reconcile would undo it)",
             request.revision
         );
-        return refuse(run, why).await;
+        return Ok(Err(why));
     }
     match tenancy(run).await? {
         Some(Tenancy::Refused(why) | Tenancy::MissingAccount(why)) => {
-            return refuse(run, why).await;
+            return Ok(Err(why));
         }
         None => {}
     }
     if let Some(why) = claimed_elsewhere(run).await? {
-        return refuse(run, why).await;
+        return Ok(Err(why));
     }
     if let Some(why) = identity_taken_elsewhere(run).await? {
-        return refuse(run, why).await;
+        return Ok(Err(why));
     }
     let history = run.storage.history(&run.release_name).await?;
     if let Some(latest) = history.last()
@@ -72,19 +90,26 @@ pub(super) async fn pin_if_asked(run: &mut Run<'_>) -> crate::engine::Result<()>
             latest.version,
             info.status.as_str()
         );
-        return refuse(run, why).await;
+        return Ok(Err(why));
     }
     if !history.iter().any(|r| r.version == request.revision) {
         let why = format!(
             "rollback refused: revision {} is not in Helm storage",
             request.revision
         );
-        return refuse(run, why).await;
+        return Ok(Err(why));
     }
-    run.record_acting().await;
-    let outcome = actions::rollback(run, &history, request.revision).await?;
-    let after = run.storage.history(&run.release_name).await?;
-    run.record_history(&after);
+    Ok(Ok(history))
+}
+
+/// Records the rollback's outcome: the pin (Ready `Pinned`), or why it failed, the release
+/// staying suspended either way.
+async fn record(
+    run: &mut Run<'_>,
+    request: &RollbackRequest,
+    outcome: Outcome,
+    after: &[crate::helm::release::Release],
+) {
     let generation = run.hr.metadata.generation;
     match outcome {
         Outcome::Succeeded { .. } => {
@@ -95,16 +120,11 @@ pub(super) async fn pin_if_asked(run: &mut Run<'_>) -> crate::engine::Result<()>
                 at: Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
             };
             let message = pin.message();
-            status::set(
-                &mut run.status,
-                condition::READY,
-                Truth::True,
-                reason::PINNED,
-                &message,
-                generation,
-            );
-            status::remove(&mut run.status, condition::RECONCILING);
-            status::remove(&mut run.status, condition::STALLED);
+            let verdict = Verdict::Ready {
+                reason: reason::PINNED,
+                message: &message,
+            };
+            status::summarise(&mut run.status, verdict, generation);
             run.status.pinned = Some(pin);
             run.write_status().await;
             run.event(EventType::Normal, reason::PINNED, "Rollback", message)
@@ -123,14 +143,11 @@ pub(super) async fn pin_if_asked(run: &mut Run<'_>) -> crate::engine::Result<()>
                     &request.requested_by
                 }
             );
-            status::set(
-                &mut run.status,
-                condition::READY,
-                Truth::False,
-                reason::ROLLBACK_FAILED,
-                &message,
-                generation,
-            );
+            let verdict = Verdict::Failing {
+                reason: reason::ROLLBACK_FAILED,
+                message: &message,
+            };
+            status::summarise(&mut run.status, verdict, generation);
             run.status.pinned = None;
             run.write_status().await;
             run.event(
@@ -142,7 +159,6 @@ pub(super) async fn pin_if_asked(run: &mut Run<'_>) -> crate::engine::Result<()>
             .await;
         }
     }
-    Ok(())
 }
 
 /// A resumed release leaves its pin: the reconcile that follows returns it to the spec.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::api::{HelmRelease, HelmReleaseStatus};
 use crate::engine::actions::Outcome;
 use crate::engine::plan::{self, Next, Policy};
-use crate::engine::status::{self, Truth, condition, reason};
+use crate::engine::status::{self, Verdict, reason};
 use crate::helm::release::Release;
 
 /// The bookkeeping of `install.strategy` / `upgrade.strategy` `RetryOnFailure` (Flux's)
@@ -40,14 +40,12 @@ pub(super) fn retry_on_failure(
         | Outcome::Canceled {
             by_operator: true, ..
         } => {
-            status::set(
-                s,
-                condition::RECONCILING,
-                Truth::True,
-                reason::PROGRESSING_WITH_RETRY,
-                format!("retrying after {}", crate::api::Duration::from(retry)),
-                generation,
-            );
+            let message = format!("retrying after {}", crate::api::Duration::from(retry));
+            let verdict = Verdict::Reconciling {
+                reason: reason::PROGRESSING_WITH_RETRY,
+                message: &message,
+            };
+            status::summarise(s, verdict, generation);
             Some(retry)
         }
         _ => None,

@@ -138,26 +138,7 @@ async fn event_loop(
     let mut members: HashMap<Cluster, MemberIo> = HashMap::new();
     let fleet_stop = CancellationToken::new();
     let _fleet_stopped = fleet_stop.clone().drop_guard();
-    if !opts.fleet.is_empty() {
-        let view_all = matches!(session.scope, Scope::All);
-        for name in &opts.fleet {
-            let engine = opts.engine_contexts.contains(name);
-            fleet::start_member(
-                opts,
-                Cluster::from(name.as_str()),
-                engine,
-                view_all,
-                fleet_tx.clone(),
-                fleet_stop.clone(),
-            );
-        }
-        fleet::probe(
-            session.client.clone(),
-            Cluster::from(session.context.as_str()),
-            fleet_tx.clone(),
-            fleet_stop.clone(),
-        );
-    }
+    start_fleet(opts, &session, &fleet_tx, &fleet_stop);
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     use tokio::signal::unix::{SignalKind, signal};
@@ -175,12 +156,14 @@ async fn event_loop(
     app.role = role.borrow_and_update().clone();
     app.tenancy = session.handle.policy();
     app.set_connection(connection.borrow_and_update().clone());
-    // The detail view's data is fetched when it opens and again when the release changes.
-    let mut detail_seen: Option<(view_model::RowKey, String)> = None;
-    // The open log stream's task, aborted when the logs view closes or changes.
-    let mut log_stream: Option<tokio::task::JoinHandle<()>> = None;
-    let mut detail_in_flight = false;
-    let mut detail_loaded = Instant::now();
+    let mut tasks = Tasks {
+        io: io_tx,
+        sessions: session_tx,
+        log_stream: None,
+        detail_seen: None,
+        detail_in_flight: false,
+        detail_loaded: Instant::now(),
+    };
     let mut startup = app.on_start();
     loop {
         let size = terminal.size()?;
@@ -213,7 +196,7 @@ async fn event_loop(
             },
             Some(result) = io_rx.recv() => {
                 if let IoResult::Detail { .. } = &result {
-                    detail_in_flight = false;
+                    tasks.detail_in_flight = false;
                 }
                 effects.extend(app.on_io(result));
             }
@@ -243,212 +226,289 @@ async fn event_loop(
             _ = term.recv() => effects.push(Effect::Quit),
             _ = hangup.recv() => effects.push(Effect::Quit),
         }
-        // Reload the detail data when its release changed (new resourceVersion), and every
-        // few seconds for what the release object does not show (pods, tracked config).
-        if let Some(d) = &app.detail
-            && let Some((target, version)) = app.detail_target()
-        {
-            let version = (d.key.clone(), version);
-            let opened = d.data == view_model::DetailData::default();
-            let stale = detail_loaded.elapsed() >= DETAIL_REFRESH;
-            if (opened || stale || detail_seen.as_ref() != Some(&version)) && !detail_in_flight {
-                detail_in_flight = true;
-                detail_loaded = Instant::now();
-                detail_seen = Some(version);
-                // A fleet row's detail is read from its own cluster.
-                let client = match &d.key.cluster {
-                    None => Some(session.client.clone()),
-                    Some(c) => members.get(c).map(|m| m.client.clone()),
-                };
-                let (tx, key) = (io_tx.clone(), d.key.clone());
-                if let Some(client) = client {
-                    tokio::spawn(async move {
-                        let data = io::load_detail(client, target).await;
-                        let _ = tx.send(IoResult::Detail { key, data });
-                    });
-                }
-            }
-        } else {
-            detail_seen = None;
-        }
+        reload_detail(app, &session, &members, &mut tasks);
         // The Timeline's rows follow what is watched; the records on screen are read.
         effects.extend(app.refresh_timeline());
         for effect in effects {
-            // A write is audited once it is done (`io::audit`).
-            let audit = app::audit_of(&effect).map(|a| (session.client.clone(), a));
-            match effect {
-                Effect::Quit => {
-                    // The terminal first, then the Lease handed back without waiting for
-                    // the engine's step (one call, a few ms), within a budget: a step cut
-                    // short by the exit leaves its revision pending, which the next
-                    // engine unlocks, and a Lease not handed back in time expires.
-                    let pressed = Instant::now();
-                    let _ = ratatui::try_restore();
-                    let left = QUIT_BUDGET.saturating_sub(pressed.elapsed());
-                    tracing::debug!(
-                        ms = pressed.elapsed().as_millis(),
-                        "quit: terminal restored"
-                    );
-                    // The fleet's engines let their Leases go at the same time.
-                    let engines: Vec<EngineHandle> = std::iter::once(session.handle.clone())
-                        .chain(
-                            members
-                                .values()
-                                .filter(|m| m.engine)
-                                .map(|m| m.handle.clone()),
-                        )
-                        .collect();
-                    let abandon = futures::future::join_all(engines.iter().map(|h| h.abandon()));
-                    if tokio::time::timeout(left, abandon).await.is_ok() {
-                        tracing::debug!(ms = pressed.elapsed().as_millis(), "quit: lease let go");
-                    } else {
-                        tracing::warn!(
-                            "quit before the engine ended its step ({} ms); its Lease expires on its own",
-                            QUIT_BUDGET.as_millis()
-                        );
-                    }
-                    // The process ends now: freeing tens of thousands of watched objects
-                    // one by one took longer than the rest of the quit. What the exit
-                    // would not tidy, the remote clusters' kubeconfig files, goes first.
-                    session.handle.remove_credentials();
-                    std::mem::forget(session);
-                    return Ok(());
-                }
-                Effect::Redraw => terminal.clear()?,
-                // Fetched by the reload check above on the next turn.
-                Effect::LoadDetail(_) => detail_seen = None,
-                Effect::StreamLogs(source) => {
-                    if let Some(old) = log_stream.take() {
-                        old.abort();
-                    }
-                    let (client, tx) = (session.client.clone(), io_tx.clone());
-                    log_stream = Some(tokio::spawn(io::stream_logs(client, source, tx)));
-                }
-                Effect::StopLogs => {
-                    if let Some(old) = log_stream.take() {
-                        old.abort();
-                    }
-                }
-                Effect::LoadChanges { request, of } => {
-                    let (client, handle, tx) = (
-                        session.client.clone(),
-                        session.handle.clone(),
-                        io_tx.clone(),
-                    );
-                    tokio::spawn(async move {
-                        let result = io::load_changes(client, handle, of).await;
-                        let _ = tx.send(IoResult::Changes { request, result });
-                    });
-                }
-                Effect::ReadRevisions(records) => {
-                    for record in records {
-                        let (client, tx) = (session.client.clone(), io_tx.clone());
-                        tokio::spawn(async move {
-                            let change =
-                                tokio::time::timeout(io::LIMIT, io::read_revision(client, &record))
-                                    .await
-                                    .ok()
-                                    .flatten();
-                            let _ = tx.send(IoResult::TimelineRevision(record, change));
-                        });
-                    }
-                }
-                Effect::LoadUser => {
-                    let (client, tx) = (session.client.clone(), io_tx.clone());
-                    let fallback = session.context.clone();
-                    tokio::spawn(async move {
-                        let user = tokio::time::timeout(io::LIMIT, client::username(&client))
-                            .await
-                            .ok()
-                            .flatten()
-                            .unwrap_or_else(|| format!("a user of context {fallback}"));
-                        let _ = tx.send(IoResult::User(user));
-                    });
-                }
-                write @ (Effect::Send { .. } | Effect::Flux { .. } | Effect::Stored { .. }) => {
-                    spawn_write(write, &session.client, &session.handle, &io_tx);
-                }
-                // Another cluster's write: with its own client and engine handle only.
-                Effect::In { cluster, effect } => match members.get(&cluster) {
-                    Some(m) => spawn_write(*effect, &m.client, &m.handle, &io_tx),
-                    None => {
-                        if let Some(id) = app::write_id(&effect) {
-                            let refused = io::WriteError::Refused(format!(
-                                "{cluster} is not connected: nothing was sent"
-                            ));
-                            refuse_write(id, refused, &io_tx);
-                        }
-                    }
-                },
-                Effect::PatchValues {
-                    id,
-                    key,
-                    original,
-                    values,
-                } => {
-                    let (client, tx) = (session.client.clone(), io_tx.clone());
-                    tokio::spawn(async move {
-                        let result = io::patch_values(client, key, original, values).await;
-                        report_write(id, result, tx, audit).await;
-                    });
-                }
-                Effect::LoadCompletions => {
-                    let (client, tx) = (session.client.clone(), io_tx.clone());
-                    tokio::spawn(async move {
-                        let _ = tx.send(IoResult::Namespaces(io::list_namespaces(client).await));
-                    });
-                    let (path, tx) = (opts.cluster.kubeconfig.clone(), io_tx.clone());
-                    tokio::task::spawn_blocking(move || {
-                        let _ =
-                            tx.send(IoResult::Contexts(io::kubeconfig_contexts(path.as_deref())));
-                    });
-                }
-                Effect::SaveFavourites(favourites) => {
-                    let tx = io_tx.clone();
-                    tokio::task::spawn_blocking(move || {
-                        let result = match theme::config_dir() {
-                            Some(dir) => favourites.save(&dir),
-                            None => Err("no config directory (is HOME set?)".to_owned()),
-                        };
-                        let _ = tx.send(IoResult::FavouritesSaved(result));
-                    });
-                }
-                Effect::Freeze {
-                    id,
-                    names,
-                    duration,
-                    reason,
-                } => {
-                    let (client, tx) = (session.client.clone(), io_tx.clone());
-                    tokio::spawn(async move {
-                        let result = io::freeze(client, names, duration, reason).await;
-                        let _ = tx.send(IoResult::Done { id, result });
-                    });
-                }
-                Effect::Thaw { id, names } => {
-                    let (client, tx) = (session.client.clone(), io_tx.clone());
-                    tokio::spawn(async move {
-                        let result = io::thaw(client, names).await;
-                        let _ = tx.send(IoResult::Done { id, result });
-                    });
-                }
-                Effect::SwitchContext(context) => {
-                    let (opts, tx) = (opts.clone(), session_tx.clone());
-                    let keep_all = matches!(session.scope, Scope::All).then_some(Scope::All);
-                    let old = (session.handle.clone(), session.receivers.clone());
-                    tokio::spawn(async move {
-                        let next = tokio::time::timeout(
-                            io::LIMIT,
-                            Session::connect(&opts, Some(context), keep_all, Some(old)),
-                        )
-                        .await
-                        .unwrap_or_else(|_| Err(Error::Connect("timed out".into())));
-                        let _ = tx.send(next.map_err(|e| e.to_string()));
-                    });
-                }
+            if let Flow::Quit = perform(effect, terminal, &session, &members, &mut tasks, opts)? {
+                quit(session, &members).await;
+                return Ok(());
             }
         }
     }
+}
+
+/// The fleet's other clusters, each on tasks of its own (see `fleet`), and the probe of
+/// the dashboard's own cluster beside them.
+fn start_fleet(
+    opts: &Options,
+    session: &Session,
+    fleet_tx: &mpsc::UnboundedSender<FleetMessage>,
+    fleet_stop: &CancellationToken,
+) {
+    if opts.fleet.is_empty() {
+        return;
+    }
+    let view_all = matches!(session.scope, Scope::All);
+    for name in &opts.fleet {
+        let engine = opts.engine_contexts.contains(name);
+        fleet::start_member(
+            opts,
+            Cluster::from(name.as_str()),
+            engine,
+            view_all,
+            fleet_tx.clone(),
+            fleet_stop.clone(),
+        );
+    }
+    fleet::probe(
+        session.client.clone(),
+        Cluster::from(session.context.as_str()),
+        fleet_tx.clone(),
+        fleet_stop.clone(),
+    );
+}
+
+/// Reloads the detail data when its release changed (new resourceVersion), and every
+/// few seconds for what the release object does not show (pods, tracked config).
+fn reload_detail(
+    app: &App,
+    session: &Session,
+    members: &HashMap<Cluster, MemberIo>,
+    tasks: &mut Tasks,
+) {
+    if let Some(d) = &app.detail
+        && let Some((target, version)) = app.detail_target()
+    {
+        let version = (d.key.clone(), version);
+        let opened = d.data == view_model::DetailData::default();
+        let stale = tasks.detail_loaded.elapsed() >= DETAIL_REFRESH;
+        if (opened || stale || tasks.detail_seen.as_ref() != Some(&version))
+            && !tasks.detail_in_flight
+        {
+            tasks.detail_in_flight = true;
+            tasks.detail_loaded = Instant::now();
+            tasks.detail_seen = Some(version);
+            // A fleet row's detail is read from its own cluster.
+            let client = match &d.key.cluster {
+                None => Some(session.client.clone()),
+                Some(c) => members.get(c).map(|m| m.client.clone()),
+            };
+            let (tx, key) = (tasks.io.clone(), d.key.clone());
+            if let Some(client) = client {
+                tokio::spawn(async move {
+                    let data = io::load_detail(client, target).await;
+                    let _ = tx.send(IoResult::Detail { key, data });
+                });
+            }
+        }
+    } else {
+        tasks.detail_seen = None;
+    }
+}
+
+/// What the loop keeps of the IO it started: where the tasks' results go, the open log
+/// stream, and when the detail view's data was loaded.
+struct Tasks {
+    io: mpsc::UnboundedSender<IoResult>,
+    sessions: mpsc::UnboundedSender<Result<Session, String>>,
+    /// The open log stream's task, aborted when the logs view closes or changes.
+    log_stream: Option<tokio::task::JoinHandle<()>>,
+    /// The detail view's release and resourceVersion its data was loaded for.
+    detail_seen: Option<(view_model::RowKey, String)>,
+    detail_in_flight: bool,
+    detail_loaded: Instant,
+}
+
+enum Flow {
+    Go,
+    Quit,
+}
+
+/// Carries out one effect of the app: IO on a task whose result comes back as an
+/// [`IoResult`], never awaited here. Long by design: one short arm per kind of effect, so
+/// everything the dashboard does to the world reads as one table.
+fn perform(
+    effect: Effect,
+    terminal: &mut ratatui::DefaultTerminal,
+    session: &Session,
+    members: &HashMap<Cluster, MemberIo>,
+    tasks: &mut Tasks,
+    opts: &Options,
+) -> Result<Flow, Error> {
+    // A write is audited once it is done (`io::audit`).
+    let audit = app::audit_of(&effect).map(|a| (session.client.clone(), a));
+    match effect {
+        Effect::Quit => return Ok(Flow::Quit),
+        Effect::Redraw => terminal.clear()?,
+        // Fetched by the reload check above on the next turn.
+        Effect::LoadDetail(_) => tasks.detail_seen = None,
+        Effect::StreamLogs(source) => {
+            if let Some(old) = tasks.log_stream.take() {
+                old.abort();
+            }
+            let (client, tx) = (session.client.clone(), tasks.io.clone());
+            tasks.log_stream = Some(tokio::spawn(io::stream_logs(client, source, tx)));
+        }
+        Effect::StopLogs => {
+            if let Some(old) = tasks.log_stream.take() {
+                old.abort();
+            }
+        }
+        Effect::LoadChanges { request, of } => {
+            let (client, handle, tx) = (
+                session.client.clone(),
+                session.handle.clone(),
+                tasks.io.clone(),
+            );
+            tokio::spawn(async move {
+                let result = io::load_changes(client, handle, of).await;
+                let _ = tx.send(IoResult::Changes { request, result });
+            });
+        }
+        Effect::ReadRevisions(records) => {
+            for record in records {
+                let (client, tx) = (session.client.clone(), tasks.io.clone());
+                tokio::spawn(async move {
+                    let change =
+                        tokio::time::timeout(io::LIMIT, io::read_revision(client, &record))
+                            .await
+                            .ok()
+                            .flatten();
+                    let _ = tx.send(IoResult::TimelineRevision(record, change));
+                });
+            }
+        }
+        Effect::LoadUser => {
+            let (client, tx) = (session.client.clone(), tasks.io.clone());
+            let fallback = session.context.clone();
+            tokio::spawn(async move {
+                let user = tokio::time::timeout(io::LIMIT, client::username(&client))
+                    .await
+                    .ok()
+                    .flatten()
+                    .unwrap_or_else(|| format!("a user of context {fallback}"));
+                let _ = tx.send(IoResult::User(user));
+            });
+        }
+        write @ (Effect::Send { .. } | Effect::Flux { .. } | Effect::Stored { .. }) => {
+            spawn_write(write, &session.client, &session.handle, &tasks.io);
+        }
+        // Another cluster's write: with its own client and engine handle only.
+        Effect::In { cluster, effect } => match members.get(&cluster) {
+            Some(m) => spawn_write(*effect, &m.client, &m.handle, &tasks.io),
+            None => {
+                if let Some(id) = app::write_id(&effect) {
+                    let refused = io::WriteError::Refused(format!(
+                        "{cluster} is not connected: nothing was sent"
+                    ));
+                    refuse_write(id, refused, &tasks.io);
+                }
+            }
+        },
+        Effect::PatchValues {
+            id,
+            key,
+            original,
+            values,
+        } => {
+            let (client, tx) = (session.client.clone(), tasks.io.clone());
+            tokio::spawn(async move {
+                let result = io::patch_values(client, key, original, values).await;
+                report_write(id, result, tx, audit).await;
+            });
+        }
+        Effect::LoadCompletions => {
+            let (client, tx) = (session.client.clone(), tasks.io.clone());
+            tokio::spawn(async move {
+                let _ = tx.send(IoResult::Namespaces(io::list_namespaces(client).await));
+            });
+            let (path, tx) = (opts.cluster.kubeconfig.clone(), tasks.io.clone());
+            tokio::task::spawn_blocking(move || {
+                let _ = tx.send(IoResult::Contexts(io::kubeconfig_contexts(path.as_deref())));
+            });
+        }
+        Effect::SaveFavourites(favourites) => {
+            let tx = tasks.io.clone();
+            tokio::task::spawn_blocking(move || {
+                let result = match theme::config_dir() {
+                    Some(dir) => favourites.save(&dir),
+                    None => Err("no config directory (is HOME set?)".to_owned()),
+                };
+                let _ = tx.send(IoResult::FavouritesSaved(result));
+            });
+        }
+        Effect::Freeze {
+            id,
+            names,
+            duration,
+            reason,
+        } => {
+            let (client, tx) = (session.client.clone(), tasks.io.clone());
+            tokio::spawn(async move {
+                let result = io::freeze(client, names, duration, reason).await;
+                let _ = tx.send(IoResult::Done { id, result });
+            });
+        }
+        Effect::Thaw { id, names } => {
+            let (client, tx) = (session.client.clone(), tasks.io.clone());
+            tokio::spawn(async move {
+                let result = io::thaw(client, names).await;
+                let _ = tx.send(IoResult::Done { id, result });
+            });
+        }
+        Effect::SwitchContext(context) => {
+            let (opts, tx) = (opts.clone(), tasks.sessions.clone());
+            let keep_all = matches!(session.scope, Scope::All).then_some(Scope::All);
+            let old = (session.handle.clone(), session.receivers.clone());
+            tokio::spawn(async move {
+                let next = tokio::time::timeout(
+                    io::LIMIT,
+                    Session::connect(&opts, Some(context), keep_all, Some(old)),
+                )
+                .await
+                .unwrap_or_else(|_| Err(Error::Connect("timed out".into())));
+                let _ = tx.send(next.map_err(|e| e.to_string()));
+            });
+        }
+    }
+    Ok(Flow::Go)
+}
+
+/// The terminal first, then the Lease handed back without waiting for the engine's step
+/// (one call, a few ms), within a budget: a step cut short by the exit leaves its revision
+/// pending, which the next engine unlocks, and a Lease not handed back in time expires.
+async fn quit(session: Session, members: &HashMap<Cluster, MemberIo>) {
+    let pressed = Instant::now();
+    let _ = ratatui::try_restore();
+    let left = QUIT_BUDGET.saturating_sub(pressed.elapsed());
+    tracing::debug!(
+        ms = pressed.elapsed().as_millis(),
+        "quit: terminal restored"
+    );
+    // The fleet's engines let their Leases go at the same time.
+    let engines: Vec<EngineHandle> = std::iter::once(session.handle.clone())
+        .chain(
+            members
+                .values()
+                .filter(|m| m.engine)
+                .map(|m| m.handle.clone()),
+        )
+        .collect();
+    let abandon = futures::future::join_all(engines.iter().map(|h| h.abandon()));
+    if tokio::time::timeout(left, abandon).await.is_ok() {
+        tracing::debug!(ms = pressed.elapsed().as_millis(), "quit: lease let go");
+    } else {
+        tracing::warn!(
+            "quit before the engine ended its step ({} ms); its Lease expires on its own",
+            QUIT_BUDGET.as_millis()
+        );
+    }
+    // The process ends now: freeing tens of thousands of watched objects
+    // one by one took longer than the rest of the quit. What the exit
+    // would not tidy, the remote clusters' kubeconfig files, goes first.
+    session.handle.remove_credentials();
+    std::mem::forget(session);
 }
 
 /// Carries out a write (`Send`, `Flux` or `Stored`) on a task with `client` and `handle`:

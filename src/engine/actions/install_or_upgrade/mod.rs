@@ -258,32 +258,7 @@ async fn finish(
             }
             WaitEnd::Stopped => return Err(crate::engine::Error::Stopped),
             WaitEnd::Canceled { by_operator, why } => {
-                let status = if by_operator {
-                    Status::Failed
-                } else {
-                    Status::Superseded
-                };
-                set_status(rel, status, why.clone());
-                if !by_operator && run.memory.handoff.candidate.is_some() {
-                    // The newer desired state is applied next: its guards read the
-                    // history while this record is written (see `worker::reconcile`).
-                    let (storage, record) = (run.storage.clone(), rel.clone());
-                    let write = tokio::spawn(crate::cluster::slots::carrying_mark(async move {
-                        storage.update(&record).await
-                    }));
-                    run.memory.handoff.superseding =
-                        Some(Box::new(crate::engine::run::Superseding {
-                            record: rel.clone(),
-                            write,
-                        }));
-                } else {
-                    run.storage.update(rel).await?;
-                }
-                run.last_record = Some(rel.clone());
-                return Ok(Outcome::Canceled {
-                    by_operator,
-                    message: why,
-                });
+                return record_canceled(run, rel, by_operator, why).await;
             }
             WaitEnd::Abandoned(why) => {
                 set_status(rel, Status::Failed, why.clone());
@@ -339,6 +314,41 @@ async fn finish(
     Ok(Outcome::Succeeded {
         reason: ok_reason,
         message,
+    })
+}
+
+/// A wait ended early: by an operator (the revision failed) or by a newer desired state
+/// (superseded, its record written while the newer state's guards run).
+async fn record_canceled(
+    run: &mut Run<'_>,
+    rel: &mut Release,
+    by_operator: bool,
+    why: String,
+) -> crate::engine::Result<Outcome> {
+    let status = if by_operator {
+        Status::Failed
+    } else {
+        Status::Superseded
+    };
+    set_status(rel, status, why.clone());
+    if !by_operator && run.memory.handoff.candidate.is_some() {
+        // The newer desired state is applied next: its guards read the history while
+        // this record is written (see `worker::reconcile`).
+        let (storage, record) = (run.storage.clone(), rel.clone());
+        let write = tokio::spawn(crate::cluster::slots::carrying_mark(async move {
+            storage.update(&record).await
+        }));
+        run.memory.handoff.superseding = Some(Box::new(crate::engine::run::Superseding {
+            record: rel.clone(),
+            write,
+        }));
+    } else {
+        run.storage.update(rel).await?;
+    }
+    run.last_record = Some(rel.clone());
+    Ok(Outcome::Canceled {
+        by_operator,
+        message: why,
     })
 }
 

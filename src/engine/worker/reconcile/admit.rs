@@ -11,7 +11,7 @@ use super::bookkeeping::{fresh_retries, idle_recheck, is_pending, take_tokens, w
 use crate::api::annotations;
 use crate::engine::plan::Desired;
 use crate::engine::run::{PrepareError, Prepared, Requeue, Run, Settled, new_token, prepare};
-use crate::engine::status::{self, Truth, condition, reason};
+use crate::engine::status::{self, Verdict, condition, reason};
 use crate::engine::vocabulary::Phase;
 use crate::engine::worker::NEVER;
 use crate::engine::worker::guards::{
@@ -89,15 +89,11 @@ pub(super) async fn admit(
 /// The ServiceAccount the release acts as does not exist (yet): Ready=False, looked at
 /// again when it is created.
 async fn held_for_account(run: &mut Run<'_>, message: String) {
-    status::set(
-        &mut run.status,
-        condition::READY,
-        Truth::False,
-        reason::ACCESS_DENIED,
-        &message,
-        run.hr.metadata.generation,
-    );
-    status::remove(&mut run.status, condition::RECONCILING);
+    let verdict = Verdict::Held {
+        reason: reason::ACCESS_DENIED,
+        message: &message,
+    };
+    status::summarise(&mut run.status, verdict, run.hr.metadata.generation);
     let changed = run
         .hr
         .condition(condition::READY)
@@ -175,14 +171,11 @@ pub(super) async fn guard(
         return Ok(ControlFlow::Break(Requeue::After(after)));
     }
     if let Some(waiting) = unready_dependency(run).await {
-        status::set(
-            &mut run.status,
-            condition::READY,
-            Truth::False,
-            reason::DEPENDENCY_NOT_READY,
-            waiting,
-            run.hr.metadata.generation,
-        );
+        let verdict = Verdict::Failing {
+            reason: reason::DEPENDENCY_NOT_READY,
+            message: &waiting,
+        };
+        status::summarise(&mut run.status, verdict, run.hr.metadata.generation);
         run.write_status().await;
         return Ok(ControlFlow::Break(Requeue::After(Duration::from_secs(5))));
     }
@@ -300,15 +293,11 @@ async fn not_prepared(run: &mut Run<'_>, e: PrepareError) {
         run.memory.watches.missing =
             crate::helm::values::missing_source(&run.acting.client, &run.hr).await;
     }
-    status::set(
-        &mut run.status,
-        condition::READY,
-        Truth::False,
+    let verdict = Verdict::Held {
         reason,
-        &message,
-        run.hr.metadata.generation,
-    );
-    status::remove(&mut run.status, condition::RECONCILING);
+        message: &message,
+    };
+    status::summarise(&mut run.status, verdict, run.hr.metadata.generation);
     run.write_status().await;
     run.event(EventType::Warning, reason, "Reconcile", message)
         .await;

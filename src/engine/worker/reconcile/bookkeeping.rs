@@ -7,7 +7,7 @@ use crate::api::{HelmRelease, HelmReleaseStatus, annotations};
 use crate::engine::actions;
 use crate::engine::plan::{Desired, Latest, Observed, Policy, TestState};
 use crate::engine::run::{Run, Settled, new_token};
-use crate::engine::status::{self, Truth, condition, reason};
+use crate::engine::status::{self, Truth, Verdict, condition, reason};
 use crate::helm::release::{Release, Status};
 
 /// `history` with `record` in it (in place of the revision of its version).
@@ -129,9 +129,11 @@ pub(super) fn in_sync(
     generation: Option<i64>,
 ) {
     let (r, m) = success_reason(s, latest);
-    status::set(s, condition::READY, Truth::True, r, m, generation);
-    status::remove(s, condition::RECONCILING);
-    status::remove(s, condition::STALLED);
+    let verdict = Verdict::Ready {
+        reason: r,
+        message: &m,
+    };
+    status::summarise(s, verdict, generation);
     s.observed_generation = generation;
 }
 

@@ -28,7 +28,7 @@ use super::external;
 use crate::engine::actions::{self, Outcome};
 use crate::engine::plan::{self, Desired, Next, Policy};
 use crate::engine::run::{Requeue, Run};
-use crate::engine::status::{self, Truth, condition, reason};
+use crate::engine::status::{self, Verdict, reason};
 use crate::engine::vocabulary::Phase;
 use crate::helm::release::Release;
 
@@ -326,15 +326,11 @@ async fn external_revision(
                     _ => "warn",
                 }
             );
-            status::set(
-                &mut run.status,
-                condition::READY,
-                Truth::False,
-                reason::EXTERNAL_REVISION,
-                &message,
-                generation,
-            );
-            status::remove(&mut run.status, condition::RECONCILING);
+            let verdict = Verdict::Held {
+                reason: reason::EXTERNAL_REVISION,
+                message: &message,
+            };
+            status::summarise(&mut run.status, verdict, generation);
             run.record_history(history);
             // The Event before the status: a reader who sees the status sees the Event.
             if first_sight && mode != crate::api::DriftDetectionMode::Disabled {
