@@ -14,6 +14,11 @@ pub mod condition {
 }
 
 pub mod reason {
+    /// Event reasons of the incident freeze (src/engine/freeze.rs) and of the dashboard's
+    /// audit of its writes (src/frontend/tui/io/audit.rs).
+    pub const FROZEN: &str = "Frozen";
+    pub const THAWED: &str = "Thawed";
+    pub const AUDITED: &str = "Audited";
     pub const INSTALL_SUCCEEDED: &str = "InstallSucceeded";
     pub const INSTALL_FAILED: &str = "InstallFailed";
     pub const UPGRADE_SUCCEEDED: &str = "UpgradeSucceeded";

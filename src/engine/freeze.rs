@@ -27,6 +27,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::api::HelmRelease;
+use crate::api::conditions::reason;
 use crate::api::flux::FluxHelmRelease;
 use crate::cluster::client::{Scope, api_message};
 use crate::cluster::events::{Event, EventType, Recorder, Reporter};
@@ -683,7 +684,7 @@ pub async fn freeze_releases(
                                     until_text(record),
                                     record.reason
                                 );
-                                audit(recorder, kind, &written, "Frozen", note).await;
+                                audit(recorder, kind, &written, reason::FROZEN, note).await;
                                 FreezeDone::Frozen {
                                     suspended_before,
                                     renewed,
@@ -828,7 +829,7 @@ pub(crate) async fn thaw_object(
             until_text(&record),
             record.reason
         );
-        audit(thawing.recorder, kind, &obj, "Thawed", note).await;
+        audit(thawing.recorder, kind, &obj, reason::THAWED, note).await;
     }
     Ok(Some(done))
 }

@@ -12,6 +12,7 @@ use std::io::Write;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
+use crate::api::conditions::reason;
 use crate::api::{ChangeRecord, HelmRelease};
 use crate::helm::release::{Release, Status};
 
@@ -137,16 +138,14 @@ pub fn author(release: &Release) -> String {
 /// The reporting controllers whose Events are audit records, and the Event reasons they
 /// write (`engine::freeze`, the dashboard's writes).
 pub const AUDIT_REASONS: [(&str, &str, Kind); 3] = [
-    (crate::engine::FREEZE_MANAGER, "Frozen", Kind::Freeze),
-    (crate::engine::FREEZE_MANAGER, "Thawed", Kind::Thaw),
-    (AUDIT_CONTROLLER, AUDITED, Kind::Operator),
+    (crate::engine::FREEZE_MANAGER, reason::FROZEN, Kind::Freeze),
+    (crate::engine::FREEZE_MANAGER, reason::THAWED, Kind::Thaw),
+    (AUDIT_CONTROLLER, reason::AUDITED, Kind::Operator),
 ];
 
 /// The reporting controller of the dashboard's audit Events; the reporting instance is
 /// the operator, as the API server knows them.
 pub const AUDIT_CONTROLLER: &str = "wheelhouse-dashboard";
-/// The reason of an audit Event of a dashboard write.
-pub const AUDITED: &str = "Audited";
 
 /// An audit Event as a change: who is its reporting instance (the caller the API server
 /// knew), what its note says. `None` for an Event of anyone else.

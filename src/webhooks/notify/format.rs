@@ -40,7 +40,7 @@ fn headline(n: &Notification) -> String {
         Severity::Cancellation => "health check canceled",
         Severity::Drift => "drifted",
         Severity::Info => "changed",
-        Severity::Freeze if n.reason == "Thawed" => "thawed",
+        Severity::Freeze if n.reason == crate::api::conditions::reason::THAWED => "thawed",
         Severity::Freeze => "frozen",
     };
     format!("{KIND} {}/{} {what} ({})", n.namespace, n.name, n.reason)

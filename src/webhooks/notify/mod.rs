@@ -390,7 +390,12 @@ impl Notifier {
             uid: meta.uid.clone().unwrap_or_default(),
             resource_version: meta.resource_version.clone(),
             generation: meta.generation,
-            reason: if frozen { "Frozen" } else { "Thawed" }.to_owned(),
+            reason: if frozen {
+                reason::FROZEN
+            } else {
+                reason::THAWED
+            }
+            .to_owned(),
             message,
             timestamp: Timestamp::now(),
             chart_version: None,

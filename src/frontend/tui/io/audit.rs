@@ -10,11 +10,12 @@ use kube::api::ListParams;
 use kube::{Api, Client, Resource};
 
 use crate::api::HelmRelease;
+use crate::api::conditions::reason::AUDITED;
 use crate::api::flux::FluxHelmRelease;
 use crate::cluster::events::{Event, EventType, Recorder, Reporter};
 use crate::engine::ReleaseKey;
 use crate::frontend::inventory::Kind;
-use crate::frontend::timeline::{AUDIT_CONTROLLER, AUDITED};
+use crate::frontend::timeline::AUDIT_CONTROLLER;
 
 /// What was written, to which release.
 #[derive(Debug, Clone)]
