@@ -453,6 +453,11 @@ async fn the_fleet_on_one_screen_with_a_cluster_stopped_and_failing_credentials(
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
+    // The status line says how the writes ended in each cluster.
+    dash.wait_for("the bulk suspend reported per cluster", |s| {
+        flat(s).contains("suspend 3: main 1 done; remote 1 done; third 1 done")
+    })
+    .await;
     dash.wait_for("fleetweb suspended in every cluster", |s| {
         ["main", "remote", "third"]
             .iter()

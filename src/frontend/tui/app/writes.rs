@@ -219,10 +219,18 @@ impl App {
             }
             (self.id(), label)
         });
+        let fleet = self.per_cluster(&effects).is_some();
         for e in &effects {
             if let Some(id) = effect_id(e) {
                 self.status
                     .start(id, describe_effect(e), group.clone(), self.now);
+                if fleet {
+                    let cluster = match e {
+                        Effect::In { cluster, .. } => cluster.to_string(),
+                        _ => self.context.clone(),
+                    };
+                    self.status.in_cluster(id, &cluster);
+                }
             }
         }
         effects

@@ -37,6 +37,8 @@ pub struct Feedback {
     pub progress: Progress,
     /// The bulk action this write belongs to (its verb and size), reported as a whole.
     pub group: Option<(u64, String)>,
+    /// The cluster it went to, in a fleet (a bulk action over several reports each).
+    pub cluster: Option<String>,
     /// When it was noted or last changed; finished notices expire.
     pub at: Timestamp,
     /// For a write whose outcome is unknown: what the object shows once it landed.
@@ -68,6 +70,7 @@ impl Notices {
             what,
             progress,
             group: None,
+            cluster: None,
             at: now,
             watch: None,
         });
@@ -83,6 +86,13 @@ impl Notices {
             if let Some(f) = self.feedback.last_mut() {
                 f.group = group;
             }
+        }
+    }
+
+    /// Says which cluster write `id` went to (a fleet's bulk action reports per cluster).
+    pub fn in_cluster(&mut self, id: u64, cluster: &str) {
+        if let Some(f) = self.feedback.iter_mut().find(|f| f.id == id) {
+            f.cluster = Some(cluster.to_owned());
         }
     }
 
@@ -175,50 +185,96 @@ impl Notices {
             .iter()
             .filter(|f| f.group.as_ref().is_some_and(|(g, _)| g == group))
             .collect();
-        let count = |p: fn(&Progress) -> bool| members.iter().filter(|f| p(&f.progress)).count();
-        let pending = count(|p| *p == Progress::Pending);
-        let unknown = count(|p| matches!(p, Progress::Unknown(_)));
-        let done = count(|p| matches!(p, Progress::Done | Progress::Landed));
-        let failed: Vec<String> = members
-            .iter()
-            .filter_map(|f| match &f.progress {
-                Progress::Failed(e) => Some(format!("{}: {e}", f.what)),
-                _ => None,
-            })
-            .collect();
         let newest = members.iter().map(|f| f.at).max().unwrap_or(now);
+        let (pending, unknown, failed) = (
+            members
+                .iter()
+                .filter(|f| f.progress == Progress::Pending)
+                .count(),
+            members
+                .iter()
+                .filter(|f| matches!(f.progress, Progress::Unknown(_)))
+                .count(),
+            members
+                .iter()
+                .filter(|f| matches!(f.progress, Progress::Failed(_)))
+                .count(),
+        );
         if pending + unknown == 0
             && now.duration_since(newest).as_secs() >= NOTICE_TTL.as_secs() as i64
         {
             return None;
         }
-        let mut text = format!("{label}: {done} done");
-        if pending > 0 {
-            text.push_str(&format!(", {pending} pending"));
-        }
-        if unknown > 0 {
-            text.push_str(&format!(
-                ", {unknown} outcome unknown (no answer; they may still be applied, watching)"
-            ));
-        }
-        if !failed.is_empty() {
-            text.push_str(&format!(
-                ", {} failed ({})",
-                failed.len(),
-                failed.join("; ")
-            ));
-        }
+        // Over several clusters, each says how its writes ended.
+        let mut clusters: Vec<&str> = members
+            .iter()
+            .filter_map(|f| f.cluster.as_deref())
+            .collect();
+        clusters.sort_unstable();
+        clusters.dedup();
+        let text = if clusters.len() > 1 {
+            let each: Vec<String> = clusters
+                .iter()
+                .map(|c| {
+                    let of: Vec<&Feedback> = members
+                        .iter()
+                        .copied()
+                        .filter(|f| f.cluster.as_deref() == Some(*c))
+                        .collect();
+                    format!("{c} {}", tally(&of))
+                })
+                .collect();
+            format!(
+                "{}: {}",
+                label.split(" (").next().unwrap_or(label),
+                each.join("; ")
+            )
+        } else {
+            format!("{label}: {}", tally(&members))
+        };
         let progress = if pending > 0 {
             Progress::Pending
         } else if unknown > 0 {
             Progress::Unknown(String::new())
-        } else if failed.is_empty() {
+        } else if failed == 0 {
             Progress::Done
         } else {
             Progress::Failed(String::new())
         };
         Some((progress, text, true))
     }
+}
+
+/// How a set of writes ended: `2 done, 1 pending, 1 failed (apps/x: why)`.
+fn tally(members: &[&Feedback]) -> String {
+    let count = |p: fn(&Progress) -> bool| members.iter().filter(|f| p(&f.progress)).count();
+    let pending = count(|p| *p == Progress::Pending);
+    let unknown = count(|p| matches!(p, Progress::Unknown(_)));
+    let done = count(|p| matches!(p, Progress::Done | Progress::Landed));
+    let failed: Vec<String> = members
+        .iter()
+        .filter_map(|f| match &f.progress {
+            Progress::Failed(e) => Some(format!("{}: {e}", f.what)),
+            _ => None,
+        })
+        .collect();
+    let mut text = format!("{done} done");
+    if pending > 0 {
+        text.push_str(&format!(", {pending} pending"));
+    }
+    if unknown > 0 {
+        text.push_str(&format!(
+            ", {unknown} outcome unknown (no answer; they may still be applied, watching)"
+        ));
+    }
+    if !failed.is_empty() {
+        text.push_str(&format!(
+            ", {} failed ({})",
+            failed.len(),
+            failed.join("; ")
+        ));
+    }
+    text
 }
 
 /// The status line (or, while a `/` or `:` line is open, that line).

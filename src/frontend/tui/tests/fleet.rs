@@ -152,10 +152,38 @@ fn a_bulk_suspend_across_clusters_goes_to_each_rows_own_cluster() {
         confirm.question
     );
     let effects = press(&mut app, "y");
+    // The status line reports each cluster's writes: pending, then how each ended.
     let notice = app.status_notice().unwrap().1;
-    assert!(
-        notice.contains("prod-eu 1, prod-us 1, staging 1"),
-        "{notice}"
+    assert_eq!(
+        notice,
+        "suspend 3: prod-eu 0 done, 1 pending; prod-us 0 done, 1 pending; \
+         staging 0 done, 1 pending"
+    );
+    let id_in = |cluster: Option<&str>| {
+        effects
+            .iter()
+            .find_map(|e| match (e, cluster) {
+                (Effect::In { cluster: c, effect }, Some(want)) if c.to_string() == want => {
+                    crate::frontend::tui::app::write_id(effect)
+                }
+                (Effect::Send { id, .. }, None) => Some(*id),
+                _ => None,
+            })
+            .unwrap()
+    };
+    let answers = [
+        (id_in(None), Ok(())),
+        (id_in(Some("prod-us")), Ok(())),
+        (id_in(Some("staging")), Err("forbidden".to_owned())),
+    ];
+    for (id, result) in answers {
+        app.on_io(IoResult::Done { id, result });
+    }
+    let notice = app.status_notice().unwrap().1;
+    assert_eq!(
+        notice,
+        "suspend 3: prod-eu 1 done; prod-us 1 done; staging 0 done, 1 failed \
+         (suspend apps/web in staging: forbidden)"
     );
     let mut by_cluster: Vec<(Option<String>, Command)> = effects
         .iter()
