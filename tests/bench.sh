@@ -2,7 +2,7 @@
 # Benchmarks that need the local control plane: starts one, runs the benchmark, stops it.
 # Figures are printed; they are measured, not asserted (machines are shared and noisy).
 #
-# Usage: tests/bench.sh mttr|mttr-busy|render|handover|scale|dashboard-live|inventory|drift|timeline|flux-compare
+# Usage: tests/bench.sh mttr|mttr-busy|render|handover|scale|dashboard-live|fleet|inventory|drift|timeline|flux-compare
 #   mttr    time to recovery, with where its time goes, and fail-fast
 #           (WHEELHOUSE_BENCH_RUNS=N for more runs; default 5), then the table of fixes
 #           by spec, valuesFrom, OCI chart version and Git commit for a waiting and a
@@ -25,6 +25,10 @@
 #           --readonly: first rows, full list, change to screen, idle CPU, RSS
 #           (WHEELHOUSE_BENCH_SIZES=1000,5000 chooses the sizes; WHEELHOUSE_BENCH_KINDS=all
 #           makes them wheelhouse, Flux and helm CLI releases), and the Timeline's first screen
+#   fleet   the dashboard over a fleet of real API servers it starts itself
+#           (WHEELHOUSE_BENCH_CLUSTERS, default 10, x WHEELHOUSE_BENCH_RELEASES, default
+#           2,000): first screen against the slowest cluster's list, change to screen with
+#           every cluster answering and with one stopped (SIGSTOP), RSS, quit
 #   inventory  2,000 helm CLI releases (4,000 storage records): the dashboard's inventory
 #           listing and reading them against a whole-record LIST in the same run
 #           (WHEELHOUSE_BENCH_RELEASES sets the count)
@@ -40,10 +44,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-usage="usage: tests/bench.sh mttr|mttr-busy|render|handover|scale|dashboard-live|inventory|drift|timeline|flux-compare"
+usage="usage: tests/bench.sh mttr|mttr-busy|render|handover|scale|dashboard-live|fleet|inventory|drift|timeline|flux-compare"
 bench=${1:?$usage}
 case "$bench" in
-  mttr | mttr-busy | render | handover | scale | dashboard-live | inventory | drift | timeline | flux-compare) ;;
+  mttr | mttr-busy | render | handover | scale | dashboard-live | fleet | inventory | drift | timeline | flux-compare) ;;
   *) echo "$usage" >&2; exit 2 ;;
 esac
 "$root/tests/cluster/prereqs.sh"

@@ -245,6 +245,84 @@ fn ignores_test_failures(o: &Observed) -> bool {
 }
 
 /// `retries` < 0 means retry forever.
+/// What the engine will do if the install or upgrade now running (revision `version`)
+/// fails, its wait timing out say: the planner's own answer for the state that failure
+/// leaves (the revision failed, the failure counted), so the forecast is the decision
+/// itself and never a second copy of its rules. `chart_of` names a revision's chart.
+/// Reads `upgrade fails -> rollback to revision 6 (webapp 1.2.3); 0 retries left`.
+pub fn if_it_fails(
+    o: &Observed,
+    action: ReleaseAction,
+    version: i32,
+    chart_of: impl Fn(i32) -> Option<String>,
+) -> String {
+    let d = &o.desired;
+    let mut after = o.clone();
+    after.latest = Some(Latest {
+        version,
+        status: Status::Failed,
+        chart_name: d.chart_name.clone(),
+        chart_version: d.chart_version.clone(),
+        config_digest: d.config_digest.clone(),
+        source_commit: d.source_commit().map(str::to_owned),
+        source_digest: d.manifest_digest().map(str::to_owned),
+        post_renderers: d.post_renderers.clone(),
+        common_metadata: d.common_metadata.clone(),
+        values_files: d.values_files.clone(),
+        tests: TestState::NotRun,
+        interrupted: false,
+        left_waiting: false,
+    });
+    after.force = false;
+    // The revision deployed before the attempt is what a rollback would restore.
+    if let Some(before) = &o.latest
+        && matches!(before.status, Status::Deployed | Status::Superseded)
+    {
+        after.rollback_target = Some(before.version);
+    }
+    after.last_action = Some(action);
+    let (verb, failures, retries) = match action {
+        ReleaseAction::Install => {
+            after.install_failures += 1;
+            ("install", after.install_failures, o.policy.install_retries)
+        }
+        ReleaseAction::Upgrade => {
+            after.upgrade_failures += 1;
+            ("upgrade", after.upgrade_failures, o.policy.upgrade_retries)
+        }
+    };
+    let retry = active_retry(after.last_action, &o.policy);
+    let then = match next(&after) {
+        Next::Rollback { to } => match chart_of(to) {
+            Some(chart) => format!("rollback to revision {to} ({chart})"),
+            None => format!("rollback to revision {to}"),
+        },
+        Next::Uninstall => "uninstall".to_owned(),
+        Next::Upgrade | Next::Install if retry.is_some() => format!(
+            "upgrade again after {}",
+            crate::api::Duration::from(retry.unwrap_or_default())
+        ),
+        Next::Upgrade => "upgrade again".to_owned(),
+        Next::Install => "install again".to_owned(),
+        Next::Stalled { .. } => {
+            "stalled: nothing more is tried until the spec changes or resetAt is set".to_owned()
+        }
+        other => format!("{other:?}").to_lowercase(),
+    };
+    let left = if retry.is_some() {
+        "retried until it succeeds (RetryOnFailure)".to_owned()
+    } else if retries < 0 {
+        "retries unlimited".to_owned()
+    } else {
+        // `retries` tries after the first: with `failures` counted, this many remain.
+        match (i64::from(retries) + 1 - failures).max(0) {
+            1 => "1 retry left".to_owned(),
+            n => format!("{n} retries left"),
+        }
+    };
+    format!("{verb} fails -> {then}; {left}")
+}
+
 fn exhausted(failures: i64, retries: i32) -> bool {
     retries >= 0 && failures > i64::from(retries)
 }
@@ -458,6 +536,53 @@ mod tests {
     fn stale(mut l: Latest) -> Latest {
         l.config_digest = "sha256:old".into();
         l
+    }
+
+    #[test]
+    fn the_forecast_of_a_failure_is_the_planners_own_next_step() {
+        let chart = |v: i32| Some(format!("app 1.0.{v}"));
+        // An upgrade of revision 7 over deployed 6, no retries: rolled back to 6 when
+        // remediateLastFailure says so, else stalled.
+        let mut o = observed(Some(stale(latest(6, Status::Deployed))));
+        o.policy.remediate_last_failure = true;
+        assert_eq!(
+            if_it_fails(&o, ReleaseAction::Upgrade, 7, chart),
+            "upgrade fails -> rollback to revision 6 (app 1.0.6); 0 retries left"
+        );
+        o.policy.remediate_last_failure = false;
+        assert_eq!(
+            if_it_fails(&o, ReleaseAction::Upgrade, 7, chart),
+            "upgrade fails -> stalled: nothing more is tried until the spec changes or \
+             resetAt is set; 0 retries left"
+        );
+        // Two retries, one used: one left after this failure, remediated first.
+        o.policy.upgrade_retries = 2;
+        o.policy.remediate_last_failure = true;
+        o.upgrade_failures = 1;
+        assert_eq!(
+            if_it_fails(&o, ReleaseAction::Upgrade, 7, chart),
+            "upgrade fails -> rollback to revision 6 (app 1.0.6); 1 retry left"
+        );
+        // Uninstall as the remediation strategy.
+        o.upgrade_failures = 0;
+        o.policy.strategy = RemediationStrategy::Uninstall;
+        assert_eq!(
+            if_it_fails(&o, ReleaseAction::Upgrade, 7, chart),
+            "upgrade fails -> uninstall; 2 retries left"
+        );
+        // RetryOnFailure: never remediated, upgraded again after its interval.
+        let mut o = observed(Some(stale(latest(6, Status::Deployed))));
+        o.policy.upgrade_retry = Some(std::time::Duration::from_secs(300));
+        assert_eq!(
+            if_it_fails(&o, ReleaseAction::Upgrade, 7, chart),
+            "upgrade fails -> upgrade again after 5m; retried until it succeeds (RetryOnFailure)"
+        );
+        // A first install with Flux's defaults stalls.
+        assert_eq!(
+            if_it_fails(&observed(None), ReleaseAction::Install, 1, chart),
+            "install fails -> stalled: nothing more is tried until the spec changes or \
+             resetAt is set; 0 retries left"
+        );
     }
 
     #[test]

@@ -119,6 +119,7 @@ pub async fn act(
         priority: crate::cluster::slots::Priority::Urgent,
         last_record: None,
         urgent: None,
+        if_it_fails: None,
         applied_generations: None,
     };
     let outcome = match action {

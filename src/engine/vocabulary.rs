@@ -90,6 +90,8 @@ pub struct WaitView {
     pub started_at: Timestamp,
     pub deadline: Timestamp,
     pub progress: Progress,
+    /// What the engine will do if the wait fails (`WaitStatus::if_it_fails`).
+    pub if_it_fails: Option<String>,
 }
 
 /// Live state a worker publishes beside what the HelmRelease's status holds.

@@ -82,6 +82,52 @@ async fn installs_to_ready_and_upgrades_on_a_values_change() {
     ns.delete().await;
 }
 
+/// The wait says, before its deadline, what the engine will do when it fails, and the
+/// engine then does exactly that: rollback to revision 1, then the one retry, whose wait
+/// says no retry is left.
+#[tokio::test]
+async fn a_wait_says_what_happens_when_it_fails_and_the_engine_then_does_it() {
+    let (client, ns, api) = setup("eng-forecast").await;
+    let _engine = eng::start(&client, &ns.name).await;
+    let spec = serde_json::json!({"timeout": "8s", "upgrade": {"remediation": {"retries": 1}}});
+    install_webapp(&api, "web", spec).await;
+    set_values(&api, "web", serde_json::json!({"behavior": "never-ready"})).await;
+    let forecast_of = |h: &HelmRelease, revision: i32| {
+        h.status
+            .as_ref()
+            .and_then(|s| s.wait.as_ref())
+            .filter(|w| w.revision == revision && w.hook.is_none())
+            .and_then(|w| w.if_it_fails.clone())
+    };
+    let hr = wait_for(&api, "web", "revision 2 waiting, with its forecast", |h| {
+        forecast_of(h, 2).is_some()
+    })
+    .await;
+    assert_eq!(
+        forecast_of(&hr, 2).unwrap(),
+        "upgrade fails -> rollback to revision 1 (webapp 1.0.0); 1 retry left"
+    );
+    // The retry (revision 4, after the rollback to 1 as revision 3) has none left.
+    let hr = wait_for(&api, "web", "revision 4 waiting, with its forecast", |h| {
+        forecast_of(h, 4).is_some()
+    })
+    .await;
+    assert_eq!(
+        forecast_of(&hr, 4).unwrap(),
+        "upgrade fails -> rollback to revision 3 (webapp 1.0.0); 0 retries left"
+    );
+    let history = helm_history(&ns.name, "web");
+    assert_eq!(history[2].0, 3);
+    assert_eq!(history[2].2, "Rollback to 1", "{history:?}");
+    wait_for(&api, "web", "Stalled after the retry", |h| {
+        is(h, "Stalled", "True", "RetriesExceeded")
+    })
+    .await;
+    let history = helm_history(&ns.name, "web");
+    assert_eq!(history[4].2, "Rollback to 3", "{history:?}");
+    ns.delete().await;
+}
+
 #[tokio::test]
 async fn a_failed_upgrade_is_remediated_by_rollback() {
     let (client, ns, api) = setup("eng-rollback").await;

@@ -16,6 +16,7 @@ pub mod controller;
 pub mod discovery;
 pub mod engine;
 pub mod figures;
+pub mod fleet;
 pub mod flux;
 pub mod git;
 pub mod hooks;

@@ -304,6 +304,11 @@ pub struct WaitStatus {
     /// `Job/web-migrate (post-upgrade hook)`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook: Option<String>,
+    /// What the engine will do if this wait fails (the planner's answer for the state the
+    /// failure leaves): `upgrade fails -> rollback to revision 6 (webapp 1.2.3); 0 retries
+    /// left`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub if_it_fails: Option<String>,
 }
 
 fn is_zero(n: &i64) -> bool {

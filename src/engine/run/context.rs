@@ -293,6 +293,9 @@ pub struct Run<'a> {
     pub last_record: Option<crate::helm::release::Release>,
     /// Held by urgent work until its first object is written: routine work gives way.
     pub urgent: Option<crate::cluster::slots::UrgentWork>,
+    /// What the engine will do if the action now running fails (`plan::if_it_fails`),
+    /// shown with its wait.
+    pub if_it_fails: Option<String>,
     /// The generations the last apply answered with, and the revision it applied: for
     /// that revision's wait, which then reads none.
     pub applied_generations: Option<(
@@ -416,6 +419,7 @@ impl Run<'_> {
                     total: 1,
                     pending: vec![(h.object.clone(), format!("{} hook running", h.event))],
                 },
+                if_it_fails: self.if_it_fails.clone(),
             });
             self.publish(&live);
         }
@@ -431,6 +435,7 @@ impl Run<'_> {
             ready: 0,
             total: 1,
             hook: Some(format!("{} ({} hook)", h.object, h.event)),
+            if_it_fails: self.if_it_fails.clone(),
         });
         if let Some(hook) = shown.wait.as_ref().and_then(|w| w.hook.clone())
             && self

@@ -293,6 +293,7 @@ impl Run<'_> {
             ready: 0,
             total: total as i32,
             hook: None,
+            if_it_fails: self.if_it_fails.clone(),
         });
         self.write_status().await;
         let mut live = self.live.lock().unwrap();
@@ -305,6 +306,7 @@ impl Run<'_> {
                 total,
                 ..Progress::default()
             },
+            if_it_fails: self.if_it_fails.clone(),
         });
         self.publish(&live);
         Instant::now() + left

@@ -414,6 +414,7 @@ fn start_run<'a>(
         priority: crate::cluster::slots::Priority::Routine,
         last_record: None,
         urgent: None,
+        if_it_fails: None,
         applied_generations: None,
     }
 }

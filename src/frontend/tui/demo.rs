@@ -96,6 +96,9 @@ pub fn waiting(elapsed: i64, left: i64, ready: usize, pending: &[(&str, &str)]) 
             revision: 4,
             started_at: now() - std::time::Duration::from_secs(elapsed as u64),
             deadline: now() + std::time::Duration::from_secs(left as u64),
+            if_it_fails: Some(
+                "upgrade fails -> rollback to revision 3 (webapp 1.2.0); 0 retries left".into(),
+            ),
             progress: Progress {
                 ready,
                 total: ready + pending.len(),

@@ -132,6 +132,8 @@ pub struct Row {
     pub deadline: Option<Timestamp>,
     /// Resources ready and in all of the running wait (the detail view's Wait line).
     pub wait_progress: Option<(usize, usize)>,
+    /// What the engine will do if the running wait fails (the detail view's Then line).
+    pub if_it_fails: Option<String>,
     /// Ready and desired replicas summed over the release's Deployments, StatefulSets
     /// and DaemonSets (the READY column); `None` when it has none.
     pub ready: Option<(i32, i32)>,
@@ -276,6 +278,7 @@ impl Row {
             state,
             phase: Phase::Idle,
             deadline: None,
+            if_it_fails: None,
             wait_progress: None,
             last_change: ready.map(|c| c.last_transition_time.0),
             message,
@@ -327,6 +330,7 @@ impl Row {
             state,
             phase: Phase::Idle,
             deadline: None,
+            if_it_fails: None,
             wait_progress: None,
             last_change: stored.updated,
             message,
@@ -386,13 +390,18 @@ impl Row {
         let recorded = status
             .and_then(|s| s.wait.as_ref())
             .filter(|_| state == State::Progressing);
-        let (deadline, wait_progress) = match (&view.live.wait, recorded) {
-            (Some(w), _) => (Some(w.deadline), Some((w.progress.ready, w.progress.total))),
+        let (deadline, wait_progress, if_it_fails) = match (&view.live.wait, recorded) {
+            (Some(w), _) => (
+                Some(w.deadline),
+                Some((w.progress.ready, w.progress.total)),
+                w.if_it_fails.clone(),
+            ),
             (None, Some(w)) => (
                 Some(w.deadline.0),
                 Some((w.ready.max(0) as usize, w.total.max(0) as usize)),
+                w.if_it_fails.clone(),
             ),
-            (None, None) => (None, None),
+            (None, None) => (None, None, None),
         };
         let (message, suspended_since) = match &view.problem {
             Some(problem) => (problem.clone(), None),
@@ -429,6 +438,7 @@ impl Row {
             phase: view.live.phase,
             deadline,
             wait_progress,
+            if_it_fails,
             ready: None,
             last_change: ready.map(|c| c.last_transition_time.0),
             message,

@@ -106,6 +106,7 @@ async fn steps(run: &mut Run<'_>, ready: Ready) -> crate::engine::Result<Requeue
                 return Ok(stalled(run, &history, r, message).await);
             }
             _ => {
+                run.if_it_fails = forecast(&observed, &next, &history);
                 run.record_acting().await;
                 let step = actions::Step {
                     prepared: &prepared,
@@ -346,4 +347,26 @@ async fn external_revision(
             Some(Requeue::After(interval))
         }
     }
+}
+
+/// What the engine will do if the install or upgrade `next` fails (`plan::if_it_fails`),
+/// for its wait to show; nothing for other actions.
+fn forecast(observed: &plan::Observed, next: &Next, history: &[Release]) -> Option<String> {
+    let action = match next {
+        Next::Install => crate::api::ReleaseAction::Install,
+        Next::Upgrade => crate::api::ReleaseAction::Upgrade,
+        _ => return None,
+    };
+    let version = history.last().map_or(1, |r| r.version + 1);
+    let chart_of = |v: i32| {
+        let meta = history
+            .iter()
+            .find(|r| r.version == v)?
+            .chart
+            .as_ref()?
+            .metadata
+            .as_ref()?;
+        Some(format!("{} {}", meta.name, meta.version))
+    };
+    Some(plan::if_it_fails(observed, action, version, chart_of))
 }

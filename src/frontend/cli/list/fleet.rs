@@ -62,6 +62,11 @@ pub struct ListRow {
     pub suspended: bool,
     pub last_change: Option<String>,
     pub message: String,
+    /// The running wait's deadline, and what the engine will do if it fails.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub if_it_fails: Option<String>,
 }
 
 /// What one cluster answered: its rows, or why it gave none.
@@ -183,6 +188,8 @@ fn list_row(cluster: &str, r: &Row) -> ListRow {
         suspended: r.suspended,
         last_change: r.last_change.map(|t| t.to_string()),
         message: r.message.clone(),
+        deadline: r.deadline.map(|t| t.to_string()),
+        if_it_fails: r.if_it_fails.clone(),
     }
 }
 
@@ -352,7 +359,22 @@ pub fn write(
                     changed,
                 ]);
             }
-            cells.push(r.message.clone());
+            let mut message = r.message.clone();
+            // A waiting release says what happens at its deadline.
+            if wide
+                && let (Some(deadline), Some(then)) = (
+                    r.deadline
+                        .as_deref()
+                        .and_then(|t| t.parse::<Timestamp>().ok()),
+                    &r.if_it_fails,
+                )
+            {
+                message.push_str(&format!(
+                    " (at {}: {then})",
+                    deadline.strftime("%H:%M:%S UTC")
+                ));
+            }
+            cells.push(message);
             cells
         })
         .collect();
@@ -427,6 +449,8 @@ mod tests {
             suspended: false,
             last_change: None,
             message: "Helm upgrade succeeded".into(),
+            deadline: None,
+            if_it_fails: None,
         }
     }
 
@@ -488,5 +512,34 @@ mod tests {
         let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(json["releases"][0]["cluster"], "a");
         assert_eq!(json["clusters"][1]["status"], "unreachable");
+    }
+
+    #[test]
+    fn wide_and_json_say_what_happens_when_a_wait_fails() {
+        let mut waiting = row("a", "web");
+        waiting.deadline = Some("2026-12-02T14:32:10Z".into());
+        waiting.if_it_fails =
+            Some("upgrade fails -> rollback to revision 6 (webapp 1.2.3); 0 retries left".into());
+        let answers = [answer("a", "ok", None)];
+        let mut out = Vec::new();
+        let rows = [waiting];
+        write(&answers, &rows, Output::Wide, Timestamp::now(), &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains(
+                "(at 14:32:10 UTC: upgrade fails -> rollback to revision 6 (webapp 1.2.3); 0 retries left)"
+            ),
+            "{text}"
+        );
+        let mut out = Vec::new();
+        write(&answers, &rows, Output::Json, Timestamp::now(), &mut out).unwrap();
+        let json: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(json["releases"][0]["deadline"], "2026-12-02T14:32:10Z");
+        assert!(
+            json["releases"][0]["ifItFails"]
+                .as_str()
+                .unwrap()
+                .starts_with("upgrade fails -> rollback")
+        );
     }
 }

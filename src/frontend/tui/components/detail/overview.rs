@@ -267,6 +267,13 @@ pub(super) fn overview<'a>(app: &DetailScreen<'_>, d: &Detail, view: &ReleaseVie
                 t.state(State::Progressing),
             ),
         ]));
+        // What happens at the deadline, from the release's remediation settings.
+        if let Some(then) = &row.if_it_fails {
+            lines.push(Line::from(vec![
+                Span::styled("Then     ", t.muted()),
+                Span::raw(format!("at {}: {then}", deadline.strftime("%H:%M:%S UTC"))),
+            ]));
+        }
     }
     if hr.spec.suspend {
         lines.push(Line::styled(
