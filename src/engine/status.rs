@@ -83,79 +83,31 @@ pub enum Verdict<'a> {
 /// Writes `verdict` into `status` (see [`Verdict`] for which conditions each writes).
 pub fn summarise(status: &mut HelmReleaseStatus, verdict: Verdict<'_>, generation: Option<i64>) {
     use Verdict::*;
-    match verdict {
-        Ready { reason, message } => {
-            set(
-                status,
-                condition::READY,
-                Truth::True,
-                reason,
-                message,
-                generation,
-            );
-            remove(status, condition::RECONCILING);
-            remove(status, condition::STALLED);
-        }
-        Held { reason, message } => {
-            set(
-                status,
-                condition::READY,
-                Truth::False,
-                reason,
-                message,
-                generation,
-            );
-            remove(status, condition::RECONCILING);
-        }
-        Failing { reason, message } => {
-            set(
-                status,
-                condition::READY,
-                Truth::False,
-                reason,
-                message,
-                generation,
-            );
-        }
-        Stalled { reason, message } => {
-            set(
-                status,
-                condition::READY,
-                Truth::False,
-                reason,
-                message,
-                generation,
-            );
-            set(
-                status,
-                condition::STALLED,
-                Truth::True,
-                reason,
-                message,
-                generation,
-            );
-            remove(status, condition::RECONCILING);
-        }
-        Reconciling { reason, message } => {
-            set(
-                status,
-                condition::RECONCILING,
-                Truth::True,
-                reason,
-                message,
-                generation,
-            );
-        }
-        Pending { reason, message } => {
-            set(
-                status,
-                condition::READY,
-                Truth::Unknown,
-                reason,
-                message,
-                generation,
-            );
-        }
+    use condition::{READY, RECONCILING, STALLED};
+    // (conditions set, conditions that end) for each verdict.
+    let (reason, message, writes, ends): (&str, &str, &[(&str, Truth)], &[&str]) = match verdict {
+        Ready { reason, message } => (
+            reason,
+            message,
+            &[(READY, Truth::True)],
+            &[RECONCILING, STALLED],
+        ),
+        Held { reason, message } => (reason, message, &[(READY, Truth::False)], &[RECONCILING]),
+        Failing { reason, message } => (reason, message, &[(READY, Truth::False)], &[]),
+        Stalled { reason, message } => (
+            reason,
+            message,
+            &[(READY, Truth::False), (STALLED, Truth::True)],
+            &[RECONCILING],
+        ),
+        Reconciling { reason, message } => (reason, message, &[(RECONCILING, Truth::True)], &[]),
+        Pending { reason, message } => (reason, message, &[(READY, Truth::Unknown)], &[]),
+    };
+    for (type_, truth) in writes {
+        set(status, type_, *truth, reason, message, generation);
+    }
+    for type_ in ends {
+        remove(status, type_);
     }
 }
 

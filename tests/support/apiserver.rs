@@ -2,9 +2,10 @@
 //! partition looks to its clients. A test that freezes it must run alone in its binary.
 #![allow(dead_code)]
 
-/// The API server's PID, as tests/cluster/up.sh recorded it beside the kubeconfig.
-fn pid() -> String {
-    let pids = super::kubeconfig_path().with_file_name("pids");
+/// The PID of the API server whose control plane lives in `dir`, as tests/cluster/up.sh
+/// recorded it there (beside the kubeconfig).
+fn pid_in(dir: &std::path::Path) -> String {
+    let pids = dir.join("pids");
     let text = std::fs::read_to_string(&pids).unwrap_or_else(|e| panic!("{}: {e}", pids.display()));
     text.lines()
         .find_map(|l| l.strip_prefix("kube-apiserver "))
@@ -26,8 +27,15 @@ fn signal(pid: &str, signal: &str) {
 pub struct Frozen(String);
 
 impl Frozen {
+    /// The local control plane's API server (the tests' kubeconfig).
     pub fn freeze() -> Self {
-        let pid = pid();
+        let kubeconfig = super::kubeconfig_path();
+        Self::freeze_in(kubeconfig.parent().expect("the kubeconfig's directory"))
+    }
+
+    /// The API server of the control plane tests/cluster/up.sh started in `dir`.
+    pub fn freeze_in(dir: &std::path::Path) -> Self {
+        let pid = pid_in(dir);
         signal(&pid, "-STOP");
         Self(pid)
     }

@@ -7,6 +7,8 @@ use std::process::Command;
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
+pub use super::apiserver::Frozen;
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -36,15 +38,7 @@ impl BareCluster {
 
     /// Its API server stopped until the guard is dropped.
     pub fn freeze(&self) -> Frozen {
-        let pids = std::fs::read_to_string(self.dir.path().join("pids")).unwrap();
-        let pid = pids
-            .lines()
-            .find_map(|l| l.strip_prefix("kube-apiserver "))
-            .expect("the API server's pid")
-            .trim()
-            .to_owned();
-        signal(&pid, "-STOP");
-        Frozen(pid)
+        Frozen::freeze_in(self.dir.path())
     }
 }
 
@@ -56,29 +50,6 @@ impl Drop for BareCluster {
     }
 }
 
-fn signal(pid: &str, signal: &str) {
-    let status = Command::new("kill")
-        .args([signal, pid])
-        .status()
-        .expect("kill runs");
-    assert!(status.success(), "kill {signal} {pid}");
-}
-
-/// The API server stopped until this is dropped (or thawed): no later step finds it stopped.
-pub struct Frozen(String);
-
-impl Frozen {
-    pub fn thaw(self) {}
-}
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        signal(&self.0, "-CONT");
-    }
-}
-
-/// One kubeconfig of several clusters: each source's (only) cluster, user and context
-/// under the given context name, and `broken`: the main cluster with a token it refuses.
 pub fn fleet_kubeconfig(sources: &[(&str, &Path)], out: &Path) {
     let mut fleet = Kubeconfig::default();
     for (name, path) in sources {
