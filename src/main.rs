@@ -5,8 +5,18 @@ use tracing_subscriber::EnvFilter;
 use wheelhouse::frontend::cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let dashboard = cli.command.is_none();
     let runtime = tokio::runtime::Runtime::new().expect("a tokio runtime");
-    let code = runtime.block_on(run());
+    let code = runtime.block_on(run(cli));
+    if dashboard {
+        // The dashboard's quit restored the terminal, let its engines' Leases go and
+        // removed the credential files they wrote; what its tasks still hold is memory
+        // (the fleet's watched objects) and pipes to helpers that end on EOF. Dropping
+        // it object by object took most of a fleet dashboard's quit: the exit frees it.
+        std::mem::forget(runtime);
+        return code;
+    }
     tracing::debug!("exit: the runtime shuts down");
     // Tasks still running (an engine step cut short by the dashboard's quit, a chart
     // being unpacked on the blocking pool) must not hold the exit up: the dashboard's `q`
@@ -15,8 +25,7 @@ fn main() -> ExitCode {
     code
 }
 
-async fn run() -> ExitCode {
-    let cli = Cli::parse();
+async fn run(cli: Cli) -> ExitCode {
     // The headless controller logs structured JSON at info; interactive commands stay
     // quiet unless asked (WHEELHOUSE_LOG takes tracing's filter syntax).
     let controller = matches!(cli.command, Some(Command::Controller(_)));

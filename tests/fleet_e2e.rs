@@ -320,6 +320,41 @@ async fn the_fleet_on_one_screen_with_a_cluster_stopped_and_failing_credentials(
     dash.wait_for("the table again", |s| s.contains("CLUSTER"))
         .await;
 
+    // The Timeline across the fleet: the helm installs of each cluster, each naming its
+    // cluster; the diff of third's is read in third (its copy of the chart is 0.2.0).
+    dash.keys(&["T"]);
+    dash.wait_for("the helm installs of every cluster", |s| {
+        ["main", "remote", "third"].iter().all(|c| {
+            s.lines().any(|l| {
+                l.trim_start_matches('│').trim_start().starts_with(c)
+                    && l.contains(&format!("{ns}/fleetcli"))
+                    && l.contains("install")
+            })
+        })
+    })
+    .await;
+    dash.keys(&["/"]);
+    dash.type_text("cluster:third fleetcli");
+    dash.keys(&["Enter"]);
+    dash.wait_for("third's changes only", |s| {
+        s.contains("(filter: cluster:third fleetcli)")
+            && !s.lines().any(|l| {
+                l.contains(&format!("{ns}/fleetcli"))
+                    && (l.contains("main ") || l.contains("remote "))
+            })
+    })
+    .await;
+    dash.keys(&["G", "Enter"]);
+    dash.wait_for("third's first revision, read in third", |s| {
+        s.contains("fleetcli: revision 1, whole") && s.contains("tui-app-0.2.0")
+    })
+    .await;
+    dash.keys(&["Escape", "Escape"]);
+    dash.wait_for("the table again", |s| {
+        s.contains("CLUSTER") && !s.contains("Timeline ·")
+    })
+    .await;
+
     // One bulk suspend over the wheelhouse rows of three clusters.
     dash.keys(&["/"]);
     dash.type_text("fleetweb");

@@ -1286,6 +1286,20 @@ async fn an_incident_freeze_from_the_keys_is_recorded_shown_audited_and_thawed()
             "no {kind} of alpha by {me}: {changes:#}"
         );
     }
+    // The dashboard's Timeline (`T`) lists the same audit Events, each with who made it.
+    dash.keys(&["T"]);
+    let alpha = format!("{}/alpha", ns.name);
+    dash.wait_for(
+        "the freeze, thaw and suspend of alpha in the Timeline",
+        |s| {
+            ["freeze", "thaw", "operator"].iter().all(|kind| {
+                s.lines()
+                    .any(|l| l.contains(&alpha) && l.contains(kind) && l.contains(me.as_str()))
+            })
+        },
+    )
+    .await;
+    dash.keys(&["Escape"]);
     dash.quit().await;
     ns.delete().await;
 }

@@ -45,14 +45,6 @@ pub async fn run(cluster: &super::ClusterArgs, args: &TimelineArgs) -> Result<()
     Ok(())
 }
 
-/// A change and the cluster it was made in.
-#[derive(Debug, Clone, Serialize)]
-pub struct FleetChange {
-    pub cluster: String,
-    #[serde(flatten)]
-    pub change: Change,
-}
-
 /// What one cluster answered.
 #[derive(Debug, Clone, Serialize)]
 pub struct Unanswered {
@@ -103,9 +95,9 @@ async fn run_fleet(
         .zip(&contexts)
     {
         match done.map_err(|e| e.to_string()).and_then(|r| r) {
-            Ok(of_cluster) => changes.extend(of_cluster.into_iter().map(|change| FleetChange {
-                cluster: cluster.clone(),
-                change,
+            Ok(of_cluster) => changes.extend(of_cluster.into_iter().map(|change| Change {
+                cluster: Some(cluster.clone()),
+                ..change
             })),
             Err(error) => unanswered.push(Unanswered {
                 cluster: cluster.clone(),
@@ -113,7 +105,7 @@ async fn run_fleet(
             }),
         }
     }
-    changes.sort_by_key(|c| std::cmp::Reverse(c.change.at));
+    timeline::newest_first(&mut changes);
     write_fleet(&changes, &unanswered, format, &mut std::io::stdout())?;
     if unanswered.is_empty() {
         Ok(())
@@ -132,7 +124,7 @@ async fn run_fleet(
 /// The fleet's changes: a CLUSTER column first (text, markdown), a `cluster` field on each
 /// change (json), and every cluster that did not answer named.
 pub fn write_fleet(
-    changes: &[FleetChange],
+    changes: &[Change],
     unanswered: &[Unanswered],
     format: Format,
     out: &mut impl Write,
@@ -142,7 +134,7 @@ pub fn write_fleet(
         Format::Json => {
             #[derive(Serialize)]
             struct Listing<'a> {
-                changes: &'a [FleetChange],
+                changes: &'a [Change],
                 unanswered: &'a [Unanswered],
             }
             serde_json::to_writer_pretty(
@@ -159,8 +151,15 @@ pub fn write_fleet(
             let rows: Vec<[String; 6]> = changes
                 .iter()
                 .map(|c| {
-                    let [a, b, k, w, what] = timeline::cells(&c.change);
-                    [safe(&c.cluster), a, b, k, w, what]
+                    let [a, b, k, w, what] = timeline::cells(c);
+                    [
+                        safe(c.cluster.as_deref().unwrap_or_default()),
+                        a,
+                        b,
+                        k,
+                        w,
+                        what,
+                    ]
                 })
                 .collect();
             let header = ["CLUSTER", "TIME", "RELEASE", "KIND", "WHO", "WHAT"];
@@ -203,9 +202,16 @@ pub fn write_fleet(
             writeln!(out, "| cluster | time | release | kind | who | what |")?;
             writeln!(out, "|---|---|---|---|---|---|")?;
             for c in changes {
-                let [a, b, k, w, what] = timeline::cells(&c.change);
-                let row = [safe(&c.cluster), a, b, k, w, what]
-                    .map(|c| c.replace('|', "\\|").replace('\n', " "));
+                let [a, b, k, w, what] = timeline::cells(c);
+                let row = [
+                    safe(c.cluster.as_deref().unwrap_or_default()),
+                    a,
+                    b,
+                    k,
+                    w,
+                    what,
+                ]
+                .map(|c| c.replace('|', "\\|").replace('\n', " "));
                 writeln!(out, "| {} |", row.join(" | "))?;
             }
             for u in unanswered {
@@ -229,6 +235,7 @@ mod tests {
     #[test]
     fn each_change_names_its_cluster_and_a_silent_one_is_named() {
         let change = Change {
+            cluster: None,
             at: "2026-01-02T00:00:00Z".parse().unwrap(),
             namespace: "apps".into(),
             release: "web".into(),
@@ -237,9 +244,9 @@ mod tests {
             who: "helm".into(),
             revision: Some(2),
         };
-        let changes = [FleetChange {
-            cluster: "prod-eu".into(),
-            change,
+        let changes = [Change {
+            cluster: Some("prod-eu".into()),
+            ..change
         }];
         let unanswered = [Unanswered {
             cluster: "prod-us".into(),

@@ -77,7 +77,7 @@ pub async fn changes(
 /// The freezes, thaws and dashboard writes their audit Events record, for as long as the
 /// cluster keeps Events (an hour by default: the API server's `--event-ttl`). Best
 /// effort: an identity that may not list Events sees the other records only.
-async fn audited(client: &Client, scope: &Scope) -> Vec<Change> {
+pub async fn audited(client: &Client, scope: &Scope) -> Vec<Change> {
     let events: Api<k8s_openapi::api::core::v1::Event> = scope.api(client.clone());
     let reasons: std::collections::BTreeSet<&str> =
         AUDIT_REASONS.iter().map(|(_, r, _)| *r).collect();

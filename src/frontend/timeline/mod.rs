@@ -112,6 +112,9 @@ impl Kind {
 /// One change to one release.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Change {
+    /// The cluster (kubeconfig context) it was made in, where several are listed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
     pub at: Timestamp,
     /// The release's storage namespace (the HelmRelease's, for wheelhouse's changes).
     pub namespace: String,
@@ -170,6 +173,7 @@ pub fn of_audit(event: &k8s_openapi::api::core::v1::Event) -> Option<Change> {
         .take(DESCRIPTION_SHOWN)
         .collect();
     Some(Change {
+        cluster: None,
         at,
         namespace: regarding.namespace.clone().unwrap_or_default(),
         release: regarding.name.clone().unwrap_or_default(),
@@ -206,6 +210,7 @@ pub fn of_revision(release: &Release, storage_namespace: &str) -> Change {
         .unwrap_or_default();
     let description: String = description.chars().take(DESCRIPTION_SHOWN).collect();
     Change {
+        cluster: None,
         at: info
             .deleted
             .or(info.last_deployed)
@@ -253,6 +258,7 @@ pub fn of_tests(release: &Release, storage_namespace: &str) -> Option<Change> {
         "passed".to_owned()
     };
     Some(Change {
+        cluster: None,
         at,
         namespace: storage_namespace.to_owned(),
         release: release.name.clone(),
@@ -293,6 +299,7 @@ pub fn of_stored(stored: &crate::frontend::inventory::Stored) -> Change {
         stored.created.or(stored.updated)
     };
     Change {
+        cluster: None,
         at: at.unwrap_or(Timestamp::UNIX_EPOCH),
         namespace: stored.key.namespace.clone(),
         release: stored.key.name.clone(),
@@ -352,6 +359,7 @@ pub fn from_watched<'a>(
 pub fn of_record(hr: &HelmRelease, record: &ChangeRecord) -> Option<Change> {
     let kind = Kind::parse(&record.kind)?;
     Some(Change {
+        cluster: None,
         at: record.at.0,
         namespace: hr.metadata.namespace.clone().unwrap_or_default(),
         release: hr.metadata.name.clone().unwrap_or_default(),
@@ -366,6 +374,7 @@ pub fn of_record(hr: &HelmRelease, record: &ChangeRecord) -> Option<Change> {
 pub fn newest_first(changes: &mut [Change]) {
     changes.sort_by(|a, b| {
         b.at.cmp(&a.at)
+            .then_with(|| a.cluster.cmp(&b.cluster))
             .then_with(|| a.namespace.cmp(&b.namespace))
             .then_with(|| a.release.cmp(&b.release))
             .then_with(|| b.revision.cmp(&a.revision))

@@ -41,9 +41,17 @@ pub enum Effect {
     LoadChanges {
         request: u64,
         of: ChangesOf,
+        /// Of another cluster of the fleet: read with its own client and engine handle.
+        cluster: Option<crate::frontend::tui::view_model::Cluster>,
     },
     /// Who the operator is to the API server (pins name them).
     LoadUser,
+    /// The audit Events of `cluster` (`None`: the dashboard's own) in `scope`, for the
+    /// Timeline: freezes, thaws and the dashboards' writes.
+    LoadAudit {
+        cluster: Option<crate::frontend::tui::view_model::Cluster>,
+        scope: Scope,
+    },
     /// Read these Timeline records whole (the revisions on screen).
     ReadRevisions(Vec<crate::frontend::tui::components::timeline::RecordRef>),
     /// Stream a pod's logs (any stream already open is stopped).
@@ -158,6 +166,11 @@ pub enum IoResult {
     Contexts(Vec<String>),
     /// The favourites were written, or why not.
     FavouritesSaved(Result<(), String>),
+    /// `cluster`'s audit Events as Timeline changes (`None`: no answer in time).
+    Audited {
+        cluster: Option<crate::frontend::tui::view_model::Cluster>,
+        changes: Option<Vec<crate::frontend::timeline::Change>>,
+    },
     /// A Timeline record read whole (`None`: gone, or it does not decode).
     TimelineRevision(
         crate::frontend::tui::components::timeline::RecordRef,

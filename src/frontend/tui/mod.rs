@@ -347,28 +347,79 @@ fn perform(
             if let Some(old) = tasks.log_stream.take() {
                 old.abort();
             }
-            let (client, tx) = (session.client.clone(), tasks.io.clone());
-            tasks.log_stream = Some(tokio::spawn(io::stream_logs(client, source, tx)));
+            // Another cluster's pod: with its own client.
+            let tx = tasks.io.clone();
+            match &source.cluster {
+                None => {
+                    let client = session.client.clone();
+                    tasks.log_stream = Some(tokio::spawn(io::stream_logs(client, source, tx)));
+                }
+                Some(c) => match members.get(c) {
+                    Some(m) => {
+                        let client = m.client.clone();
+                        tasks.log_stream = Some(tokio::spawn(io::stream_logs(client, source, tx)));
+                    }
+                    None => {
+                        let failed = Some(format!("{c} is not connected"));
+                        let stream = source.stream;
+                        let _ = tx.send(IoResult::LogEnd { stream, failed });
+                    }
+                },
+            }
         }
         Effect::StopLogs => {
             if let Some(old) = tasks.log_stream.take() {
                 old.abort();
             }
         }
-        Effect::LoadChanges { request, of } => {
-            let (client, handle, tx) = (
-                session.client.clone(),
-                session.handle.clone(),
-                tasks.io.clone(),
-            );
+        Effect::LoadChanges {
+            request,
+            of,
+            cluster,
+        } => {
+            let tx = tasks.io.clone();
+            // Another cluster's revisions and engine: with its own client and handle.
+            let (client, handle) = match &cluster {
+                None => (session.client.clone(), session.handle.clone()),
+                Some(c) => match members.get(c) {
+                    Some(m) => (m.client.clone(), m.handle.clone()),
+                    None => {
+                        let result = Err(format!("{c} is not connected"));
+                        let _ = tx.send(IoResult::Changes { request, result });
+                        return Ok(Flow::Go);
+                    }
+                },
+            };
             tokio::spawn(async move {
                 let result = io::load_changes(client, handle, of).await;
                 let _ = tx.send(IoResult::Changes { request, result });
             });
         }
+        Effect::LoadAudit { cluster, scope } => {
+            let client = match &cluster {
+                None => Some(session.client.clone()),
+                Some(c) => members.get(c).map(|m| m.client.clone()),
+            };
+            if let Some(client) = client {
+                let tx = tasks.io.clone();
+                tokio::spawn(async move {
+                    let audited = crate::frontend::timeline::collect::audited(&client, &scope);
+                    let changes = tokio::time::timeout(io::LIMIT, audited).await.ok();
+                    let _ = tx.send(IoResult::Audited { cluster, changes });
+                });
+            }
+        }
         Effect::ReadRevisions(records) => {
             for record in records {
-                let (client, tx) = (session.client.clone(), tasks.io.clone());
+                let client = match &record.cluster {
+                    None => session.client.clone(),
+                    Some(c) => match members.get(c) {
+                        Some(m) => m.client.clone(),
+                        // Its row keeps what its labels say.
+                        None => continue,
+                    },
+                };
+                let tx = tasks.io.clone();
                 tokio::spawn(async move {
                     let change =
                         tokio::time::timeout(io::LIMIT, io::read_revision(client, &record))
@@ -504,10 +555,14 @@ async fn quit(session: Session, members: &HashMap<Cluster, MemberIo>) {
             QUIT_BUDGET.as_millis()
         );
     }
-    // The process ends now: freeing tens of thousands of watched objects
-    // one by one took longer than the rest of the quit. What the exit
-    // would not tidy, the remote clusters' kubeconfig files, goes first.
+    // The process ends now, without freeing what it watches (`main` forgets the
+    // runtime): freeing tens of thousands of watched objects one by one, the fleet's
+    // members' in their tasks, took longer than the rest of the quit. What the exit
+    // would not tidy, the remote clusters' kubeconfig files of every engine, goes first.
     session.handle.remove_credentials();
+    for member in members.values() {
+        member.handle.remove_credentials();
+    }
     std::mem::forget(session);
 }
 

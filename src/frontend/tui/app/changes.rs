@@ -13,12 +13,14 @@ use crate::frontend::tui::components::status_line::Progress;
 use crate::frontend::tui::diff::{DiffLine, values_diff};
 use crate::frontend::tui::effect::{ChangesOf, Effect};
 use crate::frontend::tui::keymap::Action;
-use crate::frontend::tui::view_model::RowKey;
+use crate::frontend::tui::view_model::{Cluster, RowKey};
 
 impl App {
     /// Opens a changes view of `of`, titled `title`, asking `question` when given.
+    /// `cluster`: another cluster's release, read with that cluster's own client.
     pub(super) fn open_changes(
         &mut self,
+        cluster: Option<Cluster>,
         title: String,
         of: ChangesOf,
         question: Option<Question>,
@@ -31,7 +33,11 @@ impl App {
         view.load = Load::Loading(loading.to_owned());
         view.question = question;
         self.changes = Some(view);
-        vec![Effect::LoadChanges { request, of }]
+        vec![Effect::LoadChanges {
+            request,
+            of,
+            cluster,
+        }]
     }
 
     /// The stored release (storage namespace, release name) of the detail view's
@@ -59,6 +65,7 @@ impl App {
             return Vec::new();
         };
         self.open_changes(
+            self.detail.as_ref().and_then(|d| d.key.cluster.clone()),
             format!("{release}: revision {revision} (values and manifest, Secret data masked)"),
             ChangesOf::Revision {
                 release,
@@ -86,6 +93,7 @@ impl App {
             return Vec::new();
         };
         self.open_changes(
+            self.detail.as_ref().and_then(|d| d.key.cluster.clone()),
             format!("{release}: revision {from} → {to} (values and manifest, Secret data masked)"),
             ChangesOf::Revisions {
                 release,
@@ -121,6 +129,7 @@ impl App {
         }
         let key = id.key.clone();
         self.open_changes(
+            id.cluster.clone(),
             format!("{key}: live objects → their revision (drift, Secret data masked)"),
             ChangesOf::Drift { key },
             None,
@@ -189,6 +198,7 @@ impl App {
             ),
         };
         self.open_changes(
+            id.cluster.clone(),
             format!("Roll back {id}: revision {from} (now) → revision {to}"),
             ChangesOf::Revisions {
                 release,
@@ -198,7 +208,10 @@ impl App {
             },
             Some(Question {
                 text: question,
-                on_yes: OnYes::Effects(vec![effect]),
+                on_yes: OnYes::Effects(vec![super::writes::in_cluster(
+                    id.cluster.as_ref(),
+                    effect,
+                )]),
             }),
             Vec::new(),
             "reading Helm's storage…",
@@ -218,6 +231,7 @@ impl App {
             &pinned.by
         };
         self.open_changes(
+            id.cluster.clone(),
             format!(
                 "Resume {id}: revision {} (pinned by {by}) → the spec",
                 pinned.recorded_as
@@ -231,7 +245,10 @@ impl App {
                     "Resume {id}? It leaves revision {} (pinned by {by}) and applies the spec",
                     pinned.revision
                 ),
-                on_yes: OnYes::Effects(vec![effect]),
+                on_yes: OnYes::Effects(vec![super::writes::in_cluster(
+                    id.cluster.as_ref(),
+                    effect,
+                )]),
             }),
             Vec::new(),
             "rendering the spec with the engine's renderer…",
@@ -255,6 +272,7 @@ impl App {
         }
         lines.extend(diff);
         self.open_changes(
+            None,
             format!("Apply values to {key}: the release now → these values"),
             ChangesOf::Render {
                 key: key.clone(),

@@ -8,6 +8,11 @@ impl App {
     pub fn on_io(&mut self, result: IoResult) -> Vec<Effect> {
         let now = self.now;
         match result {
+            IoResult::Audited { cluster, changes } => {
+                if let (Some(view), Some(changes)) = (&mut self.timeline, changes) {
+                    view.audited_in(cluster, changes);
+                }
+            }
             IoResult::TimelineRevision(record, change) => {
                 if let Some(view) = &mut self.timeline {
                     view.record_read(record, change);

@@ -222,19 +222,16 @@ impl App {
                 return Vec::new();
             }
         }
-        // On another cluster's row, what reads or writes through the dashboard's own
-        // session (history diffs, rollback, drift, values, logs) is not offered yet.
-        let picking = self.detail.as_ref().is_some_and(|d| d.picking());
+        // On another cluster's row, the values editor (which patches through the
+        // dashboard's own session) is not offered yet; diffs, drift, rollback and logs go
+        // to the row's cluster.
         if let Some(cluster) = self.selected_key().and_then(|k| k.cluster.clone())
-            && (matches!(
-                action,
-                Action::Compare | Action::Drift | Action::Rollback | Action::Edit | Action::Logs
-            ) || (action == Action::Open && picking))
+            && action == Action::Edit
         {
             self.note(
-                format!("{} on a row of {cluster}", action_word(action)),
+                format!("editing values on a row of {cluster}"),
                 Progress::Failed(format!(
-                    "not offered on another cluster's rows yet: run wheelhouse --context                      {cluster} for it"
+                    "not offered on another cluster's rows yet: run wheelhouse --context {cluster} for it"
                 )),
             );
             return Vec::new();
@@ -319,6 +316,7 @@ impl App {
             return Vec::new();
         };
         let source = LogSource {
+            cluster: self.detail.as_ref().and_then(|d| d.key.cluster.clone()),
             namespace: target.target_namespace,
             pod,
             previous: false,
@@ -499,7 +497,7 @@ impl App {
             return Vec::new();
         };
         let release = ReleaseKey::new(change.namespace.clone(), change.release.clone());
-        let values = self.values_sources_of(&release);
+        let values = self.values_sources_in(change.cluster.as_deref(), &release);
         let (title, of) = if to > 1 {
             (
                 format!(
@@ -523,18 +521,17 @@ impl App {
                 },
             )
         };
-        self.open_changes(title, of, None, Vec::new(), "reading Helm's storage…")
-    }
-}
-
-/// What the status line calls an action that is not offered.
-fn action_word(action: Action) -> &'static str {
-    match action {
-        Action::Compare => "comparing revisions",
-        Action::Drift => "drift",
-        Action::Rollback => "rollback",
-        Action::Edit => "editing values",
-        Action::Logs => "logs",
-        _ => "a revision's diff",
+        let cluster = change
+            .cluster
+            .as_deref()
+            .map(crate::frontend::tui::view_model::Cluster::from);
+        self.open_changes(
+            cluster,
+            title,
+            of,
+            None,
+            Vec::new(),
+            "reading Helm's storage…",
+        )
     }
 }

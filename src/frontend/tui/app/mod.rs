@@ -475,15 +475,31 @@ impl App {
         &self,
         stored: &ReleaseKey,
     ) -> Option<crate::helm::values::ValuesSources> {
+        self.values_sources_in(None, stored)
+    }
+
+    /// As [`Self::values_sources_of`], of a release of `cluster` (`None`: the dashboard's
+    /// own): another cluster's release is masked by its own HelmRelease's sources.
+    pub fn values_sources_in(
+        &self,
+        cluster: Option<&str>,
+        stored: &ReleaseKey,
+    ) -> Option<crate::helm::values::ValuesSources> {
+        let (views, others) = match cluster {
+            None => (&self.views, &self.others),
+            Some(c) => {
+                let member = self.fleet.members.get(c)?;
+                (&member.data.views, &member.data.others)
+            }
+        };
         let same = |ns: String, name: String| ns == stored.namespace && name == stored.name;
-        if let Some(view) = self
-            .views
+        if let Some(view) = views
             .values()
             .find(|v| same(v.release.storage_namespace(), v.release.release_name()))
         {
             return Some(crate::helm::values::ValuesSources::of(&view.release));
         }
-        self.others
+        others
             .flux
             .values()
             .find(|hr| same(hr.storage_namespace(), hr.release_name()))

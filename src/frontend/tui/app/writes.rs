@@ -167,14 +167,7 @@ impl App {
                 action: StoredAction::Uninstall,
             },
         };
-        // Another cluster's release: its own cluster's client carries the write.
-        Some(match &id.cluster {
-            Some(cluster) => Effect::In {
-                cluster: cluster.clone(),
-                effect: Box::new(effect),
-            },
-            None => effect,
-        })
+        Some(in_cluster(id.cluster.as_ref(), effect))
     }
 
     /// What the question adds about the consequence of an action, where it is not plain.
@@ -428,5 +421,20 @@ pub fn describe_effect(e: &Effect) -> String {
         Effect::Freeze { names, .. } => format!("freeze {} release(s)", names.len()),
         Effect::Thaw { names, .. } => format!("thaw {} release(s)", names.len()),
         _ => String::new(),
+    }
+}
+
+/// A write to `cluster`'s release: carried by that cluster's own client (`None`: the
+/// dashboard's own cluster).
+pub(super) fn in_cluster(
+    cluster: Option<&crate::frontend::tui::view_model::Cluster>,
+    effect: Effect,
+) -> Effect {
+    match cluster {
+        Some(cluster) => Effect::In {
+            cluster: cluster.clone(),
+            effect: Box::new(effect),
+        },
+        None => effect,
     }
 }

@@ -25,6 +25,8 @@ pub const TAIL: i64 = 200;
 /// taken only while the view still shows it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogSource {
+    /// Another cluster of the fleet's pod: streamed with that cluster's own client.
+    pub cluster: Option<crate::frontend::tui::view_model::Cluster>,
     pub namespace: String,
     pub pod: String,
     pub previous: bool,
@@ -191,6 +193,7 @@ mod tests {
 
     fn view() -> LogView {
         LogView::new(LogSource {
+            cluster: None,
             namespace: "apps".into(),
             pod: "web-1".into(),
             previous: false,

@@ -16,10 +16,18 @@ use ratatui::widgets::{Block, Borders, Paragraph};
 use super::{Look, fit};
 use crate::engine::ReleaseKey;
 use crate::frontend::timeline::Change;
+use crate::frontend::tui::view_model::Cluster;
 use crate::helm::release::Status;
 
-/// A record as read whole: which revision, at which status (a new status is read again).
-pub type RecordRef = (ReleaseKey, i32, Status);
+/// A record as read whole: of which cluster (`None`: the dashboard's own), which
+/// revision, at which status (a new status is read again).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RecordRef {
+    pub cluster: Option<Cluster>,
+    pub key: ReleaseKey,
+    pub version: i32,
+    pub status: Status,
+}
 
 #[derive(Default)]
 pub struct TimelineView {
@@ -36,19 +44,33 @@ pub struct TimelineView {
     pub asked: HashSet<RecordRef>,
     /// Rows changed by records read since they were sorted.
     pub unsorted: bool,
+    /// The change the cursor was on before the rows were changed by records read: the
+    /// next [`Self::settle`] puts it back there (a row read whole replaces the one its
+    /// labels gave, so the index alone would land on its neighbour).
+    pub follow: Option<Change>,
     /// The namespaces the rows were built for (the table's).
     pub built_for: Option<crate::cluster::client::Scope>,
-    /// What the rows were last built from (the inventory's and the engine's snapshots),
-    /// and when.
-    pub built_from: Option<(usize, usize, Timestamp)>,
+    /// What the rows were last built from (a fingerprint of the inventories' and the
+    /// engines' snapshots of every cluster shown), and when.
+    pub built_from: Option<(u64, Timestamp)>,
+    /// The dashboard's own cluster, named when the rows span a fleet (a CLUSTER column
+    /// then shows, and a row of no cluster is of this one).
+    pub own_cluster: Option<Cluster>,
+    /// Each cluster's audit Events (freezes, thaws, the dashboards' writes), as last
+    /// listed: Events are not watched, so they are listed again while the view is open.
+    pub audited: HashMap<Option<Cluster>, Vec<Change>>,
+    /// When the audit Events were last asked for.
+    pub audit_asked: Option<Timestamp>,
 }
 
-/// What `/` asks of a row: `ns:NAME` (its namespace; several: any of them), `kind:KIND`
+/// What `/` asks of a row: `cluster:NAME` (its cluster; several: any of them), `ns:NAME`
+/// (its namespace; several: any of them), `kind:KIND`
 /// (its kind of change: `kind:upgrade`, `kind:config-rollout`; several: any of them),
 /// `since:DURATION` (within that long: `since:15m`, `since:2h`), and words, each of which
 /// must appear in its namespace/release, kind, who or text (any case).
 #[derive(Debug, Default, PartialEq)]
 struct Filter {
+    clusters: Vec<String>,
     namespaces: Vec<String>,
     kinds: Vec<String>,
     since: Option<Timestamp>,
@@ -61,7 +83,9 @@ impl Filter {
         let mut f = Filter::default();
         for token in text.split_whitespace() {
             let lower = token.to_lowercase();
-            if let Some(ns) = lower.strip_prefix("ns:") {
+            if let Some(cluster) = lower.strip_prefix("cluster:") {
+                f.clusters.push(cluster.to_owned());
+            } else if let Some(ns) = lower.strip_prefix("ns:") {
                 f.namespaces.push(ns.to_owned());
             } else if let Some(kind) = lower.strip_prefix("kind:") {
                 f.kinds.push(kind.to_owned());
@@ -76,7 +100,17 @@ impl Filter {
         f
     }
 
-    fn keeps(&self, c: &Change) -> bool {
+    /// `own`: the cluster of a row that names none.
+    fn keeps(&self, c: &Change, own: Option<&str>) -> bool {
+        let cluster = c.cluster.as_deref().or(own).unwrap_or_default();
+        if !self.clusters.is_empty()
+            && !self
+                .clusters
+                .iter()
+                .any(|n| n.eq_ignore_ascii_case(cluster))
+        {
+            return false;
+        }
         if !self.namespaces.is_empty() && !self.namespaces.contains(&c.namespace) {
             return false;
         }
@@ -90,7 +124,7 @@ impl Filter {
             return true;
         }
         let text = format!(
-            "{}/{} {} {} {}",
+            "{cluster} {}/{} {} {} {}",
             c.namespace,
             c.release,
             c.kind.label(),
@@ -109,13 +143,14 @@ impl TimelineView {
             return self.rows.iter().collect();
         }
         let filter = Filter::parse(&self.filter, self.loaded_at);
-        self.rows.iter().filter(|c| filter.keeps(c)).collect()
+        let own = self.own_cluster.as_deref();
+        self.rows.iter().filter(|c| filter.keeps(c, own)).collect()
     }
 
     /// New rows from a load: the cursor stays on the change it was on (new ones appear
     /// above it), or on the top row.
     pub fn loaded(&mut self, rows: Vec<Change>, at: Timestamp) {
-        let kept = self.current().cloned();
+        let kept = self.follow.take().or_else(|| self.current().cloned());
         self.rows = rows;
         self.loaded_at = Some(at);
         self.selected = kept
@@ -131,13 +166,40 @@ impl TimelineView {
         let Some(read) = read.filter(|r| !r.is_empty()) else {
             return;
         };
-        let (key, version, _) = &record;
+        let RecordRef {
+            cluster,
+            key,
+            version,
+            ..
+        } = &record;
+        let cluster = cluster.as_deref().map(str::to_owned);
+        let read: Vec<Change> = read
+            .into_iter()
+            .map(|r| Change {
+                cluster: cluster.clone(),
+                ..r
+            })
+            .collect();
         let of_record = |r: &Change| {
-            r.revision == Some(*version)
+            r.cluster == cluster
+                && r.revision == Some(*version)
                 && r.namespace == key.namespace
                 && r.release == key.name
                 && (r.kind.is_revision() || r.kind == crate::frontend::timeline::Kind::Test)
         };
+        // The cursor's change, or the record's row that replaces it.
+        if self.follow.is_none()
+            && let Some(current) = self.current().cloned()
+        {
+            self.follow = Some(if of_record(&current) {
+                read.iter()
+                    .find(|r| r.kind == current.kind)
+                    .unwrap_or(&read[0])
+                    .clone()
+            } else {
+                current
+            });
+        }
         // Its rows as the record says them, in place of those its labels gave.
         self.rows.retain(|r| !of_record(r));
         self.rows.extend(read.iter().cloned());
@@ -145,12 +207,29 @@ impl TimelineView {
         self.read.insert(record, read);
     }
 
+    /// `cluster`'s audit Events listed: the rows are built again with them at the next
+    /// turn.
+    pub fn audited_in(&mut self, cluster: Option<Cluster>, changes: Vec<Change>) {
+        let name = cluster.as_deref().map(str::to_owned);
+        let changes = changes
+            .into_iter()
+            .map(|c| Change {
+                cluster: name.clone(),
+                ..c
+            })
+            .collect();
+        if self.audited.get(&cluster) != Some(&changes) {
+            self.audited.insert(cluster, changes);
+            self.built_from = None;
+        }
+    }
+
     /// Sorts the rows again after records were read; the cursor stays on its change.
     pub fn settle(&mut self) {
         if !std::mem::take(&mut self.unsorted) {
             return;
         }
-        let kept = self.current().cloned();
+        let kept = self.follow.take().or_else(|| self.current().cloned());
         crate::frontend::timeline::newest_first(&mut self.rows);
         self.selected = kept
             .and_then(|k| self.visible().iter().position(|c| **c == k))
@@ -162,7 +241,7 @@ impl TimelineView {
     pub fn to_read(
         &mut self,
         height: usize,
-        status_of: impl Fn(&ReleaseKey, i32) -> Option<Status>,
+        status_of: impl Fn(Option<&str>, &ReleaseKey, i32) -> Option<Status>,
     ) -> Vec<RecordRef> {
         let first = self.selected.saturating_sub(height.saturating_sub(1));
         let wanted: Vec<RecordRef> = self
@@ -174,8 +253,13 @@ impl TimelineView {
             .filter_map(|c| {
                 let key = ReleaseKey::new(c.namespace.clone(), c.release.clone());
                 let version = c.revision?;
-                let status = status_of(&key, version)?;
-                Some((key, version, status))
+                let status = status_of(c.cluster.as_deref(), &key, version)?;
+                Some(RecordRef {
+                    cluster: c.cluster.as_deref().map(Cluster::from),
+                    key,
+                    version,
+                    status,
+                })
             })
             .filter(|r| !self.asked.contains(r))
             .collect();
@@ -236,9 +320,23 @@ pub fn draw(f: &mut Frame, look: Look<'_>, v: &TimelineView, area: Rect) {
         .max()
         .unwrap_or(3)
         .clamp(3, 20);
-    let row = |time: &str, release: &str, kind: &str, who: &str, what: &str| {
+    // Across a fleet, each row's cluster first (a row of none is the dashboard's own).
+    let own = v.own_cluster.as_deref();
+    let cluster_width = own.map(|own| {
+        visible
+            .iter()
+            .map(|c| c.cluster.as_deref().unwrap_or(own).chars().count())
+            .max()
+            .unwrap_or(0)
+            .clamp(7, 20)
+    });
+    let row = |cluster: &str, time: &str, release: &str, kind: &str, who: &str, what: &str| {
+        let cluster = match cluster_width {
+            Some(w) => format!("{:<w$} ", fit(cluster, w)),
+            None => String::new(),
+        };
         let head = format!(
-            "{:<8} {:<rw$} {:<15} {:<ww$} ",
+            "{cluster}{:<8} {:<rw$} {:<15} {:<ww$} ",
             time,
             fit(release, release_width),
             kind,
@@ -250,7 +348,7 @@ pub fn draw(f: &mut Frame, look: Look<'_>, v: &TimelineView, area: Rect) {
         fit(&format!("{head}{}", fit(what, rest)), width)
     };
     let mut lines = vec![Line::styled(
-        row("AGE", "RELEASE", "KIND", "WHO", "WHAT"),
+        row("CLUSTER", "AGE", "RELEASE", "KIND", "WHO", "WHAT"),
         t.header(),
     )];
     // The window of rows that keeps the cursor in view.
@@ -258,6 +356,7 @@ pub fn draw(f: &mut Frame, look: Look<'_>, v: &TimelineView, area: Rect) {
     let first = v.selected.saturating_sub(rows_shown.saturating_sub(1));
     for (i, c) in visible.iter().enumerate().skip(first).take(rows_shown) {
         let text = row(
+            c.cluster.as_deref().or(own).unwrap_or_default(),
             &crate::text::age::since(c.at, look.now),
             &format!("{}/{}", c.namespace, c.release),
             c.kind.label(),
@@ -287,6 +386,7 @@ mod tests {
 
     fn change(release: &str, kind: Kind, who: &str, second: i64) -> Change {
         Change {
+            cluster: None,
             at: Timestamp::from_second(1_800_000_000 + second).unwrap(),
             namespace: "apps".into(),
             release: release.into(),
@@ -322,6 +422,46 @@ mod tests {
         assert_eq!(v.visible().len(), 1);
         v.step(5);
         assert_eq!(v.selected, 0);
+    }
+
+    /// The CI failure of 2026-12-01: the cursor on a row its labels gave, that row read
+    /// whole (the record's row replaces it) moved the cursor to the row below, and
+    /// `enter` opened the wrong revision's diff.
+    #[test]
+    fn a_row_read_whole_keeps_the_cursor_on_its_change() {
+        let mut v = TimelineView::default();
+        let now = Timestamp::from_second(1_800_000_100).unwrap();
+        let mut upgrade = change("cli", Kind::Upgrade, "helm CLI", 3);
+        upgrade.revision = Some(2);
+        v.loaded(
+            vec![
+                upgrade.clone(),
+                change("web", Kind::Install, "wheelhouse", 2),
+                change("cli", Kind::Install, "helm CLI", 1),
+            ],
+            now,
+        );
+        assert_eq!(v.current(), Some(&upgrade));
+        let mut read = upgrade.clone();
+        read.at =
+            Timestamp::from_second(1_800_000_003).unwrap() + std::time::Duration::from_millis(250);
+        read.what = "revision 2 deployed (hello 0.1.0): Upgrade complete".into();
+        let key = ReleaseKey::new("apps", "cli");
+        let record = |version, status| RecordRef {
+            cluster: None,
+            key: key.clone(),
+            version,
+            status,
+        };
+        v.record_read(record(2, Status::Deployed), Some(vec![read.clone()]));
+        v.settle();
+        assert_eq!(v.current(), Some(&read));
+        // A record of another row read: the cursor stays where it was.
+        let mut install = change("cli", Kind::Install, "helm CLI", 1);
+        install.what = "revision 1 superseded (hello 0.1.0): Install complete".into();
+        v.record_read(record(1, Status::Superseded), Some(vec![install]));
+        v.settle();
+        assert_eq!(v.current(), Some(&read));
     }
 
     #[test]

@@ -10,9 +10,9 @@ use crate::frontend::tui::components::timeline::RecordRef;
 /// One record read whole, as its Timeline rows (its revision, its last test run); `None`
 /// when it is gone or does not decode (its row keeps what its labels say).
 pub async fn read_revision(client: Client, record: &RecordRef) -> Option<Vec<Change>> {
-    let (key, version, _) = record;
+    let key = &record.key;
     let api: Api<Secret> = Api::namespaced(client, &key.namespace);
-    let name = crate::helm::release::storage::secret_name(&key.name, *version);
+    let name = crate::helm::release::storage::secret_name(&key.name, record.version);
     let secret = api.get_opt(&name).await.ok()??;
     let release = crate::helm::release::storage::from_secret(secret).ok()?;
     Some(crate::frontend::timeline::of_record_read(

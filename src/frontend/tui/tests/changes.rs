@@ -24,7 +24,13 @@ fn history_of_web() -> App {
 
 fn load_request(effects: &[Effect]) -> (u64, ChangesOf) {
     match effects {
-        [Effect::LoadChanges { request, of }] => (*request, of.clone()),
+        [
+            Effect::LoadChanges {
+                request,
+                of,
+                cluster: None,
+            },
+        ] => (*request, of.clone()),
         other => panic!("expected a changes load, got {other:?}"),
     }
 }

@@ -158,6 +158,7 @@ fn rendering(effects: &[Effect]) -> u64 {
                 of: ChangesOf::Render {
                     values: Some(_), ..
                 },
+                cluster: None,
             },
         ] => *request,
         other => panic!("expected a render request, got {other:?}"),

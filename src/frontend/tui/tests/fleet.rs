@@ -380,3 +380,185 @@ fn a_tile_says_who_holds_a_clusters_lease_and_what_flux_reconciles() {
     let text = format!("{}", render(&app, 160, 22).backend());
     assert!(text.contains("none holds its Lease"), "{text}");
 }
+
+/// `T` across the fleet: every cluster's changes in one list with a CLUSTER column,
+/// `cluster:` narrows it, another cluster's records are read whole with that cluster's
+/// client, and `enter` on its change reads the diff there.
+#[test]
+fn the_timeline_spans_the_fleet_and_reads_each_change_in_its_own_cluster() {
+    use crate::frontend::timeline::Kind;
+    use crate::helm::release::Status;
+    use k8s_openapi::jiff::Timestamp;
+    let mut app = fleet_app();
+    app.now = Timestamp::from_second(1_772_366_100).unwrap();
+    let us = Cluster::from("prod-us");
+    let mut others = crate::frontend::inventory::Others::default();
+    for (revision, status, second) in [(1, Status::Superseded, 10), (2, Status::Deployed, 40)] {
+        let mut s = demo::stored("apps", "cli", "hello", revision, status, "");
+        s.created = Some(Timestamp::from_second(1_772_366_000 + second).unwrap());
+        s.author = "helm CLI".into();
+        others
+            .revisions
+            .insert((s.key.clone(), revision), Arc::new(s));
+    }
+    others.helm_listed = true;
+    app.on_fleet(&us, FleetUpdate::Others(Arc::new(others)));
+    let mut own = (*app.others).clone();
+    let mut s = demo::stored("apps", "api", "api", 1, Status::Deployed, "");
+    s.created = Some(Timestamp::from_second(1_772_366_020).unwrap());
+    s.author = "wheelhouse".into();
+    own.revisions.insert((s.key.clone(), 1), Arc::new(s));
+    own.helm_listed = true;
+    app.set_others(Arc::new(own));
+
+    press(&mut app, "T");
+    let effects = app.refresh_timeline();
+    let asked = match effects.as_slice() {
+        [Effect::ReadRevisions(records), audits @ ..] => {
+            // The audit Events of each cluster, each asked of its own.
+            let clusters: Vec<Option<&str>> = audits
+                .iter()
+                .map(|e| match e {
+                    Effect::LoadAudit { cluster, .. } => cluster.as_deref(),
+                    other => panic!("{other:?}"),
+                })
+                .collect();
+            assert_eq!(clusters, [None, Some("prod-us"), Some("staging")]);
+            records.clone()
+        }
+        other => panic!("no records asked for: {other:?}"),
+    };
+    // Each record asked of its own cluster.
+    let of = |cluster: Option<&str>, name: &str, version: i32| {
+        asked
+            .iter()
+            .any(|r| r.cluster.as_deref() == cluster && r.key.name == name && r.version == version)
+    };
+    assert!(
+        of(Some("prod-us"), "cli", 2) && of(Some("prod-us"), "cli", 1),
+        "{asked:?}"
+    );
+    assert!(of(None, "api", 1), "{asked:?}");
+    let screen = render(&app, 100, 12).backend().to_string();
+    let lines: Vec<&str> = screen.lines().collect();
+    let line_of = |text: &str| {
+        lines
+            .iter()
+            .find(|l| l.contains(text))
+            .copied()
+            .unwrap_or_default()
+    };
+    assert!(line_of("AGE").contains("CLUSTER"), "{screen}");
+    assert!(line_of("apps/cli").contains("prod-us"), "{screen}");
+    // The dashboard's own cluster is named by its context.
+    assert!(line_of("apps/api").contains(&app.context), "{screen}");
+    // The record read whole in prod-us replaces its row there, and only there.
+    let cli2 = asked
+        .iter()
+        .find(|r| r.key.name == "cli" && r.version == 2)
+        .unwrap()
+        .clone();
+    let mut read = crate::frontend::timeline::Change {
+        cluster: None,
+        at: Timestamp::from_second(1_772_366_040).unwrap(),
+        namespace: "apps".into(),
+        release: "cli".into(),
+        kind: Kind::Rollback,
+        what: "revision 2 deployed (hello 0.2.0): Rollback to 1".into(),
+        who: "helm CLI".into(),
+        revision: Some(2),
+    };
+    app.on_io(IoResult::TimelineRevision(cli2, Some(vec![read.clone()])));
+    app.refresh_timeline();
+    read.cluster = Some("prod-us".into());
+    let view = app.timeline.as_ref().unwrap();
+    assert_eq!(view.current(), Some(&read), "the newest row, read whole");
+    // prod-us's audit Events: a freeze there, in the list with its cluster.
+    let freeze = crate::frontend::timeline::Change {
+        cluster: None,
+        at: Timestamp::from_second(1_772_366_030).unwrap(),
+        namespace: "apps".into(),
+        release: "web".into(),
+        kind: Kind::Freeze,
+        what: "HelmRelease web: frozen until 12:00 UTC: bad deploy".into(),
+        who: "alice".into(),
+        revision: None,
+    };
+    app.on_io(IoResult::Audited {
+        cluster: Some(us.clone()),
+        changes: Some(vec![freeze]),
+    });
+    app.refresh_timeline();
+    let screen = render(&app, 100, 12).backend().to_string();
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.contains("prod-us") && l.contains("freeze") && l.contains("alice")),
+        "{screen}"
+    );
+    // `cluster:` narrows the list to one cluster.
+    press(&mut app, "/cluster:prod-us");
+    app.on_key(code(KeyCode::Enter));
+    let view = app.timeline.as_ref().unwrap();
+    assert_eq!(view.visible().len(), 3);
+    assert!(
+        view.visible()
+            .iter()
+            .all(|c| c.cluster.as_deref() == Some("prod-us"))
+    );
+    // `enter`: the diff is read in prod-us, with its own client.
+    match app.on_key(code(KeyCode::Enter)).as_slice() {
+        [Effect::LoadChanges { of, cluster, .. }] => {
+            assert_eq!(cluster.as_deref(), Some("prod-us"));
+            assert_eq!(
+                *of,
+                ChangesOf::Revisions {
+                    release: k("apps", "cli"),
+                    from: 1,
+                    to: 2,
+                    values: None,
+                }
+            );
+        }
+        other => panic!("no diff asked for: {other:?}"),
+    }
+}
+
+/// On another cluster's row, the logs of its failing pod stream from that cluster, and a
+/// history diff is read there; only the values editor stays the dashboard's own.
+#[test]
+fn logs_and_diffs_of_another_clusters_row_are_read_in_that_cluster() {
+    let mut app = fleet_app();
+    let us = Cluster::from("prod-us");
+    let row = app
+        .table
+        .rows
+        .iter()
+        .position(|r| r.id.key.name == "sessions")
+        .unwrap();
+    app.table.selected = row;
+    let effects = app.on_key(code(KeyCode::Enter));
+    let key = app.detail.as_ref().unwrap().key.clone();
+    assert_eq!(key.cluster.as_ref(), Some(&us), "{effects:?}");
+    app.on_io(IoResult::Detail {
+        key: key.clone(),
+        data: super::detail_data(),
+    });
+    match press(&mut app, "l").as_slice() {
+        [Effect::StreamLogs(source)] => assert_eq!(source.cluster.as_ref(), Some(&us)),
+        other => panic!("no log stream: {other:?}"),
+    }
+    press(&mut app, "\x1b");
+    app.on_key(code(KeyCode::Esc));
+    assert!(app.logs.is_none());
+    // The History tab, the revision under the cursor shown whole: read in prod-us.
+    app.on_io(IoResult::Detail {
+        key,
+        data: super::kinds::revisions("redis"),
+    });
+    press(&mut app, "h");
+    match app.on_key(code(KeyCode::Enter)).as_slice() {
+        [Effect::LoadChanges { cluster, .. }] => assert_eq!(cluster.as_ref(), Some(&us)),
+        other => panic!("no revision asked for: {other:?}"),
+    }
+}

@@ -226,6 +226,7 @@ fn a_helm_release_is_rolled_back_to_the_picked_revision_after_a_question() {
                     to: 2,
                     values: None,
                 },
+            cluster: None,
         },
     ] = effects.as_slice()
     else {

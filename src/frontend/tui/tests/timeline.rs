@@ -7,6 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 
 fn change(release: &str, kind: Kind, who: &str, revision: Option<i32>, second: i64) -> Change {
     Change {
+        cluster: None,
         at: Timestamp::from_second(1_772_366_000 + second).unwrap(),
         namespace: "apps".into(),
         release: release.into(),
@@ -62,13 +63,23 @@ fn t_opens_the_timeline_from_the_watched_records_and_enter_shows_the_diff_of_a_r
     assert!(press(&mut app, "T").is_empty());
     assert!(app.timeline.is_some());
     // Built from what is watched, and the revisions on screen asked for whole.
-    let asked = match app.refresh_timeline().as_slice() {
-        [Effect::ReadRevisions(records)] => records.clone(),
-        other => panic!("no records asked for: {other:?}"),
+    let effects = app.refresh_timeline();
+    let asked = match effects.as_slice() {
+        [
+            Effect::ReadRevisions(records),
+            Effect::LoadAudit { cluster: None, .. },
+        ] => records.clone(),
+        other => panic!("no records and audit Events asked for: {other:?}"),
     };
     assert_eq!(asked.len(), 3, "{asked:?}");
-    // Asked once.
+    // Asked once; the audit Events again after a few seconds (they are not watched).
     assert!(app.refresh_timeline().is_empty());
+    app.now = Timestamp::from_second(1_772_366_105).unwrap();
+    assert!(matches!(
+        app.refresh_timeline().as_slice(),
+        [Effect::LoadAudit { .. }]
+    ));
+    app.now = Timestamp::from_second(1_772_366_100).unwrap();
     let screen = render(&app, 80, 12).backend().to_string();
     assert!(
         screen.contains("Timeline · 4 changes, newest first"),
@@ -80,7 +91,7 @@ fn t_opens_the_timeline_from_the_watched_records_and_enter_shows_the_diff_of_a_r
     // Its labels cannot tell an upgrade from a rollback: the record read whole says.
     let cli2 = asked
         .iter()
-        .find(|(key, version, _)| key.name == "cli" && *version == 2)
+        .find(|r| r.key.name == "cli" && r.version == 2)
         .unwrap()
         .clone();
     app.on_io(IoResult::TimelineRevision(
