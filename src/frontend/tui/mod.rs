@@ -290,10 +290,7 @@ fn reload_detail(
             tasks.detail_loaded = Instant::now();
             tasks.detail_seen = Some(version);
             // A fleet row's detail is read from its own cluster.
-            let client = match &d.key.cluster {
-                None => Some(session.client.clone()),
-                Some(c) => members.get(c).map(|m| m.client.clone()),
-            };
+            let client = io_of(d.key.cluster.as_ref(), session, members).map(|(c, _)| c.clone());
             let (tx, key) = (tasks.io.clone(), d.key.clone());
             if let Some(client) = client {
                 tokio::spawn(async move {
@@ -349,22 +346,19 @@ fn perform(
             }
             // Another cluster's pod: with its own client.
             let tx = tasks.io.clone();
-            match &source.cluster {
-                None => {
-                    let client = session.client.clone();
+            match io_of(source.cluster.as_ref(), session, members) {
+                Some((client, _)) => {
+                    let client = client.clone();
                     tasks.log_stream = Some(tokio::spawn(io::stream_logs(client, source, tx)));
                 }
-                Some(c) => match members.get(c) {
-                    Some(m) => {
-                        let client = m.client.clone();
-                        tasks.log_stream = Some(tokio::spawn(io::stream_logs(client, source, tx)));
-                    }
-                    None => {
-                        let failed = Some(format!("{c} is not connected"));
-                        let stream = source.stream;
-                        let _ = tx.send(IoResult::LogEnd { stream, failed });
-                    }
-                },
+                None => {
+                    let failed = Some(format!(
+                        "{} is not connected",
+                        cluster_name(&source.cluster)
+                    ));
+                    let stream = source.stream;
+                    let _ = tx.send(IoResult::LogEnd { stream, failed });
+                }
             }
         }
         Effect::StopLogs => {
@@ -379,29 +373,20 @@ fn perform(
         } => {
             let tx = tasks.io.clone();
             // Another cluster's revisions and engine: with its own client and handle.
-            let (client, handle) = match &cluster {
-                None => (session.client.clone(), session.handle.clone()),
-                Some(c) => match members.get(c) {
-                    Some(m) => (m.client.clone(), m.handle.clone()),
-                    None => {
-                        let result = Err(format!("{c} is not connected"));
-                        let _ = tx.send(IoResult::Changes { request, result });
-                        return Ok(Flow::Go);
-                    }
-                },
+            let Some((client, handle)) = io_of(cluster.as_ref(), session, members) else {
+                let result = Err(format!("{} is not connected", cluster_name(&cluster)));
+                let _ = tx.send(IoResult::Changes { request, result });
+                return Ok(Flow::Go);
             };
+            let (client, handle) = (client.clone(), handle.clone());
             tokio::spawn(async move {
                 let result = io::load_changes(client, handle, of).await;
                 let _ = tx.send(IoResult::Changes { request, result });
             });
         }
         Effect::LoadAudit { cluster, scope } => {
-            let client = match &cluster {
-                None => Some(session.client.clone()),
-                Some(c) => members.get(c).map(|m| m.client.clone()),
-            };
-            if let Some(client) = client {
-                let tx = tasks.io.clone();
+            if let Some((client, _)) = io_of(cluster.as_ref(), session, members) {
+                let (client, tx) = (client.clone(), tasks.io.clone());
                 tokio::spawn(async move {
                     let audited = crate::frontend::timeline::collect::audited(&client, &scope);
                     let changes = tokio::time::timeout(io::LIMIT, audited).await.ok();
@@ -411,14 +396,11 @@ fn perform(
         }
         Effect::ReadRevisions(records) => {
             for record in records {
-                let client = match &record.cluster {
-                    None => session.client.clone(),
-                    Some(c) => match members.get(c) {
-                        Some(m) => m.client.clone(),
-                        // Its row keeps what its labels say.
-                        None => continue,
-                    },
+                // Not connected: its row keeps what its labels say.
+                let Some((client, _)) = io_of(record.cluster.as_ref(), session, members) else {
+                    continue;
                 };
+                let client = client.clone();
                 let tx = tasks.io.clone();
                 tokio::spawn(async move {
                     let change =
@@ -564,6 +546,24 @@ async fn quit(session: Session, members: &HashMap<Cluster, MemberIo>) {
         member.handle.remove_credentials();
     }
     std::mem::forget(session);
+}
+
+/// The client and engine handle of `cluster` (`None`: the dashboard's own); `None` for a
+/// fleet member not connected. Nothing falls back to another cluster's.
+fn io_of<'a>(
+    cluster: Option<&Cluster>,
+    session: &'a Session,
+    members: &'a HashMap<Cluster, MemberIo>,
+) -> Option<(&'a kube::Client, &'a EngineHandle)> {
+    match cluster {
+        None => Some((&session.client, &session.handle)),
+        Some(c) => members.get(c).map(|m| (&m.client, &m.handle)),
+    }
+}
+
+/// A cluster's name in a message (`None`: the dashboard's own).
+fn cluster_name(cluster: &Option<Cluster>) -> &str {
+    cluster.as_deref().unwrap_or("this cluster")
 }
 
 /// Carries out a write (`Send`, `Flux` or `Stored`) on a task with `client` and `handle`:
