@@ -8,14 +8,14 @@
 //! Helm's defaults. Nothing is written to any HelmRelease, and the records written carry
 //! no claim of one (the release stays the helm CLI's).
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use kube::Api;
 use tokio_util::sync::CancellationToken;
 
 use super::actions::{Outcome, rollback, uninstall};
-use super::run::{Context, Memory, Run};
-use super::vocabulary::{LiveState, ReleaseKey};
+use super::run::{Context, Intent, Memory, Precedence, Run, Target, Trail};
+use super::vocabulary::ReleaseKey;
 use crate::api::{HelmRelease, HelmReleaseSpec, Rollback, Uninstall};
 use crate::helm::release::{Release, Storage};
 
@@ -99,28 +99,25 @@ pub async fn act(
         ctx,
         acting,
         key: key.clone(),
-        release_name: key.name.clone(),
-        target_namespace: latest.namespace.clone(),
+        target: Target {
+            release_name: key.name.clone(),
+            namespace: latest.namespace.clone(),
+            elsewhere,
+            claim: false,
+        },
         storage,
         status: Default::default(),
         hr: hr.clone(),
         api: Api::namespaced(ctx.client.clone(), &key.namespace),
         memory: &mut memory,
         stop,
-        live: Mutex::new(LiveState::default()),
-        start_permit: Mutex::new(None),
-        desired_digest: String::new(),
-        desired_sources: Vec::new(),
-        fix: None,
-        elsewhere,
-        masker: Default::default(),
-        claim: false,
+        intent: Intent::default(),
         // An operator's action.
-        priority: crate::cluster::slots::Priority::Urgent,
-        last_record: None,
-        urgent: None,
-        if_it_fails: None,
-        applied_generations: None,
+        precedence: Precedence {
+            priority: crate::cluster::slots::Priority::Urgent,
+            ..Precedence::routine(None)
+        },
+        trail: Trail::default(),
     };
     let outcome = match action {
         StoredAction::Rollback { to } => rollback::rollback(&mut run, &history, to).await,

@@ -291,8 +291,8 @@ fn new_release(
 ) -> Release {
     let now = Timestamp::now();
     let mut rel = Release {
-        name: run.release_name.clone(),
-        namespace: run.target_namespace.clone(),
+        name: run.target.release_name.clone(),
+        namespace: run.target.namespace.clone(),
         version,
         info: Some(Info {
             first_deployed: Some(now),
@@ -315,7 +315,7 @@ fn new_release(
     );
     // Said now, so its updates need not read the stored record to keep it.
     crate::helm::release::storage::created_now(&mut rel);
-    if run.claim {
+    if run.target.claim {
         rel.labels.extend(super::claim::labels(&run.hr));
     }
     rel
@@ -386,11 +386,11 @@ async fn record_failure(
     reason: &'static str,
     message: String,
 ) -> crate::engine::Result<Outcome> {
-    set_status(rel, Status::Failed, run.masker.mask(&description));
+    set_status(rel, Status::Failed, run.intent.masker.mask(&description));
     run.storage.update(rel).await?;
     Ok(Outcome::Failed {
         reason,
-        message: run.masker.mask(&message),
+        message: run.intent.masker.mask(&message),
     })
 }
 

@@ -38,15 +38,15 @@ pub async fn rollback(
         tracing::warn!(release = %run.key, "rollback.recreate has no effect: Helm 4 removed recreating pods on rollback (helm-controller ignores it too)");
     }
     let mut rel = restored(run, history, target, version);
-    let ns = run.target_namespace.clone();
-    let release_name = run.release_name.clone();
+    let ns = run.target.namespace.clone();
+    let release_name = run.target.release_name.clone();
     let take_ownership = run
         .hr
         .spec
         .upgrade
         .as_ref()
         .is_some_and(|u| u.take_ownership);
-    let elsewhere = run.elsewhere.clone();
+    let elsewhere = run.target.elsewhere.clone();
     let unavailable = run.ctx.discover_for(&run.acting).await?.unavailable;
     // As Helm 4: as the revision rolled back to was applied, unless the spec says.
     let mode = spec.server_side_apply;
@@ -116,7 +116,7 @@ pub async fn rollback(
         reason: reason::ROLLBACK_SUCCEEDED,
         message: format!(
             "Helm rollback to revision {to} succeeded for release {ns}/{}.v{version}",
-            run.release_name
+            run.target.release_name
         ),
     })
 }
@@ -148,9 +148,9 @@ fn restored(run: &mut Run<'_>, history: &[Release], target: &Release, version: i
             rel.labels.insert(label.into(), value.clone());
         }
     }
-    run.masker.add_manifest_secrets(&rel.manifest);
+    run.intent.masker.add_manifest_secrets(&rel.manifest);
     for hook in &rel.hooks {
-        run.masker.add_manifest_secrets(&hook.manifest);
+        run.intent.masker.add_manifest_secrets(&hook.manifest);
     }
     let info = rel.info.get_or_insert_default();
     info.rollback_revision = to;
@@ -169,7 +169,7 @@ async fn apply_restored(
     spec: &crate::api::Rollback,
     timeout: std::time::Duration,
 ) -> crate::engine::Result<()> {
-    let (version, ns) = (rel.version, run.target_namespace.clone());
+    let (version, ns) = (rel.version, run.target.namespace.clone());
     if !spec.disable_hooks {
         run.run_hooks(
             &mut rel.hooks,
@@ -242,7 +242,7 @@ async fn failed_because(
     rel: &mut Release,
     why: String,
 ) -> crate::engine::Result<Outcome> {
-    let description = format!("Rollback \"{}\" failed: {why}", run.release_name);
+    let description = format!("Rollback \"{}\" failed: {why}", run.target.release_name);
     record_failure(run, rel, description, reason::ROLLBACK_FAILED, why).await
 }
 

@@ -20,7 +20,7 @@ pub async fn test(run: &mut Run<'_>, mut latest: Release) -> crate::engine::Resu
         .and_then(|t| t.timeout)
         .unwrap_or(run.hr.spec.timeout)
         .as_std();
-    let ns = run.target_namespace.clone();
+    let ns = run.target.namespace.clone();
     let filters = run
         .hr
         .spec
@@ -46,14 +46,14 @@ pub async fn test(run: &mut Run<'_>, mut latest: Release) -> crate::engine::Resu
             reason: reason::TEST_SUCCEEDED,
             message: format!(
                 "Helm test succeeded for release {ns}/{}.v{}",
-                run.release_name, latest.version
+                run.target.release_name, latest.version
             ),
         },
         Err(e) => Outcome::Failed {
             reason: reason::TEST_FAILED,
             message: format!(
                 "Helm test failed for release {ns}/{}.v{}: {e}",
-                run.release_name, latest.version
+                run.target.release_name, latest.version
             ),
         },
     })

@@ -25,8 +25,8 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::engine:
     };
     let spec = run.hr.spec.uninstall.clone().unwrap_or_default();
     let timeout = spec.timeout.unwrap_or(run.hr.spec.timeout).as_std();
-    let ns = run.target_namespace.clone();
-    let release_name = run.release_name.clone();
+    let ns = run.target.namespace.clone();
+    let release_name = run.target.release_name.clone();
     // Objects another record of this (name, namespace) owns are never deleted, even when
     // this release's records list them too (written before identities were checked).
     let (client, records) = run.ctx.records_of(&run.acting);
@@ -109,7 +109,7 @@ pub async fn uninstall(run: &mut Run<'_>, history: &[Release]) -> crate::engine:
     }
     let mut message = format!(
         "Helm uninstall succeeded for release {ns}/{}.v{}",
-        run.release_name, latest.version
+        run.target.release_name, latest.version
     );
     if let Some(note) = removed.foreign_note() {
         message.push_str("; ");

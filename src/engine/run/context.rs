@@ -259,40 +259,92 @@ pub struct Run<'a> {
     pub acting: Arc<super::Acting>,
     pub hr: Arc<HelmRelease>,
     pub key: ReleaseKey,
-    pub release_name: String,
-    pub target_namespace: String,
     pub storage: Storage,
     pub status: HelmReleaseStatus,
     pub(in crate::engine) api: Api<HelmRelease>,
     pub(in crate::engine) memory: &'a mut Memory,
     pub(in crate::engine) stop: &'a CancellationToken,
-    pub(in crate::engine) live: Mutex<LiveState>,
-    /// A worker's first reconcile holds one of the engine's start slots until it waits
-    /// for health or ends (see `worker::run`).
-    pub(in crate::engine) start_permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
-    /// The desired state this reconcile works towards, and where its values came from.
-    pub(in crate::engine) desired_digest: String,
-    pub(in crate::engine) desired_sources: Vec<crate::helm::values::ValuesSourceRef>,
-    /// The steps of the desired state this reconcile applies, if it superseded a wait
-    /// (for the trigger-to-fix metric and the live state).
-    pub fix: Option<crate::engine::vocabulary::FixTimeline>,
+    /// Where the release goes: settled before admission, completed by the guards.
+    pub target: Target,
+    /// The desired state this reconcile works towards: set by `prepare_desired`.
+    pub intent: Intent,
+    /// How this reconcile ranks against the others, and what it holds for that.
+    pub precedence: Precedence,
+    /// What the running action shows and leaves for the next step.
+    pub trail: Trail,
+}
+
+/// Where one reconcile's release goes, and who else deploys it.
+pub struct Target {
+    pub release_name: String,
+    /// The namespace the release's objects go to.
+    pub namespace: String,
     /// Other records deploying this (release name, target namespace) from another storage
     /// namespace, as the guards found them: their objects are never this release's.
     pub elsewhere: Vec<crate::helm::release::Elsewhere>,
-    /// Values that came from Secrets (valuesFrom, Secret objects of the manifest): masked
-    /// in every message this reconcile writes to status, Events, Helm's storage or logs.
-    pub masker: crate::helm::values::Masker,
     /// Whether the records this run writes claim them for its HelmRelease (false when
     /// the engine acts for the helm CLI on a release no HelmRelease manages).
     pub claim: bool,
+}
+
+impl Target {
+    pub(in crate::engine) fn of(hr: &HelmRelease) -> Self {
+        Self {
+            release_name: hr.release_name(),
+            namespace: hr.target_namespace(),
+            elsewhere: Vec::new(),
+            claim: true,
+        }
+    }
+}
+
+/// The desired state one reconcile works towards, as far as the steps after
+/// `prepare_desired` need it.
+#[derive(Default)]
+pub struct Intent {
+    /// Its digest, and where its values came from.
+    pub(in crate::engine) digest: String,
+    pub(in crate::engine) sources: Vec<crate::helm::values::ValuesSourceRef>,
+    /// Values that came from Secrets (valuesFrom, Secret objects of the manifest): masked
+    /// in every message this reconcile writes to status, Events, Helm's storage or logs.
+    pub masker: crate::helm::values::Masker,
+}
+
+/// How urgent one reconcile is, and the slots it holds because of it.
+pub struct Precedence {
     /// This reconcile fixes a failed release, or answers an operator: its chart load and
     /// render go ahead of routine ones.
     pub priority: crate::cluster::slots::Priority,
+    /// Held by urgent work until its first object is written: routine work gives way.
+    pub urgent: Option<crate::cluster::slots::UrgentWork>,
+    /// A worker's first reconcile holds one of the engine's start slots until it waits
+    /// for health or ends (see `worker::run`).
+    pub(in crate::engine) start_permit: Mutex<Option<tokio::sync::OwnedSemaphorePermit>>,
+}
+
+impl Precedence {
+    pub(in crate::engine) fn routine(
+        start_permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Self {
+        Self {
+            priority: crate::cluster::slots::Priority::Routine,
+            urgent: None,
+            start_permit: Mutex::new(start_permit),
+        }
+    }
+}
+
+/// What the actions of one reconcile show while they run and leave for the steps after.
+#[derive(Default)]
+pub struct Trail {
+    /// The phase and wait published to the engine's live view.
+    pub(in crate::engine) live: Mutex<LiveState>,
+    /// The steps of the desired state this reconcile applies, if it superseded a wait
+    /// (for the trigger-to-fix metric and the live state).
+    pub fix: Option<crate::engine::vocabulary::FixTimeline>,
     /// The revision an action last stored, as stored: what a superseded wait left, for
     /// the history recorded without reading it back.
     pub last_record: Option<crate::helm::release::Release>,
-    /// Held by urgent work until its first object is written: routine work gives way.
-    pub urgent: Option<crate::cluster::slots::UrgentWork>,
     /// What the engine will do if the action now running fails (`plan::if_it_fails`),
     /// shown with its wait.
     pub if_it_fails: Option<String>,
@@ -331,9 +383,9 @@ impl Run<'_> {
     pub fn set_phase(&self, phase: Phase) {
         if phase == Phase::Waiting {
             // A health wait may take minutes: it must not hold up other workers' start.
-            self.start_permit.lock().unwrap().take();
+            self.precedence.start_permit.lock().unwrap().take();
         }
-        let mut live = self.live.lock().unwrap();
+        let mut live = self.trail.live.lock().unwrap();
         live.phase = phase;
         if phase != Phase::Waiting {
             live.wait = None;
@@ -353,7 +405,7 @@ impl Run<'_> {
 
     /// Marks a step of the fix this reconcile applies (none: it superseded no wait).
     pub fn fix_step(&mut self, step: impl FnOnce(&mut crate::engine::vocabulary::FixTimeline)) {
-        let Some(fix) = self.fix.as_mut() else {
+        let Some(fix) = self.trail.fix.as_mut() else {
             return;
         };
         step(fix);
@@ -409,7 +461,7 @@ impl Run<'_> {
 
     async fn show_hook(&self, revision: i32, running: Option<crate::helm::apply::RunningHook>) {
         {
-            let mut live = self.live.lock().unwrap();
+            let mut live = self.trail.live.lock().unwrap();
             live.wait = running.as_ref().map(|h| WaitView {
                 revision,
                 started_at: h.started_at,
@@ -419,7 +471,7 @@ impl Run<'_> {
                     total: 1,
                     pending: vec![(h.object.clone(), format!("{} hook running", h.event))],
                 },
-                if_it_fails: self.if_it_fails.clone(),
+                if_it_fails: self.trail.if_it_fails.clone(),
             });
             self.publish(&live);
         }
@@ -435,7 +487,7 @@ impl Run<'_> {
             ready: 0,
             total: 1,
             hook: Some(format!("{} ({} hook)", h.object, h.event)),
-            if_it_fails: self.if_it_fails.clone(),
+            if_it_fails: self.trail.if_it_fails.clone(),
         });
         if let Some(hook) = shown.wait.as_ref().and_then(|w| w.hook.clone())
             && self
@@ -456,7 +508,7 @@ impl Run<'_> {
             };
             status::summarise(&mut shown, verdict, self.hr.metadata.generation);
         }
-        let shown = self.masker.masked(&shown);
+        let shown = self.intent.masker.masked(&shown);
         self.ctx.metrics.status_written();
         if let Err(e) = status::write(&self.api, &self.key.name, &shown).await {
             tracing::warn!(release = %self.key, error = %e, "cannot write status");
@@ -558,7 +610,7 @@ impl Run<'_> {
         // read back, and every reconcile of an unchanged release wrote it again (a
         // thousand writes a minute on an idle engine at 10,000 releases, and one per
         // release at every restart).
-        let shown = self.masker.masked(&status);
+        let shown = self.intent.masker.masked(&status);
         let unchanged =
             super::same_as_stored(observed.unwrap_or(&HelmReleaseStatus::default()), &shown)
                 && written.is_none_or(|w| w == super::status_digest(&status));
@@ -589,7 +641,7 @@ impl Run<'_> {
         });
         self.ctx
             .notifier
-            .status_written(told, &self.hr, &self.status, &self.masker);
+            .status_written(told, &self.hr, &self.status, &self.intent.masker);
     }
 
     pub(crate) async fn event(&self, type_: EventType, reason: &str, action: &str, note: String) {
@@ -637,7 +689,7 @@ impl Run<'_> {
         let ev = Event {
             type_,
             reason: reason.into(),
-            note: Some(self.masker.mask(note)),
+            note: Some(self.intent.masker.mask(note)),
             action: action.into(),
             secondary: None,
         };
@@ -661,7 +713,7 @@ impl Run<'_> {
             .collect();
         if let Err(e) = self
             .storage
-            .prune_known(&self.release_name, &revisions, max)
+            .prune_known(&self.target.release_name, &revisions, max)
             .await
         {
             tracing::warn!(release = %self.key, error = %e, "cannot prune Helm history");

@@ -249,11 +249,11 @@ impl Run<'_> {
         let refs = self
             .acting
             .applier
-            .objects(&rel.manifest, &self.target_namespace)
+            .objects(&rel.manifest, &self.target.namespace)
             .await?;
         let mut targets = Vec::with_capacity(refs.len());
         // Generations the apply just before this wait answered with need no read.
-        let applied = match self.applied_generations.take() {
+        let applied = match self.trail.applied_generations.take() {
             Some((version, generations)) if version == rel.version => generations,
             _ => Default::default(),
         };
@@ -293,10 +293,10 @@ impl Run<'_> {
             ready: 0,
             total: total as i32,
             hook: None,
-            if_it_fails: self.if_it_fails.clone(),
+            if_it_fails: self.trail.if_it_fails.clone(),
         });
         self.write_status().await;
-        let mut live = self.live.lock().unwrap();
+        let mut live = self.trail.live.lock().unwrap();
         live.phase = Phase::Waiting;
         live.wait = Some(WaitView {
             revision: rel.version,
@@ -306,7 +306,7 @@ impl Run<'_> {
                 total,
                 ..Progress::default()
             },
-            if_it_fails: self.if_it_fails.clone(),
+            if_it_fails: self.trail.if_it_fails.clone(),
         });
         self.publish(&live);
         Instant::now() + left
@@ -347,7 +347,7 @@ impl Run<'_> {
             w.total = p.total as i32;
         }
         {
-            let mut live = self.live.lock().unwrap();
+            let mut live = self.trail.live.lock().unwrap();
             if let Some(w) = live.wait.as_mut() {
                 w.progress = p;
             }
@@ -380,7 +380,7 @@ impl Run<'_> {
     ) {
         self.note_check();
         match result {
-            Ok(mut candidate) if candidate.prepared.digest() != self.desired_digest => {
+            Ok(mut candidate) if candidate.prepared.digest() != self.intent.digest => {
                 newer.retry_after = RETRY_FIRST;
                 candidate.triggered_at = Some(at);
                 let why = format!(
@@ -392,9 +392,9 @@ impl Run<'_> {
                 self.memory.handoff.candidate = Some(Box::new(candidate));
                 interrupted.canceled = Some((false, why));
                 token.cancel();
-                if self.urgent.is_none() {
+                if self.precedence.urgent.is_none() {
                     let precedence = &self.ctx.work.precedence;
-                    self.urgent =
+                    self.precedence.urgent =
                         Some(newer.checking.take().unwrap_or_else(|| precedence.urgent()));
                 }
             }
@@ -587,7 +587,7 @@ impl<'c> Newer<'c> {
                 .unwrap_or_default()
                 .cancel_on_new_revision;
         let sources = if supersede {
-            values_source_events(ctx, &run.hr, &run.desired_sources)
+            values_source_events(ctx, &run.hr, &run.intent.sources)
         } else {
             futures::stream::select_all(Vec::new())
         };

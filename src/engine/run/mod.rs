@@ -16,7 +16,7 @@ mod retry;
 mod triggers;
 
 pub use acting::Acting;
-pub use context::{Context, Run};
+pub use context::{Context, Intent, Precedence, Run, Target, Trail};
 pub use desired::{Candidate, PrepareError, Prepared, render, spec_values_label};
 pub use health_check::{WaitEnd, Window};
 pub use inbox::{Heard, Msg};

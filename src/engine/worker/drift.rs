@@ -45,18 +45,18 @@ pub(super) async fn check(run: &mut Run<'_>, latest: Option<&Release>) {
     // them clean.
     let generation = run.hr.metadata.generation;
     let objects =
-        crate::engine::object_changes::watched_objects(&latest.manifest, &run.target_namespace)
+        crate::engine::object_changes::watched_objects(&latest.manifest, &run.target.namespace)
             .filter(|_| run.acting.remote.is_none());
     let seen = objects
         .as_ref()
         .and_then(|o| run.ctx.known.objects.digest(o));
     // A dry run's or a correction's error may quote the revision's Secrets.
-    run.masker.add_manifest_secrets(&latest.manifest);
+    run.intent.masker.add_manifest_secrets(&latest.manifest);
     run.ctx.metrics.drift_checked("compared");
     let found = match drifted(run, latest, &spec.ignore).await {
         Ok(found) => found,
         Err(e) => {
-            let error = run.masker.mask(&e.to_string());
+            let error = run.intent.masker.mask(&e.to_string());
             tracing::warn!(release = %run.key, %error, "drift check failed; tried again at the next reconcile");
             run.status.drift_checked = None;
             return;
@@ -122,7 +122,7 @@ fn record_clean(
         since: seen.map_or(0, |(at, _)| at),
         version,
         generation,
-        elsewhere: run.elsewhere.len(),
+        elsewhere: run.target.elsewhere.len(),
         objects,
     });
     clear(run, None);
@@ -435,7 +435,7 @@ fn clean_since(run: &mut Run<'_>, version: i32) -> Option<bool> {
     let generation = run.hr.metadata.generation;
     let unchanged = clean.version == version
         && clean.generation == generation
-        && clean.elsewhere == run.elsewhere.len()
+        && clean.elsewhere == run.target.elsewhere.len()
         && run
             .ctx
             .known
@@ -471,12 +471,14 @@ async fn unchanged_since_clean(run: &mut Run<'_>, latest: &Release) -> bool {
         return unchanged;
     }
     let Some(recorded) = run.status.drift_checked.clone().filter(|r| {
-        r.revision == latest.version && r.generation == generation && run.elsewhere.is_empty()
+        r.revision == latest.version
+            && r.generation == generation
+            && run.target.elsewhere.is_empty()
     }) else {
         return false;
     };
     let Some(objects) =
-        crate::engine::object_changes::watched_objects(&latest.manifest, &run.target_namespace)
+        crate::engine::object_changes::watched_objects(&latest.manifest, &run.target.namespace)
     else {
         return false;
     };
@@ -510,7 +512,7 @@ async fn drifted(
         &run.hr,
         latest,
         rules,
-        &run.elsewhere,
+        &run.target.elsewhere,
     )
     .await
 }
@@ -534,7 +536,7 @@ async fn correct(
     let wanted: Vec<crate::helm::apply::ObjectRef> =
         found.iter().map(|d| d.reference.clone()).collect();
     let subset =
-        crate::helm::apply::manifest::documents_of(&manifest, &wanted, &run.target_namespace);
+        crate::helm::apply::manifest::documents_of(&manifest, &wanted, &run.target.namespace);
     let subset = if yielded.is_empty() {
         subset
     } else {
@@ -557,8 +559,8 @@ async fn correct(
         crate::text::yaml::to_documents(&documents)
     };
     let unavailable = run.ctx.discover_for(&run.acting).await?.unavailable;
-    let elsewhere = run.elsewhere.clone();
-    let owner = Owner::new(&run.release_name, &run.target_namespace)
+    let elsewhere = run.target.elsewhere.clone();
+    let owner = Owner::new(&run.target.release_name, &run.target.namespace)
         .previous(Some(&latest.manifest))
         .force_conflicts(true)
         .others(&elsewhere)

@@ -69,7 +69,7 @@ async fn uninstall_possible(run: &Run<'_>) -> Result<bool, Duration> {
             let message = format!(
                 "Helm release {}/{} left in place: ServiceAccount {namespace}/{name}, which the release acts as, no longer exists, so nothing may uninstall it for this HelmRelease",
                 run.storage.namespace(),
-                run.release_name
+                run.target.release_name
             );
             tracing::warn!(release = %run.key, "{message}");
             run.event(
@@ -93,7 +93,7 @@ async fn finalize_inner(run: &mut Run<'_>) -> Result<Duration, Duration> {
         return Ok(NEVER);
     }
     if !run.hr.spec.suspend && uninstall_possible(run).await? {
-        let history = match run.storage.history(&run.release_name).await {
+        let history = match run.storage.history(&run.target.release_name).await {
             Ok(h) => h,
             Err(e) => {
                 tracing::warn!(release = %run.key, error = %e, "cannot read Helm storage to uninstall");
@@ -119,7 +119,7 @@ async fn finalize_inner(run: &mut Run<'_>) -> Result<Duration, Duration> {
                 message: format!(
                     "Helm release {}/{} left in place: it is managed by {}, not by this HelmRelease",
                     run.storage.namespace(),
-                    run.release_name,
+                    run.target.release_name,
                     other.describe_owner()
                 ),
             })),

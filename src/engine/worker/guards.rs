@@ -31,7 +31,7 @@ pub(super) async fn stall(
     stalled(&mut run.status, why, &message, generation);
     run.write_status().await;
     if changed {
-        tracing::warn!(release = %run.key, reason = why, "{}", run.masker.mask(&message));
+        tracing::warn!(release = %run.key, reason = why, "{}", run.intent.masker.mask(&message));
         run.event(EventType::Warning, why, "Reconcile", message)
             .await;
     }
@@ -102,7 +102,7 @@ struct Claimed {
 
 async fn claim_check(run: &Run<'_>) -> crate::engine::Result<Claimed> {
     let uid = run.hr.metadata.uid.clone().unwrap_or_default();
-    let history = run.storage.history(&run.release_name).await?;
+    let history = run.storage.history(&run.target.release_name).await?;
     let claim = claim::Claim::of(history.last(), &uid);
     let free = match &claim {
         claim::Claim::Ours => {
@@ -127,7 +127,7 @@ async fn claim_check(run: &Run<'_>) -> crate::engine::Result<Claimed> {
         refused: Some(format!(
             "Helm release {}/{} is managed by {}; this HelmRelease does nothing to it, and deleting it uninstalls nothing, until it names another release (spec.releaseName, spec.storageNamespace) or that HelmRelease is gone",
             run.storage.namespace(),
-            run.release_name,
+            run.target.release_name,
             claim.describe_owner()
         )),
         history: None,
@@ -138,7 +138,7 @@ async fn claim_check(run: &Run<'_>) -> crate::engine::Result<Claimed> {
 /// must: a live release stored in another namespace already deploys it (the helm CLI's
 /// release in the target namespace, or another HelmRelease's storage). Helm's ownership
 /// metadata cannot tell the two apart, so acting would overwrite its objects and
-/// deleting this HelmRelease would delete them. Keeps what it found in `run.elsewhere`
+/// deleting this HelmRelease would delete them. Keeps what it found in `run.target.elsewhere`
 /// for the actions, which refuse and never delete those objects.
 pub(super) async fn identity_taken_elsewhere(
     run: &mut Run<'_>,
@@ -155,8 +155,8 @@ pub(super) async fn scan_elsewhere(
         client,
         records,
         run.storage.namespace(),
-        &run.release_name,
-        &run.target_namespace,
+        &run.target.release_name,
+        &run.target.namespace,
         run.hr.metadata.uid.as_deref(),
         run.storage.floor(),
     )
@@ -168,14 +168,14 @@ pub(super) fn take_scan(
     scan: Option<crate::helm::release::Scan>,
 ) -> Option<String> {
     let found = scan.unwrap_or_default();
-    run.elsewhere = found.found;
-    let first = run.elsewhere.first()?;
+    run.target.elsewhere = found.found;
+    let first = run.target.elsewhere.first()?;
     // Looked at again as soon as a record of that name changes (uninstalled, say).
     run.memory.watches.conflict = Some(found.looked);
     Some(format!(
         "release {:?} in namespace {} is already {}; this HelmRelease (stored in namespace {}) applies nothing to it, and deleting it deletes none of its objects, until it names another release (spec.releaseName, spec.targetNamespace) or that release is uninstalled",
-        run.release_name,
-        run.target_namespace,
+        run.target.release_name,
+        run.target.namespace,
         first.describe(),
         run.storage.namespace(),
     ))

@@ -22,7 +22,7 @@ mod reconcile;
 mod strategy;
 mod unchanged;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use kube::{Api, ResourceExt};
@@ -31,9 +31,12 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use super::actions::Note;
-use super::run::{Context, Heard, Memory, Requeue, Run, Trigger, values_source_events};
+use super::run::{
+    Context, Heard, Intent, Memory, Precedence, Requeue, Run, Target, Trail, Trigger,
+    values_source_events,
+};
 use super::status::{self, Verdict, condition, reason};
-use super::vocabulary::{LiveState, Phase, ReleaseKey};
+use super::vocabulary::{Phase, ReleaseKey};
 use crate::api::{FINALIZER, HelmRelease};
 use crate::helm::release::Storage;
 use crate::telemetry::ReconcileResult;
@@ -307,8 +310,8 @@ async fn reconcile_once(
         .memory
         .retry
         .urgency(failed, new_spec, &ctx.work.precedence);
-    run.priority = urgency.priority;
-    run.urgent = urgency.precedence;
+    run.precedence.priority = urgency.priority;
+    run.precedence.urgent = urgency.precedence;
     let outcome = if let Some(e) = unusable {
         Err(crate::engine::Error::Remote(e))
     } else if hr.metadata.deletion_timestamp.is_some() {
@@ -356,7 +359,7 @@ async fn reconcile_once(
         .conditions
         .iter()
         .any(|c| c.type_ == condition::READY && c.status != "True");
-    let sources = std::mem::take(&mut run.desired_sources);
+    let sources = std::mem::take(&mut run.intent.sources);
     run.memory.watches.after(held, &sources);
     run.memory.written.last_status = Some(run.memory.written.shared_status(&run.status));
     // A fix superseding the wait goes on in the next reconcile, urgent still.
@@ -365,7 +368,7 @@ async fn reconcile_once(
         .handoff
         .candidate
         .is_some()
-        .then(|| run.urgent.take())
+        .then(|| run.precedence.urgent.take())
         .flatten();
     let after = run
         .memory
@@ -387,8 +390,7 @@ fn start_run<'a>(
     Run {
         ctx,
         key: key.clone(),
-        release_name: hr.release_name(),
-        target_namespace: hr.target_namespace(),
+        target: Target::of(hr),
         storage: Storage::new(acting.client.clone(), &hr.storage_namespace())
             .reading_from(memory.cache.records_floor.clone()),
         acting,
@@ -403,19 +405,9 @@ fn start_run<'a>(
         api: Api::namespaced(ctx.client.clone(), &key.namespace),
         memory,
         stop,
-        live: Mutex::new(LiveState::default()),
-        start_permit: Mutex::new(start_permit),
-        desired_digest: String::new(),
-        desired_sources: Vec::new(),
-        fix: None,
-        elsewhere: Vec::new(),
-        masker: Default::default(),
-        claim: true,
-        priority: crate::cluster::slots::Priority::Routine,
-        last_record: None,
-        urgent: None,
-        if_it_fails: None,
-        applied_generations: None,
+        intent: Intent::default(),
+        precedence: Precedence::routine(start_permit),
+        trail: Trail::default(),
     }
 }
 
@@ -435,7 +427,7 @@ async fn record_error(run: &mut Run<'_>, e: crate::engine::Error) -> Requeue {
         ),
         None => (reason::RECONCILE_ERROR, e.describe()),
     };
-    let message = run.masker.mask(&message);
+    let message = run.intent.masker.mask(&message);
     let verdict = Verdict::Failing {
         reason: why,
         message: &message,

@@ -47,7 +47,7 @@ pub(super) async fn pin_if_asked(run: &mut Run<'_>) -> crate::engine::Result<()>
     };
     run.record_acting().await;
     let outcome = actions::rollback(run, &history, request.revision).await?;
-    let after = run.storage.history(&run.release_name).await?;
+    let after = run.storage.history(&run.target.release_name).await?;
     run.record_history(&after);
     record(run, &request, outcome, &after).await;
     Ok(())
@@ -79,7 +79,7 @@ async fn refusal(
     if let Some(why) = identity_taken_elsewhere(run).await? {
         return Ok(Err(why));
     }
-    let history = run.storage.history(&run.release_name).await?;
+    let history = run.storage.history(&run.target.release_name).await?;
     if let Some(latest) = history.last()
         && let Some(info) = latest.info.as_ref()
         && info.status.is_pending()

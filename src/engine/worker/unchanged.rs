@@ -35,7 +35,7 @@ pub(super) fn may_skip_history(run: &Run<'_>, settled: &Settled, requested: bool
         || run.status.external_revision.is_some()
         || settled.uid != hr.metadata.uid
         || settled.generation != hr.metadata.generation
-        || settled.records.name != run.release_name
+        || settled.records.name != run.target.release_name
         || crate::engine::run::new_token(
             hr,
             crate::api::annotations::FORCE_AT,
@@ -47,7 +47,7 @@ pub(super) fn may_skip_history(run: &Run<'_>, settled: &Settled, requested: bool
     }
     let (_, records) = run.ctx.records_of(&run.acting);
     records
-        .records_in(run.storage.namespace(), &run.release_name)
+        .records_in(run.storage.namespace(), &run.target.release_name)
         .is_some_and(|now| now == settled.records.records)
 }
 
@@ -62,16 +62,16 @@ pub(super) async fn check(run: &mut Run<'_>, settled: Settled) -> Unchanged {
         return Unchanged::Changed;
     }
     let hr = run.hr.clone();
-    let prepared = match prepare(run.ctx, &run.acting, &hr, run.priority).await {
+    let prepared = match prepare(run.ctx, &run.acting, &hr, run.precedence.priority).await {
         Ok(prepared) if prepared.digest() == settled.desired => prepared,
         other => return Unchanged::Prepared(Box::new(other)),
     };
     if !super::drift::unchanged_at_interval(run, settled.version) {
         return Unchanged::Prepared(Box::new(Ok(prepared)));
     }
-    run.masker = prepared.values.secrets.clone();
-    run.desired_digest = settled.desired.clone();
-    run.desired_sources = prepared.values.sources.clone();
+    run.intent.masker = prepared.values.secrets.clone();
+    run.intent.digest = settled.desired.clone();
+    run.intent.sources = prepared.values.sources.clone();
     run.ctx.metrics.unchanged_check();
     run.write_status().await;
     run.memory.cache.settled = Some(settled);

@@ -340,78 +340,15 @@ fn perform(
         Effect::Redraw => terminal.clear()?,
         // Fetched by the reload check above on the next turn.
         Effect::LoadDetail(_) => tasks.detail_seen = None,
-        Effect::StreamLogs(source) => {
-            if let Some(old) = tasks.log_stream.take() {
-                old.abort();
-            }
-            // Another cluster's pod: with its own client.
-            let tx = tasks.io.clone();
-            match io_of(source.cluster.as_ref(), session, members) {
-                Some((client, _)) => {
-                    let client = client.clone();
-                    tasks.log_stream = Some(tokio::spawn(io::stream_logs(client, source, tx)));
-                }
-                None => {
-                    let failed = Some(format!(
-                        "{} is not connected",
-                        cluster_name(&source.cluster)
-                    ));
-                    let stream = source.stream;
-                    let _ = tx.send(IoResult::LogEnd { stream, failed });
-                }
-            }
-        }
         Effect::StopLogs => {
             if let Some(old) = tasks.log_stream.take() {
                 old.abort();
             }
         }
-        Effect::LoadChanges {
-            request,
-            of,
-            cluster,
-        } => {
-            let tx = tasks.io.clone();
-            // Another cluster's revisions and engine: with its own client and handle.
-            let Some((client, handle)) = io_of(cluster.as_ref(), session, members) else {
-                let result = Err(format!("{} is not connected", cluster_name(&cluster)));
-                let _ = tx.send(IoResult::Changes { request, result });
-                return Ok(Flow::Go);
-            };
-            let (client, handle) = (client.clone(), handle.clone());
-            tokio::spawn(async move {
-                let result = io::load_changes(client, handle, of).await;
-                let _ = tx.send(IoResult::Changes { request, result });
-            });
-        }
-        Effect::LoadAudit { cluster, scope } => {
-            if let Some((client, _)) = io_of(cluster.as_ref(), session, members) {
-                let (client, tx) = (client.clone(), tasks.io.clone());
-                tokio::spawn(async move {
-                    let audited = crate::frontend::timeline::collect::audited(&client, &scope);
-                    let changes = tokio::time::timeout(io::LIMIT, audited).await.ok();
-                    let _ = tx.send(IoResult::Audited { cluster, changes });
-                });
-            }
-        }
-        Effect::ReadRevisions(records) => {
-            for record in records {
-                // Not connected: its row keeps what its labels say.
-                let Some((client, _)) = io_of(record.cluster.as_ref(), session, members) else {
-                    continue;
-                };
-                let client = client.clone();
-                let tx = tasks.io.clone();
-                tokio::spawn(async move {
-                    let change =
-                        tokio::time::timeout(io::LIMIT, io::read_revision(client, &record))
-                            .await
-                            .ok()
-                            .flatten();
-                    let _ = tx.send(IoResult::TimelineRevision(record, change));
-                });
-            }
-        }
+        read @ (Effect::StreamLogs(_)
+        | Effect::LoadChanges { .. }
+        | Effect::LoadAudit { .. }
+        | Effect::ReadRevisions(_)) => read_in_its_cluster(read, session, members, tasks),
         Effect::LoadUser => {
             let (client, tx) = (session.client.clone(), tasks.io.clone());
             let fallback = session.context.clone();
@@ -506,6 +443,87 @@ fn perform(
         }
     }
     Ok(Flow::Go)
+}
+
+/// A read of a row's cluster: with that cluster's own client and engine handle, and
+/// answered "not connected" when it has none (never read through another cluster).
+fn read_in_its_cluster(
+    effect: Effect,
+    session: &Session,
+    members: &HashMap<Cluster, MemberIo>,
+    tasks: &mut Tasks,
+) {
+    match effect {
+        Effect::StreamLogs(source) => {
+            if let Some(old) = tasks.log_stream.take() {
+                old.abort();
+            }
+            // Another cluster's pod: with its own client.
+            let tx = tasks.io.clone();
+            match io_of(source.cluster.as_ref(), session, members) {
+                Some((client, _)) => {
+                    let client = client.clone();
+                    tasks.log_stream = Some(tokio::spawn(io::stream_logs(client, source, tx)));
+                }
+                None => {
+                    let failed = Some(format!(
+                        "{} is not connected",
+                        cluster_name(&source.cluster)
+                    ));
+                    let stream = source.stream;
+                    let _ = tx.send(IoResult::LogEnd { stream, failed });
+                }
+            }
+        }
+        Effect::LoadChanges {
+            request,
+            of,
+            cluster,
+        } => {
+            let tx = tasks.io.clone();
+            // Another cluster's revisions and engine: with its own client and handle.
+            let Some((client, handle)) = io_of(cluster.as_ref(), session, members) else {
+                let result = Err(format!("{} is not connected", cluster_name(&cluster)));
+                let _ = tx.send(IoResult::Changes { request, result });
+                return;
+            };
+            let (client, handle) = (client.clone(), handle.clone());
+            tokio::spawn(async move {
+                let result = io::load_changes(client, handle, of).await;
+                let _ = tx.send(IoResult::Changes { request, result });
+            });
+        }
+        Effect::LoadAudit { cluster, scope } => {
+            if let Some((client, _)) = io_of(cluster.as_ref(), session, members) {
+                let (client, tx) = (client.clone(), tasks.io.clone());
+                tokio::spawn(async move {
+                    let audited = crate::frontend::timeline::collect::audited(&client, &scope);
+                    let changes = tokio::time::timeout(io::LIMIT, audited).await.ok();
+                    let _ = tx.send(IoResult::Audited { cluster, changes });
+                });
+            }
+        }
+        Effect::ReadRevisions(records) => {
+            for record in records {
+                // Not connected: its row keeps what its labels say.
+                let Some((client, _)) = io_of(record.cluster.as_ref(), session, members) else {
+                    continue;
+                };
+                let client = client.clone();
+                let tx = tasks.io.clone();
+                tokio::spawn(async move {
+                    let change =
+                        tokio::time::timeout(io::LIMIT, io::read_revision(client, &record))
+                            .await
+                            .ok()
+                            .flatten();
+                    let _ = tx.send(IoResult::TimelineRevision(record, change));
+                });
+            }
+        }
+        // `perform` sends only the reads above here.
+        _ => {}
+    }
 }
 
 /// The terminal first, then the Lease handed back without waiting for the engine's step

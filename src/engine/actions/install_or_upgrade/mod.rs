@@ -82,9 +82,9 @@ pub async fn install_or_upgrade(
     };
     rel.apply_method = Some(method.recorded().into());
     let (release_name, ns, elsewhere) = (
-        run.release_name.clone(),
-        run.target_namespace.clone(),
-        run.elsewhere.clone(),
+        run.target.release_name.clone(),
+        run.target.namespace.clone(),
+        run.target.elsewhere.clone(),
     );
     let owner = how.owner(
         (&release_name, &ns),
@@ -108,10 +108,10 @@ pub async fn install_or_upgrade(
         Phase::Installing
     });
     run.fix_step(|fix| fix.apply_started = Some(std::time::Instant::now()));
-    if let Some(fix) = &run.fix {
+    if let Some(fix) = &run.trail.fix {
         run.ctx.metrics.fix_applied(fix.triggered.elapsed());
     }
-    if run.priority == crate::cluster::slots::Priority::Routine {
+    if run.precedence.priority == crate::cluster::slots::Priority::Routine {
         run.ctx.work.precedence.give_way().await;
     }
     let removed = match apply_steps(run, &mut rel, &applied, seen, &owner, previous, &how).await {
@@ -242,7 +242,7 @@ async fn finish(
         )
     };
     let version = rel.version;
-    let ns = run.target_namespace.clone();
+    let ns = run.target.namespace.clone();
     if let Some(window) = wait {
         match run.wait_for(rel, window).await? {
             WaitEnd::Ready => {}
@@ -250,7 +250,7 @@ async fn finish(
                 return record_failure(
                     run,
                     rel,
-                    format!("Release {:?} failed: {why}", run.release_name),
+                    format!("Release {:?} failed: {why}", run.target.release_name),
                     failed_reason,
                     why,
                 )
@@ -285,7 +285,7 @@ async fn finish(
             return record_failure(
                 run,
                 rel,
-                format!("Release {:?} failed: {e}", run.release_name),
+                format!("Release {:?} failed: {e}", run.target.release_name),
                 failed_reason,
                 e.to_string(),
             )
@@ -302,7 +302,7 @@ async fn finish(
         "Helm {} succeeded for release {}/{}.v{} with chart {}@{}",
         if is_upgrade { "upgrade" } else { "install" },
         ns,
-        run.release_name,
+        run.target.release_name,
         version,
         prepared.resolved.name,
         prepared.resolved.version
@@ -345,7 +345,7 @@ async fn record_canceled(
     } else {
         run.storage.update(rel).await?;
     }
-    run.last_record = Some(rel.clone());
+    run.trail.last_record = Some(rel.clone());
     Ok(Outcome::Canceled {
         by_operator,
         message: why,

@@ -179,7 +179,7 @@ pub(super) async fn install_crds(
         // CRDs are cluster-scoped, but a refusal below should not leave half a setup.
         run.acting
             .applier
-            .ensure_namespace(&run.target_namespace)
+            .ensure_namespace(&run.target.namespace)
             .await?;
     }
     if let Err(e) = run.acting.applier.apply_crds(&docs, how.crds).await {
@@ -204,9 +204,9 @@ pub(super) async fn render_release(
     let rendering = render(
         run.ctx,
         &run.acting,
-        run.priority,
-        &run.release_name,
-        &run.target_namespace,
+        run.precedence.priority,
+        &run.target.release_name,
+        &run.target.namespace,
         prepared,
         previous,
         kept,
@@ -236,9 +236,9 @@ pub(super) fn finish_render(
             "putting spec.commonMetadata on the rendered objects: {e}"
         )));
     }
-    run.masker.add_manifest_secrets(&rendered.manifest);
+    run.intent.masker.add_manifest_secrets(&rendered.manifest);
     for hook in &rendered.hooks {
-        run.masker.add_manifest_secrets(&hook.manifest);
+        run.intent.masker.add_manifest_secrets(&hook.manifest);
     }
     Ok(rendered)
 }
@@ -337,7 +337,7 @@ pub(super) async fn store_revision(
         let prepared = crate::tracking::prepare_manifest(
             &run.acting.client,
             &rendered.manifest,
-            &run.target_namespace,
+            &run.target.namespace,
             &key,
             previous.map(|p| p.manifest.as_str()),
         )
@@ -394,7 +394,7 @@ pub(super) async fn apply_steps(
     previous: Option<&Release>,
     how: &How,
 ) -> crate::engine::Result<crate::helm::apply::Removed> {
-    let ns = run.target_namespace.clone();
+    let ns = run.target.namespace.clone();
     if !how.is_upgrade && how.install.create_namespace {
         run.acting.applier.ensure_namespace(&ns).await?;
     }
@@ -418,9 +418,9 @@ pub(super) async fn apply_steps(
         .apply_release_seen(applied, owner, seen)
         .await?;
     run.fix_step(|fix| fix.first_written = written.first_written);
-    run.applied_generations = Some((rel.version, written.generations));
-    run.fix = None;
-    run.urgent = None;
+    run.trail.applied_generations = Some((rel.version, written.generations));
+    run.trail.fix = None;
+    run.precedence.urgent = None;
     match previous.filter(|_| how.is_upgrade) {
         Some(prev) => Ok(run
             .acting
@@ -447,7 +447,8 @@ pub(super) async fn failed_after_storing(
         set_status(
             rel,
             Status::Failed,
-            run.masker
+            run.intent
+                .masker
                 .mask(&format!("{CLUSTER_FAILURE_PREFIX}: {message}")),
         );
         run.storage.update(rel).await?;
@@ -465,7 +466,7 @@ pub(super) async fn failed_after_storing(
             .prune(&rel.manifest, &prev.manifest, owner)
             .await;
     }
-    let description = format!("Release {:?} failed: {e}", run.release_name);
+    let description = format!("Release {:?} failed: {e}", run.target.release_name);
     record_failure(run, rel, description, how.failed_reason, message).await
 }
 
@@ -482,7 +483,7 @@ pub(super) async fn kept_for_discovery(
         let kept = crate::helm::apply::manifest::documents_of(
             &prev.manifest,
             &removed.kept_for_discovery,
-            &run.target_namespace,
+            &run.target.namespace,
         );
         if !rel.manifest.ends_with('\n') {
             rel.manifest.push('\n');

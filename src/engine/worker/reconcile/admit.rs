@@ -193,7 +193,7 @@ async fn guards_beside_prepare(
     Option<Result<Prepared, PrepareError>>,
 ) {
     let generation = run.hr.metadata.generation;
-    let early = run.priority == crate::cluster::slots::Priority::Urgent
+    let early = run.precedence.priority == crate::cluster::slots::Priority::Urgent
         && run
             .memory
             .handoff
@@ -203,7 +203,12 @@ async fn guards_beside_prepare(
     if prepared_unchanged.is_some() || !early {
         return (Box::pin(ours_to_act_on(run)).await, prepared_unchanged);
     }
-    let (ctx, acting, priority, hr) = (run.ctx, run.acting.clone(), run.priority, run.hr.clone());
+    let (ctx, acting, priority, hr) = (
+        run.ctx,
+        run.acting.clone(),
+        run.precedence.priority,
+        run.hr.clone(),
+    );
     let preparing = async move { prepare(ctx, &acting, &hr, priority).await };
     let (guarded, prepared) = tokio::join!(ours_to_act_on(run), preparing);
     (guarded, Some(prepared))
@@ -228,7 +233,7 @@ pub(super) async fn prepare_desired(
     let (prepared, rendered) = match candidate {
         Some(c) => {
             let c = *c;
-            run.fix = c.timeline();
+            run.trail.fix = c.timeline();
             run.fix_step(|_| {});
             (Ok(c.prepared), Some(c.rendered))
         }
@@ -240,13 +245,13 @@ pub(super) async fn prepare_desired(
                 .unwrap_or_else(std::time::Instant::now);
             let prepared = match guarded.prepared {
                 Some(prepared) => prepared,
-                None => prepare(run.ctx, &run.acting, &hr, run.priority).await,
+                None => prepare(run.ctx, &run.acting, &hr, run.precedence.priority).await,
             };
             // Urgent work (a failed release's fix, an operator's request) is timed as a
             // fix superseding a wait is: from the worker's waking for it, step by step.
-            if run.priority == crate::cluster::slots::Priority::Urgent {
+            if run.precedence.priority == crate::cluster::slots::Priority::Urgent {
                 let now = std::time::Instant::now();
-                run.fix = Some(crate::engine::vocabulary::FixTimeline {
+                run.trail.fix = Some(crate::engine::vocabulary::FixTimeline {
                     triggered,
                     prepared: now,
                     rendered: now,
@@ -266,9 +271,9 @@ pub(super) async fn prepare_desired(
             return ControlFlow::Break(Requeue::Failed);
         }
     };
-    run.masker = prepared.values.secrets.clone();
-    run.desired_digest = prepared.digest();
-    run.desired_sources = prepared.values.sources.clone();
+    run.intent.masker = prepared.values.secrets.clone();
+    run.intent.digest = prepared.digest();
+    run.intent.sources = prepared.values.sources.clone();
     let desired = prepared.desired();
     fresh_retries(&mut run.status, &desired, generation);
     let force = new_token(

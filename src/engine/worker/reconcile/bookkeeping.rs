@@ -78,13 +78,13 @@ pub(super) fn settled_on(run: &Run<'_>, history: &[Release]) -> Option<Settled> 
     }
     let records = run.storage.last_listed()?;
     let versions = records.records.iter().map(|(v, _)| *v);
-    if records.name != run.release_name || !versions.eq(history.iter().map(|r| r.version)) {
+    if records.name != run.target.release_name || !versions.eq(history.iter().map(|r| r.version)) {
         return None;
     }
     Some(Settled {
         uid: run.hr.metadata.uid.clone(),
         generation: run.hr.metadata.generation,
-        desired: run.desired_digest.clone(),
+        desired: run.intent.digest.clone(),
         records,
         version: latest.version,
     })

@@ -79,7 +79,7 @@ async fn steps(run: &mut Run<'_>, ready: Ready) -> crate::engine::Result<Requeue
         // desired state (a chart download) took long enough for another tool to write.
         let history = match fresh.take() {
             Some((history, read)) if read.elapsed() < FRESH_HISTORY => history,
-            _ => run.storage.history(&run.release_name).await?,
+            _ => run.storage.history(&run.target.release_name).await?,
         };
         // At every step: another tool may write while an action of ours ends (a `helm
         // rollback` right after our upgrade's wait), and the next step must not undo it.
@@ -106,7 +106,7 @@ async fn steps(run: &mut Run<'_>, ready: Ready) -> crate::engine::Result<Requeue
                 return Ok(stalled(run, &history, r, message).await);
             }
             _ => {
-                run.if_it_fails = forecast(&observed, &next, &history);
+                run.trail.if_it_fails = forecast(&observed, &next, &history);
                 run.record_acting().await;
                 let step = actions::Step {
                     prepared: &prepared,
@@ -199,7 +199,7 @@ async fn record_step(
             ..
         }
     ) && run.memory.handoff.candidate.is_some();
-    if superseded && let Some(canceled) = run.last_record.take() {
+    if superseded && let Some(canceled) = run.trail.last_record.take() {
         // The newer desired state is ready to apply, and this is on its way: the
         // history is what was read before plus the revision the wait left, the Event
         // goes out meanwhile, and the status is written with the next reconcile's first
@@ -217,7 +217,7 @@ async fn record_step(
         );
         return Ok(ControlFlow::Break(Requeue::After(Duration::ZERO)));
     }
-    let history = run.storage.history(&run.release_name).await?;
+    let history = run.storage.history(&run.target.release_name).await?;
     run.record_history(&history);
     let note = record(&mut run.status, &outcome, generation);
     let retry = crate::engine::worker::strategy::retry_on_failure(
