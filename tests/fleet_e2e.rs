@@ -355,6 +355,50 @@ async fn the_fleet_on_one_screen_with_a_cluster_stopped_and_failing_credentials(
     })
     .await;
 
+    // A release main's engine deploys to remote (spec.kubeConfig): its detail reads its
+    // records and workloads in the remote context, the one whose server its kubeconfig
+    // names, with the operator's own credentials there.
+    let main_client = client_of(&main_kc).await;
+    let text = std::fs::read_to_string(&remote_kc).unwrap();
+    support::kubeconfig_secret(&main_client, &ns, "far", "value", &text).await;
+    Api::<HelmRelease>::namespaced(main_client.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &support::from_yaml(&format!(
+                "apiVersion: wheelhouse.dev/v1alpha1\nkind: HelmRelease\nmetadata: {{name: fleetfar}}\n\
+                 spec:\n  chart: {{path: {}}}\n  kubeConfig: {{secretRef: {{name: far}}}}\n",
+                chart().display()
+            )),
+        )
+        .await
+        .unwrap();
+    dash.keys(&["/"]);
+    dash.type_text("fleetfar");
+    dash.keys(&["Enter"]);
+    dash.wait_for("fleetfar ready in main's table", |s| {
+        row(s, "main", "fleetfar", "wh").is_some_and(|l| l.contains("Ready"))
+    })
+    .await;
+    dash.keys(&["Enter"]);
+    dash.wait_for("fleetfar's workload read in remote", |s| {
+        s.contains("read in context remote, the cluster of its kubeConfig Secret")
+            && s.contains("Deployment/fleetfar-app")
+    })
+    .await;
+    assert!(
+        Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(main_client.clone(), &ns)
+            .get_opt("fleetfar-app")
+            .await
+            .unwrap()
+            .is_none(),
+        "fleetfar deployed to main"
+    );
+    dash.keys(&["Escape", "Escape"]);
+    dash.wait_for("the table again", |s| {
+        s.contains("CLUSTER") && !s.contains("read in context")
+    })
+    .await;
+
     // One bulk suspend over the wheelhouse rows of three clusters.
     dash.keys(&["/"]);
     dash.type_text("fleetweb");

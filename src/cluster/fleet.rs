@@ -59,6 +59,30 @@ pub fn resolve(kubeconfig: Option<&Path>, selection: &Selection) -> Result<Vec<S
     Ok(out)
 }
 
+/// The API server each context of the kubeconfig names, by context: what a remote
+/// release's kubeconfig is matched against, to read it there as the operator.
+pub fn servers(kubeconfig: Option<&Path>) -> Vec<(String, String)> {
+    let Ok(config) = kubeconfig_of(kubeconfig) else {
+        return Vec::new();
+    };
+    config
+        .contexts
+        .iter()
+        .filter_map(|named| {
+            let cluster = &named.context.as_ref()?.cluster;
+            let server = config
+                .clusters
+                .iter()
+                .find(|c| &c.name == cluster)?
+                .cluster
+                .as_ref()?
+                .server
+                .clone()?;
+            Some((named.name.clone(), server))
+        })
+        .collect()
+}
+
 /// The kubeconfig's current context, if it names one.
 pub fn current_context(kubeconfig: Option<&Path>) -> Option<String> {
     kubeconfig_of(kubeconfig)

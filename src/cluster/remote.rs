@@ -15,7 +15,9 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
-use kube::config::{Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext};
+use kube::config::{
+    AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext,
+};
 
 use crate::api::KubeConfigReference;
 
@@ -86,6 +88,16 @@ pub async fn read(
     reference: &KubeConfigReference,
     allowed: Allowances,
 ) -> Result<Checked, Error> {
+    let (name, bytes) = secret_bytes(client, namespace, reference).await?;
+    check(&name, &bytes, allowed)
+}
+
+/// The kubeconfig `reference` names, as stored, with the Secret's `namespace/name`.
+pub async fn secret_bytes(
+    client: &kube::Client,
+    namespace: &str,
+    reference: &KubeConfigReference,
+) -> Result<(String, Vec<u8>), Error> {
     let name = format!("{namespace}/{}", reference.secret_ref.name);
     let secret = Api::<Secret>::namespaced(client.clone(), namespace)
         .get(&reference.secret_ref.name)
@@ -94,27 +106,37 @@ pub async fn read(
             name: name.clone(),
             source,
         })?;
-    let data = secret.data.unwrap_or_default();
+    let mut data = secret.data.unwrap_or_default();
     let bytes = match &reference.secret_ref.key {
-        Some(key) => data.get(key).ok_or_else(|| Error::NoKey {
+        Some(key) => data.remove(key).ok_or_else(|| Error::NoKey {
             name: name.clone(),
             key: key.clone(),
         })?,
         None => DEFAULT_KEYS
             .iter()
-            .find_map(|k| data.get(*k))
+            .find_map(|k| data.remove(*k))
             .ok_or_else(|| Error::NoDefaultKey { name: name.clone() })?,
     };
-    check(&name, &bytes.0, allowed)
+    Ok((name, bytes.0))
 }
 
-/// Checks the kubeconfig `bytes` of the Secret `name`, keeping only its current context.
-pub fn check(name: &str, bytes: &[u8], allowed: Allowances) -> Result<Checked, Error> {
+/// The server a kubeconfig's current context names, and nothing else of it: what the
+/// dashboard matches against its own contexts to read a remote release there as the
+/// operator (it never acts with the Secret's credentials, so nothing else is checked).
+pub fn server_of(name: &str, bytes: &[u8]) -> Result<String, Error> {
+    let (cluster, _) = current_of(name, bytes)?;
+    cluster
+        .server
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| Error::Unreadable {
+            name: name.to_owned(),
+            reason: "its cluster has no server".into(),
+        })
+}
+
+/// The cluster and user of a kubeconfig's current context.
+fn current_of(name: &str, bytes: &[u8]) -> Result<(Cluster, AuthInfo), Error> {
     let unreadable = |reason: String| Error::Unreadable {
-        name: name.to_owned(),
-        reason,
-    };
-    let refused = |reason: String| Error::Refused {
         name: name.to_owned(),
         reason,
     };
@@ -144,6 +166,20 @@ pub fn check(name: &str, bytes: &[u8], allowed: Allowances) -> Result<Checked, E
         .find(|u| u.name == user_name)
         .and_then(|u| u.auth_info.clone())
         .unwrap_or_default();
+    Ok((cluster, user))
+}
+
+/// Checks the kubeconfig `bytes` of the Secret `name`, keeping only its current context.
+pub fn check(name: &str, bytes: &[u8], allowed: Allowances) -> Result<Checked, Error> {
+    let unreadable = |reason: String| Error::Unreadable {
+        name: name.to_owned(),
+        reason,
+    };
+    let refused = |reason: String| Error::Refused {
+        name: name.to_owned(),
+        reason,
+    };
+    let (cluster, user) = current_of(name, bytes)?;
 
     let server = cluster
         .server

@@ -488,7 +488,7 @@ async fn stored_manifest_and_the_manifest_tab_keep_the_rendered_yaml() {
 
     // The Manifest tab: the stored text, the Secret's value masked and nothing else.
     let target = wheelhouse::frontend::tui::io::DetailTarget::of_wheelhouse(&hr);
-    let data = wheelhouse::frontend::tui::io::load_detail(client.clone(), target).await;
+    let data = wheelhouse::frontend::tui::io::load_detail(client.clone(), target, Vec::new()).await;
     let Fetch::Loaded(h) = data.helm else {
         panic!("{:?}", data.helm)
     };

@@ -710,7 +710,8 @@ async fn values_from_secrets_are_masked_by_origin_and_the_config_hash_is_keyed()
     .await;
     let hr = api.get("web").await.unwrap();
     let target = wheelhouse::frontend::tui::io::DetailTarget::of_wheelhouse(&hr);
-    let detail = wheelhouse::frontend::tui::io::load_detail(client.clone(), target).await;
+    let detail =
+        wheelhouse::frontend::tui::io::load_detail(client.clone(), target, Vec::new()).await;
     let wheelhouse::frontend::tui::view_model::Fetch::Loaded(helm) = &detail.helm else {
         panic!("no Helm data: {:?}", detail.helm);
     };

@@ -184,6 +184,93 @@ async fn a_release_on_a_remote_cluster_is_installed_upgraded_and_uninstalled_the
     ns.delete().await;
 }
 
+/// The dashboard's detail of a remote release: its records, workloads and pods read in the
+/// fleet context whose server its kubeconfig names, with the operator's client there; with
+/// no such context, where it lives and how to reach it, and nothing read here.
+#[tokio::test]
+async fn the_dashboard_reads_a_remote_release_in_the_context_its_kubeconfig_names() {
+    use wheelhouse::frontend::tui::io::{DetailTarget, Reachable, load_detail};
+    use wheelhouse::frontend::tui::view_model::Fetch;
+    let (client, ns, api) = setup("remote-detail").await;
+    let remote = remote_client().await;
+    let there = RemoteNamespace::new(remote.clone(), &ns.name).await;
+    let text = std::fs::read_to_string(remote_kubeconfig_path()).unwrap();
+    kubeconfig_secret(&client, &ns.name, "prod", "value", &text).await;
+    let _engine = support::engine::start(&client, &ns.name).await;
+    api.create(
+        &PostParams::default(),
+        &webapp(
+            "web",
+            json!({"kubeConfig": {"secretRef": {"name": "prod"}}}),
+        ),
+    )
+    .await
+    .unwrap();
+    wait_for(&api, "web", "installed on the remote cluster", |h| {
+        is(h, "Ready", "True", "InstallSucceeded")
+    })
+    .await;
+    let hr = api.get("web").await.unwrap();
+    let target = DetailTarget::of_wheelhouse(&hr);
+
+    // The fleet's contexts as the dashboard knows them: the remote one by the server its
+    // kubeconfig names (the file's, not the Secret's).
+    let servers = wheelhouse::cluster::fleet::servers(Some(&remote_kubeconfig_path()));
+    let (context, server) = servers
+        .first()
+        .cloned()
+        .expect("a context in the remote kubeconfig");
+    let fleet = vec![Reachable {
+        cluster: Some(context.as_str().into()),
+        context: context.clone(),
+        server,
+        client: remote.clone(),
+    }];
+    let data = load_detail(client.clone(), target.clone(), fleet).await;
+    let read_in = data.read_in.as_ref().expect("read in the remote context");
+    assert_eq!(read_in.context, context);
+    assert_eq!(read_in.cluster.as_deref(), Some(context.as_str()));
+    assert_eq!(read_in.via, format!("kubeConfig Secret {}/prod", ns.name));
+    let Fetch::Loaded(helm) = &data.helm else {
+        panic!("no records read there: {:?}", data.helm)
+    };
+    assert_eq!((helm.revision, helm.status.as_str()), (1, "deployed"));
+    let Fetch::Loaded(workloads) = &data.workloads else {
+        panic!("no workloads read there: {:?}", data.workloads)
+    };
+    let web = workloads
+        .iter()
+        .find(|w| w.object == "Deployment/web")
+        .unwrap_or_else(|| panic!("no Deployment/web among {workloads:?}"));
+    // The remote Deployment's counts (this cluster has no Deployment web at all).
+    assert_eq!((web.desired, web.ready), (2, 2));
+    assert!(
+        Api::<Deployment>::namespaced(client.clone(), &ns.name)
+            .get_opt("web")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // The HelmRelease's Events are this cluster's.
+    assert!(matches!(&data.events, Fetch::Loaded(events) if !events.is_empty()));
+
+    // Not one of the dashboard's contexts: said, with the server, and nothing read.
+    let data = load_detail(client.clone(), target, Vec::new()).await;
+    assert_eq!(data.read_in, None);
+    let Fetch::Failed(why) = &data.workloads else {
+        panic!("workloads read without their cluster: {:?}", data.workloads)
+    };
+    assert!(
+        why.contains("none of this dashboard's contexts") && why.contains("https://"),
+        "{why}"
+    );
+    assert!(matches!(data.helm, Fetch::Failed(_)));
+
+    delete_and_await_uninstall(&client, &ns.name, "web").await;
+    drop(there);
+    ns.delete().await;
+}
+
 #[tokio::test]
 async fn a_kubeconfig_the_engine_must_not_act_with_stops_that_release_alone() {
     let (client, ns, api) = setup("remote-refused").await;

@@ -139,7 +139,7 @@ pub enum IoResult {
     },
     Detail {
         key: RowKey,
-        data: DetailData,
+        data: Box<DetailData>,
     },
     /// The lines of changes load `request` and their summary, or why there are none.
     Changes {

@@ -163,6 +163,7 @@ async fn event_loop(
         detail_seen: None,
         detail_in_flight: false,
         detail_loaded: Instant::now(),
+        servers: crate::cluster::fleet::servers(opts.cluster.kubeconfig.as_deref()),
     };
     let mut startup = app.on_start();
     loop {
@@ -289,19 +290,56 @@ fn reload_detail(
             tasks.detail_in_flight = true;
             tasks.detail_loaded = Instant::now();
             tasks.detail_seen = Some(version);
-            // A fleet row's detail is read from its own cluster.
+            // A fleet row's detail is read from its own cluster; a remote release's
+            // records in whichever connected cluster its kubeconfig names.
             let client = io_of(d.key.cluster.as_ref(), session, members).map(|(c, _)| c.clone());
+            let fleet = match target.remote {
+                Some(_) => reachable(session, members, &tasks.servers),
+                None => Vec::new(),
+            };
             let (tx, key) = (tasks.io.clone(), d.key.clone());
             if let Some(client) = client {
                 tokio::spawn(async move {
-                    let data = io::load_detail(client, target).await;
-                    let _ = tx.send(IoResult::Detail { key, data });
+                    let data = io::load_detail(client, target, fleet).await;
+                    let _ = tx.send(IoResult::Detail {
+                        key,
+                        data: Box::new(data),
+                    });
                 });
             }
         }
     } else {
         tasks.detail_seen = None;
     }
+}
+
+/// The clusters the dashboard is connected to, with the server each one's context names.
+fn reachable(
+    session: &Session,
+    members: &HashMap<Cluster, MemberIo>,
+    servers: &[(String, String)],
+) -> Vec<io::Reachable> {
+    let server = |context: &str| {
+        servers
+            .iter()
+            .find(|(c, _)| c == context)
+            .map(|(_, s)| s.clone())
+    };
+    let own = server(&session.context).map(|server| io::Reachable {
+        cluster: None,
+        context: session.context.clone(),
+        server,
+        client: session.client.clone(),
+    });
+    let others = members.iter().filter_map(|(cluster, m)| {
+        Some(io::Reachable {
+            cluster: Some(cluster.clone()),
+            context: cluster.to_string(),
+            server: server(cluster)?,
+            client: m.client.clone(),
+        })
+    });
+    own.into_iter().chain(others).collect()
 }
 
 /// What the loop keeps of the IO it started: where the tasks' results go, the open log
@@ -313,6 +351,9 @@ struct Tasks {
     log_stream: Option<tokio::task::JoinHandle<()>>,
     /// The detail view's release and resourceVersion its data was loaded for.
     detail_seen: Option<(view_model::RowKey, String)>,
+    /// The API server each context of the kubeconfig names (a remote release is read in
+    /// the one its kubeconfig names).
+    servers: Vec<(String, String)>,
     detail_in_flight: bool,
     detail_loaded: Instant,
 }

@@ -146,6 +146,7 @@ fn detail_data() -> DetailData {
                 )),
             },
         ]),
+        read_in: None,
     }
 }
 
@@ -227,7 +228,7 @@ fn detail_view_shows_conditions_wait_rollout_history_and_events() {
     );
     app.on_io(IoResult::Detail {
         key: RowKey::wheelhouse(k("apps", "api")),
-        data: detail_data(),
+        data: Box::new(detail_data()),
     });
     insta::assert_snapshot!(render(&app, 120, 36).backend());
 }
@@ -239,7 +240,7 @@ fn manifest_view_masks_secret_data() {
     app.on_key(key('m'));
     app.on_io(IoResult::Detail {
         key: RowKey::wheelhouse(k("apps", "api")),
-        data: detail_data(),
+        data: Box::new(detail_data()),
     });
     let screen = render(&app, 80, 20).backend().to_string();
     assert!(!screen.contains("aHVudGVyMg=="), "{screen}");
@@ -472,7 +473,7 @@ fn readonly_at_80x24_keeps_its_marker_and_offers_no_write() {
         app.on_key(code(KeyCode::Enter));
         app.on_io(IoResult::Detail {
             key: RowKey::wheelhouse(k("apps", "billing")),
-            data: detail_data(),
+            data: Box::new(detail_data()),
         });
         let detail = render(&app, 80, 24).backend().to_string();
         press(&mut app, "v");
@@ -545,7 +546,7 @@ fn ready_counts_replicas_of_the_workloads_even_during_a_wait() {
     app.on_key(code(KeyCode::Enter));
     app.on_io(IoResult::Detail {
         key: RowKey::wheelhouse(k("apps", "api")),
-        data: detail_data(),
+        data: Box::new(detail_data()),
     });
     let detail = render(&app, 100, 14).backend().to_string();
     assert!(detail.contains("Ready    0/3 replicas"), "{detail}");

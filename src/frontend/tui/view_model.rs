@@ -550,6 +550,19 @@ pub struct DetailData {
     pub revisions: Fetch<Vec<RevisionLine>>,
     pub events: Fetch<Vec<EventLine>>,
     pub workloads: Fetch<Vec<Workload>>,
+    /// A remote release's (`spec.kubeConfig`): the context its records, workloads and
+    /// logs are read in.
+    pub read_in: Option<ReadIn>,
+}
+
+/// Where a remote release's records and workloads were read, as the operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadIn {
+    /// `None`: the dashboard's own cluster.
+    pub cluster: Option<Cluster>,
+    pub context: String,
+    /// Where its kubeconfig comes from ("kubeConfig Secret apps/prod").
+    pub via: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

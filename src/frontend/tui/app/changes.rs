@@ -40,6 +40,26 @@ impl App {
         }]
     }
 
+    /// Whether the detail view's release keeps its records on another cluster
+    /// (`spec.kubeConfig`), said in the status line: a revision read there would need
+    /// that cluster's records and this one's valuesFrom to mask it, so none is read
+    /// (read here, a record of the same name would be another release's).
+    fn records_elsewhere(&mut self, what: &str) -> bool {
+        let Some((target, _)) = self.detail_target() else {
+            return false;
+        };
+        let Some(remote) = target.remote else {
+            return false;
+        };
+        self.note(
+            what.into(),
+            Progress::Failed(format!(
+                "the records of this release are on the cluster of its {remote}: open its revisions there (wheelhouse --context NAME)"
+            )),
+        );
+        true
+    }
+
     /// The stored release (storage namespace, release name) of the detail view's
     /// release, with the revision under the History tab's cursor.
     fn picked(
@@ -61,6 +81,9 @@ impl App {
 
     /// `enter` in the History tab: the picked revision's values and manifest.
     pub(super) fn show_revision(&mut self) -> Vec<Effect> {
+        if self.records_elsewhere("revision") {
+            return Vec::new();
+        }
         let Some((release, revision, values)) = self.picked() else {
             return Vec::new();
         };
@@ -81,6 +104,9 @@ impl App {
     /// `x` in the History tab: the diff from the marked revision (else the newest) to
     /// the picked one.
     pub(super) fn compare(&mut self) -> Vec<Effect> {
+        if self.records_elsewhere("diff") {
+            return Vec::new();
+        }
         let Some((release, to, values)) = self.picked() else {
             self.note(
                 "diff".into(),

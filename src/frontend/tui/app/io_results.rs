@@ -64,7 +64,7 @@ impl App {
                 if let Some(d) = &mut self.detail
                     && d.key == key
                 {
-                    d.data = data;
+                    d.data = *data;
                 }
             }
             IoResult::Switched(result) => {

@@ -315,8 +315,13 @@ impl App {
             );
             return Vec::new();
         };
+        // A remote release's pods are in the cluster its records were read in.
+        let cluster = self.detail.as_ref().and_then(|d| match &d.data.read_in {
+            Some(there) => there.cluster.clone(),
+            None => d.key.cluster.clone(),
+        });
         let source = LogSource {
-            cluster: self.detail.as_ref().and_then(|d| d.key.cluster.clone()),
+            cluster,
             namespace: target.target_namespace,
             pod,
             previous: false,

@@ -461,6 +461,8 @@ impl App {
                     target_namespace: s.target_namespace.clone(),
                     key,
                     remote: None,
+                    kube_config: None,
+                    uid: None,
                     values: None,
                 };
                 Some((target, format!("{}/{}", s.revision, s.status.as_str())))

@@ -11,7 +11,7 @@ use crate::api::HelmRelease;
 use crate::engine::ReleaseKey;
 use crate::frontend::inventory::Kind;
 use crate::frontend::tui::view_model::{
-    DetailData, EventLine, Fetch, HelmData, RevisionLine, Workload, mask_manifest,
+    DetailData, EventLine, Fetch, HelmData, ReadIn, RevisionLine, Workload, mask_manifest,
 };
 use crate::helm::release::Storage;
 use crate::tracking::{self, ConfigKind, TrackedWorkload, WorkloadKind};
@@ -31,8 +31,14 @@ pub struct DetailTarget {
     pub target_namespace: String,
     /// A release on a remote cluster (`spec.kubeConfig`): where its kubeconfig comes
     /// from, as said to the operator ("kubeConfig Secret apps/prod"). Its records and
-    /// workloads are on that cluster, not read here.
+    /// workloads are on that cluster, read there when it is one of the dashboard's
+    /// contexts (see [`Reachable`]), never here.
     pub remote: Option<String>,
+    /// The Secret holding that kubeconfig, which says which server the cluster is.
+    pub kube_config: Option<crate::api::KubeConfigReference>,
+    /// The HelmRelease's uid: a record it did not write (another claim) is not shown as
+    /// its own.
+    pub uid: Option<String>,
     /// Where a HelmRelease's values come from, so those from Secrets are masked by
     /// origin (none for a helm CLI release).
     pub values: Option<crate::helm::values::ValuesSources>,
@@ -53,6 +59,8 @@ impl DetailTarget {
                 .kube_config
                 .as_ref()
                 .map(|k| format!("kubeConfig Secret {namespace}/{}", k.secret_ref.name)),
+            kube_config: hr.spec.kube_config.clone(),
+            uid: hr.metadata.uid.clone(),
             values: Some(crate::helm::values::ValuesSources::of(hr)),
         }
     }
@@ -78,6 +86,19 @@ impl DetailTarget {
                 (None, None) => "spec.kubeConfig".to_owned(),
             }
         });
+        // Flux's secretRef has wheelhouse's shape (name, optional key).
+        let kube_config = named("secretRef").map(|name| crate::api::KubeConfigReference {
+            secret_ref: crate::api::KubeConfigSecretRef {
+                name,
+                key: hr
+                    .spec
+                    .kube_config
+                    .as_ref()
+                    .and_then(|k| k.pointer("/secretRef/key"))
+                    .and_then(|k| k.as_str())
+                    .map(str::to_owned),
+            },
+        });
         Self {
             kind: Kind::Flux,
             key: ReleaseKey {
@@ -88,33 +109,130 @@ impl DetailTarget {
             release_name: hr.release_name(),
             target_namespace: hr.target_namespace(),
             remote,
+            kube_config,
+            uid: None,
             values: Some(crate::helm::values::ValuesSources::of_flux(hr)),
         }
     }
 }
 
+/// A cluster the dashboard is connected to, as a remote release's kubeconfig is matched
+/// against it: the operator's own client there and the server its context names.
+#[derive(Clone)]
+pub struct Reachable {
+    /// `None`: the dashboard's own cluster.
+    pub cluster: Option<crate::frontend::tui::view_model::Cluster>,
+    pub context: String,
+    pub server: String,
+    pub client: Client,
+}
+
 /// Everything the detail view fetches: the Helm release's records (the newest whole, the
-/// others as history lines), events, workloads.
-pub async fn load_detail(client: Client, target: DetailTarget) -> DetailData {
-    if let Some(remote) = &target.remote {
-        // A record of the same name here would be another release's: nothing is read.
-        let there = format!(
-            "on the remote cluster of {remote}: its Helm records and workloads are there (the revisions are in the HelmRelease's status)"
+/// others as history lines), events, workloads. A remote release's records and workloads
+/// are read in the cluster its kubeconfig names when `fleet` has it, as the operator.
+pub async fn load_detail(
+    client: Client,
+    target: DetailTarget,
+    fleet: Vec<Reachable>,
+) -> DetailData {
+    let Some(remote) = target.remote.clone() else {
+        let origins = origins_of(&client, target.values.as_ref()).await;
+        let (events, mut data) = futures::join!(
+            load_events(client.clone(), &target),
+            load_release(client.clone(), &target, origins)
         );
-        return DetailData {
-            revisions: Fetch::Failed(there.clone()),
-            helm: Fetch::Failed(there.clone()),
-            workloads: Fetch::Failed(there),
-            events: Fetch::from(load_events(client, &target).await),
-        };
-    }
-    let storage = Storage::new(client.clone(), &target.storage_namespace);
-    let name = target.release_name.clone();
-    let (helm, events, origins) = futures::join!(
-        limited(storage.history(&name)),
+        data.events = Fetch::from(events);
+        return data;
+    };
+    // The HelmRelease, its Events and its valuesFrom are here; the records are there.
+    let (events, there, origins) = futures::join!(
         load_events(client.clone(), &target),
+        find_remote(&client, &target, &fleet),
         origins_of(&client, target.values.as_ref())
     );
+    let mut data = match there {
+        Ok(there) => {
+            let mut data = load_release(there.client.clone(), &target, origins).await;
+            data.read_in = Some(ReadIn {
+                cluster: there.cluster,
+                context: there.context,
+                via: remote,
+            });
+            data
+        }
+        Err(why) => DetailData {
+            revisions: Fetch::Failed(why.clone()),
+            helm: Fetch::Failed(why.clone()),
+            workloads: Fetch::Failed(why),
+            ..DetailData::default()
+        },
+    };
+    data.events = Fetch::from(events);
+    data
+}
+
+/// Which of `fleet` a remote release's kubeconfig names, read from its Secret with the
+/// operator's client of the release's own cluster; else why its records are not read.
+/// Only the server is taken from the kubeconfig: nothing is done with its credentials.
+async fn find_remote(
+    client: &Client,
+    target: &DetailTarget,
+    fleet: &[Reachable],
+) -> Result<Reachable, String> {
+    let remote = target.remote.as_deref().unwrap_or("spec.kubeConfig");
+    let not_here = |why: String| {
+        format!(
+            "on the remote cluster of {remote}: its Helm records and workloads are there ({why}; the revisions are in the HelmRelease's status)"
+        )
+    };
+    let Some(reference) = &target.kube_config else {
+        return Err(not_here("no Secret names its server".into()));
+    };
+    let secret = limited(async {
+        Ok::<_, kube::Error>(
+            crate::cluster::remote::secret_bytes(client, &target.key.namespace, reference).await,
+        )
+    })
+    .await
+    .map_err(&not_here)?;
+    let server = secret
+        .and_then(|(name, bytes)| crate::cluster::remote::server_of(&name, &bytes))
+        .map_err(|e| not_here(format!("which cluster is not known here: {e}")))?;
+    fleet
+        .iter()
+        .find(|r| crate::text::url::same_server(&r.server, &server))
+        .cloned()
+        .ok_or_else(|| {
+            not_here(format!(
+                "its server {} is none of this dashboard's contexts; add it with --contexts",
+                crate::text::url::redact(&server)
+            ))
+        })
+}
+
+/// A release's records and workloads as `client` reads them.
+async fn load_release(
+    client: Client,
+    target: &DetailTarget,
+    origins: crate::helm::values::SecretOrigins,
+) -> DetailData {
+    let storage = Storage::new(client.clone(), &target.storage_namespace);
+    let name = target.release_name.clone();
+    let helm = limited(storage.history(&name)).await.and_then(|h| {
+        // A remote cluster's record another HelmRelease claims is that one's.
+        match (target.remote.is_some(), &target.uid, h.last()) {
+            (true, Some(uid), Some(newest)) => {
+                match newest.labels.get(crate::helm::release::CLAIM_UID_LABEL) {
+                    Some(other) if other != uid => Err(format!(
+                        "the release {name} stored in {} there belongs to another HelmRelease (uid {other})",
+                        target.storage_namespace
+                    )),
+                    _ => Ok(h),
+                }
+            }
+            _ => Ok(h),
+        }
+    });
     let revisions = helm
         .as_ref()
         .map(|h| {
@@ -164,8 +282,8 @@ pub async fn load_detail(client: Client, target: DetailTarget) -> DetailData {
                 manifest: mask_manifest(&r.manifest),
             }
         })),
-        events: Fetch::from(events),
         workloads,
+        ..DetailData::default()
     }
 }
 

@@ -14,7 +14,7 @@ mod write;
 pub use audit::{Audit, record as audit};
 pub use changes_loader::load_changes;
 pub use contexts::{kubeconfig_contexts, list_namespaces};
-pub use detail_loader::{DetailTarget, load_detail};
+pub use detail_loader::{DetailTarget, Reachable, load_detail};
 pub use freeze::{freeze, thaw};
 pub use logs::stream_logs;
 pub use timeline_loader::read_revision;

@@ -16,7 +16,7 @@ fn history_of_web() -> App {
     app.on_key(code(KeyCode::Enter));
     app.on_io(IoResult::Detail {
         key: RowKey::wheelhouse(k("apps", "web")),
-        data: revisions("webapp"),
+        data: Box::new(revisions("webapp")),
     });
     press(&mut app, "h");
     app
@@ -208,7 +208,7 @@ fn read_only_offers_no_rollback() {
     app.on_key(code(KeyCode::Enter));
     app.on_io(IoResult::Detail {
         key: RowKey::wheelhouse(k("apps", "web")),
-        data: revisions("webapp"),
+        data: Box::new(revisions("webapp")),
     });
     press(&mut app, "hj");
     assert!(press(&mut app, "b").is_empty());

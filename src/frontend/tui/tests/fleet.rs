@@ -542,7 +542,7 @@ fn logs_and_diffs_of_another_clusters_row_are_read_in_that_cluster() {
     assert_eq!(key.cluster.as_ref(), Some(&us), "{effects:?}");
     app.on_io(IoResult::Detail {
         key: key.clone(),
-        data: super::detail_data(),
+        data: Box::new(super::detail_data()),
     });
     match press(&mut app, "l").as_slice() {
         [Effect::StreamLogs(source)] => assert_eq!(source.cluster.as_ref(), Some(&us)),
@@ -554,7 +554,7 @@ fn logs_and_diffs_of_another_clusters_row_are_read_in_that_cluster() {
     // The History tab, the revision under the cursor shown whole: read in prod-us.
     app.on_io(IoResult::Detail {
         key,
-        data: super::kinds::revisions("redis"),
+        data: Box::new(super::kinds::revisions("redis")),
     });
     press(&mut app, "h");
     match app.on_key(code(KeyCode::Enter)).as_slice() {

@@ -53,6 +53,7 @@ pub(super) fn revisions(chart: &str) -> DetailData {
         }),
         events: Fetch::Loaded(Vec::new()),
         workloads: Fetch::Loaded(Vec::new()),
+        read_in: None,
     }
 }
 
@@ -203,7 +204,7 @@ fn a_helm_release_is_rolled_back_to_the_picked_revision_after_a_question() {
     assert_eq!(effects, vec![Effect::LoadDetail(id.clone())]);
     app.on_io(IoResult::Detail {
         key: id,
-        data: revisions("legacy"),
+        data: Box::new(revisions("legacy")),
     });
     // b before a revision is picked says where to pick one.
     assert!(press(&mut app, "b").is_empty() && app.overlay.is_none());
@@ -290,6 +291,9 @@ fn a_flux_release_has_a_detail_view() {
         held: 0,
         tracking: None,
     }]);
-    app.on_io(IoResult::Detail { key: id, data });
+    app.on_io(IoResult::Detail {
+        key: id,
+        data: Box::new(data),
+    });
     insta::assert_snapshot!(render(&app, 110, 30).backend());
 }

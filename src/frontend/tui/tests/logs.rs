@@ -9,7 +9,7 @@ fn open_logs(app: &mut App) -> LogSource {
     app.on_key(code(KeyCode::Enter));
     app.on_io(IoResult::Detail {
         key: RowKey::wheelhouse(k("apps", "api")),
-        data: detail_data(),
+        data: Box::new(detail_data()),
     });
     let effects = press(app, "l");
     match effects.as_slice() {
@@ -100,7 +100,7 @@ fn a_release_without_a_failing_pod_says_so() {
     data.workloads = Fetch::Loaded(Vec::new());
     app.on_io(IoResult::Detail {
         key: RowKey::wheelhouse(k("apps", "web")),
-        data,
+        data: Box::new(data),
     });
     assert!(press(&mut app, "l").is_empty());
     assert!(app.logs.is_none());
@@ -108,4 +108,35 @@ fn a_release_without_a_failing_pod_says_so() {
         &app.status.feedback.last().unwrap().progress,
         Progress::Failed(why) if why.contains("no failing pod")
     ));
+}
+
+/// A remote release's (`spec.kubeConfig`) pods are streamed from the cluster its records
+/// were read in, and the detail says which context that is.
+#[test]
+fn a_remote_releases_logs_come_from_the_cluster_its_records_were_read_in() {
+    let mut app = app(false);
+    select(&mut app, "api");
+    app.on_key(code(KeyCode::Enter));
+    let mut data = detail_data();
+    data.read_in = Some(crate::frontend::tui::view_model::ReadIn {
+        cluster: Some("prod-eu".into()),
+        context: "prod-eu".into(),
+        via: "kubeConfig Secret apps/prod".into(),
+    });
+    app.on_io(IoResult::Detail {
+        key: RowKey::wheelhouse(k("apps", "api")),
+        data: Box::new(data),
+    });
+    let screen = render(&app, 120, 40).backend().to_string();
+    assert!(
+        screen.contains("read in context prod-eu, the cluster of its kubeConfig Secret apps/prod"),
+        "{screen}"
+    );
+    match press(&mut app, "l").as_slice() {
+        [Effect::StreamLogs(source)] => {
+            assert_eq!(source.cluster.as_deref(), Some("prod-eu"));
+            assert_eq!(source.pod, "api-6c9f-2xk");
+        }
+        other => panic!("no log stream: {other:?}"),
+    }
 }

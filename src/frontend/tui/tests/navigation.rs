@@ -84,7 +84,7 @@ fn history_columns_line_up_whatever_the_widths() {
     app.on_key(key('h'));
     app.on_io(IoResult::Detail {
         key: RowKey::wheelhouse(k("apps", "api")),
-        data: detail_data(),
+        data: Box::new(detail_data()),
     });
     let screen = render(&app, 120, 30).backend().to_string();
     let column = |l: &str, what: &str| l.find(what).map(|b| l[..b].chars().count());

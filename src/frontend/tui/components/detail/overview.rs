@@ -173,6 +173,15 @@ pub(super) fn condition_lines<'a>(
 pub(super) fn workload_lines<'a>(app: &DetailScreen<'_>, d: &Detail) -> Vec<Line<'a>> {
     let t = &app.theme;
     let mut lines = Vec::new();
+    if let Some(there) = &d.data.read_in {
+        lines.push(Line::styled(
+            format!(
+                "  read in context {}, the cluster of its {}",
+                there.context, there.via
+            ),
+            t.muted(),
+        ));
+    }
     match &d.data.workloads {
         Fetch::Loading => lines.push(Line::styled("  loading workloads…", t.muted())),
         Fetch::Failed(e) => lines.push(Line::styled(
